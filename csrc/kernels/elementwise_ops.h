@@ -1,0 +1,31 @@
+// The pointwise op table: for each op, its arity and one WGSL expression per compute
+// type, over inputs `a`, `b`, `c` and parameters `p0`, `p1` (all in the compute type).
+// Adding an op is one line here plus its registration in csrc/aten.
+#pragma once
+#include <string>
+
+#include "kernels/dtype.h"
+
+namespace twgpu {
+
+struct ElementwiseOpDef {
+  const char* name;
+  int arity;         // number of tensor inputs
+  const char* f32;   // nullptr: no kernel for this compute type
+  const char* i32;
+  const char* i64;
+  const char* raw;   // bit-moving ops only (copy)
+
+  const char* expression(Compute c) const {
+    switch (c) {
+      case Compute::F32: return f32;
+      case Compute::I32: return i32;
+      case Compute::I64: return i64;
+      default: return raw;
+    }
+  }
+};
+
+const ElementwiseOpDef* find_elementwise_op(const std::string& name);
+
+}  // namespace twgpu

@@ -1,0 +1,166 @@
+#include "kernels/wgsl_dtype.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "runtime/error.h"
+
+namespace twgpu {
+
+ScalarBits ScalarBits::from_f32(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, 4);
+  return {bits, 0};
+}
+
+ScalarBits ScalarBits::from_double(double v, Compute c) {
+  switch (c) {
+    case Compute::F32: return from_f32(static_cast<float>(v));
+    case Compute::I32: return from_i32(static_cast<int32_t>(static_cast<int64_t>(v)));
+    case Compute::I64: return from_i64(static_cast<int64_t>(v));
+    default: fail(ErrorKind::Internal, "torch_webgpu: scalar for a raw compute type");
+  }
+}
+
+ScalarBits ScalarBits::from_int(int64_t v, Compute c) {
+  switch (c) {
+    case Compute::F32: return from_f32(static_cast<float>(v));
+    case Compute::I32: return from_i32(static_cast<int32_t>(v));
+    case Compute::I64: return from_i64(v);
+    default: fail(ErrorKind::Internal, "torch_webgpu: scalar for a raw compute type");
+  }
+}
+
+const char* wgsl_type(Compute c) {
+  switch (c) {
+    case Compute::F32: return "f32";
+    case Compute::I32: return "i32";
+    case Compute::I64: return "vec2<u32>";
+    case Compute::Raw64: return "vec2<u32>";
+    case Compute::Raw128: return "vec4<u32>";
+  }
+  return "?";
+}
+
+std::string wgsl_scalar(Compute c, const std::string& lo, const std::string& hi) {
+  switch (c) {
+    case Compute::F32: return "bitcast<f32>(" + lo + ")";
+    case Compute::I32: return "bitcast<i32>(" + lo + ")";
+    case Compute::I64: return "vec2<u32>(" + lo + ", " + hi + ")";
+    default: return "vec2<u32>(" + lo + ", " + hi + ")";
+  }
+}
+
+std::string wgsl_convert(Compute from, Compute to, const std::string& e) {
+  if (from == to) return e;
+  if (from == Compute::F32 && to == Compute::I32) return "i32(" + e + ")";
+  if (from == Compute::F32 && to == Compute::I64) return "i64_from_f32(" + e + ")";
+  if (from == Compute::I32 && to == Compute::F32) return "f32(" + e + ")";
+  if (from == Compute::I32 && to == Compute::I64) return "i64_from_i32(" + e + ")";
+  if (from == Compute::I64 && to == Compute::F32) return "i64_to_f32(" + e + ")";
+  if (from == Compute::I64 && to == Compute::I32) return "i64_to_i32(" + e + ")";
+  fail(ErrorKind::Unsupported, std::string("torch_webgpu: no conversion from ") +
+                                   compute_name(from) + " to " + compute_name(to) + " on device");
+}
+
+namespace {
+
+std::string word(const std::string& buffer, const std::string& index, bool atomic_binding) {
+  return atomic_binding ? "atomicLoad(&" + buffer + "[" + index + "])"
+                        : buffer + "[" + index + "]";
+}
+
+// Bits of a narrow element: (word >> shift) & mask.
+std::string narrow_bits(const std::string& buffer, int bytes, bool atomic_binding) {
+  std::string per_word = bytes == 2 ? "1u" : "2u";
+  std::string lane = bytes == 2 ? "(i & 1u) * 16u" : "(i & 3u) * 8u";
+  std::string mask = bytes == 2 ? "0xffffu" : "0xffu";
+  return "((" + word(buffer, "i >> " + per_word, atomic_binding) + " >> (" + lane + ")) & " +
+         mask + ")";
+}
+
+}  // namespace
+
+std::string wgsl_load_function(const std::string& name, const std::string& buffer, DType dtype,
+                               bool atomic_binding) {
+  std::string ret = wgsl_type(compute_type_for(dtype));
+  std::string body;
+  switch (dtype) {
+    case DType::Float32: body = "bitcast<f32>(" + word(buffer, "i", atomic_binding) + ")"; break;
+    case DType::Int32: body = "bitcast<i32>(" + word(buffer, "i", atomic_binding) + ")"; break;
+    case DType::Float16: body = "f16_bits_to_f32(" + narrow_bits(buffer, 2, atomic_binding) + ")"; break;
+    case DType::BFloat16: body = "bf16_bits_to_f32(" + narrow_bits(buffer, 2, atomic_binding) + ")"; break;
+    case DType::Int16: body = "(bitcast<i32>(" + narrow_bits(buffer, 2, atomic_binding) + " << 16u) >> 16u)"; break;
+    case DType::Int8: body = "(bitcast<i32>(" + narrow_bits(buffer, 1, atomic_binding) + " << 24u) >> 24u)"; break;
+    case DType::UInt8: body = "i32(" + narrow_bits(buffer, 1, atomic_binding) + ")"; break;
+    case DType::Bool: body = "select(0, 1, " + narrow_bits(buffer, 1, atomic_binding) + " != 0u)"; break;
+    case DType::Int64:
+    case DType::Float64:
+    case DType::Complex64:
+      body = "vec2<u32>(" + word(buffer, "2u * i", atomic_binding) + ", " +
+             word(buffer, "2u * i + 1u", atomic_binding) + ")";
+      break;
+    case DType::Complex128:
+      body = "vec4<u32>(" + word(buffer, "4u * i", atomic_binding) + ", " +
+             word(buffer, "4u * i + 1u", atomic_binding) + ", " +
+             word(buffer, "4u * i + 2u", atomic_binding) + ", " +
+             word(buffer, "4u * i + 3u", atomic_binding) + ")";
+      break;
+  }
+  return "fn " + name + "(i: u32) -> " + ret + " { return " + body + "; }\n";
+}
+
+std::string wgsl_store_function(const std::string& name, const std::string& buffer, DType dtype,
+                                Compute compute, bool atomic_binding) {
+  std::string head = "fn " + name + "(i: u32, v: " + wgsl_type(compute) + ") {\n";
+  Compute natural = compute_type_for(dtype);
+  std::string bits;  // u32 expression holding the element's bits (narrow types: low bits)
+  if (dtype == DType::Bool) {
+    // bool(x) is x != 0 in the compute type: bool(0.5) is true.
+    if (compute == Compute::F32) bits = "select(0u, 1u, v != 0.0)";
+    else if (compute == Compute::I32) bits = "select(0u, 1u, v != 0)";
+    else bits = "select(0u, 1u, !i64_is_zero(v))";
+  } else {
+    std::string n = wgsl_convert(compute, natural, "v");
+    switch (dtype) {
+      case DType::Float32: case DType::Int32: bits = "bitcast<u32>(" + n + ")"; break;
+      case DType::Float16: bits = "f32_to_f16_bits(" + n + ")"; break;
+      case DType::BFloat16: bits = "f32_to_bf16_bits(" + n + ")"; break;
+      case DType::Int16: bits = "(bitcast<u32>(" + n + ") & 0xffffu)"; break;
+      case DType::Int8: case DType::UInt8: bits = "(bitcast<u32>(" + n + ") & 0xffu)"; break;
+      default: break;
+    }
+  }
+  std::string body;
+  switch (element_size(dtype)) {
+    case 4: body = "  " + buffer + "[i] = " + bits + ";\n"; break;
+    case 2:
+    case 1: {
+      bool half = element_size(dtype) == 2;
+      std::string w = half ? "i >> 1u" : "i >> 2u";
+      std::string shift = half ? "(i & 1u) * 16u" : "(i & 3u) * 8u";
+      std::string mask = half ? "0xffffu" : "0xffu";
+      body = "  let w = " + w + ";\n  let sh = " + shift + ";\n  let m = " + mask + " << sh;\n";
+      if (atomic_binding) {
+        body += "  atomicAnd(&" + buffer + "[w], ~m);\n  atomicOr(&" + buffer + "[w], (" + bits +
+                " << sh) & m);\n";
+      } else {
+        body += "  " + buffer + "[w] = (" + buffer + "[w] & ~m) | ((" + bits + " << sh) & m);\n";
+      }
+      break;
+    }
+    case 8: {
+      std::string n = wgsl_convert(compute, natural, "v");
+      body = "  let x = " + n + ";\n  " + buffer + "[2u * i] = x.x;\n  " + buffer +
+             "[2u * i + 1u] = x.y;\n";
+      break;
+    }
+    case 16:
+      body = "  " + buffer + "[4u * i] = v.x;\n  " + buffer + "[4u * i + 1u] = v.y;\n  " + buffer +
+             "[4u * i + 2u] = v.z;\n  " + buffer + "[4u * i + 3u] = v.w;\n";
+      break;
+  }
+  return head + body + "}\n";
+}
+
+}  // namespace twgpu

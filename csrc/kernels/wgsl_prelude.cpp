@@ -1,0 +1,314 @@
+#include "kernels/wgsl_prelude.h"
+
+namespace twgpu::wgsl {
+
+const char* const kFloatPrelude = R"WGSL(
+// Private variables keep NaN/Inf out of constant evaluation, which rejects them.
+var<private> kNanBits: u32 = 0x7fc00000u;
+var<private> kInfBits: u32 = 0x7f800000u;
+fn f32_nan() -> f32 { return bitcast<f32>(kNanBits); }
+fn f32_inf() -> f32 { return bitcast<f32>(kInfBits); }
+fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
+fn is_inf(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u; }
+fn is_finite(x: f32) -> bool { return (bitcast<u32>(x) & 0x7f800000u) != 0x7f800000u; }
+fn f16_bits_to_f32(h: u32) -> f32 { return unpack2x16float(h & 0xffffu).x; }
+fn f32_to_f16_bits(x: f32) -> u32 {
+  let s = (bitcast<u32>(x) >> 16u) & 0x8000u;
+  if (is_nan(x)) { return s | 0x7e00u; }
+  // 65520 and up round to infinity; pack2x16float leaves out-of-range values undefined.
+  if (abs(x) >= 65520.0) { return s | 0x7c00u; }
+  return pack2x16float(vec2<f32>(x, 0.0)) & 0xffffu;
+}
+fn bf16_bits_to_f32(h: u32) -> f32 { return bitcast<f32>((h & 0xffffu) << 16u); }
+fn f32_to_bf16_bits(x: f32) -> u32 {
+  let u = bitcast<u32>(x);
+  if (is_nan(x)) { return ((u >> 16u) & 0x8000u) | 0x7fc0u; }
+  return (u + 0x7fffu + ((u >> 16u) & 1u)) >> 16u;
+}
+)WGSL";
+
+const char* const kInt64Prelude = R"WGSL(
+fn i64_from_i32(v: i32) -> vec2<u32> { return vec2<u32>(bitcast<u32>(v), select(0u, 0xffffffffu, v < 0)); }
+fn i64_to_i32(a: vec2<u32>) -> i32 { return bitcast<i32>(a.x); }
+fn i64_is_neg(a: vec2<u32>) -> bool { return (a.y & 0x80000000u) != 0u; }
+fn i64_is_zero(a: vec2<u32>) -> bool { return (a.x | a.y) == 0u; }
+fn i64_eq(a: vec2<u32>, b: vec2<u32>) -> bool { return a.x == b.x && a.y == b.y; }
+fn i64_lt(a: vec2<u32>, b: vec2<u32>) -> bool {
+  if (a.y != b.y) { return bitcast<i32>(a.y) < bitcast<i32>(b.y); }
+  return a.x < b.x;
+}
+fn u64_lt(a: vec2<u32>, b: vec2<u32>) -> bool {
+  if (a.y != b.y) { return a.y < b.y; }
+  return a.x < b.x;
+}
+fn i64_add(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+  let lo = a.x + b.x;
+  return vec2<u32>(lo, a.y + b.y + select(0u, 1u, lo < a.x));
+}
+fn i64_neg(a: vec2<u32>) -> vec2<u32> { return i64_add(~a, vec2<u32>(1u, 0u)); }
+fn i64_sub(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> { return i64_add(a, i64_neg(b)); }
+fn i64_abs(a: vec2<u32>) -> vec2<u32> { return select(a, i64_neg(a), i64_is_neg(a)); }
+// Full 32x32 -> 64 bit product from 16-bit halves.
+fn u32_mul_wide(a: u32, b: u32) -> vec2<u32> {
+  let a0 = a & 0xffffu; let a1 = a >> 16u; let b0 = b & 0xffffu; let b1 = b >> 16u;
+  let p00 = a0 * b0; let p01 = a0 * b1; let p10 = a1 * b0; let p11 = a1 * b1;
+  let mid = (p00 >> 16u) + (p01 & 0xffffu) + (p10 & 0xffffu);
+  return vec2<u32>((p00 & 0xffffu) | (mid << 16u), p11 + (p01 >> 16u) + (p10 >> 16u) + (mid >> 16u));
+}
+fn i64_mul(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+  let p = u32_mul_wide(a.x, b.x);
+  return vec2<u32>(p.x, p.y + a.x * b.y + a.y * b.x);
+}
+fn u64_shl1(a: vec2<u32>) -> vec2<u32> { return vec2<u32>(a.x << 1u, (a.y << 1u) | (a.x >> 31u)); }
+// Unsigned 64-bit division: returns (quotient.lo, quotient.hi, remainder.lo, remainder.hi).
+fn u64_divmod(n: vec2<u32>, d: vec2<u32>) -> vec4<u32> {
+  if (n.y == 0u && d.y == 0u) {
+    if (d.x == 0u) { return vec4<u32>(0xffffffffu, 0xffffffffu, n.x, 0u); }
+    return vec4<u32>(n.x / d.x, 0u, n.x % d.x, 0u);
+  }
+  var q = vec2<u32>(0u, 0u);
+  var r = vec2<u32>(0u, 0u);
+  for (var i = 63i; i >= 0; i = i - 1) {
+    let word = select(n.x, n.y, i >= 32);
+    let bit = (word >> (u32(i) & 31u)) & 1u;
+    r = u64_shl1(r);
+    r.x = r.x | bit;
+    q = u64_shl1(q);
+    if (!u64_lt(r, d)) { r = i64_sub(r, d); q.x = q.x | 1u; }
+  }
+  return vec4<u32>(q, r);
+}
+fn i64_div_trunc(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+  let qr = u64_divmod(i64_abs(a), i64_abs(b));
+  return select(qr.xy, i64_neg(qr.xy), i64_is_neg(a) != i64_is_neg(b));
+}
+fn i64_rem_trunc(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+  let qr = u64_divmod(i64_abs(a), i64_abs(b));
+  return select(qr.zw, i64_neg(qr.zw), i64_is_neg(a));
+}
+fn i64_div_floor(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+  let q = i64_div_trunc(a, b);
+  let r = i64_rem_trunc(a, b);
+  if (!i64_is_zero(r) && (i64_is_neg(r) != i64_is_neg(b))) { return i64_sub(q, vec2<u32>(1u, 0u)); }
+  return q;
+}
+fn i64_mod_floor(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+  let r = i64_rem_trunc(a, b);
+  if (!i64_is_zero(r) && (i64_is_neg(r) != i64_is_neg(b))) { return i64_add(r, b); }
+  return r;
+}
+// Shifts as the CPU does them: amounts outside [0, 64) give 0 (left) or the sign (right).
+fn i64_shl(a: vec2<u32>, s: vec2<u32>) -> vec2<u32> {
+  if (s.y != 0u || s.x >= 64u) { return vec2<u32>(0u, 0u); }
+  let n = s.x;
+  if (n == 0u) { return a; }
+  if (n >= 32u) { return vec2<u32>(0u, a.x << (n - 32u)); }
+  return vec2<u32>(a.x << n, (a.y << n) | (a.x >> (32u - n)));
+}
+fn i64_shr(a: vec2<u32>, s: vec2<u32>) -> vec2<u32> {
+  let fill = select(0u, 0xffffffffu, i64_is_neg(a));
+  if (s.y != 0u || s.x >= 64u) { return vec2<u32>(fill, fill); }
+  let n = s.x;
+  if (n == 0u) { return a; }
+  if (n >= 32u) { return vec2<u32>(bitcast<u32>(bitcast<i32>(a.y) >> (n - 32u)), fill); }
+  return vec2<u32>((a.x >> n) | (a.y << (32u - n)), bitcast<u32>(bitcast<i32>(a.y) >> n));
+}
+fn i64_min(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> { return select(a, b, i64_lt(b, a)); }
+fn i64_max(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> { return select(a, b, i64_lt(a, b)); }
+fn i64_sign(a: vec2<u32>) -> vec2<u32> {
+  if (i64_is_zero(a)) { return vec2<u32>(0u, 0u); }
+  return select(vec2<u32>(1u, 0u), vec2<u32>(0xffffffffu, 0xffffffffu), i64_is_neg(a));
+}
+fn i64_from_bool(b: bool) -> vec2<u32> { return vec2<u32>(select(0u, 1u, b), 0u); }
+// Round-to-nearest-even conversion, as the CPU's int64 -> float cast.
+fn u64_to_f32(m: vec2<u32>) -> f32 {
+  if (m.y == 0u && m.x < 0x1000000u) { return f32(m.x); }
+  let top = select(31u - countLeadingZeros(m.x), 63u - countLeadingZeros(m.y), m.y != 0u);
+  var shift = top - 23u;
+  // mantissa = m >> shift (24 bits), rest = the bits shifted out
+  let s = vec2<u32>(shift, 0u);
+  var mant = i64_shr(m, s).x;
+  let back = i64_shl(vec2<u32>(mant, 0u), s);
+  let rest = i64_sub(m, back);
+  let half = i64_shl(vec2<u32>(1u, 0u), vec2<u32>(shift - 1u, 0u));
+  if (u64_lt(half, rest) || (i64_eq(rest, half) && (mant & 1u) == 1u)) {
+    mant = mant + 1u;
+    if (mant == 0x1000000u) { mant = mant >> 1u; shift = shift + 1u; }
+  }
+  return ldexp(f32(mant), i32(shift));
+}
+fn i64_to_f32(a: vec2<u32>) -> f32 {
+  let m = u64_to_f32(i64_abs(a));
+  return select(m, -m, i64_is_neg(a));
+}
+// Truncating conversion; NaN and out-of-range values give INT64_MIN, as x86 does.
+fn i64_from_f32(x: f32) -> vec2<u32> {
+  if (!(abs(x) < 9223372036854775808.0)) { return vec2<u32>(0u, 0x80000000u); }
+  let t = trunc(abs(x));
+  let hi = floor(t / 4294967296.0);
+  let lo = t - hi * 4294967296.0;
+  let m = vec2<u32>(u32(lo), u32(hi));
+  return select(m, i64_neg(m), x < 0.0);
+}
+fn i64_pow(base: vec2<u32>, e: vec2<u32>) -> vec2<u32> {
+  let one = vec2<u32>(1u, 0u);
+  if (i64_is_neg(e)) {
+    if (i64_eq(base, one)) { return one; }
+    if (i64_eq(base, vec2<u32>(0xffffffffu, 0xffffffffu))) {
+      return select(one, base, (e.x & 1u) == 1u);
+    }
+    return vec2<u32>(0u, 0u);
+  }
+  var result = one;
+  var b = base;
+  var x = e;
+  loop {
+    if (i64_is_zero(x)) { break; }
+    if ((x.x & 1u) == 1u) { result = i64_mul(result, b); }
+    b = i64_mul(b, b);
+    x = vec2<u32>((x.x >> 1u) | (x.y << 31u), x.y >> 1u);
+  }
+  return result;
+}
+)WGSL";
+
+const char* const kMathPrelude = R"WGSL(
+fn log1p_f32(x: f32) -> f32 {
+  let u = 1.0 + x;
+  if (u == 1.0) { return x; }
+  if (is_inf(u)) { return u; }
+  return log(u) * x / (u - 1.0);
+}
+fn expm1_f32(x: f32) -> f32 {
+  if (abs(x) < 1e-5) { return x + 0.5 * x * x; }
+  let u = exp(x);
+  if (u == 1.0) { return x; }
+  if (is_inf(u)) { return u; }
+  let um1 = u - 1.0;
+  if (um1 == -1.0) { return -1.0; }
+  return um1 * x / log(u);
+}
+fn tanh_f32(x: f32) -> f32 {
+  if (is_nan(x)) { return x; }
+  if (abs(x) > 10.0) { return sign(x); }
+  let e = expm1_f32(-2.0 * abs(x));
+  let r = -e / (e + 2.0);
+  return select(r, -r, x < 0.0);
+}
+fn sigmoid_f32(x: f32) -> f32 {
+  if (x >= 0.0) { return 1.0 / (1.0 + exp(-x)); }
+  let e = exp(x);
+  return e / (1.0 + e);
+}
+// erfc from the classic Chebyshev fit of exp(-z*z)*t*P(t) (fractional error below
+// 1.2e-7 everywhere), so it keeps relative accuracy in the tail; erf uses its Taylor
+// series near zero, where 1 - erfc would cancel.
+fn erfc_f32(x: f32) -> f32 {
+  let z = abs(x);
+  let t = 1.0 / (1.0 + 0.5 * z);
+  let r = t * exp(-z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 +
+          t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 +
+          t * (-0.82215223 + t * 0.17087277)))))))));
+  return select(r, 2.0 - r, x < 0.0);
+}
+fn erf_f32(x: f32) -> f32 {
+  if (abs(x) < 0.5) {
+    let x2 = x * x;
+    return x * (1.1283791671 + x2 * (-0.3761263890 + x2 * (0.1128379167 + x2 * (-0.0268661706 +
+           x2 * (0.0052239776 + x2 * (-0.0008548328 + x2 * 0.0001205221))))));
+  }
+  return 1.0 - erfc_f32(x);
+}
+fn is_odd_integer(y: f32) -> bool {
+  return abs(y) < 16777216.0 && trunc(y) == y && (i32(abs(y)) & 1) == 1;
+}
+// pow with C's special cases: negative bases with integer exponents, zeros, infinities.
+fn pow_f32(x: f32, y: f32) -> f32 {
+  if (y == 0.0 || x == 1.0) { return 1.0; }
+  if (is_nan(x) || is_nan(y)) { return f32_nan(); }
+  if (y == 1.0) { return x; }
+  if (y == 2.0) { return x * x; }
+  if (y == 0.5) { return sqrt(x); }
+  if (y == -1.0) { return 1.0 / x; }
+  let yint = trunc(y) == y;
+  if (x < 0.0 && !yint && is_finite(y)) { return f32_nan(); }
+  if (yint && abs(y) <= 64.0) {
+    // Exact square-and-multiply for small integer exponents (as CPU's powf rounds).
+    var n = u32(abs(y));
+    var b = x;
+    var r = 1.0;
+    loop {
+      if (n == 0u) { break; }
+      if ((n & 1u) == 1u) { r = r * b; }
+      b = b * b;
+      n = n >> 1u;
+    }
+    return select(r, 1.0 / r, y < 0.0);
+  }
+  if (x == -1.0 && is_inf(y)) { return 1.0; }
+  let m = exp2(y * log2(abs(x)));
+  if (x < 0.0 && is_odd_integer(y)) { return -m; }
+  if (x == 0.0 && y < 0.0) { return select(f32_inf(), -f32_inf(), bitcast<u32>(x) == 0x80000000u && is_odd_integer(y)); }
+  return m;
+}
+// Python-style floor division (torch.div(rounding_mode="floor")) for floats.
+fn div_floor_f32(a: f32, b: f32) -> f32 {
+  if (b == 0.0) { return a / b; }
+  let m = a - b * trunc(a / b);
+  var d = (a - m) / b;
+  if (m != 0.0 && ((b < 0.0) != (m < 0.0))) { d = d - 1.0; }
+  if (d == 0.0) { return select(0.0, -0.0, (a / b) < 0.0); }
+  var f = floor(d);
+  if (d - f > 0.5) { f = f + 1.0; }
+  return f;
+}
+fn fmod_f32(a: f32, b: f32) -> f32 {
+  if (b == 0.0 || is_inf(a) || is_nan(a) || is_nan(b)) { return f32_nan(); }
+  if (is_inf(b)) { return a; }
+  return a - b * trunc(a / b);
+}
+// torch.remainder: the result takes the sign of the divisor.
+fn mod_floor_f32(a: f32, b: f32) -> f32 {
+  var m = fmod_f32(a, b);
+  if (m != 0.0 && ((b < 0.0) != (m < 0.0))) { m = m + b; }
+  return m;
+}
+fn div_floor_i32(a: i32, b: i32) -> i32 {
+  if (b == 0) { return -1; }
+  let q = a / b;
+  let r = a - q * b;
+  return select(q, q - 1, r != 0 && ((r < 0) != (b < 0)));
+}
+fn mod_floor_i32(a: i32, b: i32) -> i32 {
+  if (b == 0) { return 0; }
+  let r = a - (a / b) * b;
+  return select(r, r + b, r != 0 && ((r < 0) != (b < 0)));
+}
+fn pow_i32(base: i32, e: i32) -> i32 {
+  if (e < 0) {
+    if (base == 1) { return 1; }
+    if (base == -1) { return select(1, -1, (e & 1) == 1); }
+    return 0;
+  }
+  var r = 1;
+  var b = base;
+  var n = u32(e);
+  loop {
+    if (n == 0u) { break; }
+    if ((n & 1u) == 1u) { r = r * b; }
+    b = b * b;
+    n = n >> 1u;
+  }
+  return r;
+}
+fn shl_i32(a: i32, s: i32) -> i32 { return select(0, a << u32(s), s >= 0 && s < 32); }
+fn shr_i32(a: i32, s: i32) -> i32 { return select(a >> 31u, a >> u32(s), s >= 0 && s < 32); }
+fn sign_f32(x: f32) -> f32 {
+  if (is_nan(x)) { return x; }
+  return select(select(0.0, 1.0, x > 0.0), -1.0, x < 0.0);
+}
+fn maximum_f32(a: f32, b: f32) -> f32 { if (is_nan(a) || is_nan(b)) { return f32_nan(); } return max(a, b); }
+fn minimum_f32(a: f32, b: f32) -> f32 { if (is_nan(a) || is_nan(b)) { return f32_nan(); } return min(a, b); }
+)WGSL";
+
+}  // namespace twgpu::wgsl

@@ -1,0 +1,118 @@
+#include "runtime/buffer_pool.h"
+
+#include <algorithm>
+
+#include "runtime/command_recorder.h"
+#include "runtime/context.h"
+#include "runtime/error.h"
+#include "runtime/pipeline_cache.h"
+
+namespace twgpu {
+
+uint64_t BufferPool::bucket_size(uint64_t nbytes) {
+  const uint64_t kMin = 256;
+  if (nbytes <= kMin) return kMin;
+  // Four buckets per octave: 1, 1.25, 1.5, 1.75 times a power of two.
+  int top = 63 - __builtin_clzll(nbytes);
+  uint64_t base = 1ull << top;
+  uint64_t step = std::max<uint64_t>(base / 4, 4);
+  return (nbytes + step - 1) / step * step;
+}
+
+BufferPool::~BufferPool() = default;
+
+WGPUBuffer BufferPool::create_buffer(uint64_t size) {
+  WGPUBufferDescriptor desc = {};
+  desc.size = size;
+  desc.usage = WGPUBufferUsage_Storage | WGPUBufferUsage_CopySrc | WGPUBufferUsage_CopyDst;
+  wgpuDevicePushErrorScope(ctx_.device(), WGPUErrorFilter_OutOfMemory);
+  WGPUBuffer buffer = wgpuDeviceCreateBuffer(ctx_.device(), &desc);
+  struct Scope { bool oom = false; } scope;
+  WGPUPopErrorScopeCallbackInfo cb = {};
+  cb.mode = WGPUCallbackMode_WaitAnyOnly;
+  cb.callback = [](WGPUPopErrorScopeStatus, WGPUErrorType type, WGPUStringView, void* u1, void*) {
+    static_cast<Scope*>(u1)->oom = type == WGPUErrorType_OutOfMemory;
+  };
+  cb.userdata1 = &scope;
+  ctx_.wait(wgpuDevicePopErrorScope(ctx_.device(), cb));
+  if (scope.oom) {
+    if (buffer) wgpuBufferRelease(buffer);
+    return nullptr;
+  }
+  return buffer;
+}
+
+Allocation* BufferPool::allocate(uint64_t nbytes) {
+  ctx_.check_errors();
+  uint64_t size = bucket_size(nbytes);
+  Allocation* a = nullptr;
+  auto it = free_.find(size);
+  if (it != free_.end() && !it->second.empty()) {
+    a = it->second.back();
+    it->second.pop_back();
+  } else {
+    const uint64_t limit = ctx_.caps().max_buffer_size;
+    if (size > limit)
+      fail(ErrorKind::OutOfMemory,
+           "WebGPU out of memory: tried to allocate " + std::to_string(nbytes) +
+               " bytes, more than this device's maxBufferSize (" + std::to_string(limit) +
+               " bytes). Allocated: " + std::to_string(stats_.allocated) +
+               " bytes; reserved: " + std::to_string(stats_.reserved) + " bytes.");
+    WGPUBuffer buffer = create_buffer(size);
+    if (!buffer) {
+      // Give the cached buffers back and try once more, as CUDA's caching allocator does.
+      stats_.num_alloc_retries++;
+      empty_cache();
+      buffer = create_buffer(size);
+    }
+    if (!buffer)
+      fail(ErrorKind::OutOfMemory,
+           "WebGPU out of memory: tried to allocate " + std::to_string(nbytes) +
+               " bytes. Allocated: " + std::to_string(stats_.allocated) +
+               " bytes; reserved: " + std::to_string(stats_.reserved) + " bytes.");
+    a = new Allocation();
+    a->buffer = buffer;
+    a->capacity = size;
+    a->address = next_address_;
+    // Leave a gap after each allocation so no pointer into one can alias the next.
+    next_address_ += (size + (1ull << 20) + 0xFFFFF) & ~0xFFFFFull;
+    stats_.reserved += size;
+    stats_.num_device_allocs++;
+    stats_.peak_reserved = std::max(stats_.peak_reserved, stats_.reserved);
+  }
+  a->requested = nbytes;
+  stats_.allocated += size;
+  stats_.requested += nbytes;
+  stats_.num_allocs++;
+  stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
+  return a;
+}
+
+void BufferPool::release(Allocation* a) {
+  if (!a) return;
+  stats_.allocated -= a->capacity;
+  stats_.requested -= a->requested;
+  stats_.num_frees++;
+  // Reuse is safe without waiting: all work runs in queue order on one queue.
+  free_[a->capacity].push_back(a);
+}
+
+void BufferPool::empty_cache() {
+  bool any = false;
+  for (auto& entry : free_) any |= !entry.second.empty();
+  if (!any) return;
+  // Recorded-but-unsubmitted work may still name these buffers.
+  ctx_.recorder().flush();
+  for (auto& entry : free_) {
+    for (Allocation* a : entry.second) {
+      ctx_.pipelines().forget_buffer(a->buffer);
+      wgpuBufferRelease(a->buffer);
+      stats_.reserved -= a->capacity;
+      stats_.num_device_frees++;
+      delete a;
+    }
+    entry.second.clear();
+  }
+}
+
+}  // namespace twgpu

@@ -1,0 +1,68 @@
+// A caching pool of storage buffers. One WGPUBuffer per allocation, sized to a bucket
+// (four per power of two, so at most 25% slack); freed buffers wait in a free list for the
+// next allocation of their bucket. Every allocation also gets a synthetic device address
+// so data_ptr() arithmetic on views works as it does on CUDA.
+#pragma once
+#include <webgpu/webgpu.h>
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+namespace twgpu {
+
+class Context;
+
+struct Allocation {
+  WGPUBuffer buffer = nullptr;
+  uint64_t capacity = 0;   // bytes in the buffer (the bucket size)
+  uint64_t requested = 0;  // bytes the caller asked for
+  uint64_t address = 0;    // synthetic device address of byte 0
+};
+
+struct PoolStats {
+  uint64_t allocated = 0;       // bytes of live allocations (bucket sizes, like CUDA's blocks)
+  uint64_t reserved = 0;        // bytes held in buffers, live or cached
+  uint64_t peak_allocated = 0;
+  uint64_t peak_reserved = 0;
+  uint64_t requested = 0;       // bytes requested by live allocations
+  uint64_t num_allocs = 0;      // allocations served since start
+  uint64_t num_frees = 0;
+  uint64_t num_device_allocs = 0;  // buffers created
+  uint64_t num_device_frees = 0;   // buffers released to the driver
+  uint64_t num_alloc_retries = 0;  // failed creations that emptied the cache and tried again
+};
+
+class BufferPool {
+ public:
+  explicit BufferPool(Context& ctx) : ctx_(ctx) {}
+  ~BufferPool();
+
+  // Throws Error(OutOfMemory) past maxBufferSize or when the driver refuses.
+  Allocation* allocate(uint64_t nbytes);
+  void release(Allocation* a);
+  // Releases cached (free) buffers to the driver.
+  void empty_cache();
+
+  const PoolStats& stats() const { return stats_; }
+  void reset_peak() {
+    stats_.peak_allocated = stats_.allocated;
+    stats_.peak_reserved = stats_.reserved;
+  }
+  void reset_accumulated() {
+    stats_.num_allocs = stats_.num_frees = stats_.num_device_allocs = stats_.num_device_frees = 0;
+    stats_.num_alloc_retries = 0;
+  }
+
+  static uint64_t bucket_size(uint64_t nbytes);
+
+ private:
+  WGPUBuffer create_buffer(uint64_t size);
+
+  Context& ctx_;
+  std::map<uint64_t, std::vector<Allocation*>> free_;  // bucket size -> cached allocations
+  PoolStats stats_;
+  uint64_t next_address_ = 1ull << 44;
+};
+
+}  // namespace twgpu

@@ -1,0 +1,148 @@
+#include "runtime/command_recorder.h"
+
+#include <cstring>
+
+#include "runtime/config.h"
+#include "runtime/context.h"
+#include "runtime/error.h"
+#include "runtime/pipeline_cache.h"
+
+namespace twgpu {
+namespace {
+constexpr uint64_t kMaxUniformSlot = 1024;  // largest uniform struct a kernel may declare
+}
+
+CommandRecorder::CommandRecorder(Context& ctx) : ctx_(ctx) {
+  max_batch_ = Config::get().max_batch;
+  align_ = ctx.caps().min_uniform_offset_alignment;
+  arena_capacity_ = static_cast<uint64_t>(max_batch_) * 256 + kMaxUniformSlot;
+  WGPUBufferDescriptor desc = {};
+  desc.size = arena_capacity_;
+  desc.usage = WGPUBufferUsage_Uniform | WGPUBufferUsage_CopyDst;
+  arena_ = wgpuDeviceCreateBuffer(ctx.device(), &desc);
+  arena_host_.resize(arena_capacity_);
+}
+
+void CommandRecorder::ensure_encoder() {
+  if (!encoder_) encoder_ = wgpuDeviceCreateCommandEncoder(ctx_.device(), nullptr);
+}
+
+void CommandRecorder::ensure_pass() {
+  ensure_encoder();
+  if (!pass_) {
+    pass_ = wgpuCommandEncoderBeginComputePass(encoder_, nullptr);
+    bound_pipeline_ = nullptr;
+  }
+}
+
+void CommandRecorder::end_pass() {
+  if (pass_) {
+    wgpuComputePassEncoderEnd(pass_);
+    wgpuComputePassEncoderRelease(pass_);
+    pass_ = nullptr;
+  }
+}
+
+void CommandRecorder::dispatch(const Pipeline& p, const WGPUBuffer* buffers, const void* uniforms,
+                               uint32_t gx, uint32_t gy, uint32_t gz) {
+  if (gx == 0 || gy == 0 || gz == 0) return;
+  uint64_t slot = (p.uniform_bytes + align_ - 1) / align_ * align_;
+  if (pending_ >= max_batch_ || arena_used_ + slot > arena_capacity_) flush();
+  ensure_pass();
+  if (bound_pipeline_ != &p) {
+    wgpuComputePassEncoderSetPipeline(pass_, p.pipeline);
+    bound_pipeline_ = &p;
+  }
+  WGPUBindGroup group = ctx_.pipelines().bind_group(p, buffers, arena_);
+  if (p.uniform_bytes) {
+    std::memcpy(arena_host_.data() + arena_used_, uniforms, p.uniform_bytes);
+    uint32_t offset = static_cast<uint32_t>(arena_used_);
+    wgpuComputePassEncoderSetBindGroup(pass_, 0, group, 1, &offset);
+    arena_used_ += slot;
+  } else {
+    wgpuComputePassEncoderSetBindGroup(pass_, 0, group, 0, nullptr);
+  }
+  wgpuComputePassEncoderDispatchWorkgroups(pass_, gx, gy, gz);
+  ++pending_;
+  ++dispatch_count_;
+}
+
+void CommandRecorder::copy(WGPUBuffer src, uint64_t src_offset, WGPUBuffer dst,
+                           uint64_t dst_offset, uint64_t size) {
+  if (size == 0) return;
+  end_pass();
+  ensure_encoder();
+  wgpuCommandEncoderCopyBufferToBuffer(encoder_, src, src_offset, dst, dst_offset, size);
+  ++pending_;
+}
+
+void CommandRecorder::flush() {
+  if (!encoder_) return;
+  end_pass();
+  WGPUCommandBuffer commands = wgpuCommandEncoderFinish(encoder_, nullptr);
+  wgpuCommandEncoderRelease(encoder_);
+  encoder_ = nullptr;
+  // Queue order puts this upload after the previous batch and before this one, so the
+  // arena can be reused from offset 0 every batch.
+  if (arena_used_) wgpuQueueWriteBuffer(ctx_.queue(), arena_, 0, arena_host_.data(), arena_used_);
+  wgpuQueueSubmit(ctx_.queue(), 1, &commands);
+  wgpuCommandBufferRelease(commands);
+  arena_used_ = 0;
+  pending_ = 0;
+  bound_pipeline_ = nullptr;
+  ++submit_count_;
+  ctx_.check_errors();
+}
+
+void CommandRecorder::write(WGPUBuffer dst, uint64_t offset, const void* data, uint64_t size) {
+  if (size == 0) return;
+  flush();  // queue writes run before anything submitted later: keep program order
+  wgpuQueueWriteBuffer(ctx_.queue(), dst, offset, data, size);
+}
+
+void CommandRecorder::read(WGPUBuffer src, uint64_t offset, void* data, uint64_t size) {
+  if (size == 0) return;
+  if (size > staging_capacity_) {
+    if (staging_) wgpuBufferRelease(staging_);
+    uint64_t cap = staging_capacity_ ? staging_capacity_ : 1 << 16;
+    while (cap < size) cap *= 2;
+    WGPUBufferDescriptor desc = {};
+    desc.size = cap;
+    desc.usage = WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst;
+    staging_ = wgpuDeviceCreateBuffer(ctx_.device(), &desc);
+    staging_capacity_ = cap;
+  }
+  copy(src, offset, staging_, 0, size);
+  flush();
+  struct Map { WGPUMapAsyncStatus status = WGPUMapAsyncStatus_Error; std::string message; } map;
+  WGPUBufferMapCallbackInfo cb = {};
+  cb.mode = WGPUCallbackMode_WaitAnyOnly;
+  cb.callback = [](WGPUMapAsyncStatus status, WGPUStringView message, void* u1, void*) {
+    auto* m = static_cast<Map*>(u1);
+    m->status = status;
+    m->message = from_view(message);
+  };
+  cb.userdata1 = &map;
+  ctx_.wait(wgpuBufferMapAsync(staging_, WGPUMapMode_Read, 0, size, cb));
+  if (map.status != WGPUMapAsyncStatus_Success)
+    fail(ctx_.lost() ? ErrorKind::DeviceLost : ErrorKind::Internal,
+         "torch_webgpu: reading back from the device failed: " + map.message);
+  const void* mapped = wgpuBufferGetConstMappedRange(staging_, 0, size);
+  std::memcpy(data, mapped, size);
+  wgpuBufferUnmap(staging_);
+}
+
+void CommandRecorder::synchronize() {
+  // A read-back of a tiny buffer waits for everything submitted before it. (This Dawn
+  // build and our header disagree on onSubmittedWorkDone's callback signature.)
+  if (!fence_) {
+    WGPUBufferDescriptor desc = {};
+    desc.size = 256;
+    desc.usage = WGPUBufferUsage_CopySrc | WGPUBufferUsage_CopyDst;
+    fence_ = wgpuDeviceCreateBuffer(ctx_.device(), &desc);
+  }
+  uint32_t word = 0;
+  read(fence_, 0, &word, sizeof(word));
+}
+
+}  // namespace twgpu

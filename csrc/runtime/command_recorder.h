@@ -1,0 +1,67 @@
+// Records dispatches into one open compute pass and submits them in batches.
+// Uniforms for every dispatch of a batch live in one arena buffer, each at its own
+// 256-byte-aligned dynamic offset; the arena is uploaded once, right before the submit.
+// Nothing here waits on the GPU except read() and synchronize().
+#pragma once
+#include <webgpu/webgpu.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace twgpu {
+
+class Context;
+struct Pipeline;
+
+class CommandRecorder {
+ public:
+  explicit CommandRecorder(Context& ctx);
+
+  // Records one dispatch. `buffers` holds pipeline.num_storage buffers in binding order;
+  // `uniforms` holds pipeline.uniform_bytes bytes.
+  void dispatch(const Pipeline& pipeline, const WGPUBuffer* buffers, const void* uniforms,
+                uint32_t groups_x, uint32_t groups_y = 1, uint32_t groups_z = 1);
+  // Records a buffer-to-buffer copy (offsets and size multiples of 4).
+  void copy(WGPUBuffer src, uint64_t src_offset, WGPUBuffer dst, uint64_t dst_offset,
+            uint64_t size);
+  // Uploads host bytes into a buffer after all recorded work (offset, size multiples of 4).
+  void write(WGPUBuffer dst, uint64_t offset, const void* data, uint64_t size);
+  // Reads bytes back after all recorded work completes (offset, size multiples of 4).
+  void read(WGPUBuffer src, uint64_t offset, void* data, uint64_t size);
+
+  // Submits what was recorded. Cheap when nothing is pending.
+  void flush();
+  // flush() and wait until the GPU has finished everything submitted.
+  void synchronize();
+
+  uint64_t dispatches_recorded() const { return dispatch_count_; }
+  uint64_t submits() const { return submit_count_; }
+  uint32_t pending() const { return pending_; }
+
+ private:
+  void ensure_encoder();
+  void ensure_pass();
+  void end_pass();
+
+  Context& ctx_;
+  WGPUCommandEncoder encoder_ = nullptr;
+  WGPUComputePassEncoder pass_ = nullptr;
+  const Pipeline* bound_pipeline_ = nullptr;
+  uint32_t pending_ = 0;  // dispatches in the open batch
+  uint32_t max_batch_;
+  uint32_t align_;
+
+  WGPUBuffer arena_ = nullptr;  // uniform arena on the device
+  uint64_t arena_capacity_ = 0;
+  std::vector<uint8_t> arena_host_;
+  uint64_t arena_used_ = 0;
+
+  WGPUBuffer staging_ = nullptr;  // MapRead buffer for read(), grown on demand
+  uint64_t staging_capacity_ = 0;
+  WGPUBuffer fence_ = nullptr;  // source of synchronize()'s read-back
+
+  uint64_t dispatch_count_ = 0;
+  uint64_t submit_count_ = 0;
+};
+
+}  // namespace twgpu

@@ -1,0 +1,41 @@
+#include "runtime/config.h"
+
+#include <cstdlib>
+
+namespace twgpu {
+namespace {
+
+std::string env_string(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::string(v) : std::string();
+}
+
+bool env_flag(const char* name) {
+  std::string v = env_string(name);
+  return !v.empty() && v != "0" && v != "false" && v != "no";
+}
+
+Config read_config() {
+  Config c;
+  c.backend = env_string("TORCH_WEBGPU_BACKEND");
+  c.compat = env_flag("TORCH_WEBGPU_COMPAT");
+  c.default_limits = env_string("TORCH_WEBGPU_LIMITS") == "default";
+  c.force_fallback = env_flag("TORCH_WEBGPU_FORCE_FALLBACK_ADAPTER");
+  c.debug = env_flag("TORCH_WEBGPU_DEBUG");
+  c.dump_shaders_dir = env_string("TORCH_WEBGPU_DUMP_SHADERS");
+  std::string batch = env_string("TORCH_WEBGPU_MAX_BATCH");
+  if (!batch.empty()) {
+    long n = std::strtol(batch.c_str(), nullptr, 10);
+    if (n >= 1 && n <= 65536) c.max_batch = static_cast<uint32_t>(n);
+  }
+  return c;
+}
+
+}  // namespace
+
+const Config& Config::get() {
+  static const Config config = read_config();
+  return config;
+}
+
+}  // namespace twgpu

@@ -1,0 +1,20 @@
+// Settings read once from the environment (documented in README.md).
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace twgpu {
+
+struct Config {
+  std::string backend;           // TORCH_WEBGPU_BACKEND: vulkan|opengl|opengles|metal|d3d12|...
+  bool compat = false;           // TORCH_WEBGPU_COMPAT=1: request the compatibility feature level
+  bool default_limits = false;   // TORCH_WEBGPU_LIMITS=default: only the spec's default limits
+  bool force_fallback = false;   // TORCH_WEBGPU_FORCE_FALLBACK_ADAPTER=1
+  bool debug = false;            // TORCH_WEBGPU_DEBUG=1: log adapter and device
+  std::string dump_shaders_dir;  // TORCH_WEBGPU_DUMP_SHADERS=dir
+  uint32_t max_batch = 256;      // TORCH_WEBGPU_MAX_BATCH=N: dispatches per submit
+
+  static const Config& get();
+};
+
+}  // namespace twgpu

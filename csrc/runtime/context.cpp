@@ -1,0 +1,279 @@
+#include "runtime/context.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "runtime/buffer_pool.h"
+#include "runtime/command_recorder.h"
+#include "runtime/config.h"
+#include "runtime/error.h"
+#include "runtime/pipeline_cache.h"
+
+namespace twgpu {
+namespace {
+
+struct BackendChoice {
+  const char* name;
+  WGPUBackendType type;
+  bool needs_compat;  // Dawn's GL backends only offer the compatibility feature level
+};
+
+const BackendChoice kBackends[] = {
+    {"vulkan", WGPUBackendType_Vulkan, false},   {"opengles", WGPUBackendType_OpenGLES, true},
+    {"opengl", WGPUBackendType_OpenGL, true},    {"metal", WGPUBackendType_Metal, false},
+    {"d3d12", WGPUBackendType_D3D12, false},     {"d3d11", WGPUBackendType_D3D11, false},
+};
+
+const char* backend_name(WGPUBackendType t) {
+  for (const auto& b : kBackends)
+    if (b.type == t) return b.name;
+  return t == WGPUBackendType_Null ? "null" : "unknown";
+}
+
+const char* adapter_type_name(WGPUAdapterType t) {
+  switch (t) {
+    case WGPUAdapterType_DiscreteGPU: return "discrete GPU";
+    case WGPUAdapterType_IntegratedGPU: return "integrated GPU";
+    case WGPUAdapterType_CPU: return "CPU";
+    default: return "unknown";
+  }
+}
+
+Context* g_context = nullptr;
+std::once_flag g_once;
+std::string g_init_error;
+
+}  // namespace
+
+Context& Context::get() {
+  std::call_once(g_once, [] {
+    try {
+      // Leaked on purpose: tearing Dawn down during interpreter exit races torch's own
+      // static destructors, and the OS reclaims everything anyway.
+      g_context = new Context();
+    } catch (const Error& e) {
+      g_init_error = e.what();
+    }
+  });
+  if (!g_context) fail(ErrorKind::NoAdapter, g_init_error);
+  return *g_context;
+}
+
+bool Context::available() {
+  try {
+    get();
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+bool Context::initialized() { return g_context != nullptr; }
+
+Context::Context() {
+  // Mesa's EGL needs no display server with the surfaceless platform (CPU-only machines).
+  setenv("EGL_PLATFORM", "surfaceless", 0);
+  create_instance();
+  create_adapter();
+  create_device();
+  pool_ = std::make_unique<BufferPool>(*this);
+  pipelines_ = std::make_unique<PipelineCache>(*this);
+  recorder_ = std::make_unique<CommandRecorder>(*this);
+}
+
+Context::~Context() = default;
+
+void Context::create_instance() {
+  WGPUInstanceDescriptor desc = {};
+  desc.features.timedWaitAnyEnable = 1;  // lets wait() block with a timeout
+  desc.features.timedWaitAnyMaxCount = 1;
+  instance_ = wgpuCreateInstance(&desc);
+  if (!instance_) fail(ErrorKind::NoAdapter, "torch_webgpu: wgpuCreateInstance failed");
+}
+
+void Context::create_adapter() {
+  const Config& cfg = Config::get();
+  std::vector<BackendChoice> order;
+  if (!cfg.backend.empty()) {
+    for (const auto& b : kBackends)
+      if (cfg.backend == b.name) order.push_back(b);
+    if (order.empty())
+      fail(ErrorKind::NoAdapter, "torch_webgpu: unknown TORCH_WEBGPU_BACKEND='" + cfg.backend +
+                                     "' (expected vulkan, opengl, opengles, metal, d3d12 or d3d11)");
+  } else {
+    // Best hardware first; the GL backends reach Mesa's software rasterizer on machines
+    // without a GPU (Dawn refuses lavapipe).
+    order = {kBackends[0], kBackends[1], kBackends[2]};
+  }
+  std::string tried;
+  for (const auto& choice : order) {
+    WGPURequestAdapterOptions opts = {};
+    bool compat = cfg.compat || choice.needs_compat;
+    opts.featureLevel = compat ? WGPUFeatureLevel_Compatibility : WGPUFeatureLevel_Core;
+    opts.powerPreference = WGPUPowerPreference_HighPerformance;
+    opts.forceFallbackAdapter = cfg.force_fallback ? 1 : 0;
+    opts.backendType = choice.type;
+    struct Result { WGPUAdapter adapter = nullptr; std::string message; } result;
+    WGPURequestAdapterCallbackInfo cb = {};
+    cb.mode = WGPUCallbackMode_WaitAnyOnly;
+    cb.callback = [](WGPURequestAdapterStatus status, WGPUAdapter adapter, WGPUStringView message,
+                     void* u1, void*) {
+      auto* r = static_cast<Result*>(u1);
+      if (status == WGPURequestAdapterStatus_Success) r->adapter = adapter;
+      r->message = from_view(message);
+    };
+    cb.userdata1 = &result;
+    WGPUFutureWaitInfo wait_info = {wgpuInstanceRequestAdapter(instance_, &opts, cb), 0};
+    wgpuInstanceWaitAny(instance_, 1, &wait_info, UINT64_MAX);
+    dawn::AdapterInfo holder;
+    WGPUAdapterInfo& info = holder.info;
+    if (result.adapter && wgpuAdapterGetInfo(result.adapter, &info) == WGPUStatus_Success &&
+        info.backendType != WGPUBackendType_Null) {
+      adapter_ = result.adapter;
+      adapter_desc_.name = from_view(info.device);
+      adapter_desc_.vendor = from_view(info.vendor);
+      adapter_desc_.architecture = from_view(info.architecture);
+      adapter_desc_.description = from_view(info.description);
+      adapter_desc_.backend = backend_name(info.backendType);
+      adapter_desc_.adapter_type = adapter_type_name(info.adapterType);
+      adapter_desc_.compatibility_mode = compat;
+      wgpuAdapterInfoFreeMembers(info);
+      return;
+    }
+    if (result.adapter) {
+      wgpuAdapterInfoFreeMembers(info);
+      wgpuAdapterRelease(result.adapter);
+    }
+    tried += std::string(tried.empty() ? "" : "; ") + choice.name + ": " +
+             (result.message.empty() ? "no adapter" : result.message);
+  }
+  fail(ErrorKind::NoAdapter,
+       "torch_webgpu: no usable WebGPU adapter (" + tried +
+           "). On a machine without a GPU install Mesa's EGL/GLES drivers (scripts/setup.sh).");
+}
+
+void Context::create_device() {
+  const Config& cfg = Config::get();
+  std::vector<WGPUFeatureName> features;
+  auto want = [&](WGPUFeatureName f) {
+    if (wgpuAdapterHasFeature(adapter_, f)) features.push_back(f);
+  };
+  want(WGPUFeatureName_ShaderF16);
+  want(dawn::kFeatureSubgroups);
+  want(WGPUFeatureName_TimestampQuery);
+
+  wgpuAdapterGetLimits(adapter_, &limits_.limits);
+  WGPUDeviceDescriptor desc = {};
+  desc.label = WGPUStringView{"torch_webgpu", WGPU_STRLEN};
+  desc.requiredFeatureCount = features.size();
+  desc.requiredFeatures = features.data();
+  if (!cfg.default_limits) desc.requiredLimits = &limits_.limits;
+  desc.deviceLostCallbackInfo.mode = WGPUCallbackMode_AllowSpontaneous;
+  desc.deviceLostCallbackInfo.callback = [](WGPUDevice const*, WGPUDeviceLostReason reason,
+                                            WGPUStringView message, void* u1, void*) {
+    auto* self = static_cast<Context*>(u1);
+    if (reason == WGPUDeviceLostReason_InstanceDropped) return;
+    std::lock_guard<std::mutex> lock(self->error_mutex_);
+    self->lost_message_ = from_view(message);
+    self->lost_.store(true);
+  };
+  desc.deviceLostCallbackInfo.userdata1 = this;
+  desc.uncapturedErrorCallbackInfo.callback = [](WGPUDevice const*, WGPUErrorType type,
+                                                 WGPUStringView message, void* u1, void*) {
+    auto* self = static_cast<Context*>(u1);
+    std::lock_guard<std::mutex> lock(self->error_mutex_);
+    if (self->pending_error_.empty())
+      self->pending_error_ = "WebGPU error (type " + std::to_string(static_cast<int>(type)) +
+                             "): " + from_view(message);
+  };
+  desc.uncapturedErrorCallbackInfo.userdata1 = this;
+
+  struct Result { WGPUDevice device = nullptr; std::string message; } result;
+  WGPURequestDeviceCallbackInfo cb = {};
+  cb.mode = WGPUCallbackMode_WaitAnyOnly;
+  cb.callback = [](WGPURequestDeviceStatus status, WGPUDevice device, WGPUStringView message,
+                   void* u1, void*) {
+    auto* r = static_cast<Result*>(u1);
+    if (status == WGPURequestDeviceStatus_Success) r->device = device;
+    r->message = from_view(message);
+  };
+  cb.userdata1 = &result;
+  WGPUFutureWaitInfo wait_info = {wgpuAdapterRequestDevice(adapter_, &desc, cb), 0};
+  wgpuInstanceWaitAny(instance_, 1, &wait_info, UINT64_MAX);
+  if (!result.device)
+    fail(ErrorKind::NoAdapter, "torch_webgpu: requesting a device from '" + adapter_desc_.name +
+                                   "' failed: " + result.message);
+  device_ = result.device;
+  queue_ = wgpuDeviceGetQueue(device_);
+
+  dawn::PaddedLimits got;
+  wgpuDeviceGetLimits(device_, &got.limits);
+  const WGPULimits& l = got.limits;
+  caps_.shader_f16 = wgpuDeviceHasFeature(device_, WGPUFeatureName_ShaderF16);
+  caps_.subgroups = wgpuDeviceHasFeature(device_, dawn::kFeatureSubgroups);
+  caps_.timestamp_query = wgpuDeviceHasFeature(device_, WGPUFeatureName_TimestampQuery);
+  caps_.max_buffer_size = l.maxBufferSize;
+  caps_.max_storage_binding_size = l.maxStorageBufferBindingSize;
+  caps_.max_storage_buffers_per_stage = l.maxStorageBuffersPerShaderStage;
+  caps_.max_workgroup_storage = l.maxComputeWorkgroupStorageSize;
+  caps_.max_workgroup_invocations = l.maxComputeInvocationsPerWorkgroup;
+  caps_.max_workgroups_per_dimension = l.maxComputeWorkgroupsPerDimension;
+  caps_.min_uniform_offset_alignment = l.minUniformBufferOffsetAlignment;
+  caps_.min_storage_offset_alignment = l.minStorageBufferOffsetAlignment;
+  caps_.max_uniform_binding_size = l.maxUniformBufferBindingSize;
+
+  if (cfg.debug) {
+    std::fprintf(stderr,
+                 "[torch_webgpu] adapter: %s (%s, %s backend%s) vendor=%s arch=%s driver=%s\n"
+                 "[torch_webgpu] device: shader-f16=%d subgroups=%d timestamp-query=%d "
+                 "maxBufferSize=%llu maxStorageBufferBindingSize=%llu workgroupStorage=%u\n",
+                 adapter_desc_.name.c_str(), adapter_desc_.adapter_type.c_str(),
+                 adapter_desc_.backend.c_str(), adapter_desc_.compatibility_mode ? ", compat" : "",
+                 adapter_desc_.vendor.c_str(), adapter_desc_.architecture.c_str(),
+                 adapter_desc_.description.c_str(), caps_.shader_f16, caps_.subgroups,
+                 caps_.timestamp_query, (unsigned long long)caps_.max_buffer_size,
+                 (unsigned long long)caps_.max_storage_binding_size, caps_.max_workgroup_storage);
+  }
+}
+
+void Context::wait(WGPUFuture future) {
+  WGPUFutureWaitInfo info = {future, 0};
+  for (;;) {
+    WGPUWaitStatus status = wgpuInstanceWaitAny(instance_, 1, &info, 100 * 1000 * 1000ull);
+    if (status == WGPUWaitStatus_Success && info.completed) return;
+    if (lost_.load()) break;
+    if (status != WGPUWaitStatus_Success && status != WGPUWaitStatus_TimedOut)
+      fail(ErrorKind::Internal, "torch_webgpu: wgpuInstanceWaitAny failed (status " +
+                                    std::to_string(static_cast<int>(status)) + ")");
+  }
+  check_errors();
+}
+
+void Context::check_errors() {
+  if (lost_.load()) {
+    std::lock_guard<std::mutex> lock(error_mutex_);
+    fail(ErrorKind::DeviceLost, "torch_webgpu: the WebGPU device was lost (" + lost_message_ +
+                                    "); restart the process to use the device again");
+  }
+  std::string message;
+  {
+    std::lock_guard<std::mutex> lock(error_mutex_);
+    message.swap(pending_error_);
+  }
+  if (!message.empty()) fail(ErrorKind::Internal, "torch_webgpu: " + message);
+}
+
+void Context::simulate_device_loss() {
+  wgpuDeviceDestroy(device_);
+  // Destroy reports the loss asynchronously; make it visible now.
+  wgpuInstanceProcessEvents(instance_);
+  if (!lost_.load()) {
+    std::lock_guard<std::mutex> lock(error_mutex_);
+    lost_message_ = "device destroyed";
+    lost_.store(true);
+  }
+}
+
+}  // namespace twgpu

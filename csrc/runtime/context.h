@@ -1,0 +1,109 @@
+// The WebGPU instance, adapter, device and queue, created once per process.
+// Every other runtime piece hangs off the Context; all calls into it happen under mutex().
+#pragma once
+#include <webgpu/webgpu.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "runtime/dawn_extensions.h"
+
+namespace twgpu {
+
+class BufferPool;
+class CommandRecorder;
+class PipelineCache;
+
+struct AdapterDescription {
+  std::string name;          // e.g. "NVIDIA H200" or "llvmpipe (LLVM 15.0.6, 256 bits)"
+  std::string vendor;
+  std::string architecture;
+  std::string description;   // driver description
+  std::string backend;       // "vulkan", "opengles", ...
+  std::string adapter_type;  // "discrete GPU", "CPU", ...
+  bool compatibility_mode = false;
+};
+
+struct DeviceCapabilities {
+  bool shader_f16 = false;
+  bool subgroups = false;
+  bool timestamp_query = false;
+  uint64_t max_buffer_size = 0;
+  uint64_t max_storage_binding_size = 0;
+  uint32_t max_storage_buffers_per_stage = 0;
+  uint32_t max_workgroup_storage = 0;
+  uint32_t max_workgroup_invocations = 0;
+  uint32_t max_workgroups_per_dimension = 0;
+  uint32_t min_uniform_offset_alignment = 256;
+  uint32_t min_storage_offset_alignment = 256;
+  uint64_t max_uniform_binding_size = 0;
+};
+
+class Context {
+ public:
+  // The process-wide context; created on first use. Throws Error(NoAdapter) when no
+  // adapter can be had (the message says what was tried).
+  static Context& get();
+  // True when a device exists or can be created; never throws.
+  static bool available();
+  // True once get() succeeded.
+  static bool initialized();
+
+  std::recursive_mutex& mutex() { return mutex_; }
+
+  WGPUInstance instance() const { return instance_; }
+  WGPUDevice device() const { return device_; }
+  WGPUQueue queue() const { return queue_; }
+  const AdapterDescription& adapter() const { return adapter_desc_; }
+  const DeviceCapabilities& caps() const { return caps_; }
+
+  BufferPool& pool() { return *pool_; }
+  CommandRecorder& recorder() { return *recorder_; }
+  PipelineCache& pipelines() { return *pipelines_; }
+
+  // Blocks until `future` completes, processing callbacks; raises DeviceLost instead of
+  // hanging when the device goes away while waiting.
+  void wait(WGPUFuture future);
+  // Raises the pending uncaptured WebGPU error or a lost device, if any.
+  void check_errors();
+  bool lost() const { return lost_.load(); }
+  // Test hook: destroys the device so later calls see a lost device.
+  void simulate_device_loss();
+
+  ~Context();
+
+ private:
+  Context();
+  void create_instance();
+  void create_adapter();
+  void create_device();
+
+  std::recursive_mutex mutex_;
+  WGPUInstance instance_ = nullptr;
+  WGPUAdapter adapter_ = nullptr;
+  WGPUDevice device_ = nullptr;
+  WGPUQueue queue_ = nullptr;
+  AdapterDescription adapter_desc_;
+  DeviceCapabilities caps_;
+  dawn::PaddedLimits limits_;
+
+  std::atomic<bool> lost_{false};
+  std::string lost_message_;
+  std::mutex error_mutex_;
+  std::string pending_error_;
+
+  std::unique_ptr<BufferPool> pool_;
+  std::unique_ptr<CommandRecorder> recorder_;
+  std::unique_ptr<PipelineCache> pipelines_;
+};
+
+// Helpers shared by the runtime's files.
+inline WGPUStringView to_view(const std::string& s) { return WGPUStringView{s.data(), s.size()}; }
+inline std::string from_view(WGPUStringView v) {
+  if (!v.data) return {};
+  return v.length == WGPU_STRLEN ? std::string(v.data) : std::string(v.data, v.length);
+}
+
+}  // namespace twgpu

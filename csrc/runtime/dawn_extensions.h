@@ -1,0 +1,55 @@
+// Where this Dawn build (npm bun-webgpu-linux-x64@0.1.7) differs from the webgpu.h we
+// compile against (PyPI wgpu 0.31.0, the closest published revision). The layouts below
+// follow the struct definitions of the same release's FFI (npm bun-webgpu@0.1.7,
+// index.js); the feature number was verified by requesting it on Dawn's Null adapter and
+// compiling a WGSL `enable subgroups;` against the device.
+#pragma once
+#include <webgpu/webgpu.h>
+
+#include <cstring>
+
+namespace twgpu::dawn {
+
+// The header stops at DualSourceBlending (0x10); Dawn numbers `subgroups` next.
+constexpr WGPUFeatureName kFeatureSubgroups = static_cast<WGPUFeatureName>(0x11);
+
+// Dawn's WGPULimits may be longer than the header's (newer revisions append fields such as
+// maxImmediateSize). Queries write through this padded holder so Dawn never writes past
+// our struct, and a device requested with it gets Dawn's own values for the unknown tail.
+struct PaddedLimits {
+  WGPULimits limits;
+  unsigned char tail[256];
+  PaddedLimits() { std::memset(this, 0, sizeof(*this)); }
+};
+
+// Dawn's adapter info ends with subgroupMinSize/subgroupMaxSize, which the header lacks.
+struct AdapterInfo {
+  WGPUAdapterInfo info;
+  uint32_t subgroup_min_size;
+  uint32_t subgroup_max_size;
+  unsigned char tail[64];
+  AdapterInfo() { std::memset(this, 0, sizeof(*this)); }
+};
+
+// Dawn's entry has bindingArraySize after visibility (0: not an array).
+struct BindGroupLayoutEntry {
+  WGPUChainedStruct const* nextInChain;
+  uint32_t binding;
+  WGPUShaderStage visibility;
+  uint32_t bindingArraySize;
+  WGPUBufferBindingLayout buffer;
+  WGPUSamplerBindingLayout sampler;
+  WGPUTextureBindingLayout texture;
+  WGPUStorageTextureBindingLayout storageTexture;
+};
+
+// Dawn's pipeline layout descriptor ends with immediateSize (bytes of push constants).
+struct PipelineLayoutDescriptor {
+  WGPUChainedStruct const* nextInChain;
+  WGPUStringView label;
+  size_t bindGroupLayoutCount;
+  WGPUBindGroupLayout const* bindGroupLayouts;
+  uint32_t immediateSize;
+};
+
+}  // namespace twgpu::dawn
