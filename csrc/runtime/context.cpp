@@ -1,5 +1,8 @@
 #include "runtime/context.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -40,6 +43,30 @@ const char* adapter_type_name(WGPUAdapterType t) {
     default: return "unknown";
   }
 }
+
+// Silences stderr for a scope. Probing Vulkan on a machine without a GPU makes Mesa's
+// lavapipe and Dawn print warnings that mean only "no GPU here"; the reason still reaches
+// the exception message if no adapter is found at all.
+class QuietStderr {
+ public:
+  explicit QuietStderr(bool active) {
+    if (!active) return;
+    std::fflush(stderr);
+    saved_ = dup(2);
+    int null_fd = open("/dev/null", O_WRONLY);
+    if (saved_ >= 0 && null_fd >= 0) dup2(null_fd, 2);
+    if (null_fd >= 0) close(null_fd);
+  }
+  ~QuietStderr() {
+    if (saved_ < 0) return;
+    std::fflush(stderr);
+    dup2(saved_, 2);
+    close(saved_);
+  }
+
+ private:
+  int saved_ = -1;
+};
 
 Context* g_context = nullptr;
 std::once_flag g_once;
@@ -125,8 +152,11 @@ void Context::create_adapter() {
       r->message = from_view(message);
     };
     cb.userdata1 = &result;
-    WGPUFutureWaitInfo wait_info = {wgpuInstanceRequestAdapter(instance_, &opts, cb), 0};
-    wgpuInstanceWaitAny(instance_, 1, &wait_info, UINT64_MAX);
+    {
+      QuietStderr quiet(cfg.backend.empty() && !cfg.debug && choice.type == WGPUBackendType_Vulkan);
+      WGPUFutureWaitInfo wait_info = {wgpuInstanceRequestAdapter(instance_, &opts, cb), 0};
+      wgpuInstanceWaitAny(instance_, 1, &wait_info, UINT64_MAX);
+    }
     dawn::AdapterInfo holder;
     WGPUAdapterInfo& info = holder.info;
     if (result.adapter && wgpuAdapterGetInfo(result.adapter, &info) == WGPUStatus_Success &&

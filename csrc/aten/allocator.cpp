@@ -1,0 +1,139 @@
+// The device allocator: hands PyTorch storages backed by pooled WGPUBuffers, with
+// synthetic device addresses as data pointers, and reports the pool's statistics to
+// torch.accelerator / torch.webgpu memory APIs.
+#include <c10/core/CachingDeviceAllocator.h>
+
+#include "aten/webgpu_tensor.h"
+
+namespace twgpu::aten {
+
+std::optional<DType> to_dtype(c10::ScalarType t) {
+  switch (t) {
+    case c10::kFloat: return DType::Float32;
+    case c10::kHalf: return DType::Float16;
+    case c10::kBFloat16: return DType::BFloat16;
+    case c10::kLong: return DType::Int64;
+    case c10::kInt: return DType::Int32;
+    case c10::kShort: return DType::Int16;
+    case c10::kChar: return DType::Int8;
+    case c10::kByte: return DType::UInt8;
+    case c10::kBool: return DType::Bool;
+    case c10::kDouble: return DType::Float64;
+    case c10::kComplexFloat: return DType::Complex64;
+    case c10::kComplexDouble: return DType::Complex128;
+    default: return std::nullopt;
+  }
+}
+
+DType to_dtype_or_throw(c10::ScalarType t) {
+  auto d = to_dtype(t);
+  TORCH_CHECK_NOT_IMPLEMENTED(d.has_value(), "torch_webgpu: dtype ", t,
+                              " is not supported on the WebGPU device");
+  return *d;
+}
+
+bool is_native_compute(c10::ScalarType t) {
+  auto d = to_dtype(t);
+  return d && is_computable(*d);
+}
+
+void rethrow(const Error& e) {
+  switch (e.kind()) {
+    case ErrorKind::OutOfMemory: TORCH_CHECK_WITH(OutOfMemoryError, false, e.what());
+    case ErrorKind::Unsupported: TORCH_CHECK_NOT_IMPLEMENTED(false, e.what());
+    case ErrorKind::InvalidArgument: TORCH_CHECK_VALUE(false, e.what());
+    default: TORCH_CHECK(false, e.what());
+  }
+}
+
+namespace {
+
+void delete_allocation(void* ctx) {
+  if (!ctx) return;
+  try {
+    RuntimeLock lock;
+    lock.ctx().pool().release(static_cast<Allocation*>(ctx));
+  } catch (...) {
+    // Freeing must not throw (destructors); a lost device keeps its buffers.
+  }
+}
+
+class WebGPUAllocator final : public c10::DeviceAllocator {
+ public:
+  c10::DataPtr allocate(size_t nbytes) override {
+    c10::Device device(kDeviceType, 0);
+    if (nbytes == 0) return {nullptr, nullptr, &delete_allocation, device};
+    Allocation* a = nullptr;
+    TWGPU_TRY
+    RuntimeLock lock;
+    a = lock.ctx().pool().allocate(nbytes);
+    TWGPU_CATCH
+    return {reinterpret_cast<void*>(a->address), a, &delete_allocation, device};
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    TORCH_CHECK(false, "torch_webgpu: raw copy_data between device pointers is not supported; "
+                       "copy tensors instead");
+  }
+
+  bool initialized() override { return Context::initialized(); }
+
+  void emptyCache(c10::MempoolId_t) override {
+    if (!Context::initialized()) return;
+    TWGPU_TRY
+    RuntimeLock lock;
+    lock.ctx().pool().empty_cache();
+    TWGPU_CATCH
+  }
+
+  void recordStream(const c10::DataPtr&, c10::Stream) override {}  // one in-order queue
+
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex) override {
+    c10::CachingDeviceAllocator::DeviceStats out;
+    if (!Context::initialized()) return out;
+    RuntimeLock lock;
+    const PoolStats& s = lock.ctx().pool().stats();
+    auto fill = [](c10::CachingDeviceAllocator::StatArray& a, int64_t current, int64_t peak,
+                   int64_t allocated, int64_t freed) {
+      for (auto& stat : a) {
+        stat.current = current;
+        stat.peak = peak;
+        stat.allocated = allocated;
+        stat.freed = freed;
+      }
+    };
+    fill(out.allocated_bytes, s.allocated, s.peak_allocated, 0, 0);
+    fill(out.reserved_bytes, s.reserved, s.peak_reserved, 0, 0);
+    fill(out.active_bytes, s.allocated, s.peak_allocated, 0, 0);
+    fill(out.requested_bytes, s.requested, s.peak_allocated, 0, 0);
+    fill(out.allocation, s.num_allocs - s.num_frees, 0, s.num_allocs, s.num_frees);
+    fill(out.segment, s.num_device_allocs - s.num_device_frees, 0, s.num_device_allocs,
+         s.num_device_frees);
+    out.num_alloc_retries = s.num_alloc_retries;
+    return out;
+  }
+
+  void resetAccumulatedStats(c10::DeviceIndex) override {
+    if (!Context::initialized()) return;
+    RuntimeLock lock;
+    lock.ctx().pool().reset_accumulated();
+  }
+
+  void resetPeakStats(c10::DeviceIndex) override {
+    if (!Context::initialized()) return;
+    RuntimeLock lock;
+    lock.ctx().pool().reset_peak();
+  }
+};
+
+WebGPUAllocator g_allocator;
+
+}  // namespace
+
+c10::Allocator* webgpu_allocator() { return &g_allocator; }
+
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_allocator);
+
+}  // namespace twgpu::aten

@@ -1,0 +1,275 @@
+// Tensor basics, native: allocation (empty, empty_strided), views (as_strided, view,
+// _reshape_alias), resize_, set_, copies between CPU and webgpu and within webgpu,
+// fill_/zero_, and item().
+#include <ATen/EmptyTensor.h>
+#include <ATen/TensorIterator.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/view_native.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/_local_scalar_dense.h>
+#include <c10/core/StorageImpl.h>
+#include <torch/library.h>
+
+#include <cstring>
+
+#include "aten/iterator_launch.h"
+#include "aten/webgpu_tensor.h"
+
+namespace twgpu::aten {
+namespace {
+
+constexpr c10::DispatchKeySet kKeys{c10::DispatchKey::PrivateUse1};
+
+void check_dtype(std::optional<c10::ScalarType> dtype) {
+  to_dtype_or_throw(c10::dtype_or_default(dtype));
+}
+
+at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                               std::optional<c10::Layout> layout,
+                               std::optional<c10::Device> device, std::optional<bool> pin_memory,
+                               std::optional<c10::MemoryFormat> memory_format) {
+  check_dtype(dtype);
+  return at::detail::empty_generic(size, webgpu_allocator(), kKeys, c10::dtype_or_default(dtype),
+                                   memory_format);
+}
+
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
+                         std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
+                         std::optional<c10::Device> device, std::optional<bool> pin_memory) {
+  check_dtype(dtype);
+  return at::detail::empty_strided_generic(size, stride, webgpu_allocator(), kKeys,
+                                           c10::dtype_or_default(dtype));
+}
+
+// Grows a storage to `nbytes`, keeping its contents (buffers are word-padded).
+void grow_storage(c10::StorageImpl* storage, size_t nbytes) {
+  if (nbytes <= storage->nbytes()) return;
+  TORCH_CHECK(storage->resizable(), "Trying to resize storage that is not resizable");
+  c10::DataPtr fresh = webgpu_allocator()->allocate(nbytes);
+  size_t keep = storage->nbytes();
+  if (keep > 0) {
+    TWGPU_TRY
+    RuntimeLock lock;
+    auto* src = static_cast<Allocation*>(storage->data_ptr().get_context());
+    auto* dst = static_cast<Allocation*>(fresh.get_context());
+    lock.ctx().recorder().copy(src->buffer, 0, dst->buffer, 0, (keep + 3) / 4 * 4);
+    TWGPU_CATCH
+  }
+  storage->set_data_ptr_noswap(std::move(fresh));
+  storage->set_nbytes(nbytes);
+}
+
+size_t storage_bytes_needed(const at::Tensor& t) {
+  if (t.numel() == 0) return 0;
+  return at::detail::computeStorageNbytes(t.sizes(), t.strides(), t.itemsize(),
+                                          t.storage_offset());
+}
+
+const at::Tensor& resize_(const at::Tensor& self, c10::IntArrayRef size,
+                          std::optional<c10::MemoryFormat> memory_format) {
+  auto* impl = self.unsafeGetTensorImpl();
+  impl->set_sizes_contiguous(size);
+  if (memory_format.has_value() && *memory_format != c10::MemoryFormat::Preserve)
+    impl->empty_tensor_restride(*memory_format);
+  grow_storage(self.storage().unsafeGetStorageImpl(), storage_bytes_needed(self));
+  return self;
+}
+
+at::Tensor& set_storage(at::Tensor& self, c10::Storage source, c10::SymInt storage_offset,
+                        c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
+  at::native::checkSetStorage(self, source, storage_offset, size, stride);
+  self.unsafeGetTensorImpl()->set_storage_offset(storage_offset.expect_int());
+  self.unsafeGetTensorImpl()->set_sizes_and_strides(C10_AS_INTARRAYREF_SLOW(size),
+                                                    C10_AS_INTARRAYREF_SLOW(stride));
+  grow_storage(self.storage().unsafeGetStorageImpl(), storage_bytes_needed(self));
+  return self;
+}
+
+at::Tensor& set_source_storage(at::Tensor& self, c10::Storage source) {
+  int64_t n = static_cast<int64_t>(source.nbytes() / self.itemsize());
+  c10::SymInt sizes[] = {c10::SymInt(n)};
+  c10::SymInt strides[] = {c10::SymInt(1)};
+  return set_storage(self, source, 0, sizes, strides);
+}
+
+at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
+  if (self.is_same(source)) return self;
+  return set_storage(self, source.storage(), source.sym_storage_offset(), source.sym_sizes(),
+                     source.sym_strides());
+}
+
+at::Tensor& set_empty(at::Tensor& self) {
+  c10::Storage storage(c10::Storage::use_byte_size_t(), 0, webgpu_allocator(), true);
+  c10::SymInt sizes[] = {c10::SymInt(0)};
+  c10::SymInt strides[] = {c10::SymInt(1)};
+  return set_storage(self, storage, 0, sizes, strides);
+}
+
+// ---- copies ---------------------------------------------------------------------------
+
+bool is_dense_contiguous(const at::Tensor& t) { return t.is_contiguous(); }
+
+// Device-to-device copy through the elementwise kernel (any strides, broadcast, dtype).
+void copy_on_device(const at::Tensor& dst, const at::Tensor& src) {
+  auto iter = at::TensorIteratorConfig()
+                  .add_output(dst)
+                  .add_const_input(src)
+                  .resize_outputs(false)
+                  .check_all_same_dtype(false)
+                  .check_all_same_device(false)
+                  .build();
+  // Compute in the source's type so the store applies the CPU's conversion rules
+  // (bool(x) is x != 0, float -> int truncates, wide ints wrap).
+  launch_on_iterator(iter, "copy", compute_type_of(src.scalar_type()));
+}
+
+// Upload a contiguous CPU tensor's bytes into a contiguous webgpu tensor of the same dtype.
+void upload_contiguous(const at::Tensor& dst, const at::Tensor& cpu) {
+  size_t nbytes = cpu.nbytes();
+  if (nbytes == 0) return;
+  Allocation* a = allocation_of(dst);
+  uint64_t offset = byte_offset_of(dst);
+  TWGPU_TRY
+  RuntimeLock lock;
+  if (offset % 4 == 0 && nbytes % 4 == 0) {
+    lock.ctx().recorder().write(a->buffer, offset, cpu.const_data_ptr(), nbytes);
+    return;
+  }
+  // Unaligned: merge with the neighbouring bytes of the first and last words.
+  uint64_t begin = offset / 4 * 4, end = (offset + nbytes + 3) / 4 * 4;
+  std::vector<uint8_t> words(end - begin);
+  lock.ctx().recorder().read(a->buffer, begin, words.data(), words.size());
+  std::memcpy(words.data() + (offset - begin), cpu.const_data_ptr(), nbytes);
+  lock.ctx().recorder().write(a->buffer, begin, words.data(), words.size());
+  TWGPU_CATCH
+}
+
+// Read a contiguous webgpu tensor's bytes into a contiguous CPU tensor of the same dtype.
+void download_contiguous(const at::Tensor& cpu, const at::Tensor& src) {
+  size_t nbytes = src.nbytes();
+  if (nbytes == 0) return;
+  Allocation* a = allocation_of(src);
+  uint64_t offset = byte_offset_of(src);
+  TWGPU_TRY
+  RuntimeLock lock;
+  uint64_t begin = offset / 4 * 4, end = (offset + nbytes + 3) / 4 * 4;
+  if (begin == offset && end == offset + nbytes) {
+    lock.ctx().recorder().read(a->buffer, offset, cpu.mutable_data_ptr(), nbytes);
+    return;
+  }
+  std::vector<uint8_t> words(end - begin);
+  lock.ctx().recorder().read(a->buffer, begin, words.data(), words.size());
+  std::memcpy(cpu.mutable_data_ptr(), words.data() + (offset - begin), nbytes);
+  TWGPU_CATCH
+}
+
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  TORCH_CHECK(self.defined() && dst.defined(), "copy_: undefined tensor");
+  if (dst.numel() == 0) return dst;
+  bool src_dev = self.device().type() == kDeviceType;
+  bool dst_dev = dst.device().type() == kDeviceType;
+  TORCH_CHECK(src_dev || self.device().is_cpu(), "torch_webgpu: copies from ", self.device(),
+              " are not supported; go through the CPU");
+  TORCH_CHECK(dst_dev || dst.device().is_cpu(), "torch_webgpu: copies to ", dst.device(),
+              " are not supported; go through the CPU");
+
+  if (src_dev && dst_dev) {
+    bool native = is_native_compute(self.scalar_type()) && is_native_compute(dst.scalar_type());
+    if (native || self.scalar_type() == dst.scalar_type()) {
+      copy_on_device(dst, self);
+    } else {
+      // float64/complex conversions run on the CPU.
+      dst.copy_(self.cpu().to(dst.scalar_type()));
+    }
+    return dst;
+  }
+  if (dst_dev) {  // CPU -> webgpu
+    to_dtype_or_throw(dst.scalar_type());
+    at::Tensor cpu = self.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
+    if (is_dense_contiguous(dst)) {
+      upload_contiguous(dst, cpu);
+    } else {
+      at::Tensor staging = at::empty(dst.sizes(), dst.options());
+      upload_contiguous(staging, cpu);
+      copy_on_device(dst, staging);
+    }
+    return dst;
+  }
+  // webgpu -> CPU
+  at::Tensor src = self;
+  if (!is_dense_contiguous(src)) {
+    src = at::empty(self.sizes(), self.options());
+    copy_on_device(src, self);
+  }
+  if (dst.is_contiguous() && dst.scalar_type() == src.scalar_type()) {
+    download_contiguous(dst, src);
+  } else {
+    at::Tensor cpu = at::empty(src.sizes(), src.options().device(c10::kCPU));
+    download_contiguous(cpu, src);
+    dst.copy_(cpu);
+  }
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  at::native::resize_output(dst, self.sizes());
+  return copy_from(self, dst, false);
+}
+
+c10::Scalar local_scalar_dense(const at::Tensor& self) {
+  return at::_local_scalar_dense(self.to(c10::kCPU));
+}
+
+// ---- fill ----------------------------------------------------------------------------
+
+at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
+  if (self.numel() == 0) return self;
+  if (!is_native_compute(self.scalar_type())) {
+    self.copy_(at::empty({}, self.options().device(c10::kCPU)).fill_(value));
+    return self;
+  }
+  auto iter = at::TensorIteratorConfig()
+                  .set_check_mem_overlap(false)
+                  .check_all_same_dtype(false)
+                  .add_output(self)
+                  .resize_outputs(false)
+                  .build();
+  Compute c = compute_type_of(self.scalar_type());
+  c10::Scalar v = value;
+  if (self.scalar_type() == c10::kBool) v = c10::Scalar(value.toBool());
+  launch_on_iterator(iter, "fill", c, scalar_bits(v, c));
+  return self;
+}
+
+at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
+  TORCH_CHECK(value.dim() == 0, "fill_ only supports 0-dimension value tensor but got tensor with ",
+              value.dim(), " dimensions.");
+  return fill_scalar(self, value.item());
+}
+
+at::Tensor& zero_(at::Tensor& self) { return fill_scalar(self, 0); }
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", empty_memory_format);
+  m.impl("empty_strided", empty_strided);
+  m.impl("as_strided", at::native::as_strided_tensorimpl);
+  m.impl("view", at::native::view);
+  m.impl("_reshape_alias", at::native::_reshape_alias);
+  m.impl("resize_", resize_);
+  m.impl("set_.source_Storage_storage_offset", set_storage);
+  m.impl("set_.source_Storage", set_source_storage);
+  m.impl("set_.source_Tensor", set_source_tensor);
+  m.impl("set_", set_empty);
+  m.impl("_copy_from", copy_from);
+  m.impl("_copy_from_and_resize", copy_from_and_resize);
+  m.impl("_local_scalar_dense", local_scalar_dense);
+  m.impl("fill_.Scalar", fill_scalar);
+  m.impl("fill_.Tensor", fill_tensor);
+  m.impl("zero_", zero_);
+}
+
+}  // namespace twgpu::aten

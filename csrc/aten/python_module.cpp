@@ -1,0 +1,146 @@
+// torch_webgpu._C: the few functions the Python package needs (torch.webgpu.*). Kept on
+// plain pybind11 types so this unit does not pull in torch's Python headers.
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <c10/core/TensorImpl.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "aten/cpu_fallback.h"
+#include "aten/generator.h"
+#include "aten/webgpu_tensor.h"
+
+namespace py = pybind11;
+
+namespace twgpu::aten {
+namespace {
+
+// Runtime errors reach Python as the matching exception (see rethrow()).
+template <class F>
+auto guarded(F f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const Error& e) {
+    if (e.kind() == ErrorKind::OutOfMemory) {
+      static py::object oom = py::module_::import("torch").attr("OutOfMemoryError");
+      PyErr_SetString(oom.ptr(), e.what());
+      throw py::error_already_set();
+    }
+    if (e.kind() == ErrorKind::Unsupported) throw py::type_error(e.what());
+    throw std::runtime_error(e.what());
+  }
+}
+
+py::dict memory_stats() {
+  py::dict d;
+  if (!Context::initialized()) return d;
+  RuntimeLock lock;
+  const PoolStats& s = lock.ctx().pool().stats();
+  d["allocated_bytes"] = s.allocated;
+  d["reserved_bytes"] = s.reserved;
+  d["peak_allocated_bytes"] = s.peak_allocated;
+  d["peak_reserved_bytes"] = s.peak_reserved;
+  d["requested_bytes"] = s.requested;
+  d["num_allocs"] = s.num_allocs;
+  d["num_frees"] = s.num_frees;
+  d["num_device_allocs"] = s.num_device_allocs;
+  d["num_device_frees"] = s.num_device_frees;
+  d["num_alloc_retries"] = s.num_alloc_retries;
+  return d;
+}
+
+py::dict device_properties() {
+  return guarded([] {
+    RuntimeLock lock;
+    const AdapterDescription& a = lock.ctx().adapter();
+    const DeviceCapabilities& c = lock.ctx().caps();
+    py::dict d;
+    d["name"] = a.name;
+    d["vendor"] = a.vendor;
+    d["architecture"] = a.architecture;
+    d["driver"] = a.description;
+    d["backend"] = a.backend;
+    d["adapter_type"] = a.adapter_type;
+    d["compatibility_mode"] = a.compatibility_mode;
+    d["shader_f16"] = c.shader_f16;
+    d["subgroups"] = c.subgroups;
+    d["timestamp_query"] = c.timestamp_query;
+    d["max_buffer_size"] = c.max_buffer_size;
+    d["max_storage_buffer_binding_size"] = c.max_storage_binding_size;
+    d["max_storage_buffers_per_shader_stage"] = c.max_storage_buffers_per_stage;
+    d["max_compute_workgroup_storage_size"] = c.max_workgroup_storage;
+    d["max_compute_invocations_per_workgroup"] = c.max_workgroup_invocations;
+    d["max_compute_workgroups_per_dimension"] = c.max_workgroups_per_dimension;
+    return d;
+  });
+}
+
+py::bytes get_rng_state() {
+  auto state = default_generator().get<WebGPUGeneratorImpl>()->get_state();
+  return py::bytes(static_cast<const char*>(state->data()), state->numel());
+}
+
+void set_rng_state(const std::string& bytes) {
+  at::Tensor t = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
+  std::memcpy(t.mutable_data_ptr(), bytes.data(), bytes.size());
+  std::lock_guard<std::mutex> lock(default_generator().get<WebGPUGeneratorImpl>()->mutex_);
+  default_generator().get<WebGPUGeneratorImpl>()->set_state(*t.unsafeGetTensorImpl());
+}
+
+}  // namespace
+}  // namespace twgpu::aten
+
+PYBIND11_MODULE(_C, m) {
+  using namespace twgpu;
+  using namespace twgpu::aten;
+  m.doc() = "torch_webgpu native core";
+  m.def("is_available", [] { return Context::available(); });
+  m.def("is_initialized", [] { return Context::initialized(); });
+  m.def("init", [] { guarded([] { Context::get(); }); });
+  m.def("synchronize", [] {
+    guarded([] {
+      RuntimeLock lock;
+      lock.ctx().recorder().synchronize();
+    });
+  });
+  m.def("device_properties", &device_properties);
+  m.def("memory_stats", &memory_stats);
+  m.def("reset_peak_memory_stats", [] {
+    if (!Context::initialized()) return;
+    RuntimeLock lock;
+    lock.ctx().pool().reset_peak();
+  });
+  m.def("empty_cache", [] {
+    if (!Context::initialized()) return;
+    guarded([] {
+      RuntimeLock lock;
+      lock.ctx().pool().empty_cache();
+    });
+  });
+  m.def("dispatch_stats", [] {
+    py::dict d;
+    if (!Context::initialized()) return d;
+    RuntimeLock lock;
+    d["dispatches"] = lock.ctx().recorder().dispatches_recorded();
+    d["submits"] = lock.ctx().recorder().submits();
+    d["pipelines"] = lock.ctx().pipelines().size();
+    return d;
+  });
+  m.def("manual_seed", [](uint64_t seed) {
+    std::lock_guard<std::mutex> lock(default_generator().get<WebGPUGeneratorImpl>()->mutex_);
+    default_generator().get<WebGPUGeneratorImpl>()->set_current_seed(seed);
+  });
+  m.def("seed", [] {
+    std::lock_guard<std::mutex> lock(default_generator().get<WebGPUGeneratorImpl>()->mutex_);
+    return default_generator().get<WebGPUGeneratorImpl>()->seed();
+  });
+  m.def("initial_seed", [] { return default_generator().get<WebGPUGeneratorImpl>()->current_seed(); });
+  m.def("get_rng_state", &get_rng_state);
+  m.def("set_rng_state", &set_rng_state);
+  m.def("fallback_ops_seen", &fallback_ops_seen);
+  m.def("reset_fallback_ops_seen", &reset_fallback_ops_seen);
+  m.def("_simulate_device_loss", [] {
+    RuntimeLock lock;
+    lock.ctx().simulate_device_loss();
+  });
+}

@@ -1,0 +1,45 @@
+// The ATen layer's bridge to the runtime: dtype mapping, a tensor's buffer and byte
+// offset, and the translation of runtime errors into the exceptions PyTorch raises.
+#pragma once
+#include <ATen/core/Tensor.h>
+#include <c10/core/Allocator.h>
+#include <c10/util/Exception.h>
+
+#include "kernels/dtype.h"
+#include "runtime/runtime.h"
+
+namespace twgpu::aten {
+
+constexpr c10::DeviceType kDeviceType = c10::DeviceType::PrivateUse1;
+
+// nullopt for dtypes the device cannot hold (quantized, float8, ...).
+std::optional<DType> to_dtype(c10::ScalarType t);
+DType to_dtype_or_throw(c10::ScalarType t);
+// True when kernels can compute on it (float64/complex live on the device but compute on CPU).
+bool is_native_compute(c10::ScalarType t);
+
+// The allocation behind a webgpu tensor's storage (null for an empty storage).
+inline Allocation* allocation_of(const at::TensorBase& t) {
+  return static_cast<Allocation*>(t.storage().data_ptr().get_context());
+}
+// Byte offset of the tensor's first element inside its buffer.
+inline uint64_t byte_offset_of(const at::TensorBase& t) {
+  Allocation* a = allocation_of(t);
+  if (!a) return 0;
+  return static_cast<uint64_t>(static_cast<const char*>(t.const_data_ptr()) -
+                               reinterpret_cast<const char*>(a->address));
+}
+
+c10::Allocator* webgpu_allocator();
+
+// Raises the PyTorch exception that matches a runtime error.
+[[noreturn]] void rethrow(const Error& e);
+
+}  // namespace twgpu::aten
+
+// Wraps calls into the runtime: its errors leave as torch.OutOfMemoryError,
+// NotImplementedError or RuntimeError.
+#define TWGPU_TRY try {
+#define TWGPU_CATCH \
+  }                 \
+  catch (const ::twgpu::Error& e) { ::twgpu::aten::rethrow(e); }

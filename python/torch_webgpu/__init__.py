@@ -1,0 +1,42 @@
+"""PyTorch on WebGPU.
+
+``import torch_webgpu`` registers the ``webgpu`` device (PyTorch's PrivateUse1 backend)
+and the ``torch.webgpu`` module, which mirrors ``torch.cuda``::
+
+    import torch, torch_webgpu
+    x = torch.tensor([1.0, 2.0, 3.0], device="webgpu") * 2
+"""
+import torch
+
+from . import _C  # noqa: F401  (loading it registers the device's kernels with PyTorch)
+from . import device_module as _device_module
+
+__all__ = ["is_available", "device_count", "synchronize"]
+
+torch.utils.rename_privateuse1_backend("webgpu")
+torch._register_device_module("webgpu", _device_module)
+torch.utils.generate_methods_for_privateuse1_backend(
+    for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
+)
+
+is_available = _device_module.is_available
+device_count = _device_module.device_count
+synchronize = _device_module.synchronize
+
+
+def _install_printing():
+    # Printing formats values with dozens of small ops; format a CPU copy instead, the way
+    # PyTorch itself does for XLA and other lazy devices. The device suffix stays.
+    import torch._tensor_str as tensor_str
+
+    original = tensor_str._tensor_str
+
+    def _tensor_str(self, indent):
+        if self.device.type == "webgpu":
+            self = self.cpu()
+        return original(self, indent)
+
+    tensor_str._tensor_str = _tensor_str
+
+
+_install_printing()

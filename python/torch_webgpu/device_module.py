@@ -1,0 +1,172 @@
+"""``torch.webgpu``: the device module, shaped like ``torch.cuda``."""
+from dataclasses import dataclass
+
+import torch
+
+from . import _C
+
+_DEVICE_COUNT_ERROR = "torch.webgpu: invalid device {!r}; there is one WebGPU device (index 0)"
+
+
+def _index(device) -> int:
+    if device is None:
+        return 0
+    if isinstance(device, int):
+        idx = device
+    elif isinstance(device, str):
+        device = torch.device(device)
+        idx = device.index if device.index is not None else 0
+    elif isinstance(device, torch.device):
+        if device.type != "webgpu":
+            raise ValueError(f"Expected a webgpu device, but got: {device}")
+        idx = device.index if device.index is not None else 0
+    else:
+        raise TypeError(f"Invalid device argument {device!r}")
+    if idx != 0:
+        raise ValueError(_DEVICE_COUNT_ERROR.format(device))
+    return idx
+
+
+def is_available() -> bool:
+    """True when a WebGPU adapter and device can be created."""
+    return _C.is_available()
+
+
+def is_initialized() -> bool:
+    return _C.is_initialized()
+
+
+def init() -> None:
+    _C.init()
+
+
+def _is_in_bad_fork() -> bool:
+    return False
+
+
+def device_count() -> int:
+    return 1 if _C.is_available() else 0
+
+
+def current_device() -> int:
+    return 0
+
+
+def set_device(device) -> None:
+    _index(device)
+
+
+def synchronize(device=None) -> None:
+    """Waits until every kernel recorded so far has finished."""
+    _index(device)
+    _C.synchronize()
+
+
+@dataclass(frozen=True)
+class WebGPUDeviceProperties:
+    name: str
+    vendor: str
+    architecture: str
+    driver: str
+    backend: str
+    adapter_type: str
+    compatibility_mode: bool
+    shader_f16: bool
+    subgroups: bool
+    timestamp_query: bool
+    max_buffer_size: int
+    max_storage_buffer_binding_size: int
+    max_storage_buffers_per_shader_stage: int
+    max_compute_workgroup_storage_size: int
+    max_compute_invocations_per_workgroup: int
+    max_compute_workgroups_per_dimension: int
+
+
+def get_device_properties(device=None) -> WebGPUDeviceProperties:
+    _index(device)
+    return WebGPUDeviceProperties(**_C.device_properties())
+
+
+def get_device_name(device=None) -> str:
+    return get_device_properties(device).name
+
+
+def get_device_capability(device=None):
+    _index(device)
+    return (0, 0)
+
+
+# ---- memory -------------------------------------------------------------------------
+
+
+def memory_stats(device=None) -> dict:
+    _index(device)
+    return dict(_C.memory_stats())
+
+
+def memory_allocated(device=None) -> int:
+    return memory_stats(device).get("allocated_bytes", 0)
+
+
+def max_memory_allocated(device=None) -> int:
+    return memory_stats(device).get("peak_allocated_bytes", 0)
+
+
+def memory_reserved(device=None) -> int:
+    return memory_stats(device).get("reserved_bytes", 0)
+
+
+def max_memory_reserved(device=None) -> int:
+    return memory_stats(device).get("peak_reserved_bytes", 0)
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    _index(device)
+    _C.reset_peak_memory_stats()
+
+
+def empty_cache() -> None:
+    """Releases cached, unused device buffers to the driver."""
+    _C.empty_cache()
+
+
+# ---- random numbers -------------------------------------------------------------------
+
+
+def manual_seed(seed: int) -> None:
+    _C.manual_seed(int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
+
+
+def manual_seed_all(seed: int) -> None:
+    manual_seed(seed)
+
+
+def seed() -> None:
+    _C.seed()
+
+
+def seed_all() -> None:
+    seed()
+
+
+def initial_seed() -> int:
+    return _C.initial_seed()
+
+
+def get_rng_state(device="webgpu") -> torch.Tensor:
+    _index(device)
+    return torch.frombuffer(bytearray(_C.get_rng_state()), dtype=torch.uint8)
+
+
+def get_rng_state_all() -> list:
+    return [get_rng_state()]
+
+
+def set_rng_state(new_state: torch.Tensor, device="webgpu") -> None:
+    _index(device)
+    _C.set_rng_state(new_state.detach().cpu().contiguous().to(torch.uint8).numpy().tobytes())
+
+
+def set_rng_state_all(new_states) -> None:
+    for state in new_states:
+        set_rng_state(state)
