@@ -67,9 +67,16 @@ using at::Tensor;
 using at::TensorIterator;
 
 // True when every operand and the common dtype compute natively.
+// CPU scalars (Python numbers, wrapped as double/long tensors) reach the kernel already
+// converted to the compute type, so only their complex-ness matters.
 bool native_iter(const at::TensorIteratorBase& iter) {
-  for (int k = 0; k < iter.ntensors(); ++k)
+  for (int k = 0; k < iter.ntensors(); ++k) {
+    if (k >= iter.noutputs() && iter.is_cpu_scalar(k)) {
+      if (c10::isComplexType(iter.dtype(k))) return false;
+      continue;
+    }
     if (!is_native_compute(iter.dtype(k))) return false;
+  }
   return true;
 }
 

@@ -1,5 +1,6 @@
 #include "runtime/context.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -99,6 +100,49 @@ bool Context::available() {
 
 bool Context::initialized() { return g_context != nullptr; }
 
+// The EGL context Dawn's GL backend made current while creating the device, so any
+// thread can bind it for the duration of a runtime lock. EGL is loaded at run time: the
+// Vulkan path must not need it.
+struct Context::EglBinding {
+  using Display = void*;
+  using Surface = void*;
+  using GlContext = void*;
+  unsigned (*make_current)(Display, Surface, Surface, GlContext) = nullptr;
+  Display display = nullptr;
+  Surface draw = nullptr;
+  Surface read = nullptr;
+  GlContext context = nullptr;
+
+  static std::unique_ptr<EglBinding> capture() {
+    void* lib = dlopen("libEGL.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!lib) lib = dlopen("libEGL.so.1", RTLD_NOW);
+    if (!lib) return nullptr;
+    auto b = std::make_unique<EglBinding>();
+    b->make_current = reinterpret_cast<unsigned (*)(Display, Surface, Surface, GlContext)>(
+        dlsym(lib, "eglMakeCurrent"));
+    auto get_display = reinterpret_cast<Display (*)()>(dlsym(lib, "eglGetCurrentDisplay"));
+    auto get_context = reinterpret_cast<GlContext (*)()>(dlsym(lib, "eglGetCurrentContext"));
+    auto get_surface = reinterpret_cast<Surface (*)(int)>(dlsym(lib, "eglGetCurrentSurface"));
+    if (!b->make_current || !get_display || !get_context || !get_surface) return nullptr;
+    b->display = get_display();
+    b->context = get_context();
+    b->draw = get_surface(0x3059 /* EGL_DRAW */);
+    b->read = get_surface(0x305A /* EGL_READ */);
+    if (!b->context) return nullptr;
+    return b;
+  }
+  void bind() const { make_current(display, draw, read, context); }
+  void unbind() const { make_current(display, nullptr, nullptr, nullptr); }
+};
+
+void Context::enter_thread() {
+  if (egl_ && lock_depth_++ == 0) egl_->bind();
+}
+
+void Context::leave_thread() {
+  if (egl_ && --lock_depth_ == 0) egl_->unbind();
+}
+
 Context::Context() {
   // Mesa's EGL needs no display server with the surfaceless platform (CPU-only machines).
   setenv("EGL_PLATFORM", "surfaceless", 0);
@@ -108,6 +152,11 @@ Context::Context() {
   pool_ = std::make_unique<BufferPool>(*this);
   pipelines_ = std::make_unique<PipelineCache>(*this);
   recorder_ = std::make_unique<CommandRecorder>(*this);
+  if (adapter_desc_.backend == "opengl" || adapter_desc_.backend == "opengles") {
+    // Release the context from the creating thread; RuntimeLock binds it where needed.
+    egl_ = EglBinding::capture();
+    if (egl_) egl_->unbind();
+  }
 }
 
 Context::~Context() = default;

@@ -52,6 +52,11 @@ class Context {
   static bool initialized();
 
   std::recursive_mutex& mutex() { return mutex_; }
+  // Called by RuntimeLock on entry and exit of the outermost lock. Dawn's GL backends
+  // keep an EGL context that must be current on the calling thread, and autograd calls
+  // from its own thread: the context is bound for the scope of each lock.
+  void enter_thread();
+  void leave_thread();
 
   WGPUInstance instance() const { return instance_; }
   WGPUDevice device() const { return device_; }
@@ -93,6 +98,10 @@ class Context {
   std::string lost_message_;
   std::mutex error_mutex_;
   std::string pending_error_;
+
+  struct EglBinding;
+  std::unique_ptr<EglBinding> egl_;  // set for the OpenGL/OpenGL ES backends
+  int lock_depth_ = 0;
 
   std::unique_ptr<BufferPool> pool_;
   std::unique_ptr<CommandRecorder> recorder_;

@@ -15,7 +15,10 @@ namespace twgpu {
 // own thread, so every entry point from torch takes it.
 class RuntimeLock {
  public:
-  RuntimeLock() : ctx_(Context::get()), lock_(ctx_.mutex()) {}
+  RuntimeLock() : ctx_(Context::get()), lock_(ctx_.mutex()) { ctx_.enter_thread(); }
+  ~RuntimeLock() { ctx_.leave_thread(); }
+  RuntimeLock(const RuntimeLock&) = delete;
+  RuntimeLock& operator=(const RuntimeLock&) = delete;
   Context& ctx() { return ctx_; }
 
  private:
