@@ -13,9 +13,10 @@ namespace {
 constexpr uint32_t kWorkgroup = 256;
 
 // Uniform words: [0] numel, [1] ndim, [2] row pitch (invocations per grid row),
-// [4..5] p0, [6..7] p1, [8..15] sizes, then per operand k at 16 + 12k:
+// [3] output words (packed layout), [4..5] p0, [6..7] p1, [8..15] sizes, then per operand k at 16 + 12k:
 // offset, scalar lo, scalar hi, (pad), strides[8].
-constexpr uint32_t kWordNumel = 0, kWordNdim = 1, kWordPitch = 2, kWordP0 = 4, kWordP1 = 6,
+constexpr uint32_t kWordNumel = 0, kWordNdim = 1, kWordPitch = 2, kWordPackedWords = 3,
+                   kWordP0 = 4, kWordP1 = 6,
                    kWordSizes = 8, kWordOperands = 16, kOperandWords = 12;
 constexpr uint32_t kUniformWords = kWordOperands + kOperandWords * kMaxElementwiseOperands;
 static_assert(kUniformWords % 4 == 0, "uniform struct is an array of vec4<u32>");
@@ -29,7 +30,15 @@ struct BindingPlan {
   int binding_of[kMaxElementwiseOperands] = {-1, -1, -1, -1, -1};
 };
 
-BindingPlan plan_bindings(const ElementwiseLaunch& l) {
+// How invocations map to elements.
+enum class Layout {
+  Strided,     // one element per invocation, N-d index math
+  Contiguous,  // one element per invocation, every operand dense from its offset
+  Packed,      // contiguous with a narrow output: one output word per invocation, so
+               // stores need no atomics
+};
+
+BindingPlan plan_bindings(const ElementwiseLaunch& l, Layout layout) {
   BindingPlan plan;
   for (size_t k = 0; k < l.operands.size(); ++k) {
     const auto& op = l.operands[k];
@@ -46,26 +55,29 @@ BindingPlan plan_bindings(const ElementwiseLaunch& l) {
     plan.binding_of[k] = found;
     if (k == 0) {
       plan.writable[found] = true;
-      plan.atomic[found] = is_subword(op.dtype);
+      plan.atomic[found] = is_subword(op.dtype) && layout != Layout::Packed;
     }
   }
   return plan;
 }
 
-bool is_contiguous_launch(const ElementwiseLaunch& l) {
-  if (l.ndim == 0) return true;
-  if (l.ndim > 1) return false;
-  for (const auto& op : l.operands)
-    if (!op.is_scalar && op.strides[0] != 1) return false;
-  return true;
+Layout choose_layout(const ElementwiseLaunch& l) {
+  bool dense = l.ndim == 0;
+  if (l.ndim == 1) {
+    dense = true;
+    for (const auto& op : l.operands)
+      if (!op.is_scalar && op.strides[0] != 1) dense = false;
+  }
+  if (!dense) return Layout::Strided;
+  return is_subword(l.operands[0].dtype) ? Layout::Packed : Layout::Contiguous;
 }
 
-std::string cache_key(const ElementwiseLaunch& l, const BindingPlan& plan, bool contiguous) {
+std::string cache_key(const ElementwiseLaunch& l, const BindingPlan& plan, Layout layout) {
   std::string key = "ew:";
   key += l.op;
   key += ':';
   key += compute_name(l.compute);
-  key += contiguous ? ":c" : ":s";
+  key += layout == Layout::Strided ? ":s" : layout == Layout::Contiguous ? ":c" : ":p";
   for (size_t k = 0; k < l.operands.size(); ++k) {
     const auto& op = l.operands[k];
     key += '|';
@@ -75,8 +87,13 @@ std::string cache_key(const ElementwiseLaunch& l, const BindingPlan& plan, bool 
   return key;
 }
 
+std::string word_ref(uint32_t w) { return "uw(" + std::to_string(w) + "u)"; }
+
+// Elements per output word and bits per element, for the packed layout.
+int lanes_of(DType t) { return 4 / element_size(t); }
+
 std::string generate(const ElementwiseLaunch& l, const ElementwiseOpDef& def,
-                     const BindingPlan& plan, bool contiguous) {
+                     const BindingPlan& plan, Layout layout) {
   std::string src;
   src += "// elementwise " + l.op + " (" + compute_name(l.compute) + ")\n";
   src += "struct Uniforms { w: array<vec4<u32>, " + std::to_string(kUniformWords / 4) + "> }\n";
@@ -89,66 +106,104 @@ std::string generate(const ElementwiseLaunch& l, const ElementwiseOpDef& def,
          ") var<uniform> U: Uniforms;\n";
   src += "fn uw(i: u32) -> u32 { return U.w[i >> 2u][i & 3u]; }\n";
   src += wgsl::kFloatPrelude;
-  if (l.compute == Compute::I64 || l.compute == Compute::F32 || l.compute == Compute::I32)
-    src += wgsl::kInt64Prelude;  // conversions touch it whenever an int64 operand is present
+  src += wgsl::kInt64Prelude;  // conversions use it whenever an int64 operand is present
   src += wgsl::kMathPrelude;
 
-  // Loads, one function per input operand.
+  const std::string ct = wgsl_type(l.compute);
   const char* names[] = {"a", "b", "c", "d"};
-  std::string body;
+  // value(o1, o2, ...): the op's result from its inputs' element offsets.
+  std::string params, body;
   for (size_t k = 1; k < l.operands.size(); ++k) {
     const auto& op = l.operands[k];
     std::string var = names[k - 1];
     if (op.is_scalar) {
       body += "  let " + var + " = " +
-              wgsl_scalar(l.compute, "uw(" + std::to_string(operand_word(k, 1)) + "u)",
-                          "uw(" + std::to_string(operand_word(k, 2)) + "u)") +
+              wgsl_scalar(l.compute, word_ref(operand_word(k, 1)), word_ref(operand_word(k, 2))) +
               ";\n";
       continue;
     }
     int b = plan.binding_of[k];
-    src += wgsl_load_function("load" + std::to_string(k), "buf" + std::to_string(b), op.dtype,
-                              plan.atomic[b]);
+    std::string ks = std::to_string(k);
+    src += wgsl_load_function("load" + ks, "buf" + std::to_string(b), op.dtype, plan.atomic[b]);
+    params += (params.empty() ? "" : ", ") + std::string("o") + ks + ": u32";
     body += "  let " + var + " = " +
-            wgsl_convert(compute_type_for(op.dtype), l.compute,
-                         "load" + std::to_string(k) + "(o" + std::to_string(k) + ")") +
+            wgsl_convert(compute_type_for(op.dtype), l.compute, "load" + ks + "(o" + ks + ")") +
             ";\n";
   }
-  src += wgsl_store_function("store0", "buf" + std::to_string(plan.binding_of[0]),
-                             l.operands[0].dtype, l.compute, plan.atomic[plan.binding_of[0]]);
+  src += "fn value(" + params + ") -> " + ct + " {\n";
+  src += "  let p0 = " + wgsl_scalar(l.compute, word_ref(kWordP0), word_ref(kWordP0 + 1)) + ";\n";
+  src += "  let p1 = " + wgsl_scalar(l.compute, word_ref(kWordP1), word_ref(kWordP1 + 1)) + ";\n";
+  src += body;
+  src += "  return " + std::string(def.expression(l.compute)) + ";\n}\n";
 
+  // Arguments of value() for element `idx` of a dense launch.
+  auto dense_args = [&](const std::string& idx) {
+    std::string args;
+    for (size_t k = 1; k < l.operands.size(); ++k) {
+      if (l.operands[k].is_scalar) continue;
+      args += (args.empty() ? "" : ", ") + word_ref(operand_word(k, 0)) + " + " + idx;
+    }
+    return args;
+  };
+
+  const std::string out_buf = "buf" + std::to_string(plan.binding_of[0]);
+  const DType out_dtype = l.operands[0].dtype;
+  if (layout == Layout::Packed) {
+    src += wgsl_bits_function("bits0", out_dtype, l.compute);
+  } else {
+    src += wgsl_store_function("store0", out_buf, out_dtype, l.compute,
+                               plan.atomic[plan.binding_of[0]]);
+  }
   src += "@compute @workgroup_size(" + std::to_string(kWorkgroup) + ")\n";
   src += "fn main(@builtin(global_invocation_id) gid: vec3<u32>) {\n";
-  src += "  let idx = gid.x + gid.y * uw(" + std::to_string(kWordPitch) + "u);\n";
-  src += "  if (idx >= uw(" + std::to_string(kWordNumel) + "u)) { return; }\n";
-  src += "  let p0 = " + wgsl_scalar(l.compute, "uw(4u)", "uw(5u)") + ";\n";
-  src += "  let p1 = " + wgsl_scalar(l.compute, "uw(6u)", "uw(7u)") + ";\n";
+  src += "  let idx = gid.x + gid.y * " + word_ref(kWordPitch) + ";\n";
+  if (layout == Layout::Packed) {
+    // One output word per invocation; words only partly inside the tensor keep their
+    // other bytes (no other invocation of this dispatch touches them).
+    int lanes = lanes_of(out_dtype);
+    int bits = 32 / lanes;
+    std::string lane_mask = bits == 16 ? "0xffffu" : "0xffu";
+    src += "  if (idx >= " + word_ref(kWordPackedWords) + ") { return; }\n";
+    src += "  let off = " + word_ref(operand_word(0, 0)) + ";\n";
+    src += "  let numel = " + word_ref(kWordNumel) + ";\n";
+    src += "  let word = off / " + std::to_string(lanes) + "u + idx;\n";
+    src += "  var bits = 0u;\n  var mask = 0u;\n";
+    src += "  for (var j = 0u; j < " + std::to_string(lanes) + "u; j = j + 1u) {\n";
+    src += "    let o = word * " + std::to_string(lanes) + "u + j;\n";
+    src += "    if (o < off || o - off >= numel) { continue; }\n";
+    src += "    let e = o - off;\n";
+    src += "    bits = bits | ((bits0(value(" + dense_args("e") + ")) & " + lane_mask + ") << (j * " +
+           std::to_string(bits) + "u));\n";
+    src += "    mask = mask | (" + lane_mask + " << (j * " + std::to_string(bits) + "u));\n";
+    src += "  }\n";
+    src += "  if (mask == 0xffffffffu) {\n    " + out_buf + "[word] = bits;\n  } else {\n    " +
+           out_buf + "[word] = (" + out_buf + "[word] & ~mask) | bits;\n  }\n}\n";
+    return src;
+  }
+  src += "  if (idx >= " + word_ref(kWordNumel) + ") { return; }\n";
+  if (layout == Layout::Contiguous) {
+    src += "  store0(" + word_ref(operand_word(0, 0)) + " + idx, value(" + dense_args("idx") + "));\n}\n";
+    return src;
+  }
+  std::string args;
   for (size_t k = 0; k < l.operands.size(); ++k) {
     if (l.operands[k].is_scalar) continue;
     std::string o = "o" + std::to_string(k);
-    std::string off = "uw(" + std::to_string(operand_word(k, 0)) + "u)";
-    if (contiguous) {
-      src += "  let " + o + " = " + off + " + idx;\n";
-    } else {
-      src += "  var " + o + " = " + off + ";\n";
-    }
+    src += "  var " + o + " = " + word_ref(operand_word(k, 0)) + ";\n";
+    if (k > 0) args += (args.empty() ? "" : ", ") + o;
   }
-  if (!contiguous) {
-    src += "  var rem = idx;\n";
-    src += "  for (var d = 0u; d < uw(" + std::to_string(kWordNdim) + "u); d = d + 1u) {\n";
-    src += "    let size = uw(" + std::to_string(kWordSizes) + "u + d);\n";
-    src += "    let coord = rem % size;\n";
-    src += "    rem = rem / size;\n";
-    for (size_t k = 0; k < l.operands.size(); ++k) {
-      if (l.operands[k].is_scalar) continue;
-      src += "    o" + std::to_string(k) + " = o" + std::to_string(k) + " + coord * uw(" +
-             std::to_string(operand_word(k, 4)) + "u + d);\n";
-    }
-    src += "  }\n";
+  src += "  var rem = idx;\n";
+  src += "  for (var d = 0u; d < " + word_ref(kWordNdim) + "; d = d + 1u) {\n";
+  src += "    let size = uw(" + std::to_string(kWordSizes) + "u + d);\n";
+  src += "    let coord = rem % size;\n";
+  src += "    rem = rem / size;\n";
+  for (size_t k = 0; k < l.operands.size(); ++k) {
+    if (l.operands[k].is_scalar) continue;
+    src += "    o" + std::to_string(k) + " = o" + std::to_string(k) + " + coord * uw(" +
+           std::to_string(operand_word(k, 4)) + "u + d);\n";
   }
-  src += body;
-  src += "  store0(o0, " + std::string(def.expression(l.compute)) + ");\n";
-  src += "}\n";
+  src += "  }\n";
+  src += "  store0(o0, value(" + args + "));\n}\n";
   return src;
 }
 
@@ -177,13 +232,13 @@ void launch_elementwise(Context& ctx, const ElementwiseLaunch& l) {
   if (numel > 0xFFFFFFFFull)
     fail(ErrorKind::Unsupported, "torch_webgpu: elementwise ops on more than 2^32-1 elements");
 
-  BindingPlan plan = plan_bindings(l);
-  bool contiguous = is_contiguous_launch(l);
-  std::string key = cache_key(l, plan, contiguous);
+  Layout layout = choose_layout(l);
+  BindingPlan plan = plan_bindings(l, layout);
+  std::string key = cache_key(l, plan, layout);
   const Pipeline& pipeline = ctx.pipelines().get(key, [&] {
     ProgramDesc desc;
     desc.label = key;
-    desc.wgsl = generate(l, *def, plan, contiguous);
+    desc.wgsl = generate(l, *def, plan, layout);
     for (size_t b = 0; b < plan.buffers.size(); ++b)
       desc.storage.push_back(plan.writable[b] ? Access::ReadWrite : Access::Read);
     desc.uniform_bytes = kUniformWords * 4;
@@ -191,7 +246,15 @@ void launch_elementwise(Context& ctx, const ElementwiseLaunch& l) {
   });
 
   uint32_t u[kUniformWords] = {};
-  uint32_t groups = static_cast<uint32_t>((numel + kWorkgroup - 1) / kWorkgroup);
+  uint64_t invocations = numel;
+  if (layout == Layout::Packed) {
+    uint64_t lanes = lanes_of(l.operands[0].dtype);
+    uint64_t first = l.operands[0].offset / lanes;
+    uint64_t last = (l.operands[0].offset + numel - 1) / lanes;
+    invocations = last - first + 1;
+    u[kWordPackedWords] = static_cast<uint32_t>(invocations);
+  }
+  uint32_t groups = static_cast<uint32_t>((invocations + kWorkgroup - 1) / kWorkgroup);
   uint32_t max_x = ctx.caps().max_workgroups_per_dimension;
   uint32_t gx = groups < max_x ? groups : max_x;
   uint32_t gy = (groups + gx - 1) / gx;

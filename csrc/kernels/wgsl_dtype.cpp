@@ -110,32 +110,44 @@ std::string wgsl_load_function(const std::string& name, const std::string& buffe
   return "fn " + name + "(i: u32) -> " + ret + " { return " + body + "; }\n";
 }
 
+namespace {
+
+// u32 expression holding the element's bits (narrow types: low bits).
+std::string element_bits(DType dtype, Compute compute, const std::string& v) {
+  if (dtype == DType::Bool) {
+    // bool(x) is x != 0 in the compute type: bool(0.5) is true.
+    if (compute == Compute::F32) return "select(0u, 1u, " + v + " != 0.0)";
+    if (compute == Compute::I32) return "select(0u, 1u, " + v + " != 0)";
+    return "select(0u, 1u, !i64_is_zero(" + v + "))";
+  }
+  std::string n = wgsl_convert(compute, compute_type_for(dtype), v);
+  switch (dtype) {
+    case DType::Float32: case DType::Int32: return "bitcast<u32>(" + n + ")";
+    case DType::Float16: return "f32_to_f16_bits(" + n + ")";
+    case DType::BFloat16: return "f32_to_bf16_bits(" + n + ")";
+    case DType::Int16: return "(bitcast<u32>(" + n + ") & 0xffffu)";
+    case DType::Int8: case DType::UInt8: return "(bitcast<u32>(" + n + ") & 0xffu)";
+    default: fail(ErrorKind::Internal, "torch_webgpu: element_bits of a wide dtype");
+  }
+}
+
+}  // namespace
+
+std::string wgsl_bits_function(const std::string& name, DType dtype, Compute compute) {
+  return "fn " + name + "(v: " + wgsl_type(compute) + ") -> u32 { return " +
+         element_bits(dtype, compute, "v") + "; }\n";
+}
+
 std::string wgsl_store_function(const std::string& name, const std::string& buffer, DType dtype,
                                 Compute compute, bool atomic_binding) {
   std::string head = "fn " + name + "(i: u32, v: " + wgsl_type(compute) + ") {\n";
   Compute natural = compute_type_for(dtype);
-  std::string bits;  // u32 expression holding the element's bits (narrow types: low bits)
-  if (dtype == DType::Bool) {
-    // bool(x) is x != 0 in the compute type: bool(0.5) is true.
-    if (compute == Compute::F32) bits = "select(0u, 1u, v != 0.0)";
-    else if (compute == Compute::I32) bits = "select(0u, 1u, v != 0)";
-    else bits = "select(0u, 1u, !i64_is_zero(v))";
-  } else {
-    std::string n = wgsl_convert(compute, natural, "v");
-    switch (dtype) {
-      case DType::Float32: case DType::Int32: bits = "bitcast<u32>(" + n + ")"; break;
-      case DType::Float16: bits = "f32_to_f16_bits(" + n + ")"; break;
-      case DType::BFloat16: bits = "f32_to_bf16_bits(" + n + ")"; break;
-      case DType::Int16: bits = "(bitcast<u32>(" + n + ") & 0xffffu)"; break;
-      case DType::Int8: case DType::UInt8: bits = "(bitcast<u32>(" + n + ") & 0xffu)"; break;
-      default: break;
-    }
-  }
   std::string body;
   switch (element_size(dtype)) {
-    case 4: body = "  " + buffer + "[i] = " + bits + ";\n"; break;
+    case 4: body = "  " + buffer + "[i] = " + element_bits(dtype, compute, "v") + ";\n"; break;
     case 2:
     case 1: {
+      std::string bits = element_bits(dtype, compute, "v");
       bool half = element_size(dtype) == 2;
       std::string w = half ? "i >> 1u" : "i >> 2u";
       std::string shift = half ? "(i & 1u) * 16u" : "(i & 3u) * 8u";

@@ -113,6 +113,12 @@ fn i64_shr(a: vec2<u32>, s: vec2<u32>) -> vec2<u32> {
   if (n >= 32u) { return vec2<u32>(bitcast<u32>(bitcast<i32>(a.y) >> (n - 32u)), fill); }
   return vec2<u32>((a.x >> n) | (a.y << (32u - n)), bitcast<u32>(bitcast<i32>(a.y) >> n));
 }
+// Logical (unsigned) right shift by n in [0, 64).
+fn u64_shr(a: vec2<u32>, n: u32) -> vec2<u32> {
+  if (n == 0u) { return a; }
+  if (n >= 32u) { return vec2<u32>(a.y >> (n - 32u), 0u); }
+  return vec2<u32>((a.x >> n) | (a.y << (32u - n)), a.y >> n);
+}
 fn i64_min(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> { return select(a, b, i64_lt(b, a)); }
 fn i64_max(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> { return select(a, b, i64_lt(a, b)); }
 fn i64_sign(a: vec2<u32>) -> vec2<u32> {
@@ -125,9 +131,10 @@ fn u64_to_f32(m: vec2<u32>) -> f32 {
   if (m.y == 0u && m.x < 0x1000000u) { return f32(m.x); }
   let top = select(31u - countLeadingZeros(m.x), 63u - countLeadingZeros(m.y), m.y != 0u);
   var shift = top - 23u;
-  // mantissa = m >> shift (24 bits), rest = the bits shifted out
+  // mantissa = m >> shift (24 bits), rest = the bits shifted out. The shift is logical:
+  // m is unsigned (|INT64_MIN| has the top bit set).
   let s = vec2<u32>(shift, 0u);
-  var mant = i64_shr(m, s).x;
+  var mant = u64_shr(m, shift).x;
   let back = i64_shl(vec2<u32>(mant, 0u), s);
   let rest = i64_sub(m, back);
   let half = i64_shl(vec2<u32>(1u, 0u), vec2<u32>(shift - 1u, 0u));
