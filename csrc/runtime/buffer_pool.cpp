@@ -44,20 +44,23 @@ WGPUBuffer BufferPool::create_buffer(uint64_t size) {
 
 Allocation* BufferPool::allocate(uint64_t nbytes) {
   ctx_.check_errors();
-  uint64_t size = bucket_size(nbytes);
+  // Kernels bind buffers whole, so no buffer may exceed the storage binding limit.
+  const uint64_t limit =
+      std::min(ctx_.caps().max_buffer_size, ctx_.caps().max_storage_binding_size) / 4 * 4;
+  if (nbytes > limit)
+    fail(ErrorKind::OutOfMemory,
+         "WebGPU out of memory: tried to allocate " + std::to_string(nbytes) +
+             " bytes, more than one buffer may hold on this device (" + std::to_string(limit) +
+             " bytes: the smaller of maxBufferSize and maxStorageBufferBindingSize). "
+             "Allocated: " + std::to_string(stats_.allocated) + " bytes; reserved: " +
+             std::to_string(stats_.reserved) + " bytes.");
+  uint64_t size = std::min(bucket_size(nbytes), limit);
   Allocation* a = nullptr;
   auto it = free_.find(size);
   if (it != free_.end() && !it->second.empty()) {
     a = it->second.back();
     it->second.pop_back();
   } else {
-    const uint64_t limit = ctx_.caps().max_buffer_size;
-    if (size > limit)
-      fail(ErrorKind::OutOfMemory,
-           "WebGPU out of memory: tried to allocate " + std::to_string(nbytes) +
-               " bytes, more than this device's maxBufferSize (" + std::to_string(limit) +
-               " bytes). Allocated: " + std::to_string(stats_.allocated) +
-               " bytes; reserved: " + std::to_string(stats_.reserved) + " bytes.");
     WGPUBuffer buffer = create_buffer(size);
     if (!buffer) {
       // Give the cached buffers back and try once more, as CUDA's caching allocator does.
