@@ -100,14 +100,16 @@ bool Context::available() {
 
 bool Context::initialized() { return g_context != nullptr; }
 
-// The EGL context Dawn's GL backend made current while creating the device, so any
-// thread can bind it for the duration of a runtime lock. EGL is loaded at run time: the
-// Vulkan path must not need it.
+// The EGL context of Dawn's GL backend. Dawn makes it current on the calling thread
+// before its GL calls but never releases it, and a context current on one thread cannot
+// be made current on another: so it is released when a runtime lock ends. EGL is loaded
+// at run time: the Vulkan path must not need it.
 struct Context::EglBinding {
   using Display = void*;
   using Surface = void*;
   using GlContext = void*;
   unsigned (*make_current)(Display, Surface, Surface, GlContext) = nullptr;
+  GlContext (*current)() = nullptr;
   Display display = nullptr;
   Surface draw = nullptr;
   Surface read = nullptr;
@@ -124,6 +126,7 @@ struct Context::EglBinding {
     auto get_context = reinterpret_cast<GlContext (*)()>(dlsym(lib, "eglGetCurrentContext"));
     auto get_surface = reinterpret_cast<Surface (*)(int)>(dlsym(lib, "eglGetCurrentSurface"));
     if (!b->make_current || !get_display || !get_context || !get_surface) return nullptr;
+    b->current = get_context;
     b->display = get_display();
     b->context = get_context();
     b->draw = get_surface(0x3059 /* EGL_DRAW */);
@@ -131,16 +134,15 @@ struct Context::EglBinding {
     if (!b->context) return nullptr;
     return b;
   }
-  void bind() const { make_current(display, draw, read, context); }
   void unbind() const { make_current(display, nullptr, nullptr, nullptr); }
 };
 
 void Context::enter_thread() {
-  if (egl_ && lock_depth_++ == 0) egl_->bind();
+  if (egl_) ++lock_depth_;
 }
 
 void Context::leave_thread() {
-  if (egl_ && --lock_depth_ == 0) egl_->unbind();
+  if (egl_ && --lock_depth_ == 0 && egl_->current() == egl_->context) egl_->unbind();
 }
 
 Context::Context() {

@@ -53,8 +53,8 @@ class Context {
 
   std::recursive_mutex& mutex() { return mutex_; }
   // Called by RuntimeLock on entry and exit of the outermost lock. Dawn's GL backends
-  // keep an EGL context that must be current on the calling thread, and autograd calls
-  // from its own thread: the context is bound for the scope of each lock.
+  // make their EGL context current on whichever thread calls in, but never release it;
+  // autograd calls from its own thread, so the context is released when a lock ends.
   void enter_thread();
   void leave_thread();
 
