@@ -1,6 +1,8 @@
 #include "kernels/elementwise.h"
 
 #include <cstring>
+#include <functional>
+#include <set>
 
 #include "kernels/elementwise_ops.h"
 #include "kernels/wgsl_dtype.h"
@@ -34,9 +36,21 @@ struct BindingPlan {
 enum class Layout {
   Strided,     // one element per invocation, N-d index math
   Contiguous,  // one element per invocation, every operand dense from its offset
-  Packed,      // contiguous with a narrow output: one output word per invocation, so
-               // stores need no atomics
+  Vector4,     // dense, 32-bit operands, 4-aligned: four elements per invocation through
+               // vec4<u32> loads and stores (what reaches full memory bandwidth)
+  Packed,      // dense with a narrow output: one output word per invocation, so stores
+               // need no atomics
 };
+
+const char* layout_tag(Layout layout) {
+  switch (layout) {
+    case Layout::Strided: return ":s";
+    case Layout::Contiguous: return ":c";
+    case Layout::Vector4: return ":v";
+    case Layout::Packed: return ":p";
+  }
+  return ":?";
+}
 
 BindingPlan plan_bindings(const ElementwiseLaunch& l, Layout layout) {
   BindingPlan plan;
@@ -61,7 +75,7 @@ BindingPlan plan_bindings(const ElementwiseLaunch& l, Layout layout) {
   return plan;
 }
 
-Layout choose_layout(const ElementwiseLaunch& l) {
+Layout choose_layout(const ElementwiseLaunch& l, uint64_t numel) {
   bool dense = l.ndim == 0;
   if (l.ndim == 1) {
     dense = true;
@@ -69,7 +83,11 @@ Layout choose_layout(const ElementwiseLaunch& l) {
       if (!op.is_scalar && op.strides[0] != 1) dense = false;
   }
   if (!dense) return Layout::Strided;
-  return is_subword(l.operands[0].dtype) ? Layout::Packed : Layout::Contiguous;
+  if (is_subword(l.operands[0].dtype)) return Layout::Packed;
+  bool vec4 = numel % 4 == 0;
+  for (const auto& op : l.operands)
+    if (!op.is_scalar && (element_size(op.dtype) != 4 || op.offset % 4 != 0)) vec4 = false;
+  return vec4 ? Layout::Vector4 : Layout::Contiguous;
 }
 
 std::string cache_key(const ElementwiseLaunch& l, const BindingPlan& plan, Layout layout) {
@@ -77,7 +95,7 @@ std::string cache_key(const ElementwiseLaunch& l, const BindingPlan& plan, Layou
   key += l.op;
   key += ':';
   key += compute_name(l.compute);
-  key += layout == Layout::Strided ? ":s" : layout == Layout::Contiguous ? ":c" : ":p";
+  key += layout_tag(layout);
   for (size_t k = 0; k < l.operands.size(); ++k) {
     const auto& op = l.operands[k];
     key += '|';
@@ -89,129 +107,192 @@ std::string cache_key(const ElementwiseLaunch& l, const BindingPlan& plan, Layou
 
 std::string word_ref(uint32_t w) { return "uw(" + std::to_string(w) + "u)"; }
 
-// Elements per output word and bits per element, for the packed layout.
+// Elements per output word, for the packed layout.
 int lanes_of(DType t) { return 4 / element_size(t); }
 
-std::string generate(const ElementwiseLaunch& l, const ElementwiseOpDef& def,
-                     const BindingPlan& plan, Layout layout) {
-  std::string src;
-  src += "// elementwise " + l.op + " (" + compute_name(l.compute) + ")\n";
-  src += "struct Uniforms { w: array<vec4<u32>, " + std::to_string(kUniformWords / 4) + "> }\n";
-  for (size_t b = 0; b < plan.buffers.size(); ++b) {
-    src += "@group(0) @binding(" + std::to_string(b) + ") var<storage, " +
-           (plan.writable[b] ? "read_write" : "read") + "> buf" + std::to_string(b) + ": array<" +
-           (plan.atomic[b] ? "atomic<u32>" : "u32") + ">;\n";
-  }
-  src += "@group(0) @binding(" + std::to_string(plan.buffers.size()) +
-         ") var<uniform> U: Uniforms;\n";
-  src += "fn uw(i: u32) -> u32 { return U.w[i >> 2u][i & 3u]; }\n";
-  src += wgsl::kFloatPrelude;
-  src += wgsl::kInt64Prelude;  // conversions use it whenever an int64 operand is present
-  src += wgsl::kMathPrelude;
+// The generated shader, in pieces: bindings and helpers, the op as a pure function of
+// its inputs (`fn op(a, b, ...)`), then a main() for the chosen layout.
+class ElementwiseSource {
+ public:
+  ElementwiseSource(const ElementwiseLaunch& l, const ElementwiseOpDef& def,
+                    const BindingPlan& plan, Layout layout)
+      : l_(l), def_(def), plan_(plan), layout_(layout), ct_(wgsl_type(l.compute)) {}
 
-  const std::string ct = wgsl_type(l.compute);
-  const char* names[] = {"a", "b", "c", "d"};
-  // value(o1, o2, ...): the op's result from its inputs' element offsets.
-  std::string params, body;
-  for (size_t k = 1; k < l.operands.size(); ++k) {
-    const auto& op = l.operands[k];
-    std::string var = names[k - 1];
-    if (op.is_scalar) {
-      body += "  let " + var + " = " +
-              wgsl_scalar(l.compute, word_ref(operand_word(k, 1)), word_ref(operand_word(k, 2))) +
-              ";\n";
-      continue;
+  std::string build() {
+    header();
+    op_function();
+    switch (layout_) {
+      case Layout::Strided: main_strided(); break;
+      case Layout::Contiguous: main_contiguous(); break;
+      case Layout::Vector4: main_vector4(); break;
+      case Layout::Packed: main_packed(); break;
     }
-    int b = plan.binding_of[k];
-    std::string ks = std::to_string(k);
-    src += wgsl_load_function("load" + ks, "buf" + std::to_string(b), op.dtype, plan.atomic[b]);
-    params += (params.empty() ? "" : ", ") + std::string("o") + ks + ": u32";
-    body += "  let " + var + " = " +
-            wgsl_convert(compute_type_for(op.dtype), l.compute, "load" + ks + "(o" + ks + ")") +
-            ";\n";
+    return src_;
   }
-  src += "fn value(" + params + ") -> " + ct + " {\n";
-  src += "  let p0 = " + wgsl_scalar(l.compute, word_ref(kWordP0), word_ref(kWordP0 + 1)) + ";\n";
-  src += "  let p1 = " + wgsl_scalar(l.compute, word_ref(kWordP1), word_ref(kWordP1 + 1)) + ";\n";
-  src += body;
-  src += "  return " + std::string(def.expression(l.compute)) + ";\n}\n";
 
-  // Arguments of value() for element `idx` of a dense launch.
-  auto dense_args = [&](const std::string& idx) {
+ private:
+  std::string buf(size_t k) const { return "buf" + std::to_string(plan_.binding_of[k]); }
+  bool scalar(size_t k) const { return l_.operands[k].is_scalar; }
+  size_t inputs() const { return l_.operands.size() - 1; }
+
+  void header() {
+    src_ += "// elementwise " + l_.op + " (" + compute_name(l_.compute) + layout_tag(layout_) + ")\n";
+    src_ += "struct Uniforms { w: array<vec4<u32>, " + std::to_string(kUniformWords / 4) + "> }\n";
+    const char* word = layout_ == Layout::Vector4 ? "vec4<u32>" : "u32";
+    for (size_t b = 0; b < plan_.buffers.size(); ++b) {
+      src_ += "@group(0) @binding(" + std::to_string(b) + ") var<storage, " +
+              (plan_.writable[b] ? "read_write" : "read") + "> buf" + std::to_string(b) +
+              ": array<" + (plan_.atomic[b] ? "atomic<u32>" : word) + ">;\n";
+    }
+    src_ += "@group(0) @binding(" + std::to_string(plan_.buffers.size()) +
+            ") var<uniform> U: Uniforms;\n";
+    src_ += "fn uw(i: u32) -> u32 { return U.w[i >> 2u][i & 3u]; }\n";
+    src_ += wgsl::kFloatPrelude;
+    src_ += wgsl::kInt64Prelude;  // conversions use it whenever an int64 operand is present
+    src_ += wgsl::kMathPrelude;
+  }
+
+  void op_function() {
+    static const char* names[] = {"a", "b", "c", "d"};
+    std::string params;
+    for (size_t k = 1; k <= inputs(); ++k)
+      params += std::string(k > 1 ? ", " : "") + names[k - 1] + ": " + ct_;
+    src_ += "fn op(" + params + ") -> " + ct_ + " {\n";
+    src_ += "  let p0 = " + wgsl_scalar(l_.compute, word_ref(kWordP0), word_ref(kWordP0 + 1)) + ";\n";
+    src_ += "  let p1 = " + wgsl_scalar(l_.compute, word_ref(kWordP1), word_ref(kWordP1 + 1)) + ";\n";
+    src_ += "  return " + std::string(def_.expression(l_.compute)) + ";\n}\n";
+  }
+
+  // Input k's value in the compute type, for element offset expression `offset`.
+  std::string input(size_t k, const std::string& offset) {
+    if (scalar(k))
+      return wgsl_scalar(l_.compute, word_ref(operand_word(k, 1)), word_ref(operand_word(k, 2)));
+    std::string name = "load" + std::to_string(k);
+    if (loads_.insert(k).second)
+      src_ += wgsl_load_function(name, buf(k), l_.operands[k].dtype,
+                                 plan_.atomic[plan_.binding_of[k]]);
+    return wgsl_convert(compute_type_for(l_.operands[k].dtype), l_.compute, name + "(" + offset + ")");
+  }
+
+  std::string call_op(const std::function<std::string(size_t)>& offset_of) {
     std::string args;
-    for (size_t k = 1; k < l.operands.size(); ++k) {
-      if (l.operands[k].is_scalar) continue;
-      args += (args.empty() ? "" : ", ") + word_ref(operand_word(k, 0)) + " + " + idx;
-    }
-    return args;
-  };
-
-  const std::string out_buf = "buf" + std::to_string(plan.binding_of[0]);
-  const DType out_dtype = l.operands[0].dtype;
-  if (layout == Layout::Packed) {
-    src += wgsl_bits_function("bits0", out_dtype, l.compute);
-  } else {
-    src += wgsl_store_function("store0", out_buf, out_dtype, l.compute,
-                               plan.atomic[plan.binding_of[0]]);
+    for (size_t k = 1; k <= inputs(); ++k) args += (k > 1 ? ", " : "") + input(k, offset_of(k));
+    return "op(" + args + ")";
   }
-  src += "@compute @workgroup_size(" + std::to_string(kWorkgroup) + ")\n";
-  src += "fn main(@builtin(global_invocation_id) gid: vec3<u32>) {\n";
-  src += "  let idx = gid.x + gid.y * " + word_ref(kWordPitch) + ";\n";
-  if (layout == Layout::Packed) {
+
+  void begin_main(uint32_t count_word) {
+    src_ += "@compute @workgroup_size(" + std::to_string(kWorkgroup) + ")\n";
+    src_ += "fn main(@builtin(global_invocation_id) gid: vec3<u32>) {\n";
+    src_ += "  let idx = gid.x + gid.y * " + word_ref(kWordPitch) + ";\n";
+    src_ += "  if (idx >= " + word_ref(count_word) + ") { return; }\n";
+  }
+
+  void store_function() {
+    src_ += wgsl_store_function("store0", buf(0), l_.operands[0].dtype, l_.compute,
+                                plan_.atomic[plan_.binding_of[0]]);
+  }
+
+  void main_contiguous() {
+    std::string value = call_op([&](size_t k) { return word_ref(operand_word(k, 0)) + " + idx"; });
+    store_function();
+    begin_main(kWordNumel);
+    src_ += "  store0(" + word_ref(operand_word(0, 0)) + " + idx, " + value + ");\n}\n";
+  }
+
+  void main_strided() {
+    std::string value = call_op([&](size_t k) { return "o" + std::to_string(k); });
+    store_function();
+    begin_main(kWordNumel);
+    for (size_t k = 0; k < l_.operands.size(); ++k)
+      if (!scalar(k))
+        src_ += "  var o" + std::to_string(k) + " = " + word_ref(operand_word(k, 0)) + ";\n";
+    src_ += "  var rem = idx;\n";
+    src_ += "  for (var d = 0u; d < " + word_ref(kWordNdim) + "; d = d + 1u) {\n";
+    src_ += "    let size = uw(" + std::to_string(kWordSizes) + "u + d);\n";
+    src_ += "    let coord = rem % size;\n";
+    src_ += "    rem = rem / size;\n";
+    for (size_t k = 0; k < l_.operands.size(); ++k)
+      if (!scalar(k))
+        src_ += "    o" + std::to_string(k) + " = o" + std::to_string(k) + " + coord * uw(" +
+                std::to_string(operand_word(k, 4)) + "u + d);\n";
+    src_ += "  }\n";
+    src_ += "  store0(o0, " + value + ");\n}\n";
+  }
+
+  void main_vector4() {
+    // Every operand is 32-bit: its natural value is a bitcast of the word.
+    src_ += wgsl_bits_function("bits0", l_.operands[0].dtype, l_.compute);
+    begin_main(kWordNumel);  // numel / 4 here
+    std::string lanes[4];
+    for (size_t k = 1; k <= inputs(); ++k) {
+      if (scalar(k)) continue;
+      src_ += "  let w" + std::to_string(k) + " = " + buf(k) + "[" + word_ref(operand_word(k, 0)) +
+              " / 4u + idx];\n";
+    }
+    src_ += "  var r: vec4<u32>;\n";
+    for (int lane = 0; lane < 4; ++lane) {
+      std::string args;
+      for (size_t k = 1; k <= inputs(); ++k) {
+        std::string v;
+        if (scalar(k)) {
+          v = wgsl_scalar(l_.compute, word_ref(operand_word(k, 1)), word_ref(operand_word(k, 2)));
+        } else {
+          std::string w = "w" + std::to_string(k) + "[" + std::to_string(lane) + "]";
+          bool is_float = l_.operands[k].dtype == DType::Float32;
+          v = wgsl_convert(is_float ? Compute::F32 : Compute::I32, l_.compute,
+                           std::string(is_float ? "bitcast<f32>(" : "bitcast<i32>(") + w + ")");
+        }
+        args += (k > 1 ? ", " : "") + v;
+      }
+      src_ += "  r[" + std::to_string(lane) + "] = bits0(op(" + args + "));\n";
+    }
+    src_ += "  " + buf(0) + "[" + word_ref(operand_word(0, 0)) + " / 4u + idx] = r;\n}\n";
+  }
+
+  void main_packed() {
     // One output word per invocation; words only partly inside the tensor keep their
     // other bytes (no other invocation of this dispatch touches them).
-    int lanes = lanes_of(out_dtype);
-    int bits = 32 / lanes;
-    std::string lane_mask = bits == 16 ? "0xffffu" : "0xffu";
-    src += "  if (idx >= " + word_ref(kWordPackedWords) + ") { return; }\n";
-    src += "  let off = " + word_ref(operand_word(0, 0)) + ";\n";
-    src += "  let numel = " + word_ref(kWordNumel) + ";\n";
-    src += "  let word = off / " + std::to_string(lanes) + "u + idx;\n";
-    src += "  var bits = 0u;\n  var mask = 0u;\n";
-    src += "  for (var j = 0u; j < " + std::to_string(lanes) + "u; j = j + 1u) {\n";
-    src += "    let o = word * " + std::to_string(lanes) + "u + j;\n";
-    src += "    if (o < off || o - off >= numel) { continue; }\n";
-    src += "    let e = o - off;\n";
-    src += "    bits = bits | ((bits0(value(" + dense_args("e") + ")) & " + lane_mask + ") << (j * " +
-           std::to_string(bits) + "u));\n";
-    src += "    mask = mask | (" + lane_mask + " << (j * " + std::to_string(bits) + "u));\n";
-    src += "  }\n";
-    src += "  if (mask == 0xffffffffu) {\n    " + out_buf + "[word] = bits;\n  } else {\n    " +
-           out_buf + "[word] = (" + out_buf + "[word] & ~mask) | bits;\n  }\n}\n";
-    return src;
+    const DType out = l_.operands[0].dtype;
+    const std::string lanes = std::to_string(lanes_of(out));
+    const std::string bits = std::to_string(32 / lanes_of(out));
+    const std::string mask = element_size(out) == 2 ? "0xffffu" : "0xffu";
+    std::string value = call_op([&](size_t k) { return word_ref(operand_word(k, 0)) + " + e"; });
+    src_ += wgsl_bits_function("bits0", out, l_.compute);
+    begin_main(kWordPackedWords);
+    src_ += "  let off = " + word_ref(operand_word(0, 0)) + ";\n";
+    src_ += "  let numel = " + word_ref(kWordNumel) + ";\n";
+    src_ += "  let word = off / " + lanes + "u + idx;\n";
+    src_ += "  var bits = 0u;\n  var mask = 0u;\n";
+    src_ += "  for (var j = 0u; j < " + lanes + "u; j = j + 1u) {\n";
+    src_ += "    let o = word * " + lanes + "u + j;\n";
+    src_ += "    if (o < off || o - off >= numel) { continue; }\n";
+    src_ += "    let e = o - off;\n";
+    src_ += "    bits = bits | ((bits0(" + value + ") & " + mask + ") << (j * " + bits + "u));\n";
+    src_ += "    mask = mask | (" + mask + " << (j * " + bits + "u));\n";
+    src_ += "  }\n";
+    src_ += "  if (mask == 0xffffffffu) {\n    " + buf(0) + "[word] = bits;\n  } else {\n    " +
+            buf(0) + "[word] = (" + buf(0) + "[word] & ~mask) | bits;\n  }\n}\n";
   }
-  src += "  if (idx >= " + word_ref(kWordNumel) + ") { return; }\n";
-  if (layout == Layout::Contiguous) {
-    src += "  store0(" + word_ref(operand_word(0, 0)) + " + idx, value(" + dense_args("idx") + "));\n}\n";
-    return src;
-  }
-  std::string args;
-  for (size_t k = 0; k < l.operands.size(); ++k) {
-    if (l.operands[k].is_scalar) continue;
-    std::string o = "o" + std::to_string(k);
-    src += "  var " + o + " = " + word_ref(operand_word(k, 0)) + ";\n";
-    if (k > 0) args += (args.empty() ? "" : ", ") + o;
-  }
-  src += "  var rem = idx;\n";
-  src += "  for (var d = 0u; d < " + word_ref(kWordNdim) + "; d = d + 1u) {\n";
-  src += "    let size = uw(" + std::to_string(kWordSizes) + "u + d);\n";
-  src += "    let coord = rem % size;\n";
-  src += "    rem = rem / size;\n";
-  for (size_t k = 0; k < l.operands.size(); ++k) {
-    if (l.operands[k].is_scalar) continue;
-    src += "    o" + std::to_string(k) + " = o" + std::to_string(k) + " + coord * uw(" +
-           std::to_string(operand_word(k, 4)) + "u + d);\n";
-  }
-  src += "  }\n";
-  src += "  store0(o0, value(" + args + "));\n}\n";
-  return src;
-}
+
+  const ElementwiseLaunch& l_;
+  const ElementwiseOpDef& def_;
+  const BindingPlan& plan_;
+  Layout layout_;
+  std::string ct_;
+  std::string src_;
+  std::set<size_t> loads_;
+};
 
 }  // namespace
 
 bool elementwise_supports(const std::string& op, Compute compute) {
   const ElementwiseOpDef* def = find_elementwise_op(op);
   return def && def->expression(compute) != nullptr;
+}
+
+bool elementwise_accepts_bool(const std::string& op) {
+  const ElementwiseOpDef* def = find_elementwise_op(op);
+  return def && def->accepts_bool;
 }
 
 void launch_elementwise(Context& ctx, const ElementwiseLaunch& l) {
@@ -232,13 +313,13 @@ void launch_elementwise(Context& ctx, const ElementwiseLaunch& l) {
   if (numel > 0xFFFFFFFFull)
     fail(ErrorKind::Unsupported, "torch_webgpu: elementwise ops on more than 2^32-1 elements");
 
-  Layout layout = choose_layout(l);
+  Layout layout = choose_layout(l, numel);
   BindingPlan plan = plan_bindings(l, layout);
   std::string key = cache_key(l, plan, layout);
   const Pipeline& pipeline = ctx.pipelines().get(key, [&] {
     ProgramDesc desc;
     desc.label = key;
-    desc.wgsl = generate(l, *def, plan, layout);
+    desc.wgsl = ElementwiseSource(l, *def, plan, layout).build();
     for (size_t b = 0; b < plan.buffers.size(); ++b)
       desc.storage.push_back(plan.writable[b] ? Access::ReadWrite : Access::Read);
     desc.uniform_bytes = kUniformWords * 4;
@@ -247,6 +328,10 @@ void launch_elementwise(Context& ctx, const ElementwiseLaunch& l) {
 
   uint32_t u[kUniformWords] = {};
   uint64_t invocations = numel;
+  if (layout == Layout::Vector4) {
+    invocations = numel / 4;
+    u[kWordNumel] = static_cast<uint32_t>(invocations);
+  }
   if (layout == Layout::Packed) {
     uint64_t lanes = lanes_of(l.operands[0].dtype);
     uint64_t first = l.operands[0].offset / lanes;
@@ -258,7 +343,7 @@ void launch_elementwise(Context& ctx, const ElementwiseLaunch& l) {
   uint32_t max_x = ctx.caps().max_workgroups_per_dimension;
   uint32_t gx = groups < max_x ? groups : max_x;
   uint32_t gy = (groups + gx - 1) / gx;
-  u[kWordNumel] = static_cast<uint32_t>(numel);
+  if (layout != Layout::Vector4) u[kWordNumel] = static_cast<uint32_t>(numel);
   u[kWordNdim] = static_cast<uint32_t>(l.ndim);
   u[kWordPitch] = gx * kWorkgroup;
   u[kWordP0] = l.params[0].lo;
