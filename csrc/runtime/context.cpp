@@ -306,6 +306,16 @@ void Context::create_device() {
   caps_.max_uniform_binding_size = l.maxUniformBufferBindingSize;
 
   if (cfg.debug) {
+    WGPUSupportedFeatures supported = {};
+    wgpuAdapterGetFeatures(adapter_, &supported);
+    std::string list;
+    for (size_t i = 0; i < supported.featureCount; ++i) {
+      char hex[16];
+      std::snprintf(hex, sizeof(hex), "%s0x%x", i ? " " : "", supported.features[i]);
+      list += hex;
+    }
+    wgpuSupportedFeaturesFreeMembers(supported);
+    std::fprintf(stderr, "[torch_webgpu] adapter features (Dawn numbering): %s\n", list.c_str());
     std::fprintf(stderr,
                  "[torch_webgpu] adapter: %s (%s, %s backend%s) vendor=%s arch=%s driver=%s\n"
                  "[torch_webgpu] device: shader-f16=%d subgroups=%d timestamp-query=%d "
