@@ -3,6 +3,8 @@
 // torch.accelerator / torch.webgpu memory APIs.
 #include <c10/core/CachingDeviceAllocator.h>
 
+#include <algorithm>
+
 #include "aten/webgpu_tensor.h"
 
 namespace twgpu::aten {
@@ -48,6 +50,22 @@ void rethrow(const Error& e) {
 
 namespace {
 
+// Peaks the pool does not keep (live allocation count, live buffers, requested bytes),
+// tracked here for torch.accelerator.memory_stats(). Guarded by the runtime lock.
+struct ExtraPeaks {
+  uint64_t allocations = 0, segments = 0, requested = 0;
+  void update(const PoolStats& s) {
+    allocations = std::max(allocations, s.num_allocs - s.num_frees);
+    segments = std::max(segments, s.num_device_allocs - s.num_device_frees);
+    requested = std::max(requested, s.requested);
+  }
+  void reset(const PoolStats& s) {
+    allocations = s.num_allocs - s.num_frees;
+    segments = s.num_device_allocs - s.num_device_frees;
+    requested = s.requested;
+  }
+} g_peaks;
+
 void delete_allocation(void* ctx) {
   if (!ctx) return;
   try {
@@ -59,6 +77,11 @@ void delete_allocation(void* ctx) {
 }
 
 class WebGPUAllocator final : public c10::DeviceAllocator {
+  static void check_index(c10::DeviceIndex device) {
+    TORCH_CHECK(device == 0 || device == -1, "torch_webgpu: invalid device index ",
+                static_cast<int>(device), " (there is 1 WebGPU device)");
+  }
+
  public:
   c10::DataPtr allocate(size_t nbytes) override {
     c10::Device device(kDeviceType, 0);
@@ -67,6 +90,7 @@ class WebGPUAllocator final : public c10::DeviceAllocator {
     TWGPU_TRY
     RuntimeLock lock;
     a = lock.ctx().pool().allocate(nbytes);
+    g_peaks.update(lock.ctx().pool().stats());
     TWGPU_CATCH
     return {reinterpret_cast<void*>(a->address), a, &delete_allocation, device};
   }
@@ -90,7 +114,8 @@ class WebGPUAllocator final : public c10::DeviceAllocator {
 
   void recordStream(const c10::DataPtr&, c10::Stream) override {}  // one in-order queue
 
-  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex) override {
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    check_index(device);
     c10::CachingDeviceAllocator::DeviceStats out;
     if (!Context::initialized()) return out;
     RuntimeLock lock;
@@ -107,24 +132,27 @@ class WebGPUAllocator final : public c10::DeviceAllocator {
     fill(out.allocated_bytes, s.allocated, s.peak_allocated, 0, 0);
     fill(out.reserved_bytes, s.reserved, s.peak_reserved, 0, 0);
     fill(out.active_bytes, s.allocated, s.peak_allocated, 0, 0);
-    fill(out.requested_bytes, s.requested, s.peak_allocated, 0, 0);
-    fill(out.allocation, s.num_allocs - s.num_frees, 0, s.num_allocs, s.num_frees);
-    fill(out.segment, s.num_device_allocs - s.num_device_frees, 0, s.num_device_allocs,
-         s.num_device_frees);
+    g_peaks.update(s);
+    fill(out.requested_bytes, s.requested, g_peaks.requested, 0, 0);
+    fill(out.allocation, s.num_allocs - s.num_frees, g_peaks.allocations, s.num_allocs,
+         s.num_frees);
+    fill(out.segment, s.num_device_allocs - s.num_device_frees, g_peaks.segments,
+         s.num_device_allocs, s.num_device_frees);
     out.num_alloc_retries = s.num_alloc_retries;
     return out;
   }
 
-  void resetAccumulatedStats(c10::DeviceIndex) override {
+  void resetAccumulatedStats(c10::DeviceIndex device) override {
+    check_index(device);
     if (!Context::initialized()) return;
     RuntimeLock lock;
     lock.ctx().pool().reset_accumulated();
   }
 
-  void resetPeakStats(c10::DeviceIndex) override {
+  void resetPeakStats(c10::DeviceIndex device) override {
+    check_index(device);
     if (!Context::initialized()) return;
-    RuntimeLock lock;
-    lock.ctx().pool().reset_peak();
+    reset_peak_stats();
   }
 };
 
@@ -133,6 +161,13 @@ WebGPUAllocator g_allocator;
 }  // namespace
 
 c10::Allocator* webgpu_allocator() { return &g_allocator; }
+
+void reset_peak_stats() {
+  if (!Context::initialized()) return;
+  RuntimeLock lock;
+  lock.ctx().pool().reset_peak();
+  g_peaks.reset(lock.ctx().pool().stats());
+}
 
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_allocator);
 

@@ -45,11 +45,56 @@ void substitute_generators(const c10::FunctionSchema& schema, torch::jit::Stack*
   }
 }
 
+// Ops that take index tensors from any device (device_check: NoCheck, as on CUDA).
+bool mixes_devices_by_design(const std::string& name) {
+  static const std::set<std::string> ops = {
+      "aten::index", "aten::index_put", "aten::index_put_", "aten::_index_put_impl_",
+      "aten::_unsafe_index", "aten::_unsafe_index_put", "aten::_unsafe_masked_index",
+      "aten::_unsafe_masked_index_put_accumulate"};
+  return ops.count(name) > 0;
+}
+
+// The fallback would move every argument to the CPU and run, hiding a tensor left on
+// another device: raise PyTorch's error instead (0-dim CPU tensors pass, like scalars).
+void check_same_device(const c10::OperatorHandle& op, const torch::jit::Stack* stack) {
+  const auto& schema = op.schema();
+  if (mixes_devices_by_design(schema.operator_name().name)) return;
+  const auto& args = schema.arguments();
+  size_t first = stack->size() - args.size();
+  std::optional<c10::Device> device;
+  std::optional<c10::Device> other;
+  std::string other_arg;
+  auto visit = [&](const at::Tensor& t, const std::string& arg) {
+    if (!t.defined()) return;
+    if (t.device().type() == c10::DeviceType::PrivateUse1) {
+      if (!device) device = t.device();
+    } else if (!(t.device().is_cpu() && t.dim() == 0) && !other) {
+      other = t.device();
+      other_arg = arg;
+    }
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    const c10::IValue& v = (*stack)[first + i];
+    if (v.isTensor()) {
+      visit(v.toTensor(), args[i].name());
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorVector()) visit(t, args[i].name());
+    } else if (v.isList()) {
+      for (const c10::IValue& e : v.toListRef())
+        if (e.isTensor()) visit(e.toTensor(), args[i].name());
+    }
+  }
+  TORCH_CHECK(!(device && other), "Expected all tensors to be on the same device, but found "
+              "at least two devices, ", *device, " and ", *other, "! (when checking argument '",
+              other_arg, "' of ", schema.operator_name(), ")");
+}
+
 }  // namespace
 
 void webgpu_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto& name = op.schema().operator_name();
   std::string op_name = name.name + (name.overload_name.empty() ? "" : "." + name.overload_name);
+  check_same_device(op, stack);
   TORCH_CHECK_NOT_IMPLEMENTED(
       !env_flag("TORCH_WEBGPU_DISABLE_CPU_FALLBACK", false), "The operator '", op_name,
       "' is not implemented natively for the WebGPU device, and the CPU fallback is "
@@ -81,6 +126,20 @@ void reset_fallback_ops_seen() {
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&webgpu_cpu_fallback>());
+}
+
+namespace {
+// Quantized tensors on the device (QuantizedPrivateUse1) are not supported: say so
+// plainly instead of PyTorch's generic "Could not run ... 'Quantizedwebgpu' backend".
+void quantized_unsupported(const c10::OperatorHandle& op, torch::jit::Stack*) {
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "torch_webgpu: quantized dtypes (qint8, quint8, qint32, "
+                              "...) are not supported on the WebGPU device (operator '",
+                              op.schema().operator_name(), "'); dequantize on the CPU first");
+}
+}  // namespace
+
+TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&quantized_unsupported>());
 }
 
 }  // namespace twgpu::aten

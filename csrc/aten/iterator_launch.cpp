@@ -1,5 +1,8 @@
 #include "aten/iterator_launch.h"
 
+#include <ATen/Dispatch.h>
+#include <c10/util/TypeCast.h>
+
 #include "aten/webgpu_tensor.h"
 
 namespace twgpu::aten {
@@ -43,13 +46,50 @@ void launch_dims(const at::TensorIteratorBase& iter, ElementwiseLaunch& l, int n
 
 }  // namespace
 
+namespace {
+
+// The dtype an op's "not implemented for" message names: the iterator's common dtype, as
+// the CPU's AT_DISPATCH does (iterators built without type promotion have none).
+c10::ScalarType dispatch_dtype(const at::TensorIteratorBase& iter) {
+  if (auto t = iter.maybe_common_dtype()) return *t;
+  return iter.ntensors() > 1 ? iter.input_dtype(0) : iter.dtype(0);
+}
+
+// A scalar converted to dtype `t` as a tensor cast does it (c10::convert: integers wrap,
+// floats round to the narrower type).
+c10::Scalar cast_scalar(const c10::Scalar& s, c10::ScalarType t) {
+  if (s.isComplex() || !(c10::isIntegralType(t, /*includeBool=*/true) ||
+                         c10::isFloatingType(t)))
+    return s;
+  c10::Scalar out;
+  AT_DISPATCH_ALL_TYPES_AND3(c10::kHalf, c10::kBFloat16, c10::kBool, t, "cast_scalar", [&] {
+    if (s.isBoolean()) out = c10::Scalar(c10::convert<scalar_t>(s.toBool()));
+    else if (s.isIntegral(false)) out = c10::Scalar(c10::convert<scalar_t>(s.toLong()));
+    else out = c10::Scalar(c10::convert<scalar_t>(s.toDouble()));
+  });
+  return out;
+}
+
+bool is_integer_division(const std::string& op) {
+  return op == "div_trunc" || op == "div_floor" || op == "remainder" || op == "fmod";
+}
+
+bool reads_original_scalar(const std::string& op) {
+  return op == "mul" || op == "div_true" || op == "div_trunc" || op == "div_floor";
+}
+
+}  // namespace
+
 void launch_on_iterator(const at::TensorIteratorBase& iter, const std::string& op,
                         Compute compute, ScalarBits p0, ScalarBits p1) {
-  if (iter.numel() == 0) return;
-  if (!elementwise_supports(op, compute)) {
-    c10::ScalarType t = iter.ntensors() > 1 ? iter.input_dtype(0) : iter.dtype(0);
-    TORCH_CHECK(false, "\"", op, "_webgpu\" not implemented for '", c10::toString(t), "'");
+  // Dtype support is checked before the empty-tensor early return, as the CPU does.
+  bool refused_bool = !elementwise_accepts_bool(op) && dispatch_dtype(iter) == c10::kBool;
+  if (refused_bool || !elementwise_supports(op, compute)) {
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "\"", op, "_webgpu\" not implemented for '",
+                                c10::toString(dispatch_dtype(iter)), "'");
   }
+  if (iter.numel() == 0) return;
+  std::optional<c10::ScalarType> common = iter.maybe_common_dtype();
   ElementwiseLaunch l;
   l.op = op;
   l.compute = compute;
@@ -62,7 +102,21 @@ void launch_on_iterator(const at::TensorIteratorBase& iter, const std::string& o
     operand.dtype = to_dtype_or_throw(iter.dtype(k));
     if (k > 0 && iter.is_cpu_scalar(k)) {
       operand.is_scalar = true;
-      operand.scalar = scalar_bits(iter.tensor(k).item(), compute);
+      c10::Scalar item = iter.tensor(k).item();
+      // The CPU casts scalars to the common dtype before the kernel runs: integers wrap
+      // (uint8 > 300 compares with 44) and half types round (float16 + 1.0004 adds 1),
+      // except that its mul and div kernels read a half type's scalar divisor/factor
+      // unrounded (original_scalar_value): do the same.
+      bool unrounded = k == 2 && common && at::isReducedFloatingType(*common) &&
+                       reads_original_scalar(op);
+      if (common && iter.tensor(k).scalar_type() != *common && !unrounded)
+        item = cast_scalar(item, *common);
+      // Integer division by a zero scalar raises, as on the CPU. (Zero tensor divisors
+      // cannot be checked without a read-back; like CUDA, they give unspecified values.)
+      TORCH_CHECK(!(k == 2 && compute != Compute::F32 && is_integer_division(op) &&
+                    item.toLong() == 0),
+                  "ZeroDivisionError");
+      operand.scalar = scalar_bits(item, compute);
       // The kernel reads a scalar in the compute type; its dtype only names the variant.
       l.operands.push_back(operand);
       continue;

@@ -13,7 +13,7 @@ Compute compute_type_of(c10::ScalarType t);
 // Converts a Scalar to the bits of compute type `c`.
 ScalarBits scalar_bits(const c10::Scalar& s, Compute c);
 
-// Records `op` over `iter` (output first). Raises RuntimeError "\"op_webgpu\" not
+// Records `op` over `iter` (output first). Raises NotImplementedError "\"op_webgpu\" not
 // implemented for 'T'" when the op has no kernel for `compute` (as CUDA does).
 void launch_on_iterator(const at::TensorIteratorBase& iter, const std::string& op,
                         Compute compute, ScalarBits p0 = {}, ScalarBits p1 = {});

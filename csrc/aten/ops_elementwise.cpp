@@ -54,6 +54,10 @@
 #include <ATen/ops/sub_ops.h>
 #include <ATen/ops/tanh_ops.h>
 #include <ATen/ops/where_ops.h>
+#include <ATen/ops/lshift_ops.h>
+#include <ATen/ops/rshift_ops.h>
+#include <ATen/ops/sub.h>
+#include <ATen/ops/remainder.h>
 #include <torch/library.h>
 
 #include "aten/cpu_fallback.h"
@@ -80,6 +84,18 @@ bool native_iter(const at::TensorIteratorBase& iter) {
   return true;
 }
 
+// True when an operand (not a CPU scalar) has a dtype kernels cannot compute on: such ops
+// go to the CPU fallback before building an iterator, whose dtype checks (e.g. complex
+// input, real output for abs) are the CPU kernel's business.
+bool any_stored_only(std::initializer_list<const Tensor*> tensors) {
+  for (const Tensor* t : tensors) {
+    if (!t->defined()) continue;
+    if (t->device().is_cpu() && t->dim() == 0) continue;
+    if (!is_native_compute(t->scalar_type())) return true;
+  }
+  return false;
+}
+
 Compute common_compute(const at::TensorIteratorBase& iter) {
   return compute_type_of(iter.common_dtype());
 }
@@ -95,6 +111,8 @@ Tensor wrapped(const c10::Scalar& s) {
 
 #define TWGPU_BINARY_OUT(FN, OP, BUILDER, KERNEL)                              \
   Tensor& FN(const Tensor& a, const Tensor& b, Tensor& out) {                 \
+    if (any_stored_only({&a, &b, &out}))                                       \
+      return call_cpu_fallback<at::_ops::OP>(a, b, out);                       \
     auto iter = TensorIterator::BUILDER(out, a, b);                            \
     if (!native_iter(iter)) return call_cpu_fallback<at::_ops::OP>(a, b, out); \
     launch_on_iterator(iter, KERNEL, common_compute(iter));                    \
@@ -104,6 +122,8 @@ Tensor wrapped(const c10::Scalar& s) {
 #define TWGPU_COMPARISON_OUT(NAME, KERNEL)                                                    \
   TWGPU_BINARY_OUT(NAME##_tensor_out, NAME##_Tensor_out, comparison_op, KERNEL)               \
   Tensor& NAME##_scalar_out(const Tensor& a, const c10::Scalar& b, Tensor& out) {             \
+    if (any_stored_only({&a, &out}) || b.isComplex())                                         \
+      return call_cpu_fallback<at::_ops::NAME##_Scalar_out>(a, b, out);                       \
     Tensor w = wrapped(b);                                                                    \
     auto iter = TensorIterator::comparison_op(out, a, w);                                     \
     if (!native_iter(iter)) return call_cpu_fallback<at::_ops::NAME##_Scalar_out>(a, b, out); \
@@ -135,6 +155,7 @@ TWGPU_COMPARISON_OUT(gt, "gt")
 TWGPU_COMPARISON_OUT(ge, "ge")
 
 Tensor floor_divide(const Tensor& a, const Tensor& b) {
+  if (any_stored_only({&a, &b})) return call_cpu_fallback<at::_ops::floor_divide>(a, b);
   Tensor out;
   auto iter = TensorIterator::binary_op(out, a, b);
   if (!native_iter(iter)) return call_cpu_fallback<at::_ops::floor_divide>(a, b);
@@ -150,6 +171,9 @@ Tensor& floor_divide_(Tensor& self, const Tensor& other) {
 Tensor& add_sub_out(const char* kernel, const Tensor& a, const Tensor& b, const c10::Scalar& alpha,
                     Tensor& out, bool is_sub) {
   if (is_sub) at::native::sub_check(a, b);
+  if (any_stored_only({&a, &b, &out}) || alpha.isComplex())
+    return is_sub ? call_cpu_fallback<at::_ops::sub_out>(a, b, alpha, out)
+                  : call_cpu_fallback<at::_ops::add_out>(a, b, alpha, out);
   auto iter = TensorIterator::binary_op(out, a, b);
   at::native::alpha_check(iter.common_dtype(), alpha);
   if (!native_iter(iter))
@@ -174,6 +198,8 @@ Tensor& div_mode_out(const Tensor& a, const Tensor& b, std::optional<c10::string
   else if (*mode == "floor") kernel = "div_floor";
   TORCH_CHECK(kernel, "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '",
               *mode, "'");
+  if (any_stored_only({&a, &b, &out}))
+    return call_cpu_fallback<at::_ops::div_out_mode>(a, b, mode, out);
   auto iter = TensorIterator::binary_op(out, a, b);
   if (!native_iter(iter)) return call_cpu_fallback<at::_ops::div_out_mode>(a, b, mode, out);
   launch_on_iterator(iter, kernel, common_compute(iter));
@@ -184,14 +210,24 @@ Tensor& pow_tensor_scalar_out(const Tensor& base, const c10::Scalar& exp, Tensor
   TORCH_CHECK(!(c10::isIntegralType(base.scalar_type(), true) && exp.isIntegral(true) &&
                 exp.toLong() < 0),
               "Integers to negative integer powers are not allowed.");
+  if (any_stored_only({&base, &out}) || exp.isComplex())
+    return call_cpu_fallback<at::_ops::pow_Tensor_Scalar_out>(base, exp, out);
   Tensor w = wrapped(exp);
   auto iter = TensorIterator::binary_op(out, base, w);
   if (!native_iter(iter)) return call_cpu_fallback<at::_ops::pow_Tensor_Scalar_out>(base, exp, out);
-  launch_on_iterator(iter, "pow", common_compute(iter));
+  const char* kernel = "pow";
+  if (c10::isFloatingType(iter.common_dtype()) && !exp.isComplex()) {
+    // The CPU computes these exponents with sqrt / rsqrt (different at -inf).
+    if (exp.toDouble() == 0.5) kernel = "pow_sqrt";
+    if (exp.toDouble() == -0.5) kernel = "pow_rsqrt";
+  }
+  launch_on_iterator(iter, kernel, common_compute(iter));
   return out;
 }
 
 Tensor& pow_scalar_out(const c10::Scalar& base, const Tensor& exp, Tensor& out) {
+  if (any_stored_only({&exp, &out}) || base.isComplex())
+    return call_cpu_fallback<at::_ops::pow_Scalar_out>(base, exp, out);
   Tensor w = wrapped(base);
   auto iter = TensorIterator::binary_op(out, w, exp);
   if (!native_iter(iter)) return call_cpu_fallback<at::_ops::pow_Scalar_out>(base, exp, out);
@@ -199,10 +235,60 @@ Tensor& pow_scalar_out(const c10::Scalar& base, const Tensor& exp, Tensor& out) 
   return out;
 }
 
+// Python's operators: x << y, x >> y (and <<=, >>=) are their own ATen ops.
+Tensor shift(const Tensor& a, const Tensor& b, const char* kernel) {
+  Tensor out;
+  auto iter = TensorIterator::binary_op(out, a, b);
+  if (!native_iter(iter)) {
+    return std::string(kernel) == "bitwise_left_shift"
+               ? call_cpu_fallback<at::_ops::__lshift___Tensor>(a, b)
+               : call_cpu_fallback<at::_ops::__rshift___Tensor>(a, b);
+  }
+  launch_on_iterator(iter, kernel, common_compute(iter));
+  return iter.output();
+}
+Tensor& shift_(Tensor& self, const Tensor& b, const char* kernel) {
+  auto iter = TensorIterator::binary_op(self, self, b);
+  if (!native_iter(iter)) {
+    return std::string(kernel) == "bitwise_left_shift"
+               ? call_cpu_fallback<at::_ops::__ilshift___Tensor>(self, b)
+               : call_cpu_fallback<at::_ops::__irshift___Tensor>(self, b);
+  }
+  launch_on_iterator(iter, kernel, common_compute(iter));
+  return self;
+}
+Tensor lshift_tensor(const Tensor& a, const Tensor& b) { return shift(a, b, "bitwise_left_shift"); }
+Tensor rshift_tensor(const Tensor& a, const Tensor& b) { return shift(a, b, "bitwise_right_shift"); }
+Tensor lshift_scalar(const Tensor& a, const c10::Scalar& b) {
+  return shift(a, wrapped(b), "bitwise_left_shift");
+}
+Tensor rshift_scalar(const Tensor& a, const c10::Scalar& b) {
+  return shift(a, wrapped(b), "bitwise_right_shift");
+}
+Tensor& ilshift_tensor(Tensor& a, const Tensor& b) { return shift_(a, b, "bitwise_left_shift"); }
+Tensor& irshift_tensor(Tensor& a, const Tensor& b) { return shift_(a, b, "bitwise_right_shift"); }
+Tensor& ilshift_scalar(Tensor& a, const c10::Scalar& b) {
+  return shift_(a, wrapped(b), "bitwise_left_shift");
+}
+Tensor& irshift_scalar(Tensor& a, const c10::Scalar& b) {
+  return shift_(a, wrapped(b), "bitwise_right_shift");
+}
+
+// rsub(self, other, alpha) = other - alpha * self; `2 - x` lands here.
+Tensor rsub(const Tensor& self, const Tensor& other, const c10::Scalar& alpha) {
+  return at::sub(other, self, alpha);
+}
+
+// 2 % x
+Tensor remainder_scalar_tensor(const c10::Scalar& self, const Tensor& other) {
+  return at::remainder(wrapped(self), other);
+}
+
 // ---- unary -----------------------------------------------------------------------------
 
 #define TWGPU_UNARY_OUT(FN, OP, BUILDER, KERNEL)                                \
   Tensor& FN(const Tensor& a, Tensor& out) {                                    \
+    if (any_stored_only({&a, &out})) return call_cpu_fallback<at::_ops::OP>(a, out); \
     auto iter = TensorIterator::BUILDER(out, a);                                \
     if (!native_iter(iter)) return call_cpu_fallback<at::_ops::OP>(a, out);     \
     launch_on_iterator(iter, KERNEL, common_compute(iter));                     \
@@ -227,6 +313,7 @@ Tensor& neg_out(const Tensor& a, Tensor& out) {
   TORCH_CHECK(a.scalar_type() != c10::kBool,
               "Negation, the `-` operator, on a bool tensor is not supported. "
               "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.");
+  if (any_stored_only({&a, &out})) return call_cpu_fallback<at::_ops::neg_out>(a, out);
   auto iter = TensorIterator::unary_op(out, a);
   if (!native_iter(iter)) return call_cpu_fallback<at::_ops::neg_out>(a, out);
   launch_on_iterator(iter, "neg", common_compute(iter));
@@ -234,6 +321,7 @@ Tensor& neg_out(const Tensor& a, Tensor& out) {
 }
 
 Tensor& bitwise_not_out(const Tensor& a, Tensor& out) {
+  if (any_stored_only({&a, &out})) return call_cpu_fallback<at::_ops::bitwise_not_out>(a, out);
   auto iter = TensorIterator::unary_op(out, a);
   if (!native_iter(iter)) return call_cpu_fallback<at::_ops::bitwise_not_out>(a, out);
   // On bool, ~ is logical negation.
@@ -243,6 +331,7 @@ Tensor& bitwise_not_out(const Tensor& a, Tensor& out) {
 }
 
 Tensor& logical_not_out(const Tensor& a, Tensor& out) {
+  if (any_stored_only({&a, &out})) return call_cpu_fallback<at::_ops::logical_not_out>(a, out);
   auto iter = at::TensorIteratorConfig()
                   .check_all_same_dtype(false)
                   .add_output(out)
@@ -256,6 +345,8 @@ Tensor& logical_not_out(const Tensor& a, Tensor& out) {
 Tensor& gelu_out(const Tensor& a, c10::string_view approximate, Tensor& out) {
   TORCH_CHECK(approximate == "none" || approximate == "tanh",
               "approximate argument must be either none or tanh.");
+  if (any_stored_only({&a, &out}))
+    return call_cpu_fallback<at::_ops::gelu_out>(a, approximate, out);
   auto iter = TensorIterator::unary_op(out, a);
   if (!native_iter(iter)) return call_cpu_fallback<at::_ops::gelu_out>(a, approximate, out);
   launch_on_iterator(iter, approximate == "tanh" ? "gelu_tanh" : "gelu", common_compute(iter));
@@ -263,6 +354,8 @@ Tensor& gelu_out(const Tensor& a, c10::string_view approximate, Tensor& out) {
 }
 
 Tensor relu(const Tensor& a) {
+  TORCH_CHECK(a.scalar_type() != c10::kBool, "Boolean inputs not supported for relu");
+  if (any_stored_only({&a})) return call_cpu_fallback<at::_ops::relu>(a);
   Tensor out;
   auto iter = TensorIterator::unary_op(out, a);
   if (!native_iter(iter)) return call_cpu_fallback<at::_ops::relu>(a);
@@ -271,6 +364,8 @@ Tensor relu(const Tensor& a) {
 }
 
 Tensor& relu_(Tensor& self) {
+  TORCH_CHECK(self.scalar_type() != c10::kBool, "Boolean inputs not supported for relu");
+  if (any_stored_only({&self})) return call_cpu_fallback<at::_ops::relu_>(self);
   auto iter = TensorIterator::unary_op(self, self);
   if (!native_iter(iter)) return call_cpu_fallback<at::_ops::relu_>(self);
   launch_on_iterator(iter, "relu", common_compute(iter));
@@ -280,12 +375,21 @@ Tensor& relu_(Tensor& self) {
 // ---- where ----------------------------------------------------------------------------
 
 Tensor& where_out(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out) {
-  TORCH_CHECK(cond.scalar_type() == c10::kBool,
-              "where expected condition to be a boolean tensor, but got a tensor with dtype ",
-              cond.scalar_type());
+  if (cond.scalar_type() == c10::kByte) {
+    // Accepted with a deprecation warning, as on the CPU (the kernel tests cond != 0).
+    TORCH_WARN_ONCE(
+        "where received a uint8 condition tensor. This behavior is deprecated and will be "
+        "removed in a future version of PyTorch. Use a boolean condition instead.");
+  } else {
+    TORCH_CHECK(cond.scalar_type() == c10::kBool,
+                "where expected condition to be a boolean tensor, but got a tensor with dtype ",
+                cond.scalar_type());
+  }
   c10::ScalarType result = at::result_type(a, b);
   TORCH_CHECK(out.scalar_type() == result, "Expected out type to be ", result, " but got ",
               out.scalar_type());
+  if (any_stored_only({&a, &b, &out}))
+    return call_cpu_fallback<at::_ops::where_self_out>(cond, a, b, out);
   auto iter = at::TensorIteratorConfig()
                   .check_all_same_dtype(false)
                   .allow_cpu_scalars(true)
@@ -301,7 +405,10 @@ Tensor& where_out(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& 
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   auto shape = at::infer_size_dimvector(cond.sizes(), at::infer_size_dimvector(a.sizes(), b.sizes()));
-  c10::Device device = a.device().type() == kDeviceType ? a.device() : b.device();
+  // The output lives on the webgpu operand's device (the others may be CPU scalars).
+  c10::Device device = a.device().type() == kDeviceType   ? a.device()
+                       : b.device().type() == kDeviceType ? b.device()
+                                                          : cond.device();
   Tensor out = at::empty(shape, a.options().dtype(at::result_type(a, b)).device(device));
   return ::twgpu::aten::where_out(cond, a, b, out);
 }
@@ -363,6 +470,16 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("gelu.out", gelu_out);
   m.impl("relu", relu);
   m.impl("relu_", relu_);
+  m.impl("__lshift__.Tensor", lshift_tensor);
+  m.impl("__lshift__.Scalar", lshift_scalar);
+  m.impl("__rshift__.Tensor", rshift_tensor);
+  m.impl("__rshift__.Scalar", rshift_scalar);
+  m.impl("__ilshift__.Tensor", ilshift_tensor);
+  m.impl("__ilshift__.Scalar", ilshift_scalar);
+  m.impl("__irshift__.Tensor", irshift_tensor);
+  m.impl("__irshift__.Scalar", irshift_scalar);
+  m.impl("rsub.Tensor", rsub);
+  m.impl("remainder.Scalar_Tensor", remainder_scalar_tensor);
   m.impl("where.self", where);
   m.impl("where.self_out", where_out);
 }

@@ -1,11 +1,15 @@
 // Tensor basics, native: allocation (empty, empty_strided), views (as_strided, view,
-// _reshape_alias), resize_, set_, copies between CPU and webgpu and within webgpu,
-// fill_/zero_, and item().
+// _reshape_alias, unfold, view_as_real/complex), resize_, set_, copies between CPU and
+// webgpu and within webgpu, fill_/zero_, and item().
 #include <ATen/EmptyTensor.h>
+#include <ATen/Dispatch.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/_local_scalar_dense.h>
@@ -26,10 +30,20 @@ void check_dtype(std::optional<c10::ScalarType> dtype) {
   to_dtype_or_throw(c10::dtype_or_default(dtype));
 }
 
+// Backend kernels registered out of tree get no device guard: reject indices other than 0
+// here, as CUDA does for an ordinal beyond its device count.
+void check_device(std::optional<c10::Device> device) {
+  if (!device.has_value() || !device->has_index()) return;
+  TORCH_CHECK(device->index() == 0, "torch_webgpu: invalid device index ",
+              static_cast<int>(device->index()), " for ", *device,
+              " (there is 1 WebGPU device, webgpu:0)");
+}
+
 at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
                                std::optional<c10::Layout> layout,
                                std::optional<c10::Device> device, std::optional<bool> pin_memory,
                                std::optional<c10::MemoryFormat> memory_format) {
+  check_device(device);
   check_dtype(dtype);
   return at::detail::empty_generic(size, webgpu_allocator(), kKeys, c10::dtype_or_default(dtype),
                                    memory_format);
@@ -38,6 +52,7 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarT
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
                          std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
                          std::optional<c10::Device> device, std::optional<bool> pin_memory) {
+  check_device(device);
   check_dtype(dtype);
   return at::detail::empty_strided_generic(size, stride, webgpu_allocator(), kKeys,
                                            c10::dtype_or_default(dtype));
@@ -237,8 +252,17 @@ at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
                   .resize_outputs(false)
                   .build();
   Compute c = compute_type_of(self.scalar_type());
-  c10::Scalar v = value;
-  if (self.scalar_type() == c10::kBool) v = c10::Scalar(value.toBool());
+  // Convert as the CPU does: checked (an out-of-range value raises "value cannot be
+  // converted to type uint8_t without overflow"), and rounded once, to the tensor's dtype.
+  // The CPU skips the range check for one-element tensors of some dtypes (scalar_tensor
+  // of 2**40 in float16 is inf): take those values from a CPU fill.
+  c10::Scalar v;
+  if (self.numel() == 1) {
+    v = at::empty({}, self.options().device(c10::kCPU)).fill_(value).item();
+  } else {
+    AT_DISPATCH_ALL_TYPES_AND3(c10::kHalf, c10::kBFloat16, c10::kBool, self.scalar_type(),
+                               "fill_webgpu", [&] { v = c10::Scalar(value.to<scalar_t>()); });
+  }
   launch_on_iterator(iter, "fill", c, scalar_bits(v, c));
   return self;
 }
@@ -259,6 +283,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("as_strided", at::native::as_strided_tensorimpl);
   m.impl("view", at::native::view);
   m.impl("_reshape_alias", at::native::_reshape_alias);
+  // Views the CPU fallback cannot serve (a view must share the device storage).
+  m.impl("unfold", at::native::unfold);
+  m.impl("view_as_real", at::native::view_as_real);
+  m.impl("view_as_complex", at::native::view_as_complex);
   m.impl("resize_", resize_);
   m.impl("set_.source_Storage_storage_offset", set_storage);
   m.impl("set_.source_Storage", set_source_storage);

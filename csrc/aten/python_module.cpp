@@ -105,11 +105,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("device_properties", &device_properties);
   m.def("memory_stats", &memory_stats);
-  m.def("reset_peak_memory_stats", [] {
-    if (!Context::initialized()) return;
-    RuntimeLock lock;
-    lock.ctx().pool().reset_peak();
-  });
+  m.def("reset_peak_memory_stats", [] { reset_peak_stats(); });
   m.def("empty_cache", [] {
     if (!Context::initialized()) return;
     guarded([] {

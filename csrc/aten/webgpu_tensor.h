@@ -31,6 +31,8 @@ inline uint64_t byte_offset_of(const at::TensorBase& t) {
 }
 
 c10::Allocator* webgpu_allocator();
+// Resets every peak statistic (the pool's and the allocator's) to the current values.
+void reset_peak_stats();
 
 // Raises the PyTorch exception that matches a runtime error.
 [[noreturn]] void rethrow(const Error& e);

@@ -39,6 +39,8 @@ struct ElementwiseLaunch {
 
 // Returns false when `op` has no expression for `compute` (the caller falls back).
 bool elementwise_supports(const std::string& op, Compute compute);
+// False for ops that refuse a bool common dtype (abs, pow, remainder, shifts, ...).
+bool elementwise_accepts_bool(const std::string& op);
 // Records the kernel. Throws Error on a bad launch (unknown op, too many dims, ...).
 void launch_elementwise(Context& ctx, const ElementwiseLaunch& launch);
 

@@ -9,11 +9,11 @@ namespace {
 #define CMP_I32(op) "select(0, 1, a " op " b)"
 
 const ElementwiseOpDef kOps[] = {
-    // name, arity, f32, i32, i64, raw
+    // name, arity, f32, i32, i64, raw[, accepts_bool]
     {"fill", 0, "p0", "p0", "p0", nullptr},
     {"copy", 1, "a", "a", "a", "a"},
     {"neg", 1, "-a", "-a", "i64_neg(a)", nullptr},
-    {"abs", 1, "abs(a)", "abs(a)", "i64_abs(a)", nullptr},
+    {"abs", 1, "abs(a)", "abs(a)", "i64_abs(a)", nullptr, false},
     {"sign", 1, "sign_f32(a)", "sign(a)", "i64_sign(a)", nullptr},
     {"exp", 1, "exp(a)", nullptr, nullptr, nullptr},
     {"log", 1, "log(a)", nullptr, nullptr, nullptr},
@@ -21,11 +21,11 @@ const ElementwiseOpDef kOps[] = {
     {"expm1", 1, "expm1_f32(a)", nullptr, nullptr, nullptr},
     {"sqrt", 1, "sqrt(a)", nullptr, nullptr, nullptr},
     {"rsqrt", 1, "inverseSqrt(a)", nullptr, nullptr, nullptr},
-    {"sin", 1, "sin(a)", nullptr, nullptr, nullptr},
-    {"cos", 1, "cos(a)", nullptr, nullptr, nullptr},
+    {"sin", 1, "sin_f32(a)", nullptr, nullptr, nullptr},
+    {"cos", 1, "cos_f32(a)", nullptr, nullptr, nullptr},
     {"tanh", 1, "tanh_f32(a)", nullptr, nullptr, nullptr},
     {"sigmoid", 1, "sigmoid_f32(a)", nullptr, nullptr, nullptr},
-    {"relu", 1, "select(a, 0.0, a < 0.0)", "max(a, 0)", "select(a, vec2<u32>(0u, 0u), i64_is_neg(a))", nullptr},
+    {"relu", 1, "relu_f32(a)", "max(a, 0)", "select(a, vec2<u32>(0u, 0u), i64_is_neg(a))", nullptr},
     {"gelu", 1, "0.5 * a * (1.0 + erf_f32(a * 0.70710678118654752))", nullptr, nullptr, nullptr},
     {"gelu_tanh", 1, "0.5 * a * (1.0 + tanh_f32(0.79788456080286536 * (a + 0.044715 * a * a * a)))", nullptr, nullptr, nullptr},
     {"silu", 1, "a * sigmoid_f32(a)", nullptr, nullptr, nullptr},
@@ -36,11 +36,15 @@ const ElementwiseOpDef kOps[] = {
     {"sub", 2, "a - p0 * b", "a - p0 * b", "i64_sub(a, i64_mul(p0, b))", nullptr},
     {"mul", 2, "a * b", "a * b", "i64_mul(a, b)", nullptr},
     {"div_true", 2, "a / b", nullptr, nullptr, nullptr},
-    {"div_trunc", 2, "trunc(a / b)", "select(a / b, -1, b == 0)", "i64_div_trunc(a, b)", nullptr},
-    {"div_floor", 2, "div_floor_f32(a, b)", "div_floor_i32(a, b)", "i64_div_floor(a, b)", nullptr},
-    {"remainder", 2, "mod_floor_f32(a, b)", "mod_floor_i32(a, b)", "i64_mod_floor(a, b)", nullptr},
-    {"fmod", 2, "fmod_f32(a, b)", "select(a - (a / b) * b, 0, b == 0)", "i64_rem_trunc(a, b)", nullptr},
-    {"pow", 2, "pow_f32(a, b)", "pow_i32(a, b)", "i64_pow(a, b)", nullptr},
+    {"div_trunc", 2, "trunc(a / b)", "select(a / b, -1, b == 0)", "i64_div_trunc(a, b)", nullptr, false},
+    {"div_floor", 2, "div_floor_f32(a, b)", "div_floor_i32(a, b)", "i64_div_floor(a, b)", nullptr, false},
+    {"remainder", 2, "mod_floor_f32(a, b)", "mod_floor_i32(a, b)", "i64_mod_floor(a, b)", nullptr, false},
+    {"fmod", 2, "fmod_f32(a, b)", "select(a - (a / b) * b, 0, b == 0)", "i64_rem_trunc(a, b)", nullptr, false},
+    // pow(x, 0.5) and pow(x, -0.5) with a scalar exponent are sqrt and rsqrt on the CPU
+    // (pow(-inf, 0.5) is nan there, not inf): b is the exponent, unused.
+    {"pow_sqrt", 2, "sqrt(a)", nullptr, nullptr, nullptr},
+    {"pow_rsqrt", 2, "inverseSqrt(a)", nullptr, nullptr, nullptr},
+    {"pow", 2, "pow_f32(a, b)", "pow_i32(a, b)", "i64_pow(a, b)", nullptr, false},
     {"maximum", 2, "maximum_f32(a, b)", "max(a, b)", "i64_max(a, b)", nullptr},
     {"minimum", 2, "minimum_f32(a, b)", "min(a, b)", "i64_min(a, b)", nullptr},
     {"eq", 2, CMP_F32("=="), CMP_I32("=="), "i64_from_bool(i64_eq(a, b))", nullptr},
@@ -58,8 +62,8 @@ const ElementwiseOpDef kOps[] = {
     {"bitwise_and", 2, nullptr, "a & b", "a & b", nullptr},
     {"bitwise_or", 2, nullptr, "a | b", "a | b", nullptr},
     {"bitwise_xor", 2, nullptr, "a ^ b", "a ^ b", nullptr},
-    {"bitwise_left_shift", 2, nullptr, "shl_i32(a, b)", "i64_shl(a, b)", nullptr},
-    {"bitwise_right_shift", 2, nullptr, "shr_i32(a, b)", "i64_shr(a, b)", nullptr},
+    {"bitwise_left_shift", 2, nullptr, "shl_i32(a, b)", "i64_shl(a, b)", nullptr, false},
+    {"bitwise_right_shift", 2, nullptr, "shr_i32(a, b)", "i64_shr(a, b)", nullptr, false},
 
     {"where", 3, "select(c, b, a != 0.0)", "select(c, b, a != 0)", "select(c, b, !i64_is_zero(a))", nullptr},
 };

@@ -15,6 +15,9 @@ struct ElementwiseOpDef {
   const char* i32;
   const char* i64;
   const char* raw;   // bit-moving ops only (copy)
+  // False when a bool common dtype is refused even though i32 computes it (as the CPU
+  // refuses abs, pow, remainder, shifts, ... on bool).
+  bool accepts_bool = true;
 
   const char* expression(Compute c) const {
     switch (c) {

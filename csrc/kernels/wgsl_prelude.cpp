@@ -180,20 +180,33 @@ fn i64_pow(base: vec2<u32>, e: vec2<u32>) -> vec2<u32> {
 )WGSL";
 
 const char* const kMathPrelude = R"WGSL(
+// Shader compilers may rewrite (1 + x) - 1 as x (NIR does, on llvmpipe), so the classic
+// compensated forms of log1p/expm1 are unreliable: near zero these use series instead.
 fn log1p_f32(x: f32) -> f32 {
-  let u = 1.0 + x;
-  if (u == 1.0) { return x; }
-  if (is_inf(u)) { return u; }
-  return log(u) * x / (u - 1.0);
+  if (is_nan(x)) { return x; }
+  if (x < -1.0) { return f32_nan(); }
+  if (x == -1.0) { return -f32_inf(); }
+  if (is_inf(x)) { return x; }
+  if (abs(x) < 0.5) {
+    // log1p(x) = 2 atanh(s), s = x / (2 + x), |s| < 1/3: odd series to s^15.
+    let s = x / (2.0 + x);
+    let s2 = s * s;
+    return 2.0 * s * (1.0 + s2 * (0.33333333333 + s2 * (0.2 + s2 * (0.14285714286 +
+           s2 * (0.11111111111 + s2 * (0.09090909091 + s2 * (0.07692307692 +
+           s2 * 0.06666666667)))))));
+  }
+  return log(1.0 + x);
 }
 fn expm1_f32(x: f32) -> f32 {
-  if (abs(x) < 1e-5) { return x + 0.5 * x * x; }
-  let u = exp(x);
-  if (u == 1.0) { return x; }
-  if (is_inf(u)) { return u; }
-  let um1 = u - 1.0;
-  if (um1 == -1.0) { return -1.0; }
-  return um1 * x / log(u);
+  if (is_nan(x)) { return x; }
+  if (abs(x) < 0.5) {
+    // Taylor series to x^11 / 11!, in Horner form.
+    return x * (1.0 + x / 2.0 * (1.0 + x / 3.0 * (1.0 + x / 4.0 * (1.0 + x / 5.0 * (1.0 +
+           x / 6.0 * (1.0 + x / 7.0 * (1.0 + x / 8.0 * (1.0 + x / 9.0 * (1.0 + x / 10.0 *
+           (1.0 + x / 11.0))))))))));
+  }
+  if (x < -20.0) { return -1.0; }
+  return exp(x) - 1.0;
 }
 fn tanh_f32(x: f32) -> f32 {
   if (is_nan(x)) { return x; }
@@ -229,16 +242,33 @@ fn erf_f32(x: f32) -> f32 {
 fn is_odd_integer(y: f32) -> bool {
   return abs(y) < 16777216.0 && trunc(y) == y && (i32(abs(y)) & 1) == 1;
 }
-// pow with C's special cases: negative bases with integer exponents, zeros, infinities.
+// pow with C's special cases (C99 Annex F): zeros, infinities, NaN, negative bases with
+// integer exponents. Special operands are recognised by their bits first.
 fn pow_f32(x: f32, y: f32) -> f32 {
   if (y == 0.0 || x == 1.0) { return 1.0; }
   if (is_nan(x) || is_nan(y)) { return f32_nan(); }
+  let y_odd = is_odd_integer(y);
+  if (x == 0.0) {
+    if (y < 0.0) { return select(f32_inf(), -f32_inf(), y_odd && bitcast<u32>(x) == 0x80000000u); }
+    return select(0.0, x, y_odd);
+  }
+  if (is_inf(y)) {
+    let ax = abs(x);
+    if (ax == 1.0) { return 1.0; }
+    if ((ax < 1.0) == (y < 0.0)) { return f32_inf(); }
+    return 0.0;
+  }
+  if (is_inf(x)) {
+    if (x > 0.0) { return select(0.0, f32_inf(), y > 0.0); }
+    if (y > 0.0) { return select(f32_inf(), -f32_inf(), y_odd); }
+    return select(0.0, -0.0, y_odd);
+  }
+  let yint = trunc(y) == y;
+  if (x < 0.0 && !yint) { return f32_nan(); }
   if (y == 1.0) { return x; }
   if (y == 2.0) { return x * x; }
   if (y == 0.5) { return sqrt(x); }
   if (y == -1.0) { return 1.0 / x; }
-  let yint = trunc(y) == y;
-  if (x < 0.0 && !yint && is_finite(y)) { return f32_nan(); }
   if (yint && abs(y) <= 64.0) {
     // Exact square-and-multiply for small integer exponents (as CPU's powf rounds).
     var n = u32(abs(y));
@@ -252,27 +282,146 @@ fn pow_f32(x: f32, y: f32) -> f32 {
     }
     return select(r, 1.0 / r, y < 0.0);
   }
-  if (x == -1.0 && is_inf(y)) { return 1.0; }
   let m = exp2(y * log2(abs(x)));
-  if (x < 0.0 && is_odd_integer(y)) { return -m; }
-  if (x == 0.0 && y < 0.0) { return select(f32_inf(), -f32_inf(), bitcast<u32>(x) == 0x80000000u && is_odd_integer(y)); }
-  return m;
+  return select(m, -m, x < 0.0 && y_odd);
 }
-// Python-style floor division (torch.div(rounding_mode="floor")) for floats.
+// sin/cos: GPU builtins are accurate only near zero (WGSL promises nothing outside
+// [-pi, pi]). Beyond 256, reduce by Payne-Hanek: |x| * 2/pi with 96 bits of 2/pi taken
+// at x's exponent, in integer arithmetic, gives the quadrant and a fraction accurate to
+// float32 for any finite x; the builtin then runs on |r| <= pi/4.
+var<private> kTwoOverPi: array<u32, 7> = array<u32, 7>(0xA2F9836Eu, 0x4E441529u, 0xFC2757D1u,
+    0xF534DDC0u, 0xDB629599u, 0x3C439041u, 0xFE5163ABu);
+// Bits [pos, pos + 32) of the 128-bit little-endian integer p.
+fn u128_bits(p: vec4<u32>, pos: u32) -> u32 {
+  let w = pos >> 5u;
+  let sh = pos & 31u;
+  let lo = p[w];
+  let hi = select(0u, p[min(w + 1u, 3u)], w < 3u);
+  return select((lo >> sh) | (hi << (32u - sh)), lo, sh == 0u);
+}
+// Returns (r, q) with |x| = r + q * pi/2 (mod 2 pi), |r| <= pi/4, for finite |x| >= 1.
+fn trig_reduce(ax: f32) -> vec2<f32> {
+  let bits = bitcast<u32>(ax);
+  let m = (bits & 0x7fffffu) | 0x800000u;
+  let e = i32((bits >> 23u) & 0xffu) - 150;  // ax = m * 2^e
+  // Bits of 2/pi worth more than 4 / 2^e cannot change x * 2/pi mod 4.
+  let i0 = max(1, e - 1);
+  let b = u32(i0 - 1);
+  let k = b >> 5u;
+  let sh = b & 31u;
+  var w: array<u32, 3>;
+  for (var j = 0u; j < 3u; j = j + 1u) {
+    let a = kTwoOverPi[k + j];
+    let c = kTwoOverPi[k + j + 1u];
+    w[j] = select((a << sh) | (c >> (32u - sh)), a, sh == 0u);
+  }
+  // P = m * W, 120 bits; x * 2/pi = P * 2^-s.
+  let t2 = u32_mul_wide(m, w[2]);
+  let t1 = u32_mul_wide(m, w[1]);
+  let t0 = u32_mul_wide(m, w[0]);
+  let p1 = t2.y + t1.x;
+  let c1 = select(0u, 1u, p1 < t2.y);
+  let p2a = t1.y + t0.x;
+  let c2a = select(0u, 1u, p2a < t1.y);
+  let p2 = p2a + c1;
+  let c2b = select(0u, 1u, p2 < p2a);
+  let p = vec4<u32>(t2.x, p1, p2, t0.y + c2a + c2b);
+  let s = u32(i0 + 95 - e);
+  var q = u128_bits(p, s) & 3u;
+  var frac = vec2<u32>(u128_bits(p, s - 64u), u128_bits(p, s - 32u));  // (lo, hi)
+  var sgn = 1.0;
+  if ((frac.y & 0x80000000u) != 0u) {
+    // A fraction >= 1/2: take fraction - 1 in the next quadrant.
+    frac = i64_neg(frac);
+    sgn = -1.0;
+    q = (q + 1u) & 3u;
+  }
+  let f = sgn * (f32(frac.y) * 2.3283064365386963e-10 + f32(frac.x) * 5.421010862427522e-20);
+  return vec2<f32>(f * 1.5707963267948966, f32(q));
+}
+fn sin_f32(x: f32) -> f32 {
+  if (is_nan(x)) { return x; }
+  if (abs(x) <= 256.0) { return sin(x); }
+  if (is_inf(x)) { return f32_nan(); }
+  let rq = trig_reduce(abs(x));
+  let q = u32(rq.y);
+  var v = select(sin(rq.x), cos(rq.x), (q & 1u) == 1u);
+  if (q >= 2u) { v = -v; }
+  return select(v, -v, x < 0.0);
+}
+fn cos_f32(x: f32) -> f32 {
+  if (is_nan(x)) { return x; }
+  if (abs(x) <= 256.0) { return cos(x); }
+  if (is_inf(x)) { return f32_nan(); }
+  let rq = trig_reduce(abs(x));
+  let q = u32(rq.y);
+  var v = select(cos(rq.x), sin(rq.x), (q & 1u) == 1u);
+  if (q == 1u || q == 2u) { v = -v; }
+  return v;
+}
+// C's fmod, exact, in integer arithmetic (musl's fmodf): long division of the mantissas,
+// one bit per binade between the operands; subnormals included. (a - b*trunc(a/b) is
+// not exact: 2**40 % 1.5 would be 0 instead of 1.)
+fn fmod_f32(a: f32, b: f32) -> f32 {
+  let ua = bitcast<u32>(a);
+  let ub = bitcast<u32>(b);
+  var ex = i32((ua >> 23u) & 0xffu);
+  var ey = i32((ub >> 23u) & 0xffu);
+  let sx = ua & 0x80000000u;
+  if ((ub << 1u) == 0u || is_nan(b) || ex == 0xff) { return f32_nan(); }
+  if ((ua << 1u) <= (ub << 1u)) {
+    if ((ua << 1u) == (ub << 1u)) { return bitcast<f32>(sx); }
+    return a;
+  }
+  var mx: u32;
+  var my: u32;
+  if (ex == 0) {
+    var i = ua << 9u;
+    loop { if ((i >> 31u) != 0u) { break; } ex = ex - 1; i = i << 1u; }
+    mx = ua << u32(1 - ex);
+  } else {
+    mx = (ua & 0x7fffffu) | 0x800000u;
+  }
+  if (ey == 0) {
+    var i = ub << 9u;
+    loop { if ((i >> 31u) != 0u) { break; } ey = ey - 1; i = i << 1u; }
+    my = ub << u32(1 - ey);
+  } else {
+    my = (ub & 0x7fffffu) | 0x800000u;
+  }
+  loop {
+    if (ex <= ey) { break; }
+    let i = mx - my;
+    if ((i >> 31u) == 0u) {
+      if (i == 0u) { return bitcast<f32>(sx); }
+      mx = i;
+    }
+    mx = mx << 1u;
+    ex = ex - 1;
+  }
+  let i = mx - my;
+  if ((i >> 31u) == 0u) {
+    if (i == 0u) { return bitcast<f32>(sx); }
+    mx = i;
+  }
+  loop { if ((mx >> 23u) != 0u) { break; } mx = mx << 1u; ex = ex - 1; }
+  if (ex > 0) {
+    mx = (mx - 0x800000u) | (u32(ex) << 23u);
+  } else {
+    mx = mx >> u32(1 - ex);
+  }
+  return bitcast<f32>(mx | sx);
+}
+// Python-style floor division (torch.div(rounding_mode="floor")), as the CPU computes it.
 fn div_floor_f32(a: f32, b: f32) -> f32 {
   if (b == 0.0) { return a / b; }
-  let m = a - b * trunc(a / b);
+  let m = fmod_f32(a, b);
   var d = (a - m) / b;
   if (m != 0.0 && ((b < 0.0) != (m < 0.0))) { d = d - 1.0; }
   if (d == 0.0) { return select(0.0, -0.0, (a / b) < 0.0); }
   var f = floor(d);
   if (d - f > 0.5) { f = f + 1.0; }
   return f;
-}
-fn fmod_f32(a: f32, b: f32) -> f32 {
-  if (b == 0.0 || is_inf(a) || is_nan(a) || is_nan(b)) { return f32_nan(); }
-  if (is_inf(b)) { return a; }
-  return a - b * trunc(a / b);
 }
 // torch.remainder: the result takes the sign of the divisor.
 fn mod_floor_f32(a: f32, b: f32) -> f32 {
@@ -310,9 +459,15 @@ fn pow_i32(base: i32, e: i32) -> i32 {
 }
 fn shl_i32(a: i32, s: i32) -> i32 { return select(0, a << u32(s), s >= 0 && s < 32); }
 fn shr_i32(a: i32, s: i32) -> i32 { return select(a >> 31u, a >> u32(s), s >= 0 && s < 32); }
+// sign(nan) is 0, as PyTorch computes it: (0 < x) - (x < 0).
 fn sign_f32(x: f32) -> f32 {
-  if (is_nan(x)) { return x; }
+  if (is_nan(x)) { return 0.0; }
   return select(select(0.0, 1.0, x > 0.0), -1.0, x < 0.0);
+}
+// Comparisons may be compiled as ordered min/max, which drop NaN: test the bits instead.
+fn relu_f32(x: f32) -> f32 {
+  if (is_nan(x)) { return x; }
+  return select(x, 0.0, x < 0.0);
 }
 fn maximum_f32(a: f32, b: f32) -> f32 { if (is_nan(a) || is_nan(b)) { return f32_nan(); } return max(a, b); }
 fn minimum_f32(a: f32, b: f32) -> f32 { if (is_nan(a) || is_nan(b)) { return f32_nan(); } return min(a, b); }

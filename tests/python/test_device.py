@@ -1,0 +1,235 @@
+"""The webgpu device: registration, torch.webgpu.* (shaped like torch.cuda), the device
+guard, torch.accelerator memory APIs, memory statistics and random number generation."""
+import pytest
+import torch
+
+import torch_webgpu
+from conftest import assert_same
+
+
+def test_hello_print():
+    x = torch.tensor([1.0, 2.0, 3.0], device="webgpu") * 2
+    assert repr(x) == "tensor([2., 4., 6.], device='webgpu:0')"
+    assert str(x) == "tensor([2., 4., 6.], device='webgpu:0')"
+
+
+def test_print_other_dtypes():
+    x = torch.tensor([1, -2, 3], device="webgpu")
+    assert repr(x) == "tensor([ 1, -2,  3], device='webgpu:0')"
+    h = torch.tensor([0.5, 1.5], dtype=torch.float16, device="webgpu")
+    assert repr(h) == "tensor([0.5000, 1.5000], device='webgpu:0', dtype=torch.float16)"
+
+
+def test_tensor_and_module_methods():
+    t = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    w = t.webgpu()
+    assert w.is_webgpu and not t.is_webgpu
+    assert w.device == torch.device("webgpu", 0)
+    assert w.device.type == "webgpu"
+    assert_same(w, t, exact=True)
+    assert torch.equal(w.cpu(), t)
+
+    m = torch.nn.Linear(3, 2)
+    ref = [p.detach().clone() for p in m.parameters()]
+    out = m.webgpu()
+    assert out is m
+    for p, r in zip(m.parameters(), ref):
+        assert p.is_webgpu
+        assert torch.equal(p.cpu(), r)
+
+
+def test_device_objects_and_guard():
+    d = torch.device("webgpu:0")
+    assert d.type == "webgpu" and d.index == 0
+    x = torch.ones(2, device=d)
+    assert x.device == d
+    y = torch.ones(2, device="webgpu")
+    assert y.device == d  # a bare "webgpu" resolves to the current device, index 0
+    with torch.device("webgpu"):
+        z = torch.zeros(3)
+    assert z.device == d
+    assert torch.webgpu.current_device() == 0
+    torch.webgpu.set_device(0)
+    torch.webgpu.set_device("webgpu:0")
+    torch.webgpu.set_device(torch.device("webgpu:0"))
+
+
+def test_invalid_device_index():
+    with pytest.raises(RuntimeError, match="device"):
+        torch.ones(2, device="webgpu:1")
+    with pytest.raises((RuntimeError, ValueError)):
+        torch.webgpu.set_device(1)
+    with pytest.raises((RuntimeError, ValueError)):
+        torch.webgpu.memory_allocated("webgpu:1")
+    with pytest.raises(RuntimeError, match="invalid device"):
+        torch.ones(2).to("webgpu:1")
+    with pytest.raises(RuntimeError, match="invalid device"):
+        torch.accelerator.set_device_index(1)
+    with pytest.raises(RuntimeError, match="invalid device"):
+        torch.accelerator.memory_allocated(1)
+    torch.accelerator.set_device_index(0)
+    # The device still works.
+    assert_same(torch.ones(2, device="webgpu") + 1, torch.full((2,), 2.0))
+
+
+def test_generator_exists(quiet_fallback):
+    g = torch.Generator(device="webgpu")
+    assert g.device.type == "webgpu"
+    g.manual_seed(123)
+    assert g.initial_seed() == 123
+    a = torch.randn(5, device="webgpu", generator=g)
+    g.manual_seed(123)
+    b = torch.randn(5, device="webgpu", generator=g)
+    assert_same(a, b.cpu(), exact=True)
+    # Explicit generators draw the same numbers as the CPU generator with the same seed.
+    c = torch.randn(5, generator=torch.Generator().manual_seed(123))
+    assert_same(a, c, exact=True)
+
+
+def test_device_module_functions():
+    w = torch.webgpu
+    assert w is torch_webgpu._device_module
+    assert w.is_available() is True
+    assert torch_webgpu.is_available() is True
+    assert w.device_count() == 1
+    assert torch.webgpu.current_device() == 0
+    torch.ones(1, device="webgpu")
+    assert w.is_initialized() is True
+    w.synchronize()
+    w.synchronize(0)
+    w.synchronize("webgpu:0")
+    name = w.get_device_name()
+    assert isinstance(name, str) and name
+    props = w.get_device_properties()
+    assert props.name == name
+    assert props.max_buffer_size >= props.max_storage_buffer_binding_size > 0
+    assert props.max_compute_invocations_per_workgroup >= 256
+    assert w.get_device_properties(0) == props
+
+
+def test_accelerator_api():
+    assert torch.accelerator.is_available()
+    assert torch.accelerator.current_accelerator() == torch.device("webgpu")
+    assert torch.accelerator.device_count() == 1
+    assert torch.accelerator.current_device_index() == 0
+    torch.accelerator.synchronize()
+
+
+def _alloc_floats(n):
+    return torch.empty(n, dtype=torch.float32, device="webgpu")
+
+
+def test_memory_stats_move():
+    torch.webgpu.synchronize()
+    torch.webgpu.empty_cache()
+    base_alloc = torch.webgpu.memory_allocated()
+    base_reserved = torch.webgpu.memory_reserved()
+    assert base_reserved >= base_alloc >= 0
+
+    x = _alloc_floats(1 << 18)  # 1 MiB
+    after = torch.webgpu.memory_allocated()
+    assert after - base_alloc >= x.nbytes
+    assert torch.webgpu.memory_reserved() >= after
+    assert torch.webgpu.max_memory_allocated() >= after
+
+    del x
+    assert torch.webgpu.memory_allocated() == base_alloc
+    # The freed buffer stays cached until empty_cache.
+    cached = torch.webgpu.memory_reserved()
+    assert cached >= base_reserved + (1 << 20)
+    torch.webgpu.empty_cache()
+    assert torch.webgpu.memory_reserved() == base_reserved
+
+    torch.webgpu.reset_peak_memory_stats()
+    assert torch.webgpu.max_memory_allocated() == torch.webgpu.memory_allocated()
+    y = _alloc_floats(1 << 16)
+    peak = torch.webgpu.max_memory_allocated()
+    assert peak >= base_alloc + y.nbytes
+    del y
+    assert torch.webgpu.max_memory_allocated() == peak  # the peak stays
+    torch.webgpu.reset_peak_memory_stats()
+    assert torch.webgpu.max_memory_allocated() == torch.webgpu.memory_allocated()
+
+
+def test_accelerator_memory_api():
+    acc = torch.accelerator
+    for name in ("memory_allocated", "max_memory_allocated", "memory_reserved",
+                 "max_memory_reserved", "memory_stats", "reset_peak_memory_stats",
+                 "empty_cache"):
+        assert hasattr(acc, name), name
+    torch.webgpu.empty_cache()
+    base = acc.memory_allocated()
+    assert base == torch.webgpu.memory_allocated()
+    x = _alloc_floats(1 << 16)
+    assert acc.memory_allocated() == torch.webgpu.memory_allocated() >= base + x.nbytes
+    assert acc.max_memory_allocated() >= acc.memory_allocated()
+    assert acc.memory_reserved() == torch.webgpu.memory_reserved() >= acc.memory_allocated()
+    stats = acc.memory_stats()
+    assert stats["allocated_bytes.all.current"] == acc.memory_allocated()
+    assert stats["reserved_bytes.all.current"] == acc.memory_reserved()
+    assert stats["allocation.all.current"] >= 1
+    assert stats["allocation.all.peak"] >= stats["allocation.all.current"]
+    assert stats["segment.all.peak"] >= stats["segment.all.current"]
+    assert stats["requested_bytes.all.current"] <= stats["allocated_bytes.all.current"]
+    assert stats["requested_bytes.all.peak"] >= stats["requested_bytes.all.current"]
+    del x
+    assert acc.memory_allocated() == base
+    acc.reset_peak_memory_stats()
+    assert acc.max_memory_allocated() == acc.memory_allocated()
+    acc.empty_cache()
+    assert acc.memory_reserved() == torch.webgpu.memory_reserved()
+
+
+def test_memory_views_share_storage():
+    x = _alloc_floats(4096)
+    before = torch.webgpu.memory_allocated()
+    v = x[10:20].view(2, 5)
+    assert torch.webgpu.memory_allocated() == before
+    assert v.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+    assert v.data_ptr() == x.data_ptr() + 10 * 4
+
+
+def test_manual_seed_reproduces(quiet_fallback):
+    torch.webgpu.manual_seed(1234)
+    a = torch.randn(16, device="webgpu")
+    torch.webgpu.manual_seed(1234)
+    b = torch.randn(16, device="webgpu")
+    assert_same(a, b.cpu(), exact=True)
+    torch.webgpu.manual_seed_all(99)
+    c = torch.randn(16, device="webgpu")
+    assert not torch.equal(a.cpu(), c.cpu())
+    torch.webgpu.manual_seed_all(1234)
+    assert_same(torch.randn(16, device="webgpu"), a.cpu(), exact=True)
+    # torch.manual_seed seeds every device's generator, webgpu included.
+    torch.manual_seed(7)
+    d = torch.randn(8, device="webgpu")
+    torch.manual_seed(7)
+    assert_same(torch.randn(8, device="webgpu"), d.cpu(), exact=True)
+    assert torch.webgpu.initial_seed() == 7
+
+
+def test_rng_state_save_restore(quiet_fallback):
+    torch.webgpu.manual_seed(5)
+    torch.randn(3, device="webgpu")
+    state = torch.webgpu.get_rng_state()
+    assert isinstance(state, torch.Tensor) and state.dtype == torch.uint8 and state.numel() > 0
+    a = torch.randn(10, device="webgpu")
+    u = torch.rand(4, device="webgpu")
+    torch.webgpu.set_rng_state(state)
+    assert_same(torch.randn(10, device="webgpu"), a.cpu(), exact=True)
+    assert_same(torch.rand(4, device="webgpu"), u.cpu(), exact=True)
+    # Also with a webgpu state tensor, and through the *_all variants.
+    states = torch.webgpu.get_rng_state_all()
+    b = torch.randn(6, device="webgpu")
+    torch.webgpu.set_rng_state_all(states)
+    assert_same(torch.randn(6, device="webgpu"), b.cpu(), exact=True)
+    torch.webgpu.set_rng_state(states[0].to("webgpu"))
+    assert_same(torch.randn(6, device="webgpu"), b.cpu(), exact=True)
+
+
+def test_fork_rng(quiet_fallback):
+    torch.webgpu.manual_seed(3)
+    with torch.random.fork_rng(devices=[0], device_type="webgpu"):
+        a = torch.randn(4, device="webgpu")
+    b = torch.randn(4, device="webgpu")
+    assert_same(b, a.cpu(), exact=True)
