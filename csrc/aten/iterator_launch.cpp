@@ -50,8 +50,17 @@ namespace {
 
 // The dtype an op's "not implemented for" message names: the iterator's common dtype, as
 // the CPU's AT_DISPATCH does (iterators built without type promotion have none).
+// TensorIteratorBase::maybe_common_dtype() arrived after torch 2.11; read the protected
+// member it reports through a derived-class member pointer, which every version allows.
+struct CommonDtypePeek : at::TensorIteratorBase {
+  static std::optional<c10::ScalarType> of(const at::TensorIteratorBase& iter) {
+    c10::ScalarType t = iter.*(&CommonDtypePeek::common_dtype_);
+    return t == c10::ScalarType::Undefined ? std::nullopt : std::optional<c10::ScalarType>(t);
+  }
+};
+
 c10::ScalarType dispatch_dtype(const at::TensorIteratorBase& iter) {
-  if (auto t = iter.maybe_common_dtype()) return *t;
+  if (auto t = CommonDtypePeek::of(iter)) return *t;
   return iter.ntensors() > 1 ? iter.input_dtype(0) : iter.dtype(0);
 }
 
@@ -89,7 +98,7 @@ void launch_on_iterator(const at::TensorIteratorBase& iter, const std::string& o
                                 c10::toString(dispatch_dtype(iter)), "'");
   }
   if (iter.numel() == 0) return;
-  std::optional<c10::ScalarType> common = iter.maybe_common_dtype();
+  std::optional<c10::ScalarType> common = CommonDtypePeek::of(iter);
   ElementwiseLaunch l;
   l.op = op;
   l.compute = compute;
