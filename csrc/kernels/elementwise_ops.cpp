@@ -5,7 +5,9 @@
 namespace twgpu {
 namespace {
 
-#define CMP_F32(op) "select(0.0, 1.0, a " op " b)"
+// Float comparisons and truthiness test bits: WGSL lets drivers assume no NaN, and some
+// flush subnormals in compares (NVIDIA's Vulkan driver gives nan != 1 as false).
+#define CMP_F32(fn) "select(0.0, 1.0, " fn "(a, b))"
 #define CMP_I32(op) "select(0, 1, a " op " b)"
 
 const ElementwiseOpDef kOps[] = {
@@ -29,7 +31,7 @@ const ElementwiseOpDef kOps[] = {
     {"gelu", 1, "0.5 * a * (1.0 + erf_f32(a * 0.70710678118654752))", nullptr, nullptr, nullptr},
     {"gelu_tanh", 1, "0.5 * a * (1.0 + tanh_f32(0.79788456080286536 * (a + 0.044715 * a * a * a)))", nullptr, nullptr, nullptr},
     {"silu", 1, "a * sigmoid_f32(a)", nullptr, nullptr, nullptr},
-    {"logical_not", 1, "select(0.0, 1.0, a == 0.0)", "select(0, 1, a == 0)", "i64_from_bool(i64_is_zero(a))", nullptr},
+    {"logical_not", 1, "select(1.0, 0.0, f32_truthy(a))", "select(0, 1, a == 0)", "i64_from_bool(i64_is_zero(a))", nullptr},
     {"bitwise_not", 1, nullptr, "~a", "~a", nullptr},
 
     {"add", 2, "a + p0 * b", "a + p0 * b", "i64_add(a, i64_mul(p0, b))", nullptr},
@@ -47,17 +49,17 @@ const ElementwiseOpDef kOps[] = {
     {"pow", 2, "pow_f32(a, b)", "pow_i32(a, b)", "i64_pow(a, b)", nullptr, false},
     {"maximum", 2, "maximum_f32(a, b)", "max(a, b)", "i64_max(a, b)", nullptr},
     {"minimum", 2, "minimum_f32(a, b)", "min(a, b)", "i64_min(a, b)", nullptr},
-    {"eq", 2, CMP_F32("=="), CMP_I32("=="), "i64_from_bool(i64_eq(a, b))", nullptr},
-    {"ne", 2, CMP_F32("!="), CMP_I32("!="), "i64_from_bool(!i64_eq(a, b))", nullptr},
-    {"lt", 2, CMP_F32("<"), CMP_I32("<"), "i64_from_bool(i64_lt(a, b))", nullptr},
-    {"le", 2, CMP_F32("<="), CMP_I32("<="), "i64_from_bool(!i64_lt(b, a))", nullptr},
-    {"gt", 2, CMP_F32(">"), CMP_I32(">"), "i64_from_bool(i64_lt(b, a))", nullptr},
-    {"ge", 2, CMP_F32(">="), CMP_I32(">="), "i64_from_bool(!i64_lt(a, b))", nullptr},
-    {"logical_and", 2, "select(0.0, 1.0, a != 0.0 && b != 0.0)", "select(0, 1, a != 0 && b != 0)",
+    {"eq", 2, CMP_F32("f32_eq"), CMP_I32("=="), "i64_from_bool(i64_eq(a, b))", nullptr},
+    {"ne", 2, CMP_F32("f32_ne"), CMP_I32("!="), "i64_from_bool(!i64_eq(a, b))", nullptr},
+    {"lt", 2, CMP_F32("f32_lt"), CMP_I32("<"), "i64_from_bool(i64_lt(a, b))", nullptr},
+    {"le", 2, CMP_F32("f32_le"), CMP_I32("<="), "i64_from_bool(!i64_lt(b, a))", nullptr},
+    {"gt", 2, CMP_F32("f32_gt"), CMP_I32(">"), "i64_from_bool(i64_lt(b, a))", nullptr},
+    {"ge", 2, CMP_F32("f32_ge"), CMP_I32(">="), "i64_from_bool(!i64_lt(a, b))", nullptr},
+    {"logical_and", 2, "select(0.0, 1.0, f32_truthy(a) && f32_truthy(b))", "select(0, 1, a != 0 && b != 0)",
      "i64_from_bool(!i64_is_zero(a) && !i64_is_zero(b))", nullptr},
-    {"logical_or", 2, "select(0.0, 1.0, a != 0.0 || b != 0.0)", "select(0, 1, a != 0 || b != 0)",
+    {"logical_or", 2, "select(0.0, 1.0, f32_truthy(a) || f32_truthy(b))", "select(0, 1, a != 0 || b != 0)",
      "i64_from_bool(!i64_is_zero(a) || !i64_is_zero(b))", nullptr},
-    {"logical_xor", 2, "select(0.0, 1.0, (a != 0.0) != (b != 0.0))", "select(0, 1, (a != 0) != (b != 0))",
+    {"logical_xor", 2, "select(0.0, 1.0, f32_truthy(a) != f32_truthy(b))", "select(0, 1, (a != 0) != (b != 0))",
      "i64_from_bool(i64_is_zero(a) != i64_is_zero(b))", nullptr},
     {"bitwise_and", 2, nullptr, "a & b", "a & b", nullptr},
     {"bitwise_or", 2, nullptr, "a | b", "a | b", nullptr},
@@ -65,7 +67,7 @@ const ElementwiseOpDef kOps[] = {
     {"bitwise_left_shift", 2, nullptr, "shl_i32(a, b)", "i64_shl(a, b)", nullptr, false},
     {"bitwise_right_shift", 2, nullptr, "shr_i32(a, b)", "i64_shr(a, b)", nullptr, false},
 
-    {"where", 3, "select(c, b, a != 0.0)", "select(c, b, a != 0)", "select(c, b, !i64_is_zero(a))", nullptr},
+    {"where", 3, "select(c, b, f32_truthy(a))", "select(c, b, a != 0)", "select(c, b, !i64_is_zero(a))", nullptr},
 };
 
 #undef CMP_F32

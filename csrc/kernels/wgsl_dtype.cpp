@@ -116,7 +116,7 @@ namespace {
 std::string element_bits(DType dtype, Compute compute, const std::string& v) {
   if (dtype == DType::Bool) {
     // bool(x) is x != 0 in the compute type: bool(0.5) is true.
-    if (compute == Compute::F32) return "select(0u, 1u, " + v + " != 0.0)";
+    if (compute == Compute::F32) return "select(0u, 1u, f32_truthy(" + v + "))";
     if (compute == Compute::I32) return "select(0u, 1u, " + v + " != 0)";
     return "select(0u, 1u, !i64_is_zero(" + v + "))";
   }

@@ -11,6 +11,16 @@ fn f32_inf() -> f32 { return bitcast<f32>(kInfBits); }
 fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
 fn is_inf(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u; }
 fn is_finite(x: f32) -> bool { return (bitcast<u32>(x) & 0x7f800000u) != 0x7f800000u; }
+// bool(x): any bit but the sign set (nan and subnormals are true).
+fn f32_truthy(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) != 0u; }
+// IEEE comparisons that hold where drivers assume no NaN: ordered ones are false with a
+// NaN operand, != is true.
+fn f32_eq(a: f32, b: f32) -> bool { return !is_nan(a) && !is_nan(b) && a == b; }
+fn f32_ne(a: f32, b: f32) -> bool { return is_nan(a) || is_nan(b) || a != b; }
+fn f32_lt(a: f32, b: f32) -> bool { return !is_nan(a) && !is_nan(b) && a < b; }
+fn f32_le(a: f32, b: f32) -> bool { return !is_nan(a) && !is_nan(b) && a <= b; }
+fn f32_gt(a: f32, b: f32) -> bool { return !is_nan(a) && !is_nan(b) && a > b; }
+fn f32_ge(a: f32, b: f32) -> bool { return !is_nan(a) && !is_nan(b) && a >= b; }
 fn f16_bits_to_f32(h: u32) -> f32 { return unpack2x16float(h & 0xffffu).x; }
 fn f32_to_f16_bits(x: f32) -> u32 {
   let s = (bitcast<u32>(x) >> 16u) & 0x8000u;
@@ -339,78 +349,77 @@ fn trig_reduce(ax: f32) -> vec2<f32> {
   let f = sgn * (f32(frac.y) * 2.3283064365386963e-10 + f32(frac.x) * 5.421010862427522e-20);
   return vec2<f32>(f * 1.5707963267948966, f32(q));
 }
+// sin and cos of |r| <= pi/4 by their Taylor series: truncation error below 2e-9, under
+// f32 rounding. (Driver builtins are fast approximations: NVIDIA's is off by 5e-6.)
+fn sin_poly(r: f32) -> f32 {
+  let z = r * r;
+  return r + r * z * (-1.6666666666666666e-1 + z * (8.3333333333333333e-3 +
+         z * (-1.9841269841269841e-4 + z * (2.7557319223985891e-6 + z * -2.5052108385441719e-8))));
+}
+fn cos_poly(r: f32) -> f32 {
+  let z = r * r;
+  return 1.0 - 0.5 * z + z * z * (4.1666666666666667e-2 + z * (-1.3888888888888889e-3 +
+         z * (2.4801587301587302e-5 + z * (-2.7557319223985891e-7 + z * 2.0876756987868099e-9))));
+}
+// (r, quadrant) with |x| = r + q * pi/2 for |x| <= 256: pi/2 split in three parts of 16,
+// 16 and 24 bits, so k * part is exact for the 8-bit k.
+fn trig_reduce_small(ax: f32) -> vec2<f32> {
+  let k = round(ax * 0.63661977236758134);
+  let r = ((ax - k * 1.570770263671875) - k * 2.6063062250614166e-05) - k * 6.07710062827671e-11;
+  return vec2<f32>(r, k);
+}
+fn trig_reduce_any(ax: f32) -> vec2<f32> {
+  if (ax <= 256.0) { return trig_reduce_small(ax); }
+  return trig_reduce(ax);
+}
 fn sin_f32(x: f32) -> f32 {
   if (is_nan(x)) { return x; }
-  if (abs(x) <= 256.0) { return sin(x); }
   if (is_inf(x)) { return f32_nan(); }
-  let rq = trig_reduce(abs(x));
-  let q = u32(rq.y);
-  var v = select(sin(rq.x), cos(rq.x), (q & 1u) == 1u);
+  let ax = abs(x);
+  if (ax <= 0.78539816) { return sin_poly(x); }
+  let rq = trig_reduce_any(ax);
+  let q = u32(rq.y) & 3u;
+  var v = select(sin_poly(rq.x), cos_poly(rq.x), (q & 1u) == 1u);
   if (q >= 2u) { v = -v; }
   return select(v, -v, x < 0.0);
 }
 fn cos_f32(x: f32) -> f32 {
   if (is_nan(x)) { return x; }
-  if (abs(x) <= 256.0) { return cos(x); }
   if (is_inf(x)) { return f32_nan(); }
-  let rq = trig_reduce(abs(x));
-  let q = u32(rq.y);
-  var v = select(cos(rq.x), sin(rq.x), (q & 1u) == 1u);
+  let ax = abs(x);
+  if (ax <= 0.78539816) { return cos_poly(ax); }
+  let rq = trig_reduce_any(ax);
+  let q = u32(rq.y) & 3u;
+  var v = select(cos_poly(rq.x), sin_poly(rq.x), (q & 1u) == 1u);
   if (q == 1u || q == 2u) { v = -v; }
   return v;
 }
-// C's fmod, exact, in integer arithmetic (musl's fmodf): long division of the mantissas,
-// one bit per binade between the operands; subnormals included. (a - b*trunc(a/b) is
-// not exact: 2**40 % 1.5 would be 0 instead of 1.)
+// C's fmod, exact and without float arithmetic (so flushed subnormals cannot creep in):
+// with |a| = ma * 2^(ea-150) and |b| = mb * 2^(eb-150) (integer mantissas; subnormals take
+// exponent 1 without the implicit bit), fmod = (ma * 2^(ea-eb) mod mb) * 2^(eb-150),
+// reduced one binade at a time. (a - b*trunc(a/b) is not exact: 2**40 % 1.5 gives 0.)
 fn fmod_f32(a: f32, b: f32) -> f32 {
-  let ua = bitcast<u32>(a);
-  let ub = bitcast<u32>(b);
-  var ex = i32((ua >> 23u) & 0xffu);
-  var ey = i32((ub >> 23u) & 0xffu);
-  let sx = ua & 0x80000000u;
-  if ((ub << 1u) == 0u || is_nan(b) || ex == 0xff) { return f32_nan(); }
-  if ((ua << 1u) <= (ub << 1u)) {
-    if ((ua << 1u) == (ub << 1u)) { return bitcast<f32>(sx); }
-    return a;
+  let sign = bitcast<u32>(a) & 0x80000000u;
+  let ua = bitcast<u32>(a) & 0x7fffffffu;
+  let ub = bitcast<u32>(b) & 0x7fffffffu;
+  if (ua >= 0x7f800000u || ub > 0x7f800000u || ub == 0u) { return f32_nan(); }
+  if (ua < ub) { return a; }
+  var ea = i32(ua >> 23u);
+  var ma = ua & 0x7fffffu;
+  if (ea == 0) { ea = 1; } else { ma = ma | 0x800000u; }
+  var eb = i32(ub >> 23u);
+  var mb = ub & 0x7fffffu;
+  if (eb == 0) { eb = 1; } else { mb = mb | 0x800000u; }
+  var r = ma % mb;
+  for (var i = ea - eb; i > 0; i = i - 1) { r = (r << 1u) % mb; }
+  if (r == 0u) { return bitcast<f32>(sign); }
+  // r * 2^(eb-150) as bits: normal when the exponent field stays >= 1.
+  let top = i32(31u - countLeadingZeros(r));
+  let field = eb + top - 23;
+  if (field >= 1) {
+    return bitcast<f32>(sign | (u32(field) << 23u) | ((r << u32(23 - top)) & 0x7fffffu));
   }
-  var mx: u32;
-  var my: u32;
-  if (ex == 0) {
-    var i = ua << 9u;
-    loop { if ((i >> 31u) != 0u) { break; } ex = ex - 1; i = i << 1u; }
-    mx = ua << u32(1 - ex);
-  } else {
-    mx = (ua & 0x7fffffu) | 0x800000u;
-  }
-  if (ey == 0) {
-    var i = ub << 9u;
-    loop { if ((i >> 31u) != 0u) { break; } ey = ey - 1; i = i << 1u; }
-    my = ub << u32(1 - ey);
-  } else {
-    my = (ub & 0x7fffffu) | 0x800000u;
-  }
-  loop {
-    if (ex <= ey) { break; }
-    let i = mx - my;
-    if ((i >> 31u) == 0u) {
-      if (i == 0u) { return bitcast<f32>(sx); }
-      mx = i;
-    }
-    mx = mx << 1u;
-    ex = ex - 1;
-  }
-  let i = mx - my;
-  if ((i >> 31u) == 0u) {
-    if (i == 0u) { return bitcast<f32>(sx); }
-    mx = i;
-  }
-  loop { if ((mx >> 23u) != 0u) { break; } mx = mx << 1u; ex = ex - 1; }
-  if (ex > 0) {
-    mx = (mx - 0x800000u) | (u32(ex) << 23u);
-  } else {
-    mx = mx >> u32(1 - ex);
-  }
-  return bitcast<f32>(mx | sx);
+  return bitcast<f32>(sign | (r << u32(eb - 1)));
 }
 // Python-style floor division (torch.div(rounding_mode="floor")), as the CPU computes it.
 fn div_floor_f32(a: f32, b: f32) -> f32 {
