@@ -341,8 +341,10 @@ void launch_elementwise(Context& ctx, const ElementwiseLaunch& l) {
   }
   uint32_t groups = static_cast<uint32_t>((invocations + kWorkgroup - 1) / kWorkgroup);
   uint32_t max_x = ctx.caps().max_workgroups_per_dimension;
-  uint32_t gx = groups < max_x ? groups : max_x;
-  uint32_t gy = (groups + gx - 1) / gx;
+  // As few rows as the per-dimension limit allows, then as few columns as cover the groups:
+  // a full second row of idle workgroups costs real time on a GPU.
+  uint32_t gy = (groups + max_x - 1) / max_x;
+  uint32_t gx = (groups + gy - 1) / gy;
   if (layout != Layout::Vector4) u[kWordNumel] = static_cast<uint32_t>(numel);
   u[kWordNdim] = static_cast<uint32_t>(l.ndim);
   u[kWordPitch] = gx * kWorkgroup;

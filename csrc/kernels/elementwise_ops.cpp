@@ -37,7 +37,7 @@ const ElementwiseOpDef kOps[] = {
     {"add", 2, "a + p0 * b", "a + p0 * b", "i64_add(a, i64_mul(p0, b))", nullptr},
     {"sub", 2, "a - p0 * b", "a - p0 * b", "i64_sub(a, i64_mul(p0, b))", nullptr},
     {"mul", 2, "a * b", "a * b", "i64_mul(a, b)", nullptr},
-    {"div_true", 2, "a / b", nullptr, nullptr, nullptr},
+    {"div_true", 2, "div_f32(a, b)", nullptr, nullptr, nullptr},
     {"div_trunc", 2, "trunc(a / b)", "select(a / b, -1, b == 0)", "i64_div_trunc(a, b)", nullptr, false},
     {"div_floor", 2, "div_floor_f32(a, b)", "div_floor_i32(a, b)", "i64_div_floor(a, b)", nullptr, false},
     {"remainder", 2, "mod_floor_f32(a, b)", "mod_floor_i32(a, b)", "i64_mod_floor(a, b)", nullptr, false},

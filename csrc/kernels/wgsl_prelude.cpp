@@ -422,10 +422,19 @@ fn fmod_f32(a: f32, b: f32) -> f32 {
   return bitcast<f32>(sign | (r << u32(eb - 1)));
 }
 // Python-style floor division (torch.div(rounding_mode="floor")), as the CPU computes it.
+// Correctly rounded a / b. WGSL allows 2.5 ulp for division and NVIDIA's Vulkan driver
+// uses it; one residual step (the fma is exact) restores the IEEE quotient.
+fn div_f32(a: f32, b: f32) -> f32 {
+  let q = a / b;
+  if (!is_finite(q) || q == 0.0) { return q; }
+  let r = fma(-q, b, a);
+  if (!is_finite(r)) { return q; }
+  return q + r / b;
+}
 fn div_floor_f32(a: f32, b: f32) -> f32 {
   if (b == 0.0) { return a / b; }
   let m = fmod_f32(a, b);
-  var d = (a - m) / b;
+  var d = div_f32(a - m, b);
   if (m != 0.0 && ((b < 0.0) != (m < 0.0))) { d = d - 1.0; }
   if (d == 0.0) { return select(0.0, -0.0, (a / b) < 0.0); }
   var f = floor(d);
