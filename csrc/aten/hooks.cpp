@@ -39,22 +39,9 @@ class WebGPUHooks final : public at::PrivateUse1HooksInterface {
   c10::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
 
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
-    c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
-    size_t old = impl->nbytes();
-    c10::DataPtr fresh = webgpu_allocator()->allocate(newsize);
-    size_t keep = std::min(old, newsize);
-    if (keep > 0) {
-      TWGPU_TRY
-      RuntimeLock lock;
-      auto* src = static_cast<Allocation*>(impl->data_ptr().get_context());
-      auto* dst = static_cast<Allocation*>(fresh.get_context());
-      // Buffer copies move whole words; buffers are word-padded, so round up.
-      lock.ctx().recorder().copy(src->buffer, 0, dst->buffer, 0, (keep + 3) / 4 * 4);
-      TWGPU_CATCH
-    }
-    impl->set_data_ptr_noswap(std::move(fresh));
-    impl->set_nbytes(newsize);
+    resize_storage_bytes(storage.unsafeGetStorageImpl(), newsize);
   }
+
 };
 
 struct RegisterHooks {

@@ -22,6 +22,22 @@
 #include "aten/webgpu_tensor.h"
 
 namespace twgpu::aten {
+
+void resize_storage_bytes(c10::StorageImpl* storage, size_t nbytes) {
+  c10::DataPtr fresh = webgpu_allocator()->allocate(nbytes);
+  size_t keep = std::min(storage->nbytes(), nbytes);
+  if (keep > 0) {
+    TWGPU_TRY
+    RuntimeLock lock;
+    auto* src = static_cast<Allocation*>(storage->data_ptr().get_context());
+    auto* dst = static_cast<Allocation*>(fresh.get_context());
+    // Buffer copies move whole words; buffers are word-padded, so round up.
+    lock.ctx().recorder().copy(src->buffer, 0, dst->buffer, 0, (keep + 3) / 4 * 4);
+    TWGPU_CATCH
+  }
+  storage->set_data_ptr_noswap(std::move(fresh));
+  storage->set_nbytes(nbytes);
+}
 namespace {
 
 constexpr c10::DispatchKeySet kKeys{c10::DispatchKey::PrivateUse1};
@@ -58,22 +74,11 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
                                            c10::dtype_or_default(dtype));
 }
 
-// Grows a storage to `nbytes`, keeping its contents (buffers are word-padded).
+// Grows a storage to `nbytes`, keeping its contents.
 void grow_storage(c10::StorageImpl* storage, size_t nbytes) {
   if (nbytes <= storage->nbytes()) return;
   TORCH_CHECK(storage->resizable(), "Trying to resize storage that is not resizable");
-  c10::DataPtr fresh = webgpu_allocator()->allocate(nbytes);
-  size_t keep = storage->nbytes();
-  if (keep > 0) {
-    TWGPU_TRY
-    RuntimeLock lock;
-    auto* src = static_cast<Allocation*>(storage->data_ptr().get_context());
-    auto* dst = static_cast<Allocation*>(fresh.get_context());
-    lock.ctx().recorder().copy(src->buffer, 0, dst->buffer, 0, (keep + 3) / 4 * 4);
-    TWGPU_CATCH
-  }
-  storage->set_data_ptr_noswap(std::move(fresh));
-  storage->set_nbytes(nbytes);
+  resize_storage_bytes(storage, nbytes);
 }
 
 size_t storage_bytes_needed(const at::Tensor& t) {

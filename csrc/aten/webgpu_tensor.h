@@ -3,6 +3,7 @@
 #pragma once
 #include <ATen/core/Tensor.h>
 #include <c10/core/Allocator.h>
+#include <c10/core/StorageImpl.h>
 #include <c10/util/Exception.h>
 
 #include "kernels/dtype.h"
@@ -31,6 +32,8 @@ inline uint64_t byte_offset_of(const at::TensorBase& t) {
 }
 
 c10::Allocator* webgpu_allocator();
+// Moves a storage to a fresh allocation of `nbytes`, keeping min(old, new) bytes.
+void resize_storage_bytes(c10::StorageImpl* storage, size_t nbytes);
 // Resets every peak statistic (the pool's and the allocator's) to the current values.
 void reset_peak_stats();
 
