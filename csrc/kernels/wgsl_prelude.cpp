@@ -422,14 +422,70 @@ fn fmod_f32(a: f32, b: f32) -> f32 {
   return bitcast<f32>(sign | (r << u32(eb - 1)));
 }
 // Python-style floor division (torch.div(rounding_mode="floor")), as the CPU computes it.
-// Correctly rounded a / b. WGSL allows 2.5 ulp for division and NVIDIA's Vulkan driver
-// uses it; one residual step (the fma is exact) restores the IEEE quotient.
+// Correctly rounded division. WGSL allows 2.5 ulp for a / b and NVIDIA's Vulkan driver
+// takes it (Vulkan may also leave fma unfused, so no residual trick): the driver's quotient
+// is corrected by comparing the midpoints to its neighbours, times b, with a, exactly, in
+// integer arithmetic.
+// Positive finite x as (mantissa, exponent) with x = mantissa * 2^exponent.
+fn f32_decompose(u: u32) -> vec2<i32> {
+  let e = i32(u >> 23u);
+  if (e == 0) { return vec2<i32>(i32(u & 0x7fffffu), -149); }
+  return vec2<i32>(i32((u & 0x7fffffu) | 0x800000u), e - 150);
+}
+fn u64_top_bit(p: vec2<u32>) -> i32 {
+  if (p.y != 0u) { return 63 - i32(countLeadingZeros(p.y)); }
+  return 31 - i32(countLeadingZeros(p.x));
+}
+// Sign of (m * 2^me) * (mb * 2^eb) - ma * 2^ea, all mantissas nonzero, m < 2^26.
+fn cmp_scaled(m: u32, me: i32, mb: u32, eb: i32, ma: u32, ea: i32) -> i32 {
+  let p = u32_mul_wide(m, mb);
+  let sp = me + eb;
+  let tp = u64_top_bit(p) + sp;
+  let ta = (31 - i32(countLeadingZeros(ma))) + ea;
+  if (tp != ta) { return select(-1, 1, tp > ta); }
+  // Same leading bit: aligning the exponents keeps both under 2^51.
+  var x = p;
+  var y = vec2<u32>(ma, 0u);
+  let d = sp - ea;
+  if (d >= 0) { x = i64_shl(p, vec2<u32>(u32(d), 0u)); } else { y = i64_shl(y, vec2<u32>(u32(-d), 0u)); }
+  if (i64_eq(x, y)) { return 0; }
+  return select(-1, 1, u64_lt(y, x));
+}
+// The correctly rounded a / b, from a quotient q0 within a few ulp (finite, nonzero).
+fn div_correct(a: f32, b: f32, q0: f32) -> f32 {
+  let sign = (bitcast<u32>(a) ^ bitcast<u32>(b)) & 0x80000000u;
+  let da = f32_decompose(bitcast<u32>(a) & 0x7fffffffu);
+  let db = f32_decompose(bitcast<u32>(b) & 0x7fffffffu);
+  let ma = u32(da.x);
+  let mb = u32(db.x);
+  var uq = bitcast<u32>(q0) & 0x7fffffffu;
+  for (var step = 0; step < 6; step = step + 1) {
+    if (uq == 0u || uq >= 0x7f800000u) { break; }
+    let dq = f32_decompose(uq);
+    let mq = u32(dq.x);
+    let odd = (uq & 1u) == 1u;
+    // Midpoint to the next float up: (2 mq + 1) * 2^(eq - 1). Ties go to the even one.
+    let up = cmp_scaled(2u * mq + 1u, dq.y - 1, mb, db.y, ma, da.y);
+    if (up < 0 || (up == 0 && odd)) { uq = uq + 1u; continue; }
+    // Midpoint to the next float down; below a power of two the spacing halves.
+    var down: i32;
+    if ((uq & 0x7fffffu) == 0u && (uq >> 23u) > 1u) {
+      down = cmp_scaled(4u * mq - 1u, dq.y - 2, mb, db.y, ma, da.y);
+    } else {
+      down = cmp_scaled(2u * mq - 1u, dq.y - 1, mb, db.y, ma, da.y);
+    }
+    if (down > 0 || (down == 0 && odd)) { uq = uq - 1u; continue; }
+    break;
+  }
+  return bitcast<f32>(uq | sign);
+}
 fn div_f32(a: f32, b: f32) -> f32 {
   let q = a / b;
-  if (!is_finite(q) || q == 0.0) { return q; }
-  let r = fma(-q, b, a);
-  if (!is_finite(r)) { return q; }
-  return q + r / b;
+  if (!is_finite(q) || !is_finite(a) || !is_finite(b) || (bitcast<u32>(q) & 0x7fffffffu) == 0u ||
+      (bitcast<u32>(b) & 0x7fffffffu) == 0u || (bitcast<u32>(a) & 0x7fffffffu) == 0u) {
+    return q;
+  }
+  return div_correct(a, b, q);
 }
 fn div_floor_f32(a: f32, b: f32) -> f32 {
   if (b == 0.0) { return a / b; }
