@@ -54,6 +54,8 @@ def bandwidth_gbs(device, mb, op):
         fn, traffic = (lambda: a + b), 3 * 4 * n
     elif op == "mul_scalar":
         fn, traffic = (lambda: a * 3.0), 2 * 4 * n
+    elif op == "div":
+        fn, traffic = (lambda: a / b), 3 * 4 * n
     else:  # copy with conversion to float16
         fn, traffic = (lambda: a.to(torch.float16)), 4 * n + 2 * n
     return traffic / best_time(fn, device, inner=5) / 1e9
@@ -69,7 +71,7 @@ def main():
     print(f"webgpu: {props.name} ({props.backend}); cuda: "
           f"{torch.cuda.get_device_name() if 'cuda' in devices else 'not available'}")
     rows = [("tiny op (us/op, lower is better)", lambda d: tiny_op_us(d, args.iters), False)]
-    for op in ("add", "mul_scalar", "copy_f32_to_f16"):
+    for op in ("add", "mul_scalar", "div", "copy_f32_to_f16"):
         rows.append((f"{op} {args.mb} MiB (GB/s)", lambda d, op=op: bandwidth_gbs(d, args.mb, op), True))
     print(f"{'measure':38s} {'webgpu':>10s} {'cuda':>10s} {'ratio':>8s}")
     for name, fn, higher_better in rows:
