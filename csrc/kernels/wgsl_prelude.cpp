@@ -479,13 +479,39 @@ fn div_correct(a: f32, b: f32, q0: f32) -> f32 {
   }
   return bitcast<f32>(uq | sign);
 }
-fn div_f32(a: f32, b: f32) -> f32 {
-  let q = a / b;
-  if (!is_finite(q) || !is_finite(a) || !is_finite(b) || (bitcast<u32>(q) & 0x7fffffffu) == 0u ||
-      (bitcast<u32>(b) & 0x7fffffffu) == 0u || (bitcast<u32>(a) & 0x7fffffffu) == 0u) {
+// a / b correctly rounded. Fast path, for normal operands and quotient: with a = ma 2^ea,
+// b = mb 2^eb, q = mq 2^eq, the residual r = ma 2^(ea-eq-eb) - mq mb (in units of
+// 2^(eq+eb)) is exact in 32-bit wrapping arithmetic because the driver's quotient is within
+// a few ulp (|r| <= 3 mb < 2^26); q is right when |2r| <= mb, and each ulp moves r by mb.
+fn div_f32(a: f32, b: f32) -> f32 { return div_rounded(a, b, a / b); }
+// The correctly rounded a / b from any quotient q within 2.5 ulp of it.
+fn div_rounded(a: f32, b: f32, q: f32) -> f32 {
+  let ua = bitcast<u32>(a) & 0x7fffffffu;
+  let ub = bitcast<u32>(b) & 0x7fffffffu;
+  let uq = bitcast<u32>(q) & 0x7fffffffu;
+  if (!is_finite(q) || !is_finite(a) || !is_finite(b) || uq == 0u || ub == 0u || ua == 0u) {
     return q;
   }
-  return div_correct(a, b, q);
+  let ea = i32(ua >> 23u);
+  let eb = i32(ub >> 23u);
+  let eq = i32(uq >> 23u);
+  let s = ea - eq - eb + 150;
+  let fq = uq & 0x7fffffu;
+  if (ea == 0 || eb == 0 || eq == 0 || s < 0 || s > 31 || fq < 4u || fq > 0x7ffffbu) {
+    return div_correct(a, b, q);  // subnormals, or a quotient near a binade edge
+  }
+  let ma = (ua & 0x7fffffu) | 0x800000u;
+  let mb = i32((ub & 0x7fffffu) | 0x800000u);
+  let mq = fq | 0x800000u;
+  var r = bitcast<i32>((ma << u32(s)) - mq * u32(mb));
+  var n = uq;
+  for (var step = 0; step < 3; step = step + 1) {
+    let odd = (n & 1u) == 1u;
+    if (2 * r > mb || (2 * r == mb && odd)) { r = r - mb; n = n + 1u; continue; }
+    if (2 * r < -mb || (2 * r == -mb && odd)) { r = r + mb; n = n - 1u; continue; }
+    break;
+  }
+  return bitcast<f32>(n | ((bitcast<u32>(a) ^ bitcast<u32>(b)) & 0x80000000u));
 }
 fn div_floor_f32(a: f32, b: f32) -> f32 {
   if (b == 0.0) { return a / b; }

@@ -98,3 +98,28 @@ TEST(WgslMath, DivisionIsCorrectlyRoundedFromPerturbedQuotients) {
   }
   EXPECT_EQ(wrong, 0);
 }
+
+TEST(WgslMath, DivisionFastPathMatchesTheCpu) {
+  RuntimeLock lock;
+  std::mt19937 rng(99);
+  std::uniform_int_distribution<int> expo(-120, 120);
+  std::uniform_real_distribution<float> mant(1.0f, 2.0f);
+  std::vector<float> a, b;
+  std::vector<int32_t> k;
+  for (int i = 0; i < 4096; ++i) {
+    a.push_back(std::ldexp(mant(rng), expo(rng) / 2) * (i % 2 ? -1.0f : 1.0f));
+    b.push_back(std::ldexp(mant(rng), expo(rng) / 2));
+    k.push_back(i % 7 - 3);
+  }
+  // div_rounded as div_f32 calls it, fed a quotient up to 3 ulp off (what a driver with
+  // approximate division returns): the fast path must restore the IEEE quotient.
+  auto got = run_kernel(lock.ctx(), "div_fast",
+                        "  let q0 = bitcast<f32>(bitcast<u32>(x[i] / y[i]) + bitcast<u32>(k[i]));\n"
+                        "  out[i] = bitcast<u32>(div_rounded(x[i], y[i], q0));\n",
+                        a, b, k);
+  int wrong = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (got[i] != to_bits(a[i] / b[i]) && wrong++ < 10)
+      ADD_FAILURE() << a[i] << " / " << b[i] << ": got " << from_bits(got[i]);
+  EXPECT_EQ(wrong, 0);
+}
