@@ -2,7 +2,7 @@
 
 Reports, in one run: the per-op cost of a tiny op (y = x + 1.0 on 16 elements, many in a
 row, one synchronize), and the bandwidth of large elementwise ops (add, mul with a
-broadcast scalar, copy with dtype conversion). Prints a table: webgpu | cuda | ratio.
+broadcast scalar, div, copy with dtype conversion), 20 ops per synchronize. Prints a table: webgpu | cuda | ratio.
 
     python3 benchmarks/eager_ops.py [--mb 64] [--iters 2000]
 """
@@ -58,7 +58,7 @@ def bandwidth_gbs(device, mb, op):
         fn, traffic = (lambda: a / b), 3 * 4 * n
     else:  # copy with conversion to float16
         fn, traffic = (lambda: a.to(torch.float16)), 4 * n + 2 * n
-    return traffic / best_time(fn, device, inner=5) / 1e9
+    return traffic / best_time(fn, device, inner=20) / 1e9
 
 
 def main():
