@@ -12,7 +12,6 @@
 namespace twgpu {
 namespace {
 
-constexpr uint32_t kWorkgroup = 256;
 
 // Uniform words: [0] numel, [1] ndim, [2] row pitch (invocations per grid row),
 // [3] output words (packed layout), [4..5] p0, [6..7] p1, [8..15] sizes, then per operand k at 16 + 12k:
@@ -115,8 +114,9 @@ int lanes_of(DType t) { return 4 / element_size(t); }
 class ElementwiseSource {
  public:
   ElementwiseSource(const ElementwiseLaunch& l, const ElementwiseOpDef& def,
-                    const BindingPlan& plan, Layout layout)
-      : l_(l), def_(def), plan_(plan), layout_(layout), ct_(wgsl_type(l.compute)) {}
+                    const BindingPlan& plan, Layout layout, uint32_t workgroup)
+      : l_(l), def_(def), plan_(plan), layout_(layout), workgroup_(workgroup),
+        ct_(wgsl_type(l.compute)) {}
 
   std::string build() {
     header();
@@ -181,7 +181,7 @@ class ElementwiseSource {
   }
 
   void begin_main(uint32_t count_word) {
-    src_ += "@compute @workgroup_size(" + std::to_string(kWorkgroup) + ")\n";
+    src_ += "@compute @workgroup_size(" + std::to_string(workgroup_) + ")\n";
     src_ += "fn main(@builtin(global_invocation_id) gid: vec3<u32>) {\n";
     src_ += "  let idx = gid.x + gid.y * " + word_ref(kWordPitch) + ";\n";
     src_ += "  if (idx >= " + word_ref(count_word) + ") { return; }\n";
@@ -278,6 +278,7 @@ class ElementwiseSource {
   const ElementwiseOpDef& def_;
   const BindingPlan& plan_;
   Layout layout_;
+  uint32_t workgroup_;
   std::string ct_;
   std::string src_;
   std::set<size_t> loads_;
@@ -314,12 +315,13 @@ void launch_elementwise(Context& ctx, const ElementwiseLaunch& l) {
     fail(ErrorKind::Unsupported, "torch_webgpu: elementwise ops on more than 2^32-1 elements");
 
   Layout layout = choose_layout(l, numel);
+  const uint32_t workgroup = ctx.caps().workgroup_1d();
   BindingPlan plan = plan_bindings(l, layout);
   std::string key = cache_key(l, plan, layout);
   const Pipeline& pipeline = ctx.pipelines().get(key, [&] {
     ProgramDesc desc;
     desc.label = key;
-    desc.wgsl = ElementwiseSource(l, *def, plan, layout).build();
+    desc.wgsl = ElementwiseSource(l, *def, plan, layout, workgroup).build();
     for (size_t b = 0; b < plan.buffers.size(); ++b)
       desc.storage.push_back(plan.writable[b] ? Access::ReadWrite : Access::Read);
     desc.uniform_bytes = kUniformWords * 4;
@@ -339,7 +341,7 @@ void launch_elementwise(Context& ctx, const ElementwiseLaunch& l) {
     invocations = last - first + 1;
     u[kWordPackedWords] = static_cast<uint32_t>(invocations);
   }
-  uint32_t groups = static_cast<uint32_t>((invocations + kWorkgroup - 1) / kWorkgroup);
+  uint32_t groups = static_cast<uint32_t>((invocations + workgroup - 1) / workgroup);
   uint32_t max_x = ctx.caps().max_workgroups_per_dimension;
   // As few rows as the per-dimension limit allows, then as few columns as cover the groups:
   // a full second row of idle workgroups costs real time on a GPU.
@@ -347,7 +349,7 @@ void launch_elementwise(Context& ctx, const ElementwiseLaunch& l) {
   uint32_t gx = (groups + gy - 1) / gy;
   if (layout != Layout::Vector4) u[kWordNumel] = static_cast<uint32_t>(numel);
   u[kWordNdim] = static_cast<uint32_t>(l.ndim);
-  u[kWordPitch] = gx * kWorkgroup;
+  u[kWordPitch] = gx * workgroup;
   u[kWordP0] = l.params[0].lo;
   u[kWordP0 + 1] = l.params[0].hi;
   u[kWordP1] = l.params[1].lo;

@@ -230,9 +230,12 @@ void Context::create_adapter() {
     tried += std::string(tried.empty() ? "" : "; ") + choice.name + ": " +
              (result.message.empty() ? "no adapter" : result.message);
   }
-  fail(ErrorKind::NoAdapter,
-       "torch_webgpu: no usable WebGPU adapter (" + tried +
-           "). On a machine without a GPU install Mesa's EGL/GLES drivers (scripts/setup.sh).");
+  std::string hint = cfg.force_fallback
+                         ? " TORCH_WEBGPU_FORCE_FALLBACK_ADAPTER=1 is set: this Dawn build has no "
+                           "fallback adapter; unset it to use the software GL path."
+                         : " On a machine without a GPU install Mesa's EGL/GLES drivers "
+                           "(scripts/setup.sh).";
+  fail(ErrorKind::NoAdapter, "torch_webgpu: no usable WebGPU adapter (" + tried + ")." + hint);
 }
 
 void Context::create_device() {
@@ -300,6 +303,7 @@ void Context::create_device() {
   caps_.max_storage_buffers_per_stage = l.maxStorageBuffersPerShaderStage;
   caps_.max_workgroup_storage = l.maxComputeWorkgroupStorageSize;
   caps_.max_workgroup_invocations = l.maxComputeInvocationsPerWorkgroup;
+  caps_.max_workgroup_size_x = l.maxComputeWorkgroupSizeX;
   caps_.max_workgroups_per_dimension = l.maxComputeWorkgroupsPerDimension;
   caps_.min_uniform_offset_alignment = l.minUniformBufferOffsetAlignment;
   caps_.min_storage_offset_alignment = l.minStorageBufferOffsetAlignment;

@@ -35,6 +35,15 @@ struct DeviceCapabilities {
   uint32_t max_storage_buffers_per_stage = 0;
   uint32_t max_workgroup_storage = 0;
   uint32_t max_workgroup_invocations = 0;
+  uint32_t max_workgroup_size_x = 0;
+  // Invocations per workgroup for 1-D kernels: 256, or less where limits are lower
+  // (compatibility mode and spec-default limits allow 128).
+  uint32_t workgroup_1d() const {
+    uint32_t n = 256;
+    if (max_workgroup_size_x && max_workgroup_size_x < n) n = max_workgroup_size_x;
+    if (max_workgroup_invocations && max_workgroup_invocations < n) n = max_workgroup_invocations;
+    return n;
+  }
   uint32_t max_workgroups_per_dimension = 0;
   uint32_t min_uniform_offset_alignment = 256;
   uint32_t min_storage_offset_alignment = 256;

@@ -1,0 +1,93 @@
+"""The TORCH_WEBGPU_* environment variables, each in a fresh process (they are read once)."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+PROBE = """
+import json, torch, torch_webgpu
+out = {"available": torch.webgpu.is_available()}
+if out["available"]:
+    p = torch.webgpu.get_device_properties()
+    out.update(backend=p.backend, compat=p.compatibility_mode, max_buffer=p.max_buffer_size,
+               max_binding=p.max_storage_buffer_binding_size)
+    x = torch.arange(8, dtype=torch.float32, device="webgpu")
+    out["sum_check"] = ((x * 2 + 1).cpu() == torch.arange(8) * 2 + 1).all().item()
+    for _ in range(5):
+        x = x + 1
+    torch.webgpu.synchronize()
+    out["stats"] = torch_webgpu._C.dispatch_stats()
+else:
+    try:
+        torch.empty(1, device="webgpu")
+    except RuntimeError as e:
+        out["error"] = str(e)
+print("RESULT" + json.dumps(out))
+"""
+
+
+def probe(**env):
+    full = dict(os.environ, **env)
+    proc = subprocess.run([sys.executable, "-c", PROBE], env=full, capture_output=True,
+                          text=True, timeout=120)
+    line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT")]
+    assert line, proc.stdout + proc.stderr
+    import json
+    return json.loads(line[0][len("RESULT"):]), proc.stderr
+
+
+def test_default_device_works():
+    out, _ = probe()
+    assert out["available"] and out["sum_check"]
+
+
+def test_backend_forced_to_opengl_or_reported():
+    out, _ = probe(TORCH_WEBGPU_BACKEND="opengl")
+    if out["available"]:
+        assert out["backend"] == "opengl" and out["sum_check"]
+    else:
+        assert "opengl" in out["error"]
+
+
+def test_unknown_backend_is_a_clear_error():
+    out, _ = probe(TORCH_WEBGPU_BACKEND="bogus")
+    assert not out["available"]
+    assert "unknown TORCH_WEBGPU_BACKEND='bogus'" in out["error"]
+
+
+def test_default_limits_are_the_spec_defaults():
+    out, _ = probe(TORCH_WEBGPU_LIMITS="default")
+    assert out["max_buffer"] == 268435456 and out["max_binding"] == 134217728
+    assert out["sum_check"]
+
+
+def test_compat_mode_is_reported():
+    out, _ = probe(TORCH_WEBGPU_COMPAT="1")
+    assert out["compat"] is True and out["sum_check"]
+
+
+def test_force_fallback_adapter_names_the_variable():
+    out, _ = probe(TORCH_WEBGPU_FORCE_FALLBACK_ADAPTER="1")
+    if not out["available"]:
+        assert "TORCH_WEBGPU_FORCE_FALLBACK_ADAPTER=1" in out["error"]
+    else:
+        assert out["sum_check"]
+
+
+def test_debug_logs_adapter_and_device():
+    out, err = probe(TORCH_WEBGPU_DEBUG="1")
+    assert "[torch_webgpu] adapter:" in err and "[torch_webgpu] device:" in err
+
+
+def test_dump_shaders_writes_wgsl(tmp_path):
+    out, _ = probe(TORCH_WEBGPU_DUMP_SHADERS=str(tmp_path))
+    files = list(tmp_path.glob("*.wgsl"))
+    assert files and any("@compute" in f.read_text() for f in files)
+
+
+def test_max_batch_bounds_dispatches_per_submit():
+    one, _ = probe(TORCH_WEBGPU_MAX_BATCH="1")
+    many, _ = probe(TORCH_WEBGPU_MAX_BATCH="256")
+    assert one["stats"]["submits"] >= one["stats"]["dispatches"]
+    assert many["stats"]["submits"] < one["stats"]["submits"]
