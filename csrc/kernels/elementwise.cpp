@@ -35,8 +35,9 @@ struct BindingPlan {
 enum class Layout {
   Strided,     // one element per invocation, N-d index math
   Contiguous,  // one element per invocation, every operand dense from its offset
-  Vector4,     // dense, 32-bit operands, 4-aligned: four elements per invocation through
-               // vec4<u32> loads and stores (what reaches full memory bandwidth)
+  Vector4,     // dense and 16-byte aligned, inputs at least as wide as the output: one vec4
+               // of output words per invocation, vec4<u32> loads and stores throughout
+               // (what reaches full memory bandwidth)
   Packed,      // dense with a narrow output: one output word per invocation, so stores
                // need no atomics
 };
@@ -68,11 +69,18 @@ BindingPlan plan_bindings(const ElementwiseLaunch& l, Layout layout) {
     plan.binding_of[k] = found;
     if (k == 0) {
       plan.writable[found] = true;
-      plan.atomic[found] = is_subword(op.dtype) && layout != Layout::Packed;
+      // Packed and Vector4 write whole words; the others store narrow elements one by one.
+      plan.atomic[found] = is_subword(op.dtype) &&
+                           (layout == Layout::Strided || layout == Layout::Contiguous);
     }
   }
   return plan;
 }
+
+// Elements per output word, for the packed layout.
+int lanes_of(DType t) { return 4 / element_size(t); }
+// Elements one invocation of the Vector4 layout produces: one vec4 of output words.
+int vector4_elements(DType out) { return 4 * lanes_of(out); }
 
 Layout choose_layout(const ElementwiseLaunch& l, uint64_t numel) {
   bool dense = l.ndim == 0;
@@ -82,11 +90,16 @@ Layout choose_layout(const ElementwiseLaunch& l, uint64_t numel) {
       if (!op.is_scalar && op.strides[0] != 1) dense = false;
   }
   if (!dense) return Layout::Strided;
-  if (is_subword(l.operands[0].dtype)) return Layout::Packed;
-  bool vec4 = numel % 4 == 0;
-  for (const auto& op : l.operands)
-    if (!op.is_scalar && (element_size(op.dtype) != 4 || op.offset % 4 != 0)) vec4 = false;
-  return vec4 ? Layout::Vector4 : Layout::Contiguous;
+  const DType out = l.operands[0].dtype;
+  bool vec4 = element_size(out) <= 4 && numel % vector4_elements(out) == 0 &&
+              l.operands[0].offset % vector4_elements(out) == 0;
+  for (const auto& op : l.operands) {
+    if (op.is_scalar) continue;
+    int size = element_size(op.dtype);
+    if (size > 4 || size < element_size(out) || (op.offset * size) % 16 != 0) vec4 = false;
+  }
+  if (vec4) return Layout::Vector4;
+  return is_subword(out) ? Layout::Packed : Layout::Contiguous;
 }
 
 std::string cache_key(const ElementwiseLaunch& l, const BindingPlan& plan, Layout layout) {
@@ -106,8 +119,6 @@ std::string cache_key(const ElementwiseLaunch& l, const BindingPlan& plan, Layou
 
 std::string word_ref(uint32_t w) { return "uw(" + std::to_string(w) + "u)"; }
 
-// Elements per output word, for the packed layout.
-int lanes_of(DType t) { return 4 / element_size(t); }
 
 // The generated shader, in pieces: bindings and helpers, the op as a pure function of
 // its inputs (`fn op(a, b, ...)`), then a main() for the chosen layout.
@@ -220,33 +231,52 @@ class ElementwiseSource {
   }
 
   void main_vector4() {
-    // Every operand is 32-bit: its natural value is a bitcast of the word.
-    src_ += wgsl_bits_function("bits0", l_.operands[0].dtype, l_.compute);
-    begin_main(kWordNumel);  // numel / 4 here
-    std::string lanes[4];
+    // Each invocation produces one vec4 of output words: E = 4 * lanes elements. Every
+    // operand is at least as wide as the output, so its E elements are whole vec4s.
+    const DType out = l_.operands[0].dtype;
+    const int elems = vector4_elements(out);
+    src_ += wgsl_bits_function("bits0", out, l_.compute);
+    begin_main(kWordNumel);  // numel / E here
     for (size_t k = 1; k <= inputs(); ++k) {
       if (scalar(k)) continue;
-      src_ += "  let w" + std::to_string(k) + " = " + buf(k) + "[" + word_ref(operand_word(k, 0)) +
-              " / 4u + idx];\n";
+      int size = element_size(l_.operands[k].dtype);
+      int vecs = elems * size / 16;
+      for (int v = 0; v < vecs; ++v)
+        src_ += "  let w" + std::to_string(k) + "_" + std::to_string(v) + " = " + buf(k) + "[" +
+                word_ref(operand_word(k, 0)) + " / " + std::to_string(16 / size) + "u + idx * " +
+                std::to_string(vecs) + "u + " + std::to_string(v) + "u];\n";
     }
-    src_ += "  var r: vec4<u32>;\n";
-    for (int lane = 0; lane < 4; ++lane) {
+    const int lanes = lanes_of(out);
+    const std::string lane_bits = std::to_string(32 / lanes);
+    src_ += "  var r = vec4<u32>(0u, 0u, 0u, 0u);\n";
+    for (int e = 0; e < elems; ++e) {
       std::string args;
       for (size_t k = 1; k <= inputs(); ++k) {
         std::string v;
         if (scalar(k)) {
           v = wgsl_scalar(l_.compute, word_ref(operand_word(k, 1)), word_ref(operand_word(k, 2)));
         } else {
-          std::string w = "w" + std::to_string(k) + "[" + std::to_string(lane) + "]";
-          bool is_float = l_.operands[k].dtype == DType::Float32;
-          v = wgsl_convert(is_float ? Compute::F32 : Compute::I32, l_.compute,
-                           std::string(is_float ? "bitcast<f32>(" : "bitcast<i32>(") + w + ")");
+          DType t = l_.operands[k].dtype;
+          int size = element_size(t);
+          int per_vec = 16 / size, per_word = 4 / size;
+          std::string word = "w" + std::to_string(k) + "_" + std::to_string(e / per_vec) + "[" +
+                             std::to_string((e % per_vec) / per_word) + "]";
+          if (per_word > 1)
+            word = "((" + word + " >> " + std::to_string((e % per_word) * 8 * size) + "u) & " +
+                   (size == 2 ? "0xffffu" : "0xffu") + ")";
+          v = wgsl_convert(compute_type_for(t), l_.compute, wgsl_from_bits(t, word));
         }
         args += (k > 1 ? ", " : "") + v;
       }
-      src_ += "  r[" + std::to_string(lane) + "] = bits0(op(" + args + "));\n";
+      std::string bits = "bits0(op(" + args + "))";
+      if (lanes > 1)
+        bits = "((" + bits + " & " + (lanes == 2 ? "0xffffu" : "0xffu") + ") << " +
+               std::to_string((e % lanes) * (32 / lanes)) + "u)";
+      src_ += "  r[" + std::to_string(e / lanes) + "] = r[" + std::to_string(e / lanes) + "] | " +
+              bits + ";\n";
     }
-    src_ += "  " + buf(0) + "[" + word_ref(operand_word(0, 0)) + " / 4u + idx] = r;\n}\n";
+    src_ += "  " + buf(0) + "[" + word_ref(operand_word(0, 0)) + " / " + std::to_string(elems) +
+            "u + idx] = r;\n}\n";
   }
 
   void main_packed() {
@@ -331,7 +361,7 @@ void launch_elementwise(Context& ctx, const ElementwiseLaunch& l) {
   uint32_t u[kUniformWords] = {};
   uint64_t invocations = numel;
   if (layout == Layout::Vector4) {
-    invocations = numel / 4;
+    invocations = numel / vector4_elements(l.operands[0].dtype);
     u[kWordNumel] = static_cast<uint32_t>(invocations);
   }
   if (layout == Layout::Packed) {

@@ -133,6 +133,20 @@ std::string element_bits(DType dtype, Compute compute, const std::string& v) {
 
 }  // namespace
 
+std::string wgsl_from_bits(DType dtype, const std::string& b) {
+  switch (dtype) {
+    case DType::Float32: return "bitcast<f32>(" + b + ")";
+    case DType::Int32: return "bitcast<i32>(" + b + ")";
+    case DType::Float16: return "f16_bits_to_f32(" + b + ")";
+    case DType::BFloat16: return "bf16_bits_to_f32(" + b + ")";
+    case DType::Int16: return "(bitcast<i32>(" + b + " << 16u) >> 16u)";
+    case DType::Int8: return "(bitcast<i32>(" + b + " << 24u) >> 24u)";
+    case DType::UInt8: return "i32(" + b + ")";
+    case DType::Bool: return "select(0, 1, " + b + " != 0u)";
+    default: fail(ErrorKind::Internal, "torch_webgpu: wgsl_from_bits of a wide dtype");
+  }
+}
+
 std::string wgsl_bits_function(const std::string& name, DType dtype, Compute compute) {
   return "fn " + name + "(v: " + wgsl_type(compute) + ") -> u32 { return " +
          element_bits(dtype, compute, "v") + "; }\n";

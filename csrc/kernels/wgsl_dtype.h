@@ -18,6 +18,9 @@ std::string wgsl_convert(Compute from, Compute to, const std::string& expr);
 // `fn NAME(i: u32) -> T` reading element i of `buffer` (T: the dtype's compute type).
 std::string wgsl_load_function(const std::string& name, const std::string& buffer, DType dtype,
                                bool atomic_binding);
+// The natural compute value of an element of `dtype` (at most 32-bit) from a u32 holding
+// its bits in the low end.
+std::string wgsl_from_bits(DType dtype, const std::string& bits);
 // `fn NAME(v: T) -> u32`: the bits of a value stored as `dtype` (narrow types: low bits),
 // rounded and wrapped the way the CPU converts.
 std::string wgsl_bits_function(const std::string& name, DType dtype, Compute compute);

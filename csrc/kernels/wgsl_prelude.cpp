@@ -421,7 +421,6 @@ fn fmod_f32(a: f32, b: f32) -> f32 {
   }
   return bitcast<f32>(sign | (r << u32(eb - 1)));
 }
-// Python-style floor division (torch.div(rounding_mode="floor")), as the CPU computes it.
 // Correctly rounded division. WGSL allows 2.5 ulp for a / b and NVIDIA's Vulkan driver
 // takes it (Vulkan may also leave fma unfused, so no residual trick): the driver's quotient
 // is corrected by comparing the midpoints to its neighbours, times b, with a, exactly, in
@@ -513,6 +512,7 @@ fn div_rounded(a: f32, b: f32, q: f32) -> f32 {
   }
   return bitcast<f32>(n | ((bitcast<u32>(a) ^ bitcast<u32>(b)) & 0x80000000u));
 }
+// Python-style floor division (torch.div(rounding_mode="floor")), as the CPU computes it.
 fn div_floor_f32(a: f32, b: f32) -> f32 {
   if (b == 0.0) { return a / b; }
   let m = fmod_f32(a, b);
