@@ -482,7 +482,19 @@ fn div_correct(a: f32, b: f32, q0: f32) -> f32 {
 // b = mb 2^eb, q = mq 2^eq, the residual r = ma 2^(ea-eq-eb) - mq mb (in units of
 // 2^(eq+eb)) is exact in 32-bit wrapping arithmetic because the driver's quotient is within
 // a few ulp (|r| <= 3 mb < 2^26); q is right when |2r| <= mb, and each ulp moves r by mb.
-fn div_f32(a: f32, b: f32) -> f32 { return div_rounded(a, b, a / b); }
+fn div_f32(a: f32, b: f32) -> f32 {
+  // Drivers that divide as a * (1 / b) lose 1 / b to underflow when |b| >= 2^126 (the
+  // reciprocal is subnormal, and flushed) or to overflow when |b| < 2^-125: scale both
+  // operands by a power of two first, which leaves the quotient unchanged.
+  let eb = bitcast<u32>(b) & 0x7f800000u;
+  var q = a / b;
+  if (eb >= 0x7e800000u && eb != 0x7f800000u) {
+    q = (a * 0.25) / (b * 0.25);
+  } else if (eb < 0x01000000u) {
+    q = (a * 16777216.0) / (b * 16777216.0);
+  }
+  return div_rounded(a, b, q);
+}
 // The correctly rounded a / b from any quotient q within 2.5 ulp of it.
 fn div_rounded(a: f32, b: f32, q: f32) -> f32 {
   let ua = bitcast<u32>(a) & 0x7fffffffu;
