@@ -22,6 +22,7 @@ uint64_t BufferPool::bucket_size(uint64_t nbytes) {
 BufferPool::~BufferPool() = default;
 
 WGPUBuffer BufferPool::create_buffer(uint64_t size) {
+  ctx_.touch_gl();
   WGPUBufferDescriptor desc = {};
   desc.size = size;
   desc.usage = WGPUBufferUsage_Storage | WGPUBufferUsage_CopySrc | WGPUBufferUsage_CopyDst;
@@ -105,6 +106,7 @@ void BufferPool::empty_cache() {
   for (auto& entry : free_) any |= !entry.second.empty();
   if (!any) return;
   // Recorded-but-unsubmitted work may still name these buffers.
+  ctx_.touch_gl();
   ctx_.recorder().flush();
   for (auto& entry : free_) {
     for (Allocation* a : entry.second) {

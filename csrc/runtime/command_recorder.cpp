@@ -13,6 +13,7 @@ constexpr uint64_t kMaxUniformSlot = 1024;  // largest uniform struct a kernel m
 }
 
 CommandRecorder::CommandRecorder(Context& ctx) : ctx_(ctx) {
+  ctx.touch_gl();
   max_batch_ = Config::get().max_batch;
   align_ = ctx.caps().min_uniform_offset_alignment;
   arena_capacity_ = static_cast<uint64_t>(max_batch_) * 256 + kMaxUniformSlot;
@@ -78,6 +79,7 @@ void CommandRecorder::copy(WGPUBuffer src, uint64_t src_offset, WGPUBuffer dst,
 
 void CommandRecorder::flush() {
   if (!encoder_) return;
+  ctx_.touch_gl();
   end_pass();
   WGPUCommandBuffer commands = wgpuCommandEncoderFinish(encoder_, nullptr);
   wgpuCommandEncoderRelease(encoder_);
@@ -96,12 +98,14 @@ void CommandRecorder::flush() {
 
 void CommandRecorder::write(WGPUBuffer dst, uint64_t offset, const void* data, uint64_t size) {
   if (size == 0) return;
+  ctx_.touch_gl();
   flush();  // queue writes run before anything submitted later: keep program order
   wgpuQueueWriteBuffer(ctx_.queue(), dst, offset, data, size);
 }
 
 void CommandRecorder::read(WGPUBuffer src, uint64_t offset, void* data, uint64_t size) {
   if (size == 0) return;
+  ctx_.touch_gl();
   if (size > staging_capacity_) {
     if (staging_) wgpuBufferRelease(staging_);
     uint64_t cap = staging_capacity_ ? staging_capacity_ : 1 << 16;

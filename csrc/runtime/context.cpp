@@ -142,7 +142,9 @@ void Context::enter_thread() {
 }
 
 void Context::leave_thread() {
-  if (egl_ && --lock_depth_ == 0 && egl_->current() == egl_->context) egl_->unbind();
+  if (!egl_ || --lock_depth_ != 0 || !gl_touched_) return;
+  gl_touched_ = false;
+  if (egl_->current() == egl_->context) egl_->unbind();
 }
 
 Context::Context() {
@@ -334,6 +336,7 @@ void Context::create_device() {
 }
 
 void Context::wait(WGPUFuture future) {
+  touch_gl();
   WGPUFutureWaitInfo info = {future, 0};
   for (;;) {
     WGPUWaitStatus status = wgpuInstanceWaitAny(instance_, 1, &info, 100 * 1000 * 1000ull);
@@ -361,6 +364,7 @@ void Context::check_errors() {
 }
 
 void Context::simulate_device_loss() {
+  touch_gl();
   wgpuDeviceDestroy(device_);
   // Destroy reports the loss asynchronously; make it visible now.
   wgpuInstanceProcessEvents(instance_);

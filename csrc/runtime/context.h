@@ -66,6 +66,9 @@ class Context {
   // autograd calls from its own thread, so the context is released when a lock ends.
   void enter_thread();
   void leave_thread();
+  // Marks that this lock scope called into Dawn in a way that may reach GL (device
+  // objects, submits, waits); only such scopes pay for releasing the EGL context.
+  void touch_gl() { gl_touched_ = true; }
 
   WGPUInstance instance() const { return instance_; }
   WGPUDevice device() const { return device_; }
@@ -111,6 +114,7 @@ class Context {
   struct EglBinding;
   std::unique_ptr<EglBinding> egl_;  // set for the OpenGL/OpenGL ES backends
   int lock_depth_ = 0;
+  bool gl_touched_ = false;
 
   std::unique_ptr<BufferPool> pool_;
   std::unique_ptr<CommandRecorder> recorder_;

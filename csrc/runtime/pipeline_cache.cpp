@@ -26,6 +26,7 @@ const Pipeline& PipelineCache::get(const std::string& key, const std::function<P
 }
 
 Pipeline PipelineCache::build(const ProgramDesc& desc) {
+  ctx_.touch_gl();
   const Config& cfg = Config::get();
   if (!cfg.dump_shaders_dir.empty()) {
     std::string name = desc.label;
@@ -118,6 +119,7 @@ WGPUBindGroup PipelineCache::bind_group(const Pipeline& p, const WGPUBuffer* buf
   scratch_key_.buffers.assign(buffers, buffers + p.num_storage);
   auto it = bind_groups_.find(scratch_key_);
   if (it != bind_groups_.end()) return it->second;
+  ctx_.touch_gl();
   if (bind_groups_.size() >= kMaxBindGroups) forget_all_bind_groups();
 
   WGPUBindGroupEntry entries[16];
@@ -148,6 +150,7 @@ WGPUBindGroup PipelineCache::bind_group(const Pipeline& p, const WGPUBuffer* buf
 }
 
 void PipelineCache::forget_buffer(WGPUBuffer buffer) {
+  ctx_.touch_gl();
   for (auto it = bind_groups_.begin(); it != bind_groups_.end();) {
     bool uses = false;
     for (WGPUBuffer b : it->first.buffers) uses |= b == buffer;
@@ -161,6 +164,7 @@ void PipelineCache::forget_buffer(WGPUBuffer buffer) {
 }
 
 void PipelineCache::forget_all_bind_groups() {
+  ctx_.touch_gl();
   for (auto& entry : bind_groups_) wgpuBindGroupRelease(entry.second);
   bind_groups_.clear();
 }

@@ -233,3 +233,28 @@ def test_fork_rng(quiet_fallback):
         a = torch.randn(4, device="webgpu")
     b = torch.randn(4, device="webgpu")
     assert_same(b, a.cpu(), exact=True)
+
+
+def test_ops_from_several_threads():
+    # Autograd runs backward on its own thread; the GL backends' context must follow.
+    import threading
+
+    x = torch.arange(64, dtype=torch.float32)
+    d = x.to("webgpu")
+    results, errors = {}, []
+
+    def work(i):
+        try:
+            results[i] = ((d * (i + 1)) + i).cpu()
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    for i in range(4):
+        assert torch.equal(results[i], x * (i + 1) + i)
+    assert torch.equal((d + 1).cpu(), x + 1)  # and the main thread still works
