@@ -28,7 +28,7 @@ import pytest
 
 os.environ.setdefault("TORCH_WEBGPU_FALLBACK_WARN", "0")
 
-import torch  # noqa: E402
+import torch  # noqa: E402,F401
 
 import torch_webgpu  # noqa: E402,F401
 from torch_webgpu.testing import opinfo as oi  # noqa: E402

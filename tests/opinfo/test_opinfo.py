@@ -2,7 +2,6 @@
 import faulthandler
 
 import pytest
-import torch
 
 from torch_webgpu.testing import opinfo as oi
 
