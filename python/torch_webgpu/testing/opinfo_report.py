@@ -13,6 +13,9 @@ natively, passing only through the CPU fallback, failing, and a per-op table.
 - ``--native-only``: the device runs with ``TORCH_WEBGPU_DISABLE_CPU_FALLBACK=1``.
 - ``--backward``: compare gradients (float32, ops with ``supports_autograd``) instead of
   the forward outputs.
+- ``--reference-inputs``: OpInfo's ``reference_inputs`` (more shapes, extremal values; what
+  PyTorch's ``test_compare_cpu`` uses) instead of ``sample_inputs``. The expected-failure
+  list of ``tests/opinfo`` is for ``sample_inputs``.
 
 Ops run in ``-j`` worker processes (default: the number of CPUs, at most 2); a worker that
 crashes or gives no result within ``--hard-timeout`` seconds is killed and replaced, and
@@ -358,7 +361,10 @@ def main(argv=None):
     if args.backward and dtype_names != ["float32"]:
         parser.error("--backward compares float32 gradients: use --dtype float32")
     args.dtypes = dtype_names
-    ops = oi.select_ops(args.ops.split(",") if args.ops else None)
+    try:
+        ops = oi.select_ops(args.ops.split(",") if args.ops else None)
+    except ValueError as e:
+        parser.error(str(e))
     mode = "native" if args.native_only else "fallback"
     check = "backward" if args.backward else "forward"
     cases = []
