@@ -39,6 +39,27 @@ bool is_native_compute(c10::ScalarType t) {
   return d && is_computable(*d);
 }
 
+DeviceRef device_ref(const at::TensorBase& t) {
+  TORCH_CHECK(t.device().type() == kDeviceType, "torch_webgpu: expected a webgpu tensor, got one on ",
+              t.device());
+  DeviceRef r;
+  r.dtype = to_dtype_or_throw(t.scalar_type());
+  Allocation* a = allocation_of(t);
+  if (!a) return r;
+  r.buffer = a->buffer;
+  r.offset = byte_offset_of(t) / element_size(r.dtype);
+  return r;
+}
+
+bool any_stored_only(std::initializer_list<const at::TensorBase*> tensors) {
+  for (const at::TensorBase* t : tensors) {
+    if (!t->defined()) continue;
+    if (t->device().is_cpu() && t->dim() == 0) continue;
+    if (!is_native_compute(t->scalar_type())) return true;
+  }
+  return false;
+}
+
 void rethrow(const Error& e) {
   switch (e.kind()) {
     case ErrorKind::OutOfMemory: TORCH_CHECK_WITH(OutOfMemoryError, false, e.what());

@@ -84,18 +84,6 @@ bool native_iter(const at::TensorIteratorBase& iter) {
   return true;
 }
 
-// True when an operand (not a CPU scalar) has a dtype kernels cannot compute on: such ops
-// go to the CPU fallback before building an iterator, whose dtype checks (e.g. complex
-// input, real output for abs) are the CPU kernel's business.
-bool any_stored_only(std::initializer_list<const Tensor*> tensors) {
-  for (const Tensor* t : tensors) {
-    if (!t->defined()) continue;
-    if (t->device().is_cpu() && t->dim() == 0) continue;
-    if (!is_native_compute(t->scalar_type())) return true;
-  }
-  return false;
-}
-
 Compute common_compute(const at::TensorIteratorBase& iter) {
   return compute_type_of(iter.common_dtype());
 }

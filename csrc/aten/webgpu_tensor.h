@@ -31,6 +31,20 @@ inline uint64_t byte_offset_of(const at::TensorBase& t) {
                                reinterpret_cast<const char*>(a->address));
 }
 
+// Where a tensor's first element lives, for kernels: its buffer, the element offset of
+// the first element inside it, and its dtype. Throws for a tensor not on webgpu; the
+// buffer is null for a tensor without storage bytes (numel 0).
+struct DeviceRef {
+  WGPUBuffer buffer = nullptr;
+  uint64_t offset = 0;  // in elements
+  DType dtype = DType::Float32;
+};
+DeviceRef device_ref(const at::TensorBase& t);
+
+// True when a tensor (not a 0-dim CPU scalar) holds a dtype kernels cannot compute on
+// (float64, complex): such calls go to the CPU fallback.
+bool any_stored_only(std::initializer_list<const at::TensorBase*> tensors);
+
 c10::Allocator* webgpu_allocator();
 // Moves a storage to a fresh allocation of `nbytes`, keeping min(old, new) bytes.
 void resize_storage_bytes(c10::StorageImpl* storage, size_t nbytes);
