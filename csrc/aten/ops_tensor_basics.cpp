@@ -13,6 +13,9 @@
 #include <ATen/ops/view_native.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/_local_scalar_dense.h>
+#include <ATen/ops/alias.h>
+#include <ATen/ops/conj_physical.h>
+#include <ATen/ops/neg.h>
 #include <c10/core/StorageImpl.h>
 #include <torch/library.h>
 
@@ -185,9 +188,37 @@ void download_contiguous(const at::Tensor& cpu, const at::Tensor& src) {
   TWGPU_CATCH
 }
 
+// Neg and conj views store the negation / conjugate of their logical values. Copies see
+// them directly (their dispatch keys fall through for _copy_from, see the end of this
+// file): going through PyTorch's fallback for those keys would resolve the view with a
+// clone, whose copy comes back here, without end.
+at::Tensor without_view_flags(const at::Tensor& t) {
+  at::Tensor a = t.alias();
+  a._set_neg(false);
+  a._set_conj(false);
+  return a;
+}
+
+// A flag-free tensor holding `t`'s logical values.
+at::Tensor logical_values(const at::Tensor& t) {
+  if (t.device().is_cpu()) return t.resolve_conj().resolve_neg();
+  at::Tensor v = without_view_flags(t);
+  if (t.is_neg()) v = at::neg(v);
+  if (t.is_conj()) v = at::conj_physical(v);
+  return v;
+}
+
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   TORCH_CHECK(self.defined() && dst.defined(), "copy_: undefined tensor");
   if (dst.numel() == 0) return dst;
+  if (self.is_neg() || self.is_conj() || dst.is_neg() || dst.is_conj()) {
+    // Store into dst what makes its logical values equal self's.
+    at::Tensor v = logical_values(self);
+    if (dst.is_neg()) v = at::neg(v);
+    if (dst.is_conj()) v = at::conj_physical(v);
+    copy_from(v, without_view_flags(dst), non_blocking);
+    return dst;
+  }
   bool src_dev = self.device().type() == kDeviceType;
   bool dst_dev = dst.device().type() == kDeviceType;
   TORCH_CHECK(src_dev || self.device().is_cpu(), "torch_webgpu: copies from ", self.device(),
@@ -281,6 +312,16 @@ at::Tensor& fill_tensor(at::Tensor& self, const at::Tensor& value) {
 at::Tensor& zero_(at::Tensor& self) { return fill_scalar(self, 0); }
 
 }  // namespace
+
+// See without_view_flags(): copies resolve neg/conj views themselves.
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", empty_memory_format);

@@ -290,3 +290,42 @@ def test_half_subnormals_convert(no_fallback):
     assert_same(ties.to(DEVICE).half(), ties.half(), exact=True)
     bt = torch.tensor([1.0 + 2**-8, 1.0 + 3 * 2**-8, 257.0, 259.0])
     assert_same(bt.to(DEVICE).bfloat16(), bt.bfloat16(), exact=True)
+
+
+# ---- neg and conj views ----------------------------------------------------------------
+# Their stored values are the negation / conjugate of what they hold; every copy direction
+# must see the logical values (a neg view's copy used to recurse without end).
+
+@pytest.mark.parametrize("direction", ["to_cpu", "to_device", "device_to_device"])
+@pytest.mark.parametrize("src_flag,dst_flag", [("neg", None), (None, "neg"), ("neg", "neg"),
+                                                ("conj", None), (None, "conj"), ("conj", "conj")])
+def test_copy_resolves_neg_and_conj_views(direction, src_flag, dst_flag):
+    dtype = torch.complex64 if "conj" in (src_flag, dst_flag) else torch.float32
+    base = torch.randn(2, 3, dtype=dtype)
+    want = base.clone()
+
+    def flagged(t, flag):
+        if flag == "neg":
+            return t._neg_view()
+        if flag == "conj":
+            return t.conj()
+        return t
+
+    src_dev = direction in ("to_cpu", "device_to_device")
+    dst_dev = direction in ("to_device", "device_to_device")
+    # A flagged source holds `want` logically: store the inverse transform underneath.
+    stored = want.neg() if src_flag == "neg" else want.conj() if src_flag == "conj" else want
+    src = flagged(stored.to(DEVICE) if src_dev else stored, src_flag)
+    dst_base = torch.zeros(2, 3, dtype=dtype, device=DEVICE if dst_dev else "cpu")
+    dst = flagged(dst_base, dst_flag)
+    dst.copy_(src)
+    got = dst.cpu().resolve_conj().resolve_neg()
+    torch.testing.assert_close(got, want)
+    assert dst.is_neg() == (dst_flag == "neg") and dst.is_conj() == (dst_flag == "conj")
+
+
+def test_neg_view_to_cpu_and_ops():
+    x = torch.arange(6.0).reshape(2, 3)
+    y = x.to(DEVICE)._neg_view()
+    torch.testing.assert_close(y.cpu().resolve_neg(), -x)
+    torch.testing.assert_close((y + 1).cpu(), -x + 1)
