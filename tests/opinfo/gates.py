@@ -1,0 +1,58 @@
+"""The OpInfo gates of the issue, computed from expected_failures.txt.
+
+    python tests/opinfo/gates.py [--enforce]
+
+After a full `pytest tests/opinfo` run passes, expected_failures.txt lists exactly the
+tests that fail (the list is strict), so the gates follow from it and op_db:
+  forward:  float32 OpInfo entries whose forward test passes with the CPU fallback allowed
+  native:   float32 entries whose forward test passes with the fallback disabled
+  backward: float32 differentiable entries whose backward test passes (fallback allowed)
+and, for the other dtypes, each claimed (op, dtype) passes or is listed with a reason
+(true by construction of the strict list). Entries that list no sample input for float32
+count as passing (they run nothing). Prints the figures; --enforce exits 1 below target.
+"""
+import argparse
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+
+import torch  # noqa: E402
+
+from torch_webgpu.testing import opinfo as oi  # noqa: E402
+
+TARGETS = {"forward": 0.95, "native": 0.90, "backward": 0.90}
+
+
+def gate_figures(entries):
+    ops = [op for op in oi.load_op_db() if torch.float32 in oi.op_dtypes(op)]
+    figures = {}
+    for gate, mode, check in (("forward", "fallback", "forward"), ("native", "native", "forward"),
+                              ("backward", "fallback", "backward")):
+        tested = [op for op in ops if check in oi.checks_for(op, torch.float32)]
+        failing = [op for op in tested
+                   if (op.name, oi.op_variant(op), "float32", mode, check) in entries]
+        figures[gate] = (len(tested) - len(failing), len(tested))
+    return figures
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--file", default=os.path.join(HERE, "expected_failures.txt"))
+    parser.add_argument("--enforce", action="store_true", help="exit 1 when a gate is missed")
+    args = parser.parse_args(argv)
+    figures = gate_figures(oi.read_expected_failures(args.file))
+    missed = []
+    for gate, (passing, total) in figures.items():
+        share = passing / total if total else 1.0
+        ok = share >= TARGETS[gate]
+        missed += [] if ok else [gate]
+        print(f"OpInfo gate {gate:8s}: {passing}/{total} float32 entries pass ({share:.1%}); "
+              f"target {TARGETS[gate]:.0%}: {'met' if ok else 'NOT met'}")
+    if missed and args.enforce:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
