@@ -40,3 +40,20 @@ def _install_printing():
 
 
 _install_printing()
+
+
+def _run_backward_on_calling_thread():
+    # PyTorch's autograd engine runs device work on one thread per device. When Python
+    # exits right after a backward pass, that thread may still be dropping the finished
+    # graph task, whose saved thread-local state holds Python objects: decref'ing them
+    # while the interpreter finalizes kills the thread inside a destructor and aborts the
+    # process ("terminate called without an active exception"). Running backward on the
+    # calling thread removes the race (and keeps Dawn's GL context on one thread).
+    # TORCH_WEBGPU_AUTOGRAD_THREADS=1 keeps PyTorch's default.
+    import os
+
+    if os.environ.get("TORCH_WEBGPU_AUTOGRAD_THREADS", "0") != "1":
+        torch._C._set_multithreading_enabled(False)
+
+
+_run_backward_on_calling_thread()

@@ -87,3 +87,19 @@ def test_elementwise_autograd_matches_cpu(quiet_fallback):
     _close(ld, lc, "value")
     _close(xd.grad, xc.grad, "grad x")
     _close(wd.grad, wc.grad, "grad w")
+
+
+def test_process_exits_cleanly_after_backward_on_the_device():
+    # A backward pass right before exit used to abort the process ~half the time (the
+    # autograd device thread dropped Python objects while the interpreter finalized).
+    import subprocess
+    import sys
+
+    code = ("import torch, torch_webgpu\n"
+            "x = torch.randn(4, 4).to('webgpu').requires_grad_()\n"
+            "(x * x).sum().backward()\n"
+            "assert x.grad is not None\n")
+    for _ in range(4):
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           env={**__import__("os").environ, "TORCH_WEBGPU_FALLBACK_WARN": "0"})
+        assert r.returncode == 0, r.stderr[-2000:]

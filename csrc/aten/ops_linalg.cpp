@@ -1,0 +1,328 @@
+// Native dense linear algebra (float32, batched): LU factorization and solves, inverse,
+// determinants, Cholesky, triangular solves. Kernels work on fresh row-major copies (one
+// invocation per matrix, see kernels/linalg.h); results are copied into the outputs, whose
+// layout (column-major for LAPACK-style results) ATen's meta functions chose. Other dtypes
+// and unsupported options go to the CPU.
+#include <ATen/ExpandUtils.h>
+#include <ATen/native/LinearAlgebraUtils.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_linalg_check_errors.h>
+#include <ATen/ops/_linalg_det_ops.h>
+#include <ATen/ops/_linalg_slogdet_ops.h>
+#include <ATen/ops/_linalg_solve_ex_ops.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/linalg_cholesky_ex_ops.h>
+#include <ATen/ops/linalg_inv_ex_ops.h>
+#include <ATen/ops/linalg_lu_factor_ex_ops.h>
+#include <ATen/ops/linalg_lu_solve_ops.h>
+#include <ATen/ops/linalg_solve_triangular_ops.h>
+#include <ATen/ops/triangular_solve_ops.h>
+#include <ATen/ops/zeros.h>
+#include <torch/library.h>
+
+#include "aten/cpu_fallback.h"
+#include "aten/webgpu_tensor.h"
+#include "kernels/linalg.h"
+
+namespace twgpu::aten {
+namespace {
+
+using at::Tensor;
+
+bool native(std::initializer_list<const Tensor*> ts) {
+  for (const Tensor* t : ts)
+    if (t->scalar_type() != c10::kFloat || t->device().type() != kDeviceType) return false;
+  return true;
+}
+
+// A fresh dense row-major copy that kernels may update in place.
+Tensor fresh(const Tensor& t, c10::ScalarType dtype = c10::kFloat) {
+  Tensor r = at::empty(t.sizes(), t.options().dtype(dtype).memory_format(c10::MemoryFormat::Contiguous));
+  r.copy_(t);
+  return r;
+}
+
+MatrixBatch matrices(const Tensor& t) {
+  DeviceRef r = device_ref(t);
+  return {r.buffer, r.offset};
+}
+
+uint32_t u32(int64_t v) {
+  TORCH_CHECK(v >= 0 && v <= 0xFFFFFFFFll, "torch_webgpu: linear algebra size out of range");
+  return static_cast<uint32_t>(v);
+}
+
+std::vector<int64_t> batch_shape(const Tensor& t) {
+  return std::vector<int64_t>(t.sizes().begin(), t.sizes().end() - 2);
+}
+int64_t product(const std::vector<int64_t>& v) {
+  int64_t p = 1;
+  for (int64_t x : v) p *= x;
+  return p;
+}
+std::vector<int64_t> concat(std::vector<int64_t> a, std::initializer_list<int64_t> b) {
+  a.insert(a.end(), b);
+  return a;
+}
+
+void store(Tensor& out, const Tensor& value) {
+  at::native::resize_output(out, value.sizes());
+  out.copy_(value);
+}
+
+struct LU {
+  Tensor lu, pivots, info;
+};
+
+// getrf on every matrix of A (..., m, n).
+LU lu_factor(const Tensor& A) {
+  auto batch = batch_shape(A);
+  int64_t m = A.size(-2), n = A.size(-1), k = std::min(m, n);
+  LU r{fresh(A), at::empty(concat(batch, {k}), A.options().dtype(c10::kInt)),
+       at::zeros(batch, A.options().dtype(c10::kInt))};
+  if (r.lu.numel() == 0) return r;
+  TWGPU_TRY
+  RuntimeLock lock;
+  ::twgpu::lu_factor(lock.ctx(), matrices(r.lu), matrices(r.pivots), matrices(r.info),
+                     u32(product(batch)), u32(m), u32(n));
+  TWGPU_CATCH
+  return r;
+}
+
+// Solves op(A) X = B from A's factorization, op = transpose when `transpose`; LU/pivots and
+// B broadcast over their batch dims.
+Tensor lu_solve(const Tensor& lu, const Tensor& pivots, const Tensor& B, bool transpose) {
+  int64_t n = lu.size(-1), k = B.size(-1);
+  auto batch = at::infer_size(batch_shape(lu), batch_shape(B));
+  Tensor X = fresh(B.expand(concat(batch, {n, k})));
+  if (X.numel() == 0 || n == 0) return X;
+  Tensor a = fresh(lu.expand(concat(batch, {n, n})));
+  Tensor p = fresh(pivots.expand(concat(batch, {n})), c10::kInt);
+  TWGPU_TRY
+  RuntimeLock lock;
+  ::twgpu::lu_solve(lock.ctx(), matrices(a), matrices(p), matrices(X), u32(product(batch)), u32(n),
+                    u32(k), transpose);
+  TWGPU_CATCH
+  return X;
+}
+
+// Solves A X = B (left) or X A = B with A triangular; batch dims broadcast.
+Tensor triangular(const Tensor& A, const Tensor& B, bool upper, bool left, bool unit) {
+  // X A = B  <=>  A^T X^T = B^T, and A^T is triangular the other way.
+  Tensor a = left ? A : A.mT(), b = left ? B : B.mT();
+  bool up = left ? upper : !upper;
+  int64_t n = a.size(-1), k = b.size(-1);
+  auto batch = at::infer_size(batch_shape(a), batch_shape(b));
+  Tensor X = fresh(b.expand(concat(batch, {n, k})));
+  if (X.numel() > 0 && n > 0) {
+    Tensor ac = fresh(a.expand(concat(batch, {n, n})));
+    TWGPU_TRY
+    RuntimeLock lock;
+    ::twgpu::triangular_solve(lock.ctx(), matrices(ac), matrices(X), u32(product(batch)), u32(n),
+                              u32(k), up, unit);
+    TWGPU_CATCH
+  }
+  return left ? X : X.mT();
+}
+
+// ---- registered kernels --------------------------------------------------------------
+
+std::tuple<Tensor&, Tensor&, Tensor&> lu_factor_ex_out(const Tensor& A, bool pivot,
+                                                       bool check_errors, Tensor& LU_,
+                                                       Tensor& pivots, Tensor& info) {
+  if (!native({&A}) || !pivot)
+    return call_cpu_fallback<at::_ops::linalg_lu_factor_ex_out>(A, pivot, check_errors, LU_,
+                                                                pivots, info);
+  TORCH_CHECK(A.dim() >= 2, "torch.linalg.lu_factor: Expected tensor with 2 or more dimensions. Got size: ",
+              A.sizes(), " instead");
+  LU r = lu_factor(A);
+  store(LU_, r.lu);
+  store(pivots, r.pivots);
+  store(info, r.info);
+  if (check_errors) at::_linalg_check_errors(info, "torch.linalg.lu_factor_ex", A.dim() == 2);
+  return {LU_, pivots, info};
+}
+
+Tensor& lu_solve_out(const Tensor& LU_, const Tensor& pivots, const Tensor& B, bool left,
+                     bool adjoint, Tensor& out) {
+  if (!native({&LU_, &B}))
+    return call_cpu_fallback<at::_ops::linalg_lu_solve_out>(LU_, pivots, B, left, adjoint, out);
+  TORCH_CHECK(LU_.dim() >= 2 && LU_.size(-1) == LU_.size(-2),
+              "linalg.lu_solve: A must be batches of square matrices, but they are ",
+              LU_.size(-2), " by ", LU_.size(-1), " matrices");
+  TORCH_CHECK(B.dim() >= 2, "linalg.lu_solve: Expected B to have at least 2 dimensions, but it has ",
+              B.dim(), " dimensions instead");
+  TORCH_CHECK(left ? B.size(-2) == LU_.size(-1) : B.size(-1) == LU_.size(-1),
+              "linalg.lu_solve: Incompatible shapes of A and B for the equation ",
+              left ? "AX = B" : "XA = B", " (", LU_.size(-2), "x", LU_.size(-1), " and ",
+              B.size(-2), "x", B.size(-1), ")");
+  // X A = B  <=>  A^T X^T = B^T: the transposed system with the other `adjoint`.
+  Tensor X = lu_solve(LU_, pivots, left ? B : B.mT(), adjoint != !left);
+  store(out, left ? X : X.mT());
+  return out;
+}
+
+std::tuple<Tensor&, Tensor&, Tensor&, Tensor&> solve_ex_out(const Tensor& A, const Tensor& B,
+                                                            bool left, bool check_errors,
+                                                            Tensor& result, Tensor& LU_,
+                                                            Tensor& pivots, Tensor& info) {
+  if (!native({&A, &B}))
+    return call_cpu_fallback<at::_ops::_linalg_solve_ex_result>(A, B, left, check_errors, result,
+                                                                LU_, pivots, info);
+  bool vector_case = at::native::linalg_solve_is_vector_rhs(A, B);
+  Tensor B_ = vector_case ? B.unsqueeze(left ? -1 : -2) : B;
+  at::native::checkInputsSolver(A, B_, left, "linalg.solve");
+  LU r = lu_factor(A);
+  Tensor X = lu_solve(r.lu, r.pivots, left ? B_ : B_.mT(), !left);
+  if (!left) X = X.mT();
+  store(result, vector_case ? X.squeeze(left ? -1 : -2) : X);
+  store(LU_, r.lu);
+  store(pivots, r.pivots);
+  store(info, r.info);
+  if (check_errors) at::_linalg_check_errors(info, "torch.linalg.solve_ex", A.dim() == 2);
+  return {result, LU_, pivots, info};
+}
+
+std::tuple<Tensor&, Tensor&> inv_ex_out(const Tensor& A, bool check_errors, Tensor& inverse,
+                                        Tensor& info) {
+  if (!native({&A})) return call_cpu_fallback<at::_ops::linalg_inv_ex_inverse>(A, check_errors, inverse, info);
+  at::native::squareCheckInputs(A, "linalg.inv");
+  LU r = lu_factor(A);
+  Tensor eye = at::zeros(A.sizes(), A.options());
+  eye.diagonal(0, -2, -1).fill_(1);
+  store(inverse, lu_solve(r.lu, r.pivots, eye, false));
+  store(info, r.info);
+  if (check_errors) at::_linalg_check_errors(info, "linalg.inv_ex", A.dim() == 2);
+  return {inverse, info};
+}
+
+struct Det {
+  Tensor det, sign, logabsdet;
+  LU lu;
+};
+
+Det determinant(const Tensor& A, const char* name) {
+  at::native::squareCheckInputs(A, name);
+  Det d;
+  // As the CPU: a row-major A is factored as A^T (LAPACK's column-major view of it); the
+  // backward formulas read the saved LU that way. det(A^T) = det(A).
+  d.lu = lu_factor(A.is_contiguous() ? A.mT() : A);
+  auto batch = batch_shape(A);
+  d.det = at::empty(batch, A.options());
+  d.sign = at::empty(batch, A.options());
+  d.logabsdet = at::empty(batch, A.options());
+  if (d.det.numel() == 0) return d;
+  if (A.size(-1) == 0) {  // the empty product
+    d.det.fill_(1);
+    d.sign.fill_(1);
+    d.logabsdet.fill_(0);
+    return d;
+  }
+  TWGPU_TRY
+  RuntimeLock lock;
+  lu_determinant(lock.ctx(), matrices(d.lu.lu), matrices(d.lu.pivots), matrices(d.det),
+                 matrices(d.sign), matrices(d.logabsdet), u32(product(batch)), u32(A.size(-1)));
+  TWGPU_CATCH
+  return d;
+}
+
+std::tuple<Tensor&, Tensor&, Tensor&> det_out(const Tensor& A, Tensor& result, Tensor& LU_,
+                                              Tensor& pivots) {
+  if (!native({&A})) return call_cpu_fallback<at::_ops::_linalg_det_result>(A, result, LU_, pivots);
+  Det d = determinant(A, "linalg.det");
+  store(result, d.det);
+  store(LU_, d.lu.lu);
+  store(pivots, d.lu.pivots);
+  return {result, LU_, pivots};
+}
+
+std::tuple<Tensor&, Tensor&, Tensor&, Tensor&> slogdet_out(const Tensor& A, Tensor& sign,
+                                                           Tensor& logabsdet, Tensor& LU_,
+                                                           Tensor& pivots) {
+  if (!native({&A}))
+    return call_cpu_fallback<at::_ops::_linalg_slogdet_sign>(A, sign, logabsdet, LU_, pivots);
+  Det d = determinant(A, "linalg.slogdet");
+  store(sign, d.sign);
+  store(logabsdet, d.logabsdet);
+  store(LU_, d.lu.lu);
+  store(pivots, d.lu.pivots);
+  return {sign, logabsdet, LU_, pivots};
+}
+
+std::tuple<Tensor&, Tensor&> cholesky_ex_out(const Tensor& A, bool upper, bool check_errors,
+                                             Tensor& L, Tensor& info) {
+  if (!native({&A})) return call_cpu_fallback<at::_ops::linalg_cholesky_ex_L>(A, upper, check_errors, L, info);
+  at::native::squareCheckInputs(A, "linalg.cholesky");
+  // potrf reads one triangle: the upper factor of A is the transposed lower factor of A^T.
+  Tensor a = fresh(upper ? A.mT() : A);
+  auto batch = batch_shape(A);
+  Tensor inf = at::zeros(batch, A.options().dtype(c10::kInt));
+  if (a.numel() > 0) {
+    TWGPU_TRY
+    RuntimeLock lock;
+    ::twgpu::cholesky(lock.ctx(), matrices(a), matrices(inf), u32(product(batch)), u32(A.size(-1)));
+    TWGPU_CATCH
+  }
+  store(L, upper ? a.mT() : a);
+  store(info, inf);
+  if (check_errors) at::_linalg_check_errors(info, "linalg.cholesky_ex", A.dim() == 2);
+  return {L, info};
+}
+
+void check_triangular(const Tensor& A, const Tensor& B, bool left, const char* name) {
+  TORCH_CHECK(A.dim() >= 2 && B.dim() >= 2, name, ": The input tensors must have at least 2 dimensions.");
+  TORCH_CHECK(A.size(-1) == A.size(-2), name, ": A must be batches of square matrices, but they are ",
+              A.size(-2), " by ", A.size(-1), " matrices");
+  TORCH_CHECK(left ? A.size(-1) == B.size(-2) : A.size(-1) == B.size(-1), name,
+              ": Incompatible shapes of A and B for the equation ", left ? "AX = B" : "XA = B",
+              " (", A.size(-2), "x", A.size(-1), " and ", B.size(-2), "x", B.size(-1), ")");
+  TORCH_CHECK(A.scalar_type() == B.scalar_type(), "Expected out tensor to have dtype ",
+              A.scalar_type(), ", but got ", B.scalar_type(), " instead");
+}
+
+Tensor solve_triangular(const Tensor& A, const Tensor& B, bool upper, bool left, bool unit) {
+  if (!native({&A, &B}))
+    return call_cpu_fallback<at::_ops::linalg_solve_triangular>(A, B, upper, left, unit);
+  check_triangular(A, B, left, "linalg.solve_triangular");
+  return triangular(A, B, upper, left, unit);
+}
+
+Tensor& solve_triangular_out(const Tensor& A, const Tensor& B, bool upper, bool left, bool unit,
+                             Tensor& out) {
+  if (!native({&A, &B, &out}))
+    return call_cpu_fallback<at::_ops::linalg_solve_triangular_out>(A, B, upper, left, unit, out);
+  check_triangular(A, B, left, "linalg.solve_triangular");
+  store(out, triangular(A, B, upper, left, unit));
+  return out;
+}
+
+std::tuple<Tensor&, Tensor&> triangular_solve_out(const Tensor& B, const Tensor& A, bool upper,
+                                                  bool transpose, bool unit, Tensor& X,
+                                                  Tensor& M) {
+  if (!native({&A, &B}))
+    return call_cpu_fallback<at::_ops::triangular_solve_X>(B, A, upper, transpose, unit, X, M);
+  check_triangular(A, B, true, "torch.triangular_solve");
+  Tensor a = transpose ? A.mT() : A;
+  Tensor x = triangular(a, B, transpose ? !upper : upper, true, unit);
+  store(X, x);
+  auto batch = at::infer_size(batch_shape(A), batch_shape(B));
+  store(M, A.expand(concat(batch, {A.size(-2), A.size(-1)})));
+  return {X, M};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("linalg_lu_factor_ex.out", lu_factor_ex_out);
+  m.impl("linalg_lu_solve.out", lu_solve_out);
+  m.impl("_linalg_solve_ex.result", solve_ex_out);
+  m.impl("linalg_inv_ex.inverse", inv_ex_out);
+  m.impl("_linalg_det.result", det_out);
+  m.impl("_linalg_slogdet.sign", slogdet_out);
+  m.impl("linalg_cholesky_ex.L", cholesky_ex_out);
+  m.impl("linalg_solve_triangular", solve_triangular);
+  m.impl("linalg_solve_triangular.out", solve_triangular_out);
+  m.impl("triangular_solve.X", triangular_solve_out);
+}
+
+}  // namespace twgpu::aten

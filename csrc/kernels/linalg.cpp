@@ -1,0 +1,235 @@
+#include "kernels/linalg.h"
+
+#include <string>
+#include <vector>
+
+#include "kernels/kernel_program.h"
+#include "runtime/runtime.h"
+
+namespace twgpu {
+namespace {
+
+// Uniform words: 4 count-independent sizes, then one element offset per buffer.
+std::vector<uint32_t> uniforms(std::initializer_list<uint32_t> sizes,
+                               std::initializer_list<uint64_t> offsets) {
+  std::vector<uint32_t> u(kFirstUserWord, 0);
+  for (uint32_t s : sizes) u.push_back(s);
+  u.resize(8, 0);
+  for (uint64_t o : offsets) u.push_back(static_cast<uint32_t>(o));
+  return u;
+}
+
+// f32 accessors `A(i)` / `setA(i, v)` over buf<b> with the element offset at word 8 + b.
+// (A setter only for writable buffers: WGSL rejects stores to read-only storage.)
+std::string access(const char* type, const char* name, int b, bool writable) {
+  std::string buf = "buf" + std::to_string(b), off = "uw(" + std::to_string(8 + b) + "u)";
+  std::string s = std::string("fn ") + name + "(i: u32) -> " + type + " { return bitcast<" + type +
+                  ">(" + buf + "[" + off + " + i]); }\n";
+  if (writable)
+    s += std::string("fn set") + name + "(i: u32, v: " + type + ") { " + buf + "[" + off +
+         " + i] = bitcast<u32>(v); }\n";
+  return s;
+}
+std::string f32_access(const char* name, int b, bool writable = true) {
+  return access("f32", name, b, writable);
+}
+std::string i32_access(const char* name, int b, bool writable = true) {
+  return access("i32", name, b, writable);
+}
+
+void run(Context& ctx, const std::string& key, std::vector<KernelBuffer> buffers,
+         std::vector<uint32_t> u, uint64_t count, const std::string& body) {
+  KernelLaunch l;
+  l.key = "linalg:" + key;
+  l.buffers = std::move(buffers);
+  l.uniforms = std::move(u);
+  l.count = count;
+  l.workgroup = 64;
+  l.body = [&] { return body; };
+  launch_kernel(ctx, l);
+}
+
+KernelBuffer rw(WGPUBuffer b) { return {b, Access::ReadWrite, false}; }
+KernelBuffer ro(WGPUBuffer b) { return {b, Access::Read, false}; }
+
+}  // namespace
+
+void lu_factor(Context& ctx, MatrixBatch a, MatrixBatch pivots, MatrixBatch info, uint32_t batch,
+               uint32_t m, uint32_t n) {
+  std::string body = f32_access("A", 0) + i32_access("P", 1) + i32_access("I", 2) +
+                     kernel_main(Grid::Invocations, 64) + R"(
+  let m = uw(4u); let n = uw(5u); let kmax = min(m, n);
+  let base = idx * m * n;
+  var info = 0;
+  for (var k = 0u; k < kmax; k = k + 1u) {
+    // The first row with the largest |a[i][k]| (LAPACK's i?amax).
+    var p = k;
+    var best = abs(A(base + k * n + k));
+    for (var i = k + 1u; i < m; i = i + 1u) {
+      let v = abs(A(base + i * n + k));
+      if (v > best) { best = v; p = i; }
+    }
+    setP(idx * kmax + k, i32(p + 1u));
+    if (p != k) {
+      for (var j = 0u; j < n; j = j + 1u) {
+        let t = A(base + k * n + j);
+        setA(base + k * n + j, A(base + p * n + j));
+        setA(base + p * n + j, t);
+      }
+    }
+    let d = A(base + k * n + k);
+    if (d != 0.0) {
+      for (var i = k + 1u; i < m; i = i + 1u) { setA(base + i * n + k, div_f32(A(base + i * n + k), d)); }
+    } else if (info == 0) {
+      info = i32(k + 1u);
+    }
+    for (var i = k + 1u; i < m; i = i + 1u) {
+      let l = A(base + i * n + k);
+      for (var j = k + 1u; j < n; j = j + 1u) {
+        setA(base + i * n + j, A(base + i * n + j) - l * A(base + k * n + j));
+      }
+    }
+  }
+  setI(idx, info);
+}
+)";
+  run(ctx, "lu_factor", {rw(a.buffer), rw(pivots.buffer), rw(info.buffer)},
+      uniforms({m, n}, {a.offset, pivots.offset, info.offset}), batch, body);
+}
+
+void lu_solve(Context& ctx, MatrixBatch lu, MatrixBatch pivots, MatrixBatch b, uint32_t batch,
+              uint32_t n, uint32_t k, bool transpose) {
+  // One invocation per (matrix, right-hand column); x[i] is B's element (i, c).
+  std::string body = f32_access("LU", 0, false) + i32_access("P", 1, false) + f32_access("B", 2) +
+                     kernel_main(Grid::Invocations, 64) + R"(
+  let n = uw(4u); let k = uw(5u);
+  let mat = idx / k; let c = idx % k;
+  let a0 = mat * n * n; let b0 = mat * n * k + c; let p0 = mat * n;
+)";
+  if (!transpose) {
+    body += R"(
+  // P^T b: the row interchanges in order, then L y = b (unit), then U x = y.
+  for (var i = 0u; i < n; i = i + 1u) {
+    let p = u32(P(p0 + i) - 1);
+    if (p != i) { let t = B(b0 + i * k); setB(b0 + i * k, B(b0 + p * k)); setB(b0 + p * k, t); }
+  }
+  for (var i = 1u; i < n; i = i + 1u) {
+    var s = B(b0 + i * k);
+    for (var j = 0u; j < i; j = j + 1u) { s = s - LU(a0 + i * n + j) * B(b0 + j * k); }
+    setB(b0 + i * k, s);
+  }
+  for (var ii = 0u; ii < n; ii = ii + 1u) {
+    let i = n - 1u - ii;
+    var s = B(b0 + i * k);
+    for (var j = i + 1u; j < n; j = j + 1u) { s = s - LU(a0 + i * n + j) * B(b0 + j * k); }
+    setB(b0 + i * k, div_f32(s, LU(a0 + i * n + i)));
+  }
+}
+)";
+  } else {
+    body += R"(
+  // A^T = U^T L^T P^T: U^T y = b, then L^T z = y (unit), then the interchanges in reverse.
+  for (var i = 0u; i < n; i = i + 1u) {
+    var s = B(b0 + i * k);
+    for (var j = 0u; j < i; j = j + 1u) { s = s - LU(a0 + j * n + i) * B(b0 + j * k); }
+    setB(b0 + i * k, div_f32(s, LU(a0 + i * n + i)));
+  }
+  for (var ii = 0u; ii < n; ii = ii + 1u) {
+    let i = n - 1u - ii;
+    var s = B(b0 + i * k);
+    for (var j = i + 1u; j < n; j = j + 1u) { s = s - LU(a0 + j * n + i) * B(b0 + j * k); }
+    setB(b0 + i * k, s);
+  }
+  for (var ii = 0u; ii < n; ii = ii + 1u) {
+    let i = n - 1u - ii;
+    let p = u32(P(p0 + i) - 1);
+    if (p != i) { let t = B(b0 + i * k); setB(b0 + i * k, B(b0 + p * k)); setB(b0 + p * k, t); }
+  }
+}
+)";
+  }
+  run(ctx, transpose ? "lu_solve_t" : "lu_solve", {ro(lu.buffer), ro(pivots.buffer), rw(b.buffer)},
+      uniforms({n, k}, {lu.offset, pivots.offset, b.offset}), uint64_t(batch) * k, body);
+}
+
+void cholesky(Context& ctx, MatrixBatch a, MatrixBatch info, uint32_t batch, uint32_t n) {
+  std::string body = f32_access("A", 0) + i32_access("I", 1) + kernel_main(Grid::Invocations, 64) + R"(
+  let n = uw(4u);
+  let base = idx * n * n;
+  var info = 0;
+  for (var j = 0u; j < n; j = j + 1u) {
+    var d = A(base + j * n + j);
+    for (var c = 0u; c < j; c = c + 1u) { let l = A(base + j * n + c); d = d - l * l; }
+    // potrf stops at the first leading minor that is not positive (or is NaN).
+    if (!(d > 0.0) || is_nan(d)) { info = i32(j + 1u); setA(base + j * n + j, d); break; }
+    let r = sqrt(d);
+    setA(base + j * n + j, r);
+    for (var i = j + 1u; i < n; i = i + 1u) {
+      var s = A(base + i * n + j);
+      for (var c = 0u; c < j; c = c + 1u) { s = s - A(base + i * n + c) * A(base + j * n + c); }
+      setA(base + i * n + j, div_f32(s, r));
+    }
+  }
+  for (var i = 0u; i < n; i = i + 1u) {
+    for (var j = i + 1u; j < n; j = j + 1u) { setA(base + i * n + j, 0.0); }
+  }
+  setI(idx, info);
+}
+)";
+  run(ctx, "cholesky", {rw(a.buffer), rw(info.buffer)}, uniforms({n}, {a.offset, info.offset}),
+      batch, body);
+}
+
+void triangular_solve(Context& ctx, MatrixBatch a, MatrixBatch b, uint32_t batch, uint32_t n,
+                      uint32_t k, bool upper, bool unit_diagonal) {
+  std::string diag = unit_diagonal ? "s" : "div_f32(s, A(a0 + i * n + i))";
+  std::string body = f32_access("A", 0, false) + f32_access("B", 1) + kernel_main(Grid::Invocations, 64) + R"(
+  let n = uw(4u); let k = uw(5u);
+  let mat = idx / k; let c = idx % k;
+  let a0 = mat * n * n; let b0 = mat * n * k + c;
+  for (var ii = 0u; ii < n; ii = ii + 1u) {
+)";
+  if (upper) {
+    body += "    let i = n - 1u - ii;\n    var s = B(b0 + i * k);\n"
+            "    for (var j = i + 1u; j < n; j = j + 1u) { s = s - A(a0 + i * n + j) * B(b0 + j * k); }\n";
+  } else {
+    body += "    let i = ii;\n    var s = B(b0 + i * k);\n"
+            "    for (var j = 0u; j < i; j = j + 1u) { s = s - A(a0 + i * n + j) * B(b0 + j * k); }\n";
+  }
+  body += "    setB(b0 + i * k, " + diag + ");\n  }\n}\n";
+  run(ctx, std::string("trsm:") + (upper ? "u" : "l") + (unit_diagonal ? "1" : "n"),
+      {ro(a.buffer), rw(b.buffer)}, uniforms({n, k}, {a.offset, b.offset}),
+      uint64_t(batch) * k, body);
+}
+
+void lu_determinant(Context& ctx, MatrixBatch lu, MatrixBatch pivots, MatrixBatch det,
+                    MatrixBatch sign, MatrixBatch logabsdet, uint32_t batch, uint32_t n) {
+  std::string body = f32_access("LU", 0, false) + i32_access("P", 1, false) + f32_access("D", 2) +
+                     f32_access("S", 3) + f32_access("L", 4) + kernel_main(Grid::Invocations, 64) + R"(
+  let n = uw(4u);
+  var d = 1.0;
+  var s = 1.0;
+  var l = 0.0;
+  var singular = false;
+  for (var i = 0u; i < n; i = i + 1u) {
+    let u = LU(idx * n * n + i * n + i);
+    d = d * u;
+    if (u < 0.0) { s = -s; }
+    if (u == 0.0) { singular = true; }
+    l = l + log(abs(u));
+    if (P(idx * n + i) != i32(i + 1u)) { d = -d; s = -s; }
+  }
+  if (singular) { s = 0.0; }
+  if (is_nan(d)) { s = f32_nan(); }
+  setD(idx, d);
+  setS(idx, s);
+  setL(idx, l);
+}
+)";
+  run(ctx, "lu_det", {ro(lu.buffer), ro(pivots.buffer), rw(det.buffer), rw(sign.buffer),
+                      rw(logabsdet.buffer)},
+      uniforms({n}, {lu.offset, pivots.offset, det.offset, sign.offset, logabsdet.offset}), batch,
+      body);
+}
+
+}  // namespace twgpu

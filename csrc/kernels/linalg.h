@@ -1,0 +1,41 @@
+// Dense linear algebra on small and medium matrices, float32, batched: one invocation
+// per matrix (or per right-hand-side column) runs the textbook algorithm in LAPACK's
+// conventions, so results agree with the CPU's LAPACK to rounding: LU with partial
+// pivoting (getrf's 1-based pivots and info), its solves (getrs, plain and transposed),
+// Cholesky (potrf, lower), triangular solves (trsm), and determinants from an LU.
+//
+// Every matrix is dense row-major at `offset + b * rows * cols` (elements) of its buffer.
+// Kernels update in place or write to separate buffers; no buffer is bound twice.
+#pragma once
+#include <webgpu/webgpu.h>
+
+#include <cstdint>
+
+namespace twgpu {
+
+class Context;
+
+struct MatrixBatch {
+  WGPUBuffer buffer = nullptr;
+  uint64_t offset = 0;  // elements
+};
+
+// In place: a (batch, m, n) -> L\U; pivots (batch, min(m, n)) int32 1-based; info (batch)
+// int32: 0, or k+1 for the first exactly zero pivot U[k][k].
+void lu_factor(Context& ctx, MatrixBatch a, MatrixBatch pivots, MatrixBatch info,
+               uint32_t batch, uint32_t m, uint32_t n);
+// In place on b (batch, n, k): solves A X = B (or A^T X = B when `transpose`) from the
+// factorization of lu_factor (lu: (batch, n, n), pivots: (batch, n)).
+void lu_solve(Context& ctx, MatrixBatch lu, MatrixBatch pivots, MatrixBatch b, uint32_t batch,
+              uint32_t n, uint32_t k, bool transpose);
+// In place: a (batch, n, n) -> its lower Cholesky factor L (upper triangle zeroed);
+// info (batch) int32: 0, or j+1 when the leading minor of order j+1 is not positive.
+void cholesky(Context& ctx, MatrixBatch a, MatrixBatch info, uint32_t batch, uint32_t n);
+// In place on b (batch, n, k): solves A X = B with A (batch, n, n) triangular.
+void triangular_solve(Context& ctx, MatrixBatch a, MatrixBatch b, uint32_t batch, uint32_t n,
+                      uint32_t k, bool upper, bool unit_diagonal);
+// From lu_factor's output: det (batch), sign (batch), log|det| (batch), all float32.
+void lu_determinant(Context& ctx, MatrixBatch lu, MatrixBatch pivots, MatrixBatch det,
+                    MatrixBatch sign, MatrixBatch logabsdet, uint32_t batch, uint32_t n);
+
+}  // namespace twgpu

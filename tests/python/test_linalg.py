@@ -1,0 +1,143 @@
+"""Native dense linear algebra (float32): LU and its solves, inverse, determinants,
+Cholesky, triangular solves, against PyTorch on the CPU."""
+import pytest
+import torch
+
+from conftest import DEVICE, cpu, dev
+
+TOL = dict(rtol=1e-4, atol=1e-4)
+
+
+def well_conditioned(*shape, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    n = shape[-1]
+    return torch.randn(*shape, generator=g) + n * torch.eye(n) * 0.5
+
+
+def spd(*shape, seed=0):
+    a = torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+    return a @ a.mT + shape[-1] * torch.eye(shape[-1])
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (3, 5, 5), (2, 3, 4, 6), (2, 6, 4), (1, 1), (0, 3, 3),
+                                   (3, 0, 0)])
+def test_lu_factor_matches_lapack(shape):
+    a = torch.randn(*shape, generator=torch.Generator().manual_seed(1))
+    lu, piv, info = torch.linalg.lu_factor_ex(dev(a))
+    lu_c, piv_c, info_c = torch.linalg.lu_factor_ex(a)
+    torch.testing.assert_close(cpu(lu), lu_c, **TOL)
+    assert torch.equal(cpu(piv), piv_c) and torch.equal(cpu(info), info_c)
+
+
+def test_lu_factor_reports_zero_pivots_and_raises_when_asked():
+    a = torch.tensor([[1.0, 2.0], [2.0, 4.0]])
+    _, _, info = torch.linalg.lu_factor_ex(dev(a))
+    assert cpu(info).item() == torch.linalg.lu_factor_ex(a).info.item() == 2
+    with pytest.raises(RuntimeError, match=r"U\[1,1\] is zero"):
+        torch.linalg.lu_factor(dev(torch.zeros(3, 3)))
+
+
+def test_lu_factor_non_contiguous_and_offset_input():
+    base = torch.randn(6, 12, generator=torch.Generator().manual_seed(2))
+    a = base[1:, 2::2]  # 5 x 5, strided, offset
+    torch.testing.assert_close(cpu(torch.linalg.lu_factor(dev(base)[1:, 2::2]).LU),
+                               torch.linalg.lu_factor(a).LU, **TOL)
+
+
+@pytest.mark.parametrize("left", [True, False])
+@pytest.mark.parametrize("adjoint", [True, False])
+def test_lu_solve(left, adjoint):
+    a = well_conditioned(2, 4, 4)
+    b = torch.randn(2, 4, 3) if left else torch.randn(2, 3, 4)
+    lu, piv = torch.linalg.lu_factor(a)
+    got = torch.linalg.lu_solve(dev(lu), dev(piv), dev(b), left=left, adjoint=adjoint)
+    torch.testing.assert_close(cpu(got), torch.linalg.lu_solve(lu, piv, b, left=left, adjoint=adjoint), **TOL)
+
+
+@pytest.mark.parametrize("a_shape,b_shape,left", [
+    ((4, 4), (4, 2), True), ((3, 4, 4), (4,), True), ((3, 4, 4), (3, 4), True),
+    ((2, 1, 5, 5), (3, 5, 2), True), ((4, 4), (2, 4), False), ((0, 4, 4), (0, 4, 1), True),
+    ((4, 4), (4, 0), True)])
+def test_solve_broadcasts_like_the_cpu(a_shape, b_shape, left):
+    a = well_conditioned(*a_shape)
+    b = torch.randn(*b_shape)
+    torch.testing.assert_close(cpu(torch.linalg.solve(dev(a), dev(b), left=left)),
+                               torch.linalg.solve(a, b, left=left), **TOL)
+
+
+def test_inv_det_slogdet():
+    a = well_conditioned(3, 5, 5)
+    a[1] = -a[1]
+    torch.testing.assert_close(cpu(torch.linalg.inv(dev(a))), torch.linalg.inv(a), **TOL)
+    torch.testing.assert_close(cpu(torch.linalg.det(dev(a))), torch.linalg.det(a), rtol=1e-4, atol=1e-3)
+    sign, logabs = torch.linalg.slogdet(dev(a))
+    sign_c, logabs_c = torch.linalg.slogdet(a)
+    torch.testing.assert_close(cpu(sign), sign_c)
+    torch.testing.assert_close(cpu(logabs), logabs_c, **TOL)
+
+
+def test_det_of_singular_and_empty_matrices():
+    z = torch.zeros(2, 3, 3)
+    torch.testing.assert_close(cpu(torch.linalg.det(dev(z))), torch.linalg.det(z))
+    sign, logabs = torch.linalg.slogdet(dev(z))
+    assert torch.equal(cpu(sign), torch.zeros(2)) and bool((cpu(logabs) == -float("inf")).all())
+    torch.testing.assert_close(cpu(torch.linalg.det(dev(torch.ones(2, 0, 0)))), torch.ones(2))
+
+
+def test_inv_of_singular_matrix_raises_and_device_keeps_working():
+    with pytest.raises(torch.linalg.LinAlgError, match="singular"):
+        torch.linalg.inv(dev(torch.zeros(3, 3)))
+    a = well_conditioned(3, 3)
+    torch.testing.assert_close(cpu(torch.linalg.inv(dev(a))), torch.linalg.inv(a), **TOL)
+
+
+@pytest.mark.parametrize("upper", [False, True])
+@pytest.mark.parametrize("shape", [(5, 5), (3, 4, 4), (0, 2, 2)])
+def test_cholesky(upper, shape):
+    a = spd(*shape)
+    torch.testing.assert_close(cpu(torch.linalg.cholesky(dev(a), upper=upper)),
+                               torch.linalg.cholesky(a, upper=upper), **TOL)
+
+
+def test_cholesky_of_indefinite_matrix():
+    a = torch.tensor([[1.0, 2.0], [2.0, 1.0]])
+    assert cpu(torch.linalg.cholesky_ex(dev(a)).info).item() == torch.linalg.cholesky_ex(a).info.item()
+    with pytest.raises(torch.linalg.LinAlgError):
+        torch.linalg.cholesky(dev(a))
+
+
+@pytest.mark.parametrize("upper", [False, True])
+@pytest.mark.parametrize("left", [False, True])
+@pytest.mark.parametrize("unit", [False, True])
+def test_solve_triangular(upper, left, unit):
+    a = well_conditioned(2, 4, 4)
+    a = a.triu() if upper else a.tril()
+    b = torch.randn(2, 4, 3) if left else torch.randn(2, 3, 4)
+    got = torch.linalg.solve_triangular(dev(a), dev(b), upper=upper, left=left, unitriangular=unit)
+    want = torch.linalg.solve_triangular(a, b, upper=upper, left=left, unitriangular=unit)
+    torch.testing.assert_close(cpu(got), want, **TOL)
+    out = torch.empty(0, device=DEVICE)
+    torch.linalg.solve_triangular(dev(a), dev(b), upper=upper, left=left, unitriangular=unit, out=out)
+    torch.testing.assert_close(cpu(out), want, **TOL)
+
+
+def test_solve_triangular_shape_error():
+    with pytest.raises(RuntimeError, match="Incompatible shapes"):
+        torch.linalg.solve_triangular(dev(torch.eye(3)), dev(torch.ones(4, 1)), upper=True)
+
+
+def test_gradients_through_solve_inv_det():
+    a = well_conditioned(4, 4)
+    b = torch.randn(4, 2)
+    grads = []
+    for device in ("cpu", DEVICE):
+        x = a.clone().to(device).requires_grad_()
+        y = b.clone().to(device).requires_grad_()
+        (torch.linalg.solve(x, y).sum() + torch.linalg.inv(x).sum() + torch.linalg.det(x)).backward()
+        grads.append((cpu(x.grad), cpu(y.grad)))
+    torch.testing.assert_close(grads[1], grads[0], rtol=1e-3, atol=1e-3)
+
+
+def test_float64_goes_to_the_cpu():
+    a = well_conditioned(3, 3).double()
+    torch.testing.assert_close(cpu(torch.linalg.inv(dev(a))), torch.linalg.inv(a))
