@@ -11,6 +11,9 @@
 #include <ATen/ops/_linalg_slogdet_ops.h>
 #include <ATen/ops/_linalg_solve_ex_ops.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/_cholesky_solve_helper_ops.h>
+#include <ATen/ops/cholesky_inverse_ops.h>
+#include <ATen/ops/cholesky_ops.h>
 #include <ATen/ops/linalg_cholesky_ex_ops.h>
 #include <ATen/ops/linalg_inv_ex_ops.h>
 #include <ATen/ops/linalg_lu_factor_ex_ops.h>
@@ -196,6 +199,8 @@ std::tuple<Tensor&, Tensor&> inv_ex_out(const Tensor& A, bool check_errors, Tens
   return {inverse, info};
 }
 
+std::pair<Tensor, Tensor> cholesky_lower(const Tensor& A);
+
 struct Det {
   Tensor det, sign, logabsdet;
   LU lu;
@@ -254,7 +259,16 @@ std::tuple<Tensor&, Tensor&> cholesky_ex_out(const Tensor& A, bool upper, bool c
   if (!native({&A})) return call_cpu_fallback<at::_ops::linalg_cholesky_ex_L>(A, upper, check_errors, L, info);
   at::native::squareCheckInputs(A, "linalg.cholesky");
   // potrf reads one triangle: the upper factor of A is the transposed lower factor of A^T.
-  Tensor a = fresh(upper ? A.mT() : A);
+  auto [a, inf] = cholesky_lower(upper ? A.mT() : A);
+  store(L, upper ? a.mT() : a);
+  store(info, inf);
+  if (check_errors) at::_linalg_check_errors(info, "linalg.cholesky_ex", A.dim() == 2);
+  return {L, info};
+}
+
+// The lower Cholesky factor of every matrix of A (reading its lower triangle) and info.
+std::pair<Tensor, Tensor> cholesky_lower(const Tensor& A) {
+  Tensor a = fresh(A);
   auto batch = batch_shape(A);
   Tensor inf = at::zeros(batch, A.options().dtype(c10::kInt));
   if (a.numel() > 0) {
@@ -263,10 +277,40 @@ std::tuple<Tensor&, Tensor&> cholesky_ex_out(const Tensor& A, bool upper, bool c
     ::twgpu::cholesky(lock.ctx(), matrices(a), matrices(inf), u32(product(batch)), u32(A.size(-1)));
     TWGPU_CATCH
   }
-  store(L, upper ? a.mT() : a);
-  store(info, inf);
-  if (check_errors) at::_linalg_check_errors(info, "linalg.cholesky_ex", A.dim() == 2);
-  return {L, info};
+  return {a, inf};
+}
+
+// torch.cholesky (deprecated): raises on a matrix that is not positive-definite.
+Tensor cholesky_legacy(const Tensor& A, bool upper) {
+  if (!native({&A})) return call_cpu_fallback<at::_ops::cholesky>(A, upper);
+  at::native::squareCheckInputs(A, "cholesky");
+  auto [L, info] = cholesky_lower(upper ? A.mT() : A);
+  at::_linalg_check_errors(info, "cholesky", A.dim() == 2);
+  return upper ? L.mT() : L;
+}
+
+// X with A X = B, A = L L^T (or U^T U when upper), from the factor; batch dims equal.
+Tensor cholesky_solve_helper(const Tensor& B, const Tensor& factor, bool upper) {
+  if (!native({&B, &factor}))
+    return call_cpu_fallback<at::_ops::_cholesky_solve_helper>(B, factor, upper);
+  Tensor L = upper ? factor.mT() : factor;  // A = L L^T either way
+  Tensor y = triangular(L, B, /*upper=*/false, /*left=*/true, /*unit=*/false);
+  return triangular(L.mT(), y, /*upper=*/true, /*left=*/true, /*unit=*/false);
+}
+
+Tensor cholesky_inverse_fn(const Tensor& factor, bool upper) {
+  if (!native({&factor})) return call_cpu_fallback<at::_ops::cholesky_inverse>(factor, upper);
+  at::native::squareCheckInputs(factor, "cholesky_inverse");
+  Tensor eye = at::zeros(factor.sizes(), factor.options());
+  eye.diagonal(0, -2, -1).fill_(1);
+  return cholesky_solve_helper(eye, factor, upper);
+}
+
+Tensor& cholesky_inverse_out(const Tensor& factor, bool upper, Tensor& out) {
+  if (!native({&factor, &out}))
+    return call_cpu_fallback<at::_ops::cholesky_inverse_out>(factor, upper, out);
+  store(out, cholesky_inverse_fn(factor, upper));
+  return out;
 }
 
 void check_triangular(const Tensor& A, const Tensor& B, bool left, const char* name) {
@@ -320,6 +364,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_linalg_det.result", det_out);
   m.impl("_linalg_slogdet.sign", slogdet_out);
   m.impl("linalg_cholesky_ex.L", cholesky_ex_out);
+  m.impl("cholesky", cholesky_legacy);
+  m.impl("_cholesky_solve_helper", cholesky_solve_helper);
+  m.impl("cholesky_inverse", cholesky_inverse_fn);
+  m.impl("cholesky_inverse.out", cholesky_inverse_out);
   m.impl("linalg_solve_triangular", solve_triangular);
   m.impl("linalg_solve_triangular.out", solve_triangular_out);
   m.impl("triangular_solve.X", triangular_solve_out);

@@ -141,3 +141,15 @@ def test_gradients_through_solve_inv_det():
 def test_float64_goes_to_the_cpu():
     a = well_conditioned(3, 3).double()
     torch.testing.assert_close(cpu(torch.linalg.inv(dev(a))), torch.linalg.inv(a))
+
+
+@pytest.mark.parametrize("upper", [False, True])
+def test_cholesky_legacy_solve_and_inverse(upper):
+    a = spd(2, 4, 4)
+    f = torch.linalg.cholesky(a, upper=upper)
+    b = torch.randn(2, 4, 3)
+    torch.testing.assert_close(cpu(torch.cholesky(dev(a), upper=upper)), torch.cholesky(a, upper=upper), **TOL)
+    torch.testing.assert_close(cpu(torch.cholesky_solve(dev(b), dev(f), upper=upper)),
+                               torch.cholesky_solve(b, f, upper=upper), **TOL)
+    torch.testing.assert_close(cpu(torch.cholesky_inverse(dev(f[0]), upper=upper)),
+                               torch.cholesky_inverse(f[0], upper=upper), **TOL)
