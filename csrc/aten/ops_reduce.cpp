@@ -1,0 +1,727 @@
+// Native reductions (sum, mean, prod, amax/amin, max/min with indices, argmax/argmin,
+// all/any, count_nonzero, nansum, aminmax, var/std, vector norms) and the softmax family.
+//
+// Shapes, dtypes and error messages come from ATen's own structured meta functions (run
+// here against the real out tensors), so they match the CPU. The input is brought to a
+// contiguous [outer, reduce, inner] block (a native copy when the reduced dims are not
+// one contiguous run) and one kernel from kernels/reduce.h writes the result.
+// float64 and complex go to the CPU fallback.
+#include <ATen/WrapDimUtils.h>
+#include <ATen/native/ReduceOpsUtils.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/all_meta.h>
+#include <ATen/ops/all_ops.h>
+#include <ATen/ops/amax_meta.h>
+#include <ATen/ops/amax_ops.h>
+#include <ATen/ops/amin_meta.h>
+#include <ATen/ops/amin_ops.h>
+#include <ATen/ops/aminmax_meta.h>
+#include <ATen/ops/aminmax_ops.h>
+#include <ATen/ops/any_meta.h>
+#include <ATen/ops/any_ops.h>
+#include <ATen/ops/argmax_meta.h>
+#include <ATen/ops/argmax_ops.h>
+#include <ATen/ops/argmin_meta.h>
+#include <ATen/ops/argmin_ops.h>
+#include <ATen/ops/count_nonzero_ops.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/linalg_vector_norm_meta.h>
+#include <ATen/ops/logsumexp_ops.h>
+#include <ATen/ops/linalg_vector_norm_ops.h>
+#include <ATen/ops/max_meta.h>
+#include <ATen/ops/max_ops.h>
+#include <ATen/ops/mean_meta.h>
+#include <ATen/ops/mean_ops.h>
+#include <ATen/ops/min_meta.h>
+#include <ATen/ops/min_ops.h>
+#include <ATen/ops/nansum_ops.h>
+#include <ATen/ops/norm_meta.h>
+#include <ATen/ops/norm_ops.h>
+#include <ATen/ops/prod_meta.h>
+#include <ATen/ops/prod_ops.h>
+#include <ATen/ops/std_mean_ops.h>
+#include <ATen/ops/std_ops.h>
+#include <ATen/ops/sum.h>
+#include <ATen/ops/sum_meta.h>
+#include <ATen/ops/sum_ops.h>
+#include <ATen/ops/trace_ops.h>
+#include <ATen/ops/var_mean_ops.h>
+#include <ATen/ops/var_ops.h>
+#include <ATen/ops/_log_softmax_backward_data_meta.h>
+#include <ATen/ops/_log_softmax_backward_data_ops.h>
+#include <ATen/ops/_log_softmax_meta.h>
+#include <ATen/ops/_log_softmax_ops.h>
+#include <ATen/ops/_softmax_backward_data_meta.h>
+#include <ATen/ops/_softmax_backward_data_ops.h>
+#include <ATen/ops/_softmax_meta.h>
+#include <ATen/ops/_softmax_ops.h>
+#include <torch/library.h>
+
+#include <array>
+#include <cmath>
+#include <limits>
+
+#include "aten/cpu_fallback.h"
+#include "aten/webgpu_tensor.h"
+#include "kernels/reduce.h"
+
+namespace twgpu::aten {
+namespace {
+
+using at::Tensor;
+using at::native::DimMask;
+using c10::IntArrayRef;
+using c10::OptionalIntArrayRef;
+
+// Runs an ATen structured meta function against our outputs: an undefined output is
+// allocated (functional call), a given one is checked and resized as the CPU's out=
+// wrappers do.
+template <class Meta, size_t N>
+struct OutMeta final : Meta {
+  std::array<Tensor*, N> outs;
+  explicit OutMeta(std::array<Tensor*, N> o) : outs(o) {}
+  const Tensor& maybe_get_output(int64_t i) override { return *outs[i]; }
+  void set_output_strided(int64_t i, IntArrayRef sizes, IntArrayRef,
+                          at::TensorOptions options) override {
+    set(i, sizes, options);
+  }
+  void set_output_raw_strided(int64_t i, IntArrayRef sizes, IntArrayRef,
+                              at::TensorOptions options) override {
+    set(i, sizes, options);
+  }
+  void set(int64_t i, IntArrayRef sizes, const at::TensorOptions& options) {
+    Tensor& out = *outs[i];
+    if (!out.defined()) {
+      out = at::empty(sizes, options);
+      return;
+    }
+    TORCH_CHECK(options.dtype() == out.dtype(), "Expected out tensor to have dtype ",
+                options.dtype(), ", but got ", out.dtype(), " instead");
+    TORCH_CHECK(options.device() == out.device(), "Expected out tensor to have device ",
+                options.device(), ", but got ", out.device(), " instead");
+    at::native::resize_output(out, sizes);
+  }
+};
+
+bool same_buffer(const Tensor& a, const Tensor& b) {
+  if (a.numel() == 0 || b.numel() == 0) return false;
+  return allocation_of(a) == allocation_of(b);
+}
+
+// The input as a contiguous [outer, reduce, inner] block for the dims in `mask`.
+struct Plan {
+  Tensor input;
+  ReduceShape shape;
+};
+
+Plan plan_reduction(const Tensor& self, const DimMask& mask) {
+  const int64_t nd = self.dim();
+  Plan p;
+  if (nd == 0) {
+    p.input = self;
+    return p;
+  }
+  // Dims of size 1 never break a run: they can count as reduced or kept.
+  int64_t first = -1, last = -1;
+  for (int64_t d = 0; d < nd; ++d) {
+    if (mask[d] && self.size(d) != 1) {
+      if (first < 0) first = d;
+      last = d;
+    }
+  }
+  if (first < 0) {  // nothing of size > 1 reduced: reduce length 1
+    p.input = self.contiguous();
+    p.shape.outer = static_cast<uint64_t>(self.numel());
+    return p;
+  }
+  bool run = true;
+  for (int64_t d = first; d <= last; ++d)
+    if (!mask[d] && self.size(d) != 1) run = false;
+  auto prod = [&](int64_t a, int64_t b) {
+    uint64_t n = 1;
+    for (int64_t d = a; d < b; ++d) n *= static_cast<uint64_t>(self.size(d));
+    return n;
+  };
+  if (run) {
+    p.input = self.contiguous();
+    p.shape = {prod(0, first), prod(first, last + 1), prod(last + 1, nd)};
+    return p;
+  }
+  std::vector<int64_t> perm;
+  uint64_t outer = 1, reduce = 1;
+  for (int64_t d = 0; d < nd; ++d)
+    if (!mask[d]) { perm.push_back(d); outer *= self.size(d); }
+  for (int64_t d = 0; d < nd; ++d)
+    if (mask[d]) { perm.push_back(d); reduce *= self.size(d); }
+  p.input = self.permute(perm).contiguous();
+  p.shape = {outer, reduce, 1};
+  return p;
+}
+
+// A tensor the kernel may write directly, or a temporary copied into `out` afterwards.
+struct Target {
+  Tensor& out;
+  Tensor buffer;
+  Target(Tensor& o, const Tensor& input) : out(o) {
+    buffer = (o.is_contiguous() && !same_buffer(o, input)) ? o : at::empty(o.sizes(), o.options());
+  }
+  void finish() {
+    if (!buffer.is_same(out)) out.copy_(buffer);
+  }
+};
+
+// Reduces `self` over `mask` into `out` (and `out2`), both already shaped by the meta.
+void run_reduce(ReduceSpec spec, const Tensor& self, const DimMask& mask, Tensor& out,
+                Tensor* out2 = nullptr, float param = 0.f) {
+  if (out.numel() == 0) return;
+  TWGPU_TRY
+  Plan plan = plan_reduction(self, mask);
+  Tensor input = plan.input;
+  if (input.numel() == 0) input = at::empty({1}, self.options());  // a buffer to bind
+  spec.in = to_dtype_or_throw(self.scalar_type());
+  spec.out = to_dtype_or_throw(out.scalar_type());
+  if (out2) spec.out2 = to_dtype_or_throw(out2->scalar_type());
+  Target t1(out, input);
+  std::optional<Target> t2;
+  if (out2) t2.emplace(*out2, input);
+  DeviceRef in = device_ref(input), o1 = device_ref(t1.buffer);
+  ReduceBuffers b{in.buffer, in.offset, o1.buffer, o1.offset};
+  if (out2) {
+    DeviceRef o2 = device_ref(t2->buffer);
+    b.out2 = o2.buffer;
+    b.out2_offset = o2.offset;
+  }
+  {
+    RuntimeLock lock;
+    launch_reduce(lock.ctx(), spec, plan.shape, b, param);
+  }
+  t1.finish();
+  if (t2) t2->finish();
+  TWGPU_CATCH
+}
+
+DimMask mask_of(const Tensor& self, OptionalIntArrayRef dims) {
+  return at::native::make_dim_mask(dims, self.dim());
+}
+DimMask mask_of_dim(const Tensor& self, int64_t dim) {
+  DimMask m;
+  if (self.dim() > 0) m.set(c10::maybe_wrap_dim(dim, self.dim()));
+  return m;
+}
+DimMask mask_all() { return DimMask().flip(); }
+
+// The accumulator of a sum / product whose result has dtype `t`.
+Compute accumulator_for(c10::ScalarType t) {
+  if (at::isFloatingType(t)) return Compute::F32;
+  return t == at::kLong ? Compute::I64 : Compute::I32;
+}
+
+bool native_dtypes(std::initializer_list<const Tensor*> ts) {
+  for (const Tensor* t : ts)
+    if (t->defined() && !is_native_compute(t->scalar_type())) return false;
+  return true;
+}
+
+// ---- sum, mean, prod, nansum --------------------------------------------------------------
+
+Tensor& sum_out(const Tensor& self, OptionalIntArrayRef dim, bool keepdim,
+                std::optional<at::ScalarType> dtype, Tensor& out) {
+  OutMeta<at::meta::structured_sum_dim_IntList, 1> meta({&out});
+  meta.meta(self, dim, keepdim, dtype);
+  if (!native_dtypes({&self, &out}) || out.scalar_type() == at::kBool)
+    return call_cpu_fallback<at::_ops::sum_IntList_out>(self, dim, keepdim, dtype, out);
+  ReduceSpec spec;
+  spec.kind = ReduceKind::Sum;
+  spec.acc = accumulator_for(out.scalar_type());
+  run_reduce(spec, self, mask_of(self, dim), out);
+  return out;
+}
+
+Tensor& mean_out(const Tensor& self, OptionalIntArrayRef dim, bool keepdim,
+                 std::optional<at::ScalarType> dtype, Tensor& out) {
+  OutMeta<at::meta::structured_mean_dim, 1> meta({&out});
+  meta.meta(self, dim, keepdim, dtype);
+  if (!native_dtypes({&self, &out}))
+    return call_cpu_fallback<at::_ops::mean_out>(self, dim, keepdim, dtype, out);
+  ReduceSpec spec;
+  spec.kind = ReduceKind::Mean;
+  run_reduce(spec, self, mask_of(self, dim), out);
+  return out;
+}
+
+Tensor& prod_int_out(const Tensor& self, int64_t dim, bool keepdim,
+                     std::optional<at::ScalarType> dtype, Tensor& out) {
+  OutMeta<at::meta::structured_prod_dim_int, 1> meta({&out});
+  meta.meta(self, dim, keepdim, dtype);
+  if (!native_dtypes({&self, &out}) || out.scalar_type() == at::kBool)
+    return call_cpu_fallback<at::_ops::prod_int_out>(self, dim, keepdim, dtype, out);
+  ReduceSpec spec;
+  spec.kind = ReduceKind::Prod;
+  spec.acc = accumulator_for(out.scalar_type());
+  run_reduce(spec, self, mask_of_dim(self, dim), out);
+  return out;
+}
+
+Tensor prod_all(const Tensor& self, std::optional<at::ScalarType> dtype) {
+  auto t = at::native::get_dtype_from_self(self, dtype, true);
+  if (!native_dtypes({&self}) || !is_native_compute(t) || t == at::kBool)
+    return call_cpu_fallback<at::_ops::prod>(self, dtype);
+  Tensor out = at::empty({}, self.options().dtype(t));
+  ReduceSpec spec;
+  spec.kind = ReduceKind::Prod;
+  spec.acc = accumulator_for(t);
+  run_reduce(spec, self, mask_all(), out);
+  return out;
+}
+
+// nansum: a sum that skips NaNs (integers have none).
+Tensor& nansum_out(const Tensor& self, OptionalIntArrayRef dim, bool keepdim,
+                   std::optional<at::ScalarType> dtype, Tensor& out) {
+  TORCH_CHECK(!c10::isComplexType(self.scalar_type()), "nansum does not support complex inputs");
+  auto t = at::native::get_dtype_from_result(out, dtype);
+  if (!native_dtypes({&self, &out}) || !is_native_compute(t) || t == at::kBool ||
+      t != out.scalar_type())
+    return call_cpu_fallback<at::_ops::nansum_out>(self, dim, keepdim, dtype, out);
+  DimMask mask = mask_of(self, dim);
+  at::native::resize_output(out, at::native::shape_from_dim_mask(self, mask, keepdim));
+  ReduceSpec spec;
+  spec.kind = ReduceKind::NanSum;
+  spec.acc = accumulator_for(t);
+  run_reduce(spec, self, mask, out);
+  return out;
+}
+
+Tensor nansum(const Tensor& self, OptionalIntArrayRef dim, bool keepdim,
+              std::optional<at::ScalarType> dtype) {
+  TORCH_CHECK(!c10::isComplexType(self.scalar_type()), "nansum does not support complex inputs");
+  auto t = at::native::get_dtype_from_self(self, dtype, true);
+  Tensor out = at::empty({0}, self.options().dtype(t));
+  return nansum_out(self, dim, keepdim, dtype, out);
+}
+
+// logsumexp: max-shifted in one kernel; integer inputs give the out dtype (floating).
+Tensor& logsumexp_out(const Tensor& self, IntArrayRef dims, bool keepdim, Tensor& out) {
+  TORCH_CHECK(at::isFloatingType(out.scalar_type()),
+              "logsumexp(): Expected floating point type for result tensor, but got: ",
+              out.scalar_type());
+  if (!native_dtypes({&self, &out}) || c10::isComplexType(self.scalar_type()))
+    return call_cpu_fallback<at::_ops::logsumexp_out>(self, dims, keepdim, out);
+  DimMask mask = mask_of(self, dims);
+  at::native::resize_output(out, at::native::shape_from_dim_mask(self, mask, keepdim));
+  ReduceSpec spec;
+  spec.kind = ReduceKind::LogSumExp;
+  run_reduce(spec, self, mask, out);
+  return out;
+}
+
+// ---- max / min family -----------------------------------------------------------------
+
+template <class Meta, class Op>
+Tensor& extreme_out(const Tensor& self, IntArrayRef dim, bool keepdim, Tensor& out, bool is_max) {
+  OutMeta<Meta, 1> meta({&out});
+  meta.meta(self, dim, keepdim);
+  if (!native_dtypes({&self, &out})) return call_cpu_fallback<Op>(self, dim, keepdim, out);
+  ReduceSpec spec;
+  spec.kind = is_max ? ReduceKind::Max : ReduceKind::Min;
+  run_reduce(spec, self, mask_of(self, dim), out);
+  return out;
+}
+Tensor& amax_out(const Tensor& self, IntArrayRef dim, bool keepdim, Tensor& out) {
+  return extreme_out<at::meta::structured_amax, at::_ops::amax_out>(self, dim, keepdim, out, true);
+}
+Tensor& amin_out(const Tensor& self, IntArrayRef dim, bool keepdim, Tensor& out) {
+  return extreme_out<at::meta::structured_amin, at::_ops::amin_out>(self, dim, keepdim, out, false);
+}
+
+// max(self) / min(self): the all-reduce with the CPU's empty-input error.
+Tensor extreme_all(const Tensor& self, bool is_max) {
+  TORCH_CHECK(self.numel() > 0, is_max ? "max()" : "min()",
+              ": Expected reduction dim to be specified for input.numel() == 0. Specify the "
+              "reduction dim with the 'dim' argument.");
+  if (!native_dtypes({&self}))
+    return is_max ? call_cpu_fallback<at::_ops::max>(self) : call_cpu_fallback<at::_ops::min>(self);
+  Tensor out = at::empty({}, self.options());
+  ReduceSpec spec;
+  spec.kind = is_max ? ReduceKind::Max : ReduceKind::Min;
+  run_reduce(spec, self, mask_all(), out);
+  return out;
+}
+Tensor max_all(const Tensor& self) { return extreme_all(self, true); }
+Tensor min_all(const Tensor& self) { return extreme_all(self, false); }
+Tensor& max_unary_out(const Tensor& self, Tensor& out) {
+  Tensor r = extreme_all(self, true);
+  TORCH_CHECK(out.scalar_type() == r.scalar_type(), "Expected out tensor to have dtype ",
+              r.dtype(), ", but got ", out.dtype(), " instead");
+  at::native::resize_output(out, {});
+  return out.copy_(r);
+}
+Tensor& min_unary_out(const Tensor& self, Tensor& out) {
+  Tensor r = extreme_all(self, false);
+  TORCH_CHECK(out.scalar_type() == r.scalar_type(), "Expected out tensor to have dtype ",
+              r.dtype(), ", but got ", out.dtype(), " instead");
+  at::native::resize_output(out, {});
+  return out.copy_(r);
+}
+
+std::tuple<Tensor&, Tensor&> max_dim_out(const Tensor& self, int64_t dim, bool keepdim,
+                                         Tensor& values, Tensor& indices) {
+  OutMeta<at::meta::structured_max_dim, 2> meta({&values, &indices});
+  meta.meta(self, dim, keepdim);
+  if (!native_dtypes({&self, &values}))
+    return call_cpu_fallback<at::_ops::max_dim_max>(self, dim, keepdim, values, indices);
+  ReduceSpec spec;
+  spec.kind = ReduceKind::ArgMax;
+  run_reduce(spec, self, mask_of_dim(self, dim), values, &indices);
+  return {values, indices};
+}
+std::tuple<Tensor&, Tensor&> min_dim_out(const Tensor& self, int64_t dim, bool keepdim,
+                                         Tensor& values, Tensor& indices) {
+  OutMeta<at::meta::structured_min_dim, 2> meta({&values, &indices});
+  meta.meta(self, dim, keepdim);
+  if (!native_dtypes({&self, &values}))
+    return call_cpu_fallback<at::_ops::min_dim_min>(self, dim, keepdim, values, indices);
+  ReduceSpec spec;
+  spec.kind = ReduceKind::ArgMin;
+  run_reduce(spec, self, mask_of_dim(self, dim), values, &indices);
+  return {values, indices};
+}
+
+template <class Meta, class Op>
+Tensor& arg_out(const Tensor& self, std::optional<int64_t> dim, bool keepdim, Tensor& out,
+                bool is_max) {
+  OutMeta<Meta, 1> meta({&out});
+  meta.meta(self, dim, keepdim);
+  if (!native_dtypes({&self})) return call_cpu_fallback<Op>(self, dim, keepdim, out);
+  ReduceSpec spec;
+  spec.kind = is_max ? ReduceKind::ArgMax : ReduceKind::ArgMin;
+  spec.values = false;
+  run_reduce(spec, self, dim ? mask_of_dim(self, *dim) : mask_all(), out);
+  return out;
+}
+Tensor& argmax_out(const Tensor& self, std::optional<int64_t> dim, bool keepdim, Tensor& out) {
+  return arg_out<at::meta::structured_argmax, at::_ops::argmax_out>(self, dim, keepdim, out, true);
+}
+Tensor& argmin_out(const Tensor& self, std::optional<int64_t> dim, bool keepdim, Tensor& out) {
+  return arg_out<at::meta::structured_argmin, at::_ops::argmin_out>(self, dim, keepdim, out, false);
+}
+
+std::tuple<Tensor&, Tensor&> aminmax_out(const Tensor& self, std::optional<int64_t> dim,
+                                         bool keepdim, Tensor& mn, Tensor& mx) {
+  OutMeta<at::meta::structured_aminmax, 2> meta({&mn, &mx});
+  meta.meta(self, dim, keepdim);
+  if (!native_dtypes({&self, &mn, &mx}))
+    return call_cpu_fallback<at::_ops::aminmax_out>(self, dim, keepdim, mn, mx);
+  if (self.numel() == 0) {
+    // The CPU's errors for an empty input (the meta function leaves them to the kernel).
+    TORCH_CHECK(dim.has_value() || self.numel() > 0,
+                "aminmax(): cannot compute aminmax over an empty dimension as the operation has no identity.");
+    if (self.dim() > 0)
+      TORCH_CHECK(self.size(c10::maybe_wrap_dim(*dim, self.dim())) != 0,
+                  "aminmax(): cannot compute aminmax over an empty dimension as the operation has no identity.");
+  }
+  ReduceSpec spec;
+  spec.kind = ReduceKind::MinMax;
+  run_reduce(spec, self, dim ? mask_of_dim(self, *dim) : mask_all(), mn, &mx);
+  return {mn, mx};
+}
+
+// ---- all / any / count_nonzero -----------------------------------------------------------
+
+template <class Meta, class... MetaArgs>
+void logical_reduce(const Tensor& self, DimMask mask, Tensor& out, bool is_all,
+                    MetaArgs... args) {
+  OutMeta<Meta, 1> meta({&out});
+  meta.meta(self, args...);
+  ReduceSpec spec;
+  spec.kind = is_all ? ReduceKind::All : ReduceKind::Any;
+  run_reduce(spec, self, mask, out);
+}
+
+Tensor& all_dim_out(const Tensor& self, int64_t dim, bool keepdim, Tensor& out) {
+  if (!native_dtypes({&self, &out}))
+    return call_cpu_fallback<at::_ops::all_out>(self, dim, keepdim, out);
+  logical_reduce<at::meta::structured_all_dim>(self, mask_of_dim(self, dim), out, true, dim, keepdim);
+  return out;
+}
+Tensor& all_dims_out(const Tensor& self, OptionalIntArrayRef dim, bool keepdim, Tensor& out) {
+  if (!native_dtypes({&self, &out}))
+    return call_cpu_fallback<at::_ops::all_dims_out>(self, dim, keepdim, out);
+  logical_reduce<at::meta::structured_all_dims>(self, mask_of(self, dim), out, true, dim, keepdim);
+  return out;
+}
+Tensor& all_all_out(const Tensor& self, Tensor& out) {
+  if (!native_dtypes({&self, &out})) return call_cpu_fallback<at::_ops::all_all_out>(self, out);
+  logical_reduce<at::meta::structured_all>(self, mask_all(), out, true);
+  return out;
+}
+Tensor& any_dim_out(const Tensor& self, int64_t dim, bool keepdim, Tensor& out) {
+  if (!native_dtypes({&self, &out}))
+    return call_cpu_fallback<at::_ops::any_out>(self, dim, keepdim, out);
+  logical_reduce<at::meta::structured_any_dim>(self, mask_of_dim(self, dim), out, false, dim, keepdim);
+  return out;
+}
+Tensor& any_dims_out(const Tensor& self, OptionalIntArrayRef dim, bool keepdim, Tensor& out) {
+  if (!native_dtypes({&self, &out}))
+    return call_cpu_fallback<at::_ops::any_dims_out>(self, dim, keepdim, out);
+  logical_reduce<at::meta::structured_any_dims>(self, mask_of(self, dim), out, false, dim, keepdim);
+  return out;
+}
+Tensor& any_all_out(const Tensor& self, Tensor& out) {
+  if (!native_dtypes({&self, &out})) return call_cpu_fallback<at::_ops::any_all_out>(self, out);
+  logical_reduce<at::meta::structured_any>(self, mask_all(), out, false);
+  return out;
+}
+
+Tensor count_nonzero_dims(const Tensor& self, IntArrayRef dims) {
+  if (!native_dtypes({&self})) return call_cpu_fallback<at::_ops::count_nonzero_dim_IntList>(self, dims);
+  DimMask mask = at::native::make_dim_mask(dims, self.dim());
+  Tensor out = at::empty(at::native::shape_from_dim_mask(self, mask, false),
+                         self.options().dtype(at::kLong));
+  ReduceSpec spec;
+  spec.kind = ReduceKind::CountNonzero;
+  run_reduce(spec, self, mask, out);
+  return out;
+}
+
+// ---- var / std -----------------------------------------------------------------------------
+
+// var, std, var_mean, std_mean: results in self's dtype (floating inputs only).
+std::tuple<Tensor, Tensor> var_std(const Tensor& self, OptionalIntArrayRef dim,
+                                   const std::optional<c10::Scalar>& correction, bool keepdim,
+                                   bool take_sqrt, bool with_mean, const char* name) {
+  TORCH_CHECK(self.layout() == at::kStrided, name, " only supports strided layout, got: ",
+              self.layout());
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()) || at::isComplexType(self.scalar_type()),
+              name, " only support floating point and complex dtypes");
+  DimMask mask = mask_of(self, dim);
+  auto shape = at::native::shape_from_dim_mask(self, mask, keepdim);
+  Tensor out = at::empty(shape, self.options());
+  Tensor mean = with_mean ? at::empty(shape, self.options()) : Tensor();
+  ReduceSpec spec;
+  spec.kind = ReduceKind::Var;
+  spec.take_sqrt = take_sqrt;
+  spec.second = with_mean;
+  const double c = correction ? correction->toDouble() : 1.0;
+  run_reduce(spec, self, mask, out, with_mean ? &mean : nullptr, static_cast<float>(c));
+  return {out, mean};
+}
+
+Tensor var_correction(const Tensor& self, OptionalIntArrayRef dim,
+                      const std::optional<c10::Scalar>& correction, bool keepdim) {
+  if (!native_dtypes({&self}))
+    return call_cpu_fallback<at::_ops::var_correction>(self, dim, correction, keepdim);
+  return std::get<0>(var_std(self, dim, correction, keepdim, false, false, "std and var"));
+}
+Tensor std_correction(const Tensor& self, OptionalIntArrayRef dim,
+                      const std::optional<c10::Scalar>& correction, bool keepdim) {
+  if (!native_dtypes({&self}))
+    return call_cpu_fallback<at::_ops::std_correction>(self, dim, correction, keepdim);
+  return std::get<0>(var_std(self, dim, correction, keepdim, true, false, "std and var"));
+}
+std::tuple<Tensor, Tensor> var_mean_correction(const Tensor& self, OptionalIntArrayRef dim,
+                                               const std::optional<c10::Scalar>& correction,
+                                               bool keepdim) {
+  if (!native_dtypes({&self}))
+    return call_cpu_fallback<at::_ops::var_mean_correction>(self, dim, correction, keepdim);
+  return var_std(self, dim, correction, keepdim, false, true, "var_mean");
+}
+std::tuple<Tensor, Tensor> std_mean_correction(const Tensor& self, OptionalIntArrayRef dim,
+                                               const std::optional<c10::Scalar>& correction,
+                                               bool keepdim) {
+  if (!native_dtypes({&self}))
+    return call_cpu_fallback<at::_ops::std_mean_correction>(self, dim, correction, keepdim);
+  return var_std(self, dim, correction, keepdim, true, true, "std_mean");
+}
+Tensor& var_correction_out(const Tensor& self, OptionalIntArrayRef dim,
+                           const std::optional<c10::Scalar>& correction, bool keepdim, Tensor& out) {
+  if (!native_dtypes({&self, &out}) || out.scalar_type() != self.scalar_type())
+    return call_cpu_fallback<at::_ops::var_correction_out>(self, dim, correction, keepdim, out);
+  Tensor r = var_correction(self, dim, correction, keepdim);
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+Tensor& std_correction_out(const Tensor& self, OptionalIntArrayRef dim,
+                           const std::optional<c10::Scalar>& correction, bool keepdim, Tensor& out) {
+  if (!native_dtypes({&self, &out}) || out.scalar_type() != self.scalar_type())
+    return call_cpu_fallback<at::_ops::std_correction_out>(self, dim, correction, keepdim, out);
+  Tensor r = std_correction(self, dim, correction, keepdim);
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+
+// ---- norms ---------------------------------------------------------------------------------
+
+void vector_norm_kernel(const Tensor& self, double ord, DimMask mask, Tensor& out) {
+  ReduceSpec spec;
+  float p = 0.f;
+  if (ord == 2.0) spec.kind = ReduceKind::Norm2;
+  else if (ord == 1.0) spec.kind = ReduceKind::Norm1;
+  else if (ord == 0.0) spec.kind = ReduceKind::Norm0;
+  else if (std::isinf(ord)) spec.kind = ord > 0 ? ReduceKind::NormInf : ReduceKind::NormNegInf;
+  else { spec.kind = ReduceKind::NormP; p = static_cast<float>(ord); }
+  run_reduce(spec, self, mask, out, nullptr, p);
+}
+
+Tensor& linalg_vector_norm_out(const Tensor& self, const c10::Scalar& ord, OptionalIntArrayRef dim,
+                               bool keepdim, std::optional<at::ScalarType> dtype, Tensor& out) {
+  OutMeta<at::meta::structured_linalg_vector_norm, 1> meta({&out});
+  meta.meta(self, ord, dim, keepdim, dtype);
+  if (!native_dtypes({&self, &out}) || ord.isComplex())
+    return call_cpu_fallback<at::_ops::linalg_vector_norm_out>(self, ord, dim, keepdim, dtype, out);
+  // dim=[] reduces every dim here too.
+  vector_norm_kernel(self, ord.toDouble(), mask_of(self, dim), out);
+  return out;
+}
+
+Tensor& norm_out(const Tensor& self, const std::optional<c10::Scalar>& p, IntArrayRef dim,
+                 bool keepdim, Tensor& out) {
+  OutMeta<at::meta::structured_norm_ScalarOpt_dim, 1> meta({&out});
+  meta.meta(self, p ? at::OptionalScalarRef(&*p) : at::OptionalScalarRef(), dim, keepdim);
+  if (!native_dtypes({&self, &out}) || (p && p->isComplex()))
+    return call_cpu_fallback<at::_ops::norm_out>(self, p, dim, keepdim, out);
+  vector_norm_kernel(self, p ? p->toDouble() : 2.0, mask_of(self, dim), out);
+  return out;
+}
+
+Tensor& norm_dtype_out(const Tensor& self, const std::optional<c10::Scalar>& p, IntArrayRef dim,
+                       bool keepdim, at::ScalarType dtype, Tensor& out) {
+  OutMeta<at::meta::structured_norm_ScalarOpt_dim_dtype, 1> meta({&out});
+  meta.meta(self, p ? at::OptionalScalarRef(&*p) : at::OptionalScalarRef(), dim, keepdim, dtype);
+  if (!native_dtypes({&self, &out}) || (p && p->isComplex()))
+    return call_cpu_fallback<at::_ops::norm_dtype_out>(self, p, dim, keepdim, dtype, out);
+  vector_norm_kernel(self, p ? p->toDouble() : 2.0, mask_of(self, dim), out);
+  return out;
+}
+
+Tensor trace(const Tensor& self) {
+  TORCH_CHECK(self.dim() == 2, "trace: expected a matrix, but got tensor with dim ", self.dim());
+  if (!native_dtypes({&self})) return call_cpu_fallback<at::_ops::trace>(self);
+  return at::sum(self.diagonal());
+}
+
+// ---- softmax -----------------------------------------------------------------------------
+
+// Runs a softmax-family kernel along `dim` of `a` (and `b`) into `out` (already shaped).
+void run_softmax(SoftmaxKind kind, const Tensor& a, const Tensor* b, int64_t dim, Tensor& out) {
+  if (out.numel() == 0) return;
+  TWGPU_TRY
+  const int64_t nd = a.dim();
+  ReduceShape shape;
+  if (nd > 0) {
+    dim = c10::maybe_wrap_dim(dim, nd);
+    for (int64_t d = 0; d < dim; ++d) shape.outer *= a.size(d);
+    shape.reduce = a.size(dim);
+    for (int64_t d = dim + 1; d < nd; ++d) shape.inner *= a.size(d);
+  }
+  Tensor x = a.contiguous();
+  Tensor y = b ? b->contiguous() : Tensor();
+  Tensor target = out;
+  if (!out.is_contiguous() || same_buffer(out, x) || (b && same_buffer(out, y)))
+    target = at::empty(out.sizes(), out.options());
+  SoftmaxSpec spec;
+  spec.kind = kind;
+  spec.in = to_dtype_or_throw(x.scalar_type());
+  spec.out = to_dtype_or_throw(out.scalar_type());
+  DeviceRef rx = device_ref(x), ro = device_ref(target);
+  SoftmaxBuffers bufs{rx.buffer, rx.offset, nullptr, 0, ro.buffer, ro.offset};
+  if (b) {
+    spec.in2 = to_dtype_or_throw(y.scalar_type());
+    DeviceRef ry = device_ref(y);
+    bufs.in2 = ry.buffer;
+    bufs.in2_offset = ry.offset;
+  }
+  {
+    RuntimeLock lock;
+    launch_softmax(lock.ctx(), spec, shape, bufs);
+  }
+  if (!target.is_same(out)) out.copy_(target);
+  TWGPU_CATCH
+}
+
+Tensor& softmax_out(const Tensor& self, int64_t dim, bool half_to_float, Tensor& out) {
+  OutMeta<at::meta::structured__softmax, 1> meta({&out});
+  meta.meta(self, dim, half_to_float);
+  TORCH_CHECK(!half_to_float, "softmax with half to float conversion is not supported on CPU");
+  if (!native_dtypes({&self, &out}))
+    return call_cpu_fallback<at::_ops::_softmax_out>(self, dim, half_to_float, out);
+  run_softmax(SoftmaxKind::Softmax, self, nullptr, dim, out);
+  return out;
+}
+
+Tensor& log_softmax_out(const Tensor& self, int64_t dim, bool half_to_float, Tensor& out) {
+  OutMeta<at::meta::structured__log_softmax, 1> meta({&out});
+  meta.meta(self, dim, half_to_float);
+  TORCH_CHECK(!half_to_float, "softmax with half to float conversion is not supported on CPU");
+  if (!native_dtypes({&self, &out}))
+    return call_cpu_fallback<at::_ops::_log_softmax_out>(self, dim, half_to_float, out);
+  run_softmax(SoftmaxKind::LogSoftmax, self, nullptr, dim, out);
+  return out;
+}
+
+Tensor& softmax_backward_out(const Tensor& grad, const Tensor& output, int64_t dim,
+                             at::ScalarType input_dtype, Tensor& grad_input) {
+  OutMeta<at::meta::structured__softmax_backward_data, 1> meta({&grad_input});
+  meta.meta(grad, output, dim, input_dtype);
+  if (!native_dtypes({&grad, &output, &grad_input}))
+    return call_cpu_fallback<at::_ops::_softmax_backward_data_out>(grad, output, dim, input_dtype,
+                                                                   grad_input);
+  run_softmax(SoftmaxKind::SoftmaxBackward, grad, &output, dim, grad_input);
+  return grad_input;
+}
+
+Tensor& log_softmax_backward_out(const Tensor& grad, const Tensor& output, int64_t dim,
+                                 at::ScalarType input_dtype, Tensor& out) {
+  OutMeta<at::meta::structured__log_softmax_backward_data, 1> meta({&out});
+  meta.meta(grad, output, dim, input_dtype);
+  if (!native_dtypes({&grad, &output, &out}))
+    return call_cpu_fallback<at::_ops::_log_softmax_backward_data_out>(grad, output, dim,
+                                                                       input_dtype, out);
+  run_softmax(SoftmaxKind::LogSoftmaxBackward, grad, &output, dim, out);
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("sum.IntList_out", TORCH_FN(sum_out));
+  m.impl("mean.out", TORCH_FN(mean_out));
+  m.impl("prod.int_out", TORCH_FN(prod_int_out));
+  m.impl("prod", TORCH_FN(prod_all));
+  m.impl("nansum", TORCH_FN(nansum));
+  m.impl("nansum.out", TORCH_FN(nansum_out));
+  m.impl("logsumexp.out", TORCH_FN(logsumexp_out));
+  m.impl("amax.out", TORCH_FN(amax_out));
+  m.impl("amin.out", TORCH_FN(amin_out));
+  m.impl("max", TORCH_FN(max_all));
+  m.impl("min", TORCH_FN(min_all));
+  m.impl("max.unary_out", TORCH_FN(max_unary_out));
+  m.impl("min.unary_out", TORCH_FN(min_unary_out));
+  m.impl("max.dim_max", TORCH_FN(max_dim_out));
+  m.impl("min.dim_min", TORCH_FN(min_dim_out));
+  m.impl("argmax.out", TORCH_FN(argmax_out));
+  m.impl("argmin.out", TORCH_FN(argmin_out));
+  m.impl("aminmax.out", TORCH_FN(aminmax_out));
+  m.impl("all.out", TORCH_FN(all_dim_out));
+  m.impl("all.dims_out", TORCH_FN(all_dims_out));
+  m.impl("all.all_out", TORCH_FN(all_all_out));
+  m.impl("any.out", TORCH_FN(any_dim_out));
+  m.impl("any.dims_out", TORCH_FN(any_dims_out));
+  m.impl("any.all_out", TORCH_FN(any_all_out));
+  m.impl("count_nonzero.dim_IntList", TORCH_FN(count_nonzero_dims));
+  m.impl("var.correction", TORCH_FN(var_correction));
+  m.impl("std.correction", TORCH_FN(std_correction));
+  m.impl("var_mean.correction", TORCH_FN(var_mean_correction));
+  m.impl("std_mean.correction", TORCH_FN(std_mean_correction));
+  m.impl("var.correction_out", TORCH_FN(var_correction_out));
+  m.impl("std.correction_out", TORCH_FN(std_correction_out));
+  m.impl("linalg_vector_norm.out", TORCH_FN(linalg_vector_norm_out));
+  m.impl("norm.out", TORCH_FN(norm_out));
+  m.impl("norm.dtype_out", TORCH_FN(norm_dtype_out));
+  m.impl("trace", TORCH_FN(trace));
+  m.impl("_softmax.out", TORCH_FN(softmax_out));
+  m.impl("_log_softmax.out", TORCH_FN(log_softmax_out));
+  m.impl("_softmax_backward_data.out", TORCH_FN(softmax_backward_out));
+  m.impl("_log_softmax_backward_data.out", TORCH_FN(log_softmax_backward_out));
+}
+
+}  // namespace twgpu::aten

@@ -1,0 +1,455 @@
+#include "kernels/reduce.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "kernels/kernel_program.h"
+#include "kernels/wgsl_dtype.h"
+#include "runtime/runtime.h"
+
+namespace twgpu {
+namespace {
+
+// Workgroup size of the one-group-per-output kernels (a power of two for the tree).
+constexpr uint32_t kGroup = 64;
+
+// Uniform words of the reduction kernels.
+// 4: input offset, 5: reduce length, 6: inner, 7: out offset, 8: out2 offset, 9: param bits
+const char* kAddressing =
+    "fn in_base(g: u32) -> u32 { return uw(4u) + (g / uw(6u)) * uw(5u) * uw(6u) + g % uw(6u); }\n";
+
+std::string zero_of(Compute c) {
+  switch (c) {
+    case Compute::F32: return "0.0";
+    case Compute::I32: return "0";
+    default: return "vec2<u32>(0u, 0u)";
+  }
+}
+std::string one_of(Compute c) {
+  switch (c) {
+    case Compute::F32: return "1.0";
+    case Compute::I32: return "1";
+    default: return "vec2<u32>(1u, 0u)";
+  }
+}
+std::string add_of(Compute c, const std::string& a, const std::string& b) {
+  return c == Compute::I64 ? "i64_add(" + a + ", " + b + ")" : "(" + a + " + " + b + ")";
+}
+std::string mul_of(Compute c, const std::string& a, const std::string& b) {
+  return c == Compute::I64 ? "i64_mul(" + a + ", " + b + ")" : "(" + a + " * " + b + ")";
+}
+// Lowest / highest value of a compute type (identities of max / min).
+std::string lowest_of(Compute c) {
+  switch (c) {
+    case Compute::F32: return "(-f32_inf())";
+    case Compute::I32: return "(-2147483647 - 1)";
+    default: return "vec2<u32>(0u, 0x80000000u)";
+  }
+}
+std::string highest_of(Compute c) {
+  switch (c) {
+    case Compute::F32: return "f32_inf()";
+    case Compute::I32: return "2147483647";
+    default: return "vec2<u32>(0xffffffffu, 0x7fffffffu)";
+  }
+}
+
+// Comparison helpers for the value type T: r_lt (ordered, for non-NaN values), r_nan.
+std::string compare_helpers(Compute c) {
+  std::string t = wgsl_type(c);
+  std::string lt = c == Compute::I64 ? "i64_lt(a, b)" : "a < b";
+  std::string nan = c == Compute::F32 ? "is_nan(a)" : "false";
+  return "fn r_lt(a: " + t + ", b: " + t + ") -> bool { return " + lt + "; }\n" +
+         "fn r_nan(a: " + t + ") -> bool { return " + nan + "; }\n" +
+         // NaN-propagating max / min (the first NaN wins).
+         "fn r_max(a: " + t + ", b: " + t + ") -> " + t +
+         " { if (r_nan(a)) { return a; } if (r_nan(b)) { return b; } if (r_lt(a, b)) { return b; } return a; }\n"
+         "fn r_min(a: " + t + ", b: " + t + ") -> " + t +
+         " { if (r_nan(a)) { return a; } if (r_nan(b)) { return b; } if (r_lt(b, a)) { return b; } return a; }\n";
+}
+
+std::string truthy_of(Compute c, const std::string& v) {
+  switch (c) {
+    case Compute::F32: return "f32_truthy(" + v + ")";
+    case Compute::I32: return "(" + v + " != 0)";
+    default: return "(!i64_is_zero(" + v + "))";
+  }
+}
+
+struct StateCode {
+  std::string decl;        // struct S and helpers
+  bool needs_mean = false; // a first pass computes the mean into `pre_value`
+  bool needs_max = false;  // a first pass computes the NaN-propagating max into `pre_value`
+};
+
+// The accumulator of one kind: struct S, s_init, s_add(s, v, j), s_merge(a, b), s_store.
+StateCode state_code(const ReduceSpec& s) {
+  const Compute tc = compute_type_for(s.in);
+  const std::string T = wgsl_type(tc);
+  const Compute ac = s.acc;
+  const std::string A = wgsl_type(ac);
+  const std::string cv = wgsl_convert(tc, ac, "v");
+  StateCode r;
+  std::string& d = r.decl;
+  auto simple = [&](const std::string& init, const std::string& add, const std::string& merge,
+                    const std::string& store) {
+    d += "struct S { a: " + A + " }\n";
+    d += "fn s_init() -> S { return S(" + init + "); }\n";
+    d += "fn s_add(s: S, v: " + T + ", j: u32) -> S { return S(" + add + "); }\n";
+    d += "fn s_merge(x: S, y: S) -> S { return S(" + merge + "); }\n";
+    d += "fn s_store(o: u32, s: S) { store0(uw(7u) + o, " + store + "); }\n";
+  };
+  switch (s.kind) {
+    case ReduceKind::Sum:
+      simple(zero_of(ac), add_of(ac, "s.a", cv), add_of(ac, "x.a", "y.a"), "s.a");
+      break;
+    case ReduceKind::NanSum:
+      d += "fn skip_nan(v: " + T + ") -> bool { return " +
+           (tc == Compute::F32 ? "is_nan(v)" : "false") + "; }\n";
+      simple(zero_of(ac), "select(" + add_of(ac, "s.a", cv) + ", s.a, skip_nan(v))",
+             add_of(ac, "x.a", "y.a"), "s.a");
+      break;
+    case ReduceKind::Prod:
+      simple(one_of(ac), mul_of(ac, "s.a", cv), mul_of(ac, "x.a", "y.a"), "s.a");
+      break;
+    case ReduceKind::Mean:
+      simple("0.0", "s.a + " + wgsl_convert(tc, Compute::F32, "v"), "x.a + y.a",
+             "div_f32(s.a, f32(uw(5u)))");
+      break;
+    case ReduceKind::Max:
+    case ReduceKind::Min: {
+      const bool mx = s.kind == ReduceKind::Max;
+      d += compare_helpers(tc);
+      std::string f = mx ? "r_max" : "r_min";
+      d += "struct S { a: " + T + " }\n";
+      d += "fn s_init() -> S { return S(" + (mx ? lowest_of(tc) : highest_of(tc)) + "); }\n";
+      d += "fn s_add(s: S, v: " + T + ", j: u32) -> S { return S(" + f + "(s.a, v)); }\n";
+      d += "fn s_merge(x: S, y: S) -> S { return S(" + f + "(x.a, y.a)); }\n";
+      d += "fn s_store(o: u32, s: S) { store0(uw(7u) + o, s.a); }\n";
+      break;
+    }
+    case ReduceKind::MinMax:
+      d += compare_helpers(tc);
+      d += "struct S { lo: " + T + ", hi: " + T + " }\n";
+      d += "fn s_init() -> S { return S(" + highest_of(tc) + ", " + lowest_of(tc) + "); }\n";
+      d += "fn s_add(s: S, v: " + T + ", j: u32) -> S { return S(r_min(s.lo, v), r_max(s.hi, v)); }\n";
+      d += "fn s_merge(x: S, y: S) -> S { return S(r_min(x.lo, y.lo), r_max(x.hi, y.hi)); }\n";
+      d += "fn s_store(o: u32, s: S) { store0(uw(7u) + o, s.lo); store1(uw(8u) + o, s.hi); }\n";
+      break;
+    case ReduceKind::ArgMax:
+    case ReduceKind::ArgMin: {
+      // The winner is the better value; among equal values (and among NaNs, which beat
+      // everything) the smaller index, as the CPU reports the first occurrence.
+      d += compare_helpers(tc);
+      const bool mx = s.kind == ReduceKind::ArgMax;
+      d += "struct S { v: " + T + ", i: u32 }\n";
+      d += "fn s_init() -> S { return S(" + (mx ? lowest_of(tc) : highest_of(tc)) +
+           ", 0xffffffffu); }\n";
+      d += "fn s_merge(x: S, y: S) -> S {\n"
+           "  if (y.i == 0xffffffffu) { return x; }\n"
+           "  if (x.i == 0xffffffffu) { return y; }\n"
+           "  let xn = r_nan(x.v); let yn = r_nan(y.v);\n"
+           "  if (xn || yn) { if (xn && yn) { if (y.i < x.i) { return y; } return x; } if (xn) { return x; } return y; }\n";
+      d += mx ? "  if (r_lt(y.v, x.v)) { return x; } if (r_lt(x.v, y.v)) { return y; }\n"
+              : "  if (r_lt(x.v, y.v)) { return x; } if (r_lt(y.v, x.v)) { return y; }\n";
+      d += "  if (y.i < x.i) { return y; } return x;\n}\n";
+      d += "fn s_add(s: S, v: " + T + ", j: u32) -> S { return s_merge(s, S(v, j)); }\n";
+      std::string idx = "i32(select(s.i, 0u, s.i == 0xffffffffu))";
+      if (s.values && s.indices)
+        d += "fn s_store(o: u32, s: S) { store0(uw(7u) + o, s.v); store1(uw(8u) + o, " + idx + "); }\n";
+      else if (s.values)
+        d += "fn s_store(o: u32, s: S) { store0(uw(7u) + o, s.v); }\n";
+      else
+        d += "fn s_store(o: u32, s: S) { store0(uw(7u) + o, " + idx + "); }\n";
+      break;
+    }
+    case ReduceKind::All:
+      simple("1", "s.a & select(0, 1, " + truthy_of(tc, "v") + ")", "x.a & y.a", "s.a");
+      break;
+    case ReduceKind::Any:
+      simple("0", "s.a | select(0, 1, " + truthy_of(tc, "v") + ")", "x.a | y.a", "s.a");
+      break;
+    case ReduceKind::CountNonzero:
+      simple("0", "s.a + select(0, 1, " + truthy_of(tc, "v") + ")", "x.a + y.a", "s.a");
+      break;
+    case ReduceKind::Var: {
+      // Second pass over deviations from the mean: sum of squares and the plain sum
+      // (which corrects the rounding of the mean).
+      r.needs_mean = true;
+      std::string fv = wgsl_convert(tc, Compute::F32, "v");
+      d += "struct S { q: f32, c: f32 }\n";
+      d += "fn s_init() -> S { return S(0.0, 0.0); }\n";
+      d += "fn s_add(s: S, v: " + T + ", j: u32) -> S { let e = " + fv +
+           " - pre_value; return S(s.q + e * e, s.c + e); }\n";
+      d += "fn s_merge(x: S, y: S) -> S { return S(x.q + y.q, x.c + y.c); }\n";
+      d += "fn s_store(o: u32, s: S) {\n"
+           "  let n = f32(uw(5u));\n"
+           "  let m2 = max(s.q - div_f32(s.c * s.c, n), 0.0);\n"
+           "  let var_ = div_f32(select(m2, 0.0, uw(5u) == 0u), max(n - bitcast<f32>(uw(9u)), 0.0));\n";
+      d += s.take_sqrt ? "  store0(uw(7u) + o, sqrt(var_));\n" : "  store0(uw(7u) + o, var_);\n";
+      if (s.second) d += "  store1(uw(8u) + o, pre_value + div_f32(s.c, n));\n";
+      d += "}\n";
+      break;
+    }
+    case ReduceKind::LogSumExp: {
+      // Shifted by the max (0 when it is infinite, so that inf stays inf), as the CPU does.
+      r.needs_max = true;
+      std::string fv = wgsl_convert(tc, Compute::F32, "v");
+      d += "fn shift() -> f32 { return select(pre_value, 0.0, is_inf(pre_value)); }\n";
+      simple("0.0", "s.a + exp(" + fv + " - shift())", "x.a + y.a", "log(s.a) + shift()");
+      break;
+    }
+    case ReduceKind::Norm2:
+    case ReduceKind::Norm1:
+    case ReduceKind::Norm0:
+    case ReduceKind::NormP: {
+      std::string a = "abs(" + wgsl_convert(tc, Compute::F32, "v") + ")";
+      std::string term, fin = "s.a";
+      if (s.kind == ReduceKind::Norm2) { term = "x * x"; fin = "sqrt(s.a)"; }
+      if (s.kind == ReduceKind::Norm1) term = "x";
+      if (s.kind == ReduceKind::Norm0) term = "select(0.0, 1.0, x != 0.0 || is_nan(x))";
+      if (s.kind == ReduceKind::NormP) {
+        term = "pow_f32(x, bitcast<f32>(uw(9u)))";
+        fin = "pow_f32(s.a, div_f32(1.0, bitcast<f32>(uw(9u))))";
+      }
+      d += "fn term(x: f32) -> f32 { return " + term + "; }\n";
+      simple("0.0", "s.a + term(" + a + ")", "x.a + y.a", fin);
+      break;
+    }
+    case ReduceKind::NormInf:
+    case ReduceKind::NormNegInf: {
+      const bool mx = s.kind == ReduceKind::NormInf;
+      d += compare_helpers(Compute::F32);
+      std::string f = mx ? "r_max" : "r_min";
+      std::string a = "abs(" + wgsl_convert(tc, Compute::F32, "v") + ")";
+      simple(mx ? "0.0" : "f32_inf()", f + "(s.a, " + a + ")", f + "(x.a, y.a)", "s.a");
+      break;
+    }
+  }
+  return r;
+}
+
+Compute store_compute(const ReduceSpec& s, int which) {
+  const Compute tc = compute_type_for(s.in);
+  switch (s.kind) {
+    case ReduceKind::Sum: case ReduceKind::NanSum: case ReduceKind::Prod: return s.acc;
+    case ReduceKind::Max: case ReduceKind::Min: case ReduceKind::MinMax: return tc;
+    case ReduceKind::ArgMax: case ReduceKind::ArgMin:
+      return (which == 0 && s.values) ? tc : Compute::I32;
+    case ReduceKind::All: case ReduceKind::Any: case ReduceKind::CountNonzero: return Compute::I32;
+    default: return Compute::F32;
+  }
+}
+
+std::string kind_name(ReduceKind k) { return std::to_string(static_cast<int>(k)); }
+
+}  // namespace
+
+void launch_reduce(Context& ctx, const ReduceSpec& requested, const ReduceShape& shape,
+                   const ReduceBuffers& b, float param) {
+  ReduceSpec spec = requested;
+  switch (spec.kind) {
+    case ReduceKind::All: case ReduceKind::Any: case ReduceKind::CountNonzero:
+      spec.acc = Compute::I32;
+      break;
+    case ReduceKind::Sum: case ReduceKind::NanSum: case ReduceKind::Prod:
+    case ReduceKind::Max: case ReduceKind::Min: case ReduceKind::ArgMax:
+    case ReduceKind::ArgMin: case ReduceKind::MinMax:
+      break;
+    default:
+      spec.acc = Compute::F32;
+  }
+  const uint64_t outputs = shape.outer * shape.inner;
+  if (outputs == 0) return;
+  if (shape.reduce > 0x7fffffffull || outputs * shape.reduce > 0xffffffffull ||
+      b.in_offset + outputs * shape.reduce > 0xffffffffull)
+    fail(ErrorKind::Unsupported, "torch_webgpu: reduction over too many elements");
+  const bool two_outputs = b.out2 != nullptr;
+  // One workgroup per output when each output reads many elements and outputs are few
+  // enough that the groups do not starve a wide grid.
+  const bool groups = shape.reduce >= 256 || (shape.reduce >= 32 && outputs < 4096);
+
+  KernelLaunch l;
+  l.buffers = {{b.in, Access::Read, false},
+               {b.out, Access::ReadWrite, is_subword(spec.out)}};
+  if (two_outputs) l.buffers.push_back({b.out2, Access::ReadWrite, is_subword(spec.out2)});
+  uint32_t pbits;
+  std::memcpy(&pbits, &param, 4);
+  l.uniforms = {0, 0, 0, 0,
+                static_cast<uint32_t>(b.in_offset),
+                static_cast<uint32_t>(shape.reduce),
+                static_cast<uint32_t>(shape.inner),
+                static_cast<uint32_t>(b.out_offset),
+                static_cast<uint32_t>(b.out2_offset),
+                pbits};
+  l.grid = groups ? Grid::Groups : Grid::Invocations;
+  l.count = outputs;
+  l.workgroup = groups ? kGroup : ctx.caps().workgroup_1d();
+  l.key = std::string("reduce:") + kind_name(spec.kind) + ":" + dtype_name(spec.in) + ">" +
+          dtype_name(spec.out) + "," + dtype_name(spec.out2) + ":" + compute_name(spec.acc) +
+          (spec.values ? "v" : "") + (spec.indices ? "i" : "") + (spec.take_sqrt ? "s" : "") +
+          (spec.second ? "2" : "") + (two_outputs ? "T" : "") + (groups ? ":g" : ":i");
+  l.body = [&]() {
+    std::string s = kernel_load("load", l.buffers, 0, spec.in);
+    s += kernel_store("store0", l.buffers, 1, spec.out, store_compute(spec, 0));
+    if (two_outputs) s += kernel_store("store1", l.buffers, 2, spec.out2, store_compute(spec, 1));
+    s += kAddressing;
+    s += "var<private> pre_value: f32 = 0.0;\n";
+    s += "fn pre_max(m: f32, v: f32) -> f32 { if (is_nan(m)) { return m; } if (is_nan(v) || v > m) { return v; } return m; }\n";
+    StateCode st = state_code(spec);
+    s += st.decl;
+    const std::string fload = wgsl_convert(compute_type_for(spec.in), Compute::F32, "load(base + j * step)");
+    if (!groups) {
+      s += kernel_main(Grid::Invocations, l.workgroup);
+      s += "  let base = in_base(idx);\n  let step = uw(6u);\n";
+      if (st.needs_mean) {
+        s += "  var ps = 0.0;\n"
+             "  for (var j = 0u; j < uw(5u); j = j + 1u) { ps = ps + " + fload + "; }\n"
+             "  pre_value = div_f32(ps, f32(uw(5u)));\n";
+      }
+      if (st.needs_max) {
+        s += "  var pm = -f32_inf();\n"
+             "  for (var j = 0u; j < uw(5u); j = j + 1u) { pm = pre_max(pm, " + fload + "); }\n"
+             "  pre_value = pm;\n";
+      }
+      s += "  var st = s_init();\n"
+           "  for (var j = 0u; j < uw(5u); j = j + 1u) { st = s_add(st, load(base + j * step), j); }\n"
+           "  s_store(idx, st);\n}\n";
+      return s;
+    }
+    const std::string G = std::to_string(kGroup);
+    s += "var<workgroup> part: array<S, " + G + ">;\n";
+    if (st.needs_mean || st.needs_max) s += "var<workgroup> psum: array<f32, " + G + ">;\n";
+    s += kernel_main(Grid::Groups, kGroup);
+    s += "  let live = group < uw(0u);\n"
+         "  let base = in_base(select(0u, group, live));\n  let step = uw(6u);\n";
+    if (st.needs_mean) {
+      s += "  var ps = 0.0;\n"
+           "  if (live) { for (var j = lid; j < uw(5u); j = j + " + G + "u) { ps = ps + " + fload + "; } }\n"
+           "  psum[lid] = ps;\n  workgroupBarrier();\n"
+           "  for (var w = " + std::to_string(kGroup / 2) + "u; w > 0u; w = w >> 1u) {\n"
+           "    if (lid < w) { psum[lid] = psum[lid] + psum[lid + w]; }\n    workgroupBarrier();\n  }\n"
+           "  pre_value = div_f32(psum[0], f32(uw(5u)));\n";
+    }
+    if (st.needs_max) {
+      s += "  var pm = -f32_inf();\n"
+           "  if (live) { for (var j = lid; j < uw(5u); j = j + " + G + "u) { pm = pre_max(pm, " + fload + "); } }\n"
+           "  psum[lid] = pm;\n  workgroupBarrier();\n"
+           "  for (var w = " + std::to_string(kGroup / 2) + "u; w > 0u; w = w >> 1u) {\n"
+           "    if (lid < w) { psum[lid] = pre_max(psum[lid], psum[lid + w]); }\n    workgroupBarrier();\n  }\n"
+           "  pre_value = psum[0];\n";
+    }
+    s += "  var st = s_init();\n"
+         "  if (live) { for (var j = lid; j < uw(5u); j = j + " + G + "u) { st = s_add(st, load(base + j * step), j); } }\n"
+         "  part[lid] = st;\n  workgroupBarrier();\n"
+         "  for (var w = " + std::to_string(kGroup / 2) + "u; w > 0u; w = w >> 1u) {\n"
+         "    if (lid < w) { part[lid] = s_merge(part[lid], part[lid + w]); }\n    workgroupBarrier();\n  }\n"
+         "  if (live && lid == 0u) { s_store(group, part[0]); }\n}\n";
+    return s;
+  };
+  launch_kernel(ctx, l);
+}
+
+void launch_softmax(Context& ctx, const SoftmaxSpec& spec, const ReduceShape& shape,
+                    const SoftmaxBuffers& b) {
+  const uint64_t rows = shape.outer * shape.inner;
+  if (rows == 0 || shape.reduce == 0) return;
+  if (rows * shape.reduce > 0xffffffffull ||
+      std::max(b.in_offset, b.in2_offset) + rows * shape.reduce > 0xffffffffull)
+    fail(ErrorKind::Unsupported, "torch_webgpu: softmax over too many elements");
+  const bool backward = spec.kind == SoftmaxKind::SoftmaxBackward ||
+                        spec.kind == SoftmaxKind::LogSoftmaxBackward;
+  const bool groups = shape.reduce >= 128;
+  const uint32_t wg = groups ? kGroup : ctx.caps().workgroup_1d();
+
+  KernelLaunch l;
+  l.buffers = {{b.in, Access::Read, false}};
+  if (backward) l.buffers.push_back({b.in2, Access::Read, false});
+  const size_t ob = l.buffers.size();
+  // Invocations of one row write elements `inner` apart: narrow outputs need atomics.
+  l.buffers.push_back({b.out, Access::ReadWrite, is_subword(spec.out)});
+  // 4: in offset, 5: reduce, 6: inner, 7: out offset, 8: in2 offset
+  l.uniforms = {0, 0, 0, 0,
+                static_cast<uint32_t>(b.in_offset),
+                static_cast<uint32_t>(shape.reduce),
+                static_cast<uint32_t>(shape.inner),
+                static_cast<uint32_t>(b.out_offset),
+                static_cast<uint32_t>(b.in2_offset)};
+  l.grid = groups ? Grid::Groups : Grid::Invocations;
+  l.count = rows;
+  l.workgroup = wg;
+  l.key = std::string("softmax:") + std::to_string(static_cast<int>(spec.kind)) + ":" +
+          dtype_name(spec.in) + "," + dtype_name(spec.in2) + ">" + dtype_name(spec.out) +
+          (groups ? ":g" : ":i");
+  l.body = [&]() {
+    std::string s = kernel_load("load_a", l.buffers, 0, spec.in);
+    if (backward) s += kernel_load("load_b", l.buffers, 1, spec.in2);
+    s += kernel_store("store", l.buffers, ob, spec.out, Compute::F32);
+    const Compute ca = compute_type_for(spec.in);
+    const Compute cb = compute_type_for(spec.in2);
+    s += "fn xa(k: u32) -> f32 { return " + wgsl_convert(ca, Compute::F32, "load_a(uw(4u) + k)") + "; }\n";
+    if (backward)
+      s += "fn xb(k: u32) -> f32 { return " + wgsl_convert(cb, Compute::F32, "load_b(uw(8u) + k)") + "; }\n";
+    s += "fn put(k: u32, v: f32) { store(uw(7u) + k, v); }\n";
+    s += "fn nan_max(m: f32, v: f32) -> f32 { if (is_nan(v) || v > m) { return v; } return m; }\n";
+    const std::string G = std::to_string(wg);
+    // Row loops: `first`, `stride` differ between the two grids.
+    std::string row, first, stride;
+    if (groups) {
+      s += "var<workgroup> red: array<f32, " + G + ">;\n";
+      // Shared-memory reductions (all invocations call them: uniform control flow).
+      s += "fn wg_sum(v: f32, lid: u32) -> f32 {\n  workgroupBarrier();\n  red[lid] = v;\n  workgroupBarrier();\n"
+           "  for (var w = " + std::to_string(wg / 2) + "u; w > 0u; w = w >> 1u) {\n"
+           "    if (lid < w) { red[lid] = red[lid] + red[lid + w]; }\n    workgroupBarrier();\n  }\n"
+           "  return red[0];\n}\n";
+      s += "fn wg_max(v: f32, lid: u32) -> f32 {\n  workgroupBarrier();\n  red[lid] = v;\n  workgroupBarrier();\n"
+           "  for (var w = " + std::to_string(wg / 2) + "u; w > 0u; w = w >> 1u) {\n"
+           "    if (lid < w) { red[lid] = nan_max(red[lid], red[lid + w]); }\n    workgroupBarrier();\n  }\n"
+           "  return red[0];\n}\n";
+      s += kernel_main(Grid::Groups, wg);
+      s += "  let live = group < uw(0u);\n  let r = select(0u, group, live);\n"
+           "  let n = select(0u, uw(5u), live);\n";
+      first = "lid";
+      stride = G + "u";
+    } else {
+      s += kernel_main(Grid::Invocations, wg);
+      s += "  let r = idx;\n  let n = uw(5u);\n";
+      first = "0u";
+      stride = "1u";
+    }
+    s += "  let base = (r / uw(6u)) * uw(5u) * uw(6u) + r % uw(6u);\n  let step = uw(6u);\n";
+    auto loop = [&](const std::string& body) {
+      return "  for (var j = " + first + "; j < n; j = j + " + stride + ") { let k = base + j * step; " +
+             body + " }\n";
+    };
+    auto total = [&](const std::string& var, bool max) {
+      if (!groups) return std::string();
+      return "  " + var + " = " + (max ? "wg_max(" : "wg_sum(") + var + ", lid);\n";
+    };
+    switch (spec.kind) {
+      case SoftmaxKind::Softmax:
+      case SoftmaxKind::LogSoftmax:
+        s += "  var m = -f32_inf();\n" + loop("m = nan_max(m, xa(k));") + total("m", true);
+        s += "  var t = 0.0;\n" + loop("t = t + exp(xa(k) - m);") + total("t", false);
+        if (spec.kind == SoftmaxKind::Softmax)
+          s += "  let inv = div_f32(1.0, t);\n" + loop("put(k, exp(xa(k) - m) * inv);");
+        else
+          s += "  let lt = log(t);\n" + loop("put(k, (xa(k) - m) - lt);");
+        break;
+      case SoftmaxKind::SoftmaxBackward:
+        s += "  var t = 0.0;\n" + loop("t = t + xa(k) * xb(k);") + total("t", false);
+        s += loop("put(k, xb(k) * (xa(k) - t));");
+        break;
+      case SoftmaxKind::LogSoftmaxBackward:
+        s += "  var t = 0.0;\n" + loop("t = t + xa(k);") + total("t", false);
+        s += loop("put(k, xa(k) - exp(xb(k)) * t);");
+        break;
+    }
+    s += "}\n";
+    return s;
+  };
+  launch_kernel(ctx, l);
+}
+
+}  // namespace twgpu
