@@ -166,7 +166,7 @@ Tensor conv_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& bias,
 
 // x (N, groups * cx, xs) = adjoint of conv_forward applied to gy (N, groups * cy, ys).
 Tensor conv_backward_data(const Tensor& gy_in, const Tensor& w_in, const ConvGeometry& g,
-                          int64_t nd) {
+                          int64_t nd, const Tensor& bias = Tensor()) {
   const Tensor gy = gy_in.contiguous(), w = w_in.contiguous();
   const uint64_t N = g.batch, G = g.groups, R = g.rows(), L = g.y_spatial();
   const uint64_t Cy = static_cast<uint64_t>(w.size(0)), cy = Cy / G, C = G * g.cx;
@@ -182,7 +182,7 @@ Tensor conv_backward_data(const Tensor& gy_in, const Tensor& w_in, const ConvGeo
   d.compute = Compute::F32;
   d.a = mat(w, 0, cy * R, 1, R);  // w^T per group
   d.b = mat(gy, Cy * L, cy * L, L, 1);
-  if (is_pointwise(g)) {
+  if (is_pointwise(g) && !bias.defined()) {
     d.out = mat(x, C * L, g.cx * L, L, 1);
     RuntimeLock lock;
     gemm(lock.ctx(), d);
@@ -193,8 +193,10 @@ Tensor conv_backward_data(const Tensor& gy_in, const Tensor& w_in, const ConvGeo
   ColLayout lay{G * R * L, R * L, L, 1};
   RuntimeLock lock;
   gemm(lock.ctx(), d);
+  MatOperand b;
+  if (bias.defined()) b = mat(bias, 0, 0, static_cast<uint64_t>(bias.stride(0)), 0);
   conv_col2im(lock.ctx(), g, device_ref(col).buffer, lay, device_ref(x).buffer,
-              device_ref(x).dtype);
+              device_ref(x).dtype, b);
   return x;
 }
 
@@ -289,8 +291,10 @@ Tensor convolution_overrideable(const Tensor& input, const Tensor& weight,
   const ConvGeometry g = geometry(input, weight, a);
   TWGPU_TRY
   if (!a.transposed) return conv_forward(input, weight, bias, g, nd);
-  Tensor out = conv_backward_data(input, weight, g, nd);
-  if (bias.defined()) {
+  // The CPU adds a bfloat16 bias before rounding the sum, float32/float16 ones after.
+  const bool fuse_bias = bias.defined() && input.scalar_type() == at::kBFloat16;
+  Tensor out = conv_backward_data(input, weight, g, nd, fuse_bias ? bias : Tensor());
+  if (bias.defined() && !fuse_bias) {
     std::vector<int64_t> shape(out.dim(), 1);
     shape[1] = bias.numel();
     out.add_(bias.reshape(shape));

@@ -323,17 +323,34 @@ void conv_im2col(Context& ctx, const ConvGeometry& g, WGPUBuffer x, uint64_t x_o
 }
 
 void conv_col2im(Context& ctx, const ConvGeometry& g, WGPUBuffer col, const ColLayout& layout,
-                 WGPUBuffer x, DType x_dtype) {
+                 WGPUBuffer x, DType x_dtype, const MatOperand& bias) {
   const uint64_t count = uint64_t(g.batch) * g.groups * g.cx * g.x_spatial();
   if (count == 0) return;
   KernelLaunch l;
-  l.key = std::string("conv:col2im:") + dtype_name(x_dtype);
-  l.buffers = {{col, Access::Read, false}, {x, Access::ReadWrite, is_subword(x_dtype)}};
+  const bool has_bias = bias.buffer != nullptr;
+  l.key = std::string("conv:col2im:") + dtype_name(x_dtype) + (has_bias ? ":bias" : "");
+  l.buffers = {{col, Access::Read, false}};
+  if (has_bias) l.buffers.push_back({bias.buffer, Access::Read, false});
+  l.buffers.push_back({x, Access::ReadWrite, is_subword(x_dtype)});
   l.uniforms = conv_uniforms(g, layout, 0);
+  l.uniforms.resize(kCvXOff + 4, 0);
+  if (has_bias) {
+    l.uniforms[kCvXOff + 1] = u32_or_fail(bias.offset, "offset");
+    l.uniforms[kCvXOff + 2] = u32_or_fail(bias.rows, "stride");
+  }
   l.count = count;
   l.workgroup = 64;
-  l.body = [&, x_dtype] {
-    std::string s = kernel_store("store_x", l.buffers, 1, x_dtype, Compute::F32);
+  const DType bias_dtype = bias.dtype;
+  l.body = [&, x_dtype, has_bias, bias_dtype] {
+    std::string s = kernel_store("store_x", l.buffers, l.buffers.size() - 1, x_dtype, Compute::F32);
+    if (has_bias) s += kernel_load("load_bias", l.buffers, 1, bias_dtype);
+    // float16 outputs round every column value and partial sum to half, in the CPU's tap
+    // order, as ATen's col2im does on a half buffer (the CPU's bfloat16 path accumulates
+    // in float32, as we do).
+    if (x_dtype == DType::Float16)
+      s += "fn rnd(x: f32) -> f32 { return f16_bits_to_f32(f32_to_f16_bits(x)); }\n";
+    else
+      s += "fn rnd(x: f32) -> f32 { return x; }\n";
     s += kernel_main(Grid::Invocations, 64);
     // idx -> (n, g, c, i0, i1, i2); sum over kernel taps k with
     // o = (i + pad - k * dil) / stride integral and inside Y.
@@ -356,9 +373,10 @@ void conv_col2im(Context& ctx, const ConvGeometry& g, WGPUBuffer col, const ColL
          "    }\n"
          "    if (ok) {\n"
          "      let r = c * taps + t;\n"
-         "      acc = acc + bitcast<f32>(buf0[base + r * uw(34u) + l * uw(35u)]);\n"
+         "      acc = rnd(acc + rnd(bitcast<f32>(buf0[base + r * uw(34u) + l * uw(35u)])));\n"
          "    }\n"
          "  }\n"
+         "  " + std::string(has_bias ? "acc = acc + load_bias(uw(37u) + (g * uw(6u) + c) * uw(38u));\n" : "") +
          "  store_x(idx, acc);\n}\n";
     return s;
   };
