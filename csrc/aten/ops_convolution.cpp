@@ -1,0 +1,338 @@
+// Convolutions for the webgpu device: ATen routes every convolution of an out-of-tree
+// backend through `convolution_overrideable` / `convolution_backward_overrideable`.
+//
+// float32/float16/bfloat16 with 1 to 3 spatial dims (stride, padding, dilation, groups,
+// transposed) run natively as im2col gathers plus the batched GEMM of kernels/matmul.h,
+// accumulating in float32. Everything else (float64, complex, integer dtypes, mixed
+// dtypes) runs ATen's CPU convolution on CPU copies, so every convolution works.
+//
+// The three primitives below are written for a regular convolution X -> Y (y gathers
+// x[o * stride - pad + k * dil]); a transposed convolution is the adjoint of one, so its
+// forward is the data gradient of the regular one and vice versa.
+#include <ATen/ops/convolution.h>
+#include <ATen/ops/convolution_backward.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/ones.h>
+#include <c10/core/SymIntArrayRef.h>
+#include <torch/library.h>
+
+#include "aten/webgpu_tensor.h"
+#include "kernels/matmul.h"
+
+namespace twgpu::aten {
+namespace {
+
+using at::IntArrayRef;
+using at::Tensor;
+
+struct ConvArgs {
+  std::vector<int64_t> stride, padding, dilation, output_padding;
+  bool transposed = false;
+  int64_t groups = 1;
+};
+
+ConvArgs conv_args(c10::SymIntArrayRef stride, c10::SymIntArrayRef padding,
+                   c10::SymIntArrayRef dilation, bool transposed,
+                   c10::SymIntArrayRef output_padding, const c10::SymInt& groups) {
+  ConvArgs a;
+  a.stride = C10_AS_INTARRAYREF_SLOW(stride).vec();
+  a.padding = C10_AS_INTARRAYREF_SLOW(padding).vec();
+  a.dilation = C10_AS_INTARRAYREF_SLOW(dilation).vec();
+  a.output_padding = C10_AS_INTARRAYREF_SLOW(output_padding).vec();
+  a.transposed = transposed;
+  a.groups = groups.expect_int();
+  return a;
+}
+
+bool conv_float(const Tensor& t) {
+  auto s = t.scalar_type();
+  return s == at::kFloat || s == at::kHalf || s == at::kBFloat16;
+}
+
+// True when the native path handles these operands and parameters.
+bool native_conv(const Tensor& input, const Tensor& weight, const Tensor& bias, const ConvArgs& a,
+                 const Tensor& extra = Tensor()) {
+  const int64_t nd = input.dim() - 2;
+  if (nd < 1 || nd > 3 || weight.dim() != input.dim()) return false;
+  if (!conv_float(input) || weight.scalar_type() != input.scalar_type()) return false;
+  if (bias.defined() && bias.scalar_type() != input.scalar_type()) return false;
+  if (extra.defined() && extra.scalar_type() != input.scalar_type()) return false;
+  if (a.groups < 1 || static_cast<int64_t>(a.stride.size()) != nd ||
+      static_cast<int64_t>(a.padding.size()) != nd || static_cast<int64_t>(a.dilation.size()) != nd)
+    return false;
+  if (a.transposed && static_cast<int64_t>(a.output_padding.size()) != nd) return false;
+  if (input.numel() == 0 || weight.numel() == 0) return false;
+  for (const Tensor* t : {&input, &weight, &bias, &extra})
+    if (t->defined() && t->device().type() != kDeviceType) return false;
+  return true;
+}
+
+// The geometry of the regular convolution X -> Y behind (input, weight, args): for a
+// regular convolution X is the input; for a transposed one X is the output.
+ConvGeometry geometry(const Tensor& input, const Tensor& weight, const ConvArgs& a) {
+  const int64_t nd = input.dim() - 2;
+  ConvGeometry g;
+  g.batch = static_cast<uint32_t>(input.size(0));
+  g.groups = static_cast<uint32_t>(a.groups);
+  // weight: (Cy, Cx / groups, k...) for both kinds (transposed: Cy = input channels).
+  g.cx = static_cast<uint32_t>(weight.size(1));
+  // Unused leading dims stay 1 so the used ones are the fastest-varying.
+  for (int64_t d = 0; d < nd; ++d) {
+    const int64_t slot = 3 - nd + d;
+    const int64_t k = weight.size(2 + d), s = a.stride[d], p = a.padding[d], dl = a.dilation[d];
+    const int64_t in = input.size(2 + d);
+    int64_t xs, ys;
+    if (a.transposed) {
+      ys = in;
+      xs = (in - 1) * s - 2 * p + dl * (k - 1) + a.output_padding[d] + 1;
+    } else {
+      xs = in;
+      ys = (in + 2 * p - dl * (k - 1) - 1) / s + 1;
+    }
+    g.xs[slot] = static_cast<uint32_t>(xs);
+    g.ys[slot] = static_cast<uint32_t>(ys);
+    g.ks[slot] = static_cast<uint32_t>(k);
+    g.stride[slot] = static_cast<uint32_t>(s);
+    g.pad[slot] = static_cast<uint32_t>(p);
+    g.dil[slot] = static_cast<uint32_t>(dl);
+  }
+  return g;
+}
+
+std::vector<int64_t> spatial_sizes(const uint32_t* v, int64_t nd) {
+  return std::vector<int64_t>(v + 3 - nd, v + 3);
+}
+
+bool is_pointwise(const ConvGeometry& g) {
+  for (int d = 0; d < 3; ++d)
+    if (g.ks[d] != 1 || g.stride[d] != 1 || g.pad[d] != 0 || g.xs[d] != g.ys[d]) return false;
+  return true;
+}
+
+MatOperand mat(const Tensor& t, uint64_t bo, uint64_t bi, uint64_t rows, uint64_t cols) {
+  DeviceRef r = device_ref(t);
+  MatOperand o;
+  o.buffer = r.buffer;
+  o.offset = r.offset;
+  o.dtype = r.dtype;
+  o.batch_outer = bo;
+  o.batch_inner = bi;
+  o.rows = rows;
+  o.cols = cols;
+  return o;
+}
+
+at::TensorOptions f32_like(const Tensor& t) { return t.options().dtype(at::kFloat); }
+
+// y (N, groups * cy, ys) = conv(x (N, groups * cx, xs), w (groups * cy, cx, k)) + bias.
+Tensor conv_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& bias,
+                    const ConvGeometry& g, int64_t nd) {
+  const Tensor x = x_in.contiguous(), w = w_in.contiguous();
+  const uint64_t N = g.batch, G = g.groups, R = g.rows(), L = g.y_spatial();
+  const uint64_t Cy = static_cast<uint64_t>(w.size(0)), cy = Cy / G;
+  std::vector<int64_t> ysz = {static_cast<int64_t>(N), static_cast<int64_t>(Cy)};
+  for (int64_t s : spatial_sizes(g.ys, nd)) ysz.push_back(s);
+  Tensor y = at::empty(ysz, x.options());
+  GemmDesc d;
+  d.batch_outer = N;
+  d.batch_inner = G;
+  d.m = cy;
+  d.n = L;
+  d.k = R;
+  d.compute = Compute::F32;
+  d.a = mat(w, 0, cy * R, R, 1);
+  Tensor col;
+  if (is_pointwise(g)) {
+    const uint64_t C = G * g.cx;
+    d.b = mat(x, C * L, g.cx * L, L, 1);
+  } else {
+    col = at::empty({static_cast<int64_t>(N * G * R * L)}, f32_like(x));
+    ColLayout lay{G * R * L, R * L, L, 1};
+    DeviceRef xr = device_ref(x);
+    RuntimeLock lock;
+    conv_im2col(lock.ctx(), g, xr.buffer, xr.offset, xr.dtype, device_ref(col).buffer, lay);
+    d.b = mat(col, G * R * L, R * L, L, 1);
+  }
+  if (bias.defined()) {
+    const uint64_t bs = static_cast<uint64_t>(bias.stride(0));
+    d.c = mat(bias, 0, cy * bs, bs, 0);
+    d.beta = ScalarBits::from_f32(1.0f);
+  }
+  d.out = mat(y, Cy * L, cy * L, L, 1);
+  RuntimeLock lock;
+  gemm(lock.ctx(), d);
+  return y;
+}
+
+// x (N, groups * cx, xs) = adjoint of conv_forward applied to gy (N, groups * cy, ys).
+Tensor conv_backward_data(const Tensor& gy_in, const Tensor& w_in, const ConvGeometry& g,
+                          int64_t nd, const Tensor& bias = Tensor()) {
+  const Tensor gy = gy_in.contiguous(), w = w_in.contiguous();
+  const uint64_t N = g.batch, G = g.groups, R = g.rows(), L = g.y_spatial();
+  const uint64_t Cy = static_cast<uint64_t>(w.size(0)), cy = Cy / G, C = G * g.cx;
+  std::vector<int64_t> xsz = {static_cast<int64_t>(N), static_cast<int64_t>(C)};
+  for (int64_t s : spatial_sizes(g.xs, nd)) xsz.push_back(s);
+  Tensor x = at::empty(xsz, gy.options());
+  GemmDesc d;
+  d.batch_outer = N;
+  d.batch_inner = G;
+  d.m = R;
+  d.n = L;
+  d.k = cy;
+  d.compute = Compute::F32;
+  d.a = mat(w, 0, cy * R, 1, R);  // w^T per group
+  d.b = mat(gy, Cy * L, cy * L, L, 1);
+  if (is_pointwise(g) && !bias.defined()) {
+    d.out = mat(x, C * L, g.cx * L, L, 1);
+    RuntimeLock lock;
+    gemm(lock.ctx(), d);
+    return x;
+  }
+  Tensor col = at::empty({static_cast<int64_t>(N * G * R * L)}, f32_like(gy));
+  d.out = mat(col, G * R * L, R * L, L, 1);
+  ColLayout lay{G * R * L, R * L, L, 1};
+  RuntimeLock lock;
+  gemm(lock.ctx(), d);
+  MatOperand b;
+  if (bias.defined()) b = mat(bias, 0, 0, static_cast<uint64_t>(bias.stride(0)), 0);
+  conv_col2im(lock.ctx(), g, device_ref(col).buffer, lay, device_ref(x).buffer,
+              device_ref(x).dtype, b);
+  return x;
+}
+
+// gw (groups * cy, cx, k) = d conv_forward / d w for output gradient gy and input x.
+Tensor conv_backward_weight(const Tensor& gy_in, const Tensor& x_in, const Tensor& w_like,
+                            const ConvGeometry& g) {
+  const Tensor x = x_in.contiguous();
+  const uint64_t N = g.batch, G = g.groups, R = g.rows(), L = g.y_spatial();
+  const uint64_t Cy = static_cast<uint64_t>(w_like.size(0)), cy = Cy / G;
+  // gy as (groups, cy, N, L): K = (n, l) becomes one stride-1 index.
+  Tensor gyp = gy_in.reshape({static_cast<int64_t>(N), static_cast<int64_t>(Cy),
+                              static_cast<int64_t>(L)})
+                   .permute({1, 0, 2})
+                   .contiguous();
+  // col laid out as (groups, R, N, L) for the same reason.
+  Tensor col = at::empty({static_cast<int64_t>(G * R * N * L)}, f32_like(x));
+  ColLayout lay{L, R * N * L, N * L, 1};
+  Tensor gw = at::empty(w_like.sizes(), x.options());
+  DeviceRef xr = device_ref(x);
+  GemmDesc d;
+  d.batch_outer = G;
+  d.m = cy;
+  d.n = R;
+  d.k = N * L;
+  d.compute = Compute::F32;
+  d.a = mat(gyp, cy * N * L, 0, N * L, 1);
+  d.b = mat(col, R * N * L, 0, 1, N * L);
+  d.out = mat(gw, cy * R, 0, R, 1);
+  RuntimeLock lock;
+  conv_im2col(lock.ctx(), g, xr.buffer, xr.offset, xr.dtype, device_ref(col).buffer, lay);
+  gemm(lock.ctx(), d);
+  return gw;
+}
+
+// Sum over every dim but 1 (the bias gradient), as a GEMM against a broadcast one.
+Tensor channel_sum(const Tensor& t) {
+  const int64_t C = t.size(1), N = t.size(0), L = t.numel() / std::max<int64_t>(C * N, 1);
+  Tensor tp = t.reshape({N, C, L}).permute({1, 0, 2}).contiguous();
+  Tensor one = at::ones({1}, t.options());
+  Tensor out = at::empty({C}, t.options());
+  GemmDesc d;
+  d.m = static_cast<uint64_t>(C);
+  d.n = 1;
+  d.k = static_cast<uint64_t>(N * L);
+  d.compute = Compute::F32;
+  d.a = mat(tp, 0, 0, static_cast<uint64_t>(N * L), 1);
+  d.b = mat(one, 0, 0, 0, 0);
+  d.out = mat(out, 0, 0, 1, 0);
+  RuntimeLock lock;
+  gemm(lock.ctx(), d);
+  return out;
+}
+
+// ---- CPU path ---------------------------------------------------------------------------
+
+Tensor to_cpu(const Tensor& t) { return t.defined() ? t.cpu() : t; }
+Tensor back(const Tensor& t, const c10::Device& device) { return t.defined() ? t.to(device) : t; }
+
+Tensor convolution_on_cpu(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                          const ConvArgs& a) {
+  std::optional<Tensor> b;
+  if (bias.defined()) b = bias.cpu();
+  Tensor out = at::convolution(input.cpu(), weight.cpu(), b, a.stride, a.padding, a.dilation,
+                               a.transposed, a.output_padding, a.groups);
+  return out.to(input.device());
+}
+
+std::tuple<Tensor, Tensor, Tensor> backward_on_cpu(const Tensor& grad_output, const Tensor& input,
+                                                   const Tensor& weight, const ConvArgs& a,
+                                                   std::array<bool, 3> mask) {
+  const int64_t out_channels = a.transposed ? weight.size(1) * a.groups : weight.size(0);
+  std::vector<int64_t> bias_sizes = {out_channels};
+  auto r = at::convolution_backward(grad_output.cpu(), input.cpu(), weight.cpu(), bias_sizes,
+                                    a.stride, a.padding, a.dilation, a.transposed,
+                                    a.output_padding, a.groups, mask);
+  const auto device = input.device();
+  return {back(std::get<0>(r), device), back(std::get<1>(r), device),
+          back(std::get<2>(r), device)};
+}
+
+// ---- registered kernels ---------------------------------------------------------------
+
+Tensor convolution_overrideable(const Tensor& input, const Tensor& weight,
+                                const std::optional<Tensor>& bias_opt, c10::SymIntArrayRef stride,
+                                c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
+                                bool transposed, c10::SymIntArrayRef output_padding,
+                                c10::SymInt groups) {
+  const ConvArgs a = conv_args(stride, padding, dilation, transposed, output_padding, groups);
+  const Tensor bias = bias_opt.has_value() ? *bias_opt : Tensor();
+  if (!native_conv(input, weight, bias, a)) return convolution_on_cpu(input, weight, bias, a);
+  const int64_t nd = input.dim() - 2;
+  const ConvGeometry g = geometry(input, weight, a);
+  TWGPU_TRY
+  if (!a.transposed) return conv_forward(input, weight, bias, g, nd);
+  // The CPU adds a bfloat16 bias before rounding the sum, float32/float16 ones after.
+  const bool fuse_bias = bias.defined() && input.scalar_type() == at::kBFloat16;
+  Tensor out = conv_backward_data(input, weight, g, nd, fuse_bias ? bias : Tensor());
+  if (bias.defined() && !fuse_bias) {
+    std::vector<int64_t> shape(out.dim(), 1);
+    shape[1] = bias.numel();
+    out.add_(bias.reshape(shape));
+  }
+  return out;
+  TWGPU_CATCH
+}
+
+std::tuple<Tensor, Tensor, Tensor> convolution_backward_overrideable(
+    const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+    c10::SymIntArrayRef stride, c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
+    bool transposed, c10::SymIntArrayRef output_padding, c10::SymInt groups,
+    std::array<bool, 3> output_mask) {
+  const ConvArgs a = conv_args(stride, padding, dilation, transposed, output_padding, groups);
+  if (!native_conv(input, weight, Tensor(), a, grad_output) || grad_output.numel() == 0)
+    return backward_on_cpu(grad_output, input, weight, a, output_mask);
+  const int64_t nd = input.dim() - 2;
+  const ConvGeometry g = geometry(input, weight, a);
+  Tensor gi, gw, gb;
+  TWGPU_TRY
+  if (!a.transposed) {
+    if (output_mask[0]) gi = conv_backward_data(grad_output, weight, g, nd);
+    if (output_mask[1]) gw = conv_backward_weight(grad_output, input, weight, g);
+  } else {
+    // input plays Y, grad_output plays X of the regular convolution.
+    if (output_mask[0]) gi = conv_forward(grad_output, weight, Tensor(), g, nd);
+    if (output_mask[1]) gw = conv_backward_weight(input, grad_output, weight, g);
+  }
+  if (output_mask[2]) gb = channel_sum(grad_output);
+  TWGPU_CATCH
+  return {gi, gw, gb};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("convolution_overrideable", TORCH_FN(convolution_overrideable));
+  m.impl("convolution_backward_overrideable", TORCH_FN(convolution_backward_overrideable));
+}
+
+}  // namespace twgpu::aten

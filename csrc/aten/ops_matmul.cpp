@@ -1,0 +1,296 @@
+// Native matrix products: mm, bmm, addmm, baddbmm, addbmm, addmv (mv), dot, vdot, all
+// on the one batched GEMM kernel (kernels/matmul.h). matmul, linear, einsum, tensordot,
+// inner, outer and addr are ATen composites over these.
+//
+// Structured ops (mm, bmm, addmm, baddbmm, addmv) register only `.out`; their checks and
+// the out= resizing come from ATen's own meta functions (the same code the CPU runs), so
+// errors read exactly as on the CPU. bool (which the CPU refuses), float64 and complex go
+// to the CPU fallback.
+#include <ATen/MemoryOverlap.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/addbmm_ops.h>
+#include <ATen/ops/addmm_meta.h>
+#include <ATen/ops/addmm_ops.h>
+#include <ATen/ops/addmv_meta.h>
+#include <ATen/ops/addmv_ops.h>
+#include <ATen/ops/baddbmm_meta.h>
+#include <ATen/ops/baddbmm_ops.h>
+#include <ATen/ops/bmm_meta.h>
+#include <ATen/ops/bmm_ops.h>
+#include <ATen/ops/dot_ops.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/mm_meta.h>
+#include <ATen/ops/mm_ops.h>
+#include <ATen/ops/vdot_ops.h>
+#include <torch/library.h>
+
+#include "aten/cpu_fallback.h"
+#include "aten/iterator_launch.h"
+#include "aten/webgpu_tensor.h"
+#include "kernels/matmul.h"
+
+namespace twgpu::aten {
+namespace {
+
+using at::Tensor;
+
+// Runs a structured op's meta function against a given out tensor: the dtype/device
+// checks and resize that PyTorch's generated out= wrappers perform.
+template <class Meta>
+struct OutMeta final : Meta {
+  explicit OutMeta(const Tensor& out) : out_(out) {}
+  const Tensor& maybe_get_output(int64_t) override { return out_; }
+  void set_output_raw_strided(int64_t, at::IntArrayRef sizes, at::IntArrayRef strides,
+                              at::TensorOptions options) override {
+    TORCH_CHECK(options.dtype() == out_.dtype(), "Expected out tensor to have dtype ",
+                options.dtype(), ", but got ", out_.dtype(), " instead");
+    TORCH_CHECK(options.device() == out_.device(), "Expected out tensor to have device ",
+                options.device(), ", but got ", out_.device(), " instead");
+    const bool resized = at::native::resize_output(out_, sizes);
+    if (resized && !strides.empty()) out_.as_strided_(sizes, strides);
+  }
+  void set_output_strided(int64_t i, at::IntArrayRef sizes, at::IntArrayRef strides,
+                          at::TensorOptions options) override {
+    set_output_raw_strided(i, sizes, strides, options);
+  }
+  const Tensor& out_;
+};
+
+// Dtypes the GEMM kernel computes (the CPU refuses bool for every product here).
+bool gemm_dtype(c10::ScalarType t) {
+  switch (t) {
+    case at::kFloat: case at::kHalf: case at::kBFloat16: case at::kLong: case at::kInt:
+    case at::kShort: case at::kChar: case at::kByte:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool all_gemm(std::initializer_list<const Tensor*> ts) {
+  for (const Tensor* t : ts)
+    if (t->defined() && !gemm_dtype(t->scalar_type())) return false;
+  return true;
+}
+
+// A scalar multiplier as the CPU converts it to the result's compute type.
+ScalarBits multiplier(const c10::Scalar& s, Compute c) {
+  if (c == Compute::F32) return ScalarBits::from_f32(s.to<float>());
+  return ScalarBits::from_int(s.to<int64_t>(), c);
+}
+
+bool is_zero_bits(const ScalarBits& b, Compute c) {
+  if (c == Compute::F32) return (b.lo & 0x7FFFFFFFu) == 0;
+  if (c == Compute::I32) return b.lo == 0;
+  return b.lo == 0 && b.hi == 0;
+}
+
+MatOperand operand3(const Tensor& t, uint64_t batch_inner_stride = 0) {
+  DeviceRef r = device_ref(t);
+  MatOperand o;
+  o.buffer = r.buffer;
+  o.offset = r.offset;
+  o.dtype = r.dtype;
+  o.batch_outer = static_cast<uint64_t>(t.stride(0));
+  o.batch_inner = batch_inner_stride;
+  o.rows = static_cast<uint64_t>(t.stride(1));
+  o.cols = static_cast<uint64_t>(t.stride(2));
+  return o;
+}
+
+bool shares_storage(const Tensor& a, const Tensor& b) {
+  return a.defined() && b.defined() && a.storage().is_alias_of(b.storage());
+}
+
+// out = alpha * a @ b + beta * c on 3-D views (batch, rows, cols); c undefined or of
+// out's shape (broadcast through stride 0). Writes in place when out is a plain,
+// unaliased tensor, else through a temporary.
+void batched_gemm(const Tensor& a, const Tensor& b, const Tensor& c, const c10::Scalar& alpha,
+                  const c10::Scalar& beta, const Tensor& out) {
+  if (out.numel() == 0) return;
+  const Compute compute = compute_type_of(out.scalar_type());
+  GemmDesc d;
+  d.batch_outer = static_cast<uint64_t>(out.size(0));
+  d.m = static_cast<uint64_t>(out.size(1));
+  d.n = static_cast<uint64_t>(out.size(2));
+  d.k = static_cast<uint64_t>(a.size(2));
+  d.compute = compute;
+  d.alpha = multiplier(alpha, compute);
+  d.beta = multiplier(beta, compute);
+  const bool use_c = c.defined() && !is_zero_bits(d.beta, compute);
+
+  const bool direct = at::has_internal_overlap(out) == at::MemOverlap::No &&
+                      !shares_storage(out, a) && !shares_storage(out, b) &&
+                      !(use_c && shares_storage(out, c));
+  Tensor target = direct ? out : at::empty(out.sizes(), out.options());
+
+  TWGPU_TRY
+  d.out = operand3(target);
+  if (d.k > 0) {
+    d.a = operand3(a);
+    d.b = operand3(b);
+  } else {
+    // No products to read: any readable buffer will do for the bindings.
+    Tensor dummy = use_c ? c : at::empty({1}, out.options());
+    d.a = d.b = operand3(dummy.dim() == 3 ? dummy : dummy.view({1, 1, 1}));
+    d.a.dtype = d.b.dtype = d.out.dtype;
+  }
+  if (use_c) d.c = operand3(c);
+  RuntimeLock lock;
+  gemm(lock.ctx(), d);
+  TWGPU_CATCH
+  if (!direct) out.copy_(target);
+}
+
+// ---- mm / bmm / addmm / baddbmm ------------------------------------------------------
+
+Tensor& mm_out(const Tensor& self, const Tensor& mat2, Tensor& out) {
+  OutMeta<at::meta::structured_mm>(out).meta(self, mat2);
+  if (!all_gemm({&self, &mat2, &out})) return call_cpu_fallback<at::_ops::mm_out>(self, mat2, out);
+  batched_gemm(self.unsqueeze(0), mat2.unsqueeze(0), Tensor(), 1, 0, out.unsqueeze(0));
+  return out;
+}
+
+Tensor& bmm_out(const Tensor& self, const Tensor& mat2, Tensor& out) {
+  OutMeta<at::meta::structured_bmm>(out).meta(self, mat2);
+  if (!all_gemm({&self, &mat2, &out})) return call_cpu_fallback<at::_ops::bmm_out>(self, mat2, out);
+  batched_gemm(self, mat2, Tensor(), 1, 0, out);
+  return out;
+}
+
+Tensor& addmm_out(const Tensor& self, const Tensor& mat1, const Tensor& mat2,
+                  const c10::Scalar& beta, const c10::Scalar& alpha, Tensor& out) {
+  OutMeta<at::meta::structured_addmm>(out).meta(self, mat1, mat2, beta, alpha);
+  if (!all_gemm({&self, &mat1, &mat2, &out}) || alpha.isComplex() || beta.isComplex())
+    return call_cpu_fallback<at::_ops::addmm_out>(self, mat1, mat2, beta, alpha, out);
+  Tensor c = self.expand({mat1.size(0), mat2.size(1)});
+  batched_gemm(mat1.unsqueeze(0), mat2.unsqueeze(0), c.unsqueeze(0), alpha, beta,
+               out.unsqueeze(0));
+  return out;
+}
+
+Tensor& baddbmm_out(const Tensor& self, const Tensor& batch1, const Tensor& batch2,
+                    const c10::Scalar& beta, const c10::Scalar& alpha, Tensor& out) {
+  OutMeta<at::meta::structured_baddbmm>(out).meta(self, batch1, batch2, beta, alpha);
+  if (!all_gemm({&self, &batch1, &batch2, &out}) || alpha.isComplex() || beta.isComplex())
+    return call_cpu_fallback<at::_ops::baddbmm_out>(self, batch1, batch2, beta, alpha, out);
+  Tensor c = self.expand({batch1.size(0), batch1.size(1), batch2.size(2)});
+  batched_gemm(batch1, batch2, c, alpha, beta, out);
+  return out;
+}
+
+// ---- addbmm (not structured): sum over the batch folded into K ---------------------------
+
+void addbmm_checks(const Tensor& batch1, const Tensor& batch2) {
+  TORCH_CHECK(batch1.dim() == 3, "batch1 must be a 3D tensor");
+  TORCH_CHECK(batch2.dim() == 3, "batch2 must be a 3D tensor");
+  TORCH_CHECK(batch1.size(0) == batch2.size(0),
+              "batch1 and batch2 must have same number of batches, got ", batch1.size(0),
+              " and ", batch2.size(0));
+  TORCH_CHECK(batch1.size(2) == batch2.size(1), "Incompatible matrix sizes for bmm (",
+              batch1.size(1), "x", batch1.size(2), " and ", batch2.size(1), "x",
+              batch2.size(2), ")");
+}
+
+Tensor& addbmm_out(const Tensor& self, const Tensor& batch1, const Tensor& batch2,
+                   const c10::Scalar& beta, const c10::Scalar& alpha, Tensor& out) {
+  if (!all_gemm({&self, &batch1, &batch2, &out}) || alpha.isComplex() || beta.isComplex() ||
+      self.scalar_type() != batch1.scalar_type() || batch1.scalar_type() != batch2.scalar_type() ||
+      out.scalar_type() != self.scalar_type())
+    return call_cpu_fallback<at::_ops::addbmm_out>(self, batch1, batch2, beta, alpha, out);
+  addbmm_checks(batch1, batch2);
+  const int64_t b = batch1.size(0), m = batch1.size(1), k = batch1.size(2), n = batch2.size(2);
+  Tensor c = self.expand({m, n});
+  if (!out.is_same(self)) out.resize_(c.sizes());
+  // A (m, b*k) with the batch as the slow part of K; B (b*k, n) matches.
+  Tensor a = batch1.permute({1, 0, 2}).reshape({m, b * k});
+  Tensor bb = batch2.reshape({b * k, n});
+  batched_gemm(a.unsqueeze(0), bb.unsqueeze(0), c.unsqueeze(0), alpha, beta, out.unsqueeze(0));
+  return out;
+}
+
+Tensor addbmm(const Tensor& self, const Tensor& batch1, const Tensor& batch2,
+              const c10::Scalar& beta, const c10::Scalar& alpha) {
+  Tensor out = at::empty({0}, self.options());
+  return addbmm_out(self, batch1, batch2, beta, alpha, out);
+}
+
+Tensor& addbmm_(Tensor& self, const Tensor& batch1, const Tensor& batch2, const c10::Scalar& beta,
+                const c10::Scalar& alpha) {
+  if (all_gemm({&self, &batch1, &batch2})) {
+    addbmm_checks(batch1, batch2);
+    TORCH_CHECK(self.dim() == 2 && self.size(0) == batch1.size(1) && self.size(1) == batch2.size(2),
+                "self tensor does not match matmul output shape");
+  }
+  return addbmm_out(self, batch1, batch2, beta, alpha, self);
+}
+
+// ---- addmv (mv is its composite) -------------------------------------------------------
+
+Tensor& addmv_out(const Tensor& self, const Tensor& mat, const Tensor& vec,
+                  const c10::Scalar& beta, const c10::Scalar& alpha, Tensor& out) {
+  OutMeta<at::meta::structured_addmv>(out).meta(self, mat, vec, beta, alpha);
+  if (!all_gemm({&self, &mat, &vec, &out}) || alpha.isComplex() || beta.isComplex())
+    return call_cpu_fallback<at::_ops::addmv_out>(self, mat, vec, beta, alpha, out);
+  const int64_t m = mat.size(0);
+  Tensor c = self.expand({m});
+  const int64_t k = vec.size(0);
+  batched_gemm(mat.unsqueeze(0), vec.as_strided({1, k, 1}, {0, vec.stride(0), 0}, vec.storage_offset()),
+               c.as_strided({1, m, 1}, {0, c.stride(0), 0}, c.storage_offset()), alpha, beta,
+               out.as_strided({1, m, 1}, {0, out.stride(0), 0}, out.storage_offset()));
+  return out;
+}
+
+// ---- dot / vdot -------------------------------------------------------------------------
+
+void dot_checks(const Tensor& self, const Tensor& other, const char* name) {
+  TORCH_CHECK(self.dim() == 1 && other.dim() == 1, "1D tensors expected, but got ", self.dim(),
+              "D and ", other.dim(), "D tensors");
+  TORCH_CHECK(self.scalar_type() == other.scalar_type(), name,
+              " : expected both vectors to have same dtype, but found ", self.scalar_type(),
+              " and ", other.scalar_type());
+  TORCH_CHECK(self.numel() == other.numel(), "inconsistent tensor size, expected tensor [",
+              self.numel(), "] and src [", other.numel(),
+              "] to have the same number of elements, but got ", self.numel(), " and ",
+              other.numel(), " elements respectively");
+}
+
+Tensor dot_impl(const Tensor& self, const Tensor& other) {
+  Tensor out = at::empty({}, self.options());
+  const int64_t k = self.numel();
+  Tensor a = self.as_strided({1, 1, k}, {0, 0, self.stride(0)}, self.storage_offset());
+  Tensor b = other.as_strided({1, k, 1}, {0, other.stride(0), 0}, other.storage_offset());
+  batched_gemm(a, b, Tensor(), 1, 0, out.view({1, 1, 1}));
+  return out;
+}
+
+Tensor dot(const Tensor& self, const Tensor& other) {
+  if (self.is_complex() || other.is_complex() || !all_gemm({&self, &other}))
+    return call_cpu_fallback<at::_ops::dot>(self, other);
+  dot_checks(self, other, "dot");
+  return dot_impl(self, other);
+}
+
+Tensor vdot(const Tensor& self, const Tensor& other) {
+  if (self.is_complex() || other.is_complex() || !all_gemm({&self, &other}))
+    return call_cpu_fallback<at::_ops::vdot>(self, other);
+  dot_checks(self, other, "vdot");
+  return dot_impl(self, other);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("mm.out", TORCH_FN(mm_out));
+  m.impl("bmm.out", TORCH_FN(bmm_out));
+  m.impl("addmm.out", TORCH_FN(addmm_out));
+  m.impl("baddbmm.out", TORCH_FN(baddbmm_out));
+  m.impl("addmv.out", TORCH_FN(addmv_out));
+  m.impl("addbmm", TORCH_FN(addbmm));
+  m.impl("addbmm.out", TORCH_FN(addbmm_out));
+  m.impl("addbmm_", TORCH_FN(addbmm_));
+  m.impl("dot", TORCH_FN(dot));
+  m.impl("vdot", TORCH_FN(vdot));
+}
+
+}  // namespace twgpu::aten

@@ -1,0 +1,386 @@
+#include "kernels/matmul.h"
+
+#include <string>
+#include <vector>
+
+#include "kernels/kernel_program.h"
+#include "kernels/wgsl_dtype.h"
+#include "runtime/runtime.h"
+
+namespace twgpu {
+namespace {
+
+uint32_t u32_or_fail(uint64_t v, const char* what) {
+  if (v > 0xFFFFFFFFull)
+    fail(ErrorKind::Unsupported, std::string("torch_webgpu: matmul ") + what +
+                                     " does not fit the kernel's 32-bit indexing");
+  return static_cast<uint32_t>(v);
+}
+
+// Arithmetic of one compute type as WGSL expressions.
+struct Arith {
+  Compute c;
+  std::string type() const { return wgsl_type(c); }
+  std::string zero() const {
+    return c == Compute::F32 ? "0.0" : c == Compute::I32 ? "0" : "vec2<u32>(0u, 0u)";
+  }
+  std::string add(const std::string& x, const std::string& y) const {
+    return c == Compute::I64 ? "i64_add(" + x + ", " + y + ")" : "(" + x + " + " + y + ")";
+  }
+  std::string mul(const std::string& x, const std::string& y) const {
+    return c == Compute::I64 ? "i64_mul(" + x + ", " + y + ")" : "(" + x + " * " + y + ")";
+  }
+  std::string mac(const std::string& acc, const std::string& x, const std::string& y) const {
+    return add(acc, mul(x, y));
+  }
+};
+
+// Uniform words (after the frame's four).
+constexpr uint32_t kM = 4, kN = 5, kK = 6, kBatchInner = 7, kTilesN = 8, kTilesPerBatch = 9,
+                   kAlpha = 10, kBeta = 12, kOperands = 16;  // 4 operands x 5 words
+constexpr uint32_t kOpA = kOperands, kOpB = kOperands + 5, kOpC = kOperands + 10,
+                   kOpOut = kOperands + 15;
+
+void push_operand(std::vector<uint32_t>& u, uint32_t base, const MatOperand& o) {
+  u[base] = u32_or_fail(o.offset, "offset");
+  u[base + 1] = u32_or_fail(o.batch_outer, "stride");
+  u[base + 2] = u32_or_fail(o.batch_inner, "stride");
+  u[base + 3] = u32_or_fail(o.rows, "stride");
+  u[base + 4] = u32_or_fail(o.cols, "stride");
+}
+
+enum class Variant { Tiled, PerOutput, Reduce };
+
+// Shared WGSL: typed loads converted to the compute type, the batch base of an operand,
+// and the epilogue that applies alpha/beta and stores one output element.
+std::string gemm_common(const GemmDesc& d, const std::vector<KernelBuffer>& bufs, bool has_c) {
+  Arith ar{d.compute};
+  const std::string T = ar.type();
+  std::string s;
+  auto typed_load = [&](const char* name, size_t b, DType dt) {
+    std::string raw = std::string(name) + "_raw";
+    s += kernel_load(raw, bufs, b, dt);
+    s += "fn " + std::string(name) + "(i: u32) -> " + T + " { return " +
+         wgsl_convert(compute_type_for(dt), d.compute, raw + "(i)") + "; }\n";
+  };
+  typed_load("load_a", 0, d.a.dtype);
+  typed_load("load_b", 1, d.b.dtype);
+  if (has_c) typed_load("load_c", 2, d.c.dtype);
+  s += kernel_store("store_out", bufs, bufs.size() - 1, d.out.dtype, d.compute);
+  s += "fn batch_base(op: u32, bo: u32, bi: u32) -> u32 {\n"
+       "  return uw(op) + bo * uw(op + 1u) + bi * uw(op + 2u);\n}\n";
+  s += "fn finish(bo: u32, bi: u32, r: u32, c: u32, acc: " + T + ") {\n";
+  s += "  var v = " + ar.mul(wgsl_scalar(d.compute, "uw(" + std::to_string(kAlpha) + "u)",
+                                         "uw(" + std::to_string(kAlpha + 1) + "u)"),
+                             "acc") + ";\n";
+  if (has_c) {
+    std::string cb = std::to_string(kOpC);
+    s += "  let ci = batch_base(" + cb + "u, bo, bi) + r * uw(" + std::to_string(kOpC + 3) +
+         "u) + c * uw(" + std::to_string(kOpC + 4) + "u);\n";
+    s += "  v = " + ar.add(ar.mul(wgsl_scalar(d.compute, "uw(" + std::to_string(kBeta) + "u)",
+                                              "uw(" + std::to_string(kBeta + 1) + "u)"),
+                                  "load_c(ci)"),
+                           "v") + ";\n";
+  }
+  s += "  store_out(batch_base(" + std::to_string(kOpOut) + "u, bo, bi) + r * uw(" +
+       std::to_string(kOpOut + 3) + "u) + c * uw(" + std::to_string(kOpOut + 4) + "u), v);\n}\n";
+  return s;
+}
+
+// 32x32 output tile per workgroup of 64 invocations, each holding a 4x4 register block
+// (rows ty + 8i, columns tx + 8j); K advances 16 at a time through shared memory.
+std::string tiled_body(const Arith& ar) {
+  const std::string T = ar.type(), Z = ar.zero();
+  std::string s;
+  s += "var<workgroup> sa: array<" + T + ", 512>;\n";  // [k][m]
+  s += "var<workgroup> sb: array<" + T + ", 512>;\n";  // [k][n]
+  s += kernel_main(Grid::Groups, 64);
+  s += "  let valid = group < uw(0u);\n"
+       "  let g = select(0u, group, valid);\n"
+       "  let b = g / uw(9u);\n  let t = g % uw(9u);\n"
+       "  let row0 = (t / uw(8u)) * 32u;\n  let col0 = (t % uw(8u)) * 32u;\n"
+       "  let bo = b / uw(7u);\n  let bi = b % uw(7u);\n"
+       "  let tx = lid % 8u;\n  let ty = lid / 8u;\n"
+       "  let M = uw(4u);\n  let N = uw(5u);\n  let K = uw(6u);\n"
+       "  let abase = batch_base(16u, bo, bi);\n  let bbase = batch_base(21u, bo, bi);\n";
+  s += "  var acc: array<" + T + ", 16>;\n";
+  s += "  for (var i = 0u; i < 16u; i = i + 1u) { acc[i] = " + Z + "; }\n";
+  s += "  for (var k0 = 0u; k0 < K; k0 = k0 + 16u) {\n"
+       "    for (var e = 0u; e < 8u; e = e + 1u) {\n"
+       "      let idx = lid + e * 64u;\n"
+       "      let ak = idx % 16u;\n      let am = idx / 16u;\n"
+       "      var av = " + Z + ";\n"
+       "      if (valid && row0 + am < M && k0 + ak < K) {\n"
+       "        av = load_a(abase + (row0 + am) * uw(19u) + (k0 + ak) * uw(20u));\n      }\n"
+       "      sa[ak * 32u + am] = av;\n"
+       "      let bn = idx % 32u;\n      let bk = idx / 32u;\n"
+       "      var bv = " + Z + ";\n"
+       "      if (valid && k0 + bk < K && col0 + bn < N) {\n"
+       "        bv = load_b(bbase + (k0 + bk) * uw(24u) + (col0 + bn) * uw(25u));\n      }\n"
+       "      sb[bk * 32u + bn] = bv;\n"
+       "    }\n"
+       "    workgroupBarrier();\n"
+       "    let kn = min(16u, K - k0);\n"
+       "    for (var kk = 0u; kk < kn; kk = kk + 1u) {\n"
+       "      var ra: array<" + T + ", 4>;\n      var rb: array<" + T + ", 4>;\n"
+       "      for (var i = 0u; i < 4u; i = i + 1u) {\n"
+       "        ra[i] = sa[kk * 32u + ty + 8u * i];\n        rb[i] = sb[kk * 32u + tx + 8u * i];\n"
+       "      }\n"
+       "      for (var i = 0u; i < 4u; i = i + 1u) {\n"
+       "        for (var j = 0u; j < 4u; j = j + 1u) {\n"
+       "          acc[i * 4u + j] = " + ar.mac("acc[i * 4u + j]", "ra[i]", "rb[j]") + ";\n"
+       "        }\n      }\n    }\n"
+       "    workgroupBarrier();\n"
+       "  }\n"
+       "  if (valid) {\n"
+       "    for (var i = 0u; i < 4u; i = i + 1u) {\n"
+       "      for (var j = 0u; j < 4u; j = j + 1u) {\n"
+       "        let r = row0 + ty + 8u * i;\n        let c = col0 + tx + 8u * j;\n"
+       "        if (r < M && c < N) { finish(bo, bi, r, c, acc[i * 4u + j]); }\n"
+       "      }\n    }\n  }\n}\n";
+  return s;
+}
+
+// One invocation per output element, looping over K (skinny products).
+std::string per_output_body(const Arith& ar) {
+  std::string s = kernel_main(Grid::Invocations, 64);
+  s += "  let M = uw(4u);\n  let N = uw(5u);\n  let K = uw(6u);\n"
+       "  let c = idx % N;\n  let rest = idx / N;\n  let r = rest % M;\n  let b = rest / M;\n"
+       "  let bo = b / uw(7u);\n  let bi = b % uw(7u);\n"
+       "  var ai = batch_base(16u, bo, bi) + r * uw(19u);\n"
+       "  var bj = batch_base(21u, bo, bi) + c * uw(25u);\n"
+       "  var acc = " + ar.zero() + ";\n"
+       "  for (var k = 0u; k < K; k = k + 1u) {\n"
+       "    acc = " + ar.mac("acc", "load_a(ai)", "load_b(bj)") + ";\n"
+       "    ai = ai + uw(20u);\n    bj = bj + uw(24u);\n"
+       "  }\n"
+       "  finish(bo, bi, r, c, acc);\n}\n";
+  return s;
+}
+
+// One workgroup per output element: 64 partial sums over K, then a tree (long K, few
+// outputs: dot products, matrix-vector products).
+std::string reduce_body(const Arith& ar) {
+  std::string s = "var<workgroup> part: array<" + ar.type() + ", 64>;\n";
+  s += kernel_main(Grid::Groups, 64);
+  s += "  let valid = group < uw(0u);\n"
+       "  let g = select(0u, group, valid);\n"
+       "  let M = uw(4u);\n  let N = uw(5u);\n  let K = uw(6u);\n"
+       "  let c = g % N;\n  let rest = g / N;\n  let r = rest % M;\n  let b = rest / M;\n"
+       "  let bo = b / uw(7u);\n  let bi = b % uw(7u);\n"
+       "  let ai = batch_base(16u, bo, bi) + r * uw(19u);\n"
+       "  let bj = batch_base(21u, bo, bi) + c * uw(25u);\n"
+       "  var acc = " + ar.zero() + ";\n"
+       "  if (valid) {\n"
+       "    for (var k = lid; k < K; k = k + 64u) {\n"
+       "      acc = " + ar.mac("acc", "load_a(ai + k * uw(20u))", "load_b(bj + k * uw(24u))") + ";\n"
+       "    }\n  }\n"
+       "  part[lid] = acc;\n"
+       "  workgroupBarrier();\n"
+       "  for (var w = 32u; w > 0u; w = w >> 1u) {\n"
+       "    if (lid < w) { part[lid] = " + ar.add("part[lid]", "part[lid + w]") + "; }\n"
+       "    workgroupBarrier();\n"
+       "  }\n"
+       "  if (valid && lid == 0u) { finish(bo, bi, r, c, part[0]); }\n}\n";
+  return s;
+}
+
+}  // namespace
+
+void gemm(Context& ctx, const GemmDesc& d) {
+  const uint64_t batch = d.batch_outer * d.batch_inner;
+  const uint64_t outputs = batch * d.m * d.n;
+  if (outputs == 0) return;
+  const bool has_c = d.c.buffer != nullptr;
+
+  Variant v;
+  if (d.m >= 16 && d.n >= 16)
+    v = Variant::Tiled;
+  else if (d.k >= 256 && outputs <= 4096)
+    v = Variant::Reduce;
+  else
+    v = Variant::PerOutput;
+
+  const uint64_t tiles_m = (d.m + 31) / 32, tiles_n = (d.n + 31) / 32;
+  std::vector<uint32_t> u(kOperands + 20, 0);
+  u[kM] = u32_or_fail(d.m, "size");
+  u[kN] = u32_or_fail(d.n, "size");
+  u[kK] = u32_or_fail(d.k, "size");
+  u[kBatchInner] = u32_or_fail(d.batch_inner, "batch");
+  u[kTilesN] = u32_or_fail(tiles_n, "size");
+  u[kTilesPerBatch] = u32_or_fail(tiles_m * tiles_n, "size");
+  u[kAlpha] = d.alpha.lo;
+  u[kAlpha + 1] = d.alpha.hi;
+  u[kBeta] = d.beta.lo;
+  u[kBeta + 1] = d.beta.hi;
+  push_operand(u, kOpA, d.a);
+  push_operand(u, kOpB, d.b);
+  if (has_c) push_operand(u, kOpC, d.c);
+  push_operand(u, kOpOut, d.out);
+
+  KernelLaunch l;
+  l.buffers.push_back({d.a.buffer, Access::Read, false});
+  l.buffers.push_back({d.b.buffer, Access::Read, false});
+  if (has_c) l.buffers.push_back({d.c.buffer, Access::Read, false});
+  // Narrow outputs share words between neighbouring elements written by different
+  // invocations: their stores are atomic.
+  l.buffers.push_back({d.out.buffer, Access::ReadWrite, is_subword(d.out.dtype)});
+  l.uniforms = u;
+  const char* vname = v == Variant::Tiled ? "tiled" : v == Variant::Reduce ? "reduce" : "per_out";
+  l.key = std::string("gemm:") + vname + ":" + dtype_name(d.a.dtype) + "," +
+          dtype_name(d.b.dtype) + "," + (has_c ? dtype_name(d.c.dtype) : "-") + "," +
+          dtype_name(d.out.dtype) + ":" + compute_name(d.compute);
+  if (v == Variant::PerOutput) {
+    l.grid = Grid::Invocations;
+    l.count = outputs;
+    l.workgroup = 64;
+  } else {
+    l.grid = Grid::Groups;
+    l.count = v == Variant::Tiled ? batch * tiles_m * tiles_n : outputs;
+    l.workgroup = 64;
+  }
+  Arith ar{d.compute};
+  const GemmDesc desc = d;
+  l.body = [&, desc, has_c, v, ar] {
+    std::string s = gemm_common(desc, l.buffers, has_c);
+    if (v == Variant::Tiled) s += tiled_body(ar);
+    else if (v == Variant::Reduce) s += reduce_body(ar);
+    else s += per_output_body(ar);
+    return s;
+  };
+  launch_kernel(ctx, l);
+}
+
+// ---- convolution gathers ------------------------------------------------------------
+
+namespace {
+
+// Uniform words shared by im2col and col2im.
+constexpr uint32_t kCvBatch = 4, kCvGroups = 5, kCvCx = 6, kCvXs = 8, kCvYs = 12, kCvKs = 16,
+                   kCvStride = 20, kCvPad = 24, kCvDil = 28, kCvCol = 32, kCvXOff = 36;
+
+std::vector<uint32_t> conv_uniforms(const ConvGeometry& g, const ColLayout& c, uint64_t x_off) {
+  std::vector<uint32_t> u(kCvXOff + 4, 0);
+  u[kCvBatch] = g.batch;
+  u[kCvGroups] = g.groups;
+  u[kCvCx] = g.cx;
+  for (int d = 0; d < 3; ++d) {
+    u[kCvXs + d] = g.xs[d];
+    u[kCvYs + d] = g.ys[d];
+    u[kCvKs + d] = g.ks[d];
+    u[kCvStride + d] = g.stride[d];
+    u[kCvPad + d] = g.pad[d];
+    u[kCvDil + d] = g.dil[d];
+  }
+  u[kCvCol] = u32_or_fail(c.sn, "column stride");
+  u[kCvCol + 1] = u32_or_fail(c.sg, "column stride");
+  u[kCvCol + 2] = u32_or_fail(c.sr, "column stride");
+  u[kCvCol + 3] = u32_or_fail(c.sl, "column stride");
+  u[kCvXOff] = u32_or_fail(x_off, "offset");
+  return u;
+}
+
+}  // namespace
+
+void conv_im2col(Context& ctx, const ConvGeometry& g, WGPUBuffer x, uint64_t x_offset,
+                 DType x_dtype, WGPUBuffer col, const ColLayout& layout) {
+  const uint64_t count = uint64_t(g.batch) * g.groups * g.rows() * g.y_spatial();
+  if (count == 0) return;
+  u32_or_fail(uint64_t(g.batch) * g.groups * g.cx * g.x_spatial(), "input");
+  KernelLaunch l;
+  l.key = std::string("conv:im2col:") + dtype_name(x_dtype);
+  l.buffers = {{x, Access::Read, false}, {col, Access::ReadWrite, false}};
+  l.uniforms = conv_uniforms(g, layout, x_offset);
+  l.count = count;
+  l.workgroup = 64;
+  l.body = [&, x_dtype] {
+    std::string s = kernel_load("load_x", l.buffers, 0, x_dtype);
+    s += kernel_main(Grid::Invocations, 64);
+    // idx -> (n, g, c, k0, k1, k2, o0, o1, o2), last fastest.
+    s += "  var rest = idx;\n"
+         "  var o: array<u32, 3>;\n  var k: array<u32, 3>;\n"
+         "  for (var d = 2; d >= 0; d = d - 1) { o[d] = rest % uw(12u + u32(d)); rest = rest / uw(12u + u32(d)); }\n"
+         "  let l = (o[0] * uw(13u) + o[1]) * uw(14u) + o[2];\n"
+         "  for (var d = 2; d >= 0; d = d - 1) { k[d] = rest % uw(16u + u32(d)); rest = rest / uw(16u + u32(d)); }\n"
+         "  let kidx = (k[0] * uw(17u) + k[1]) * uw(18u) + k[2];\n"
+         "  let c = rest % uw(6u);\n  rest = rest / uw(6u);\n"
+         "  let g = rest % uw(5u);\n  let n = rest / uw(5u);\n"
+         "  let r = c * (uw(16u) * uw(17u) * uw(18u)) + kidx;\n"
+         "  var v = 0.0;\n  var inside = true;\n  var xi = 0u;\n"
+         "  for (var d = 0u; d < 3u; d = d + 1u) {\n"
+         "    let p = i32(o[d] * uw(20u + d) + k[d] * uw(28u + d)) - i32(uw(24u + d));\n"
+         "    if (p < 0 || p >= i32(uw(8u + d))) { inside = false; }\n"
+         "    xi = xi * uw(8u + d) + u32(max(p, 0));\n"
+         "  }\n"
+         "  if (inside) {\n"
+         "    let ch = (n * uw(5u) + g) * uw(6u) + c;\n"
+         "    v = load_x(uw(36u) + ch * (uw(8u) * uw(9u) * uw(10u)) + xi);\n"
+         "  }\n"
+         "  buf1[n * uw(32u) + g * uw(33u) + r * uw(34u) + l * uw(35u)] = bitcast<u32>(v);\n}\n";
+    return s;
+  };
+  launch_kernel(ctx, l);
+}
+
+void conv_col2im(Context& ctx, const ConvGeometry& g, WGPUBuffer col, const ColLayout& layout,
+                 WGPUBuffer x, DType x_dtype, const MatOperand& bias) {
+  const uint64_t count = uint64_t(g.batch) * g.groups * g.cx * g.x_spatial();
+  if (count == 0) return;
+  KernelLaunch l;
+  const bool has_bias = bias.buffer != nullptr;
+  l.key = std::string("conv:col2im:") + dtype_name(x_dtype) + (has_bias ? ":bias" : "");
+  l.buffers = {{col, Access::Read, false}};
+  if (has_bias) l.buffers.push_back({bias.buffer, Access::Read, false});
+  l.buffers.push_back({x, Access::ReadWrite, is_subword(x_dtype)});
+  l.uniforms = conv_uniforms(g, layout, 0);
+  l.uniforms.resize(kCvXOff + 4, 0);
+  if (has_bias) {
+    l.uniforms[kCvXOff + 1] = u32_or_fail(bias.offset, "offset");
+    l.uniforms[kCvXOff + 2] = u32_or_fail(bias.rows, "stride");
+  }
+  l.count = count;
+  l.workgroup = 64;
+  const DType bias_dtype = bias.dtype;
+  l.body = [&, x_dtype, has_bias, bias_dtype] {
+    std::string s = kernel_store("store_x", l.buffers, l.buffers.size() - 1, x_dtype, Compute::F32);
+    if (has_bias) s += kernel_load("load_bias", l.buffers, 1, bias_dtype);
+    // float16 outputs round every column value and partial sum to half, in the CPU's tap
+    // order, as ATen's col2im does on a half buffer (the CPU's bfloat16 path accumulates
+    // in float32, as we do).
+    if (x_dtype == DType::Float16)
+      s += "fn rnd(x: f32) -> f32 { return f16_bits_to_f32(f32_to_f16_bits(x)); }\n";
+    else
+      s += "fn rnd(x: f32) -> f32 { return x; }\n";
+    s += kernel_main(Grid::Invocations, 64);
+    // idx -> (n, g, c, i0, i1, i2); sum over kernel taps k with
+    // o = (i + pad - k * dil) / stride integral and inside Y.
+    s += "  var rest = idx;\n  var i: array<u32, 3>;\n"
+         "  for (var d = 2; d >= 0; d = d - 1) { i[d] = rest % uw(8u + u32(d)); rest = rest / uw(8u + u32(d)); }\n"
+         "  let c = rest % uw(6u);\n  rest = rest / uw(6u);\n"
+         "  let g = rest % uw(5u);\n  let n = rest / uw(5u);\n"
+         "  let taps = uw(16u) * uw(17u) * uw(18u);\n"
+         "  let base = n * uw(32u) + g * uw(33u);\n"
+         "  var acc = 0.0;\n"
+         "  for (var t = 0u; t < taps; t = t + 1u) {\n"
+         "    var k: array<u32, 3>;\n"
+         "    k[2] = t % uw(18u);\n    k[1] = (t / uw(18u)) % uw(17u);\n    k[0] = t / (uw(18u) * uw(17u));\n"
+         "    var ok = true;\n    var l = 0u;\n"
+         "    for (var d = 0u; d < 3u; d = d + 1u) {\n"
+         "      let q = i32(i[d] + uw(24u + d)) - i32(k[d] * uw(28u + d));\n"
+         "      let s = i32(uw(20u + d));\n"
+         "      if (q < 0 || q % s != 0 || q / s >= i32(uw(12u + d))) { ok = false; }\n"
+         "      l = l * uw(12u + d) + u32(max(q, 0) / s);\n"
+         "    }\n"
+         "    if (ok) {\n"
+         "      let r = c * taps + t;\n"
+         "      acc = rnd(acc + rnd(bitcast<f32>(buf0[base + r * uw(34u) + l * uw(35u)])));\n"
+         "    }\n"
+         "  }\n"
+         "  " + std::string(has_bias ? "acc = acc + load_bias(uw(37u) + (g * uw(6u) + c) * uw(38u));\n" : "") +
+         "  store_x(idx, acc);\n}\n";
+    return s;
+  };
+  launch_kernel(ctx, l);
+}
+
+}  // namespace twgpu

@@ -1,0 +1,74 @@
+// Matrix products and the gathers that turn convolutions into them (no torch headers).
+//
+// gemm: out[b] = alpha * A[b] @ B[b] (+ beta * C[b]) over a batch given as two levels
+// (outer, inner) so that e.g. (image, group) pairs of a grouped convolution are one
+// dispatch. Every operand is addressed by an element offset and strides, so transposed,
+// sliced and broadcast (stride 0) views need no copy. Accumulation runs in the compute
+// type: f32 for float32/float16/bfloat16, wrapping i32 for the narrow integers, exact
+// int64 emulation for int64.
+#pragma once
+#include <webgpu/webgpu.h>
+
+#include <cstdint>
+
+#include "kernels/dtype.h"
+
+namespace twgpu {
+
+class Context;
+
+// A batch of matrices inside one buffer: element (bo, bi, r, c) sits at
+// offset + bo * batch_outer + bi * batch_inner + r * rows + c * cols.
+struct MatOperand {
+  WGPUBuffer buffer = nullptr;
+  uint64_t offset = 0;
+  DType dtype = DType::Float32;
+  uint64_t batch_outer = 0, batch_inner = 0, rows = 0, cols = 0;
+};
+
+struct GemmDesc {
+  uint64_t batch_outer = 1, batch_inner = 1;
+  uint64_t m = 0, n = 0, k = 0;
+  MatOperand a;    // m x k
+  MatOperand b;    // k x n
+  MatOperand c;    // m x n input term; buffer null: none
+  MatOperand out;  // m x n; must not share a buffer with a, b or c
+  Compute compute = Compute::F32;
+  ScalarBits alpha = ScalarBits::from_f32(1.0f), beta = ScalarBits::from_f32(0.0f);
+};
+
+// Records the product. With k == 0 the product term is zero (a and b may then be any
+// readable buffer). Nothing happens for an empty output.
+void gemm(Context& ctx, const GemmDesc& d);
+
+// Geometry of a convolution with up to 3 spatial dims (unused dims: size 1, stride 1,
+// padding 0, dilation 1). X is the "image" side (N, groups * cx, xs...), Y the
+// "feature" side (N, groups * cy, ys...): y[o] gathers x[o * stride - pad + k * dil].
+struct ConvGeometry {
+  uint32_t batch = 0, groups = 1, cx = 0;  // cx: channels of X per group
+  uint32_t xs[3] = {1, 1, 1}, ys[3] = {1, 1, 1}, ks[3] = {1, 1, 1};
+  uint32_t stride[3] = {1, 1, 1}, pad[3] = {0, 0, 0}, dil[3] = {1, 1, 1};
+  uint64_t x_spatial() const { return uint64_t(xs[0]) * xs[1] * xs[2]; }
+  uint64_t y_spatial() const { return uint64_t(ys[0]) * ys[1] * ys[2]; }
+  uint64_t k_spatial() const { return uint64_t(ks[0]) * ks[1] * ks[2]; }
+  uint64_t rows() const { return uint64_t(cx) * k_spatial(); }  // R = cx * K
+};
+
+// Column layout strides: col[n, g, r, l] at n*sn + g*sg + r*sr + l*sl (float32).
+struct ColLayout {
+  uint64_t sn = 0, sg = 0, sr = 0, sl = 0;
+};
+
+// col[n, g, r = (c, k...), l = (o...)] = x[n, g * cx + c, o * stride - pad + k * dil]
+// (0 outside). x: contiguous (N, C, xs...) of a float dtype; col: float32.
+void conv_im2col(Context& ctx, const ConvGeometry& g, WGPUBuffer x, uint64_t x_offset,
+                 DType x_dtype, WGPUBuffer col, const ColLayout& layout);
+
+// The adjoint: x[n, g * cx + c, i] = sum of col[n, g, (c, k), o] over every (k, o) with
+// o * stride - pad + k * dil == i. col: float32 with `layout`; x: fresh contiguous buffer
+// of `x_dtype`. `bias` (buffer null: none; rows = its stride) adds bias[channel] to the
+// float32 sum before the one rounding.
+void conv_col2im(Context& ctx, const ConvGeometry& g, WGPUBuffer col, const ColLayout& layout,
+                 WGPUBuffer x, DType x_dtype, const MatOperand& bias = {});
+
+}  // namespace twgpu
