@@ -17,7 +17,6 @@
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/flip.h>
 #include <ATen/ops/min.h>
-#include <ATen/ops/narrow_copy.h>
 #include <ATen/ops/roll.h>
 #include <ATen/ops/tril_meta.h>
 #include <ATen/ops/triu_meta.h>
@@ -122,7 +121,9 @@ at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims) {
   at::Tensor out = at::empty_like(self, c10::MemoryFormat::Preserve);
   GatherSpec spec;
   spec.flip.assign(self.dim(), false);
-  for (int64_t d : dims) spec.flip[c10::maybe_wrap_dim(d, self.dim())] = true;
+  // A 0-dim tensor takes dim 0 or -1 and has nothing to flip.
+  if (self.dim() > 0)
+    for (int64_t d : dims) spec.flip[c10::maybe_wrap_dim(d, self.dim())] = true;
   gather_into(out, self, spec);
   return out;
 }
@@ -185,26 +186,47 @@ at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& 
 
 // ---- narrow_copy, repeat_interleave ------------------------------------------------------
 
-at::Tensor& narrow_copy_out(const at::Tensor& self, int64_t dim, c10::SymInt start,
-                            c10::SymInt length, at::Tensor& out) {
-  at::Tensor twin = meta_twin(out);
-  at::narrow_copy_out(twin, meta_twin(self), dim, start.expect_int(), length.expect_int());
-  if (out.sizes() != twin.sizes()) out.resize_(twin.sizes());  // the twin warned already
-  int64_t d = c10::maybe_wrap_dim(dim, self.dim());
-  int64_t s = start.expect_int();
-  if (s < 0) s += self.size(d);
-  out.copy_(self.narrow(d, s, length.expect_int()));
+at::Tensor& narrow_copy_out(const at::Tensor& self, int64_t dim, c10::SymInt start_,
+                            c10::SymInt length_, at::Tensor& out) {
+  // The CPU kernel's checks and messages (its meta kernel words them differently).
+  int64_t start = start_.expect_int(), length = length_.expect_int();
+  TORCH_CHECK(self.dim() > 0, "narrow() cannot be applied to a 0-dim tensor.");
+  TORCH_CHECK(self.dtype() == out.dtype());
+  if (dim < 0) {
+    dim = c10::maybe_wrap_dim(dim, self.dim());
+  } else {
+    TORCH_CHECK(dim < self.dim());
+  }
+  const int64_t cur_size = self.size(dim);
+  TORCH_CHECK_INDEX(-cur_size <= start && start <= cur_size,
+                    "start out of range (expected to be in range of [", -cur_size, ", ",
+                    cur_size, "], but got ", start, ")");
+  if (start < 0) start += cur_size;
+  TORCH_CHECK(length >= 0 && start <= cur_size - length, "start (", start, ") + length (",
+              length, ") exceeds dimension size (", cur_size, ").");
+  std::vector<int64_t> sizes = self.sizes().vec();
+  sizes[dim] = length;
+  at::native::resize_output(out, sizes);
+  out.copy_(self.narrow(dim, start, length));
   return out;
 }
 
+at::Tensor narrow_copy(const at::Tensor& self, int64_t dim, c10::SymInt start,
+                       c10::SymInt length) {
+  at::Tensor out = at::empty({0}, self.options());
+  return narrow_copy_out(self, dim, std::move(start), std::move(length), out);
+}
+
 at::Tensor repeat_interleave(const at::Tensor& repeats, std::optional<c10::SymInt> output_size) {
+  // The CPU dispatches on the index type before any other check.
+  TORCH_CHECK_NOT_IMPLEMENTED(repeats.scalar_type() == at::kLong || repeats.scalar_type() == at::kInt,
+                              "\"repeat_interleave_webgpu\" not implemented for '",
+                              c10::toString(repeats.scalar_type()), "'");
   TORCH_CHECK(repeats.dim() == 1, "repeat_interleave only accept 1D vector as repeat");
-  TORCH_CHECK(repeats.scalar_type() == at::kLong || repeats.scalar_type() == at::kInt,
-              "repeats has to be Long or Int tensor");
   if (repeats.size(0) == 0) return at::empty_like(repeats, at::MemoryFormat::Contiguous);
   // The output size depends on the values: read the (short) repeats back once.
   at::Tensor host = repeats.cpu();
-  at::Tensor ends = at::cumsum(host, 0);
+  at::Tensor ends = at::cumsum(host, 0, at::kLong);
   int64_t sum = ends[-1].item<int64_t>();
   TORCH_CHECK(at::min(host).item<int64_t>() >= 0, "repeats can not be negative");
   int64_t total = output_size.has_value() ? output_size->expect_int() : sum;
@@ -231,6 +253,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("roll", TORCH_FN(roll));
   m.impl("tril.out", TORCH_FN(tril_out));
   m.impl("triu.out", TORCH_FN(triu_out));
+  m.impl("narrow_copy", TORCH_FN(narrow_copy));
   m.impl("narrow_copy.out", TORCH_FN(narrow_copy_out));
   m.impl("repeat_interleave.Tensor", TORCH_FN(repeat_interleave));
 }

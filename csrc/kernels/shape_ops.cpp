@@ -173,9 +173,8 @@ void launch_repeat_index(Context& ctx, WGPUBuffer ends, uint64_t ends_offset, ui
   const uint32_t wg = ctx.caps().workgroup_1d();
   l.workgroup = wg;
   l.body = [wide, wg] {
-    // Running sums are at most `total` (< 2**32): their low words order them.
-    std::string s = wide ? "fn end_at(i: u32) -> u32 { return buf0[2u * (uw(5u) + i)]; }\n"
-                         : "fn end_at(i: u32) -> u32 { return buf0[uw(5u) + i]; }\n";
+    // Running sums (int64) are at most `total` (< 2**32): their low words order them.
+    std::string s = "fn end_at(i: u32) -> u32 { return buf0[2u * (uw(5u) + i)]; }\n";
     s += kernel_main(Grid::Invocations, wg);
     s += "  var lo = 0u;\n  var hi = uw(4u);\n"
          "  while (lo < hi) {\n"

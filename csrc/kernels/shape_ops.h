@@ -62,8 +62,8 @@ struct RangeFill {
 void launch_range_fill(Context& ctx, const RangeFill& r);
 
 // repeat_interleave: out[j] = the i with ends[i-1] <= j < ends[i], where `ends` holds the
-// inclusive running sums of the repeats (n entries, int32 or int64 per `dtype`) and the
-// output (`total` elements of `dtype`) is contiguous from element 0.
+// inclusive running sums of the repeats (n int64 entries) and the output (`total`
+// elements of `dtype`, int32 or int64) is contiguous from element 0.
 void launch_repeat_index(Context& ctx, WGPUBuffer ends, uint64_t ends_offset, uint32_t n,
                          WGPUBuffer dst, uint64_t total, DType dtype);
 
