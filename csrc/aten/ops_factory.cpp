@@ -1,0 +1,186 @@
+// Creation ops, native: arange, range, linspace, logspace (a range kernel) and eye
+// (zero_ + a fill of the diagonal view). Each first runs the op on a meta twin of `out`:
+// ATen's own checks, warnings and output size, exactly as on the CPU.
+//
+// Values: integer arange/range are exact (int64 arithmetic); float ranges compute in f32
+// (the CPU accumulates in double for float32, so the last bit can differ, as on CUDA).
+// float64/complex, and integer linspace/logspace (the CPU steps in double there), go to the
+// CPU fallback.
+#include <ATen/Dispatch.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/arange_ops.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
+#include <ATen/ops/eye.h>
+#include <ATen/ops/linspace.h>
+#include <ATen/ops/linspace_ops.h>
+#include <ATen/ops/logspace.h>
+#include <ATen/ops/logspace_ops.h>
+#include <ATen/ops/range.h>
+#include <ATen/ops/range_ops.h>
+#include <torch/library.h>
+
+#include <cmath>
+
+#include "aten/cpu_fallback.h"
+#include "aten/webgpu_tensor.h"
+#include "kernels/shape_ops.h"
+
+namespace twgpu::aten {
+namespace {
+
+at::Tensor meta_twin(const at::Tensor& t) {
+  return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
+}
+
+// Gives `out` the twin's sizes without a second resize warning (the twin gave it).
+void resize_like_twin(at::Tensor& out, const at::Tensor& twin) {
+  if (out.sizes() != twin.sizes()) out.resize_(twin.sizes());
+}
+
+// Runs `r` into out (1-D), through a contiguous temporary when out is not contiguous.
+void fill_range(const at::Tensor& out, RangeFill r) {
+  if (out.numel() == 0) return;
+  if (!out.is_contiguous()) {
+    at::Tensor tmp = at::empty(out.sizes(), out.options());
+    fill_range(tmp, r);
+    out.copy_(tmp);
+    return;
+  }
+  DeviceRef d = device_ref(out);
+  r.dst = d.buffer;
+  r.dst_offset = d.offset;
+  r.dtype = d.dtype;
+  r.numel = static_cast<uint64_t>(out.numel());
+  TWGPU_TRY
+  RuntimeLock lock;
+  launch_range_fill(lock.ctx(), r);
+  TWGPU_CATCH
+}
+
+// start + step * i, as the CPU's arange and range compute it (int64 for integer dtypes).
+void fill_affine(const at::Tensor& out, const c10::Scalar& start, const c10::Scalar& step) {
+  RangeFill r;
+  r.kind = RangeKind::Affine;
+  if (c10::isIntegralType(out.scalar_type(), /*includeBool=*/true)) {
+    r.compute = Compute::I64;
+    r.start = ScalarBits::from_i64(start.to<int64_t>());
+    r.step = ScalarBits::from_i64(step.to<int64_t>());
+  } else {
+    r.compute = Compute::F32;
+    r.start = ScalarBits::from_f32(static_cast<float>(start.to<double>()));
+    r.step = ScalarBits::from_f32(static_cast<float>(step.to<double>()));
+  }
+  fill_range(out, r);
+}
+
+at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c10::Scalar& step,
+                       at::Tensor& out) {
+  if (!is_native_compute(out.scalar_type()))
+    return call_cpu_fallback<at::_ops::arange_start_out>(start, end, step, out);
+  at::Tensor twin = meta_twin(out);
+  at::arange_out(twin, start, end, step);
+  resize_like_twin(out, twin);
+  fill_affine(out, start, step);
+  return out;
+}
+
+at::Tensor& range_out(const c10::Scalar& start, const c10::Scalar& end, const c10::Scalar& step,
+                      at::Tensor& out) {
+  if (!is_native_compute(out.scalar_type()))
+    return call_cpu_fallback<at::_ops::range_out>(start, end, step, out);
+  at::Tensor twin = meta_twin(out);
+  at::range_out(twin, start, end, step);
+  resize_like_twin(out, twin);
+  fill_affine(out, start, step);
+  return out;
+}
+
+bool is_half_or_float(c10::ScalarType t) {
+  return t == at::kFloat || t == at::kHalf || t == at::kBFloat16;
+}
+
+// start, end and step of linspace/logspace as the CPU computes them in the output's type.
+void linear_endpoints(RangeFill& r, c10::ScalarType t, const c10::Scalar& start,
+                      const c10::Scalar& end, int64_t steps) {
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, t, "linspace_webgpu", [&] {
+    scalar_t s = start.to<scalar_t>(), e = end.to<scalar_t>();
+    scalar_t step = (e - s) / static_cast<scalar_t>(steps - 1);
+    r.start = ScalarBits::from_f32(static_cast<float>(s));
+    r.end = ScalarBits::from_f32(static_cast<float>(e));
+    r.step = ScalarBits::from_f32(static_cast<float>(step));
+  });
+  r.compute = Compute::F32;
+  r.steps = static_cast<uint64_t>(steps);
+  r.halfway = static_cast<uint64_t>(steps / 2);
+}
+
+at::Tensor& linspace_out(const c10::Scalar& start, const c10::Scalar& end, int64_t steps,
+                         at::Tensor& out) {
+  if (!is_half_or_float(out.scalar_type()) || start.isComplex() || end.isComplex())
+    return call_cpu_fallback<at::_ops::linspace_out>(start, end, steps, out);
+  at::Tensor twin = meta_twin(out);
+  at::linspace_out(twin, start, end, steps);
+  resize_like_twin(out, twin);
+  if (steps == 1) {
+    out.fill_(start);
+  } else if (steps > 1) {
+    RangeFill r;
+    r.kind = RangeKind::Linspace;
+    linear_endpoints(r, out.scalar_type(), start, end, steps);
+    fill_range(out, r);
+  }
+  return out;
+}
+
+at::Tensor& logspace_out(const c10::Scalar& start, const c10::Scalar& end, int64_t steps,
+                         double base, at::Tensor& out) {
+  if (!is_half_or_float(out.scalar_type()) || start.isComplex() || end.isComplex())
+    return call_cpu_fallback<at::_ops::logspace_out>(start, end, steps, base, out);
+  at::Tensor twin = meta_twin(out);
+  at::logspace_out(twin, start, end, steps, base);
+  resize_like_twin(out, twin);
+  if (steps == 1) {
+    out.fill_(std::pow(base, start.to<double>()));
+  } else if (steps > 1) {
+    RangeFill r;
+    r.kind = RangeKind::Logspace;
+    r.base = static_cast<float>(base);
+    linear_endpoints(r, out.scalar_type(), start, end, steps);
+    fill_range(out, r);
+  }
+  return out;
+}
+
+at::Tensor& eye_fill(at::Tensor& out) {
+  out.zero_();
+  if (out.numel() > 0) out.diagonal().fill_(1);
+  return out;
+}
+
+at::Tensor& eye_m_out(c10::SymInt n, c10::SymInt m, at::Tensor& out) {
+  at::Tensor twin = meta_twin(out);
+  at::eye_out(twin, n.expect_int(), m.expect_int());
+  resize_like_twin(out, twin);
+  return eye_fill(out);
+}
+
+at::Tensor& eye_out(c10::SymInt n, at::Tensor& out) {
+  at::Tensor twin = meta_twin(out);
+  at::eye_out(twin, n.expect_int());
+  resize_like_twin(out, twin);
+  return eye_fill(out);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("arange.start_out", TORCH_FN(arange_out));
+  m.impl("range.out", TORCH_FN(range_out));
+  m.impl("linspace.out", TORCH_FN(linspace_out));
+  m.impl("logspace.out", TORCH_FN(logspace_out));
+  m.impl("eye.m_out", TORCH_FN(eye_m_out));
+  m.impl("eye.out", TORCH_FN(eye_out));
+}
+
+}  // namespace twgpu::aten

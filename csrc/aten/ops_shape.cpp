@@ -1,0 +1,261 @@
+// Shape and copy ops, native: cat (one device copy per input into a narrow() view of the
+// output, so every dtype and promotion the copy handles), flip, roll, tril/triu (a gather
+// copy that moves raw element bits, float64 and complex included), narrow_copy.out and
+// repeat_interleave.Tensor.
+//
+// Argument checks, error messages and out= resizing come from ATen itself: structured ops
+// run their meta function; the others run the op on "meta twins" of the arguments (same
+// sizes, strides and dtype on the meta device), which raises exactly what the CPU raises.
+#include <ATen/MemoryOverlap.h>
+#include <ATen/WrapDimUtils.h>
+#include <ATen/native/Resize.h>
+#include <ATen/native/TensorShape.h>
+#include <ATen/ops/cat_meta.h>
+#include <ATen/ops/cumsum.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/empty_strided.h>
+#include <ATen/ops/flip.h>
+#include <ATen/ops/min.h>
+#include <ATen/ops/roll.h>
+#include <ATen/ops/tril_meta.h>
+#include <ATen/ops/triu_meta.h>
+#include <torch/library.h>
+
+#include "aten/webgpu_tensor.h"
+#include "kernels/shape_ops.h"
+
+namespace twgpu::aten {
+namespace {
+
+at::Tensor meta_twin(const at::Tensor& t) {
+  return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
+}
+
+// The out= half of a structured op: its meta function checks the arguments and sizes the
+// user's `out` the way PyTorch's generated out= wrappers do.
+template <class Meta>
+struct OutMeta final : Meta {
+  explicit OutMeta(const at::Tensor& out) : out_(out) {}
+  const at::Tensor& maybe_get_output(int64_t) override { return out_; }
+  void set_output_raw_strided(int64_t, c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                              c10::TensorOptions options) override {
+    TORCH_CHECK(options.dtype() == out_.dtype(), "Expected out tensor to have dtype ",
+                options.dtype(), ", but got ", out_.dtype(), " instead");
+    TORCH_CHECK(options.device() == out_.device(), "Expected out tensor to have device ",
+                options.device(), ", but got ", out_.device(), " instead");
+    if (at::native::resize_output(out_, sizes)) {
+      if (!strides.empty()) {
+        out_.as_strided_(sizes, strides);
+      } else if (options.memory_format_opt().has_value()) {
+        out_.unsafeGetTensorImpl()->empty_tensor_restride(*options.memory_format_opt());
+      }
+    }
+  }
+  void set_output_strided(int64_t i, c10::IntArrayRef sizes, c10::IntArrayRef strides,
+                          c10::TensorOptions options) override {
+    set_output_raw_strided(i, sizes, strides, options);
+  }
+  const at::Tensor& out_;
+};
+
+// ---- gather copies (flip, roll, tril/triu) ----------------------------------------------
+
+struct GatherSpec {
+  std::vector<bool> flip;        // per dim (empty: none)
+  std::vector<int64_t> shift;    // per dim, in [0, size) (empty: none)
+  TriangleMask mask = TriangleMask::None;
+  int64_t diagonal = 0;
+};
+
+// True when a gather may write `out` in place: contiguous, not sharing the source's
+// buffer, and owning every word it covers (narrow dtypes are written as whole words).
+bool writable_directly(const at::Tensor& out, const at::Tensor& src) {
+  if (!out.is_contiguous() || allocation_of(out) == allocation_of(src)) return false;
+  if (out.element_size() >= 4) return true;
+  uint64_t begin = byte_offset_of(out), bytes = out.nbytes();
+  return begin % 4 == 0 && (bytes % 4 == 0 || begin + bytes == out.storage().nbytes());
+}
+
+// out (same sizes as self) = the gather of self described by `spec`.
+void gather_into(const at::Tensor& out, const at::Tensor& self, const GatherSpec& spec) {
+  if (out.numel() == 0) return;
+  if (!writable_directly(out, self)) {
+    at::Tensor tmp = at::empty(self.sizes(), self.options());
+    gather_into(tmp, self, spec);
+    out.copy_(tmp);
+    return;
+  }
+  DeviceRef src = device_ref(self), dst = device_ref(out);
+  GatherCopy g;
+  g.src = src.buffer;
+  g.dst = dst.buffer;
+  g.elem_size = static_cast<int>(self.element_size());
+  g.src_offset = static_cast<int64_t>(src.offset);
+  g.dst_word = dst.offset * g.elem_size / 4;
+  g.numel = static_cast<uint64_t>(self.numel());
+  g.mask = spec.mask;
+  g.diagonal = spec.diagonal;
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    GatherDim gd;
+    int64_t n = self.size(d), stride = self.stride(d);
+    TORCH_CHECK(n <= INT32_MAX && std::abs(stride) <= INT32_MAX,
+                "torch_webgpu: tensor too large for a gather copy");
+    gd.size = static_cast<uint32_t>(n);
+    gd.stride = static_cast<int32_t>(stride);
+    if (!spec.flip.empty() && spec.flip[d]) {
+      g.src_offset += (n - 1) * stride;
+      gd.stride = -gd.stride;
+    }
+    if (!spec.shift.empty()) gd.shift = static_cast<uint32_t>(spec.shift[d]);
+    g.dims.push_back(gd);
+  }
+  TWGPU_TRY
+  RuntimeLock lock;
+  launch_gather_copy(lock.ctx(), g);
+  TWGPU_CATCH
+}
+
+at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims) {
+  at::flip(meta_twin(self), dims);  // wraps dims, rejects duplicates as the CPU does
+  at::Tensor out = at::empty_like(self, c10::MemoryFormat::Preserve);
+  GatherSpec spec;
+  spec.flip.assign(self.dim(), false);
+  // A 0-dim tensor takes dim 0 or -1 and has nothing to flip.
+  if (self.dim() > 0)
+    for (int64_t d : dims) spec.flip[c10::maybe_wrap_dim(d, self.dim())] = true;
+  gather_into(out, self, spec);
+  return out;
+}
+
+at::Tensor roll(const at::Tensor& self, at::IntArrayRef shifts, at::IntArrayRef dims) {
+  at::roll(meta_twin(self), shifts, dims);
+  if (dims.empty() && shifts.size() == 1) {
+    // Roll of the flattened tensor, shaped back.
+    at::Tensor flat = self.contiguous().view({-1});
+    at::Tensor out = at::empty({flat.numel()}, self.options());
+    GatherSpec spec;
+    int64_t n = flat.numel();
+    spec.shift = {n == 0 ? 0 : ((shifts[0] % n) + n) % n};
+    gather_into(out, flat, spec);
+    return out.view(self.sizes());
+  }
+  at::Tensor out = at::empty_like(self, c10::MemoryFormat::Preserve);
+  GatherSpec spec;
+  spec.shift.assign(self.dim(), 0);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    int64_t d = c10::maybe_wrap_dim(dims[i], self.dim());
+    int64_t n = self.size(d);
+    if (n > 0) spec.shift[d] = (((spec.shift[d] + shifts[i]) % n) + n) % n;
+  }
+  gather_into(out, self, spec);
+  return out;
+}
+
+at::Tensor& tril_out(const at::Tensor& self, int64_t diagonal, at::Tensor& out) {
+  OutMeta<at::meta::structured_tril> m(out);
+  m.meta(self, diagonal);
+  gather_into(out, self, {{}, {}, TriangleMask::Lower, diagonal});
+  return out;
+}
+
+at::Tensor& triu_out(const at::Tensor& self, int64_t diagonal, at::Tensor& out) {
+  OutMeta<at::meta::structured_triu> m(out);
+  m.meta(self, diagonal);
+  gather_into(out, self, {{}, {}, TriangleMask::Upper, diagonal});
+  return out;
+}
+
+// ---- cat --------------------------------------------------------------------------------
+
+at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& out) {
+  OutMeta<at::meta::structured_cat> m(out);
+  auto pre = m.meta(tensors, dim);
+  int64_t offset = 0;
+  for (const at::Tensor& t : tensors) {
+    TORCH_CHECK(t.device() == out.device(),
+                "Expected all tensors to be on the same device, but found at least two "
+                "devices, ", out.device(), " and ", t.device(), "!");
+    if (at::native::cat_should_skip_tensor(t)) continue;
+    int64_t n = t.size(pre.dim);
+    if (n > 0) out.narrow(pre.dim, offset, n).copy_(t);
+    offset += n;
+  }
+  return out;
+}
+
+// ---- narrow_copy, repeat_interleave ------------------------------------------------------
+
+at::Tensor& narrow_copy_out(const at::Tensor& self, int64_t dim, c10::SymInt start_,
+                            c10::SymInt length_, at::Tensor& out) {
+  // The CPU kernel's checks and messages (its meta kernel words them differently).
+  int64_t start = start_.expect_int(), length = length_.expect_int();
+  TORCH_CHECK(self.dim() > 0, "narrow() cannot be applied to a 0-dim tensor.");
+  TORCH_CHECK(self.dtype() == out.dtype());
+  if (dim < 0) {
+    dim = c10::maybe_wrap_dim(dim, self.dim());
+  } else {
+    TORCH_CHECK(dim < self.dim());
+  }
+  const int64_t cur_size = self.size(dim);
+  TORCH_CHECK_INDEX(-cur_size <= start && start <= cur_size,
+                    "start out of range (expected to be in range of [", -cur_size, ", ",
+                    cur_size, "], but got ", start, ")");
+  if (start < 0) start += cur_size;
+  TORCH_CHECK(length >= 0 && start <= cur_size - length, "start (", start, ") + length (",
+              length, ") exceeds dimension size (", cur_size, ").");
+  std::vector<int64_t> sizes = self.sizes().vec();
+  sizes[dim] = length;
+  at::native::resize_output(out, sizes);
+  out.copy_(self.narrow(dim, start, length));
+  return out;
+}
+
+at::Tensor narrow_copy(const at::Tensor& self, int64_t dim, c10::SymInt start,
+                       c10::SymInt length) {
+  at::Tensor out = at::empty({0}, self.options());
+  return narrow_copy_out(self, dim, std::move(start), std::move(length), out);
+}
+
+at::Tensor repeat_interleave(const at::Tensor& repeats, std::optional<c10::SymInt> output_size) {
+  // The CPU dispatches on the index type before any other check.
+  TORCH_CHECK_NOT_IMPLEMENTED(repeats.scalar_type() == at::kLong || repeats.scalar_type() == at::kInt,
+                              "\"repeat_interleave_webgpu\" not implemented for '",
+                              c10::toString(repeats.scalar_type()), "'");
+  TORCH_CHECK(repeats.dim() == 1, "repeat_interleave only accept 1D vector as repeat");
+  if (repeats.size(0) == 0) return at::empty_like(repeats, at::MemoryFormat::Contiguous);
+  // The output size depends on the values: read the (short) repeats back once.
+  at::Tensor host = repeats.cpu();
+  at::Tensor ends = at::cumsum(host, 0, at::kLong);
+  int64_t sum = ends[-1].item<int64_t>();
+  TORCH_CHECK(at::min(host).item<int64_t>() >= 0, "repeats can not be negative");
+  int64_t total = output_size.has_value() ? output_size->expect_int() : sum;
+  TORCH_CHECK(total == sum, "allocated size does not match required size");
+  at::Tensor out = at::empty({total}, repeats.options());
+  if (total == 0) return out;
+  TORCH_CHECK(repeats.size(0) <= UINT32_MAX && total <= UINT32_MAX,
+              "torch_webgpu: repeat_interleave output too large");
+  at::Tensor dev_ends = ends.to(repeats.device());
+  DeviceRef e = device_ref(dev_ends), o = device_ref(out);
+  TWGPU_TRY
+  RuntimeLock lock;
+  launch_repeat_index(lock.ctx(), e.buffer, e.offset, static_cast<uint32_t>(repeats.size(0)),
+                      o.buffer, static_cast<uint64_t>(total), o.dtype);
+  TWGPU_CATCH
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("cat.out", TORCH_FN(cat_out));
+  m.impl("flip", TORCH_FN(flip));
+  m.impl("roll", TORCH_FN(roll));
+  m.impl("tril.out", TORCH_FN(tril_out));
+  m.impl("triu.out", TORCH_FN(triu_out));
+  m.impl("narrow_copy", TORCH_FN(narrow_copy));
+  m.impl("narrow_copy.out", TORCH_FN(narrow_copy_out));
+  m.impl("repeat_interleave.Tensor", TORCH_FN(repeat_interleave));
+}
+
+}  // namespace twgpu::aten

@@ -1,0 +1,191 @@
+#include "kernels/shape_ops.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <string>
+
+#include "kernels/kernel_program.h"
+#include "runtime/runtime.h"
+
+namespace twgpu {
+namespace {
+
+// Uniform layout of the gather copy.
+constexpr uint32_t kGNdim = 4, kGSrcOffset = 5, kGDstWord = 6, kGNumel = 7, kGMask = 8,
+                   kGDiagonal = 9, kGDims = 10;
+
+// The source element of output element e, or -1 where the triangle mask zeroes it.
+const char* const kGatherSource = R"WGSL(
+fn src_elem(e: u32) -> i32 {
+  let nd = uw(4u);
+  var rem = e;
+  var off = bitcast<i32>(uw(5u));
+  var col = 0u;
+  var row = 0u;
+  for (var k = 0u; k < nd; k = k + 1u) {
+    let w = 10u + 3u * (nd - 1u - k);
+    let n = uw(w);
+    let c = rem % n;
+    rem = rem / n;
+    if (k == 0u) { col = c; }
+    if (k == 1u) { row = c; }
+    let sh = uw(w + 2u);
+    let sc = select(c + n - sh, c - sh, c >= sh);
+    off = off + i32(sc) * bitcast<i32>(uw(w + 1u));
+  }
+  let mode = uw(8u);
+  if (mode != 0u) {
+    let diff = i32(col) - i32(row);
+    let k = bitcast<i32>(uw(9u));
+    if ((mode == 1u && diff > k) || (mode == 2u && diff < k)) { return -1; }
+  }
+  return off;
+}
+)WGSL";
+
+std::string gather_main(int elem_size) {
+  std::string s;
+  if (elem_size >= 4) {
+    const std::string words = std::to_string(elem_size / 4);
+    s += "  let s = src_elem(idx);\n";
+    s += "  for (var j = 0u; j < " + words + "u; j = j + 1u) {\n";
+    s += "    var v = 0u;\n";
+    s += "    if (s >= 0) { v = buf0[u32(s) * " + words + "u + j]; }\n";
+    s += "    buf1[uw(6u) + idx * " + words + "u + j] = v;\n  }\n";
+  } else {
+    // One invocation per output word: its 2 (or 4) lanes gathered from source words.
+    const bool half = elem_size == 2;
+    const std::string lanes = half ? "2u" : "4u", bits = half ? "16u" : "8u",
+                      mask = half ? "0xffffu" : "0xffu", per = half ? "1u" : "2u",
+                      lane = half ? "(su & 1u)" : "(su & 3u)";
+    s += "  var w = 0u;\n";
+    s += "  for (var j = 0u; j < " + lanes + "; j = j + 1u) {\n";
+    s += "    let e = idx * " + lanes + " + j;\n";
+    s += "    if (e < uw(7u)) {\n";
+    s += "      let s = src_elem(e);\n";
+    s += "      if (s >= 0) {\n";
+    s += "        let su = u32(s);\n";
+    s += "        let b = (buf0[su >> " + per + "] >> (" + lane + " * " + bits + ")) & " + mask + ";\n";
+    s += "        w = w | (b << (j * " + bits + "));\n";
+    s += "      }\n    }\n  }\n";
+    s += "  buf1[uw(6u) + idx] = w;\n";
+  }
+  return s + "}\n";
+}
+
+uint32_t bits_of(float v) {
+  uint32_t b;
+  std::memcpy(&b, &v, 4);
+  return b;
+}
+
+}  // namespace
+
+void launch_gather_copy(Context& ctx, const GatherCopy& g) {
+  if (g.numel == 0) return;
+  const int e = g.elem_size;
+  if (e != 1 && e != 2 && e != 4 && e != 8 && e != 16)
+    fail(ErrorKind::Internal, "torch_webgpu: gather copy of an element size it cannot move");
+  // Source indices are i32 in the kernel.
+  int64_t lo = g.src_offset, hi = g.src_offset;
+  for (const auto& d : g.dims) {
+    if (d.size == 0) return;
+    int64_t span = static_cast<int64_t>(d.size - 1) * d.stride;
+    (span < 0 ? lo : hi) += span;
+  }
+  if (lo < 0 || hi >= (int64_t{1} << 31))
+    fail(ErrorKind::Unsupported, "torch_webgpu: gather copy over more than 2**31 elements");
+
+  KernelLaunch l;
+  l.key = "shape:gather|e" + std::to_string(e);
+  l.buffers = {{g.src, Access::Read, false}, {g.dst, Access::ReadWrite, false}};
+  l.uniforms.assign(kGDims + 3 * g.dims.size(), 0);
+  l.uniforms[kGNdim] = static_cast<uint32_t>(g.dims.size());
+  l.uniforms[kGSrcOffset] = static_cast<uint32_t>(g.src_offset);
+  l.uniforms[kGDstWord] = static_cast<uint32_t>(g.dst_word);
+  l.uniforms[kGNumel] = static_cast<uint32_t>(g.numel);
+  l.uniforms[kGMask] = static_cast<uint32_t>(g.mask);
+  // Only the sign of (col - row - k) matters and |col - row| < 2**31: clamp k.
+  int64_t k = std::max<int64_t>(std::min<int64_t>(g.diagonal, INT32_MAX), INT32_MIN + 1);
+  l.uniforms[kGDiagonal] = static_cast<uint32_t>(static_cast<int32_t>(k));
+  for (size_t d = 0; d < g.dims.size(); ++d) {
+    l.uniforms[kGDims + 3 * d] = g.dims[d].size;
+    l.uniforms[kGDims + 3 * d + 1] = static_cast<uint32_t>(g.dims[d].stride);
+    l.uniforms[kGDims + 3 * d + 2] = g.dims[d].shift;
+  }
+  l.count = e >= 4 ? g.numel : (g.numel * e + 3) / 4;
+  const uint32_t wg = ctx.caps().workgroup_1d();
+  l.workgroup = wg;
+  l.body = [&, wg] {
+    return std::string(kGatherSource) + kernel_main(Grid::Invocations, wg) + gather_main(e);
+  };
+  launch_kernel(ctx, l);
+}
+
+void launch_range_fill(Context& ctx, const RangeFill& r) {
+  if (r.numel == 0) return;
+  const bool atomic = is_subword(r.dtype);
+  const char* kinds[] = {"affine", "linspace", "logspace"};
+  KernelLaunch l;
+  l.key = std::string("shape:range|") + kinds[static_cast<int>(r.kind)] + "|" +
+          dtype_name(r.dtype) + "|" + compute_name(r.compute);
+  l.buffers = {{r.dst, Access::ReadWrite, atomic}};
+  l.uniforms = {0, 0, 0, 0,
+                static_cast<uint32_t>(r.dst_offset),
+                r.start.lo, r.start.hi, r.step.lo, r.step.hi, r.end.lo, r.end.hi,
+                static_cast<uint32_t>(r.halfway), static_cast<uint32_t>(r.steps),
+                bits_of(r.base)};
+  l.count = r.numel;
+  const uint32_t wg = ctx.caps().workgroup_1d();
+  l.workgroup = wg;
+  l.body = [&, wg] {
+    std::string s = kernel_store("store", l.buffers, 0, r.dtype, r.compute);
+    s += kernel_main(Grid::Invocations, wg);
+    if (r.compute == Compute::I64) {
+      s += "  let v = i64_add(vec2<u32>(uw(5u), uw(6u)), "
+           "i64_mul(vec2<u32>(uw(7u), uw(8u)), vec2<u32>(idx, 0u)));\n";
+    } else if (r.kind == RangeKind::Affine) {
+      s += "  let v = bitcast<f32>(uw(5u)) + bitcast<f32>(uw(7u)) * f32(idx);\n";
+    } else {
+      s += "  let step = bitcast<f32>(uw(7u));\n"
+           "  var x = 0.0;\n"
+           "  if (idx < uw(11u)) { x = bitcast<f32>(uw(5u)) + step * f32(idx); }\n"
+           "  else { x = bitcast<f32>(uw(9u)) - step * f32(uw(12u) - 1u - idx); }\n";
+      s += r.kind == RangeKind::Logspace ? "  let v = pow_f32(bitcast<f32>(uw(13u)), x);\n"
+                                         : "  let v = x;\n";
+    }
+    s += "  store(uw(4u) + idx, v);\n}\n";
+    return s;
+  };
+  launch_kernel(ctx, l);
+}
+
+void launch_repeat_index(Context& ctx, WGPUBuffer ends, uint64_t ends_offset, uint32_t n,
+                         WGPUBuffer dst, uint64_t total, DType dtype) {
+  if (total == 0) return;
+  const bool wide = dtype == DType::Int64;
+  KernelLaunch l;
+  l.key = std::string("shape:repeat_index|") + dtype_name(dtype);
+  l.buffers = {{ends, Access::Read, false}, {dst, Access::ReadWrite, false}};
+  l.uniforms = {0, 0, 0, 0, n, static_cast<uint32_t>(ends_offset)};
+  l.count = total;
+  const uint32_t wg = ctx.caps().workgroup_1d();
+  l.workgroup = wg;
+  l.body = [wide, wg] {
+    // Running sums (int64) are at most `total` (< 2**32): their low words order them.
+    std::string s = "fn end_at(i: u32) -> u32 { return buf0[2u * (uw(5u) + i)]; }\n";
+    s += kernel_main(Grid::Invocations, wg);
+    s += "  var lo = 0u;\n  var hi = uw(4u);\n"
+         "  while (lo < hi) {\n"
+         "    let mid = (lo + hi) / 2u;\n"
+         "    if (end_at(mid) > idx) { hi = mid; } else { lo = mid + 1u; }\n"
+         "  }\n";
+    s += wide ? "  buf1[2u * idx] = lo;\n  buf1[2u * idx + 1u] = 0u;\n}\n"
+              : "  buf1[idx] = lo;\n}\n";
+    return s;
+  };
+  launch_kernel(ctx, l);
+}
+
+}  // namespace twgpu

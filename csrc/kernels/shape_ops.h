@@ -1,0 +1,70 @@
+// Shape, copy and creation kernels (no torch): a gather copy that moves raw element bits
+// (flip, roll, tril/triu for every dtype, float64 and complex included), value ranges
+// (arange/range/linspace/logspace), and the index expansion of repeat_interleave.
+#pragma once
+#include <webgpu/webgpu.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/dtype.h"
+
+namespace twgpu {
+
+class Context;
+
+// One dim of a gather copy, outermost first: the output extent, the source stride in
+// elements (negative for a flipped dim) and a cyclic shift in [0, size) (roll: output
+// coordinate c reads source coordinate (c - shift) mod size).
+struct GatherDim {
+  uint32_t size = 1;
+  int32_t stride = 0;
+  uint32_t shift = 0;
+};
+
+enum class TriangleMask : uint8_t { None, Lower, Upper };  // tril keeps col - row <= k
+
+// Writes a contiguous output of `numel` elements of `elem_size` bytes into `dst` from
+// word `dst_word` on: element e (in row-major order over `dims`) takes the source element
+// at src_offset + sum(coord'_d * stride_d), or zero bits where the triangle mask drops
+// it (over the last two dims). Narrow elements are written as whole words: the words
+// covering the output are overwritten entirely (the caller ensures they are its own).
+struct GatherCopy {
+  WGPUBuffer src = nullptr;
+  WGPUBuffer dst = nullptr;
+  int64_t src_offset = 0;  // elements, for coordinate 0 of every dim (after flips)
+  uint64_t dst_word = 0;
+  int elem_size = 4;       // 1, 2, 4, 8 or 16 bytes
+  std::vector<GatherDim> dims;
+  uint64_t numel = 0;
+  TriangleMask mask = TriangleMask::None;
+  int64_t diagonal = 0;
+};
+void launch_gather_copy(Context& ctx, const GatherCopy& g);
+
+enum class RangeKind : uint8_t { Affine, Linspace, Logspace };
+
+// Fills `numel` contiguous elements of `dtype` from element `dst_offset` on:
+// Affine:   start + step * i                              (F32 or exact I64 compute)
+// Linspace: i < halfway ? start + step * i : end - step * (steps - 1 - i)      (F32)
+// Logspace: base ** linspace(i)                                                (F32)
+struct RangeFill {
+  WGPUBuffer dst = nullptr;
+  uint64_t dst_offset = 0;
+  DType dtype = DType::Float32;
+  uint64_t numel = 0;
+  RangeKind kind = RangeKind::Affine;
+  Compute compute = Compute::F32;
+  ScalarBits start, step, end;
+  uint64_t halfway = 0, steps = 0;
+  float base = 10.f;
+};
+void launch_range_fill(Context& ctx, const RangeFill& r);
+
+// repeat_interleave: out[j] = the i with ends[i-1] <= j < ends[i], where `ends` holds the
+// inclusive running sums of the repeats (n int64 entries) and the output (`total`
+// elements of `dtype`, int32 or int64) is contiguous from element 0.
+void launch_repeat_index(Context& ctx, WGPUBuffer ends, uint64_t ends_offset, uint32_t n,
+                         WGPUBuffer dst, uint64_t total, DType dtype);
+
+}  // namespace twgpu
