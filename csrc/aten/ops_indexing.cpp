@@ -193,6 +193,7 @@ Tensor& gather_out(const Tensor& self, int64_t dim, const Tensor& index, bool sp
 }
 
 Tensor& index_select_out(const Tensor& self, int64_t dim, const Tensor& index, Tensor& out) {
+  TORCH_CHECK_INDEX(index.dim() <= 1, "index_select(): Index is supposed to be a vector");
   {
     Tensor mo = meta_out(out);
     at::index_select_out(mo, meta(self), dim, meta(index));
