@@ -4,6 +4,7 @@
 
 #include "runtime/config.h"
 #include "runtime/context.h"
+#include "runtime/device_checks.h"
 #include "runtime/error.h"
 #include "runtime/pipeline_cache.h"
 
@@ -106,10 +107,15 @@ void CommandRecorder::write(WGPUBuffer dst, uint64_t offset, const void* data, u
 void CommandRecorder::read(WGPUBuffer src, uint64_t offset, void* data, uint64_t size) {
   if (size == 0) return;
   ctx_.touch_gl();
-  if (size > staging_capacity_) {
+  // While a checking kernel ran since the last read-back, its error word rides along
+  // behind the data (device_checks.h).
+  DeviceChecks& checks = ctx_.checks();
+  const bool check = checks.armed();
+  const uint64_t total = size + (check ? 4 : 0);
+  if (total > staging_capacity_) {
     if (staging_) wgpuBufferRelease(staging_);
     uint64_t cap = staging_capacity_ ? staging_capacity_ : 1 << 16;
-    while (cap < size) cap *= 2;
+    while (cap < total) cap *= 2;
     WGPUBufferDescriptor desc = {};
     desc.size = cap;
     desc.usage = WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst;
@@ -117,6 +123,7 @@ void CommandRecorder::read(WGPUBuffer src, uint64_t offset, void* data, uint64_t
     staging_capacity_ = cap;
   }
   copy(src, offset, staging_, 0, size);
+  if (check) copy(checks.buffer(), 0, staging_, size, 4);
   flush();
   struct Map { WGPUMapAsyncStatus status = WGPUMapAsyncStatus_Error; std::string message; } map;
   WGPUBufferMapCallbackInfo cb = {};
@@ -127,13 +134,16 @@ void CommandRecorder::read(WGPUBuffer src, uint64_t offset, void* data, uint64_t
     m->message = from_view(message);
   };
   cb.userdata1 = &map;
-  ctx_.wait(wgpuBufferMapAsync(staging_, WGPUMapMode_Read, 0, size, cb));
+  ctx_.wait(wgpuBufferMapAsync(staging_, WGPUMapMode_Read, 0, total, cb));
   if (map.status != WGPUMapAsyncStatus_Success)
     fail(ctx_.lost() ? ErrorKind::DeviceLost : ErrorKind::Internal,
          "torch_webgpu: reading back from the device failed: " + map.message);
-  const void* mapped = wgpuBufferGetConstMappedRange(staging_, 0, size);
+  const void* mapped = wgpuBufferGetConstMappedRange(staging_, 0, total);
   std::memcpy(data, mapped, size);
+  uint32_t error_word = 0;
+  if (check) std::memcpy(&error_word, static_cast<const uint8_t*>(mapped) + size, 4);
   wgpuBufferUnmap(staging_);
+  if (check) checks.settle(error_word);
 }
 
 void CommandRecorder::synchronize() {

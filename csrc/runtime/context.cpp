@@ -12,6 +12,7 @@
 #include "runtime/buffer_pool.h"
 #include "runtime/command_recorder.h"
 #include "runtime/config.h"
+#include "runtime/device_checks.h"
 #include "runtime/error.h"
 #include "runtime/pipeline_cache.h"
 
@@ -156,6 +157,7 @@ Context::Context() {
   pool_ = std::make_unique<BufferPool>(*this);
   pipelines_ = std::make_unique<PipelineCache>(*this);
   recorder_ = std::make_unique<CommandRecorder>(*this);
+  checks_ = std::make_unique<DeviceChecks>(*this);
   if (adapter_desc_.backend == "opengl" || adapter_desc_.backend == "opengles") {
     // Release the context from the creating thread; RuntimeLock binds it where needed.
     egl_ = EglBinding::capture();

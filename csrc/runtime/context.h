@@ -14,6 +14,7 @@ namespace twgpu {
 
 class BufferPool;
 class CommandRecorder;
+class DeviceChecks;
 class PipelineCache;
 
 struct AdapterDescription {
@@ -79,6 +80,7 @@ class Context {
   BufferPool& pool() { return *pool_; }
   CommandRecorder& recorder() { return *recorder_; }
   PipelineCache& pipelines() { return *pipelines_; }
+  DeviceChecks& checks() { return *checks_; }
 
   // Blocks until `future` completes, processing callbacks; raises DeviceLost instead of
   // hanging when the device goes away while waiting.
@@ -119,6 +121,7 @@ class Context {
   std::unique_ptr<BufferPool> pool_;
   std::unique_ptr<CommandRecorder> recorder_;
   std::unique_ptr<PipelineCache> pipelines_;
+  std::unique_ptr<DeviceChecks> checks_;  // device-side index checks (device_checks.h)
 };
 
 // Helpers shared by the runtime's files.

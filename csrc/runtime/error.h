@@ -14,6 +14,7 @@ enum class ErrorKind {
   Unsupported,     // dtype or feature this adapter cannot do: NotImplementedError
   InvalidArgument, // bad shapes or arguments: ValueError/RuntimeError
   NoAdapter,       // no usable WebGPU adapter on this machine
+  DeviceCheck,     // a kernel found a bad argument (index out of range): RuntimeError
 };
 
 class Error : public std::runtime_error {

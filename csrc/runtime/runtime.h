@@ -6,6 +6,7 @@
 #include "runtime/command_recorder.h"
 #include "runtime/config.h"
 #include "runtime/context.h"
+#include "runtime/device_checks.h"
 #include "runtime/error.h"
 #include "runtime/pipeline_cache.h"
 

@@ -1,0 +1,464 @@
+#include "kernels/indexing.h"
+
+#include <string>
+
+#include "kernels/kernel_program.h"
+#include "kernels/wgsl_dtype.h"
+#include "runtime/runtime.h"
+
+namespace twgpu {
+namespace {
+
+// Uniform layout of the indexed kernels (words from kFirstUserWord).
+constexpr uint32_t kWNdim = 4, kWCode = 5, kWWrap = 6, kWTargetOff = 7, kWValuesOff = 8,
+                   kWScalar = 9 /* 4 words */, kWMaskOff = 13;
+constexpr uint32_t kWSizes = 16, kWTargetStrides = 24, kWValueStrides = 32, kWMaskStrides = 40;
+constexpr uint32_t kWIndexBase = 48, kWIndexStride = 12;  // per index: 8 strides, bound, tstride, offset
+
+uint32_t u32_of(int64_t v, const char* what) {
+  if (v < 0 || v > 0xFFFFFFFFll)
+    fail(ErrorKind::Unsupported, std::string("torch_webgpu: indexing ") + what + " beyond 32 bits");
+  return static_cast<uint32_t>(v);
+}
+
+std::string w(uint32_t i) { return "uw(" + std::to_string(i) + "u)"; }
+
+// `fn NAME(e: u32) -> vec2<u32>`: element e of an Int64/Int32 index buffer as (lo, hi).
+std::string index_load(const std::string& name, const std::string& buf, DType dtype) {
+  if (dtype == DType::Int64)
+    return "fn " + name + "(e: u32) -> vec2<u32> { return vec2<u32>(" + buf + "[2u * e], " + buf +
+           "[2u * e + 1u]); }\n";
+  return "fn " + name + "(e: u32) -> vec2<u32> { let v = " + buf +
+         "[e]; return vec2<u32>(v, select(0u, 0xffffffffu, (v & 0x80000000u) != 0u)); }\n";
+}
+
+// The word-shift/mask description of element e in a buffer of `dtype`.
+std::string subword_parts(DType dtype) {
+  if (element_size(dtype) == 2) return "  let wi = e >> 1u;\n  let sh = (e & 1u) * 16u;\n  let m = 0xffffu << sh;\n";
+  if (element_size(dtype) == 1) return "  let wi = e >> 2u;\n  let sh = (e & 3u) * 8u;\n  let m = 0xffu << sh;\n";
+  return "  let wi = e;\n  let sh = 0u;\n  let m = 0xffffffffu;\n";
+}
+
+// `fn NAME(e: u32) -> bool`: element e of a flags buffer is nonzero (any dtype <= 8 bytes;
+// floats: -0.0 counts as zero).
+std::string flag_load(const std::string& name, const std::string& buf, DType dtype) {
+  std::string s = "fn " + name + "(e: u32) -> bool {\n";
+  switch (dtype) {
+    case DType::Float32: return s + "  return (" + buf + "[e] & 0x7fffffffu) != 0u;\n}\n";
+    case DType::Float16: case DType::BFloat16:
+      return s + subword_parts(dtype) + "  return ((" + buf + "[wi] >> sh) & 0x7fffu) != 0u;\n}\n";
+    case DType::Float64: return s + "  return (" + buf + "[2u * e] | (" + buf + "[2u * e + 1u] & 0x7fffffffu)) != 0u;\n}\n";
+    case DType::Int64: return s + "  return (" + buf + "[2u * e] | " + buf + "[2u * e + 1u]) != 0u;\n}\n";
+    case DType::Complex64: return s + "  return ((" + buf + "[2u * e] | " + buf + "[2u * e + 1u]) & 0x7fffffffu) != 0u;\n}\n";
+    default: return s + subword_parts(dtype) + "  return (" + buf + "[wi] & m) != 0u;\n}\n";
+  }
+}
+
+// Coordinate walk: accumulates offsets of the listed operands (name, stride word base).
+std::string coordinate_walk(const std::vector<std::pair<std::string, uint32_t>>& ops) {
+  std::string s = "  var rem = idx;\n";
+  s += "  for (var d = i32(" + w(kWNdim) + ") - 1; d >= 0; d = d - 1) {\n";
+  s += "    let du = u32(d);\n    let sz = uw(" + std::to_string(kWSizes) + "u + du);\n";
+  s += "    let c = rem % sz;\n    rem = rem / sz;\n";
+  for (const auto& [name, base] : ops)
+    s += "    " + name + " = " + name + " + c * uw(" + std::to_string(base) + "u + du);\n";
+  s += "  }\n";
+  return s;
+}
+
+const char* kResolve = R"WGSL(
+// Position selected by a 64-bit index value, or 0xffffffff when out of range.
+fn resolve_index(v: vec2<u32>, bound: u32, wrap: u32) -> u32 {
+  if (v.y == 0u && v.x < bound) { return v.x; }
+  if (wrap != 0u && bound != 0u && v.y == 0xffffffffu && v.x >= 0u - bound) { return v.x + bound; }
+  return 0xffffffffu;
+}
+)WGSL";
+
+// Fills uniforms and bindings shared by gather and scatter. Binding order: target,
+// values (unless scalar), indices, mask, error word.
+struct Common {
+  std::vector<KernelBuffer> buffers;
+  std::vector<uint32_t> uniforms;
+  size_t err_binding = 0, first_index_binding = 0, mask_binding = 0, values_binding = 0;
+  std::string key;
+  std::string body_prefix;  // index/mask loaders + walk + resolution, inside main
+  std::string helpers;
+};
+
+Common build_common(Context& ctx, const IndexedLaunch& l, Access target_access, bool target_atomic,
+                    Access values_access, bool values_atomic) {
+  if (l.shape.size() > static_cast<size_t>(kIndexMaxDims) ||
+      l.indices.size() > static_cast<size_t>(kIndexMaxTensors))
+    fail(ErrorKind::Unsupported, "torch_webgpu: indexing kernel beyond its dims/index limits");
+  Common c;
+  c.uniforms.assign(kWIndexBase + kWIndexStride * kIndexMaxTensors, 0);
+  const size_t nd = l.shape.size();
+  c.uniforms[kWNdim] = static_cast<uint32_t>(nd);
+  c.uniforms[kWCode] = l.check_code;
+  c.uniforms[kWWrap] = l.wrap_negative ? 1u : 0u;
+  c.uniforms[kWTargetOff] = u32_of(static_cast<int64_t>(l.target.offset), "offset");
+  for (size_t d = 0; d < nd; ++d) {
+    c.uniforms[kWSizes + d] = u32_of(l.shape[d], "size");
+    c.uniforms[kWTargetStrides + d] = u32_of(l.target.strides[d], "stride");
+  }
+  c.buffers.push_back({l.target.buffer, target_access, target_atomic});
+  c.key = std::string(dtype_name(l.target.dtype)) + (l.use_scalar ? "|s" : "|v");
+  if (!l.use_scalar) {
+    c.values_binding = c.buffers.size();
+    c.buffers.push_back({l.values.buffer, values_access, values_atomic});
+    c.uniforms[kWValuesOff] = u32_of(static_cast<int64_t>(l.values.offset), "offset");
+    for (size_t d = 0; d < nd; ++d) c.uniforms[kWValueStrides + d] = u32_of(l.values.strides[d], "stride");
+  } else {
+    for (int i = 0; i < 4; ++i) c.uniforms[kWScalar + i] = l.scalar_words[i];
+  }
+  std::vector<std::pair<std::string, uint32_t>> walk = {{"to", kWTargetStrides}};
+  if (!l.use_scalar) walk.push_back({"vo", kWValueStrides});
+  std::string init = "  var to = " + w(kWTargetOff) + ";\n  var vo = " + w(kWValuesOff) + ";\n";
+  c.first_index_binding = c.buffers.size();
+  for (size_t k = 0; k < l.indices.size(); ++k) {
+    const IndexArg& ix = l.indices[k];
+    uint32_t base = kWIndexBase + kWIndexStride * static_cast<uint32_t>(k);
+    for (size_t d = 0; d < nd; ++d) c.uniforms[base + d] = u32_of(ix.index.strides[d], "stride");
+    c.uniforms[base + 8] = u32_of(ix.bound, "bound");
+    c.uniforms[base + 9] = u32_of(ix.target_stride, "stride");
+    c.uniforms[base + 10] = u32_of(static_cast<int64_t>(ix.index.offset), "offset");
+    std::string ks = std::to_string(k);
+    c.helpers += index_load("load_index" + ks, "buf" + std::to_string(c.buffers.size()), ix.index.dtype);
+    c.buffers.push_back({ix.index.buffer, Access::Read, false});
+    c.key += ix.index.dtype == DType::Int64 ? "|i64" : "|i32";
+    init += "  var io" + ks + " = " + w(base + 10) + ";\n";
+    walk.push_back({"io" + ks, base});
+  }
+  if (l.has_mask) {
+    c.mask_binding = c.buffers.size();
+    c.helpers += flag_load("load_mask", "buf" + std::to_string(c.buffers.size()), l.mask.dtype);
+    c.buffers.push_back({l.mask.buffer, Access::Read, false});
+    c.uniforms[kWMaskOff] = u32_of(static_cast<int64_t>(l.mask.offset), "offset");
+    for (size_t d = 0; d < nd; ++d) c.uniforms[kWMaskStrides + d] = u32_of(l.mask.strides[d], "stride");
+    init += "  var mo = " + w(kWMaskOff) + ";\n";
+    walk.push_back({"mo", kWMaskStrides});
+    c.key += std::string("|m") + dtype_name(l.mask.dtype);
+  }
+  c.err_binding = c.buffers.size();
+  c.buffers.push_back({ctx.checks().arm(), Access::ReadWrite, true});
+  if (c.buffers.size() > ctx.caps().max_storage_buffers_per_stage)
+    fail(ErrorKind::Unsupported, "torch_webgpu: indexing kernel needs more storage bindings than the adapter has");
+  c.helpers += kResolve;
+  std::string err = "buf" + std::to_string(c.err_binding);
+  std::string s = init + coordinate_walk(walk);
+  if (l.has_mask) s += "  if (!load_mask(mo)) { return; }\n";
+  for (size_t k = 0; k < l.indices.size(); ++k) {
+    std::string ks = std::to_string(k);
+    uint32_t base = kWIndexBase + kWIndexStride * static_cast<uint32_t>(k);
+    s += "  let p" + ks + " = resolve_index(load_index" + ks + "(io" + ks + "), " + w(base + 8) + ", " +
+         w(kWWrap) + ");\n";
+    s += "  if (p" + ks + " == 0xffffffffu) { atomicMax(&" + err + "[0], " + w(kWCode) + "); return; }\n";
+    s += "  to = to + p" + ks + " * " + w(base + 9) + ";\n";
+  }
+  c.body_prefix = s;
+  return c;
+}
+
+void finish(Context& ctx, Common& c, const IndexedLaunch& l, const std::string& key,
+            const std::string& helpers, const std::string& tail) {
+  KernelLaunch k;
+  k.key = key;
+  k.buffers = c.buffers;
+  k.uniforms = c.uniforms;
+  k.grid = Grid::Invocations;
+  uint64_t n = 1;
+  for (int64_t s : l.shape) n *= static_cast<uint64_t>(s);
+  k.count = n;
+  const uint32_t wg = ctx.caps().workgroup_1d();
+  std::string body = c.helpers + helpers + kernel_main(Grid::Invocations, wg) + c.body_prefix + tail + "}\n";
+  k.workgroup = wg;
+  k.body = [&] { return body; };
+  launch_kernel(ctx, k);
+  if (n && DeviceChecks::synchronous()) ctx.recorder().synchronize();
+}
+
+// Statements moving element `src_e` of buffer `src` (plain) to element `dst_e` of `dst`
+// (atomic binding when `dst_atomic`), for any dtype (bit moves).
+std::string move_bits(DType dtype, const std::string& src, const std::string& src_e,
+                      const std::string& dst, const std::string& dst_e, bool dst_atomic) {
+  int size = element_size(dtype);
+  std::string s;
+  auto put = [&](const std::string& at, const std::string& v) {
+    return dst_atomic ? "  atomicStore(&" + dst + "[" + at + "], " + v + ");\n"
+                      : "  " + dst + "[" + at + "] = " + v + ";\n";
+  };
+  if (size >= 4) {
+    int words = size / 4;
+    for (int i = 0; i < words; ++i) {
+      std::string o = " + " + std::to_string(i) + "u";
+      s += put(std::to_string(words) + "u * (" + dst_e + ")" + o, src + "[" + std::to_string(words) + "u * (" + src_e + ")" + o + "]");
+    }
+    return s;
+  }
+  std::string shift = size == 2 ? "1u" : "2u", lane = size == 2 ? "16u" : "8u", lanes = size == 2 ? "1u" : "3u";
+  std::string mask = size == 2 ? "0xffffu" : "0xffu";
+  s += "  let sb = (" + src + "[(" + src_e + ") >> " + shift + "] >> (((" + src_e + ") & " + lanes + ") * " + lane + ")) & " + mask + ";\n";
+  s += "  let dsh = ((" + dst_e + ") & " + lanes + ") * " + lane + ";\n";
+  s += "  atomicAnd(&" + dst + "[(" + dst_e + ") >> " + shift + "], ~(" + mask + " << dsh));\n";
+  s += "  atomicOr(&" + dst + "[(" + dst_e + ") >> " + shift + "], sb << dsh);\n";
+  return s;
+}
+
+}  // namespace
+
+void indexed_gather(Context& ctx, const IndexedLaunch& l) {
+  const bool sub = is_subword(l.values.dtype);
+  Common c = build_common(ctx, l, Access::Read, false, Access::ReadWrite, sub);
+  std::string tail = move_bits(l.values.dtype, "buf0", "to", "buf" + std::to_string(c.values_binding), "vo", sub);
+  finish(ctx, c, l, "index_gather|" + c.key, "", tail);
+}
+
+bool indexed_scatter_supports(DType dtype, IndexCombine combine) {
+  if (combine == IndexCombine::Assign) return true;
+  if (dtype == DType::Int64) return combine == IndexCombine::Add;
+  return is_computable(dtype) && element_size(dtype) <= 4;
+}
+
+void indexed_scatter(Context& ctx, const IndexedLaunch& l, IndexCombine combine) {
+  const DType dt = l.target.dtype;
+  if (!indexed_scatter_supports(dt, combine))
+    fail(ErrorKind::Unsupported, std::string("torch_webgpu: scatter reduction on ") + dtype_name(dt));
+  Common c = build_common(ctx, l, Access::ReadWrite, true, Access::Read, false);
+  const std::string vb = "buf" + std::to_string(c.values_binding);
+  const int size = element_size(dt);
+  std::string helpers, tail;
+  // The value's storage bits (all words) for element vo, or the scalar's.
+  auto value_word = [&](int i) {
+    if (l.use_scalar) return w(kWScalar + i);
+    return vb + "[" + std::to_string(size / 4) + "u * vo + " + std::to_string(i) + "u]";
+  };
+  if (combine == IndexCombine::Assign && size >= 4) {
+    for (int i = 0; i < size / 4; ++i)
+      tail += "  atomicStore(&buf0[" + std::to_string(size / 4) + "u * to + " + std::to_string(i) + "u], " +
+              value_word(i) + ");\n";
+  } else if (dt == DType::Int64) {
+    // 64-bit add from two 32-bit atomics: the low word's carry goes into the high word.
+    tail += "  let v = vec2<u32>(" + value_word(0) + ", " + value_word(1) + ");\n";
+    tail += "  let old = atomicAdd(&buf0[2u * to], v.x);\n";
+    tail += "  let carry = select(0u, 1u, old + v.x < old);\n";
+    tail += "  atomicAdd(&buf0[2u * to + 1u], v.y + carry);\n";
+  } else {
+    Compute cp = compute_type_for(dt);
+    std::string T = wgsl_type(cp);
+    // The value in compute type.
+    std::string vbits;
+    if (l.use_scalar) {
+      vbits = w(kWScalar);
+    } else if (size == 4) {
+      vbits = vb + "[vo]";
+    } else {
+      std::string shift = size == 2 ? "1u" : "2u", lanes = size == 2 ? "1u" : "3u", lane = size == 2 ? "16u" : "8u";
+      std::string mask = size == 2 ? "0xffffu" : "0xffu";
+      vbits = "((" + vb + "[vo >> " + shift + "] >> ((vo & " + lanes + ") * " + lane + ")) & " + mask + ")";
+    }
+    if (size < 4 && l.use_scalar) vbits = "(" + vbits + " & " + (size == 2 ? "0xffffu" : "0xffu") + ")";
+    std::string op;
+    switch (combine) {
+      case IndexCombine::Assign: op = "b"; break;
+      case IndexCombine::Add: op = "a + b"; break;
+      case IndexCombine::Mul: op = "a * b"; break;
+      case IndexCombine::Max:
+        op = cp == Compute::F32 ? "select(max(a, b), a + b, is_nan(a) || is_nan(b))" : "max(a, b)";
+        break;
+      case IndexCombine::Min:
+        op = cp == Compute::F32 ? "select(min(a, b), a + b, is_nan(a) || is_nan(b))" : "min(a, b)";
+        break;
+    }
+    helpers += "fn combine(a: " + T + ", b: " + T + ") -> " + T + " { return " + op + "; }\n";
+    helpers += wgsl_bits_function("to_bits", dt, cp);
+    helpers += "fn from_bits(x: u32) -> " + T + " { return " + wgsl_from_bits(dt, "x") + "; }\n";
+    helpers += "fn rmw(e: u32, v: " + T + ") {\n" + subword_parts(dt) +
+               "  loop {\n"
+               "    let old = atomicLoad(&buf0[wi]);\n"
+               "    let cur = from_bits((old >> sh) & (m >> sh));\n"
+               "    let nw = (old & ~m) | ((to_bits(combine(cur, v)) << sh) & m);\n"
+               "    if (atomicCompareExchangeWeak(&buf0[wi], old, nw).exchanged) { break; }\n"
+               "  }\n}\n";
+    tail += "  rmw(to, from_bits(" + vbits + "));\n";
+  }
+  static const char* names[] = {"assign", "add", "mul", "max", "min"};
+  finish(ctx, c, l, std::string("index_scatter|") + names[static_cast<int>(combine)] + "|" + c.key, helpers, tail);
+}
+
+// ---------------------------------------------------------------------------------------
+// Compaction (nonzero, masked_select, masked_scatter): flags -> exclusive positions.
+
+namespace {
+
+constexpr uint32_t kScanBlock = 256;  // elements per workgroup of the scan's first pass
+
+std::vector<uint32_t> flag_uniforms(const std::vector<int64_t>& shape, const StridedArg& flags) {
+  if (shape.size() > static_cast<size_t>(kIndexMaxDims))
+    fail(ErrorKind::Unsupported, "torch_webgpu: compaction beyond its dims limit");
+  std::vector<uint32_t> u(kWIndexBase, 0);
+  u[kWNdim] = static_cast<uint32_t>(shape.size());
+  u[kWMaskOff] = u32_of(static_cast<int64_t>(flags.offset), "offset");
+  for (size_t d = 0; d < shape.size(); ++d) {
+    u[kWSizes + d] = u32_of(shape[d], "size");
+    u[kWMaskStrides + d] = u32_of(flags.strides[d], "stride");
+  }
+  return u;
+}
+
+uint64_t numel_of(const std::vector<int64_t>& shape) {
+  uint64_t n = 1;
+  for (int64_t s : shape) n *= static_cast<uint64_t>(s);
+  return n;
+}
+
+// WGSL: `flag_at(idx)`: the flag of row-major element idx.
+std::string flag_at(DType dtype) {
+  return flag_load("load_flag", "buf0", dtype) + "fn flag_at(idx: u32) -> bool {\n  var mo = " + w(kWMaskOff) +
+         ";\n" + coordinate_walk({{"mo", kWMaskStrides}}) + "  return load_flag(mo);\n}\n";
+}
+
+}  // namespace
+
+void exclusive_scan_nonzero(Context& ctx, const std::vector<int64_t>& shape, const StridedArg& flags,
+                            WGPUBuffer positions) {
+  const uint64_t n = numel_of(shape);
+  const uint64_t blocks = (n + kScanBlock - 1) / kScanBlock;
+  // Block totals live after the n + 1 positions' slot: a scratch buffer.
+  Allocation* sums = ctx.pool().allocate((blocks + 1) * 4);
+  std::vector<uint32_t> u = flag_uniforms(shape, flags);
+  u.push_back(static_cast<uint32_t>(n));  // word kWIndexBase: n
+  u.push_back(static_cast<uint32_t>(blocks));
+  const std::string wn = w(kWIndexBase), wb = w(kWIndexBase + 1);
+  const std::string key = std::string("|") + dtype_name(flags.dtype);
+  // Pass 1: per block, the local exclusive scan into positions and the total into sums.
+  KernelLaunch a;
+  a.key = "scan_nonzero_local" + key;
+  a.buffers = {{flags.buffer, Access::Read, false}, {positions, Access::ReadWrite, false},
+               {sums->buffer, Access::ReadWrite, false}};
+  a.uniforms = u;
+  a.grid = Grid::Groups;
+  a.count = blocks;
+  a.workgroup = kScanBlock;
+  std::string body_a = flag_at(flags.dtype) + "var<workgroup> part: array<u32, " + std::to_string(kScanBlock) + ">;\n" +
+                       kernel_main(Grid::Groups, kScanBlock) +
+                       "  let i = group * " + std::to_string(kScanBlock) + "u + lid;\n"
+                       "  var f = 0u;\n"
+                       "  if (group < uw(0u) && i < " + wn + " && flag_at(i)) { f = 1u; }\n"
+                       "  part[lid] = f;\n"
+                       "  workgroupBarrier();\n"
+                       // Hillis-Steele inclusive scan over the block.
+                       "  for (var off = 1u; off < " + std::to_string(kScanBlock) + "u; off = off << 1u) {\n"
+                       "    var add = 0u;\n"
+                       "    if (lid >= off) { add = part[lid - off]; }\n"
+                       "    workgroupBarrier();\n"
+                       "    part[lid] = part[lid] + add;\n"
+                       "    workgroupBarrier();\n"
+                       "  }\n"
+                       "  if (group < uw(0u)) {\n"
+                       "    if (i < " + wn + ") { buf1[i] = part[lid] - f; }\n"
+                       "    if (lid == " + std::to_string(kScanBlock - 1) + "u) { buf2[group] = part[lid]; }\n"
+                       "  }\n}\n";
+  a.body = [&] { return body_a; };
+  launch_kernel(ctx, a);
+  // Pass 2: one workgroup scans the block totals in chunks (exclusive), total at [blocks].
+  KernelLaunch b;
+  b.key = "scan_nonzero_blocks";
+  b.buffers = {{sums->buffer, Access::ReadWrite, false}};
+  b.uniforms = u;
+  b.grid = Grid::Groups;
+  b.count = 1;
+  b.workgroup = kScanBlock;
+  std::string body_b = "var<workgroup> part: array<u32, " + std::to_string(kScanBlock) + ">;\nvar<workgroup> carry_in: u32;\n" +
+                       kernel_main(Grid::Groups, kScanBlock) +
+                       "  if (lid == 0u) { carry_in = 0u; }\n"
+                       "  workgroupBarrier();\n"
+                       "  let nb = " + wb + ";\n"
+                       "  let chunks = (nb + " + std::to_string(kScanBlock - 1) + "u) / " + std::to_string(kScanBlock) + "u;\n"
+                       "  for (var ch = 0u; ch < chunks; ch = ch + 1u) {\n"
+                       "    let i = ch * " + std::to_string(kScanBlock) + "u + lid;\n"
+                       "    var v = 0u;\n"
+                       "    if (i < nb) { v = buf0[i]; }\n"
+                       "    part[lid] = v;\n"
+                       "    workgroupBarrier();\n"
+                       "    for (var off = 1u; off < " + std::to_string(kScanBlock) + "u; off = off << 1u) {\n"
+                       "      var add = 0u;\n"
+                       "      if (lid >= off) { add = part[lid - off]; }\n"
+                       "      workgroupBarrier();\n"
+                       "      part[lid] = part[lid] + add;\n"
+                       "      workgroupBarrier();\n"
+                       "    }\n"
+                       "    let base = carry_in;\n"
+                       "    if (i < nb) { buf0[i] = base + part[lid] - v; }\n"
+                       "    workgroupBarrier();\n"
+                       "    if (lid == " + std::to_string(kScanBlock - 1) + "u) { carry_in = base + part[lid]; }\n"
+                       "    workgroupBarrier();\n"
+                       "  }\n"
+                       "  if (lid == 0u) { buf0[nb] = carry_in; }\n}\n";
+  b.body = [&] { return body_b; };
+  launch_kernel(ctx, b);
+  // Pass 3: add each block's offset; positions[n] = total.
+  KernelLaunch c3;
+  c3.key = "scan_nonzero_add";
+  c3.buffers = {{sums->buffer, Access::Read, false}, {positions, Access::ReadWrite, false}};
+  c3.uniforms = u;
+  c3.count = n + 1;
+  std::string body_c = kernel_main(Grid::Invocations, ctx.caps().workgroup_1d()) +
+                       "  if (idx == " + wn + ") { buf1[idx] = buf0[" + wb + "]; return; }\n"
+                       "  buf1[idx] = buf1[idx] + buf0[idx / " + std::to_string(kScanBlock) + "u];\n}\n";
+  c3.body = [&] { return body_c; };
+  launch_kernel(ctx, c3);
+  ctx.pool().release(sums);
+}
+
+void nonzero_coordinates(Context& ctx, const std::vector<int64_t>& shape, const StridedArg& flags,
+                         WGPUBuffer positions, WGPUBuffer out) {
+  KernelLaunch k;
+  k.key = std::string("nonzero_coords|") + dtype_name(flags.dtype);
+  k.buffers = {{flags.buffer, Access::Read, false}, {positions, Access::Read, false}, {out, Access::ReadWrite, false}};
+  k.uniforms = flag_uniforms(shape, flags);
+  k.count = numel_of(shape);
+  std::string body = flag_at(flags.dtype) + kernel_main(Grid::Invocations, ctx.caps().workgroup_1d()) +
+                     "  if (!flag_at(idx)) { return; }\n"
+                     "  let nd = " + w(kWNdim) + ";\n"
+                     "  let row = buf1[idx] * nd;\n"
+                     "  var rem = idx;\n"
+                     "  for (var d = i32(nd) - 1; d >= 0; d = d - 1) {\n"
+                     "    let du = u32(d);\n"
+                     "    let sz = uw(" + std::to_string(kWSizes) + "u + du);\n"
+                     "    buf2[2u * (row + du)] = rem % sz;\n"
+                     "    buf2[2u * (row + du) + 1u] = 0u;\n"
+                     "    rem = rem / sz;\n"
+                     "  }\n}\n";
+  k.body = [&] { return body; };
+  launch_kernel(ctx, k);
+}
+
+void compact_values(Context& ctx, const std::vector<int64_t>& shape, const StridedArg& flags,
+                    WGPUBuffer positions, const StridedArg& values, WGPUBuffer out, uint64_t out_offset,
+                    bool expand) {
+  const DType dt = values.dtype;
+  const bool sub = is_subword(dt);
+  KernelLaunch k;
+  k.key = std::string(expand ? "masked_expand|" : "masked_compact|") + dtype_name(flags.dtype) + "|" + dtype_name(dt);
+  if (expand)
+    k.buffers = {{flags.buffer, Access::Read, false}, {positions, Access::Read, false},
+                 {values.buffer, Access::ReadWrite, sub}, {out, Access::Read, false}};
+  else
+    k.buffers = {{flags.buffer, Access::Read, false}, {positions, Access::Read, false},
+                 {values.buffer, Access::Read, false}, {out, Access::ReadWrite, sub}};
+  k.uniforms = flag_uniforms(shape, flags);
+  k.uniforms[kWValuesOff] = u32_of(static_cast<int64_t>(values.offset), "offset");
+  k.uniforms[kWTargetOff] = u32_of(static_cast<int64_t>(out_offset), "offset");
+  for (size_t d = 0; d < shape.size(); ++d) k.uniforms[kWValueStrides + d] = u32_of(values.strides[d], "stride");
+  k.count = numel_of(shape);
+  std::string body = flag_at(flags.dtype) + kernel_main(Grid::Invocations, ctx.caps().workgroup_1d()) +
+                     "  if (!flag_at(idx)) { return; }\n  var vo = " + w(kWValuesOff) + ";\n" +
+                     coordinate_walk({{"vo", kWValueStrides}}) + "  let po = buf1[idx] + " + w(kWTargetOff) + ";\n" +
+                     (expand ? move_bits(dt, "buf3", "po", "buf2", "vo", sub) : move_bits(dt, "buf2", "vo", "buf3", "po", sub)) +
+                     "}\n";
+  k.body = [&] { return body; };
+  launch_kernel(ctx, k);
+}
+
+}  // namespace twgpu
