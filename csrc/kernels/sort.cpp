@@ -1,0 +1,302 @@
+#include "kernels/sort.h"
+
+#include <algorithm>
+#include <string>
+
+#include "kernels/kernel_program.h"
+#include "runtime/runtime.h"
+
+namespace twgpu {
+namespace {
+
+// Uniform words (from kFirstUserWord).
+constexpr uint32_t kInOffset = 4, kRowLen = 5, kPadded = 6, kChunk = 7, kDescending = 8,
+                   kStageK = 9, kStageJ = 10, kFullSort = 11, kFromInput = 12, kTake = 13,
+                   kValuesOffset = 14, kIndicesOffset = 15, kPick = 16, kPosition = 17,
+                   kIsFloat = 18, kWords = 20;
+// Rows up to this many (padded) elements sort inside one workgroup's memory.
+constexpr uint64_t kChunkMax = 1024;
+
+// `fn sort_key(v) -> vec2<u32>`: unsigned (hi, lo) words ordered like the values.
+std::string key_function(DType dtype) {
+  switch (compute_type_for(dtype)) {
+    case Compute::F32:
+      // One NaN (positive, above +inf) and one zero, then the usual sign-flip mapping.
+      return "fn sort_key(v: f32) -> vec2<u32> {\n"
+             "  var b = bitcast<u32>(v);\n"
+             "  if (is_nan(v)) { b = 0x7fc00000u; }\n"
+             "  if ((b & 0x7fffffffu) == 0u) { b = 0u; }\n"
+             "  return vec2<u32>(select(b | 0x80000000u, ~b, (b & 0x80000000u) != 0u), 0u);\n"
+             "}\n";
+    case Compute::I32:
+      return "fn sort_key(v: i32) -> vec2<u32> { return vec2<u32>(bitcast<u32>(v) ^ 0x80000000u, 0u); }\n";
+    case Compute::I64:
+      return "fn sort_key(v: vec2<u32>) -> vec2<u32> { return vec2<u32>(v.y ^ 0x80000000u, v.x); }\n";
+    default:
+      fail(ErrorKind::Unsupported, std::string("torch_webgpu: sort of ") + dtype_name(dtype));
+  }
+}
+
+// The key of a float NaN, where ascending rows keep their NaNs (at the end).
+constexpr const char* kNanKey = "0xffc00000u";
+
+// Helpers over the scratch buffer `buf<b>`: entry e is (key hi, key lo, index) at 3e.
+std::string entry_functions(size_t b) {
+  std::string s = "buf" + std::to_string(b);
+  return "fn get_entry(e: u32) -> vec3<u32> { return vec3<u32>(" + s + "[3u * e], " + s +
+         "[3u * e + 1u], " + s + "[3u * e + 2u]); }\n"
+         "fn entry_less(a: vec3<u32>, b: vec3<u32>) -> bool {\n"
+         "  if (a.x != b.x) { return a.x < b.x; }\n"
+         "  if (a.y != b.y) { return a.y < b.y; }\n"
+         "  return a.z < b.z;\n"
+         "}\n";
+}
+std::string set_entry_function(size_t b) {
+  std::string s = "buf" + std::to_string(b);
+  return "fn set_entry(e: u32, v: vec3<u32>) { " + s + "[3u * e] = v.x; " + s +
+         "[3u * e + 1u] = v.y; " + s + "[3u * e + 2u] = v.z; }\n";
+}
+
+std::vector<uint32_t> base_uniforms(const SortInput& in, bool descending) {
+  std::vector<uint32_t> u(kWords, 0);
+  u[kInOffset] = static_cast<uint32_t>(in.offset);
+  u[kRowLen] = static_cast<uint32_t>(in.n);
+  u[kPadded] = static_cast<uint32_t>(sort_padded_length(in.n));
+  u[kChunk] = static_cast<uint32_t>(std::min(sort_padded_length(in.n), kChunkMax));
+  u[kDescending] = descending ? 1u : 0u;
+  u[kIsFloat] = is_floating(in.dtype) ? 1u : 0u;
+  return u;
+}
+
+// Sorts chunks of `chunk` entries in workgroup memory: the whole network up to `chunk`
+// (full) or, for a stage k above it, the steps j < chunk. The first pass reads the input.
+void local_pass(Context& ctx, const SortInput& in, bool descending, WGPUBuffer scratch,
+                bool full, bool from_input, uint64_t k) {
+  const uint64_t padded = sort_padded_length(in.n);
+  const uint64_t chunk = std::min(padded, kChunkMax);
+  const uint32_t wg = static_cast<uint32_t>(std::min<uint64_t>(256, std::max<uint64_t>(1, chunk / 2)));
+  KernelLaunch l;
+  l.key = std::string("sort:local:") + dtype_name(in.dtype);
+  l.buffers = {{in.buffer, Access::Read, false}, {scratch, Access::ReadWrite, false}};
+  l.uniforms = base_uniforms(in, descending);
+  l.uniforms[kFullSort] = full ? 1u : 0u;
+  l.uniforms[kFromInput] = from_input ? 1u : 0u;
+  l.uniforms[kStageK] = static_cast<uint32_t>(k);
+  l.grid = Grid::Groups;
+  l.count = in.rows * padded / chunk;
+  l.workgroup = wg;
+  const DType dtype = in.dtype;
+  l.body = [&l, dtype, wg] {
+    const std::string W = std::to_string(wg) + "u";
+    return kernel_load("load_in", l.buffers, 0, dtype) + key_function(dtype) +
+           entry_functions(1) + set_entry_function(1) +
+           "var<workgroup> sh_key: array<vec2<u32>, 1024>;\n"
+           "var<workgroup> sh_idx: array<u32, 1024>;\n" +
+           kernel_main(Grid::Groups, wg) +
+           "  let chunk = uw(7u);\n"
+           "  let padded = uw(6u);\n"
+           "  let n = uw(5u);\n"
+           "  let valid = group < uw(0u);\n"
+           "  let base = group * chunk;\n"
+           "  let flip = select(vec2<u32>(0u), vec2<u32>(0xffffffffu), uw(8u) != 0u);\n"
+           "  for (var t = lid; t < chunk; t = t + " + W + ") {\n"
+           "    var e = vec3<u32>(0xffffffffu);\n"
+           "    if (valid) {\n"
+           "      let g = base + t;\n"
+           "      if (uw(12u) != 0u) {\n"
+           "        let row = g / padded;\n"
+           "        let pos = g & (padded - 1u);\n"
+           "        if (pos < n) { e = vec3<u32>(sort_key(load_in(uw(4u) + row * n + pos)) ^ flip, pos); }\n"
+           "      } else {\n"
+           "        e = get_entry(g);\n"
+           "      }\n"
+           "    }\n"
+           "    sh_key[t] = e.xy;\n"
+           "    sh_idx[t] = e.z;\n"
+           "  }\n"
+           "  workgroupBarrier();\n"
+           "  let full = uw(11u) != 0u;\n"
+           "  var k = select(uw(9u), 2u, full);\n"
+           "  loop {\n"
+           "    var j = select(chunk / 2u, k / 2u, full);\n"
+           "    loop {\n"
+           "      if (j == 0u) { break; }\n"
+           "      for (var t = lid; t < chunk / 2u; t = t + " + W + ") {\n"
+           "        let lo = 2u * j * (t / j) + (t % j);\n"
+           "        let hi = lo + j;\n"
+           "        let ascending = (((base + lo) & (padded - 1u)) & k) == 0u;\n"
+           "        let a = vec3<u32>(sh_key[lo], sh_idx[lo]);\n"
+           "        let b = vec3<u32>(sh_key[hi], sh_idx[hi]);\n"
+           "        if (entry_less(b, a) == ascending) {\n"
+           "          sh_key[lo] = b.xy; sh_idx[lo] = b.z;\n"
+           "          sh_key[hi] = a.xy; sh_idx[hi] = a.z;\n"
+           "        }\n"
+           "      }\n"
+           "      workgroupBarrier();\n"
+           "      j = j / 2u;\n"
+           "    }\n"
+           "    if (!full || k >= chunk) { break; }\n"
+           "    k = k * 2u;\n"
+           "  }\n"
+           "  if (valid) {\n"
+           "    for (var t = lid; t < chunk; t = t + " + W + ") {\n"
+           "      set_entry(base + t, vec3<u32>(sh_key[t], sh_idx[t]));\n"
+           "    }\n"
+           "  }\n"
+           "}\n";
+  };
+  launch_kernel(ctx, l);
+}
+
+// One compare-exchange step (k, j) of the network over the whole scratch buffer.
+void global_step(Context& ctx, const SortInput& in, WGPUBuffer scratch, uint64_t k, uint64_t j) {
+  const uint64_t padded = sort_padded_length(in.n);
+  KernelLaunch l;
+  l.key = "sort:global";
+  l.buffers = {{scratch, Access::ReadWrite, false}};
+  l.uniforms = base_uniforms(in, false);
+  l.uniforms[kStageK] = static_cast<uint32_t>(k);
+  l.uniforms[kStageJ] = static_cast<uint32_t>(j);
+  l.count = in.rows * padded / 2;
+  l.body = [&l] {
+    return entry_functions(0) + set_entry_function(0) + kernel_main(Grid::Invocations, 256) +
+           "  let j = uw(10u);\n"
+           "  let k = uw(9u);\n"
+           "  let lo = 2u * j * (idx / j) + (idx % j);\n"
+           "  let hi = lo + j;\n"
+           "  let ascending = ((lo & (uw(6u) - 1u)) & k) == 0u;\n"
+           "  let a = get_entry(lo);\n"
+           "  let b = get_entry(hi);\n"
+           "  if (entry_less(b, a) == ascending) { set_entry(lo, b); set_entry(hi, a); }\n"
+           "}\n";
+  };
+  l.workgroup = 256;
+  launch_kernel(ctx, l);
+}
+
+void check_sizes(const SortInput& in) {
+  const uint64_t padded = sort_padded_length(in.n);
+  if (in.n >= (1ull << 31) || in.rows * padded >= (1ull << 32) / 3 ||
+      in.offset + in.rows * in.n >= (1ull << 32))
+    fail(ErrorKind::Unsupported, "torch_webgpu: sort over too many elements");
+}
+
+}  // namespace
+
+uint64_t sort_padded_length(uint64_t n) {
+  uint64_t p = 1;
+  while (p < n) p *= 2;
+  return std::max<uint64_t>(p, 2);
+}
+
+uint64_t sort_scratch_words(uint64_t rows, uint64_t n) { return rows * sort_padded_length(n) * 3; }
+
+void sort_rows(Context& ctx, const SortInput& in, bool descending, WGPUBuffer scratch) {
+  if (in.rows == 0 || in.n == 0) return;
+  check_sizes(in);
+  const uint64_t padded = sort_padded_length(in.n);
+  const uint64_t chunk = std::min(padded, kChunkMax);
+  local_pass(ctx, in, descending, scratch, true, true, 0);
+  for (uint64_t k = chunk * 2; k <= padded; k *= 2) {
+    for (uint64_t j = k / 2; j >= chunk; j /= 2) global_step(ctx, in, scratch, k, j);
+    local_pass(ctx, in, descending, scratch, false, false, k);
+  }
+}
+
+void sorted_take(Context& ctx, const SortInput& in, WGPUBuffer scratch, uint64_t k,
+                 WGPUBuffer values, uint64_t values_offset, WGPUBuffer indices,
+                 uint64_t indices_offset) {
+  if (in.rows == 0 || k == 0) return;
+  KernelLaunch l;
+  l.key = std::string("sort:take:") + dtype_name(in.dtype);
+  l.buffers = {{in.buffer, Access::Read, false},
+               {scratch, Access::Read, false},
+               {values, Access::ReadWrite, is_subword(in.dtype)},
+               {indices, Access::ReadWrite, false}};
+  l.uniforms = base_uniforms(in, false);
+  l.uniforms[kTake] = static_cast<uint32_t>(k);
+  l.uniforms[kValuesOffset] = static_cast<uint32_t>(values_offset);
+  l.uniforms[kIndicesOffset] = static_cast<uint32_t>(indices_offset);
+  l.count = in.rows * k;
+  const DType dtype = in.dtype;
+  l.body = [&l, dtype] {
+    return kernel_load("load_in", l.buffers, 0, dtype) + entry_functions(1) +
+           kernel_store("store_value", l.buffers, 2, dtype, compute_type_for(dtype)) +
+           kernel_store("store_index", l.buffers, 3, DType::Int64, Compute::I64) +
+           kernel_main(Grid::Invocations, 256) +
+           "  let row = idx / uw(13u);\n"
+           "  let pos = idx % uw(13u);\n"
+           "  let i = get_entry(row * uw(6u) + pos).z;\n"
+           "  store_value(uw(14u) + idx, load_in(uw(4u) + row * uw(5u) + i));\n"
+           "  store_index(uw(15u) + idx, vec2<u32>(i, 0u));\n"
+           "}\n";
+  };
+  l.workgroup = 256;
+  launch_kernel(ctx, l);
+}
+
+void sorted_pick(Context& ctx, const SortInput& in, WGPUBuffer scratch, SortedPick pick,
+                 uint64_t position, WGPUBuffer values, uint64_t values_offset,
+                 WGPUBuffer indices, uint64_t indices_offset) {
+  if (in.rows == 0 || in.n == 0) return;
+  KernelLaunch l;
+  l.key = std::string("sort:pick:") + dtype_name(in.dtype);
+  l.buffers = {{in.buffer, Access::Read, false},
+               {scratch, Access::Read, false},
+               {values, Access::ReadWrite, is_subword(in.dtype)},
+               {indices, Access::ReadWrite, false}};
+  l.uniforms = base_uniforms(in, false);
+  l.uniforms[kPick] = static_cast<uint32_t>(pick);
+  l.uniforms[kPosition] = static_cast<uint32_t>(position);
+  l.uniforms[kValuesOffset] = static_cast<uint32_t>(values_offset);
+  l.uniforms[kIndicesOffset] = static_cast<uint32_t>(indices_offset);
+  l.count = in.rows;
+  const DType dtype = in.dtype;
+  l.body = [&l, dtype] {
+    return kernel_load("load_in", l.buffers, 0, dtype) + entry_functions(1) +
+           kernel_store("store_value", l.buffers, 2, dtype, compute_type_for(dtype)) +
+           kernel_store("store_index", l.buffers, 3, DType::Int64, Compute::I64) +
+           kernel_main(Grid::Invocations, 256) +
+           "  let n = uw(5u);\n"
+           "  let base = idx * uw(6u);\n"
+           "  let pick = uw(16u);\n"
+           "  var pos = uw(17u);\n"
+           "  if (pick == 1u || pick == 2u) {\n"
+           "    // First NaN of the row (n when none): NaNs sort last.\n"
+           "    var first_nan = n;\n"
+           "    if (uw(18u) != 0u && get_entry(base + n - 1u).x == " + kNanKey + ") {\n"
+           "      var lo = 0u;\n"
+           "      var hi = n - 1u;\n"
+           "      while (lo < hi) {\n"
+           "        let mid = (lo + hi) / 2u;\n"
+           "        if (get_entry(base + mid).x == " + kNanKey + ") { hi = mid; } else { lo = mid + 1u; }\n"
+           "      }\n"
+           "      first_nan = lo;\n"
+           "    }\n"
+           "    if (pick == 1u) {\n"
+           "      pos = select((n - 1u) / 2u, first_nan, first_nan < n);\n"
+           "    } else {\n"
+           "      pos = select((first_nan - 1u) / 2u, 0u, first_nan == 0u);\n"
+           "    }\n"
+           "  }\n"
+           "  if (pick == 3u) {\n"
+           "    var best = 0u;\n"
+           "    var run = 0u;\n"
+           "    var prev = vec2<u32>(0u);\n"
+           "    for (var i = 0u; i < n; i = i + 1u) {\n"
+           "      let key = get_entry(base + i).xy;\n"
+           "      if (i > 0u && all(key == prev)) { run = run + 1u; } else { run = 1u; }\n"
+           "      prev = key;\n"
+           "      if (run > best) { best = run; pos = i; }\n"
+           "    }\n"
+           "  }\n"
+           "  let i = get_entry(base + pos).z;\n"
+           "  store_value(uw(14u) + idx, load_in(uw(4u) + idx * n + i));\n"
+           "  store_index(uw(15u) + idx, vec2<u32>(i, 0u));\n"
+           "}\n";
+  };
+  l.workgroup = 256;
+  launch_kernel(ctx, l);
+}
+
+}  // namespace twgpu
