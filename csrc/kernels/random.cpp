@@ -192,6 +192,9 @@ uint64_t fill_random(Context& ctx, const BufferRef& out, uint64_t numel, const F
   return numel;
 }
 
+// Entries per workgroup in the bitonic sort's local passes (two per invocation).
+constexpr uint32_t kSortBlock = 512;
+
 uint64_t permutation_scratch_words(uint64_t n) {
   uint64_t p = 1;
   while (p < n) p <<= 1;
@@ -244,12 +247,75 @@ uint64_t random_permutation(Context& ctx, const BufferRef& out, uint64_t n, WGPU
            "    buf0[3u * q] = a.x; buf0[3u * q + 1u] = a.y; buf0[3u * q + 2u] = a.z;\n"
            "  }\n}\n";
   };
-  for (uint64_t k = 2; k <= pow2; k <<= 1) {
-    for (uint64_t j = k >> 1; j > 0; j >>= 1) {
-      step.uniforms.assign(12, 0);
-      step.uniforms[9] = static_cast<uint32_t>(j);
-      step.uniforms[10] = static_cast<uint32_t>(k);  // k = 2^32 cannot happen: pow2 < 2^32
-      launch_kernel(ctx, step);
+  auto global_step = [&](uint64_t j, uint64_t k) {
+    step.uniforms.assign(12, 0);
+    step.uniforms[9] = static_cast<uint32_t>(j);
+    step.uniforms[10] = static_cast<uint32_t>(k);  // k <= pow2 < 2^32
+    launch_kernel(ctx, step);
+  };
+  if (pow2 < kSortBlock) {
+    for (uint64_t k = 2; k <= pow2; k <<= 1)
+      for (uint64_t j = k >> 1; j > 0; j >>= 1) global_step(j, k);
+  } else {
+    // Steps whose partners lie in the same block of kSortBlock entries run in workgroup
+    // memory, many per dispatch; only the longer strides go through global memory.
+    KernelLaunch local;
+    local.key = "rng_perm_bitonic_local";
+    local.buffers = {{scratch, Access::ReadWrite, false}};
+    local.grid = Grid::Groups;
+    local.count = pow2 / kSortBlock;
+    local.workgroup = kSortBlock / 2;
+    local.body = [] {
+      const std::string half = std::to_string(kSortBlock / 2);
+      const std::string full = std::to_string(kSortBlock);
+      return "var<workgroup> sh: array<vec3<u32>, " + full + ">;\n" +
+             kernel_main(Grid::Groups, kSortBlock / 2) +
+             "  let base = group * " + full + "u;\n"
+             "  let valid = group < uw(0u);\n"
+             "  if (valid) {\n"
+             "    for (var e = lid; e < " + full + "u; e = e + " + half + "u) {\n"
+             "      let g = 3u * (base + e);\n"
+             "      sh[e] = vec3<u32>(buf0[g], buf0[g + 1u], buf0[g + 2u]);\n"
+             "    }\n"
+             "  }\n"
+             "  workgroupBarrier();\n"
+             // uw(9) == 0: sort each block (every k up to the block size); otherwise the
+             // short-stride steps of the merge for k = uw(9).
+             "  let kk = uw(9u);\n"
+             "  var k = select(kk, 2u, kk == 0u);\n"
+             "  let k_end = select(kk, " + full + "u, kk == 0u);\n"
+             "  loop {\n"
+             "    if (k > k_end) { break; }\n"
+             "    var j = select(k >> 1u, " + half + "u, kk != 0u);\n"
+             "    loop {\n"
+             "      if (j == 0u) { break; }\n"
+             "      let i = ((lid & ~(j - 1u)) << 1u) | (lid & (j - 1u));\n"
+             "      let q = i + j;\n"
+             "      let a = sh[i];\n      let b = sh[q];\n"
+             "      let a_gt_b = a.x > b.x || (a.x == b.x && (a.y > b.y || (a.y == b.y && a.z > b.z)));\n"
+             "      if (a_gt_b == (((base + i) & k) == 0u)) { sh[i] = b; sh[q] = a; }\n"
+             "      workgroupBarrier();\n"
+             "      j = j >> 1u;\n"
+             "    }\n"
+             "    k = k << 1u;\n"
+             "  }\n"
+             "  if (valid) {\n"
+             "    for (var e = lid; e < " + full + "u; e = e + " + half + "u) {\n"
+             "      let g = 3u * (base + e);\n"
+             "      let v = sh[e];\n"
+             "      buf0[g] = v.x; buf0[g + 1u] = v.y; buf0[g + 2u] = v.z;\n"
+             "    }\n"
+             "  }\n}\n";
+    };
+    auto local_pass = [&](uint64_t k) {
+      local.uniforms.assign(12, 0);
+      local.uniforms[9] = static_cast<uint32_t>(k);
+      launch_kernel(ctx, local);
+    };
+    local_pass(0);
+    for (uint64_t k = 2 * kSortBlock; k <= pow2; k <<= 1) {
+      for (uint64_t j = k >> 1; j >= kSortBlock; j >>= 1) global_step(j, k);
+      local_pass(k);
     }
   }
 
