@@ -21,7 +21,10 @@
 #include <ATen/ops/native_dropout_ops.h>
 #include <ATen/ops/normal_ops.h>
 #include <ATen/ops/ones_like.h>
+#include <ATen/ops/leaky_relu.h>
 #include <ATen/ops/random_ops.h>
+#include <ATen/ops/rrelu_with_noise_ops.h>
+#include <ATen/ops/where.h>
 #include <ATen/ops/randperm_ops.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/uniform_ops.h>
@@ -432,6 +435,45 @@ Tensor native_dropout_backward(const Tensor& grad, const Tensor& mask, double sc
   return grad.mul(mask).mul(scale);
 }
 
+// ---- rrelu_with_noise ----------------------------------------------------------------
+
+// Training: negative inputs are scaled by a slope drawn from U(lower, upper), recorded in
+// `noise` (1 for the others); evaluation: leaky_relu with the mean slope, as the CPU.
+Tensor& rrelu_with_noise_out(const Tensor& self, Tensor& noise, const c10::Scalar& lower,
+                             const c10::Scalar& upper, bool training, Gen gen, Tensor& output) {
+  TORCH_CHECK(self.sym_sizes() == noise.sym_sizes(),
+              "noise tensor shape must match self tensor shape. Got self.shape = ", self.sym_sizes(),
+              " noise.shape = ", noise.sym_sizes());
+  if (!native_float(self) || !native_float(noise) || !native_float(output))
+    return call_cpu_fallback<at::_ops::rrelu_with_noise_out>(self, noise, lower, upper, training,
+                                                              gen, output);
+  if (!training) return at::leaky_relu_out(output, self, (lower.toDouble() + upper.toDouble()) / 2);
+  // The slopes stay in float32 (the CPU's opmath) until the product is rounded.
+  Tensor slope = at::empty(self.sizes(), self.options().dtype(at::kFloat));
+  rng::FillParams p;
+  p.dist = rng::Dist::Uniform;
+  p.a = static_cast<float>(lower.toDouble());
+  p.b = static_cast<float>(upper.toDouble());
+  fill(slope, p, gen);
+  Tensor negative = self.le(0);
+  Tensor result = at::where(negative, self.mul(slope), self).to(self.scalar_type());
+  noise.copy_(at::where(negative, slope, 1.0));
+  at::native::resize_output(output, self.sizes());
+  output.copy_(result);
+  return output;
+}
+
+Tensor rrelu_with_noise(const Tensor& self, Tensor& noise, const c10::Scalar& lower,
+                        const c10::Scalar& upper, bool training, Gen gen) {
+  Tensor output = at::empty_like(self, c10::MemoryFormat::Contiguous);
+  return rrelu_with_noise_out(self, noise, lower, upper, training, gen, output);
+}
+
+Tensor& rrelu_with_noise_(Tensor& self, Tensor& noise, const c10::Scalar& lower,
+                          const c10::Scalar& upper, bool training, Gen gen) {
+  return rrelu_with_noise_out(self, noise, lower, upper, training, gen, self);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("uniform_", TORCH_FN(uniform_));
   m.impl("normal_", TORCH_FN(normal_));
@@ -456,6 +498,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("multinomial.out", TORCH_FN(multinomial_out));
   m.impl("native_dropout", TORCH_FN(native_dropout));
   m.impl("native_dropout_backward", TORCH_FN(native_dropout_backward));
+  m.impl("rrelu_with_noise", TORCH_FN(rrelu_with_noise));
+  m.impl("rrelu_with_noise_", TORCH_FN(rrelu_with_noise_));
+  m.impl("rrelu_with_noise.out", TORCH_FN(rrelu_with_noise_out));
 }
 
 }  // namespace

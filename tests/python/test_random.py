@@ -585,3 +585,41 @@ def test_float64_goes_through_the_fallback():
     assert torch.equal(torch.empty(1000, device=DEVICE, dtype=torch.float64).uniform_(0, 2).cpu(), x.cpu())
     p = torch.randperm(50, device=DEVICE, dtype=torch.float64)
     assert torch.equal(p.cpu().sort().values, torch.arange(50, dtype=torch.float64))
+
+
+# ---- rrelu ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_rrelu_with_noise(dtype):
+    x = torch.linspace(-3, 3, 60001, dtype=dtype)
+    xd = x.to(DEVICE)
+    noise = torch.empty(x.shape, device=DEVICE, dtype=dtype)
+    with native_only():
+        y = torch.ops.aten.rrelu_with_noise(xd, noise, 0.1, 0.3, True)
+    yc, nc = y.cpu(), noise.cpu()
+    assert y.dtype == dtype
+    neg = x <= 0
+    assert (nc[~neg] == 1).all() and (yc[~neg] == x[~neg]).all()
+    slopes = nc[neg].double()
+    assert slopes.min() >= 0.1 - 1e-3 and slopes.max() <= 0.3 + 1e-3
+    assert abs(slopes.mean() - 0.2) < 0.005
+    assert_same(y, (x.float() * nc.float()).to(dtype))
+    # In place, and evaluation mode (the mean slope) as on the CPU.
+    z = xd.clone()
+    torch.ops.aten.rrelu_with_noise_(z, noise, 0.1, 0.3, True)
+    assert ((z.cpu() < 0) == (x < 0)).all()
+    assert_same(torch.nn.functional.rrelu(xd, 0.1, 0.3, training=False),
+                torch.nn.functional.rrelu(x, 0.1, 0.3, training=False))
+    with pytest.raises(RuntimeError, match="noise tensor shape must match"):
+        torch.ops.aten.rrelu_with_noise(xd, torch.empty(3, device=DEVICE, dtype=dtype), 0.1, 0.3, True)
+
+
+def test_rrelu_gradient():
+    x = torch.randn(1000, device=DEVICE, requires_grad=True)
+    y = torch.nn.functional.rrelu(x, 0.1, 0.3, training=True)
+    y.sum().backward()
+    g, xc, yc = x.grad.cpu(), x.detach().cpu(), y.detach().cpu()
+    pos = xc > 0
+    assert (g[pos] == 1).all()
+    torch.testing.assert_close(g[~pos], yc[~pos] / xc[~pos])
