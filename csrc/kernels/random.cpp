@@ -1,0 +1,520 @@
+#include "kernels/random.h"
+
+#include "kernels/kernel_program.h"
+#include "kernels/wgsl_dtype.h"
+#include "runtime/runtime.h"
+
+namespace twgpu::rng {
+namespace {
+
+// Uniform words shared by every random kernel (after the frame's own 0..3).
+constexpr uint32_t kWordKeyLo = 4, kWordKeyHi = 5, kWordCtrLo = 6, kWordCtrHi = 7;
+// The first word a kernel may use for its own parameters.
+constexpr uint32_t kWordParams = 8;
+
+uint32_t f32_bits(float f) {
+  uint32_t u;
+  static_assert(sizeof(u) == sizeof(f));
+  __builtin_memcpy(&u, &f, 4);
+  return u;
+}
+
+std::vector<uint32_t> philox_words(const PhiloxInput& in) {
+  std::vector<uint32_t> w(kWordParams, 0);
+  w[kWordKeyLo] = static_cast<uint32_t>(in.seed);
+  w[kWordKeyHi] = static_cast<uint32_t>(in.seed >> 32);
+  w[kWordCtrLo] = static_cast<uint32_t>(in.offset);
+  w[kWordCtrHi] = static_cast<uint32_t>(in.offset >> 32);
+  return w;
+}
+
+void check_u32(uint64_t n, const char* what) {
+  if (n > 0xFFFFFFFFull)
+    fail(ErrorKind::Unsupported, std::string("torch_webgpu: ") + what + " over too many elements");
+}
+
+const char* dist_name(Dist d) {
+  switch (d) {
+    case Dist::Uniform: return "uniform";
+    case Dist::Normal: return "normal";
+    case Dist::LogNormal: return "log_normal";
+    case Dist::Cauchy: return "cauchy";
+    case Dist::Exponential: return "exponential";
+    case Dist::Geometric: return "geometric";
+    case Dist::Bernoulli: return "bernoulli";
+    case Dist::BernoulliTensor: return "bernoulli_tensor";
+    case Dist::RandomRange: return "random_range";
+    case Dist::RandomFull64: return "random_full64";
+  }
+  return "?";
+}
+
+// WGSL computing `v` (f32 for the continuous distributions and Bernoulli, vec2<u32> int64
+// for the integer ranges) from the block `r`.
+std::string dist_wgsl(Dist d, DType out_dtype) {
+  switch (d) {
+    case Dist::Uniform:
+      // Rounding to a narrow dtype can reach `b`; such values become `a` (as CUDA does),
+      // so every result lies in [a, b).
+      return "  var v = rng_u01(r.x) * (pb - pa) + pa;\n"
+             "  if (" + wgsl_from_bits(out_dtype, "to_bits(v)") + " >= pb) { v = pa; }\n";
+    case Dist::Normal: return "  let v = pa + pb * rng_normal(r);\n";
+    case Dist::LogNormal: return "  let v = exp(pa + pb * rng_normal(r));\n";
+    case Dist::Cauchy:
+      return "  let v = pa + pb * tan(3.14159265 * (rng_u01_open(r.x) - 0.5));\n";
+    case Dist::Exponential:
+      // u in (0, 1]; log(1) = 0 would give 0, which the distribution excludes.
+      return "  let u = rng_u01_open_closed(r.x);\n"
+             "  let lg = select(log(u), -pb, u >= 1.0 - pb);\n"
+             "  let v = -lg / pa;\n";
+    case Dist::Geometric: return "  let v = ceil(log(rng_u01_open(r.x)) / pa);\n";
+    case Dist::Bernoulli: return "  let v = select(0.0, 1.0, rng_u01(r.x) < pa);\n";
+    case Dist::BernoulliTensor:
+      return "  let p = f32(load_p(uw(15u) + idx));\n"
+             "  if (is_nan(p) || p < 0.0 || p > 1.0) { atomicOr(&buf2[0], 1u); }\n"
+             "  let v = select(0.0, 1.0, rng_u01(r.x) < p);\n";
+    case Dist::RandomRange:
+      return "  let range = vec2<u32>(uw(11u), uw(12u));\n"
+             "  var raw = vec2<u32>(0u, 0u);\n"
+             "  if (range.y == 0u) { raw.x = r.x % range.x; }\n"
+             "  else { raw = rng_u64_mod(vec2<u32>(r.x, r.y), range); }\n"
+             "  let v = i64_add(vec2<u32>(uw(13u), uw(14u)), raw);\n";
+    case Dist::RandomFull64: return "  let v = vec2<u32>(r.x, r.y);\n";
+  }
+  return "";
+}
+
+bool integer_valued(Dist d) { return d == Dist::RandomRange || d == Dist::RandomFull64; }
+
+}  // namespace
+
+std::string philox_wgsl() {
+  return R"(
+// Philox-4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC11).
+// (hi, lo) words of the 64-bit product a * b, from 16-bit halves.
+fn rng_mulhilo(a: u32, b: u32) -> vec2<u32> {
+  let al = a & 0xffffu; let ah = a >> 16u; let bl = b & 0xffffu; let bh = b >> 16u;
+  let ll = al * bl; let hl = ah * bl; let lh = al * bh; let hh = ah * bh;
+  let cross = (ll >> 16u) + (hl & 0xffffu) + lh;
+  return vec2<u32>(hh + (hl >> 16u) + (cross >> 16u), a * b);
+}
+fn philox4x32_10(ctr_in: vec4<u32>, key_in: vec2<u32>) -> vec4<u32> {
+  var c = ctr_in;
+  var k = key_in;
+  for (var round = 0u; round < 10u; round = round + 1u) {
+    if (round > 0u) { k = k + vec2<u32>(0x9E3779B9u, 0xBB67AE85u); }
+    let p0 = rng_mulhilo(0xD2511F53u, c.x);
+    let p1 = rng_mulhilo(0xCD9E8D57u, c.z);
+    c = vec4<u32>(p1.x ^ c.y ^ k.x, p1.y, p0.x ^ c.w ^ k.y, p0.y);
+  }
+  return c;
+}
+// Block i of this kernel's counter range.
+fn rng_block(i: u32) -> vec4<u32> {
+  let lo = uw(6u) + i;
+  let hi = uw(7u) + select(0u, 1u, lo < i);
+  return philox4x32_10(vec4<u32>(lo, hi, 0u, 0u), vec2<u32>(uw(4u), uw(5u)));
+}
+// 24 random bits as floats: [0, 1), (0, 1], (0, 1).
+fn rng_u01(x: u32) -> f32 { return f32(x >> 8u) * 5.9604644775390625e-8; }
+fn rng_u01_open_closed(x: u32) -> f32 { return (f32(x >> 8u) + 1.0) * 5.9604644775390625e-8; }
+fn rng_u01_open(x: u32) -> f32 { return (f32(x >> 8u) + 0.5) * 5.9604644775390625e-8; }
+// Box-Muller on two words of the block.
+fn rng_normal(r: vec4<u32>) -> f32 {
+  let u1 = rng_u01_open_closed(r.x);
+  let u2 = rng_u01(r.y);
+  return sqrt(-2.0 * log(u1)) * cos(6.283185307 * u2);
+}
+fn rng_u64_ge(a: vec2<u32>, b: vec2<u32>) -> bool { return a.y > b.y || (a.y == b.y && a.x >= b.x); }
+fn rng_u64_sub(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+  return vec2<u32>(a.x - b.x, a.y - b.y - select(0u, 1u, a.x < b.x));
+}
+// x mod m for unsigned 64-bit values (m > 0), bit by bit; the carry out of the shift
+// keeps it exact for m >= 2^63.
+fn rng_u64_mod(x: vec2<u32>, m: vec2<u32>) -> vec2<u32> {
+  var r = vec2<u32>(0u, 0u);
+  for (var i = 63i; i >= 0; i = i - 1) {
+    let word = select(x.x, x.y, i >= 32);
+    let bit = (word >> (u32(i) & 31u)) & 1u;
+    let carry = r.y >> 31u;
+    r = vec2<u32>((r.x << 1u) | bit, (r.y << 1u) | (r.x >> 31u));
+    if (carry != 0u || rng_u64_ge(r, m)) { r = rng_u64_sub(r, m); }
+  }
+  return r;
+}
+)";
+}
+
+uint64_t fill_random(Context& ctx, const BufferRef& out, uint64_t numel, const FillParams& p,
+                     const PhiloxInput& philox) {
+  if (numel == 0) return 0;
+  check_u32(numel, "random fill");
+  const Compute c = compute_type_for(out.dtype);
+  KernelLaunch l;
+  l.key = std::string("rng_fill:") + dist_name(p.dist) + ":" + dtype_name(out.dtype);
+  l.buffers = {{out.buffer, Access::ReadWrite, is_subword(out.dtype)}};
+  if (p.dist == Dist::BernoulliTensor) {
+    l.key += std::string(":") + dtype_name(p.p.dtype);
+    l.buffers.push_back({p.p.buffer, Access::Read, false});
+    l.buffers.push_back({p.flag, Access::ReadWrite, true});
+  }
+  l.uniforms = philox_words(philox);
+  l.uniforms.resize(16, 0);
+  l.uniforms[8] = static_cast<uint32_t>(out.offset);
+  l.uniforms[9] = f32_bits(p.a);
+  l.uniforms[10] = f32_bits(p.b);
+  l.uniforms[11] = static_cast<uint32_t>(p.range);
+  l.uniforms[12] = static_cast<uint32_t>(p.range >> 32);
+  l.uniforms[13] = static_cast<uint32_t>(static_cast<uint64_t>(p.base));
+  l.uniforms[14] = static_cast<uint32_t>(static_cast<uint64_t>(p.base) >> 32);
+  l.uniforms[15] = static_cast<uint32_t>(p.p.offset);
+  l.count = numel;
+  l.workgroup = ctx.caps().workgroup_1d();
+  const uint32_t wg = l.workgroup;
+  const Dist dist = p.dist;
+  const DType dtype = out.dtype;
+  const DType p_dtype = p.p.dtype;
+  l.body = [&l, dist, dtype, p_dtype, c, wg] {
+    std::string s = philox_wgsl();
+    s += kernel_store("store", l.buffers, 0, dtype, c);
+    if (dist == Dist::BernoulliTensor) s += kernel_load("load_p", l.buffers, 1, p_dtype);
+    if (dist == Dist::Uniform) s += wgsl_bits_function("to_bits", dtype, Compute::F32);
+    s += kernel_main(Grid::Invocations, wg);
+    s += "  let r = rng_block(idx);\n"
+         "  let pa = bitcast<f32>(uw(9u));\n"
+         "  let pb = bitcast<f32>(uw(10u));\n";
+    s += dist_wgsl(dist, dtype);
+    const Compute from = integer_valued(dist) ? Compute::I64 : Compute::F32;
+    s += "  store(uw(8u) + idx, " + wgsl_convert(from, c, "v") + ");\n}\n";
+    return s;
+  };
+  launch_kernel(ctx, l);
+  return numel;
+}
+
+// Entries per workgroup in the bitonic sort's local passes (two per invocation).
+constexpr uint32_t kSortBlock = 512;
+
+uint64_t permutation_scratch_words(uint64_t n) {
+  uint64_t p = 1;
+  while (p < n) p <<= 1;
+  return 3 * p;
+}
+
+uint64_t random_permutation(Context& ctx, const BufferRef& out, uint64_t n, WGPUBuffer scratch,
+                            const PhiloxInput& philox) {
+  if (n == 0) return 0;
+  check_u32(n, "randperm");
+  uint64_t pow2 = 1;
+  while (pow2 < n) pow2 <<= 1;
+  check_u32(pow2, "randperm");
+  const uint32_t wg = ctx.caps().workgroup_1d();
+  const std::vector<uint32_t> base = philox_words(philox);
+
+  // Entries (key.hi, key.lo, index); the padding sorts after every real entry.
+  KernelLaunch init;
+  init.key = "rng_perm_init";
+  init.buffers = {{scratch, Access::ReadWrite, false}};
+  init.uniforms = base;
+  init.uniforms.resize(12, 0);
+  init.uniforms[8] = static_cast<uint32_t>(n);
+  init.count = pow2;
+  init.workgroup = wg;
+  init.body = [wg] {
+    return philox_wgsl() + kernel_main(Grid::Invocations, wg) +
+           "  var key = vec2<u32>(0xffffffffu, 0xffffffffu);\n"
+           "  if (idx < uw(8u)) { let r = rng_block(idx); key = vec2<u32>(r.x, r.y); }\n"
+           "  buf0[3u * idx] = key.x;\n  buf0[3u * idx + 1u] = key.y;\n  buf0[3u * idx + 2u] = idx;\n}\n";
+  };
+  launch_kernel(ctx, init);
+
+  KernelLaunch step;
+  step.key = "rng_perm_bitonic_step";
+  step.buffers = {{scratch, Access::ReadWrite, false}};
+  step.count = pow2 / 2;
+  step.workgroup = wg;
+  step.body = [wg] {
+    return kernel_main(Grid::Invocations, wg) +
+           "  let j = uw(9u);\n  let k = uw(10u);\n"
+           "  let i = ((idx & ~(j - 1u)) << 1u) | (idx & (j - 1u));\n"
+           "  let q = i + j;\n"
+           "  let a = vec3<u32>(buf0[3u * i], buf0[3u * i + 1u], buf0[3u * i + 2u]);\n"
+           "  let b = vec3<u32>(buf0[3u * q], buf0[3u * q + 1u], buf0[3u * q + 2u]);\n"
+           "  let a_gt_b = a.x > b.x || (a.x == b.x && (a.y > b.y || (a.y == b.y && a.z > b.z)));\n"
+           "  let ascending = (i & k) == 0u;\n"
+           "  if (a_gt_b == ascending) {\n"
+           "    buf0[3u * i] = b.x; buf0[3u * i + 1u] = b.y; buf0[3u * i + 2u] = b.z;\n"
+           "    buf0[3u * q] = a.x; buf0[3u * q + 1u] = a.y; buf0[3u * q + 2u] = a.z;\n"
+           "  }\n}\n";
+  };
+  auto global_step = [&](uint64_t j, uint64_t k) {
+    step.uniforms.assign(12, 0);
+    step.uniforms[9] = static_cast<uint32_t>(j);
+    step.uniforms[10] = static_cast<uint32_t>(k);  // k <= pow2 < 2^32
+    launch_kernel(ctx, step);
+  };
+  if (pow2 < kSortBlock) {
+    for (uint64_t k = 2; k <= pow2; k <<= 1)
+      for (uint64_t j = k >> 1; j > 0; j >>= 1) global_step(j, k);
+  } else {
+    // Steps whose partners lie in the same block of kSortBlock entries run in workgroup
+    // memory, many per dispatch; only the longer strides go through global memory.
+    KernelLaunch local;
+    local.key = "rng_perm_bitonic_local";
+    local.buffers = {{scratch, Access::ReadWrite, false}};
+    local.grid = Grid::Groups;
+    local.count = pow2 / kSortBlock;
+    local.workgroup = kSortBlock / 2;
+    local.body = [] {
+      const std::string half = std::to_string(kSortBlock / 2);
+      const std::string full = std::to_string(kSortBlock);
+      return "var<workgroup> sh: array<vec3<u32>, " + full + ">;\n" +
+             kernel_main(Grid::Groups, kSortBlock / 2) +
+             "  let base = group * " + full + "u;\n"
+             "  let valid = group < uw(0u);\n"
+             "  if (valid) {\n"
+             "    for (var e = lid; e < " + full + "u; e = e + " + half + "u) {\n"
+             "      let g = 3u * (base + e);\n"
+             "      sh[e] = vec3<u32>(buf0[g], buf0[g + 1u], buf0[g + 2u]);\n"
+             "    }\n"
+             "  }\n"
+             "  workgroupBarrier();\n"
+             // uw(9) == 0: sort each block (every k up to the block size); otherwise the
+             // short-stride steps of the merge for k = uw(9).
+             "  let kk = uw(9u);\n"
+             "  var k = select(kk, 2u, kk == 0u);\n"
+             "  let k_end = select(kk, " + full + "u, kk == 0u);\n"
+             "  loop {\n"
+             "    if (k > k_end) { break; }\n"
+             "    var j = select(k >> 1u, " + half + "u, kk != 0u);\n"
+             "    loop {\n"
+             "      if (j == 0u) { break; }\n"
+             "      let i = ((lid & ~(j - 1u)) << 1u) | (lid & (j - 1u));\n"
+             "      let q = i + j;\n"
+             "      let a = sh[i];\n      let b = sh[q];\n"
+             "      let a_gt_b = a.x > b.x || (a.x == b.x && (a.y > b.y || (a.y == b.y && a.z > b.z)));\n"
+             "      if (a_gt_b == (((base + i) & k) == 0u)) { sh[i] = b; sh[q] = a; }\n"
+             "      workgroupBarrier();\n"
+             "      j = j >> 1u;\n"
+             "    }\n"
+             "    k = k << 1u;\n"
+             "  }\n"
+             "  if (valid) {\n"
+             "    for (var e = lid; e < " + full + "u; e = e + " + half + "u) {\n"
+             "      let g = 3u * (base + e);\n"
+             "      let v = sh[e];\n"
+             "      buf0[g] = v.x; buf0[g + 1u] = v.y; buf0[g + 2u] = v.z;\n"
+             "    }\n"
+             "  }\n}\n";
+    };
+    auto local_pass = [&](uint64_t k) {
+      local.uniforms.assign(12, 0);
+      local.uniforms[9] = static_cast<uint32_t>(k);
+      launch_kernel(ctx, local);
+    };
+    local_pass(0);
+    for (uint64_t k = 2 * kSortBlock; k <= pow2; k <<= 1) {
+      for (uint64_t j = k >> 1; j >= kSortBlock; j >>= 1) global_step(j, k);
+      local_pass(k);
+    }
+  }
+
+  const Compute c = compute_type_for(out.dtype);
+  KernelLaunch write;
+  write.key = std::string("rng_perm_write:") + dtype_name(out.dtype);
+  write.buffers = {{scratch, Access::Read, false},
+                   {out.buffer, Access::ReadWrite, is_subword(out.dtype)}};
+  write.uniforms.assign(12, 0);
+  write.uniforms[8] = static_cast<uint32_t>(out.offset);
+  write.count = n;
+  write.workgroup = wg;
+  const DType dtype = out.dtype;
+  write.body = [&write, dtype, c, wg] {
+    return kernel_store("store", write.buffers, 1, dtype, c) + kernel_main(Grid::Invocations, wg) +
+           "  store(uw(8u) + idx, " + wgsl_convert(Compute::I32, c, "i32(buf0[3u * idx + 2u])") +
+           ");\n}\n";
+  };
+  launch_kernel(ctx, write);
+  return n;
+}
+
+void multinomial_prepare(Context& ctx, const BufferRef& probs, uint64_t rows, uint64_t cats,
+                         WGPUBuffer stats, WGPUBuffer cdf) {
+  if (rows == 0) return;
+  check_u32(rows * cats, "multinomial");
+  constexpr uint32_t wg = 64;
+  const bool with_cdf = cdf != nullptr;
+  KernelLaunch l;
+  l.key = std::string("rng_multinomial_prepare:") + dtype_name(probs.dtype) + (with_cdf ? ":cdf" : "");
+  l.buffers = {{probs.buffer, Access::Read, false}, {stats, Access::ReadWrite, false}};
+  if (with_cdf) l.buffers.push_back({cdf, Access::ReadWrite, false});
+  l.uniforms.assign(12, 0);
+  l.uniforms[8] = static_cast<uint32_t>(probs.offset);
+  l.uniforms[9] = static_cast<uint32_t>(cats);
+  l.grid = Grid::Groups;
+  l.count = rows;
+  l.workgroup = wg;
+  const DType dtype = probs.dtype;
+  l.body = [&l, dtype, with_cdf] {
+    std::string s = kernel_load("load_p", l.buffers, 0, dtype) +
+                    "var<workgroup> part: array<f32, 64>;\n"
+                    "var<workgroup> bad: array<u32, 64>;\n" +
+                    kernel_main(Grid::Groups, 64) +
+                    "  let C = uw(9u);\n"
+                    "  let chunk = (C + 63u) / 64u;\n"
+                    "  let start = min(lid * chunk, C);\n"
+                    "  let end = min(start + chunk, C);\n"
+                    "  let valid = group < uw(0u);\n"
+                    "  let row = uw(8u) + group * C;\n"
+                    "  var s = 0.0;\n  var fl = 0u;\n"
+                    "  if (valid) {\n"
+                    "    for (var c = start; c < end; c = c + 1u) {\n"
+                    "      let p = f32(load_p(row + c));\n"
+                    "      if (is_nan(p) || p < 0.0) { fl = fl | 1u; } else if (is_inf(p)) { fl = fl | 2u; }\n"
+                    "      s = s + p;\n"
+                    "    }\n"
+                    "  }\n"
+                    "  part[lid] = s;\n  bad[lid] = fl;\n"
+                    "  workgroupBarrier();\n"
+                    "  if (lid == 0u) {\n"
+                    "    var run = 0.0;\n    var all = 0u;\n"
+                    "    for (var t = 0u; t < 64u; t = t + 1u) {\n"
+                    "      let x = part[t];\n      part[t] = run;\n      run = run + x;\n      all = all | bad[t];\n"
+                    "    }\n"
+                    "    if (valid) {\n"
+                    "      if (!(run > 0.0)) { all = all | 4u; }\n"
+                    "      buf1[2u * group] = bitcast<u32>(run);\n      buf1[2u * group + 1u] = all;\n"
+                    "    }\n"
+                    "  }\n"
+                    "  workgroupBarrier();\n";
+    if (with_cdf) {
+      s += "  if (valid) {\n"
+           "    var run = part[lid];\n"
+           "    for (var c = start; c < end; c = c + 1u) {\n"
+           "      run = run + f32(load_p(row + c));\n"
+           "      buf2[group * C + c] = bitcast<u32>(run);\n"
+           "    }\n"
+           "  }\n";
+    }
+    return s + "}\n";
+  };
+  launch_kernel(ctx, l);
+}
+
+uint64_t multinomial_with_replacement(Context& ctx, const BufferRef& probs, WGPUBuffer cdf,
+                                      uint64_t rows, uint64_t cats, uint64_t samples,
+                                      const BufferRef& out, const PhiloxInput& philox) {
+  (void)probs;
+  const uint64_t n = rows * samples;
+  if (n == 0) return 0;
+  check_u32(n, "multinomial");
+  const uint32_t wg = ctx.caps().workgroup_1d();
+  KernelLaunch l;
+  l.key = "rng_multinomial_replacement";
+  l.buffers = {{cdf, Access::Read, false}, {out.buffer, Access::ReadWrite, false}};
+  l.uniforms = philox_words(philox);
+  l.uniforms.resize(12, 0);
+  l.uniforms[8] = static_cast<uint32_t>(cats);
+  l.uniforms[9] = static_cast<uint32_t>(samples);
+  l.uniforms[10] = static_cast<uint32_t>(out.offset);
+  l.count = n;
+  l.workgroup = wg;
+  l.body = [&l, wg] {
+    return philox_wgsl() + kernel_store("store", l.buffers, 1, DType::Int64, Compute::I64) +
+           "fn cdf_at(i: u32) -> f32 { return bitcast<f32>(buf0[i]); }\n" +
+           kernel_main(Grid::Invocations, wg) +
+           "  let C = uw(8u);\n"
+           "  let base = (idx / uw(9u)) * C;\n"
+           "  let total = cdf_at(base + C - 1u);\n"
+           "  let goal = rng_u01(rng_block(idx).x) * total;\n"
+           // The first category whose running sum exceeds the target (zero-probability
+           // categories have empty intervals and are never chosen).
+           "  var lo = 0u;\n  var hi = C;\n"
+           "  while (lo < hi) {\n"
+           "    let mid = (lo + hi) / 2u;\n"
+           "    if (cdf_at(base + mid) > goal) { hi = mid; } else { lo = mid + 1u; }\n"
+           "  }\n"
+           // Rounding put the target at the total: take the last category with mass.
+           "  if (lo >= C) {\n"
+           "    lo = 0u; hi = C;\n"
+           "    while (lo < hi) {\n"
+           "      let mid = (lo + hi) / 2u;\n"
+           "      if (cdf_at(base + mid) >= total) { hi = mid; } else { lo = mid + 1u; }\n"
+           "    }\n"
+           "  }\n"
+           "  store(uw(10u) + idx, vec2<u32>(lo, 0u));\n}\n";
+  };
+  launch_kernel(ctx, l);
+  return n;
+}
+
+uint64_t multinomial_without_replacement(Context& ctx, const BufferRef& probs, WGPUBuffer keys,
+                                         uint64_t rows, uint64_t cats, uint64_t samples,
+                                         const BufferRef& out, const PhiloxInput& philox) {
+  if (rows == 0) return 0;
+  check_u32(rows * cats, "multinomial");
+  KernelLaunch l;
+  l.key = std::string("rng_multinomial_no_replacement:") + dtype_name(probs.dtype);
+  l.buffers = {{probs.buffer, Access::Read, false},
+               {keys, Access::ReadWrite, false},
+               {out.buffer, Access::ReadWrite, false}};
+  l.uniforms = philox_words(philox);
+  l.uniforms.resize(12, 0);
+  l.uniforms[8] = static_cast<uint32_t>(probs.offset);
+  l.uniforms[9] = static_cast<uint32_t>(cats);
+  l.uniforms[10] = static_cast<uint32_t>(samples);
+  l.uniforms[11] = static_cast<uint32_t>(out.offset);
+  l.grid = Grid::Groups;
+  l.count = rows;
+  l.workgroup = 64;
+  const DType dtype = probs.dtype;
+  l.body = [&l, dtype] {
+    return philox_wgsl() + kernel_load("load_p", l.buffers, 0, dtype) +
+           kernel_store("store", l.buffers, 2, DType::Int64, Compute::I64) +
+           "var<workgroup> best_key: array<f32, 64>;\n"
+           "var<workgroup> best_idx: array<u32, 64>;\n" +
+           kernel_main(Grid::Groups, 64) +
+           "  let C = uw(9u);\n  let S = uw(10u);\n"
+           "  let valid = group < uw(0u);\n"
+           "  let row = group * C;\n"
+           // Exponential race: p / Exp(1) keys; the largest keys form a sample without
+           // replacement with the right probabilities.
+           "  if (valid) {\n"
+           "    for (var c = lid; c < C; c = c + 64u) {\n"
+           "      let e = -log(rng_u01_open(rng_block(row + c).x));\n"
+           "      buf1[row + c] = bitcast<u32>(f32(load_p(uw(8u) + row + c)) / e);\n"
+           "    }\n"
+           "  }\n"
+           "  storageBarrier();\n  workgroupBarrier();\n"
+           "  for (var s = 0u; s < S; s = s + 1u) {\n"
+           "    var bk = -1.0;\n    var bi = 0xffffffffu;\n"
+           "    if (valid) {\n"
+           "      for (var c = lid; c < C; c = c + 64u) {\n"
+           "        let k = bitcast<f32>(buf1[row + c]);\n"
+           "        if (k > bk) { bk = k; bi = c; }\n"
+           "      }\n"
+           "    }\n"
+           "    best_key[lid] = bk;\n    best_idx[lid] = bi;\n"
+           "    workgroupBarrier();\n"
+           "    for (var w = 32u; w > 0u; w = w >> 1u) {\n"
+           "      if (lid < w) {\n"
+           "        let ok = best_key[lid + w];\n        let oi = best_idx[lid + w];\n"
+           "        if (ok > best_key[lid] || (ok == best_key[lid] && oi < best_idx[lid])) {\n"
+           "          best_key[lid] = ok;\n          best_idx[lid] = oi;\n"
+           "        }\n"
+           "      }\n"
+           "      workgroupBarrier();\n"
+           "    }\n"
+           "    if (lid == 0u && valid) {\n"
+           "      let c = best_idx[0];\n"
+           "      store(uw(11u) + group * S + s, vec2<u32>(c, 0u));\n"
+           "      buf1[row + c] = bitcast<u32>(-2.0);\n"
+           "    }\n"
+           "    storageBarrier();\n    workgroupBarrier();\n"
+           "  }\n}\n";
+  };
+  launch_kernel(ctx, l);
+  return rows * cats;
+}
+
+}  // namespace twgpu::rng
