@@ -16,6 +16,20 @@ ScalarBits scalar_bits(const c10::Scalar& s, Compute c) {
   return ScalarBits::from_double(s.toDouble(), c);
 }
 
+// c10::convert semantics, as a tensor cast.
+c10::Scalar cast_scalar(const c10::Scalar& s, c10::ScalarType t) {
+  if (s.isComplex() || !(c10::isIntegralType(t, /*includeBool=*/true) ||
+                         c10::isFloatingType(t)))
+    return s;
+  c10::Scalar out;
+  AT_DISPATCH_ALL_TYPES_AND3(c10::kHalf, c10::kBFloat16, c10::kBool, t, "cast_scalar", [&] {
+    if (s.isBoolean()) out = c10::Scalar(c10::convert<scalar_t>(s.toBool()));
+    else if (s.isIntegral(false)) out = c10::Scalar(c10::convert<scalar_t>(s.toLong()));
+    else out = c10::Scalar(c10::convert<scalar_t>(s.toDouble()));
+  });
+  return out;
+}
+
 namespace {
 
 // Launches one kernel over dims [0, ndim) with every operand starting at `offsets`.
@@ -64,21 +78,6 @@ c10::ScalarType dispatch_dtype(const at::TensorIteratorBase& iter) {
   return iter.ntensors() > 1 ? iter.input_dtype(0) : iter.dtype(0);
 }
 
-// A scalar converted to dtype `t` as a tensor cast does it (c10::convert: integers wrap,
-// floats round to the narrower type).
-c10::Scalar cast_scalar(const c10::Scalar& s, c10::ScalarType t) {
-  if (s.isComplex() || !(c10::isIntegralType(t, /*includeBool=*/true) ||
-                         c10::isFloatingType(t)))
-    return s;
-  c10::Scalar out;
-  AT_DISPATCH_ALL_TYPES_AND3(c10::kHalf, c10::kBFloat16, c10::kBool, t, "cast_scalar", [&] {
-    if (s.isBoolean()) out = c10::Scalar(c10::convert<scalar_t>(s.toBool()));
-    else if (s.isIntegral(false)) out = c10::Scalar(c10::convert<scalar_t>(s.toLong()));
-    else out = c10::Scalar(c10::convert<scalar_t>(s.toDouble()));
-  });
-  return out;
-}
-
 bool is_integer_division(const std::string& op) {
   return op == "div_trunc" || op == "div_floor" || op == "remainder" || op == "fmod";
 }
@@ -90,7 +89,8 @@ bool reads_original_scalar(const std::string& op) {
 }  // namespace
 
 void launch_on_iterator(const at::TensorIteratorBase& iter, const std::string& op,
-                        Compute compute, ScalarBits p0, ScalarBits p1) {
+                        Compute compute, ScalarBits p0, ScalarBits p1, ScalarBits p2,
+                        ScalarBits p3) {
   // Dtype support is checked before the empty-tensor early return, as the CPU does.
   bool refused_bool = !elementwise_accepts_bool(op) && dispatch_dtype(iter) == c10::kBool;
   if (refused_bool || !elementwise_supports(op, compute)) {
@@ -104,6 +104,8 @@ void launch_on_iterator(const at::TensorIteratorBase& iter, const std::string& o
   l.compute = compute;
   l.params[0] = p0;
   l.params[1] = p1;
+  l.params[2] = p2;
+  l.params[3] = p3;
   int ndim = iter.ndim();
   std::vector<uint64_t> offsets(iter.ntensors(), 0);
   for (int k = 0; k < iter.ntensors(); ++k) {

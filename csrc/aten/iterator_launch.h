@@ -13,9 +13,14 @@ Compute compute_type_of(c10::ScalarType t);
 // Converts a Scalar to the bits of compute type `c`.
 ScalarBits scalar_bits(const c10::Scalar& s, Compute c);
 
+// A scalar converted to dtype `t` as a tensor cast does it (integers wrap, floats round
+// to the narrower type).
+c10::Scalar cast_scalar(const c10::Scalar& s, c10::ScalarType t);
+
 // Records `op` over `iter` (output first). Raises NotImplementedError "\"op_webgpu\" not
 // implemented for 'T'" when the op has no kernel for `compute` (as CUDA does).
 void launch_on_iterator(const at::TensorIteratorBase& iter, const std::string& op,
-                        Compute compute, ScalarBits p0 = {}, ScalarBits p1 = {});
+                        Compute compute, ScalarBits p0 = {}, ScalarBits p1 = {},
+                        ScalarBits p2 = {}, ScalarBits p3 = {});
 
 }  // namespace twgpu::aten

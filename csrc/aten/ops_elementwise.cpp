@@ -62,6 +62,7 @@
 
 #include "aten/cpu_fallback.h"
 #include "aten/iterator_launch.h"
+#include "aten/pointwise_common.h"
 #include "aten/webgpu_tensor.h"
 
 namespace twgpu::aten {
@@ -69,31 +70,6 @@ namespace {
 
 using at::Tensor;
 using at::TensorIterator;
-
-// True when every operand and the common dtype compute natively.
-// CPU scalars (Python numbers, wrapped as double/long tensors) reach the kernel already
-// converted to the compute type, so only their complex-ness matters.
-bool native_iter(const at::TensorIteratorBase& iter) {
-  for (int k = 0; k < iter.ntensors(); ++k) {
-    if (k >= iter.noutputs() && iter.is_cpu_scalar(k)) {
-      if (c10::isComplexType(iter.dtype(k))) return false;
-      continue;
-    }
-    if (!is_native_compute(iter.dtype(k))) return false;
-  }
-  return true;
-}
-
-Compute common_compute(const at::TensorIteratorBase& iter) {
-  return compute_type_of(iter.common_dtype());
-}
-
-
-Tensor wrapped(const c10::Scalar& s) {
-  Tensor t = c10::scalar_to_tensor(s);
-  t.unsafeGetTensorImpl()->set_wrapped_number(true);
-  return t;
-}
 
 // ---- binary ----------------------------------------------------------------------------
 

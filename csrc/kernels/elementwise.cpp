@@ -14,11 +14,11 @@ namespace {
 
 
 // Uniform words: [0] numel, [1] ndim, [2] row pitch (invocations per grid row),
-// [3] output words (packed layout), [4..5] p0, [6..7] p1, [8..15] sizes, then per operand k at 16 + 12k:
-// offset, scalar lo, scalar hi, (pad), strides[8].
+// [3] output words (packed layout), [4..11] p0..p3 (two words each), [12..19] sizes, then
+// per operand k at 20 + 12k: offset, scalar lo, scalar hi, (pad), strides[8].
 constexpr uint32_t kWordNumel = 0, kWordNdim = 1, kWordPitch = 2, kWordPackedWords = 3,
-                   kWordP0 = 4, kWordP1 = 6,
-                   kWordSizes = 8, kWordOperands = 16, kOperandWords = 12;
+                   kWordParams = 4, kParamCount = 4,
+                   kWordSizes = 12, kWordOperands = 20, kOperandWords = 12;
 constexpr uint32_t kUniformWords = kWordOperands + kOperandWords * kMaxElementwiseOperands;
 static_assert(kUniformWords % 4 == 0, "uniform struct is an array of vec4<u32>");
 
@@ -161,6 +161,7 @@ class ElementwiseSource {
     src_ += wgsl::kFloatPrelude;
     src_ += wgsl::kInt64Prelude;  // conversions use it whenever an int64 operand is present
     src_ += wgsl::kMathPrelude;
+    if (def_.library) src_ += def_.library;  // the op's own helpers (special functions)
   }
 
   void op_function() {
@@ -169,8 +170,15 @@ class ElementwiseSource {
     for (size_t k = 1; k <= inputs(); ++k)
       params += std::string(k > 1 ? ", " : "") + names[k - 1] + ": " + ct_;
     src_ += "fn op(" + params + ") -> " + ct_ + " {\n";
-    src_ += "  let p0 = " + wgsl_scalar(l_.compute, word_ref(kWordP0), word_ref(kWordP0 + 1)) + ";\n";
-    src_ += "  let p1 = " + wgsl_scalar(l_.compute, word_ref(kWordP1), word_ref(kWordP1 + 1)) + ";\n";
+    // Only the parameters the expression names are declared (WGSL rejects nothing
+    // unused, but this keeps the generated source short).
+    const std::string expr = def_.expression(l_.compute);
+    for (uint32_t i = 0; i < kParamCount; ++i) {
+      std::string name = "p" + std::to_string(i);
+      if (expr.find(name) == std::string::npos) continue;
+      uint32_t w = kWordParams + 2 * i;
+      src_ += "  let " + name + " = " + wgsl_scalar(l_.compute, word_ref(w), word_ref(w + 1)) + ";\n";
+    }
     src_ += "  return " + std::string(def_.expression(l_.compute)) + ";\n}\n";
   }
 
@@ -380,10 +388,10 @@ void launch_elementwise(Context& ctx, const ElementwiseLaunch& l) {
   if (layout != Layout::Vector4) u[kWordNumel] = static_cast<uint32_t>(numel);
   u[kWordNdim] = static_cast<uint32_t>(l.ndim);
   u[kWordPitch] = gx * workgroup;
-  u[kWordP0] = l.params[0].lo;
-  u[kWordP0 + 1] = l.params[0].hi;
-  u[kWordP1] = l.params[1].lo;
-  u[kWordP1 + 1] = l.params[1].hi;
+  for (uint32_t i = 0; i < kParamCount; ++i) {
+    u[kWordParams + 2 * i] = l.params[i].lo;
+    u[kWordParams + 2 * i + 1] = l.params[i].hi;
+  }
   for (int d = 0; d < l.ndim; ++d) u[kWordSizes + d] = static_cast<uint32_t>(l.sizes[d]);
   for (size_t k = 0; k < l.operands.size(); ++k) {
     const auto& op = l.operands[k];

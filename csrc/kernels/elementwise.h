@@ -34,7 +34,7 @@ struct ElementwiseLaunch {
   int ndim = 0;
   int64_t sizes[kMaxElementwiseDims] = {};  // fastest-moving dim first
   std::vector<ElementwiseOperand> operands;  // [0] is the output
-  ScalarBits params[2];          // op parameters (alpha, ...) in the compute type
+  ScalarBits params[4];          // op parameters (alpha, ...) in the compute type
 };
 
 // Returns false when `op` has no expression for `compute` (the caller falls back).

@@ -1,5 +1,7 @@
 #include "kernels/elementwise_ops.h"
 
+#include "kernels/wgsl_special.h"
+
 #include <unordered_map>
 
 namespace twgpu {
@@ -9,6 +11,9 @@ namespace {
 // flush subnormals in compares (NVIDIA's Vulkan driver gives nan != 1 as false).
 #define CMP_F32(fn) "select(0.0, 1.0, " fn "(a, b))"
 #define CMP_I32(op) "select(0, 1, a " op " b)"
+// Ops whose expression calls the elementary-function library; NOBOOL also refuses bool.
+#define LIB , true, wgsl::kElementaryLib
+#define NOBOOL_LIB , false, wgsl::kElementaryLib
 
 const ElementwiseOpDef kOps[] = {
     // name, arity, f32, i32, i64, raw[, accepts_bool]
@@ -68,10 +73,111 @@ const ElementwiseOpDef kOps[] = {
     {"bitwise_right_shift", 2, nullptr, "shr_i32(a, b)", "i64_shr(a, b)", nullptr, false},
 
     {"where", 3, "select(c, b, f32_truthy(a))", "select(c, b, a != 0)", "select(c, b, !i64_is_zero(a))", nullptr},
+
+    // ---- more unary math (ops_unary_math.cpp) ----
+    {"reciprocal", 1, "div_f32(1.0, a)", nullptr, nullptr, nullptr},
+    {"floor", 1, "floor(a)", "a", "a", nullptr, false},
+    {"ceil", 1, "ceil(a)", "a", "a", nullptr, false},
+    {"trunc", 1, "trunc(a)", "a", "a", nullptr, false},
+    {"round", 1, "round(a)", "a", "a", nullptr, false},  // WGSL round: half to even
+    // round(x, decimals): p0 = 10^|decimals| (as the CPU computes it).
+    {"round_decimals_pos", 1, "div_f32(round(a * p0), p0)", nullptr, nullptr, nullptr},
+    {"round_decimals_neg", 1, "round(div_f32(a, p0)) * p0", nullptr, nullptr, nullptr},
+    {"frac", 1, "a - trunc(a)", nullptr, nullptr, nullptr, false},
+    {"exp2", 1, "exp2_f32(a)", nullptr, nullptr, nullptr LIB},
+    {"log2", 1, "log2_f32(a)", nullptr, nullptr, nullptr LIB},
+    {"log10", 1, "log10_f32(a)", nullptr, nullptr, nullptr LIB},
+    {"tan", 1, "tan_f32(a)", nullptr, nullptr, nullptr LIB},
+    {"asin", 1, "asin_f32(a)", nullptr, nullptr, nullptr LIB},
+    {"acos", 1, "acos_f32(a)", nullptr, nullptr, nullptr LIB},
+    {"atan", 1, "atan_f32(a)", nullptr, nullptr, nullptr LIB},
+    {"sinh", 1, "sinh_f32(a)", nullptr, nullptr, nullptr LIB},
+    {"cosh", 1, "cosh_f32(a)", nullptr, nullptr, nullptr LIB},
+    {"asinh", 1, "asinh_f32(a)", nullptr, nullptr, nullptr LIB},
+    {"acosh", 1, "acosh_f32(a)", nullptr, nullptr, nullptr LIB},
+    {"atanh", 1, "atanh_f32(a)", nullptr, nullptr, nullptr LIB},
+    {"erf", 1, "erf_f32(a)", nullptr, nullptr, nullptr},
+    {"erfc", 1, "erfc_f32(a)", nullptr, nullptr, nullptr},
+    {"erfinv", 1, "erfinv_f32(a)", nullptr, nullptr, nullptr LIB},
+    {"sinc", 1, "sinc_f32(a)", nullptr, nullptr, nullptr LIB},
+    {"logit", 1, "logit_f32(a)", nullptr, nullptr, nullptr LIB},
+    {"logit_eps", 1, "logit_eps_f32(a, p0, p1)", nullptr, nullptr, nullptr LIB},
+    {"angle", 1, "select(select(0.0, 3.14159265358979323846, a < 0.0), a, is_nan(a))", nullptr, nullptr, nullptr},
+    // Bit tests: exact for -0.0, NaN signs and subnormals whatever the driver flushes.
+    {"signbit", 1, "select(0.0, 1.0, (bitcast<u32>(a) & 0x80000000u) != 0u)", "select(0, 1, a < 0)",
+     "i64_from_bool(i64_is_neg(a))", nullptr},
+    {"isnan", 1, "select(0.0, 1.0, is_nan(a))", "0", "vec2<u32>(0u, 0u)", nullptr},
+    {"isinf", 1, "select(0.0, 1.0, is_inf(a))", "0", "vec2<u32>(0u, 0u)", nullptr},
+    {"isfinite", 1, "select(0.0, 1.0, is_finite(a))", "1", "vec2<u32>(1u, 0u)", nullptr},
+    {"isposinf", 1, "select(0.0, 1.0, bitcast<u32>(a) == 0x7f800000u)", "0", "vec2<u32>(0u, 0u)", nullptr},
+    {"isneginf", 1, "select(0.0, 1.0, bitcast<u32>(a) == 0xff800000u)", "0", "vec2<u32>(0u, 0u)", nullptr},
+    // nan_to_num: p0 nan, p1 posinf, p2 neginf replacements, already in the dtype's range.
+    {"nan_to_num", 1, "nan_to_num_f32(a, p0, p1, p2)", "a", "a", nullptr LIB},
+
+    // ---- more binary / ternary pointwise ops (ops_pointwise_ternary.cpp) ----
+    {"atan2", 2, "atan2_f32(a, b)", nullptr, nullptr, nullptr LIB},
+    {"copysign", 2, "copysign_f32(a, b)", nullptr, nullptr, nullptr LIB},
+    {"nextafter", 2, "nextafter_f32(a, b)", nullptr, nullptr, nullptr LIB},
+    {"hypot", 2, "hypot_f32(a, b)", nullptr, nullptr, nullptr LIB},
+    {"logaddexp", 2, "logaddexp_f32(a, b)", nullptr, nullptr, nullptr LIB},
+    {"logaddexp2", 2, "logaddexp2_f32(a, b)", nullptr, nullptr, nullptr LIB},
+    {"xlogy", 2, "xlogy_f32(a, b)", nullptr, nullptr, nullptr LIB},
+    {"xlog1py", 2, "xlog1py_f32(a, b)", nullptr, nullptr, nullptr LIB},
+    {"fmax", 2, "fmax_f32(a, b)", "max(a, b)", "i64_max(a, b)", nullptr LIB},
+    {"fmin", 2, "fmin_f32(a, b)", "min(a, b)", "i64_min(a, b)", nullptr LIB},
+    {"heaviside", 2, "heaviside_f32(a, b)", "select(select(0, 1, a > 0), b, a == 0)",
+     "select(i64_from_bool(!i64_is_neg(a)), b, i64_is_zero(a))", nullptr LIB},
+    {"clamp", 3, "clamp_f32(a, b, c)", "min(max(a, b), c)", "i64_min(i64_max(a, b), c)", nullptr LIB},
+    {"clamp_min", 2, "clamp_min_f32(a, b)", "max(a, b)", "i64_max(a, b)", nullptr LIB},
+    {"clamp_max", 2, "clamp_max_f32(a, b)", "min(a, b)", "i64_min(a, b)", nullptr LIB},
+    {"lerp", 3, "lerp_f32(a, b, c)", nullptr, nullptr, nullptr LIB},
+    {"lerp_scalar", 2, "lerp_f32(a, b, p0)", nullptr, nullptr, nullptr LIB},
+    // addcmul / addcdiv: a + p0 * b * c, a + p0 * b / c (the CPU's association).
+    {"addcmul", 3, "a + p0 * b * c", "a + p0 * b * c", "i64_add(a, i64_mul(i64_mul(p0, b), c))", nullptr, false},
+    {"addcdiv", 3, "a + div_f32(p0 * b, c)", nullptr, nullptr, nullptr},
+
+    // ---- activations and their backward (ops_activation.cpp); b is the input where the
+    // first operand is a gradient ----
+    {"elu", 1, "elu_f32(a, p0, p1, p2)", nullptr, nullptr, nullptr LIB},
+    // elu_backward: a = grad, b = input (p0 negcoef, p1 poscoef, p2 input_scale) or the
+    // forward result.
+    {"elu_bwd_input", 2, "select(a * p1, a * p2 * p0 * exp_f32(b * p2), b <= 0.0)", nullptr, nullptr, nullptr LIB},
+    {"elu_bwd_result", 2, "select(a * p1, a * p2 * (b + p0), b <= 0.0)", nullptr, nullptr, nullptr},
+    {"leaky_relu", 1, "select(a * p0, a, a > 0.0)", nullptr, nullptr, nullptr},
+    {"leaky_relu_bwd", 2, "select(b * p0, b, a > 0.0)", nullptr, nullptr, nullptr},  // a input, b grad
+    {"hardtanh_bwd", 2, "select(a, 0.0, b <= p0 || b >= p1)", nullptr, nullptr, nullptr},  // a grad, b input
+    {"hardsigmoid", 1, "hardsigmoid_f32(a)", nullptr, nullptr, nullptr LIB},
+    {"hardsigmoid_bwd", 2, "select(0.0, a * 0.16666666666666667, b > -3.0 && b < 3.0)", nullptr, nullptr, nullptr},
+    {"hardswish", 1, "hardswish_f32(a)", nullptr, nullptr, nullptr LIB},
+    {"hardswish_bwd", 2, "hardswish_bwd_f32(a, b)", nullptr, nullptr, nullptr LIB},
+    {"mish", 1, "mish_f32(a)", nullptr, nullptr, nullptr LIB},
+    {"softplus", 1, "softplus_f32(a, p0, p1)", nullptr, nullptr, nullptr LIB},
+    {"softplus_bwd", 2, "softplus_bwd_f32(a, b, p0, p1)", nullptr, nullptr, nullptr LIB},
+    {"softshrink", 1, "select(select(select(0.0, a + p0, a < -p0), a - p0, a > p0), a, is_nan(a))", nullptr, nullptr, nullptr},
+    {"hardshrink", 1, "select(a, 0.0, a >= -p0 && a <= p0 && !is_nan(a))", nullptr, nullptr, nullptr},
+    {"shrink_bwd", 2, "select(a, 0.0, b >= -p0 && b <= p0 && !is_nan(b))", nullptr, nullptr, nullptr},  // a grad, b input
+    // threshold: a <= p0 ? p1 : a; threshold_backward: a input, b grad.
+    {"threshold", 1, "select(a, p1, f32_le(a, p0))", "select(a, p1, a <= p0)", "select(a, p1, !i64_lt(p0, a))", nullptr},
+    {"threshold_bwd", 2, "select(b, 0.0, f32_le(a, p0))", "select(b, 0, a <= p0)",
+     "select(b, vec2<u32>(0u, 0u), !i64_lt(p0, a))", nullptr},
+    {"log_sigmoid", 1, "log_sigmoid_f32(a)", nullptr, nullptr, nullptr LIB},
+    {"log_sigmoid_bwd", 2, "log_sigmoid_bwd_f32(a, b)", nullptr, nullptr, nullptr LIB},
+    {"sigmoid_bwd", 2, "a * (1.0 - b) * b", nullptr, nullptr, nullptr},
+    {"tanh_bwd", 2, "a * (1.0 - b * b)", nullptr, nullptr, nullptr},
+    {"gelu_bwd", 2, "gelu_bwd_f32(a, b)", nullptr, nullptr, nullptr LIB},
+    {"gelu_tanh_bwd", 2, "gelu_tanh_bwd_f32(a, b)", nullptr, nullptr, nullptr LIB},
+    {"silu_bwd", 2, "silu_bwd_f32(a, b)", nullptr, nullptr, nullptr LIB},
+    {"glu", 2, "a * sigmoid_f32(b)", nullptr, nullptr, nullptr},
+    // prelu: a input, b weight; backward: a grad, b input, c weight.
+    {"prelu", 2, "select(b * a, a, a > 0.0)", nullptr, nullptr, nullptr},
+    {"prelu_bwd_input", 3, "select(c * a, a, b > 0.0)", nullptr, nullptr, nullptr},
+    {"prelu_bwd_weight", 2, "select(b * a, 0.0, b > 0.0)", nullptr, nullptr, nullptr},
 };
 
 #undef CMP_F32
 #undef CMP_I32
+#undef LIB
+#undef NOBOOL_LIB
 
 }  // namespace
 

@@ -18,6 +18,8 @@ struct ElementwiseOpDef {
   // False when a bool common dtype is refused even though i32 computes it (as the CPU
   // refuses abs, pow, remainder, shifts, ... on bool).
   bool accepts_bool = true;
+  // Extra WGSL the expression calls (a special-function library), or nullptr.
+  const char* library = nullptr;
 
   const char* expression(Compute c) const {
     switch (c) {

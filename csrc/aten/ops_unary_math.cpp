@@ -1,0 +1,218 @@
+// Native unary math: rounding, reciprocal, exp2/log2/log10, trig and hyperbolic
+// functions and their inverses, erf family, sinc, logit, angle, and the float
+// classification ops (signbit, isnan, isinf, isposinf, isneginf, isfinite).
+//
+// Structured ops register `.out` only (PyTorch derives the functional and in-place
+// variants); logit, angle and the functional-only classification ops register each
+// overload. float64 and complex operands go to the CPU fallback.
+#include <ATen/native/Resize.h>
+#include <ATen/ops/acos_ops.h>
+#include <ATen/ops/acosh_ops.h>
+#include <ATen/ops/angle_ops.h>
+#include <ATen/ops/asin_ops.h>
+#include <ATen/ops/asinh_ops.h>
+#include <ATen/ops/atan_ops.h>
+#include <ATen/ops/atanh_ops.h>
+#include <ATen/ops/ceil_ops.h>
+#include <ATen/ops/cosh_ops.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/erf_ops.h>
+#include <ATen/ops/erfc_ops.h>
+#include <ATen/ops/erfinv_ops.h>
+#include <ATen/ops/exp2_ops.h>
+#include <ATen/ops/floor_ops.h>
+#include <ATen/ops/frac_ops.h>
+#include <ATen/ops/isfinite_ops.h>
+#include <ATen/ops/isinf_ops.h>
+#include <ATen/ops/isnan_ops.h>
+#include <ATen/ops/isneginf_ops.h>
+#include <ATen/ops/isposinf_ops.h>
+#include <ATen/ops/log10_ops.h>
+#include <ATen/ops/log2_ops.h>
+#include <ATen/ops/logit_ops.h>
+#include <ATen/ops/reciprocal_ops.h>
+#include <ATen/ops/round_ops.h>
+#include <ATen/ops/sgn_ops.h>
+#include <ATen/ops/signbit_ops.h>
+#include <ATen/ops/sinc_ops.h>
+#include <ATen/ops/sinh_ops.h>
+#include <ATen/ops/tan_ops.h>
+#include <ATen/ops/trunc_ops.h>
+#include <torch/library.h>
+
+#include <cmath>
+
+#include "aten/cpu_fallback.h"
+#include "aten/pointwise_common.h"
+
+namespace twgpu::aten {
+namespace {
+
+using at::Tensor;
+using at::TensorIterator;
+
+#define TWGPU_UNARY_OUT(FN, OP, BUILDER, KERNEL)                                     \
+  Tensor& FN(const Tensor& a, Tensor& out) {                                         \
+    if (any_stored_only({&a, &out})) return call_cpu_fallback<at::_ops::OP>(a, out); \
+    auto iter = TensorIterator::BUILDER(out, a);                                     \
+    if (!native_iter(iter)) return call_cpu_fallback<at::_ops::OP>(a, out);          \
+    launch_on_iterator(iter, KERNEL, common_compute(iter));                          \
+    return out;                                                                      \
+  }
+
+TWGPU_UNARY_OUT(reciprocal_out, reciprocal_out, unary_float_op, "reciprocal")
+TWGPU_UNARY_OUT(floor_out, floor_out, unary_op, "floor")
+TWGPU_UNARY_OUT(ceil_out, ceil_out, unary_op, "ceil")
+TWGPU_UNARY_OUT(trunc_out, trunc_out, unary_op, "trunc")
+TWGPU_UNARY_OUT(round_out, round_out, unary_op, "round")
+TWGPU_UNARY_OUT(frac_out, frac_out, unary_op, "frac")
+TWGPU_UNARY_OUT(exp2_out, exp2_out, unary_float_op, "exp2")
+TWGPU_UNARY_OUT(log2_out, log2_out, unary_float_op, "log2")
+TWGPU_UNARY_OUT(log10_out, log10_out, unary_float_op, "log10")
+TWGPU_UNARY_OUT(tan_out, tan_out, unary_float_op, "tan")
+TWGPU_UNARY_OUT(asin_out, asin_out, unary_float_op, "asin")
+TWGPU_UNARY_OUT(acos_out, acos_out, unary_float_op, "acos")
+TWGPU_UNARY_OUT(atan_out, atan_out, unary_float_op, "atan")
+TWGPU_UNARY_OUT(sinh_out, sinh_out, unary_float_op, "sinh")
+TWGPU_UNARY_OUT(cosh_out, cosh_out, unary_float_op, "cosh")
+TWGPU_UNARY_OUT(asinh_out, asinh_out, unary_float_op, "asinh")
+TWGPU_UNARY_OUT(acosh_out, acosh_out, unary_float_op, "acosh")
+TWGPU_UNARY_OUT(atanh_out, atanh_out, unary_float_op, "atanh")
+TWGPU_UNARY_OUT(erf_out, erf_out, unary_float_op, "erf")
+TWGPU_UNARY_OUT(erfc_out, erfc_out, unary_float_op, "erfc")
+TWGPU_UNARY_OUT(erfinv_out, erfinv_out, unary_float_op, "erfinv")
+TWGPU_UNARY_OUT(sinc_out, sinc_out, unary_float_op, "sinc")
+// sgn of a real tensor is sign (complex inputs take the fallback above).
+TWGPU_UNARY_OUT(sgn_out, sgn_out, unary_op, "sign")
+
+Tensor& round_decimals_out(const Tensor& a, int64_t decimals, Tensor& out) {
+  if (decimals == 0) return ::twgpu::aten::round_out(a, out);
+  if (any_stored_only({&a, &out}))
+    return call_cpu_fallback<at::_ops::round_decimals_out>(a, decimals, out);
+  auto iter = TensorIterator::unary_op(out, a);
+  if (!native_iter(iter)) return call_cpu_fallback<at::_ops::round_decimals_out>(a, decimals, out);
+  // The CPU scales by 10^|decimals| in float: multiply then divide, or the reverse.
+  float ten_pow = static_cast<float>(std::pow(10.0, static_cast<double>(std::abs(decimals))));
+  launch_on_iterator(iter, decimals > 0 ? "round_decimals_pos" : "round_decimals_neg",
+                     common_compute(iter), ScalarBits::from_f32(ten_pow));
+  return out;
+}
+
+// Boolean results of a float classification.
+#define TWGPU_BOOL_UNARY_OUT(FN, OP, KERNEL)                                          \
+  Tensor& FN(const Tensor& a, Tensor& out) {                                          \
+    if (any_stored_only({&a, &out})) return call_cpu_fallback<at::_ops::OP>(a, out);  \
+    at::TensorIterator iter;                                                          \
+    iter.build_borrowing_unary_force_boolean_op(out, a);                              \
+    if (!native_iter(iter)) return call_cpu_fallback<at::_ops::OP>(a, out);           \
+    launch_on_iterator(iter, KERNEL, compute_type_of(a.scalar_type()));               \
+    return out;                                                                       \
+  }
+
+TWGPU_BOOL_UNARY_OUT(signbit_out, signbit_out, "signbit")
+TWGPU_BOOL_UNARY_OUT(isposinf_out, isposinf_out, "isposinf")
+TWGPU_BOOL_UNARY_OUT(isneginf_out, isneginf_out, "isneginf")
+
+// Functional-only classification ops: isnan (CPU kernel), isinf and isfinite (composites
+// elsewhere, one kernel here instead of two or three).
+#define TWGPU_BOOL_UNARY(FN, OP, KERNEL)                                              \
+  Tensor FN(const Tensor& a) {                                                        \
+    if (any_stored_only({&a})) return call_cpu_fallback<at::_ops::OP>(a);             \
+    Tensor out = at::empty(a.sizes(), a.options().dtype(c10::kBool));                 \
+    at::TensorIterator iter;                                                          \
+    iter.build_borrowing_unary_force_boolean_op(out, a);                              \
+    if (!native_iter(iter)) return call_cpu_fallback<at::_ops::OP>(a);               \
+    launch_on_iterator(iter, KERNEL, compute_type_of(a.scalar_type()));               \
+    return out;                                                                       \
+  }
+
+TWGPU_BOOL_UNARY(isnan, isnan, "isnan")
+TWGPU_BOOL_UNARY(isinf, isinf, "isinf")
+TWGPU_BOOL_UNARY(isfinite, isfinite, "isfinite")
+
+// logit is not structured: functional, out= and in-place each land here.
+void launch_logit(const at::TensorIteratorBase& iter, std::optional<double> eps) {
+  if (eps && *eps >= 0.0) {
+    // The CPU clamps to [eps, 1 - eps] in the tensor's type.
+    c10::ScalarType t = iter.common_dtype();
+    launch_on_iterator(iter, "logit_eps", common_compute(iter), param_as(*eps, t),
+                       param_as(1.0 - *eps, t));
+  } else {
+    launch_on_iterator(iter, "logit", common_compute(iter));
+  }
+}
+Tensor& logit_out(const Tensor& a, std::optional<double> eps, Tensor& out) {
+  if (any_stored_only({&a, &out})) return call_cpu_fallback<at::_ops::logit_out>(a, eps, out);
+  auto iter = TensorIterator::unary_float_op(out, a);
+  if (!native_iter(iter)) return call_cpu_fallback<at::_ops::logit_out>(a, eps, out);
+  launch_logit(iter, eps);
+  return out;
+}
+Tensor logit(const Tensor& a, std::optional<double> eps) {
+  if (any_stored_only({&a})) return call_cpu_fallback<at::_ops::logit>(a, eps);
+  Tensor out;
+  auto iter = TensorIterator::unary_float_op(out, a);
+  if (!native_iter(iter)) return call_cpu_fallback<at::_ops::logit>(a, eps);
+  launch_logit(iter, eps);
+  return iter.output();
+}
+Tensor& logit_(Tensor& a, std::optional<double> eps) { return ::twgpu::aten::logit_out(a, eps, a); }
+
+// angle of a real tensor: pi for negatives, 0 otherwise, NaN kept.
+Tensor& angle_out(const Tensor& a, Tensor& out) {
+  if (any_stored_only({&a, &out})) return call_cpu_fallback<at::_ops::angle_out>(a, out);
+  auto iter = TensorIterator::unary_float_op(out, a);
+  if (!native_iter(iter)) return call_cpu_fallback<at::_ops::angle_out>(a, out);
+  launch_on_iterator(iter, "angle", common_compute(iter));
+  return out;
+}
+Tensor angle(const Tensor& a) {
+  if (any_stored_only({&a})) return call_cpu_fallback<at::_ops::angle>(a);
+  Tensor out;
+  auto iter = TensorIterator::unary_float_op(out, a);
+  if (!native_iter(iter)) return call_cpu_fallback<at::_ops::angle>(a);
+  launch_on_iterator(iter, "angle", common_compute(iter));
+  return iter.output();
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("reciprocal.out", reciprocal_out);
+  m.impl("floor.out", floor_out);
+  m.impl("ceil.out", ceil_out);
+  m.impl("trunc.out", trunc_out);
+  m.impl("round.out", round_out);
+  m.impl("round.decimals_out", round_decimals_out);
+  m.impl("frac.out", frac_out);
+  m.impl("exp2.out", exp2_out);
+  m.impl("log2.out", log2_out);
+  m.impl("log10.out", log10_out);
+  m.impl("tan.out", tan_out);
+  m.impl("asin.out", asin_out);
+  m.impl("acos.out", acos_out);
+  m.impl("atan.out", atan_out);
+  m.impl("sinh.out", sinh_out);
+  m.impl("cosh.out", cosh_out);
+  m.impl("asinh.out", asinh_out);
+  m.impl("acosh.out", acosh_out);
+  m.impl("atanh.out", atanh_out);
+  m.impl("erf.out", erf_out);
+  m.impl("erfc.out", erfc_out);
+  m.impl("erfinv.out", erfinv_out);
+  m.impl("sinc.out", sinc_out);
+  m.impl("sgn.out", sgn_out);
+  m.impl("signbit.out", signbit_out);
+  m.impl("isposinf.out", isposinf_out);
+  m.impl("isneginf.out", isneginf_out);
+  m.impl("isnan", isnan);
+  m.impl("isinf", isinf);
+  m.impl("isfinite", isfinite);
+  m.impl("logit", logit);
+  m.impl("logit.out", logit_out);
+  m.impl("logit_", logit_);
+  m.impl("angle", angle);
+  m.impl("angle.out", angle_out);
+}
+
+}  // namespace twgpu::aten
