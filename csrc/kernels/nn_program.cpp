@@ -29,10 +29,11 @@ std::string prepare(NnKernel& k, KernelLaunch& l, uint32_t extra_words) {
     key += std::string("|i") + dtype_name(op.dtype);
   }
   for (const auto& op : k.outputs) {
-    l.buffers.push_back({op.buffer, Access::ReadWrite, is_subword(op.dtype)});
+    l.buffers.push_back({op.buffer, Access::ReadWrite, k.accumulate || is_subword(op.dtype)});
     l.uniforms.push_back(static_cast<uint32_t>(op.offset));
     key += std::string("|o") + dtype_name(op.dtype);
   }
+  if (k.accumulate) key += "|acc";
   for (uint32_t w = 0; w < extra_words; ++w) l.uniforms.push_back(0);
   const uint32_t param_base = kFirstUserWord + nops + extra_words;
   for (uint32_t p : k.params) l.uniforms.push_back(p);
@@ -40,7 +41,8 @@ std::string prepare(NnKernel& k, KernelLaunch& l, uint32_t extra_words) {
   std::string body = k.body;
   std::vector<KernelBuffer> bufs = l.buffers;
   std::vector<Operand> ins = k.inputs, outs = k.outputs;
-  l.body = [bufs, ins, outs, param_base, nops, body] {
+  const bool accumulate = k.accumulate;
+  l.body = [bufs, ins, outs, param_base, nops, body, accumulate] {
     std::string s;
     s += "fn pu(j: u32) -> u32 { return uw(" + std::to_string(param_base) + "u + j); }\n";
     s += "fn pf(j: u32) -> f32 { return bitcast<f32>(pu(j)); }\n";
@@ -58,7 +60,15 @@ std::string prepare(NnKernel& k, KernelLaunch& l, uint32_t extra_words) {
         s += "fn in" + n + "(i: u32) -> i32 { return raw_in" + n + "(i + " + off + "); }\n";
       }
     }
-    for (size_t o = 0; o < outs.size(); ++o) {
+    for (size_t o = 0; o < outs.size() && accumulate; ++o) {
+      std::string n = std::to_string(o), b = "buf" + std::to_string(ins.size() + o);
+      std::string off = "uw(" + std::to_string(kFirstUserWord + ins.size() + o) + "u)";
+      s += "fn acc" + n + "(i: u32, v: f32) {\n  let j = i + " + off + ";\n"
+           "  var old = atomicLoad(&" + b + "[j]);\n  loop {\n"
+           "    let r = atomicCompareExchangeWeak(&" + b + "[j], old, bitcast<u32>(bitcast<f32>(old) + v));\n"
+           "    if (r.exchanged) { break; }\n    old = r.old_value;\n  }\n}\n";
+    }
+    for (size_t o = 0; o < outs.size() && !accumulate; ++o) {
       size_t b = ins.size() + o;
       std::string n = std::to_string(o), off = "uw(" + std::to_string(kFirstUserWord + b) + "u)";
       if (is_float(outs[o].dtype)) {

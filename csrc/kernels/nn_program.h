@@ -35,6 +35,9 @@ struct NnKernel {
   std::vector<Operand> outputs;
   std::vector<uint32_t> params;
   std::string body;
+  // Outputs are float32 accumulators: WGSL gets `acc<k>(i, v)`, an atomic add (backward
+  // kernels that scatter into a zeroed gradient).
+  bool accumulate = false;
 };
 
 uint32_t f32_bits(float v);
