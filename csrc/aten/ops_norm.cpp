@@ -1,0 +1,468 @@
+// Native layer, group and batch normalization, forward and backward. Statistics are
+// computed in f32 by the kernels of nn_norm; outputs take the dtypes the CPU gives
+// (statistics in the input dtype, or float32 when half inputs come with float32
+// parameters). Other dtype mixes and float64 go to the CPU fallback, which also raises
+// the CPU's errors for them.
+#include <ATen/native/layer_norm.h>
+#include <ATen/ops/_batch_norm_with_update_ops.h>
+#include <ATen/ops/_native_batch_norm_legit_ops.h>
+#include <ATen/ops/batch_norm_backward_ops.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/native_batch_norm_backward_ops.h>
+#include <ATen/ops/native_batch_norm_ops.h>
+#include <ATen/ops/native_group_norm_backward_ops.h>
+#include <ATen/ops/native_group_norm_ops.h>
+#include <ATen/ops/native_layer_norm_backward_ops.h>
+#include <ATen/ops/native_layer_norm_ops.h>
+#include <torch/library.h>
+
+#include "aten/cpu_fallback.h"
+#include "aten/nn_common.h"
+#include "kernels/nn_norm.h"
+
+namespace twgpu::aten {
+namespace {
+
+using at::Tensor;
+using OptT = std::optional<Tensor>;
+
+Tensor opt(const OptT& t) { return t.has_value() ? *t : Tensor(); }
+
+// Parameters must all share the input's dtype, or all be float32 with a half input (the
+// CPU's mixed mode, statistics then in float32). nullopt: not native (fallback).
+std::optional<at::ScalarType> stats_dtype(const Tensor& input,
+                                          std::initializer_list<const Tensor*> params) {
+  if (!nn_float(input)) return std::nullopt;
+  bool all_same = true, all_float = true, any = false;
+  for (const Tensor* p : params) {
+    if (!p->defined()) continue;
+    if (p->device() != input.device()) return std::nullopt;
+    any = true;
+    if (p->scalar_type() != input.scalar_type()) all_same = false;
+    if (p->scalar_type() != at::kFloat) all_float = false;
+  }
+  if (all_same) return input.scalar_type();
+  if (any && all_float && input.scalar_type() != at::kFloat) return at::kFloat;
+  return std::nullopt;
+}
+
+Tensor f32_empty(const Tensor& like, int64_t n) {
+  return at::empty({n}, like.options().dtype(at::kFloat));
+}
+
+// ---- layer norm -------------------------------------------------------------------------
+
+std::tuple<Tensor, Tensor, Tensor> layer_norm(const Tensor& input, at::IntArrayRef shape,
+                                              const OptT& weight_opt, const OptT& bias_opt,
+                                              double eps) {
+  Tensor weight = opt(weight_opt), bias = opt(bias_opt);
+  auto MN = at::native::_check_layer_norm_inputs(input, shape, weight, bias);
+  const int64_t M = MN.first, N = MN.second;
+  auto sdt = stats_dtype(input, {&weight, &bias});
+  if (!sdt || (N == 0 && M > 0))
+    return call_cpu_fallback<at::_ops::native_layer_norm>(input, shape, weight_opt, bias_opt, eps);
+  const int axis = input.dim() - static_cast<int>(shape.size());
+  std::vector<int64_t> stat_shape(input.sizes().begin(), input.sizes().begin() + axis);
+  for (size_t i = 0; i < shape.size(); ++i) stat_shape.push_back(1);
+  Tensor x = input.contiguous();
+  Tensor y = at::empty(input.sizes(), x.options());
+  if (M == 0)
+    return {y, at::empty(stat_shape, x.options().dtype(*sdt)),
+            at::empty(stat_shape, x.options().dtype(*sdt))};
+  Tensor w = weight.defined() ? weight.contiguous() : weight;
+  Tensor b = bias.defined() ? bias.contiguous() : bias;
+  Tensor mean = f32_empty(x, M), rstd = f32_empty(x, M), m2 = f32_empty(x, M);
+  TWGPU_TRY
+  RuntimeLock lock;
+  nn::RowLayout L{static_cast<uint64_t>(M), u32(N), u32(N), 0, u32(N)};
+  nn::norm_moments(lock.ctx(), operand(x), L, static_cast<float>(eps), operand(mean),
+                   operand(rstd), operand(m2));
+  nn::ElementMap em{u32(N), u32(M), 1, u32(N)};
+  nn::norm_apply(lock.ctx(), operand(x), operand(mean), operand(rstd), operand(w), operand(b),
+                 operand(y), static_cast<uint64_t>(M * N), em, true);
+  TWGPU_CATCH
+  return {y, mean.to(*sdt).view(stat_shape), rstd.to(*sdt).view(stat_shape)};
+}
+
+std::tuple<Tensor, Tensor, Tensor> layer_norm_backward(const Tensor& grad_out, const Tensor& input,
+                                                       at::IntArrayRef shape, const Tensor& mean,
+                                                       const Tensor& rstd, const OptT& weight_opt,
+                                                       const OptT& bias_opt,
+                                                       std::array<bool, 3> mask) {
+  Tensor weight = opt(weight_opt), bias = opt(bias_opt);
+  auto MN = at::native::_check_layer_norm_inputs(input, shape, weight, bias);
+  const int64_t M = MN.first, N = MN.second;
+  auto sdt = stats_dtype(input, {&weight, &bias});
+  if (!sdt || grad_out.scalar_type() != input.scalar_type() || !nn_float(mean) ||
+      !nn_float(rstd) || (N == 0 && M > 0))
+    return call_cpu_fallback<at::_ops::native_layer_norm_backward>(
+        grad_out, input, shape, mean, rstd, weight_opt, bias_opt, mask);
+  Tensor x = input.contiguous(), dy = grad_out.contiguous();
+  Tensor mu = mean.contiguous(), rs = rstd.contiguous();
+  Tensor w = weight.defined() ? weight.contiguous() : weight;
+  Tensor dx, dw, db;
+  if (mask[0]) dx = at::empty(input.sizes(), x.options());
+  Tensor dw32, db32;
+  if ((mask[1] && weight.defined()) || (mask[2] && bias.defined())) {
+    dw32 = f32_empty(x, N);
+    db32 = f32_empty(x, N);
+  }
+  if (M > 0) {
+    TWGPU_TRY
+    RuntimeLock lock;
+    if (mask[0]) {
+      Tensor cb = f32_empty(x, M), cc = f32_empty(x, M);
+      nn::norm_backward_coeffs(lock.ctx(), operand(dy), operand(x), operand(mu), operand(rs),
+                               operand(w), u32(M), u32(N), 1, 0, 1, operand(cb), operand(cc));
+      nn::ElementMap em{u32(N), u32(M), 1, u32(N)};
+      nn::norm_backward_input(lock.ctx(), operand(dy), operand(x), operand(rs), operand(w),
+                              operand(cb), operand(cc), operand(dx),
+                              static_cast<uint64_t>(M * N), em);
+    }
+    if (dw32.defined()) {
+      // Columns: element k of column c is x[k * N + c]; its statistic row is k.
+      nn::RowLayout L{static_cast<uint64_t>(N), u32(M), 1, u32(N), 1};
+      nn::norm_affine_grads(lock.ctx(), operand(dy), operand(x), operand(mu), operand(rs), L, 1,
+                            1, 0xffffffffu, operand(dw32), operand(db32));
+    }
+    TWGPU_CATCH
+  } else if (dw32.defined()) {
+    dw32.zero_();
+    db32.zero_();
+  }
+  if (mask[1] && weight.defined()) dw = dw32.to(weight.scalar_type()).view(weight.sizes());
+  if (mask[2] && bias.defined()) db = db32.to(bias.scalar_type()).view(bias.sizes());
+  return {dx, dw, db};
+}
+
+// ---- group norm ---------------------------------------------------------------------------
+
+void check_group_norm(const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t N,
+                      int64_t C, int64_t HxW, int64_t group) {
+  TORCH_CHECK(group > 0 && C % group == 0, "Expected number of channels in input to be divisible by ",
+              "num_groups, but got input of shape ", input.sizes(), " and num_groups=", group);
+  TORCH_CHECK(input.numel() == N * C * HxW, "Expected input to have ", N * C * HxW, " elements");
+  TORCH_CHECK(!weight.defined() || (weight.dim() == 1 && weight.numel() == C),
+              "Expected weight to be a vector of size equal to the number of channels in input, "
+              "but got weight of shape ", weight.sizes(), " and input of shape ", input.sizes());
+  TORCH_CHECK(!bias.defined() || (bias.dim() == 1 && bias.numel() == C),
+              "Expected bias to be a vector of size equal to the number of channels in input, "
+              "but got bias of shape ", bias.sizes(), " and input of shape ", input.sizes());
+}
+
+std::tuple<Tensor, Tensor, Tensor> group_norm(const Tensor& input, const OptT& weight_opt,
+                                              const OptT& bias_opt, int64_t N, int64_t C,
+                                              int64_t HxW, int64_t group, double eps) {
+  Tensor weight = opt(weight_opt), bias = opt(bias_opt);
+  auto sdt = stats_dtype(input, {&weight, &bias});
+  if (!sdt || group <= 0 || C % group != 0 || input.numel() != N * C * HxW)
+    return call_cpu_fallback<at::_ops::native_group_norm>(input, weight_opt, bias_opt, N, C, HxW,
+                                                          group, eps);
+  check_group_norm(input, weight, bias, N, C, HxW, group);
+  const int64_t D = C / group, len = D * HxW, rows = N * group;
+  if (len == 0 && rows > 0)
+    return call_cpu_fallback<at::_ops::native_group_norm>(input, weight_opt, bias_opt, N, C, HxW,
+                                                          group, eps);
+  Tensor x = input.contiguous();
+  Tensor y = at::empty(input.sizes(), x.options());
+  Tensor mean = f32_empty(x, rows), rstd = f32_empty(x, rows), m2 = f32_empty(x, rows);
+  Tensor w = weight.defined() ? weight.contiguous() : weight;
+  Tensor b = bias.defined() ? bias.contiguous() : bias;
+  if (rows > 0) {
+    TWGPU_TRY
+    RuntimeLock lock;
+    nn::RowLayout L{static_cast<uint64_t>(rows), u32(len), u32(len), 0, u32(len)};
+    nn::norm_moments(lock.ctx(), operand(x), L, static_cast<float>(eps), operand(mean),
+                     operand(rstd), operand(m2));
+    nn::ElementMap em{u32(len), u32(rows), u32(std::max<int64_t>(HxW, 1)), u32(C)};
+    nn::norm_apply(lock.ctx(), operand(x), operand(mean), operand(rstd), operand(w), operand(b),
+                   operand(y), static_cast<uint64_t>(rows * len), em, false);
+    TWGPU_CATCH
+  }
+  return {y, mean.to(*sdt).view({N, group}), rstd.to(*sdt).view({N, group})};
+}
+
+std::tuple<Tensor, Tensor, Tensor> group_norm_backward(const Tensor& grad_out, const Tensor& input,
+                                                       const Tensor& mean, const Tensor& rstd,
+                                                       const OptT& weight_opt, int64_t N, int64_t C,
+                                                       int64_t HxW, int64_t group,
+                                                       std::array<bool, 3> mask) {
+  Tensor weight = opt(weight_opt);
+  auto sdt = stats_dtype(input, {&weight});
+  const int64_t D = group > 0 ? C / group : 0, len = D * HxW, rows = N * group;
+  if (!sdt || grad_out.scalar_type() != input.scalar_type() || group <= 0 || C % group != 0 ||
+      input.numel() != N * C * HxW || !nn_float(mean) || !nn_float(rstd) ||
+      mean.numel() != rows || rstd.numel() != rows || (weight.defined() && weight.numel() != C) ||
+      (len == 0 && rows > 0) || HxW == 0)
+    return call_cpu_fallback<at::_ops::native_group_norm_backward>(grad_out, input, mean, rstd,
+                                                                   weight_opt, N, C, HxW, group,
+                                                                   mask);
+  Tensor x = input.contiguous(), dy = grad_out.contiguous();
+  Tensor mu = mean.contiguous(), rs = rstd.contiguous();
+  Tensor w = weight.defined() ? weight.contiguous() : weight;
+  Tensor dx, dw, db;
+  if (mask[0]) dx = at::empty(input.sizes(), x.options());
+  Tensor dw32, db32;
+  if (mask[1] || mask[2]) {
+    dw32 = f32_empty(x, C);
+    db32 = f32_empty(x, C);
+  }
+  if (rows > 0) {
+    TWGPU_TRY
+    RuntimeLock lock;
+    if (mask[0]) {
+      Tensor cb = f32_empty(x, rows), cc = f32_empty(x, rows);
+      nn::norm_backward_coeffs(lock.ctx(), operand(dy), operand(x), operand(mu), operand(rs),
+                               operand(w), u32(rows), u32(len), u32(group), u32(D), u32(HxW),
+                               operand(cb), operand(cc));
+      nn::ElementMap em{u32(len), u32(rows), u32(HxW), u32(C)};
+      nn::norm_backward_input(lock.ctx(), operand(dy), operand(x), operand(rs), operand(w),
+                              operand(cb), operand(cc), operand(dx),
+                              static_cast<uint64_t>(rows * len), em);
+    }
+    if (dw32.defined()) {
+      // Channel c over [N, HxW]: element k at (k / HxW) * C * HxW + c * HxW + k % HxW; its
+      // statistic row is n * G + c / D.
+      nn::RowLayout L{static_cast<uint64_t>(C), u32(N * HxW), u32(HxW), u32(C * HxW), u32(HxW)};
+      nn::norm_affine_grads(lock.ctx(), operand(dy), operand(x), operand(mu), operand(rs), L,
+                            u32(HxW), u32(group), u32(D), operand(dw32), operand(db32));
+    }
+    TWGPU_CATCH
+  } else if (dw32.defined()) {
+    dw32.zero_();
+    db32.zero_();
+  }
+  at::ScalarType pdt = weight.defined() ? weight.scalar_type() : input.scalar_type();
+  if (mask[1]) dw = dw32.to(pdt);
+  if (mask[2]) db = db32.to(pdt);
+  return {dx, dw, db};
+}
+
+// ---- batch norm -----------------------------------------------------------------------------
+
+struct BatchGeometry {
+  int64_t N, C, S;
+};
+BatchGeometry batch_geometry(const Tensor& x) {
+  TORCH_CHECK(x.dim() >= 2, "batch_norm: expected input with at least 2 dimensions, got ",
+              x.dim());
+  BatchGeometry g{x.size(0), x.size(1), 1};
+  for (int64_t d = 2; d < x.dim(); ++d) g.S *= x.size(d);
+  return g;
+}
+
+bool batch_native(const Tensor& input, const Tensor& w, const Tensor& b, const Tensor& rm,
+                  const Tensor& rv) {
+  if (!stats_dtype(input, {&w, &b, &rm, &rv}) || input.dim() < 2) return false;
+  const int64_t C = input.size(1);
+  for (const Tensor* p : {&w, &b, &rm, &rv})
+    if (p->defined() && p->numel() != C) return false;
+  return true;
+}
+
+// Forward with optional in-place running statistics update; returns (y, save_mean,
+// save_invstd) as the CPU does (evaluation: empty statistics).
+std::tuple<Tensor, Tensor, Tensor> batch_norm_impl(const Tensor& input, const Tensor& weight,
+                                                   const Tensor& bias, Tensor running_mean,
+                                                   Tensor running_var, bool training,
+                                                   double momentum, double eps) {
+  auto sdt = *stats_dtype(input, {&weight, &bias, &running_mean, &running_var});
+  auto g = batch_geometry(input);
+  Tensor x = input.contiguous();
+  Tensor y = at::empty(input.sizes(), x.options());
+  Tensor w = weight.defined() ? weight.contiguous() : weight;
+  Tensor b = bias.defined() ? bias.contiguous() : bias;
+  const uint64_t count = static_cast<uint64_t>(x.numel());
+  const int64_t n = g.N * g.S;
+  nn::ElementMap em{u32(g.S), u32(g.C), u32(g.S), u32(g.C)};
+  if (!training) {
+    TORCH_CHECK(running_mean.defined() && running_var.defined(),
+                "running_mean and running_var must be defined in evaluation mode");
+    Tensor rm = running_mean.contiguous(), rv = running_var.contiguous();
+    Tensor invstd = f32_empty(x, g.C);
+    TWGPU_TRY
+    RuntimeLock lock;
+    nn::norm_invstd(lock.ctx(), operand(rv), static_cast<float>(eps), operand(invstd),
+                    static_cast<uint64_t>(g.C));
+    nn::norm_apply(lock.ctx(), operand(x), operand(rm), operand(invstd), operand(w), operand(b),
+                   operand(y), count, em, false);
+    TWGPU_CATCH
+    return {y, at::empty({0}, x.options().dtype(sdt)), at::empty({0}, x.options().dtype(sdt))};
+  }
+  Tensor mean = f32_empty(x, g.C), invstd = f32_empty(x, g.C), m2 = f32_empty(x, g.C);
+  if (n == 0) {
+    // No values per channel: the CPU gives NaN statistics (0 / 0) and leaves y empty.
+    mean.fill_(std::numeric_limits<double>::quiet_NaN());
+    invstd.fill_(std::numeric_limits<double>::quiet_NaN());
+    return {y, mean.to(sdt), invstd.to(sdt)};
+  }
+  TWGPU_TRY
+  RuntimeLock lock;
+  nn::RowLayout L{static_cast<uint64_t>(g.C), u32(n), u32(g.S), u32(g.C * g.S), u32(g.S)};
+  nn::norm_moments(lock.ctx(), operand(x), L, static_cast<float>(eps), operand(mean),
+                   operand(invstd), operand(m2));
+  nn::norm_apply(lock.ctx(), operand(x), operand(mean), operand(invstd), operand(w), operand(b),
+                 operand(y), count, em, false);
+  if (running_mean.defined() || running_var.defined()) {
+    Tensor rm = running_mean.defined() ? running_mean.contiguous() : running_mean;
+    Tensor rv = running_var.defined() ? running_var.contiguous() : running_var;
+    Tensor rm_new = rm.defined() ? at::empty_like(rm) : rm;
+    Tensor rv_new = rv.defined() ? at::empty_like(rv) : rv;
+    nn::norm_running_update(lock.ctx(), operand(mean), operand(m2), operand(rm), operand(rv),
+                            operand(rm_new), operand(rv_new), static_cast<uint64_t>(g.C),
+                            static_cast<float>(momentum), static_cast<uint64_t>(n));
+    if (rm.defined()) running_mean.copy_(rm_new);
+    if (rv.defined()) running_var.copy_(rv_new);
+  }
+  TWGPU_CATCH
+  return {y, mean.to(sdt), invstd.to(sdt)};
+}
+
+std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input, const OptT& weight,
+                                                     const OptT& bias, const OptT& running_mean,
+                                                     const OptT& running_var, bool training,
+                                                     double momentum, double eps) {
+  Tensor w = opt(weight), b = opt(bias), rm = opt(running_mean), rv = opt(running_var);
+  if (!batch_native(input, w, b, rm, rv) || (!training && (!rm.defined() || !rv.defined())))
+    return call_cpu_fallback<at::_ops::native_batch_norm>(input, weight, bias, running_mean,
+                                                          running_var, training, momentum, eps);
+  return batch_norm_impl(input, w, b, rm, rv, training, momentum, eps);
+}
+
+std::tuple<Tensor, Tensor, Tensor> batch_norm_legit(const Tensor& input, const OptT& weight,
+                                                    const OptT& bias, Tensor& running_mean,
+                                                    Tensor& running_var, bool training,
+                                                    double momentum, double eps) {
+  Tensor w = opt(weight), b = opt(bias);
+  if (!batch_native(input, w, b, running_mean, running_var))
+    return call_cpu_fallback<at::_ops::_native_batch_norm_legit>(
+        input, weight, bias, running_mean, running_var, training, momentum, eps);
+  return batch_norm_impl(input, w, b, running_mean, running_var, training, momentum, eps);
+}
+
+std::tuple<Tensor, Tensor, Tensor> batch_norm_legit_no_stats(const Tensor& input,
+                                                             const OptT& weight, const OptT& bias,
+                                                             bool training, double momentum,
+                                                             double eps) {
+  Tensor w = opt(weight), b = opt(bias), none;
+  if (!batch_native(input, w, b, none, none) || !training)
+    return call_cpu_fallback<at::_ops::_native_batch_norm_legit_no_stats>(input, weight, bias,
+                                                                          training, momentum, eps);
+  return batch_norm_impl(input, w, b, none, none, true, momentum, eps);
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> batch_norm_with_update(const Tensor& input,
+                                                                  const OptT& weight,
+                                                                  const OptT& bias,
+                                                                  Tensor& running_mean,
+                                                                  Tensor& running_var,
+                                                                  double momentum, double eps) {
+  Tensor w = opt(weight), b = opt(bias);
+  if (!batch_native(input, w, b, running_mean, running_var))
+    return call_cpu_fallback<at::_ops::_batch_norm_with_update>(input, weight, bias, running_mean,
+                                                                running_var, momentum, eps);
+  auto r = batch_norm_impl(input, w, b, running_mean, running_var, true, momentum, eps);
+  Tensor reserve = at::empty({0}, input.options().dtype(at::kByte));
+  return {std::get<0>(r), std::get<1>(r), std::get<2>(r), reserve};
+}
+
+std::tuple<Tensor, Tensor, Tensor> batch_norm_backward_impl(
+    const Tensor& grad_out, const Tensor& input, const Tensor& weight, const Tensor& running_mean,
+    const Tensor& running_var, const Tensor& save_mean, const Tensor& save_invstd, bool train,
+    double eps, std::array<bool, 3> mask) {
+  auto g = batch_geometry(input);
+  const int64_t n = g.N * g.S;
+  Tensor x = input.contiguous(), dy = grad_out.contiguous();
+  Tensor w = weight.defined() ? weight.contiguous() : weight;
+  Tensor mean, invstd;
+  TWGPU_TRY
+  RuntimeLock lock;
+  if (train) {
+    mean = save_mean.contiguous();
+    invstd = save_invstd.contiguous();
+  } else {
+    mean = running_mean.contiguous();
+    invstd = f32_empty(x, g.C);
+    nn::norm_invstd(lock.ctx(), operand(running_var.contiguous()), static_cast<float>(eps),
+                    operand(invstd), static_cast<uint64_t>(g.C));
+  }
+  Tensor dw_unit = f32_empty(x, g.C), sum_dy = f32_empty(x, g.C);
+  if (n > 0) {
+    nn::RowLayout L{static_cast<uint64_t>(g.C), u32(n), u32(g.S), u32(g.C * g.S), u32(g.S)};
+    nn::norm_affine_grads(lock.ctx(), operand(dy), operand(x), operand(mean), operand(invstd), L,
+                          0xffffffffu, 0, 1, operand(dw_unit), operand(sum_dy));
+  } else {
+    dw_unit.zero_();
+    sum_dy.zero_();
+  }
+  Tensor dx, dw, db;
+  if (mask[0]) {
+    dx = at::empty(input.sizes(), x.options());
+    nn::batch_norm_backward_input(lock.ctx(), operand(dy), operand(x), operand(mean),
+                                  operand(invstd), operand(w), operand(sum_dy), operand(dw_unit),
+                                  operand(dx), static_cast<uint64_t>(x.numel()), u32(g.S),
+                                  u32(g.C), static_cast<uint64_t>(n), train);
+  }
+  at::ScalarType pdt = weight.defined() ? weight.scalar_type() : input.scalar_type();
+  if (mask[1]) dw = dw_unit.to(pdt);
+  if (mask[2]) db = sum_dy.to(pdt);
+  return {dx, dw, db};
+  TWGPU_CATCH
+}
+
+bool batch_backward_native(const Tensor& grad_out, const Tensor& input, const Tensor& w,
+                           const Tensor& rm, const Tensor& rv, const Tensor& sm, const Tensor& si,
+                           bool train) {
+  if (!batch_native(input, w, Tensor(), rm, rv) || grad_out.scalar_type() != input.scalar_type() ||
+      grad_out.sizes() != input.sizes())
+    return false;
+  const int64_t C = input.size(1);
+  if (train) {
+    return sm.defined() && si.defined() && nn_float(sm) && nn_float(si) && sm.numel() == C &&
+           si.numel() == C;
+  }
+  return rm.defined() && rv.defined();
+}
+
+std::tuple<Tensor, Tensor, Tensor> native_batch_norm_backward(
+    const Tensor& grad_out, const Tensor& input, const OptT& weight, const OptT& running_mean,
+    const OptT& running_var, const OptT& save_mean, const OptT& save_invstd, bool train,
+    double eps, std::array<bool, 3> mask) {
+  Tensor w = opt(weight), rm = opt(running_mean), rv = opt(running_var), sm = opt(save_mean),
+         si = opt(save_invstd);
+  if (!batch_backward_native(grad_out, input, w, rm, rv, sm, si, train))
+    return call_cpu_fallback<at::_ops::native_batch_norm_backward>(
+        grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps,
+        mask);
+  return batch_norm_backward_impl(grad_out, input, w, rm, rv, sm, si, train, eps, mask);
+}
+
+std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(
+    const Tensor& grad_out, const Tensor& input, const Tensor& weight, const OptT& running_mean,
+    const OptT& running_var, const OptT& save_mean, const OptT& save_var, bool update, double eps,
+    std::array<bool, 3> mask, const Tensor& reserve) {
+  Tensor rm = opt(running_mean), rv = opt(running_var), sm = opt(save_mean), si = opt(save_var);
+  if (!batch_backward_native(grad_out, input, weight, rm, rv, sm, si, update))
+    return call_cpu_fallback<at::_ops::batch_norm_backward>(grad_out, input, weight, running_mean,
+                                                            running_var, save_mean, save_var,
+                                                            update, eps, mask, reserve);
+  return batch_norm_backward_impl(grad_out, input, weight, rm, rv, sm, si, update, eps, mask);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("native_layer_norm", TORCH_FN(layer_norm));
+  m.impl("native_layer_norm_backward", TORCH_FN(layer_norm_backward));
+  m.impl("native_group_norm", TORCH_FN(group_norm));
+  m.impl("native_group_norm_backward", TORCH_FN(group_norm_backward));
+  m.impl("native_batch_norm", TORCH_FN(native_batch_norm));
+  m.impl("_native_batch_norm_legit", TORCH_FN(batch_norm_legit));
+  m.impl("_native_batch_norm_legit.no_stats", TORCH_FN(batch_norm_legit_no_stats));
+  m.impl("_batch_norm_with_update", TORCH_FN(batch_norm_with_update));
+  m.impl("native_batch_norm_backward", TORCH_FN(native_batch_norm_backward));
+  m.impl("batch_norm_backward", TORCH_FN(batch_norm_backward));
+}
+
+}  // namespace twgpu::aten

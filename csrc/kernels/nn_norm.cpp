@@ -1,0 +1,179 @@
+#include "kernels/nn_norm.h"
+
+namespace twgpu::nn {
+
+namespace {
+
+// Address of element k of row r under a RowLayout held in params base..base+2.
+std::string row_addr_fn(int base) {
+  std::string b0 = std::to_string(base), b1 = std::to_string(base + 1),
+              b2 = std::to_string(base + 2);
+  return "fn addr(r: u32, k: u32) -> u32 { return (k / pu(" + b0 + "u)) * pu(" + b1 +
+         "u) + r * pu(" + b2 + "u) + k % pu(" + b0 + "u); }\n";
+}
+
+// Flat element i -> statistic row and affine channel (params base..base+3).
+std::string element_map_fn(int base) {
+  std::string p[4];
+  for (int j = 0; j < 4; ++j) p[j] = "pu(" + std::to_string(base + j) + "u)";
+  return "fn stat_row(i: u32) -> u32 { return (i / " + p[0] + ") % " + p[1] + "; }\n"
+         "fn chan(i: u32) -> u32 { return (i / " + p[2] + ") % " + p[3] + "; }\n";
+}
+
+Operand or_dummy(const Operand& op, const Operand& dummy) {
+  return op.buffer ? op : Operand{dummy.buffer, 0, dummy.dtype};
+}
+
+}  // namespace
+
+void norm_moments(Context& ctx, const Operand& x, const RowLayout& L, float eps,
+                  const Operand& mean, const Operand& rstd, const Operand& m2) {
+  NnKernel k;
+  k.key = "norm_moments";
+  k.inputs = {x};
+  k.outputs = {mean, rstd, m2};
+  k.params = {L.inner, L.outer_stride, L.row_stride, f32_bits(eps), L.len};
+  k.body = row_addr_fn(0) +
+           "fn terms(r: u32, k: u32, ph: u32, prev: vec2<f32>) -> vec2<f32> {\n"
+           "  let v = in0(addr(r, k));\n"
+           "  if (ph == 0u) { return vec2<f32>(v, 0.0); }\n"
+           "  let d = v - div_f32(prev.x, f32(pu(4u)));\n"
+           "  return vec2<f32>(d * d, 0.0);\n}\n"
+           "fn finish(r: u32, s0: vec2<f32>, s1: vec2<f32>) {\n"
+           "  let n = f32(pu(4u));\n"
+           "  let var_ = div_f32(s1.x, n);\n"
+           "  out0(r, div_f32(s0.x, n));\n"
+           "  out1(r, div_f32(1.0, sqrt(max(var_, 0.0) + pf(3u))));\n"
+           "  out2(r, s1.x);\n}\n";
+  launch_rows(ctx, k, L.rows, L.len, 2);
+}
+
+void norm_apply(Context& ctx, const Operand& x, const Operand& mean, const Operand& rstd,
+                const Operand& w, const Operand& b, const Operand& y, uint64_t count,
+                const ElementMap& m, bool layer_norm_form) {
+  NnKernel k;
+  k.key = std::string("norm_apply") + (layer_norm_form ? "_ln" : "") + (w.buffer ? "_w" : "") +
+          (b.buffer ? "_b" : "");
+  k.inputs = {x, mean, rstd, or_dummy(w, x), or_dummy(b, x)};
+  k.outputs = {y};
+  k.params = {m.r_div, m.r_mod, m.c_div, m.c_mod};
+  std::string wv = w.buffer ? "in3(c)" : "1.0";
+  std::string bv = b.buffer ? "in4(c)" : "0.0";
+  std::string body = element_map_fn(0) +
+                     "fn run(i: u32) {\n  let r = stat_row(i);\n  let c = chan(i);\n"
+                     "  let x = in0(i);\n  let mu = in1(r);\n  let rs = in2(r);\n";
+  if (layer_norm_form) {
+    body += "  var y = x * rs + (-rs * mu);\n";
+    if (w.buffer || b.buffer) body += "  y = y * " + wv + " + " + bv + ";\n";
+  } else {
+    body += "  let s = rs * " + wv + ";\n  let y = x * s + (" + bv + " - mu * s);\n";
+  }
+  body += "  out0(i, y);\n}\n";
+  k.body = body;
+  launch_map(ctx, k, count);
+}
+
+void norm_invstd(Context& ctx, const Operand& var, float eps, const Operand& out, uint64_t n) {
+  NnKernel k;
+  k.key = "norm_invstd";
+  k.inputs = {var};
+  k.outputs = {out};
+  k.params = {f32_bits(eps)};
+  k.body = "fn run(i: u32) { out0(i, div_f32(1.0, sqrt(in0(i) + pf(0u)))); }\n";
+  launch_map(ctx, k, n);
+}
+
+void norm_running_update(Context& ctx, const Operand& mean, const Operand& m2, const Operand& rm,
+                         const Operand& rv, const Operand& rm_out, const Operand& rv_out,
+                         uint64_t channels, float momentum, uint64_t count) {
+  NnKernel k;
+  k.key = std::string("norm_running") + (rm.buffer ? "_m" : "") + (rv.buffer ? "_v" : "");
+  k.inputs = {mean, m2, or_dummy(rm, mean), or_dummy(rv, mean)};
+  k.outputs = {or_dummy(rm_out, mean), or_dummy(rv_out, mean)};
+  k.params = {f32_bits(momentum), f32_bits(1.0f - momentum),
+              f32_bits(static_cast<float>(count > 0 ? count - 1 : 0))};
+  std::string body = "fn run(i: u32) {\n";
+  if (rm.buffer) body += "  out0(i, pf(0u) * in0(i) + pf(1u) * in2(i));\n";
+  if (rv.buffer) body += "  out1(i, pf(0u) * div_f32(in1(i), pf(2u)) + pf(1u) * in3(i));\n";
+  k.body = body + "}\n";
+  launch_map(ctx, k, channels);
+}
+
+void norm_backward_coeffs(Context& ctx, const Operand& dy, const Operand& x, const Operand& mean,
+                          const Operand& rstd, const Operand& w, uint64_t rows, uint32_t len,
+                          uint32_t groups, uint32_t per_group, uint32_t c_div,
+                          const Operand& cb, const Operand& cc) {
+  NnKernel k;
+  k.key = std::string("norm_bwd_coeffs") + (w.buffer ? "_w" : "");
+  k.inputs = {dy, x, mean, rstd, or_dummy(w, x)};
+  k.outputs = {cb, cc};
+  k.params = {len, groups, per_group, c_div};
+  std::string wv = w.buffer ? "in4((r % pu(1u)) * pu(2u) + k / pu(3u))" : "1.0";
+  k.body = "fn terms(r: u32, k: u32, ph: u32, prev: vec2<f32>) -> vec2<f32> {\n"
+           "  let e = r * pu(0u) + k;\n  let g = in0(e) * " + wv + ";\n"
+           "  return vec2<f32>(g * in1(e), g);\n}\n"
+           "fn finish(r: u32, s0: vec2<f32>, s1: vec2<f32>) {\n"
+           "  let mu = in2(r);\n  let rs = in3(r);\n  let inv_n = div_f32(1.0, f32(pu(0u)));\n"
+           "  let b = (s0.y * mu - s0.x) * rs * rs * rs * inv_n;\n"
+           "  out0(r, b);\n  out1(r, -b * mu - s0.y * rs * inv_n);\n}\n";
+  launch_rows(ctx, k, rows, len, 1);
+}
+
+void norm_backward_input(Context& ctx, const Operand& dy, const Operand& x, const Operand& rstd,
+                         const Operand& w, const Operand& cb, const Operand& cc,
+                         const Operand& dx, uint64_t count, const ElementMap& m) {
+  NnKernel k;
+  k.key = std::string("norm_bwd_input") + (w.buffer ? "_w" : "");
+  k.inputs = {dy, x, rstd, or_dummy(w, x), cb, cc};
+  k.outputs = {dx};
+  k.params = {m.r_div, m.r_mod, m.c_div, m.c_mod};
+  std::string wv = w.buffer ? "in3(chan(i))" : "1.0";
+  k.body = element_map_fn(0) +
+           "fn run(i: u32) {\n  let r = stat_row(i);\n"
+           "  out0(i, in2(r) * " + wv + " * in0(i) + in4(r) * in1(i) + in5(r));\n}\n";
+  launch_map(ctx, k, count);
+}
+
+void norm_affine_grads(Context& ctx, const Operand& dy, const Operand& x, const Operand& mean,
+                       const Operand& rstd, const RowLayout& L, uint32_t s_div, uint32_t s_mul,
+                       uint32_t s_cdiv, const Operand& dw, const Operand& db) {
+  NnKernel k;
+  k.key = "norm_affine_grads";
+  k.inputs = {dy, x, mean, rstd};
+  k.outputs = {dw, db};
+  k.params = {L.inner, L.outer_stride, L.row_stride, s_div, s_mul, s_cdiv};
+  k.body = row_addr_fn(0) +
+           "fn terms(c: u32, k: u32, ph: u32, prev: vec2<f32>) -> vec2<f32> {\n"
+           "  let e = addr(c, k);\n  let s = (k / pu(3u)) * pu(4u) + c / pu(5u);\n"
+           "  let g = in0(e);\n"
+           "  return vec2<f32>(g * (in1(e) - in2(s)) * in3(s), g);\n}\n"
+           "fn finish(c: u32, s0: vec2<f32>, s1: vec2<f32>) { out0(c, s0.x); out1(c, s0.y); }\n";
+  launch_rows(ctx, k, L.rows, L.len, 1);
+}
+
+void batch_norm_backward_input(Context& ctx, const Operand& dy, const Operand& x,
+                               const Operand& mean, const Operand& invstd, const Operand& w,
+                               const Operand& sum_dy, const Operand& dw_unit, const Operand& dx,
+                               uint64_t count, uint32_t inner, uint32_t channels, uint64_t n,
+                               bool train) {
+  NnKernel k;
+  k.key = std::string("bn_bwd_input") + (w.buffer ? "_w" : "") + (train ? "_train" : "");
+  k.inputs = {dy, x, mean, invstd, or_dummy(w, x), sum_dy, dw_unit};
+  k.outputs = {dx};
+  k.params = {inner, channels, f32_bits(static_cast<float>(n))};
+  std::string wv = w.buffer ? "in4(c)" : "1.0";
+  std::string body = "fn run(i: u32) {\n  let c = (i / pu(0u)) % pu(1u);\n"
+                     "  let is = in3(c);\n";
+  if (train) {
+    body += "  let kk = div_f32(in6(c) * is, pf(2u));\n"
+            "  let gm = div_f32(in5(c), pf(2u));\n"
+            "  let d = (in1(i) - in2(c)) * kk;\n"
+            "  out0(i, (in0(i) - gm - d) * is * " + wv + ");\n";
+  } else {
+    body += "  out0(i, in0(i) * is * " + wv + ");\n";
+  }
+  k.body = body + "}\n";
+  launch_map(ctx, k, count);
+}
+
+}  // namespace twgpu::nn

@@ -1,0 +1,141 @@
+#include "kernels/nn_pool.h"
+
+namespace twgpu::nn {
+
+namespace {
+
+// Params: 0 planes, 1..3 in D/H/W, 4..6 out D/H/W, 7..9 k, 10..12 s, 13..15 p, 16..18 d,
+// 19 count_include_pad, 20 divisor_override.
+std::vector<uint32_t> pool_params(const PoolGeometry& g, bool cip = false, int64_t div = 0) {
+  std::vector<uint32_t> p = {g.planes};
+  for (int j = 0; j < 3; ++j) p.push_back(g.in[j]);
+  for (int j = 0; j < 3; ++j) p.push_back(g.out[j]);
+  for (auto* a : {g.k, g.s, g.p, g.d})
+    for (int j = 0; j < 3; ++j) p.push_back(a[j]);
+  p.push_back(cip ? 1u : 0u);
+  p.push_back(static_cast<uint32_t>(div));
+  return p;
+}
+
+// WGSL: the window of output o along dim j: vec4(first, step, taps, padded size), and the
+// decomposition of a flat output index.
+std::string window_fns(bool adaptive) {
+  std::string s =
+      "fn in_size(j: u32) -> i32 { return i32(pu(1u + j)); }\n"
+      "fn out_size(j: u32) -> i32 { return i32(pu(4u + j)); }\n";
+  if (adaptive) {
+    s += "fn window(j: u32, o: i32) -> vec4<i32> {\n"
+         "  let I = in_size(j);\n  let O = out_size(j);\n"
+         "  let a = (o * I) / O;\n  let b = ((o + 1) * I + O - 1) / O;\n"
+         "  return vec4<i32>(a, 1, b - a, b - a);\n}\n";
+  } else {
+    s += "fn window(j: u32, o: i32) -> vec4<i32> {\n"
+         "  let k = pi(7u + j);\n  let st = pi(10u + j);\n  let pd = pi(13u + j);\n"
+         "  let dl = pi(16u + j);\n  let a = o * st - pd;\n"
+         "  return vec4<i32>(a, dl, k, min(a + k, in_size(j) + pd) - a);\n}\n";
+  }
+  s += "fn out_pos(idx: u32) -> vec4<u32> {\n"
+       "  let W = pu(6u);\n  let H = pu(5u);\n  let D = pu(4u);\n"
+       "  let t = idx / W;\n  let u = t / H;\n"
+       "  return vec4<u32>(u / D, u % D, t % H, idx % W);\n}\n"
+       "fn plane_size() -> u32 { return pu(1u) * pu(2u) * pu(3u); }\n"
+       // Clamped [first, end) of a window for averaging (unit step).
+       "fn clamp_window(w: vec4<i32>, j: u32) -> vec2<i32> {\n"
+       "  return vec2<i32>(max(w.x, 0), min(w.x + w.z, in_size(j)));\n}\n"
+       "fn avg_divisor(wd: vec4<i32>, wh: vec4<i32>, ww: vec4<i32>) -> f32 {\n"
+       "  if (pu(20u) != 0u) { return f32(pi(20u)); }\n"
+       "  if (pu(19u) != 0u) { return f32(wd.w * wh.w * ww.w); }\n"
+       "  let cd = clamp_window(wd, 0u);\n  let ch = clamp_window(wh, 1u);\n"
+       "  let cw = clamp_window(ww, 2u);\n"
+       "  return f32((cd.y - cd.x) * (ch.y - ch.x) * (cw.y - cw.x));\n}\n";
+  return s;
+}
+
+const char* kWindows =
+    "  let o = out_pos(idx);\n"
+    "  let wd = window(0u, i32(o.y));\n  let wh = window(1u, i32(o.z));\n"
+    "  let ww = window(2u, i32(o.w));\n"
+    "  let ID = in_size(0);\n  let IH = in_size(1);\n  let IW = in_size(2);\n"
+    "  let base = o.x * plane_size();\n";
+
+}  // namespace
+
+void pool_max_forward(Context& ctx, const Operand& x, const PoolGeometry& g, const Operand& y,
+                      const Operand& indices) {
+  NnKernel k;
+  k.key = std::string("pool_max") + (g.adaptive ? "_adaptive" : "");
+  k.inputs = {x};
+  k.outputs = {y, indices};
+  k.params = pool_params(g);
+  k.body = window_fns(g.adaptive) + "fn run(idx: u32) {\n" + kWindows +
+           "  var m = -f32_inf();\n  var mi = -1;\n"
+           "  for (var a = 0; a < wd.z; a = a + 1) {\n"
+           "    let id = wd.x + a * wd.y;\n    if (id < 0 || id >= ID) { continue; }\n"
+           "    for (var b = 0; b < wh.z; b = b + 1) {\n"
+           "      let ih = wh.x + b * wh.y;\n      if (ih < 0 || ih >= IH) { continue; }\n"
+           "      for (var c = 0; c < ww.z; c = c + 1) {\n"
+           "        let iw = ww.x + c * ww.y;\n        if (iw < 0 || iw >= IW) { continue; }\n"
+           "        let pos = (id * IH + ih) * IW + iw;\n"
+           "        let v = in0(base + u32(pos));\n"
+           "        if (mi < 0) { mi = pos; }\n"
+           "        if (v > m || is_nan(v)) { m = v; mi = pos; }\n"
+           "      }\n    }\n  }\n"
+           "  out0(idx, m);\n  out1(idx, max(mi, 0));\n}\n";
+  launch_map(ctx, k, g.out_count());
+}
+
+void pool_max_backward(Context& ctx, const Operand& grad_out, const Operand& indices,
+                       const PoolGeometry& g, const Operand& grad_input) {
+  NnKernel k;
+  k.key = "pool_max_bwd";
+  k.inputs = {grad_out, indices};
+  k.outputs = {grad_input};
+  k.accumulate = true;
+  k.params = pool_params(g);
+  k.body = window_fns(false) +
+           "fn run(idx: u32) {\n  let o = out_pos(idx);\n"
+           "  acc0(o.x * plane_size() + u32(in1(idx)), in0(idx));\n}\n";
+  launch_map(ctx, k, g.out_count());
+}
+
+void pool_avg_forward(Context& ctx, const Operand& x, const PoolGeometry& g,
+                      bool count_include_pad, int64_t divisor_override, const Operand& y) {
+  NnKernel k;
+  k.key = std::string("pool_avg") + (g.adaptive ? "_adaptive" : "");
+  k.inputs = {x};
+  k.outputs = {y};
+  k.params = pool_params(g, count_include_pad, divisor_override);
+  k.body = window_fns(g.adaptive) + "fn run(idx: u32) {\n" + kWindows +
+           "  let cd = clamp_window(wd, 0u);\n  let ch = clamp_window(wh, 1u);\n"
+           "  let cw = clamp_window(ww, 2u);\n  var s = 0.0;\n"
+           "  for (var id = cd.x; id < cd.y; id = id + 1) {\n"
+           "    for (var ih = ch.x; ih < ch.y; ih = ih + 1) {\n"
+           "      for (var iw = cw.x; iw < cw.y; iw = iw + 1) {\n"
+           "        s = s + in0(base + u32((id * IH + ih) * IW + iw));\n"
+           "      }\n    }\n  }\n"
+           "  out0(idx, div_f32(s, avg_divisor(wd, wh, ww)));\n}\n";
+  launch_map(ctx, k, g.out_count());
+}
+
+void pool_avg_backward(Context& ctx, const Operand& grad_out, const PoolGeometry& g,
+                       bool count_include_pad, int64_t divisor_override,
+                       const Operand& grad_input) {
+  NnKernel k;
+  k.key = std::string("pool_avg_bwd") + (g.adaptive ? "_adaptive" : "");
+  k.inputs = {grad_out};
+  k.outputs = {grad_input};
+  k.accumulate = true;
+  k.params = pool_params(g, count_include_pad, divisor_override);
+  k.body = window_fns(g.adaptive) + "fn run(idx: u32) {\n" + kWindows +
+           "  let cd = clamp_window(wd, 0u);\n  let ch = clamp_window(wh, 1u);\n"
+           "  let cw = clamp_window(ww, 2u);\n"
+           "  let gv = div_f32(in0(idx), avg_divisor(wd, wh, ww));\n"
+           "  for (var id = cd.x; id < cd.y; id = id + 1) {\n"
+           "    for (var ih = ch.x; ih < ch.y; ih = ih + 1) {\n"
+           "      for (var iw = cw.x; iw < cw.y; iw = iw + 1) {\n"
+           "        acc0(base + u32((id * IH + ih) * IW + iw), gv);\n"
+           "      }\n    }\n  }\n}\n";
+  launch_map(ctx, k, g.out_count());
+}
+
+}  // namespace twgpu::nn

@@ -1,0 +1,142 @@
+#include "kernels/nn_program.h"
+
+#include <cstring>
+
+#include "kernels/kernel_program.h"
+#include "kernels/wgsl_dtype.h"
+#include "runtime/runtime.h"
+
+namespace twgpu::nn {
+
+uint32_t f32_bits(float v) {
+  uint32_t b;
+  std::memcpy(&b, &v, 4);
+  return b;
+}
+
+namespace {
+
+bool is_float(DType t) { return is_floating(t); }
+
+// Bindings, offset words and typed accessors; returns the full key.
+std::string prepare(NnKernel& k, KernelLaunch& l, uint32_t extra_words) {
+  std::string key = "nn:" + k.key;
+  const uint32_t nops = static_cast<uint32_t>(k.inputs.size() + k.outputs.size());
+  l.uniforms.assign(kFirstUserWord, 0);
+  for (const auto& op : k.inputs) {
+    l.buffers.push_back({op.buffer, Access::Read, false});
+    l.uniforms.push_back(static_cast<uint32_t>(op.offset));
+    key += std::string("|i") + dtype_name(op.dtype);
+  }
+  for (const auto& op : k.outputs) {
+    l.buffers.push_back({op.buffer, Access::ReadWrite, k.accumulate || is_subword(op.dtype)});
+    l.uniforms.push_back(static_cast<uint32_t>(op.offset));
+    key += std::string("|o") + dtype_name(op.dtype);
+  }
+  if (k.accumulate) key += "|acc";
+  for (uint32_t w = 0; w < extra_words; ++w) l.uniforms.push_back(0);
+  const uint32_t param_base = kFirstUserWord + nops + extra_words;
+  for (uint32_t p : k.params) l.uniforms.push_back(p);
+  l.key = key;
+  std::string body = k.body;
+  std::vector<KernelBuffer> bufs = l.buffers;
+  std::vector<Operand> ins = k.inputs, outs = k.outputs;
+  const bool accumulate = k.accumulate;
+  l.body = [bufs, ins, outs, param_base, nops, body, accumulate] {
+    std::string s;
+    s += "fn pu(j: u32) -> u32 { return uw(" + std::to_string(param_base) + "u + j); }\n";
+    s += "fn pf(j: u32) -> f32 { return bitcast<f32>(pu(j)); }\n";
+    s += "fn pi(j: u32) -> i32 { return bitcast<i32>(pu(j)); }\n";
+    s += "fn extra(j: u32) -> u32 { return uw(" + std::to_string(kFirstUserWord + nops) + "u + j); }\n";
+    for (size_t i = 0; i < ins.size(); ++i) {
+      std::string n = std::to_string(i), off = "uw(" + std::to_string(kFirstUserWord + i) + "u)";
+      s += kernel_load("raw_in" + n, bufs, i, ins[i].dtype);
+      if (is_float(ins[i].dtype)) {
+        s += "fn in" + n + "(i: u32) -> f32 { return raw_in" + n + "(i + " + off + "); }\n";
+      } else if (ins[i].dtype == DType::Int64) {
+        s += "fn in" + n + "(i: u32) -> i32 { return i64_to_i32(raw_in" + n + "(i + " + off + ")); }\n";
+        s += "fn in" + n + "_i64(i: u32) -> vec2<u32> { return raw_in" + n + "(i + " + off + "); }\n";
+      } else {
+        s += "fn in" + n + "(i: u32) -> i32 { return raw_in" + n + "(i + " + off + "); }\n";
+      }
+    }
+    for (size_t o = 0; o < outs.size() && accumulate; ++o) {
+      std::string n = std::to_string(o), b = "buf" + std::to_string(ins.size() + o);
+      std::string off = "uw(" + std::to_string(kFirstUserWord + ins.size() + o) + "u)";
+      s += "fn acc" + n + "(i: u32, v: f32) {\n  let j = i + " + off + ";\n"
+           "  var old = atomicLoad(&" + b + "[j]);\n  loop {\n"
+           "    let r = atomicCompareExchangeWeak(&" + b + "[j], old, bitcast<u32>(bitcast<f32>(old) + v));\n"
+           "    if (r.exchanged) { break; }\n    old = r.old_value;\n  }\n}\n";
+    }
+    for (size_t o = 0; o < outs.size() && !accumulate; ++o) {
+      size_t b = ins.size() + o;
+      std::string n = std::to_string(o), off = "uw(" + std::to_string(kFirstUserWord + b) + "u)";
+      if (is_float(outs[o].dtype)) {
+        s += kernel_store("raw_out" + n, bufs, b, outs[o].dtype, Compute::F32);
+        s += "fn out" + n + "(i: u32, v: f32) { raw_out" + n + "(i + " + off + ", v); }\n";
+      } else {
+        s += kernel_store("raw_out" + n, bufs, b, outs[o].dtype, Compute::I32);
+        s += "fn out" + n + "(i: u32, v: i32) { raw_out" + n + "(i + " + off + ", v); }\n";
+      }
+    }
+    return s + body;
+  };
+  return key;
+}
+
+}  // namespace
+
+void launch_map(Context& ctx, NnKernel& k, uint64_t count) {
+  if (count == 0) return;
+  KernelLaunch l;
+  prepare(k, l, 0);
+  l.grid = Grid::Invocations;
+  l.count = count;
+  const uint32_t wg = ctx.caps().workgroup_1d();
+  l.workgroup = wg;
+  auto inner = l.body;
+  l.body = [inner, wg] {
+    return inner() + kernel_main(Grid::Invocations, wg) + "  run(idx);\n}\n";
+  };
+  launch_kernel(ctx, l);
+}
+
+void launch_rows(Context& ctx, NnKernel& k, uint64_t rows, uint32_t len, int passes) {
+  if (rows == 0) return;
+  KernelLaunch l;
+  prepare(k, l, 1);
+  l.uniforms[kFirstUserWord + k.inputs.size() + k.outputs.size()] = len;
+  l.key += passes == 2 ? "|rows2" : "|rows1";
+  l.grid = Grid::Groups;
+  l.count = rows;
+  l.workgroup = kRowWorkgroup;
+  auto inner = l.body;
+  l.body = [inner, passes] {
+    const std::string wg = std::to_string(kRowWorkgroup);
+    std::string s = inner();
+    s += "var<workgroup> part: array<vec2<f32>, " + wg + ">;\n";
+    s += "fn tree(v: vec2<f32>, lid: u32) -> vec2<f32> {\n"
+         "  part[lid] = v;\n  workgroupBarrier();\n"
+         "  for (var w = " + std::to_string(kRowWorkgroup / 2) + "u; w > 0u; w = w >> 1u) {\n"
+         "    if (lid < w) { part[lid] = part[lid] + part[lid + w]; }\n"
+         "    workgroupBarrier();\n  }\n"
+         "  let r = part[0];\n  workgroupBarrier();\n  return r;\n}\n";
+    s += kernel_main(Grid::Groups, kRowWorkgroup);
+    s += "  let live = group < uw(0u);\n  let len = extra(0u);\n"
+         "  var acc = vec2<f32>(0.0, 0.0);\n"
+         "  if (live) { for (var k = lid; k < len; k = k + " + wg + "u) {"
+         " acc = acc + terms(group, k, 0u, vec2<f32>(0.0, 0.0)); } }\n"
+         "  let s0 = tree(acc, lid);\n  var s1 = vec2<f32>(0.0, 0.0);\n";
+    if (passes == 2) {
+      s += "  acc = vec2<f32>(0.0, 0.0);\n"
+           "  if (live) { for (var k = lid; k < len; k = k + " + wg + "u) {"
+           " acc = acc + terms(group, k, 1u, s0); } }\n"
+           "  s1 = tree(acc, lid);\n";
+    }
+    s += "  if (live && lid == 0u) { finish(group, s0, s1); }\n}\n";
+    return s;
+  };
+  launch_kernel(ctx, l);
+}
+
+}  // namespace twgpu::nn

@@ -1,0 +1,56 @@
+// The shared frame of the nn kernels (normalization, pooling, upsampling, padding,
+// losses): typed operands with element offsets and a body written against them.
+//
+// In WGSL a kernel sees, for input k, `in<k>(i)` (f32 for float dtypes, i32 for integer
+// ones, int64 narrowed to i32), for output k `out<k>(i, v)` taking the same types (narrow
+// outputs are bound atomically, so neighbouring invocations may store), and its u32
+// parameters as `pu(j)`, `pf(j)` (bits of an f32) and `pi(j)` (i32). Indices are element
+// indices relative to each operand's first element.
+#pragma once
+#include <webgpu/webgpu.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/dtype.h"
+
+namespace twgpu {
+
+class Context;
+
+namespace nn {
+
+struct Operand {
+  WGPUBuffer buffer = nullptr;
+  uint64_t offset = 0;  // elements
+  DType dtype = DType::Float32;
+};
+
+constexpr uint32_t kRowWorkgroup = 64;
+
+struct NnKernel {
+  std::string key;            // identifies `body` (dtypes are added by the frame)
+  std::vector<Operand> inputs;
+  std::vector<Operand> outputs;
+  std::vector<uint32_t> params;
+  std::string body;
+  // Outputs are float32 accumulators: WGSL gets `acc<k>(i, v)`, an atomic add (backward
+  // kernels that scatter into a zeroed gradient).
+  bool accumulate = false;
+};
+
+uint32_t f32_bits(float v);
+
+// `count` invocations; the body defines `fn run(idx: u32)`.
+void launch_map(Context& ctx, NnKernel& k, uint64_t count);
+
+// One workgroup per row, `rows` rows of `len` terms each: the body defines
+//   fn terms(row: u32, k: u32, ph: u32, prev: vec2<f32>) -> vec2<f32>
+//   fn finish(row: u32, s0: vec2<f32>, s1: vec2<f32>)
+// `terms` is summed over k < len for pass 0 and (when passes == 2) again for pass 1 with
+// `prev` the pass-0 sums; `finish` runs once per row with the sums of each pass.
+void launch_rows(Context& ctx, NnKernel& k, uint64_t rows, uint32_t len, int passes);
+
+}  // namespace nn
+}  // namespace twgpu
