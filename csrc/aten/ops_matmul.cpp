@@ -25,6 +25,7 @@
 #include <torch/library.h>
 
 #include "aten/cpu_fallback.h"
+#include "aten/structured_meta.h"
 #include "aten/iterator_launch.h"
 #include "aten/webgpu_tensor.h"
 #include "kernels/matmul.h"
@@ -34,27 +35,6 @@ namespace {
 
 using at::Tensor;
 
-// Runs a structured op's meta function against a given out tensor: the dtype/device
-// checks and resize that PyTorch's generated out= wrappers perform.
-template <class Meta>
-struct OutMeta final : Meta {
-  explicit OutMeta(const Tensor& out) : out_(out) {}
-  const Tensor& maybe_get_output(int64_t) override { return out_; }
-  void set_output_raw_strided(int64_t, at::IntArrayRef sizes, at::IntArrayRef strides,
-                              at::TensorOptions options) override {
-    TORCH_CHECK(options.dtype() == out_.dtype(), "Expected out tensor to have dtype ",
-                options.dtype(), ", but got ", out_.dtype(), " instead");
-    TORCH_CHECK(options.device() == out_.device(), "Expected out tensor to have device ",
-                options.device(), ", but got ", out_.device(), " instead");
-    const bool resized = at::native::resize_output(out_, sizes);
-    if (resized && !strides.empty()) out_.as_strided_(sizes, strides);
-  }
-  void set_output_strided(int64_t i, at::IntArrayRef sizes, at::IntArrayRef strides,
-                          at::TensorOptions options) override {
-    set_output_raw_strided(i, sizes, strides, options);
-  }
-  const Tensor& out_;
-};
 
 // Dtypes the GEMM kernel computes (the CPU refuses bool for every product here).
 bool gemm_dtype(c10::ScalarType t) {

@@ -62,6 +62,7 @@
 #include <limits>
 
 #include "aten/cpu_fallback.h"
+#include "aten/structured_meta.h"
 #include "aten/webgpu_tensor.h"
 #include "kernels/reduce.h"
 
@@ -73,35 +74,6 @@ using at::native::DimMask;
 using c10::IntArrayRef;
 using c10::OptionalIntArrayRef;
 
-// Runs an ATen structured meta function against our outputs: an undefined output is
-// allocated (functional call), a given one is checked and resized as the CPU's out=
-// wrappers do.
-template <class Meta, size_t N>
-struct OutMeta final : Meta {
-  std::array<Tensor*, N> outs;
-  explicit OutMeta(std::array<Tensor*, N> o) : outs(o) {}
-  const Tensor& maybe_get_output(int64_t i) override { return *outs[i]; }
-  void set_output_strided(int64_t i, IntArrayRef sizes, IntArrayRef,
-                          at::TensorOptions options) override {
-    set(i, sizes, options);
-  }
-  void set_output_raw_strided(int64_t i, IntArrayRef sizes, IntArrayRef,
-                              at::TensorOptions options) override {
-    set(i, sizes, options);
-  }
-  void set(int64_t i, IntArrayRef sizes, const at::TensorOptions& options) {
-    Tensor& out = *outs[i];
-    if (!out.defined()) {
-      out = at::empty(sizes, options);
-      return;
-    }
-    TORCH_CHECK(options.dtype() == out.dtype(), "Expected out tensor to have dtype ",
-                options.dtype(), ", but got ", out.dtype(), " instead");
-    TORCH_CHECK(options.device() == out.device(), "Expected out tensor to have device ",
-                options.device(), ", but got ", out.device(), " instead");
-    at::native::resize_output(out, sizes);
-  }
-};
 
 bool same_buffer(const Tensor& a, const Tensor& b) {
   if (a.numel() == 0 || b.numel() == 0) return false;

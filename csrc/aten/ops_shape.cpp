@@ -23,6 +23,7 @@
 #include <torch/library.h>
 
 #include "aten/webgpu_tensor.h"
+#include "aten/structured_meta.h"
 #include "kernels/shape_ops.h"
 
 namespace twgpu::aten {
@@ -32,32 +33,6 @@ at::Tensor meta_twin(const at::Tensor& t) {
   return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
 }
 
-// The out= half of a structured op: its meta function checks the arguments and sizes the
-// user's `out` the way PyTorch's generated out= wrappers do.
-template <class Meta>
-struct OutMeta final : Meta {
-  explicit OutMeta(const at::Tensor& out) : out_(out) {}
-  const at::Tensor& maybe_get_output(int64_t) override { return out_; }
-  void set_output_raw_strided(int64_t, c10::IntArrayRef sizes, c10::IntArrayRef strides,
-                              c10::TensorOptions options) override {
-    TORCH_CHECK(options.dtype() == out_.dtype(), "Expected out tensor to have dtype ",
-                options.dtype(), ", but got ", out_.dtype(), " instead");
-    TORCH_CHECK(options.device() == out_.device(), "Expected out tensor to have device ",
-                options.device(), ", but got ", out_.device(), " instead");
-    if (at::native::resize_output(out_, sizes)) {
-      if (!strides.empty()) {
-        out_.as_strided_(sizes, strides);
-      } else if (options.memory_format_opt().has_value()) {
-        out_.unsafeGetTensorImpl()->empty_tensor_restride(*options.memory_format_opt());
-      }
-    }
-  }
-  void set_output_strided(int64_t i, c10::IntArrayRef sizes, c10::IntArrayRef strides,
-                          c10::TensorOptions options) override {
-    set_output_raw_strided(i, sizes, strides, options);
-  }
-  const at::Tensor& out_;
-};
 
 // ---- gather copies (flip, roll, tril/triu) ----------------------------------------------
 
