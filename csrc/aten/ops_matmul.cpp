@@ -21,6 +21,8 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/mm_meta.h>
 #include <ATen/ops/mm_ops.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/vdot_ops.h>
 #include <torch/library.h>
 
@@ -146,6 +148,8 @@ void batched_gemm(const Tensor& a, const Tensor& b, const Tensor& c, const c10::
 
 Tensor& mm_out(const Tensor& self, const Tensor& mat2, Tensor& out) {
   OutMeta<at::meta::structured_mm>(out).meta(self, mat2);
+  TORCH_CHECK(self.dtype() == mat2.dtype(), "expected m1 and m2 to have the same dtype, but got: ",
+              self.dtype(), " != ", mat2.dtype());
   if (!all_gemm({&self, &mat2, &out})) return call_cpu_fallback<at::_ops::mm_out>(self, mat2, out);
   batched_gemm(self.unsqueeze(0), mat2.unsqueeze(0), Tensor(), 1, 0, out.unsqueeze(0));
   return out;
@@ -153,6 +157,8 @@ Tensor& mm_out(const Tensor& self, const Tensor& mat2, Tensor& out) {
 
 Tensor& bmm_out(const Tensor& self, const Tensor& mat2, Tensor& out) {
   OutMeta<at::meta::structured_bmm>(out).meta(self, mat2);
+  TORCH_CHECK(self.scalar_type() == mat2.scalar_type(), "expected scalar type ",
+              self.scalar_type(), " but found ", mat2.scalar_type());
   if (!all_gemm({&self, &mat2, &out})) return call_cpu_fallback<at::_ops::bmm_out>(self, mat2, out);
   batched_gemm(self, mat2, Tensor(), 1, 0, out);
   return out;
@@ -161,6 +167,8 @@ Tensor& bmm_out(const Tensor& self, const Tensor& mat2, Tensor& out) {
 Tensor& addmm_out(const Tensor& self, const Tensor& mat1, const Tensor& mat2,
                   const c10::Scalar& beta, const c10::Scalar& alpha, Tensor& out) {
   OutMeta<at::meta::structured_addmm>(out).meta(self, mat1, mat2, beta, alpha);
+  TORCH_CHECK(mat1.dtype() == mat2.dtype(), "expected m1 and m2 to have the same dtype, but got: ",
+              mat1.dtype(), " != ", mat2.dtype());
   if (!all_gemm({&self, &mat1, &mat2, &out}) || alpha.isComplex() || beta.isComplex())
     return call_cpu_fallback<at::_ops::addmm_out>(self, mat1, mat2, beta, alpha, out);
   Tensor c = self.expand({mat1.size(0), mat2.size(1)});
@@ -198,10 +206,25 @@ Tensor& addbmm_out(const Tensor& self, const Tensor& batch1, const Tensor& batch
       self.scalar_type() != batch1.scalar_type() || batch1.scalar_type() != batch2.scalar_type() ||
       out.scalar_type() != self.scalar_type())
     return call_cpu_fallback<at::_ops::addbmm_out>(self, batch1, batch2, beta, alpha, out);
+  // The CPU expands self before checking the batches.
+  Tensor c = self.expand({batch1.size(1), batch2.size(2)});
   addbmm_checks(batch1, batch2);
+  // In place on a self that only broadcasts: the CPU resizes self; leave that to it.
+  if (out.is_same(self) && !self.sizes().equals(c.sizes()))
+    return call_cpu_fallback<at::_ops::addbmm_out>(self, batch1, batch2, beta, alpha, out);
   const int64_t b = batch1.size(0), m = batch1.size(1), k = batch1.size(2), n = batch2.size(2);
-  Tensor c = self.expand({m, n});
-  if (!out.is_same(self)) out.resize_(c.sizes());
+  if (!out.is_same(self)) at::native::resize_output(out, c.sizes());
+  if (b > 1 && (out.scalar_type() == at::kHalf || out.scalar_type() == at::kBFloat16)) {
+    // The CPU adds one batch at a time into the half-precision result: round as it does.
+    Tensor acc = at::empty({1, m, n}, out.options()), next = at::empty({1, m, n}, out.options());
+    batched_gemm(batch1[0].unsqueeze(0), batch2[0].unsqueeze(0), c.unsqueeze(0), alpha, beta, acc);
+    for (int64_t i = 1; i < b; ++i) {
+      batched_gemm(batch1[i].unsqueeze(0), batch2[i].unsqueeze(0), acc, alpha, 1, next);
+      std::swap(acc, next);
+    }
+    out.copy_(acc.squeeze(0));
+    return out;
+  }
   // A (m, b*k) with the batch as the slow part of K; B (b*k, n) matches.
   Tensor a = batch1.permute({1, 0, 2}).reshape({m, b * k});
   Tensor bb = batch2.reshape({b * k, n});
@@ -217,11 +240,6 @@ Tensor addbmm(const Tensor& self, const Tensor& batch1, const Tensor& batch2,
 
 Tensor& addbmm_(Tensor& self, const Tensor& batch1, const Tensor& batch2, const c10::Scalar& beta,
                 const c10::Scalar& alpha) {
-  if (all_gemm({&self, &batch1, &batch2})) {
-    addbmm_checks(batch1, batch2);
-    TORCH_CHECK(self.dim() == 2 && self.size(0) == batch1.size(1) && self.size(1) == batch2.size(2),
-                "self tensor does not match matmul output shape");
-  }
   return addbmm_out(self, batch1, batch2, beta, alpha, self);
 }
 
@@ -233,6 +251,15 @@ Tensor& addmv_out(const Tensor& self, const Tensor& mat, const Tensor& vec,
   if (!all_gemm({&self, &mat, &vec, &out}) || alpha.isComplex() || beta.isComplex())
     return call_cpu_fallback<at::_ops::addmv_out>(self, mat, vec, beta, alpha, out);
   const int64_t m = mat.size(0);
+  if (mat.numel() == 0) {
+    // As the CPU: beta * self, with self's own (broadcast) shape.
+    if (beta.toComplexDouble() == 0.0) {
+      out.zero_();
+    } else {
+      at::mul_out(out, self, at::scalar_tensor(beta, self.options().device(at::kCPU)));
+    }
+    return out;
+  }
   Tensor c = self.expand({m});
   const int64_t k = vec.size(0);
   batched_gemm(mat.unsqueeze(0), vec.as_strided({1, k, 1}, {0, vec.stride(0), 0}, vec.storage_offset()),
