@@ -323,7 +323,7 @@ void conv_im2col(Context& ctx, const ConvGeometry& g, WGPUBuffer x, uint64_t x_o
 }
 
 void conv_col2im(Context& ctx, const ConvGeometry& g, WGPUBuffer col, const ColLayout& layout,
-                 WGPUBuffer x, DType x_dtype, const MatOperand& bias) {
+                 WGPUBuffer x, uint64_t x_offset, DType x_dtype, const MatOperand& bias) {
   const uint64_t count = uint64_t(g.batch) * g.groups * g.cx * g.x_spatial();
   if (count == 0) return;
   KernelLaunch l;
@@ -332,7 +332,7 @@ void conv_col2im(Context& ctx, const ConvGeometry& g, WGPUBuffer col, const ColL
   l.buffers = {{col, Access::Read, false}};
   if (has_bias) l.buffers.push_back({bias.buffer, Access::Read, false});
   l.buffers.push_back({x, Access::ReadWrite, is_subword(x_dtype)});
-  l.uniforms = conv_uniforms(g, layout, 0);
+  l.uniforms = conv_uniforms(g, layout, x_offset);
   l.uniforms.resize(kCvXOff + 4, 0);
   if (has_bias) {
     l.uniforms[kCvXOff + 1] = u32_or_fail(bias.offset, "offset");
@@ -377,7 +377,7 @@ void conv_col2im(Context& ctx, const ConvGeometry& g, WGPUBuffer col, const ColL
          "    }\n"
          "  }\n"
          "  " + std::string(has_bias ? "acc = acc + load_bias(uw(37u) + (g * uw(6u) + c) * uw(38u));\n" : "") +
-         "  store_x(idx, acc);\n}\n";
+         "  store_x(uw(36u) + idx, acc);\n}\n";
     return s;
   };
   launch_kernel(ctx, l);

@@ -65,10 +65,10 @@ void conv_im2col(Context& ctx, const ConvGeometry& g, WGPUBuffer x, uint64_t x_o
                  DType x_dtype, WGPUBuffer col, const ColLayout& layout);
 
 // The adjoint: x[n, g * cx + c, i] = sum of col[n, g, (c, k), o] over every (k, o) with
-// o * stride - pad + k * dil == i. col: float32 with `layout`; x: fresh contiguous buffer
-// of `x_dtype`. `bias` (buffer null: none; rows = its stride) adds bias[channel] to the
+// o * stride - pad + k * dil == i. col: float32 with `layout`; x: contiguous elements of
+// `x_dtype` from `x_offset` on. `bias` (buffer null: none; rows = its stride) adds bias[channel] to the
 // float32 sum before the one rounding.
 void conv_col2im(Context& ctx, const ConvGeometry& g, WGPUBuffer col, const ColLayout& layout,
-                 WGPUBuffer x, DType x_dtype, const MatOperand& bias = {});
+                 WGPUBuffer x, uint64_t x_offset, DType x_dtype, const MatOperand& bias = {});
 
 }  // namespace twgpu
