@@ -13,6 +13,7 @@
 #include <ATen/ops/addmm_ops.h>
 #include <ATen/ops/addmv_meta.h>
 #include <ATen/ops/addmv_ops.h>
+#include <ATen/ops/addr_ops.h>
 #include <ATen/ops/baddbmm_meta.h>
 #include <ATen/ops/baddbmm_ops.h>
 #include <ATen/ops/bmm_meta.h>
@@ -305,6 +306,74 @@ Tensor vdot(const Tensor& self, const Tensor& other) {
   return dot_impl(self, other);
 }
 
+// ---- addr -----------------------------------------------------------------------------------
+
+bool addr_native(const Tensor& self, const Tensor& vec1, const Tensor& vec2,
+                 const c10::Scalar& beta, const c10::Scalar& alpha, const Tensor& out) {
+  const auto st = out.scalar_type();
+  if (!(gemm_dtype(st) || st == at::kBool)) return false;
+  if (self.scalar_type() != st || vec1.scalar_type() != st || vec2.scalar_type() != st) return false;
+  for (const c10::Scalar* x : {&beta, &alpha}) {
+    if (x->isComplex()) return false;
+    // The CPU's own messages for the scalar kinds it refuses.
+    if (c10::isIntegralType(st, /*includeBool=*/true) && x->isFloatingPoint()) return false;
+    if (st != at::kBool && x->isBoolean()) return false;
+  }
+  for (const Tensor* t : {&self, &vec1, &vec2, &out})
+    if (t->device().type() != kDeviceType) return false;
+  return true;
+}
+
+Tensor& addr_out(const Tensor& self, const Tensor& vec1, const Tensor& vec2,
+                 const c10::Scalar& beta, const c10::Scalar& alpha, Tensor& out) {
+  if (!addr_native(self, vec1, vec2, beta, alpha, out))
+    return call_cpu_fallback<at::_ops::addr_out>(self, vec1, vec2, beta, alpha, out);
+  TORCH_CHECK(vec1.dim() == 1, "addr: Expected 1-D argument vec1, but got ", vec1.dim(), "-D");
+  TORCH_CHECK(vec2.dim() == 1, "addr: Expected 1-D argument vec2, but got ", vec2.dim(), "-D");
+  const int64_t m = vec1.size(0), n = vec2.size(0);
+  Tensor c = self.expand({m, n});
+  at::native::resize_output(out, c.sizes());
+  if (out.numel() == 0) return out;
+  const Compute compute = compute_type_of(out.scalar_type());
+  AddrDesc d;
+  d.m = static_cast<uint64_t>(m);
+  d.n = static_cast<uint64_t>(n);
+  d.alpha = multiplier(alpha, compute);
+  d.beta = multiplier(beta, compute);
+  const bool use_self = !is_zero_bits(d.beta, compute);
+  const bool direct = out.is_contiguous() && !shares_storage(out, vec1) &&
+                      !shares_storage(out, vec2) && !(use_self && shares_storage(out, self));
+  Tensor target = direct ? out : at::empty(out.sizes(), out.options());
+  TWGPU_TRY
+  auto ref = [](const Tensor& t, uint64_t rows, uint64_t cols) {
+    DeviceRef r = device_ref(t);
+    MatOperand o;
+    o.buffer = r.buffer;
+    o.offset = r.offset;
+    o.dtype = r.dtype;
+    o.rows = rows;
+    o.cols = cols;
+    return o;
+  };
+  d.vec1 = ref(vec1, static_cast<uint64_t>(vec1.stride(0)), 0);
+  d.vec2 = ref(vec2, 0, static_cast<uint64_t>(vec2.stride(0)));
+  if (use_self) d.self = ref(c, static_cast<uint64_t>(c.stride(0)), static_cast<uint64_t>(c.stride(1)));
+  d.out = ref(target, static_cast<uint64_t>(n), 1);
+  RuntimeLock lock;
+  addr(lock.ctx(), d);
+  TWGPU_CATCH
+  if (!direct) out.copy_(target);
+  return out;
+}
+
+Tensor addr_functional(const Tensor& self, const Tensor& vec1, const Tensor& vec2,
+                       const c10::Scalar& beta, const c10::Scalar& alpha) {
+  if (!addr_native(self, vec1, vec2, beta, alpha, self))
+    return call_cpu_fallback<at::_ops::addr>(self, vec1, vec2, beta, alpha);
+  Tensor out = at::empty({0}, self.options());
+  return addr_out(self, vec1, vec2, beta, alpha, out);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -318,6 +387,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("addbmm_", TORCH_FN(addbmm_));
   m.impl("dot", TORCH_FN(dot));
   m.impl("vdot", TORCH_FN(vdot));
+  m.impl("addr", TORCH_FN(addr_functional));
+  m.impl("addr.out", TORCH_FN(addr_out));
 }
 
 }  // namespace twgpu::aten

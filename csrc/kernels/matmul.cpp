@@ -384,3 +384,72 @@ void conv_col2im(Context& ctx, const ConvGeometry& g, WGPUBuffer col, const ColL
 }
 
 }  // namespace twgpu
+
+namespace twgpu {
+
+void addr(Context& ctx, const AddrDesc& d) {
+  const uint64_t count = d.m * d.n;
+  if (count == 0) return;
+  const DType dt = d.out.dtype;
+  const Compute c = compute_type_for(dt);
+  const bool has_self = d.self.buffer != nullptr;
+  KernelLaunch l;
+  l.key = std::string("addr:") + dtype_name(dt) + (has_self ? ":self" : "");
+  l.buffers = {{d.vec1.buffer, Access::Read, false}, {d.vec2.buffer, Access::Read, false}};
+  if (has_self) l.buffers.push_back({d.self.buffer, Access::Read, false});
+  l.buffers.push_back({d.out.buffer, Access::ReadWrite, is_subword(dt)});
+  std::vector<uint32_t> u(20, 0);
+  u[4] = u32_or_fail(d.n, "size");
+  u[5] = u32_or_fail(d.vec1.offset, "offset");
+  u[6] = u32_or_fail(d.vec1.rows, "stride");
+  u[7] = u32_or_fail(d.vec2.offset, "offset");
+  u[8] = u32_or_fail(d.vec2.cols, "stride");
+  if (has_self) {
+    u[9] = u32_or_fail(d.self.offset, "offset");
+    u[10] = u32_or_fail(d.self.rows, "stride");
+    u[11] = u32_or_fail(d.self.cols, "stride");
+  }
+  u[12] = u32_or_fail(d.out.offset, "offset");
+  u[13] = d.alpha.lo;
+  u[14] = d.alpha.hi;
+  u[15] = d.beta.lo;
+  u[16] = d.beta.hi;
+  l.uniforms = u;
+  l.count = count;
+  l.workgroup = 64;
+  l.body = [&, dt, c, has_self] {
+    std::string s = kernel_load("load_v1", l.buffers, 0, dt) + kernel_load("load_v2", l.buffers, 1, dt);
+    if (has_self) s += kernel_load("load_self", l.buffers, 2, dt);
+    s += kernel_store("store_out", l.buffers, l.buffers.size() - 1, dt, c);
+    if (dt == DType::Float16)
+      s += "fn rnd(x: f32) -> f32 { return f16_bits_to_f32(f32_to_f16_bits(x)); }\n";
+    else if (dt == DType::BFloat16)
+      s += "fn rnd(x: f32) -> f32 { return bf16_bits_to_f32(f32_to_bf16_bits(x)); }\n";
+    else
+      s += "fn rnd(x: f32) -> f32 { return x; }\n";
+    s += kernel_main(Grid::Invocations, 64);
+    s += "  let j = idx % uw(4u);\n  let i = idx / uw(4u);\n"
+         "  let v1 = load_v1(uw(5u) + i * uw(6u));\n  let v2 = load_v2(uw(7u) + j * uw(8u));\n";
+    const std::string alpha = wgsl_scalar(c, "uw(13u)", "uw(14u)");
+    const std::string beta = wgsl_scalar(c, "uw(15u)", "uw(16u)");
+    std::string self = has_self ? "load_self(uw(9u) + i * uw(10u) + j * uw(11u))" : "";
+    if (dt == DType::Bool) {
+      s += "  var r = " + alpha + " != 0 && v1 != 0 && v2 != 0;\n";
+      if (has_self) s += "  r = r || (" + beta + " != 0 && " + self + " != 0);\n";
+      s += "  store_out(uw(12u) + idx, select(0, 1, r));\n}\n";
+    } else if (c == Compute::F32) {
+      s += "  var r = rnd(rnd(rnd(" + alpha + ") * v1) * v2);\n";
+      if (has_self) s += "  r = rnd(rnd(rnd(" + beta + ") * " + self + ") + r);\n";
+      s += "  store_out(uw(12u) + idx, r);\n}\n";
+    } else {
+      Arith ar{c};
+      s += "  var r = " + ar.mul(ar.mul(alpha, "v1"), "v2") + ";\n";
+      if (has_self) s += "  r = " + ar.add(ar.mul(beta, self), "r") + ";\n";
+      s += "  store_out(uw(12u) + idx, r);\n}\n";
+    }
+    return s;
+  };
+  launch_kernel(ctx, l);
+}
+
+}  // namespace twgpu

@@ -341,3 +341,49 @@ def test_gradients(op):
     for c, d in zip(cpu_in, dev_in):
         assert d.grad.device.type == DEVICE
         assert_same(d.grad, c.grad, **LOOSE[torch.float32])
+
+
+# ---- addr ------------------------------------------------------------------------------------
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("dtype", GEMM_DTYPES + [torch.bool])
+def test_addr(dtype):
+    gen = small if dtype != torch.bool else make
+    v1, v2 = gen((5,), dtype), gen((7,), dtype, seed=1)
+    if dtype.is_floating_point:
+        scal = dict(beta=0.6, alpha=0.2)
+    elif dtype == torch.bool:
+        scal = dict(beta=True, alpha=True)
+    else:
+        scal = dict(beta=2, alpha=3)
+    for self_shape in [(5, 7), (7,), (5, 1), ()]:
+        c = gen(self_shape, dtype, seed=2)
+        # float16/bfloat16 round after every product and sum, as the CPU kernel does.
+        check(torch.addr, c, v1, v2, exact=not dtype.is_floating_point, **scal)
+        check(torch.addr, c, v1, v2, exact=not dtype.is_floating_point)
+    ignored = torch.full((5, 7), float("nan"), dtype=dtype) if dtype.is_floating_point else gen((5, 7), dtype, seed=3)
+    check(lambda c, a, b: torch.addr(c, a, b, beta=0), ignored, v1, v2, exact=not dtype.is_floating_point)
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_addr_views_inplace_out():
+    base = small((20,), torch.float32)
+    c = small((4, 6), torch.float32, seed=1)
+    check(torch.addr, c.t(), base[::3][:6], base[1:5])
+    d = dev(c)
+    d.addr_(dev(base[:4]), dev(base[4:10]), alpha=2)
+    assert_same(d, c.clone().addr_(base[:4], base[4:10], alpha=2))
+    out = dev(torch.empty(0))
+    torch.addr(dev(c), dev(base[:4]), dev(base[4:10]), out=out)
+    assert_same(out, torch.addr(c, base[:4], base[4:10]))
+    check(torch.addr, c[:0], base[:0], base[4:10])
+
+
+def test_addr_errors(quiet_fallback):
+    same_error(torch.addr, torch.randn(2, 3), torch.randn(2, 1), torch.randn(3))
+    same_error(torch.addr, torch.randn(2, 3), torch.randn(2), torch.randn(3, 1))
+    same_error(torch.addr, torch.randn(3, 3), torch.randn(2), torch.randn(3))
+    ints = [torch.ones(2, 3, dtype=torch.int32), torch.ones(2, dtype=torch.int32), torch.ones(3, dtype=torch.int32)]
+    same_error(lambda *a: torch.addr(*a, alpha=0.5), *ints)
+    # Mixed dtypes promote (computed on the CPU).
+    check(torch.addr, torch.randn(2, 3), torch.randn(2).half(), torch.randn(3))
