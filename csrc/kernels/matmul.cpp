@@ -1,5 +1,6 @@
 #include "kernels/matmul.h"
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -49,7 +50,7 @@ void push_operand(std::vector<uint32_t>& u, uint32_t base, const MatOperand& o) 
   u[base + 4] = u32_or_fail(o.cols, "stride");
 }
 
-enum class Variant { Tiled, PerOutput, Reduce };
+enum class Variant { Tiled, Block, PerOutput, Reduce };
 
 // Shared WGSL: typed loads converted to the compute type, the batch base of an operand,
 // and the epilogue that applies alpha/beta and stores one output element.
@@ -141,6 +142,40 @@ std::string tiled_body(const Arith& ar) {
   return s;
 }
 
+// One invocation per 4x4 output block straight from the buffers, no shared memory (for
+// CPU adapters, where caches do the tiles' work and barriers are expensive). Loads clamp
+// to the last row/column so the inner loop has no branches; only valid outputs are stored.
+std::string block_body(const Arith& ar) {
+  std::string s = kernel_main(Grid::Invocations, 64);
+  s += "  let M = uw(4u);\n  let N = uw(5u);\n  let K = uw(6u);\n"
+       "  let bn = idx % uw(8u);\n  let rest = idx / uw(8u);\n"
+       "  let tiles_m = uw(9u) / uw(8u);\n"
+       "  let bm = rest % tiles_m;\n  let b = rest / tiles_m;\n"
+       "  let bo = b / uw(7u);\n  let bi = b % uw(7u);\n"
+       "  let r0 = bm * 4u;\n  let c0 = bn * 4u;\n"
+       "  var ai: array<u32, 4>;\n  var bj: array<u32, 4>;\n"
+       "  let abase = batch_base(16u, bo, bi);\n  let bbase = batch_base(21u, bo, bi);\n"
+       "  for (var i = 0u; i < 4u; i = i + 1u) {\n"
+       "    ai[i] = abase + min(r0 + i, M - 1u) * uw(19u);\n"
+       "    bj[i] = bbase + min(c0 + i, N - 1u) * uw(25u);\n"
+       "  }\n"
+       "  var acc: array<" + ar.type() + ", 16>;\n"
+       "  for (var i = 0u; i < 16u; i = i + 1u) { acc[i] = " + ar.zero() + "; }\n"
+       "  for (var k = 0u; k < K; k = k + 1u) {\n"
+       "    let ak = k * uw(20u);\n    let bk = k * uw(24u);\n"
+       "    var ra: array<" + ar.type() + ", 4>;\n    var rb: array<" + ar.type() + ", 4>;\n"
+       "    for (var i = 0u; i < 4u; i = i + 1u) { ra[i] = load_a(ai[i] + ak); rb[i] = load_b(bj[i] + bk); }\n"
+       "    for (var i = 0u; i < 4u; i = i + 1u) {\n"
+       "      for (var j = 0u; j < 4u; j = j + 1u) {\n"
+       "        acc[i * 4u + j] = " + ar.mac("acc[i * 4u + j]", "ra[i]", "rb[j]") + ";\n"
+       "      }\n    }\n  }\n"
+       "  for (var i = 0u; i < 4u; i = i + 1u) {\n"
+       "    for (var j = 0u; j < 4u; j = j + 1u) {\n"
+       "      if (r0 + i < M && c0 + j < N) { finish(bo, bi, r0 + i, c0 + j, acc[i * 4u + j]); }\n"
+       "    }\n  }\n}\n";
+  return s;
+}
+
 // One invocation per output element, looping over K (skinny products).
 std::string per_output_body(const Arith& ar) {
   std::string s = kernel_main(Grid::Invocations, 64);
@@ -185,6 +220,22 @@ std::string reduce_body(const Arith& ar) {
   return s;
 }
 
+// Software adapters (llvmpipe, lavapipe, SwiftShader) run workgroups on CPU cores: shared
+// memory buys nothing there and barriers cost, so large products use register blocks.
+// TORCH_WEBGPU_GEMM_VARIANT=tiled|block overrides the choice (tests cover both).
+bool cpu_adapter(Context& ctx) {
+  if (const char* force = std::getenv("TORCH_WEBGPU_GEMM_VARIANT")) {
+    const std::string f = force;
+    if (f == "tiled") return false;
+    if (f == "block") return true;
+  }
+  const AdapterDescription& a = ctx.adapter();
+  if (a.adapter_type == "CPU") return true;
+  for (const char* soft : {"llvmpipe", "lavapipe", "SwiftShader", "swiftshader"})
+    if (a.name.find(soft) != std::string::npos) return true;
+  return false;
+}
+
 }  // namespace
 
 void gemm(Context& ctx, const GemmDesc& d) {
@@ -195,13 +246,14 @@ void gemm(Context& ctx, const GemmDesc& d) {
 
   Variant v;
   if (d.m >= 16 && d.n >= 16)
-    v = Variant::Tiled;
+    v = cpu_adapter(ctx) ? Variant::Block : Variant::Tiled;
   else if (d.k >= 256 && outputs <= 4096)
     v = Variant::Reduce;
   else
     v = Variant::PerOutput;
 
-  const uint64_t tiles_m = (d.m + 31) / 32, tiles_n = (d.n + 31) / 32;
+  const uint64_t tile = v == Variant::Block ? 4 : 32;
+  const uint64_t tiles_m = (d.m + tile - 1) / tile, tiles_n = (d.n + tile - 1) / tile;
   std::vector<uint32_t> u(kOperands + 20, 0);
   u[kM] = u32_or_fail(d.m, "size");
   u[kN] = u32_or_fail(d.n, "size");
@@ -226,13 +278,16 @@ void gemm(Context& ctx, const GemmDesc& d) {
   // invocations: their stores are atomic.
   l.buffers.push_back({d.out.buffer, Access::ReadWrite, is_subword(d.out.dtype)});
   l.uniforms = u;
-  const char* vname = v == Variant::Tiled ? "tiled" : v == Variant::Reduce ? "reduce" : "per_out";
+  const char* vname = v == Variant::Tiled   ? "tiled"
+                      : v == Variant::Block ? "block"
+                      : v == Variant::Reduce ? "reduce"
+                                             : "per_out";
   l.key = std::string("gemm:") + vname + ":" + dtype_name(d.a.dtype) + "," +
           dtype_name(d.b.dtype) + "," + (has_c ? dtype_name(d.c.dtype) : "-") + "," +
           dtype_name(d.out.dtype) + ":" + compute_name(d.compute);
-  if (v == Variant::PerOutput) {
+  if (v == Variant::PerOutput || v == Variant::Block) {
     l.grid = Grid::Invocations;
-    l.count = outputs;
+    l.count = v == Variant::Block ? batch * tiles_m * tiles_n : outputs;
     l.workgroup = 64;
   } else {
     l.grid = Grid::Groups;
@@ -244,6 +299,7 @@ void gemm(Context& ctx, const GemmDesc& d) {
   l.body = [&, desc, has_c, v, ar] {
     std::string s = gemm_common(desc, l.buffers, has_c);
     if (v == Variant::Tiled) s += tiled_body(ar);
+    else if (v == Variant::Block) s += block_body(ar);
     else if (v == Variant::Reduce) s += reduce_body(ar);
     else s += per_output_body(ar);
     return s;

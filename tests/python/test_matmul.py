@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import DEVICE, assert_same, check, dev, make
+from conftest import DEVICE, assert_same, check, dev, make, run_python
 
 GEMM_DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32,
                torch.int16, torch.int8, torch.uint8]
@@ -387,3 +387,20 @@ def test_addr_errors(quiet_fallback):
     same_error(lambda *a: torch.addr(*a, alpha=0.5), *ints)
     # Mixed dtypes promote (computed on the CPU).
     check(torch.addr, torch.randn(2, 3), torch.randn(2).half(), torch.randn(3))
+
+
+def test_shared_memory_tiles_variant():
+    """Software adapters default to register blocks; the shared-memory tiled kernel (the
+    GPU path) must agree with the CPU too."""
+    code = (
+        "import torch, torch_webgpu\n"
+        "for dt in (torch.float32, torch.float16, torch.int64, torch.int8):\n"
+        "    for (b, m, k, n) in ((1, 33, 17, 40), (2, 64, 70, 31), (3, 16, 0, 16)):\n"
+        "        a = torch.randint(-3, 4, (b, m, k)).to(dt)\n"
+        "        c = torch.randint(-3, 4, (b, n, k)).to(dt).transpose(1, 2)\n"
+        "        r = torch.bmm(a.to('webgpu'), c.to('webgpu')).cpu()\n"
+        "        assert torch.equal(r, torch.bmm(a, c)), (dt, b, m, k, n)\n"
+        "print('ok')\n")
+    result = run_python(code, env={"TORCH_WEBGPU_GEMM_VARIANT": "tiled",
+                                    "TORCH_WEBGPU_DISABLE_CPU_FALLBACK": "1"})
+    assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-2000:]
