@@ -214,7 +214,8 @@ Tensor& addbmm_out(const Tensor& self, const Tensor& batch1, const Tensor& batch
   if (out.is_same(self) && !self.sizes().equals(c.sizes()))
     return call_cpu_fallback<at::_ops::addbmm_out>(self, batch1, batch2, beta, alpha, out);
   const int64_t b = batch1.size(0), m = batch1.size(1), k = batch1.size(2), n = batch2.size(2);
-  if (!out.is_same(self)) at::native::resize_output(out, c.sizes());
+  // As the CPU (resize_as_, no warning for a differently shaped out).
+  if (!out.is_same(self)) out.resize_(c.sizes());
   if (b > 1 && (out.scalar_type() == at::kHalf || out.scalar_type() == at::kBFloat16)) {
     // The CPU adds one batch at a time into the half-precision result: round as it does.
     Tensor acc = at::empty({1, m, n}, out.options()), next = at::empty({1, m, n}, out.options());
