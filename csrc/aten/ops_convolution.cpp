@@ -310,7 +310,6 @@ Tensor channel_sum(const Tensor& t) {
 
 // ---- CPU path ---------------------------------------------------------------------------
 
-Tensor to_cpu(const Tensor& t) { return t.defined() ? t.cpu() : t; }
 Tensor back(const Tensor& t, const c10::Device& device) { return t.defined() ? t.to(device) : t; }
 
 Tensor convolution_on_cpu(const Tensor& input, const Tensor& weight, const Tensor& bias,
