@@ -1,11 +1,12 @@
 // Native matrix products: mm, bmm, addmm, baddbmm, addbmm, addmv (mv), dot, vdot, all
-// on the one batched GEMM kernel (kernels/matmul.h). matmul, linear, einsum, tensordot,
-// inner, outer and addr are ATen composites over these.
+// on the one batched GEMM kernel (kernels/matmul.h), and addr (the outer-product update,
+// its own small kernel). matmul, linear, einsum, tensordot, inner and outer are ATen
+// composites over these.
 //
 // Structured ops (mm, bmm, addmm, baddbmm, addmv) register only `.out`; their checks and
 // the out= resizing come from ATen's own meta functions (the same code the CPU runs), so
-// errors read exactly as on the CPU. bool (which the CPU refuses), float64 and complex go
-// to the CPU fallback.
+// errors read as on the CPU. bool products (which the CPU refuses), float64, complex and
+// mixed dtypes go to the CPU fallback.
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/addbmm_ops.h>
