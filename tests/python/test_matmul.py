@@ -404,3 +404,16 @@ def test_shared_memory_tiles_variant():
     result = run_python(code, env={"TORCH_WEBGPU_GEMM_VARIANT": "tiled",
                                     "TORCH_WEBGPU_DISABLE_CPU_FALLBACK": "1"})
     assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-2000:]
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("m,k,n", [(3, 4, 5), (40, 33, 37)])
+def test_mm_special_values(m, k, n):
+    a, b = small((m, k), torch.float32), small((k, n), torch.float32, seed=1)
+    a[0, 0], a[1, 2], b[3, 1] = float("inf"), float("nan"), float("-inf")
+    b[0, 2] = 0.0  # inf * 0 -> nan in that output only
+    actual, expected = torch.mm(dev(a), dev(b)).cpu(), torch.mm(a, b)
+    assert torch.equal(actual.isnan(), expected.isnan())
+    assert torch.equal(actual.isinf(), expected.isinf())
+    finite = expected.isfinite()
+    torch.testing.assert_close(actual[finite], expected[finite], rtol=1e-4, atol=1e-4)
