@@ -60,6 +60,22 @@ struct OutMeta final : Meta {
   const Tensor& out_;
 };
 
+// Every tensor on the webgpu device, or the error PyTorch raises for mixed devices.
+void check_devices(std::initializer_list<const Tensor*> ts) {
+  std::optional<c10::Device> device;
+  for (const Tensor* t : ts)
+    if (t->defined() && t->device().type() == kDeviceType) {
+      device = t->device();
+      break;
+    }
+  for (const Tensor* t : ts) {
+    if (!t->defined()) continue;
+    TORCH_CHECK(device && t->device() == *device,
+                "Expected all tensors to be on the same device, but found at least two devices, ",
+                device ? *device : t->device(), " and ", t->device(), "!");
+  }
+}
+
 // Dtypes the GEMM kernel computes (the CPU refuses bool for every product here).
 bool gemm_dtype(c10::ScalarType t) {
   switch (t) {
@@ -149,6 +165,7 @@ void batched_gemm(const Tensor& a, const Tensor& b, const Tensor& c, const c10::
 // ---- mm / bmm / addmm / baddbmm ------------------------------------------------------
 
 Tensor& mm_out(const Tensor& self, const Tensor& mat2, Tensor& out) {
+  check_devices({&self, &mat2, &out});
   OutMeta<at::meta::structured_mm>(out).meta(self, mat2);
   TORCH_CHECK(self.dtype() == mat2.dtype(), "expected m1 and m2 to have the same dtype, but got: ",
               self.dtype(), " != ", mat2.dtype());
@@ -158,6 +175,7 @@ Tensor& mm_out(const Tensor& self, const Tensor& mat2, Tensor& out) {
 }
 
 Tensor& bmm_out(const Tensor& self, const Tensor& mat2, Tensor& out) {
+  check_devices({&self, &mat2, &out});
   OutMeta<at::meta::structured_bmm>(out).meta(self, mat2);
   TORCH_CHECK(self.scalar_type() == mat2.scalar_type(), "expected scalar type ",
               self.scalar_type(), " but found ", mat2.scalar_type());
@@ -168,6 +186,7 @@ Tensor& bmm_out(const Tensor& self, const Tensor& mat2, Tensor& out) {
 
 Tensor& addmm_out(const Tensor& self, const Tensor& mat1, const Tensor& mat2,
                   const c10::Scalar& beta, const c10::Scalar& alpha, Tensor& out) {
+  check_devices({&self, &mat1, &mat2, &out});
   OutMeta<at::meta::structured_addmm>(out).meta(self, mat1, mat2, beta, alpha);
   TORCH_CHECK(mat1.dtype() == mat2.dtype(), "expected m1 and m2 to have the same dtype, but got: ",
               mat1.dtype(), " != ", mat2.dtype());
@@ -181,6 +200,7 @@ Tensor& addmm_out(const Tensor& self, const Tensor& mat1, const Tensor& mat2,
 
 Tensor& baddbmm_out(const Tensor& self, const Tensor& batch1, const Tensor& batch2,
                     const c10::Scalar& beta, const c10::Scalar& alpha, Tensor& out) {
+  check_devices({&self, &batch1, &batch2, &out});
   OutMeta<at::meta::structured_baddbmm>(out).meta(self, batch1, batch2, beta, alpha);
   if (!all_gemm({&self, &batch1, &batch2, &out}) || alpha.isComplex() || beta.isComplex())
     return call_cpu_fallback<at::_ops::baddbmm_out>(self, batch1, batch2, beta, alpha, out);
@@ -204,6 +224,7 @@ void addbmm_checks(const Tensor& batch1, const Tensor& batch2) {
 
 Tensor& addbmm_out(const Tensor& self, const Tensor& batch1, const Tensor& batch2,
                    const c10::Scalar& beta, const c10::Scalar& alpha, Tensor& out) {
+  check_devices({&self, &batch1, &batch2, &out});
   if (!all_gemm({&self, &batch1, &batch2, &out}) || alpha.isComplex() || beta.isComplex() ||
       self.scalar_type() != batch1.scalar_type() || batch1.scalar_type() != batch2.scalar_type() ||
       out.scalar_type() != self.scalar_type())
@@ -250,6 +271,7 @@ Tensor& addbmm_(Tensor& self, const Tensor& batch1, const Tensor& batch2, const 
 
 Tensor& addmv_out(const Tensor& self, const Tensor& mat, const Tensor& vec,
                   const c10::Scalar& beta, const c10::Scalar& alpha, Tensor& out) {
+  check_devices({&self, &mat, &vec, &out});
   OutMeta<at::meta::structured_addmv>(out).meta(self, mat, vec, beta, alpha);
   if (!all_gemm({&self, &mat, &vec, &out}) || alpha.isComplex() || beta.isComplex())
     return call_cpu_fallback<at::_ops::addmv_out>(self, mat, vec, beta, alpha, out);
@@ -295,6 +317,7 @@ Tensor dot_impl(const Tensor& self, const Tensor& other) {
 }
 
 Tensor dot(const Tensor& self, const Tensor& other) {
+  check_devices({&self, &other});
   if (self.is_complex() || other.is_complex() || !all_gemm({&self, &other}))
     return call_cpu_fallback<at::_ops::dot>(self, other);
   dot_checks(self, other, "dot");
@@ -302,6 +325,7 @@ Tensor dot(const Tensor& self, const Tensor& other) {
 }
 
 Tensor vdot(const Tensor& self, const Tensor& other) {
+  check_devices({&self, &other});
   if (self.is_complex() || other.is_complex() || !all_gemm({&self, &other}))
     return call_cpu_fallback<at::_ops::vdot>(self, other);
   dot_checks(self, other, "vdot");

@@ -417,3 +417,13 @@ def test_mm_special_values(m, k, n):
     assert torch.equal(actual.isinf(), expected.isinf())
     finite = expected.isfinite()
     torch.testing.assert_close(actual[finite], expected[finite], rtol=1e-4, atol=1e-4)
+
+
+def test_mixed_devices_raise():
+    a = torch.ones(2, 3, device=DEVICE)
+    for fn in (lambda: torch.mm(a, torch.ones(3, 2)), lambda: torch.mm(torch.ones(4, 2), a),
+               lambda: torch.bmm(a[None], torch.ones(1, 3, 2)), lambda: torch.addmm(torch.ones(2, 2), a, a.t()),
+               lambda: torch.dot(a[0], torch.ones(3)), lambda: torch.mv(a, torch.ones(3))):
+        with pytest.raises(RuntimeError, match=r"Expected all tensors to be on the same device") as info:
+            fn()
+        assert "webgpu:0" in str(info.value) and "cpu" in str(info.value)
