@@ -124,15 +124,31 @@ MatOperand mat(const Tensor& t, uint64_t bo, uint64_t bi, uint64_t rows, uint64_
 
 at::TensorOptions f32_like(const Tensor& t) { return t.options().dtype(at::kFloat); }
 
-// y (N, groups * cy, ys) = conv(x (N, groups * cx, xs), w (groups * cy, cx, k)) + bias.
-Tensor conv_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& bias,
-                    const ConvGeometry& g, int64_t nd) {
-  const Tensor x = x_in.contiguous(), w = w_in.contiguous();
+// Images per pass, so that a pass's float32 column buffer stays within one storage
+// binding (and a bounded amount of memory).
+uint64_t images_per_pass(const ConvGeometry& g) {
+  uint64_t budget = uint64_t(256) << 20;
+  {
+    RuntimeLock lock;
+    const uint64_t binding = lock.ctx().caps().max_storage_binding_size;
+    if (binding && binding < budget) budget = binding;
+  }
+  const uint64_t per_image = uint64_t(g.groups) * g.rows() * g.y_spatial() * 4;
+  return std::max<uint64_t>(1, budget / std::max<uint64_t>(per_image, 1));
+}
+
+std::vector<int64_t> nc_sizes(uint64_t n, uint64_t c, const uint32_t* spatial, int64_t nd) {
+  std::vector<int64_t> v = {static_cast<int64_t>(n), static_cast<int64_t>(c)};
+  for (int64_t s : spatial_sizes(spatial, nd)) v.push_back(s);
+  return v;
+}
+
+// y (N, groups * cy, ys) = conv(x (N, groups * cx, xs), w (groups * cy, cx, k)) + bias, for
+// the images of one pass (g.batch of them; x and y contiguous).
+void conv_forward_pass(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
+                       const ConvGeometry& g) {
   const uint64_t N = g.batch, G = g.groups, R = g.rows(), L = g.y_spatial();
   const uint64_t Cy = static_cast<uint64_t>(w.size(0)), cy = Cy / G;
-  std::vector<int64_t> ysz = {static_cast<int64_t>(N), static_cast<int64_t>(Cy)};
-  for (int64_t s : spatial_sizes(g.ys, nd)) ysz.push_back(s);
-  Tensor y = at::empty(ysz, x.options());
   GemmDesc d;
   d.batch_outer = N;
   d.batch_inner = G;
@@ -161,18 +177,27 @@ Tensor conv_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& bias,
   d.out = mat(y, Cy * L, cy * L, L, 1);
   RuntimeLock lock;
   gemm(lock.ctx(), d);
+}
+
+Tensor conv_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& bias,
+                    const ConvGeometry& g, int64_t nd) {
+  const Tensor x = x_in.contiguous(), w = w_in.contiguous();
+  Tensor y = at::empty(nc_sizes(g.batch, w.size(0), g.ys, nd), x.options());
+  const uint64_t step = images_per_pass(g);
+  for (uint64_t n0 = 0; n0 < g.batch; n0 += step) {
+    ConvGeometry p = g;
+    p.batch = static_cast<uint32_t>(std::min<uint64_t>(step, g.batch - n0));
+    conv_forward_pass(x.narrow(0, n0, p.batch), w, bias, y.narrow(0, n0, p.batch), p);
+  }
   return y;
 }
 
-// x (N, groups * cx, xs) = adjoint of conv_forward applied to gy (N, groups * cy, ys).
-Tensor conv_backward_data(const Tensor& gy_in, const Tensor& w_in, const ConvGeometry& g,
-                          int64_t nd, const Tensor& bias = Tensor()) {
-  const Tensor gy = gy_in.contiguous(), w = w_in.contiguous();
+// x (N, groups * cx, xs) = adjoint of conv_forward applied to gy (N, groups * cy, ys), for
+// the images of one pass; `bias` (optional) is added before the one rounding.
+void conv_backward_data_pass(const Tensor& gy, const Tensor& w, const Tensor& bias,
+                             const Tensor& x, const ConvGeometry& g) {
   const uint64_t N = g.batch, G = g.groups, R = g.rows(), L = g.y_spatial();
   const uint64_t Cy = static_cast<uint64_t>(w.size(0)), cy = Cy / G, C = G * g.cx;
-  std::vector<int64_t> xsz = {static_cast<int64_t>(N), static_cast<int64_t>(C)};
-  for (int64_t s : spatial_sizes(g.xs, nd)) xsz.push_back(s);
-  Tensor x = at::empty(xsz, gy.options());
   GemmDesc d;
   d.batch_outer = N;
   d.batch_inner = G;
@@ -186,48 +211,81 @@ Tensor conv_backward_data(const Tensor& gy_in, const Tensor& w_in, const ConvGeo
     d.out = mat(x, C * L, g.cx * L, L, 1);
     RuntimeLock lock;
     gemm(lock.ctx(), d);
-    return x;
+    return;
   }
   Tensor col = at::empty({static_cast<int64_t>(N * G * R * L)}, f32_like(gy));
   d.out = mat(col, G * R * L, R * L, L, 1);
   ColLayout lay{G * R * L, R * L, L, 1};
-  RuntimeLock lock;
-  gemm(lock.ctx(), d);
   MatOperand b;
   if (bias.defined()) b = mat(bias, 0, 0, static_cast<uint64_t>(bias.stride(0)), 0);
-  conv_col2im(lock.ctx(), g, device_ref(col).buffer, lay, device_ref(x).buffer,
-              device_ref(x).dtype, b);
+  DeviceRef xr = device_ref(x);
+  RuntimeLock lock;
+  gemm(lock.ctx(), d);
+  conv_col2im(lock.ctx(), g, device_ref(col).buffer, lay, xr.buffer, xr.offset, xr.dtype, b);
+}
+
+Tensor conv_backward_data(const Tensor& gy_in, const Tensor& w_in, const ConvGeometry& g,
+                          int64_t nd, const Tensor& bias = Tensor()) {
+  const Tensor gy = gy_in.contiguous(), w = w_in.contiguous();
+  Tensor x = at::empty(nc_sizes(g.batch, uint64_t(g.groups) * g.cx, g.xs, nd), gy.options());
+  const uint64_t step = images_per_pass(g);
+  for (uint64_t n0 = 0; n0 < g.batch; n0 += step) {
+    ConvGeometry p = g;
+    p.batch = static_cast<uint32_t>(std::min<uint64_t>(step, g.batch - n0));
+    conv_backward_data_pass(gy.narrow(0, n0, p.batch), w, bias, x.narrow(0, n0, p.batch), p);
+  }
   return x;
 }
 
-// gw (groups * cy, cx, k) = d conv_forward / d w for output gradient gy and input x.
+// gw (groups * cy, cx, k) = d conv_forward / d w for output gradient gy and input x. Passes
+// over the images accumulate in float32 when there is more than one.
 Tensor conv_backward_weight(const Tensor& gy_in, const Tensor& x_in, const Tensor& w_like,
                             const ConvGeometry& g) {
-  const Tensor x = x_in.contiguous();
-  const uint64_t N = g.batch, G = g.groups, R = g.rows(), L = g.y_spatial();
+  const Tensor x = x_in.contiguous(), gy_all = gy_in.contiguous();
+  const uint64_t G = g.groups, R = g.rows(), L = g.y_spatial();
   const uint64_t Cy = static_cast<uint64_t>(w_like.size(0)), cy = Cy / G;
-  // gy as (groups, cy, N, L): K = (n, l) becomes one stride-1 index.
-  Tensor gyp = gy_in.reshape({static_cast<int64_t>(N), static_cast<int64_t>(Cy),
-                              static_cast<int64_t>(L)})
-                   .permute({1, 0, 2})
-                   .contiguous();
-  // col laid out as (groups, R, N, L) for the same reason.
-  Tensor col = at::empty({static_cast<int64_t>(G * R * N * L)}, f32_like(x));
-  ColLayout lay{L, R * N * L, N * L, 1};
   Tensor gw = at::empty(w_like.sizes(), x.options());
-  DeviceRef xr = device_ref(x);
-  GemmDesc d;
-  d.batch_outer = G;
-  d.m = cy;
-  d.n = R;
-  d.k = N * L;
-  d.compute = Compute::F32;
-  d.a = mat(gyp, cy * N * L, 0, N * L, 1);
-  d.b = mat(col, R * N * L, 0, 1, N * L);
-  d.out = mat(gw, cy * R, 0, R, 1);
-  RuntimeLock lock;
-  conv_im2col(lock.ctx(), g, xr.buffer, xr.offset, xr.dtype, device_ref(col).buffer, lay);
-  gemm(lock.ctx(), d);
+  const uint64_t step = images_per_pass(g);
+  const bool single = step >= g.batch;
+  Tensor acc, next;
+  if (!single) {
+    acc = at::empty(w_like.sizes(), f32_like(x));
+    next = at::empty(w_like.sizes(), f32_like(x));
+  }
+  for (uint64_t n0 = 0; n0 < g.batch; n0 += step) {
+    ConvGeometry p = g;
+    p.batch = static_cast<uint32_t>(std::min<uint64_t>(step, g.batch - n0));
+    const uint64_t N = p.batch;
+    // gy as (groups, cy, N, L): K = (n, l) becomes one stride-1 index.
+    Tensor gyp = gy_all.narrow(0, n0, N)
+                     .reshape({static_cast<int64_t>(N), static_cast<int64_t>(Cy),
+                               static_cast<int64_t>(L)})
+                     .permute({1, 0, 2})
+                     .contiguous();
+    // col laid out as (groups, R, N, L) for the same reason.
+    Tensor col = at::empty({static_cast<int64_t>(G * R * N * L)}, f32_like(x));
+    ColLayout lay{L, R * N * L, N * L, 1};
+    DeviceRef xr = device_ref(x.narrow(0, n0, N));
+    GemmDesc d;
+    d.batch_outer = G;
+    d.m = cy;
+    d.n = R;
+    d.k = N * L;
+    d.compute = Compute::F32;
+    d.a = mat(gyp, cy * N * L, 0, N * L, 1);
+    d.b = mat(col, R * N * L, 0, 1, N * L);
+    const Tensor& target = single ? gw : (n0 == 0 ? acc : next);
+    d.out = mat(target, cy * R, 0, R, 1);
+    if (!single && n0 > 0) {
+      d.c = mat(acc, cy * R, 0, R, 1);
+      d.beta = ScalarBits::from_f32(1.0f);
+    }
+    RuntimeLock lock;
+    conv_im2col(lock.ctx(), p, xr.buffer, xr.offset, xr.dtype, device_ref(col).buffer, lay);
+    gemm(lock.ctx(), d);
+    if (!single && n0 > 0) std::swap(acc, next);
+  }
+  if (!single) gw.copy_(acc);
   return gw;
 }
 
@@ -252,7 +310,6 @@ Tensor channel_sum(const Tensor& t) {
 
 // ---- CPU path ---------------------------------------------------------------------------
 
-Tensor to_cpu(const Tensor& t) { return t.defined() ? t.cpu() : t; }
 Tensor back(const Tensor& t, const c10::Device& device) { return t.defined() ? t.to(device) : t; }
 
 Tensor convolution_on_cpu(const Tensor& input, const Tensor& weight, const Tensor& bias,

@@ -1,11 +1,12 @@
 // Native matrix products: mm, bmm, addmm, baddbmm, addbmm, addmv (mv), dot, vdot, all
-// on the one batched GEMM kernel (kernels/matmul.h). matmul, linear, einsum, tensordot,
-// inner, outer and addr are ATen composites over these.
+// on the one batched GEMM kernel (kernels/matmul.h), and addr (the outer-product update,
+// its own small kernel). matmul, linear, einsum, tensordot, inner and outer are ATen
+// composites over these.
 //
 // Structured ops (mm, bmm, addmm, baddbmm, addmv) register only `.out`; their checks and
 // the out= resizing come from ATen's own meta functions (the same code the CPU runs), so
-// errors read exactly as on the CPU. bool (which the CPU refuses), float64 and complex go
-// to the CPU fallback.
+// errors read as on the CPU. bool products (which the CPU refuses), float64, complex and
+// mixed dtypes go to the CPU fallback.
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/addbmm_ops.h>
@@ -13,6 +14,7 @@
 #include <ATen/ops/addmm_ops.h>
 #include <ATen/ops/addmv_meta.h>
 #include <ATen/ops/addmv_ops.h>
+#include <ATen/ops/addr_ops.h>
 #include <ATen/ops/baddbmm_meta.h>
 #include <ATen/ops/baddbmm_ops.h>
 #include <ATen/ops/bmm_meta.h>
@@ -21,6 +23,8 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/mm_meta.h>
 #include <ATen/ops/mm_ops.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/vdot_ops.h>
 #include <torch/library.h>
 
@@ -35,6 +39,22 @@ namespace {
 
 using at::Tensor;
 
+
+// Every tensor on the webgpu device, or the error PyTorch raises for mixed devices.
+void check_devices(std::initializer_list<const Tensor*> ts) {
+  std::optional<c10::Device> device;
+  for (const Tensor* t : ts)
+    if (t->defined() && t->device().type() == kDeviceType) {
+      device = t->device();
+      break;
+    }
+  for (const Tensor* t : ts) {
+    if (!t->defined()) continue;
+    TORCH_CHECK(device && t->device() == *device,
+                "Expected all tensors to be on the same device, but found at least two devices, ",
+                device ? *device : t->device(), " and ", t->device(), "!");
+  }
+}
 
 // Dtypes the GEMM kernel computes (the CPU refuses bool for every product here).
 bool gemm_dtype(c10::ScalarType t) {
@@ -125,14 +145,20 @@ void batched_gemm(const Tensor& a, const Tensor& b, const Tensor& c, const c10::
 // ---- mm / bmm / addmm / baddbmm ------------------------------------------------------
 
 Tensor& mm_out(const Tensor& self, const Tensor& mat2, Tensor& out) {
+  check_devices({&self, &mat2, &out});
   OutMeta<at::meta::structured_mm>(out).meta(self, mat2);
+  TORCH_CHECK(self.dtype() == mat2.dtype(), "expected m1 and m2 to have the same dtype, but got: ",
+              self.dtype(), " != ", mat2.dtype());
   if (!all_gemm({&self, &mat2, &out})) return call_cpu_fallback<at::_ops::mm_out>(self, mat2, out);
   batched_gemm(self.unsqueeze(0), mat2.unsqueeze(0), Tensor(), 1, 0, out.unsqueeze(0));
   return out;
 }
 
 Tensor& bmm_out(const Tensor& self, const Tensor& mat2, Tensor& out) {
+  check_devices({&self, &mat2, &out});
   OutMeta<at::meta::structured_bmm>(out).meta(self, mat2);
+  TORCH_CHECK(self.scalar_type() == mat2.scalar_type(), "expected scalar type ",
+              self.scalar_type(), " but found ", mat2.scalar_type());
   if (!all_gemm({&self, &mat2, &out})) return call_cpu_fallback<at::_ops::bmm_out>(self, mat2, out);
   batched_gemm(self, mat2, Tensor(), 1, 0, out);
   return out;
@@ -140,7 +166,10 @@ Tensor& bmm_out(const Tensor& self, const Tensor& mat2, Tensor& out) {
 
 Tensor& addmm_out(const Tensor& self, const Tensor& mat1, const Tensor& mat2,
                   const c10::Scalar& beta, const c10::Scalar& alpha, Tensor& out) {
+  check_devices({&self, &mat1, &mat2, &out});
   OutMeta<at::meta::structured_addmm>(out).meta(self, mat1, mat2, beta, alpha);
+  TORCH_CHECK(mat1.dtype() == mat2.dtype(), "expected m1 and m2 to have the same dtype, but got: ",
+              mat1.dtype(), " != ", mat2.dtype());
   if (!all_gemm({&self, &mat1, &mat2, &out}) || alpha.isComplex() || beta.isComplex())
     return call_cpu_fallback<at::_ops::addmm_out>(self, mat1, mat2, beta, alpha, out);
   Tensor c = self.expand({mat1.size(0), mat2.size(1)});
@@ -151,6 +180,7 @@ Tensor& addmm_out(const Tensor& self, const Tensor& mat1, const Tensor& mat2,
 
 Tensor& baddbmm_out(const Tensor& self, const Tensor& batch1, const Tensor& batch2,
                     const c10::Scalar& beta, const c10::Scalar& alpha, Tensor& out) {
+  check_devices({&self, &batch1, &batch2, &out});
   OutMeta<at::meta::structured_baddbmm>(out).meta(self, batch1, batch2, beta, alpha);
   if (!all_gemm({&self, &batch1, &batch2, &out}) || alpha.isComplex() || beta.isComplex())
     return call_cpu_fallback<at::_ops::baddbmm_out>(self, batch1, batch2, beta, alpha, out);
@@ -174,14 +204,31 @@ void addbmm_checks(const Tensor& batch1, const Tensor& batch2) {
 
 Tensor& addbmm_out(const Tensor& self, const Tensor& batch1, const Tensor& batch2,
                    const c10::Scalar& beta, const c10::Scalar& alpha, Tensor& out) {
+  check_devices({&self, &batch1, &batch2, &out});
   if (!all_gemm({&self, &batch1, &batch2, &out}) || alpha.isComplex() || beta.isComplex() ||
       self.scalar_type() != batch1.scalar_type() || batch1.scalar_type() != batch2.scalar_type() ||
       out.scalar_type() != self.scalar_type())
     return call_cpu_fallback<at::_ops::addbmm_out>(self, batch1, batch2, beta, alpha, out);
+  // The CPU expands self before checking the batches.
+  Tensor c = self.expand({batch1.size(1), batch2.size(2)});
   addbmm_checks(batch1, batch2);
+  // In place on a self that only broadcasts: the CPU resizes self; leave that to it.
+  if (out.is_same(self) && !self.sizes().equals(c.sizes()))
+    return call_cpu_fallback<at::_ops::addbmm_out>(self, batch1, batch2, beta, alpha, out);
   const int64_t b = batch1.size(0), m = batch1.size(1), k = batch1.size(2), n = batch2.size(2);
-  Tensor c = self.expand({m, n});
+  // As the CPU (resize_as_, no warning for a differently shaped out).
   if (!out.is_same(self)) out.resize_(c.sizes());
+  if (b > 1 && (out.scalar_type() == at::kHalf || out.scalar_type() == at::kBFloat16)) {
+    // The CPU adds one batch at a time into the half-precision result: round as it does.
+    Tensor acc = at::empty({1, m, n}, out.options()), next = at::empty({1, m, n}, out.options());
+    batched_gemm(batch1[0].unsqueeze(0), batch2[0].unsqueeze(0), c.unsqueeze(0), alpha, beta, acc);
+    for (int64_t i = 1; i < b; ++i) {
+      batched_gemm(batch1[i].unsqueeze(0), batch2[i].unsqueeze(0), acc, alpha, 1, next);
+      std::swap(acc, next);
+    }
+    out.copy_(acc.squeeze(0));
+    return out;
+  }
   // A (m, b*k) with the batch as the slow part of K; B (b*k, n) matches.
   Tensor a = batch1.permute({1, 0, 2}).reshape({m, b * k});
   Tensor bb = batch2.reshape({b * k, n});
@@ -197,11 +244,6 @@ Tensor addbmm(const Tensor& self, const Tensor& batch1, const Tensor& batch2,
 
 Tensor& addbmm_(Tensor& self, const Tensor& batch1, const Tensor& batch2, const c10::Scalar& beta,
                 const c10::Scalar& alpha) {
-  if (all_gemm({&self, &batch1, &batch2})) {
-    addbmm_checks(batch1, batch2);
-    TORCH_CHECK(self.dim() == 2 && self.size(0) == batch1.size(1) && self.size(1) == batch2.size(2),
-                "self tensor does not match matmul output shape");
-  }
   return addbmm_out(self, batch1, batch2, beta, alpha, self);
 }
 
@@ -209,10 +251,20 @@ Tensor& addbmm_(Tensor& self, const Tensor& batch1, const Tensor& batch2, const 
 
 Tensor& addmv_out(const Tensor& self, const Tensor& mat, const Tensor& vec,
                   const c10::Scalar& beta, const c10::Scalar& alpha, Tensor& out) {
+  check_devices({&self, &mat, &vec, &out});
   OutMeta<at::meta::structured_addmv>(out).meta(self, mat, vec, beta, alpha);
   if (!all_gemm({&self, &mat, &vec, &out}) || alpha.isComplex() || beta.isComplex())
     return call_cpu_fallback<at::_ops::addmv_out>(self, mat, vec, beta, alpha, out);
   const int64_t m = mat.size(0);
+  if (mat.numel() == 0) {
+    // As the CPU: beta * self, with self's own (broadcast) shape.
+    if (beta.toComplexDouble() == 0.0) {
+      out.zero_();
+    } else {
+      at::mul_out(out, self, at::scalar_tensor(beta, self.options().device(at::kCPU)));
+    }
+    return out;
+  }
   Tensor c = self.expand({m});
   const int64_t k = vec.size(0);
   batched_gemm(mat.unsqueeze(0), vec.as_strided({1, k, 1}, {0, vec.stride(0), 0}, vec.storage_offset()),
@@ -245,6 +297,7 @@ Tensor dot_impl(const Tensor& self, const Tensor& other) {
 }
 
 Tensor dot(const Tensor& self, const Tensor& other) {
+  check_devices({&self, &other});
   if (self.is_complex() || other.is_complex() || !all_gemm({&self, &other}))
     return call_cpu_fallback<at::_ops::dot>(self, other);
   dot_checks(self, other, "dot");
@@ -252,10 +305,79 @@ Tensor dot(const Tensor& self, const Tensor& other) {
 }
 
 Tensor vdot(const Tensor& self, const Tensor& other) {
+  check_devices({&self, &other});
   if (self.is_complex() || other.is_complex() || !all_gemm({&self, &other}))
     return call_cpu_fallback<at::_ops::vdot>(self, other);
   dot_checks(self, other, "vdot");
   return dot_impl(self, other);
+}
+
+// ---- addr -----------------------------------------------------------------------------------
+
+bool addr_native(const Tensor& self, const Tensor& vec1, const Tensor& vec2,
+                 const c10::Scalar& beta, const c10::Scalar& alpha, const Tensor& out) {
+  const auto st = out.scalar_type();
+  if (!(gemm_dtype(st) || st == at::kBool)) return false;
+  if (self.scalar_type() != st || vec1.scalar_type() != st || vec2.scalar_type() != st) return false;
+  for (const c10::Scalar* x : {&beta, &alpha}) {
+    if (x->isComplex()) return false;
+    // The CPU's own messages for the scalar kinds it refuses.
+    if (c10::isIntegralType(st, /*includeBool=*/true) && x->isFloatingPoint()) return false;
+    if (st != at::kBool && x->isBoolean()) return false;
+  }
+  for (const Tensor* t : {&self, &vec1, &vec2, &out})
+    if (t->device().type() != kDeviceType) return false;
+  return true;
+}
+
+Tensor& addr_out(const Tensor& self, const Tensor& vec1, const Tensor& vec2,
+                 const c10::Scalar& beta, const c10::Scalar& alpha, Tensor& out) {
+  if (!addr_native(self, vec1, vec2, beta, alpha, out))
+    return call_cpu_fallback<at::_ops::addr_out>(self, vec1, vec2, beta, alpha, out);
+  TORCH_CHECK(vec1.dim() == 1, "addr: Expected 1-D argument vec1, but got ", vec1.dim(), "-D");
+  TORCH_CHECK(vec2.dim() == 1, "addr: Expected 1-D argument vec2, but got ", vec2.dim(), "-D");
+  const int64_t m = vec1.size(0), n = vec2.size(0);
+  Tensor c = self.expand({m, n});
+  at::native::resize_output(out, c.sizes());
+  if (out.numel() == 0) return out;
+  const Compute compute = compute_type_of(out.scalar_type());
+  AddrDesc d;
+  d.m = static_cast<uint64_t>(m);
+  d.n = static_cast<uint64_t>(n);
+  d.alpha = multiplier(alpha, compute);
+  d.beta = multiplier(beta, compute);
+  const bool use_self = !is_zero_bits(d.beta, compute);
+  const bool direct = out.is_contiguous() && !shares_storage(out, vec1) &&
+                      !shares_storage(out, vec2) && !(use_self && shares_storage(out, self));
+  Tensor target = direct ? out : at::empty(out.sizes(), out.options());
+  TWGPU_TRY
+  auto ref = [](const Tensor& t, uint64_t rows, uint64_t cols) {
+    DeviceRef r = device_ref(t);
+    MatOperand o;
+    o.buffer = r.buffer;
+    o.offset = r.offset;
+    o.dtype = r.dtype;
+    o.rows = rows;
+    o.cols = cols;
+    return o;
+  };
+  d.vec1 = ref(vec1, static_cast<uint64_t>(vec1.stride(0)), 0);
+  d.vec2 = ref(vec2, 0, static_cast<uint64_t>(vec2.stride(0)));
+  if (use_self) d.self = ref(c, static_cast<uint64_t>(c.stride(0)), static_cast<uint64_t>(c.stride(1)));
+  d.out = ref(target, static_cast<uint64_t>(n), 1);
+  RuntimeLock lock;
+  addr(lock.ctx(), d);
+  TWGPU_CATCH
+  if (!direct) out.copy_(target);
+  return out;
+}
+
+Tensor addr_functional(const Tensor& self, const Tensor& vec1, const Tensor& vec2,
+                       const c10::Scalar& beta, const c10::Scalar& alpha) {
+  if (!addr_native(self, vec1, vec2, beta, alpha, self))
+    return call_cpu_fallback<at::_ops::addr>(self, vec1, vec2, beta, alpha);
+  Tensor out = at::empty({0}, self.options());
+  return addr_out(self, vec1, vec2, beta, alpha, out);
 }
 
 }  // namespace
@@ -271,6 +393,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("addbmm_", TORCH_FN(addbmm_));
   m.impl("dot", TORCH_FN(dot));
   m.impl("vdot", TORCH_FN(vdot));
+  m.impl("addr", TORCH_FN(addr_functional));
+  m.impl("addr.out", TORCH_FN(addr_out));
 }
 
 }  // namespace twgpu::aten

@@ -1,5 +1,6 @@
 #include "kernels/matmul.h"
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -49,7 +50,7 @@ void push_operand(std::vector<uint32_t>& u, uint32_t base, const MatOperand& o) 
   u[base + 4] = u32_or_fail(o.cols, "stride");
 }
 
-enum class Variant { Tiled, PerOutput, Reduce };
+enum class Variant { Tiled, Block, PerOutput, Reduce };
 
 // Shared WGSL: typed loads converted to the compute type, the batch base of an operand,
 // and the epilogue that applies alpha/beta and stores one output element.
@@ -141,6 +142,40 @@ std::string tiled_body(const Arith& ar) {
   return s;
 }
 
+// One invocation per 4x4 output block straight from the buffers, no shared memory (for
+// CPU adapters, where caches do the tiles' work and barriers are expensive). Loads clamp
+// to the last row/column so the inner loop has no branches; only valid outputs are stored.
+std::string block_body(const Arith& ar) {
+  std::string s = kernel_main(Grid::Invocations, 64);
+  s += "  let M = uw(4u);\n  let N = uw(5u);\n  let K = uw(6u);\n"
+       "  let bn = idx % uw(8u);\n  let rest = idx / uw(8u);\n"
+       "  let tiles_m = uw(9u) / uw(8u);\n"
+       "  let bm = rest % tiles_m;\n  let b = rest / tiles_m;\n"
+       "  let bo = b / uw(7u);\n  let bi = b % uw(7u);\n"
+       "  let r0 = bm * 4u;\n  let c0 = bn * 4u;\n"
+       "  var ai: array<u32, 4>;\n  var bj: array<u32, 4>;\n"
+       "  let abase = batch_base(16u, bo, bi);\n  let bbase = batch_base(21u, bo, bi);\n"
+       "  for (var i = 0u; i < 4u; i = i + 1u) {\n"
+       "    ai[i] = abase + min(r0 + i, M - 1u) * uw(19u);\n"
+       "    bj[i] = bbase + min(c0 + i, N - 1u) * uw(25u);\n"
+       "  }\n"
+       "  var acc: array<" + ar.type() + ", 16>;\n"
+       "  for (var i = 0u; i < 16u; i = i + 1u) { acc[i] = " + ar.zero() + "; }\n"
+       "  for (var k = 0u; k < K; k = k + 1u) {\n"
+       "    let ak = k * uw(20u);\n    let bk = k * uw(24u);\n"
+       "    var ra: array<" + ar.type() + ", 4>;\n    var rb: array<" + ar.type() + ", 4>;\n"
+       "    for (var i = 0u; i < 4u; i = i + 1u) { ra[i] = load_a(ai[i] + ak); rb[i] = load_b(bj[i] + bk); }\n"
+       "    for (var i = 0u; i < 4u; i = i + 1u) {\n"
+       "      for (var j = 0u; j < 4u; j = j + 1u) {\n"
+       "        acc[i * 4u + j] = " + ar.mac("acc[i * 4u + j]", "ra[i]", "rb[j]") + ";\n"
+       "      }\n    }\n  }\n"
+       "  for (var i = 0u; i < 4u; i = i + 1u) {\n"
+       "    for (var j = 0u; j < 4u; j = j + 1u) {\n"
+       "      if (r0 + i < M && c0 + j < N) { finish(bo, bi, r0 + i, c0 + j, acc[i * 4u + j]); }\n"
+       "    }\n  }\n}\n";
+  return s;
+}
+
 // One invocation per output element, looping over K (skinny products).
 std::string per_output_body(const Arith& ar) {
   std::string s = kernel_main(Grid::Invocations, 64);
@@ -185,6 +220,22 @@ std::string reduce_body(const Arith& ar) {
   return s;
 }
 
+// Software adapters (llvmpipe, lavapipe, SwiftShader) run workgroups on CPU cores: shared
+// memory buys nothing there and barriers cost, so large products use register blocks.
+// TORCH_WEBGPU_GEMM_VARIANT=tiled|block overrides the choice (tests cover both).
+bool cpu_adapter(Context& ctx) {
+  if (const char* force = std::getenv("TORCH_WEBGPU_GEMM_VARIANT")) {
+    const std::string f = force;
+    if (f == "tiled") return false;
+    if (f == "block") return true;
+  }
+  const AdapterDescription& a = ctx.adapter();
+  if (a.adapter_type == "CPU") return true;
+  for (const char* soft : {"llvmpipe", "lavapipe", "SwiftShader", "swiftshader"})
+    if (a.name.find(soft) != std::string::npos) return true;
+  return false;
+}
+
 }  // namespace
 
 void gemm(Context& ctx, const GemmDesc& d) {
@@ -195,13 +246,14 @@ void gemm(Context& ctx, const GemmDesc& d) {
 
   Variant v;
   if (d.m >= 16 && d.n >= 16)
-    v = Variant::Tiled;
+    v = cpu_adapter(ctx) ? Variant::Block : Variant::Tiled;
   else if (d.k >= 256 && outputs <= 4096)
     v = Variant::Reduce;
   else
     v = Variant::PerOutput;
 
-  const uint64_t tiles_m = (d.m + 31) / 32, tiles_n = (d.n + 31) / 32;
+  const uint64_t tile = v == Variant::Block ? 4 : 32;
+  const uint64_t tiles_m = (d.m + tile - 1) / tile, tiles_n = (d.n + tile - 1) / tile;
   std::vector<uint32_t> u(kOperands + 20, 0);
   u[kM] = u32_or_fail(d.m, "size");
   u[kN] = u32_or_fail(d.n, "size");
@@ -226,13 +278,16 @@ void gemm(Context& ctx, const GemmDesc& d) {
   // invocations: their stores are atomic.
   l.buffers.push_back({d.out.buffer, Access::ReadWrite, is_subword(d.out.dtype)});
   l.uniforms = u;
-  const char* vname = v == Variant::Tiled ? "tiled" : v == Variant::Reduce ? "reduce" : "per_out";
+  const char* vname = v == Variant::Tiled   ? "tiled"
+                      : v == Variant::Block ? "block"
+                      : v == Variant::Reduce ? "reduce"
+                                             : "per_out";
   l.key = std::string("gemm:") + vname + ":" + dtype_name(d.a.dtype) + "," +
           dtype_name(d.b.dtype) + "," + (has_c ? dtype_name(d.c.dtype) : "-") + "," +
           dtype_name(d.out.dtype) + ":" + compute_name(d.compute);
-  if (v == Variant::PerOutput) {
+  if (v == Variant::PerOutput || v == Variant::Block) {
     l.grid = Grid::Invocations;
-    l.count = outputs;
+    l.count = v == Variant::Block ? batch * tiles_m * tiles_n : outputs;
     l.workgroup = 64;
   } else {
     l.grid = Grid::Groups;
@@ -244,6 +299,7 @@ void gemm(Context& ctx, const GemmDesc& d) {
   l.body = [&, desc, has_c, v, ar] {
     std::string s = gemm_common(desc, l.buffers, has_c);
     if (v == Variant::Tiled) s += tiled_body(ar);
+    else if (v == Variant::Block) s += block_body(ar);
     else if (v == Variant::Reduce) s += reduce_body(ar);
     else s += per_output_body(ar);
     return s;
@@ -323,7 +379,7 @@ void conv_im2col(Context& ctx, const ConvGeometry& g, WGPUBuffer x, uint64_t x_o
 }
 
 void conv_col2im(Context& ctx, const ConvGeometry& g, WGPUBuffer col, const ColLayout& layout,
-                 WGPUBuffer x, DType x_dtype, const MatOperand& bias) {
+                 WGPUBuffer x, uint64_t x_offset, DType x_dtype, const MatOperand& bias) {
   const uint64_t count = uint64_t(g.batch) * g.groups * g.cx * g.x_spatial();
   if (count == 0) return;
   KernelLaunch l;
@@ -332,7 +388,7 @@ void conv_col2im(Context& ctx, const ConvGeometry& g, WGPUBuffer col, const ColL
   l.buffers = {{col, Access::Read, false}};
   if (has_bias) l.buffers.push_back({bias.buffer, Access::Read, false});
   l.buffers.push_back({x, Access::ReadWrite, is_subword(x_dtype)});
-  l.uniforms = conv_uniforms(g, layout, 0);
+  l.uniforms = conv_uniforms(g, layout, x_offset);
   l.uniforms.resize(kCvXOff + 4, 0);
   if (has_bias) {
     l.uniforms[kCvXOff + 1] = u32_or_fail(bias.offset, "offset");
@@ -377,7 +433,76 @@ void conv_col2im(Context& ctx, const ConvGeometry& g, WGPUBuffer col, const ColL
          "    }\n"
          "  }\n"
          "  " + std::string(has_bias ? "acc = acc + load_bias(uw(37u) + (g * uw(6u) + c) * uw(38u));\n" : "") +
-         "  store_x(idx, acc);\n}\n";
+         "  store_x(uw(36u) + idx, acc);\n}\n";
+    return s;
+  };
+  launch_kernel(ctx, l);
+}
+
+}  // namespace twgpu
+
+namespace twgpu {
+
+void addr(Context& ctx, const AddrDesc& d) {
+  const uint64_t count = d.m * d.n;
+  if (count == 0) return;
+  const DType dt = d.out.dtype;
+  const Compute c = compute_type_for(dt);
+  const bool has_self = d.self.buffer != nullptr;
+  KernelLaunch l;
+  l.key = std::string("addr:") + dtype_name(dt) + (has_self ? ":self" : "");
+  l.buffers = {{d.vec1.buffer, Access::Read, false}, {d.vec2.buffer, Access::Read, false}};
+  if (has_self) l.buffers.push_back({d.self.buffer, Access::Read, false});
+  l.buffers.push_back({d.out.buffer, Access::ReadWrite, is_subword(dt)});
+  std::vector<uint32_t> u(20, 0);
+  u[4] = u32_or_fail(d.n, "size");
+  u[5] = u32_or_fail(d.vec1.offset, "offset");
+  u[6] = u32_or_fail(d.vec1.rows, "stride");
+  u[7] = u32_or_fail(d.vec2.offset, "offset");
+  u[8] = u32_or_fail(d.vec2.cols, "stride");
+  if (has_self) {
+    u[9] = u32_or_fail(d.self.offset, "offset");
+    u[10] = u32_or_fail(d.self.rows, "stride");
+    u[11] = u32_or_fail(d.self.cols, "stride");
+  }
+  u[12] = u32_or_fail(d.out.offset, "offset");
+  u[13] = d.alpha.lo;
+  u[14] = d.alpha.hi;
+  u[15] = d.beta.lo;
+  u[16] = d.beta.hi;
+  l.uniforms = u;
+  l.count = count;
+  l.workgroup = 64;
+  l.body = [&, dt, c, has_self] {
+    std::string s = kernel_load("load_v1", l.buffers, 0, dt) + kernel_load("load_v2", l.buffers, 1, dt);
+    if (has_self) s += kernel_load("load_self", l.buffers, 2, dt);
+    s += kernel_store("store_out", l.buffers, l.buffers.size() - 1, dt, c);
+    if (dt == DType::Float16)
+      s += "fn rnd(x: f32) -> f32 { return f16_bits_to_f32(f32_to_f16_bits(x)); }\n";
+    else if (dt == DType::BFloat16)
+      s += "fn rnd(x: f32) -> f32 { return bf16_bits_to_f32(f32_to_bf16_bits(x)); }\n";
+    else
+      s += "fn rnd(x: f32) -> f32 { return x; }\n";
+    s += kernel_main(Grid::Invocations, 64);
+    s += "  let j = idx % uw(4u);\n  let i = idx / uw(4u);\n"
+         "  let v1 = load_v1(uw(5u) + i * uw(6u));\n  let v2 = load_v2(uw(7u) + j * uw(8u));\n";
+    const std::string alpha = wgsl_scalar(c, "uw(13u)", "uw(14u)");
+    const std::string beta = wgsl_scalar(c, "uw(15u)", "uw(16u)");
+    std::string self = has_self ? "load_self(uw(9u) + i * uw(10u) + j * uw(11u))" : "";
+    if (dt == DType::Bool) {
+      s += "  var r = " + alpha + " != 0 && v1 != 0 && v2 != 0;\n";
+      if (has_self) s += "  r = r || (" + beta + " != 0 && " + self + " != 0);\n";
+      s += "  store_out(uw(12u) + idx, select(0, 1, r));\n}\n";
+    } else if (c == Compute::F32) {
+      s += "  var r = rnd(rnd(rnd(" + alpha + ") * v1) * v2);\n";
+      if (has_self) s += "  r = rnd(rnd(rnd(" + beta + ") * " + self + ") + r);\n";
+      s += "  store_out(uw(12u) + idx, r);\n}\n";
+    } else {
+      Arith ar{c};
+      s += "  var r = " + ar.mul(ar.mul(alpha, "v1"), "v2") + ";\n";
+      if (has_self) s += "  r = " + ar.add(ar.mul(beta, self), "r") + ";\n";
+      s += "  store_out(uw(12u) + idx, r);\n}\n";
+    }
     return s;
   };
   launch_kernel(ctx, l);

@@ -65,10 +65,26 @@ void conv_im2col(Context& ctx, const ConvGeometry& g, WGPUBuffer x, uint64_t x_o
                  DType x_dtype, WGPUBuffer col, const ColLayout& layout);
 
 // The adjoint: x[n, g * cx + c, i] = sum of col[n, g, (c, k), o] over every (k, o) with
-// o * stride - pad + k * dil == i. col: float32 with `layout`; x: fresh contiguous buffer
-// of `x_dtype`. `bias` (buffer null: none; rows = its stride) adds bias[channel] to the
+// o * stride - pad + k * dil == i. col: float32 with `layout`; x: contiguous elements of
+// `x_dtype` from `x_offset` on. `bias` (buffer null: none; rows = its stride) adds bias[channel] to the
 // float32 sum before the one rounding.
 void conv_col2im(Context& ctx, const ConvGeometry& g, WGPUBuffer col, const ColLayout& layout,
-                 WGPUBuffer x, DType x_dtype, const MatOperand& bias = {});
+                 WGPUBuffer x, uint64_t x_offset, DType x_dtype, const MatOperand& bias = {});
+
+}  // namespace twgpu
+
+namespace twgpu {
+
+// out[i, j] = beta * self[i, j] + alpha * vec1[i] * vec2[j] (the outer-product update),
+// computed as the CPU computes it: in the dtype itself, each product and sum rounded to
+// it (float16/bfloat16 through float32), logical and/or for bool. `self` is addressed
+// through (rows, cols) strides, so broadcasting is stride 0; buffer null: beta is zero.
+// out: contiguous m x n. alpha/beta: already in the dtype's compute type (bool: 0/1).
+struct AddrDesc {
+  uint64_t m = 0, n = 0;
+  MatOperand self, vec1, vec2, out;  // vec1: rows stride; vec2: cols stride
+  ScalarBits alpha, beta;
+};
+void addr(Context& ctx, const AddrDesc& d);
 
 }  // namespace twgpu

@@ -1,0 +1,429 @@
+"""The native matrix-product family against the CPU: mm, bmm, addmm, baddbmm, addbmm,
+mv/addmv, dot/vdot and the composites on top of them (matmul, linear, einsum, inner,
+outer, tensordot), over dtypes, shapes off the kernel's tile sizes, empty shapes,
+transposed/sliced/offset/broadcast operands, out= and in-place forms, error messages and
+gradients. Tests marked with the `no_fallback` fixture prove the op ran natively."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from conftest import DEVICE, assert_same, check, dev, make, run_python
+
+GEMM_DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32,
+               torch.int16, torch.int8, torch.uint8]
+# Float products of longer rows differ from the CPU's summation order by rounding only.
+LOOSE = {torch.float32: dict(rtol=1e-4, atol=1e-4), torch.float16: dict(rtol=2e-3, atol=2e-3),
+         torch.bfloat16: dict(rtol=2e-2, atol=2e-2)}
+
+
+def small(shape, dtype, seed=0):
+    """Inputs whose products stay exact in the integer dtypes' ranges (wrapping is tested
+    separately) and well-conditioned in the float ones."""
+    if dtype.is_floating_point:
+        return make(shape, dtype, seed=seed, low=-2, high=2)
+    return make(shape, dtype, seed=seed, low=-3 if dtype != torch.uint8 else 0, high=3)
+
+
+def close(fn, *args, **kw):
+    actual, expected = fn(*[dev(a) for a in args], **kw), fn(*args, **kw)
+    dtype = expected.dtype
+    assert_same(actual, expected, **LOOSE.get(dtype, dict(rtol=0, atol=0)))
+
+
+def same_error(fn, *args):
+    """The device raises the CPU's exception type with the CPU's message."""
+    with pytest.raises(Exception) as cpu_info:
+        fn(*args)
+    with pytest.raises(Exception) as dev_info:
+        fn(*[dev(a) for a in args])
+    assert type(dev_info.value) is type(cpu_info.value)
+    assert str(dev_info.value).split("\n")[0] == str(cpu_info.value).split("\n")[0]
+
+
+# ---- mm ----------------------------------------------------------------------------------
+
+MM_SHAPES = [(2, 3, 4), (1, 1, 1), (1, 7, 1), (1, 300, 1), (3, 5, 1), (1, 5, 40), (33, 17, 40),
+             (17, 300, 3), (64, 64, 65), (5, 0, 3), (0, 4, 3), (3, 4, 0)]
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("m,k,n", MM_SHAPES)
+def test_mm_shapes(m, k, n):
+    close(torch.mm, small((m, k), torch.float32), small((k, n), torch.float32, seed=1))
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("dtype", GEMM_DTYPES)
+@pytest.mark.parametrize("m,k,n", [(13, 9, 20), (40, 33, 35), (2, 300, 2)])
+def test_mm_dtypes(dtype, m, k, n):
+    close(torch.mm, small((m, k), dtype), small((k, n), dtype, seed=1))
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8])
+def test_mm_integer_wraps_like_cpu(dtype):
+    info = torch.iinfo(dtype)
+    hi = min(info.max, 2**62)
+    lo = max(info.min, -(2**62))
+    a = make((20, 37), dtype, low=lo, high=hi)
+    b = make((37, 18), dtype, seed=1, low=lo, high=hi)
+    close(torch.mm, a, b)
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_mm_strided_operands():
+    base_a = small((50, 40), torch.float32)
+    base_b = small((60, 70), torch.float32, seed=1)
+    cases = [
+        (base_a.t(), base_b[:50, :30]),                 # transposed A
+        (base_a[3:20, 5:], base_b.t()[:35, 7:40]),      # offsets, transposed B
+        (base_a[::2, ::3], base_b[:14, ::2]),           # steps
+        (base_a[1:2], base_b[:40, 1:2]),                # single row / column
+        (base_a[:, 2].expand(5, 50)[:, :40], base_b[:40, :9]),  # stride-0 rows
+    ]
+    for a, b in cases:
+        assert torch.mm(dev(a), dev(b)).shape == (a.shape[0], b.shape[1])
+        close(torch.mm, a, b)
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_mm_half_strided():
+    base = small((30, 31), torch.float16)
+    close(torch.mm, base[1:, 1:].t(), base[1:, 3:20])
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_mm_out():
+    a, b = small((9, 7), torch.float32), small((7, 11), torch.float32, seed=1)
+    out = dev(torch.full((9, 11), 5.0))
+    r = torch.mm(dev(a), dev(b), out=out)
+    assert r.data_ptr() == out.data_ptr()
+    assert_same(out, a @ b, **LOOSE[torch.float32])
+    # Resized from empty; non-contiguous out; out viewing a bigger buffer.
+    out = dev(torch.empty(0))
+    torch.mm(dev(a), dev(b), out=out)
+    assert_same(out, a @ b, **LOOSE[torch.float32])
+    big = dev(torch.zeros(11, 9))
+    torch.mm(dev(a), dev(b), out=big.t())
+    assert_same(big.t(), a @ b, **LOOSE[torch.float32])
+    # out aliasing an input.
+    sq = small((8, 8), torch.float32)
+    d = dev(sq)
+    torch.mm(d, d, out=d)
+    assert_same(d, sq @ sq, **LOOSE[torch.float32])
+
+
+def test_mm_errors():
+    same_error(torch.mm, torch.randn(2, 3), torch.randn(4, 5))
+    same_error(torch.mm, torch.randn(3), torch.randn(3, 5))
+    same_error(torch.mm, torch.randn(2, 3), torch.randn(3))
+    same_error(torch.mm, torch.randn(2, 3), torch.randn(3, 2, dtype=torch.float16))
+    same_error(lambda a, b, o: torch.mm(a, b, out=o), torch.randn(2, 3), torch.randn(3, 2),
+               torch.empty(0, dtype=torch.int32))
+    # The CPU refuses bool.
+    check(torch.mm, torch.ones(2, 3, dtype=torch.bool), torch.ones(3, 2, dtype=torch.bool))
+
+
+def test_mm_float64_through_fallback(quiet_fallback):
+    close(torch.mm, torch.randn(5, 6, dtype=torch.float64), torch.randn(6, 4, dtype=torch.float64))
+
+
+# ---- bmm / baddbmm / addbmm -----------------------------------------------------------------
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64, torch.int8])
+@pytest.mark.parametrize("b,m,k,n", [(3, 5, 7, 4), (2, 33, 17, 40), (1, 1, 1, 1), (0, 3, 4, 5),
+                                     (2, 0, 4, 5), (2, 3, 0, 5)])
+def test_bmm(dtype, b, m, k, n):
+    close(torch.bmm, small((b, m, k), dtype), small((b, k, n), dtype, seed=1))
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_bmm_broadcast_and_transposed():
+    a = small((1, 20, 30), torch.float32).expand(4, 20, 30)   # batch stride 0
+    b = small((4, 18, 30), torch.float32, seed=1).transpose(1, 2)
+    close(torch.bmm, a, b)
+    close(torch.bmm, small((30, 4, 20), torch.float32).permute(1, 2, 0), b)
+
+
+def test_bmm_errors():
+    same_error(torch.bmm, torch.randn(2, 2, 3), torch.randn(2, 4, 2))
+    same_error(torch.bmm, torch.randn(2, 2, 3), torch.randn(3, 3, 2))
+    same_error(torch.bmm, torch.randn(2, 3), torch.randn(3, 3, 2))
+    same_error(torch.bmm, torch.randn(2, 2, 3), torch.randn(2, 3, 2, dtype=torch.float16))
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32])
+def test_baddbmm(dtype):
+    b1, b2 = small((3, 20, 9), dtype), small((3, 9, 17), dtype, seed=1)
+    for self_shape in [(3, 20, 17), (20, 1), (17,), ()]:
+        c = small(self_shape, dtype, seed=2)
+        close(torch.baddbmm, c, b1, b2)
+        close(lambda c, x, y: torch.baddbmm(c, x, y, beta=2, alpha=3), c, b1, b2)
+    out = dev(torch.empty(0, dtype=dtype))
+    torch.baddbmm(dev(c), dev(b1), dev(b2), out=out)
+    assert_same(out, torch.baddbmm(c, b1, b2), **LOOSE.get(dtype, dict(rtol=0, atol=0)))
+    same_error(torch.baddbmm, torch.randn(3, 2, 2), torch.randn(2, 2, 3), torch.randn(2, 3, 2))
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_baddbmm_inplace():
+    c, b1, b2 = small((2, 5, 6), torch.float32), small((2, 5, 4), torch.float32), small((2, 4, 6), torch.float32)
+    d = dev(c)
+    d.baddbmm_(dev(b1), dev(b2), alpha=0.5)
+    assert_same(d, c.clone().baddbmm_(b1, b2, alpha=0.5), **LOOSE[torch.float32])
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64])
+def test_addbmm(dtype):
+    b1, b2 = small((4, 20, 9), dtype), small((4, 9, 17), dtype, seed=1)
+    for self_shape in [(20, 17), (17,), (20, 1)]:
+        close(lambda c, x, y: torch.addbmm(c, x, y, beta=2, alpha=3),
+              small(self_shape, dtype, seed=2), b1, b2)
+    c = small((20, 17), dtype, seed=2)
+    d = dev(c)
+    d.addbmm_(dev(b1), dev(b2))
+    assert_same(d, c.clone().addbmm_(b1, b2), **LOOSE.get(dtype, dict(rtol=0, atol=0)))
+    out = dev(torch.empty(3, dtype=dtype))
+    torch.addbmm(dev(c), dev(b1), dev(b2), out=out)
+    assert_same(out, torch.addbmm(c, b1, b2), **LOOSE.get(dtype, dict(rtol=0, atol=0)))
+    # No batches: beta * self.
+    close(lambda c, x, y: torch.addbmm(c, x, y, beta=2), c, b1[:0], b2[:0])
+
+
+def test_addbmm_errors():
+    same_error(torch.addbmm, torch.randn(2, 2), torch.randn(2, 2, 3), torch.randn(3, 3, 2))
+    same_error(torch.addbmm, torch.randn(2, 2), torch.randn(2, 2, 3), torch.randn(2, 4, 2))
+    same_error(torch.addbmm, torch.randn(2, 2), torch.randn(2, 3), torch.randn(2, 3, 2))
+    same_error(torch.addbmm, torch.randn(3, 3), torch.randn(2, 2, 3), torch.randn(2, 3, 2))
+    same_error(torch.addbmm, torch.randn(2, 2), torch.randn(3), torch.randn(2, 3, 2))
+
+
+def test_addbmm_inplace_broadcast_self(quiet_fallback):
+    # The CPU resizes a broadcast self in place.
+    c, b1, b2 = torch.randn(2), torch.randn(3, 2, 4), torch.randn(3, 4, 2)
+    d = dev(c)
+    d.addbmm_(dev(b1), dev(b2))
+    assert_same(d, c.clone().addbmm_(b1, b2), **LOOSE[torch.float32])
+
+
+# ---- addmm --------------------------------------------------------------------------------
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("dtype", GEMM_DTYPES)
+def test_addmm(dtype):
+    a, b = small((19, 9), dtype), small((9, 33), dtype, seed=1)
+    for self_shape in [(19, 33), (33,), (19, 1), ()]:
+        close(torch.addmm, small(self_shape, dtype, seed=2), a, b)
+    close(lambda c, x, y: torch.addmm(c, x, y, beta=2, alpha=3), small((33,), dtype, seed=2), a, b)
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_addmm_scalars():
+    a, b = small((6, 5), torch.float32), small((5, 7), torch.float32, seed=1)
+    c = torch.full((6, 7), float("nan"))
+    # beta == 0 ignores self, NaN included.
+    close(lambda c, x, y: torch.addmm(c, x, y, beta=0), c, a, b)
+    close(lambda c, x, y: torch.addmm(c, x, y, beta=0.25, alpha=-1.5), small((6, 7), torch.float32), a, b)
+    ia, ib, ic = small((6, 5), torch.int32), small((5, 7), torch.int32, seed=1), small((6, 7), torch.int32)
+    # Float multipliers convert to the integer dtype (0.5 -> 0) as on the CPU.
+    close(lambda c, x, y: torch.addmm(c, x, y, beta=0.5, alpha=2.7), ic, ia, ib)
+    # k == 0: beta * self.
+    close(lambda c, x, y: torch.addmm(c, x, y, beta=3), small((6, 7), torch.float32), a[:, :0], b[:0])
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_addmm_inplace_and_out():
+    a, b, c = small((6, 5), torch.float32), small((5, 7), torch.float32, seed=1), small((6, 7), torch.float32)
+    d = dev(c)
+    d.addmm_(dev(a), dev(b), beta=0.5)
+    assert_same(d, c.clone().addmm_(a, b, beta=0.5), **LOOSE[torch.float32])
+    out = dev(torch.empty(2, 2))
+    torch.addmm(dev(c), dev(a), dev(b), out=out)
+    assert_same(out, torch.addmm(c, a, b), **LOOSE[torch.float32])
+
+
+def test_addmm_errors():
+    same_error(torch.addmm, torch.randn(3, 3), torch.randn(2, 3), torch.randn(3, 2))
+    same_error(torch.addmm, torch.randn(2, 2, dtype=torch.float16), torch.randn(2, 3), torch.randn(3, 2))
+    same_error(torch.addmm, torch.randn(2, 2), torch.randn(2, 3), torch.randn(4, 2))
+    same_error(lambda c, a, b: c.addmm_(a, b), torch.randn(2), torch.randn(2, 3), torch.randn(3, 2))
+    same_error(torch.addmm, torch.randn(2, 2), torch.randn(2, 3, dtype=torch.float16), torch.randn(3, 2))
+    same_error(torch.addmm, torch.randn(2, 2), torch.randn(2, 3), torch.randn(3, 2, dtype=torch.float16))
+
+
+# ---- mv / addmv / dot / vdot -------------------------------------------------------------------
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64, torch.uint8])
+@pytest.mark.parametrize("m,k", [(5, 7), (1, 1), (3, 500), (40, 3), (0, 4), (4, 0)])
+def test_mv_addmv(dtype, m, k):
+    mat, vec = small((m, k), dtype), small((k,), dtype, seed=1)
+    close(torch.mv, mat, vec)
+    close(lambda c, x, y: torch.addmv(c, x, y, beta=2, alpha=3), small((m,), dtype, seed=2), mat, vec)
+    close(torch.addmv, small((1,), dtype, seed=2), mat, vec)
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_mv_strided():
+    base = small((30, 40), torch.float32)
+    close(torch.mv, base.t()[3:, ::2], base[::2, 5][:15])
+    close(torch.mv, base[2:9], base[0])
+
+
+def test_mv_errors():
+    same_error(torch.mv, torch.randn(2, 3), torch.randn(4))
+    same_error(torch.mv, torch.randn(2, 3, 4), torch.randn(4))
+    same_error(torch.mv, torch.randn(2, 3), torch.randn(3, dtype=torch.float16))
+    same_error(torch.addmv, torch.randn(3), torch.randn(2, 3), torch.randn(3))
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("dtype", GEMM_DTYPES)
+@pytest.mark.parametrize("n", [0, 1, 7, 1000])
+def test_dot_vdot(dtype, n):
+    a, b = small((n,), dtype), small((n,), dtype, seed=1)
+    close(torch.dot, a, b)
+    close(torch.vdot, a, b)
+    base = small((3 * n + 2,), dtype, seed=3)
+    close(torch.dot, base[2::3], base[:n])
+
+
+def test_dot_errors():
+    same_error(torch.dot, torch.randn(3), torch.randn(4))
+    same_error(torch.dot, torch.randn(3, 1), torch.randn(3))
+    same_error(torch.dot, torch.randn(3), torch.randn(3, dtype=torch.float16))
+    same_error(torch.vdot, torch.randn(3), torch.randn(4))
+    check(torch.dot, torch.ones(3, dtype=torch.bool), torch.ones(3, dtype=torch.bool))
+
+
+# ---- composites --------------------------------------------------------------------------------
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("sa,sb", [((3,), (3,)), ((2, 3), (3,)), ((3,), (3, 4)), ((5, 20, 30), (30, 18)),
+                                   ((2, 1, 20, 30), (3, 30, 18)), ((4, 7, 3), (4, 3, 9)),
+                                   ((7,), (2, 7, 5))])
+def test_matmul(sa, sb):
+    close(torch.matmul, small(sa, torch.float32), small(sb, torch.float32, seed=1))
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_linear_einsum_inner_outer():
+    x, w, bias = small((4, 5, 30), torch.float32), small((18, 30), torch.float32, seed=1), small((18,), torch.float32, seed=2)
+    close(F.linear, x, w, bias)
+    close(F.linear, x[0], w)
+    close(lambda a, b: torch.einsum("bij,bjk->bik", a, b), small((3, 4, 5), torch.float32),
+          small((3, 5, 6), torch.float32, seed=1))
+    close(torch.inner, small((4, 5), torch.float32), small((3, 5), torch.float32, seed=1))
+    close(torch.outer, small((4,), torch.float32), small((3,), torch.float32, seed=1))
+    close(lambda a, b: torch.tensordot(a, b, dims=([1, 2], [0, 1])), small((3, 4, 5), torch.float32),
+          small((4, 5, 6), torch.float32, seed=1))
+
+
+# ---- autograd ------------------------------------------------------------------------------------
+
+@pytest.mark.usefixtures("quiet_fallback")
+@pytest.mark.parametrize("op", ["mm", "bmm", "addmm", "matmul", "linear"])
+def test_gradients(op):
+    shapes = {"mm": [(6, 5), (5, 7)], "bmm": [(2, 6, 5), (2, 5, 7)], "addmm": [(7,), (6, 5), (5, 7)],
+              "matmul": [(2, 6, 5), (5, 7)], "linear": [(3, 6, 5), (7, 5), (7,)]}[op]
+    fn = {"mm": torch.mm, "bmm": torch.bmm, "addmm": torch.addmm, "matmul": torch.matmul,
+          "linear": F.linear}[op]
+    cpu_in = [small(s, torch.float32, seed=i).requires_grad_() for i, s in enumerate(shapes)]
+    dev_in = [dev(t.detach()).requires_grad_() for t in cpu_in]
+    expected, actual = fn(*cpu_in), fn(*dev_in)
+    grad = small(tuple(expected.shape), torch.float32, seed=9)
+    expected.backward(grad)
+    actual.backward(dev(grad))
+    assert_same(actual.detach(), expected.detach(), **LOOSE[torch.float32])
+    for c, d in zip(cpu_in, dev_in):
+        assert d.grad.device.type == DEVICE
+        assert_same(d.grad, c.grad, **LOOSE[torch.float32])
+
+
+# ---- addr ------------------------------------------------------------------------------------
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("dtype", GEMM_DTYPES + [torch.bool])
+def test_addr(dtype):
+    gen = small if dtype != torch.bool else make
+    v1, v2 = gen((5,), dtype), gen((7,), dtype, seed=1)
+    if dtype.is_floating_point:
+        scal = dict(beta=0.6, alpha=0.2)
+    elif dtype == torch.bool:
+        scal = dict(beta=True, alpha=True)
+    else:
+        scal = dict(beta=2, alpha=3)
+    for self_shape in [(5, 7), (7,), (5, 1), ()]:
+        c = gen(self_shape, dtype, seed=2)
+        # float16/bfloat16 round after every product and sum, as the CPU kernel does.
+        check(torch.addr, c, v1, v2, exact=not dtype.is_floating_point, **scal)
+        check(torch.addr, c, v1, v2, exact=not dtype.is_floating_point)
+    ignored = torch.full((5, 7), float("nan"), dtype=dtype) if dtype.is_floating_point else gen((5, 7), dtype, seed=3)
+    check(lambda c, a, b: torch.addr(c, a, b, beta=0), ignored, v1, v2, exact=not dtype.is_floating_point)
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_addr_views_inplace_out():
+    base = small((20,), torch.float32)
+    c = small((4, 6), torch.float32, seed=1)
+    check(torch.addr, c.t(), base[::3][:6], base[1:5])
+    d = dev(c)
+    d.addr_(dev(base[:4]), dev(base[4:10]), alpha=2)
+    assert_same(d, c.clone().addr_(base[:4], base[4:10], alpha=2))
+    out = dev(torch.empty(0))
+    torch.addr(dev(c), dev(base[:4]), dev(base[4:10]), out=out)
+    assert_same(out, torch.addr(c, base[:4], base[4:10]))
+    check(torch.addr, c[:0], base[:0], base[4:10])
+
+
+def test_addr_errors(quiet_fallback):
+    same_error(torch.addr, torch.randn(2, 3), torch.randn(2, 1), torch.randn(3))
+    same_error(torch.addr, torch.randn(2, 3), torch.randn(2), torch.randn(3, 1))
+    same_error(torch.addr, torch.randn(3, 3), torch.randn(2), torch.randn(3))
+    ints = [torch.ones(2, 3, dtype=torch.int32), torch.ones(2, dtype=torch.int32), torch.ones(3, dtype=torch.int32)]
+    same_error(lambda *a: torch.addr(*a, alpha=0.5), *ints)
+    # Mixed dtypes promote (computed on the CPU).
+    check(torch.addr, torch.randn(2, 3), torch.randn(2).half(), torch.randn(3))
+
+
+def test_shared_memory_tiles_variant():
+    """Software adapters default to register blocks; the shared-memory tiled kernel (the
+    GPU path) must agree with the CPU too."""
+    code = (
+        "import torch, torch_webgpu\n"
+        "for dt in (torch.float32, torch.float16, torch.int64, torch.int8):\n"
+        "    for (b, m, k, n) in ((1, 33, 17, 40), (2, 64, 70, 31), (3, 16, 0, 16)):\n"
+        "        a = torch.randint(-3, 4, (b, m, k)).to(dt)\n"
+        "        c = torch.randint(-3, 4, (b, n, k)).to(dt).transpose(1, 2)\n"
+        "        r = torch.bmm(a.to('webgpu'), c.to('webgpu')).cpu()\n"
+        "        assert torch.equal(r, torch.bmm(a, c)), (dt, b, m, k, n)\n"
+        "print('ok')\n")
+    result = run_python(code, env={"TORCH_WEBGPU_GEMM_VARIANT": "tiled",
+                                    "TORCH_WEBGPU_DISABLE_CPU_FALLBACK": "1"})
+    assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-2000:]
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("m,k,n", [(3, 4, 5), (40, 33, 37)])
+def test_mm_special_values(m, k, n):
+    a, b = small((m, k), torch.float32), small((k, n), torch.float32, seed=1)
+    a[0, 0], a[1, 2], b[3, 1] = float("inf"), float("nan"), float("-inf")
+    b[0, 2] = 0.0  # inf * 0 -> nan in that output only
+    actual, expected = torch.mm(dev(a), dev(b)).cpu(), torch.mm(a, b)
+    assert torch.equal(actual.isnan(), expected.isnan())
+    assert torch.equal(actual.isinf(), expected.isinf())
+    finite = expected.isfinite()
+    torch.testing.assert_close(actual[finite], expected[finite], rtol=1e-4, atol=1e-4)
+
+
+def test_mixed_devices_raise():
+    a = torch.ones(2, 3, device=DEVICE)
+    for fn in (lambda: torch.mm(a, torch.ones(3, 2)), lambda: torch.mm(torch.ones(4, 2), a),
+               lambda: torch.bmm(a[None], torch.ones(1, 3, 2)), lambda: torch.addmm(torch.ones(2, 2), a, a.t()),
+               lambda: torch.dot(a[0], torch.ones(3)), lambda: torch.mv(a, torch.ones(3))):
+        with pytest.raises(RuntimeError, match=r"Expected all tensors to be on the same device") as info:
+            fn()
+        assert "webgpu:0" in str(info.value) and "cpu" in str(info.value)
