@@ -238,23 +238,66 @@ Tensor& normal_(Tensor& self, double mean, double std, Gen gen) {
   return at::native::templates::normal_impl_<NormalKernel, void*>(self, mean, std, gen);
 }
 
-Tensor normal_tensor_float(const Tensor& mean, double std, Gen gen) {
-  return at::native::templates::normal_impl<NormalKernel, void*>(mean, std, gen);
+// normal with tensor parameters, as ATen's templates (including their quirks: the
+// Tensor_float out= variant broadcasts mean against the out tensor's current shape), but
+// checking std >= 0 on the device instead of through a min reduction.
+void check_std_tensor(const Tensor& std) {
+  TORCH_CHECK(!std.is_complex(), "normal expects standard deviation to be non-complex");
+  if (std.numel() == 0) return;
+  if (!native_float(std)) {
+    TORCH_CHECK(std.min().ge(0).item<bool>(), "normal expects all elements of std >= 0.0");
+    return;
+  }
+  Tensor values = std.contiguous();
+  Tensor flag = at::zeros({1}, std.options().dtype(at::kInt));
+  TWGPU_TRY
+  RuntimeLock lock;
+  rng::flag_negative_or_nan(lock.ctx(), buffer_ref(values), static_cast<uint64_t>(values.numel()),
+                            device_ref(flag).buffer);
+  TWGPU_CATCH
+  TORCH_CHECK(flag.cpu().item<int32_t>() == 0, "normal expects all elements of std >= 0.0");
 }
+
+void standard_normal(Tensor& output, Gen gen) {
+  at::native::templates::normal_impl_<NormalKernel, void*>(output, 0, 1, gen);
+}
+
 Tensor& normal_tensor_float_out(const Tensor& mean, double std, Gen gen, Tensor& out) {
-  return at::native::templates::normal_out_impl<NormalKernel, void*>(out, mean, std, gen);
+  TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
+  at::native::resize_output(out, at::infer_size(mean.sizes(), out.sizes()));
+  at::native::templates::normal_impl_<NormalKernel, void*>(out, 0, std, gen);
+  out.add_(mean);
+  return out;
 }
-Tensor normal_float_tensor(double mean, const Tensor& std, Gen gen) {
-  return at::native::templates::normal_impl<NormalKernel, void*>(mean, std, gen);
+Tensor normal_tensor_float(const Tensor& mean, double std, Gen gen) {
+  TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
+  Tensor out = at::empty_like(mean, c10::MemoryFormat::Contiguous);
+  return normal_tensor_float_out(mean, std, gen, out);
 }
 Tensor& normal_float_tensor_out(double mean, const Tensor& std, Gen gen, Tensor& out) {
-  return at::native::templates::normal_out_impl<NormalKernel, void*>(out, mean, std, gen);
+  check_std_tensor(std);
+  at::native::resize_output(out, std.sizes());
+  standard_normal(out, gen);
+  out.mul_(std).add_(mean);
+  return out;
 }
-Tensor normal_tensor_tensor(const Tensor& mean, const Tensor& std, Gen gen) {
-  return at::native::templates::normal_impl<NormalKernel, void*>(mean, std, gen);
+Tensor normal_float_tensor(double mean, const Tensor& std, Gen gen) {
+  check_std_tensor(std);
+  Tensor out = at::empty_like(std, c10::MemoryFormat::Contiguous);
+  return normal_float_tensor_out(mean, std, gen, out);
 }
 Tensor& normal_tensor_tensor_out(const Tensor& mean, const Tensor& std, Gen gen, Tensor& out) {
-  return at::native::templates::normal_out_impl<NormalKernel, void*>(out, mean, std, gen);
+  check_std_tensor(std);
+  at::native::resize_output(out, at::infer_size(mean.sizes(), std.sizes()));
+  standard_normal(out, gen);
+  out.mul_(std).add_(mean);
+  return out;
+}
+Tensor normal_tensor_tensor(const Tensor& mean, const Tensor& std, Gen gen) {
+  check_std_tensor(std);
+  Tensor out = at::empty(at::infer_size(mean.sizes(), std.sizes()), mean.options(),
+                         c10::MemoryFormat::Contiguous);
+  return normal_tensor_tensor_out(mean, std, gen, out);
 }
 
 Tensor& log_normal_(Tensor& self, double mean, double std, Gen gen) {

@@ -517,4 +517,24 @@ uint64_t multinomial_without_replacement(Context& ctx, const BufferRef& probs, W
   return rows * cats;
 }
 
+void flag_negative_or_nan(Context& ctx, const BufferRef& x, uint64_t numel, WGPUBuffer flag) {
+  if (numel == 0) return;
+  check_u32(numel, "normal");
+  const uint32_t wg = ctx.caps().workgroup_1d();
+  KernelLaunch l;
+  l.key = std::string("rng_flag_negative:") + dtype_name(x.dtype);
+  l.buffers = {{x.buffer, Access::Read, false}, {flag, Access::ReadWrite, true}};
+  l.uniforms.assign(12, 0);
+  l.uniforms[8] = static_cast<uint32_t>(x.offset);
+  l.count = numel;
+  l.workgroup = wg;
+  const DType dtype = x.dtype;
+  l.body = [&l, dtype, wg] {
+    return kernel_load("load_x", l.buffers, 0, dtype) + kernel_main(Grid::Invocations, wg) +
+           "  let v = f32(load_x(uw(8u) + idx));\n"
+           "  if (is_nan(v) || v < 0.0) { atomicOr(&buf1[0], 1u); }\n}\n";
+  };
+  launch_kernel(ctx, l);
+}
+
 }  // namespace twgpu::rng

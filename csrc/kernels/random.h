@@ -85,5 +85,10 @@ uint64_t multinomial_without_replacement(Context& ctx, const BufferRef& probs, W
                                          uint64_t rows, uint64_t cats, uint64_t samples,
                                          const BufferRef& out, const PhiloxInput& philox);
 
+// Sets flag word 0 to 1 when any of the `numel` contiguous elements of `x` (a float dtype)
+// is negative or NaN (normal's check of a std tensor, without a reduction and its sync
+// until the flag is read).
+void flag_negative_or_nan(Context& ctx, const BufferRef& x, uint64_t numel, WGPUBuffer flag);
+
 }  // namespace rng
 }  // namespace twgpu

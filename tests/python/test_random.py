@@ -174,6 +174,7 @@ def test_normal(dtype):
 
 
 def test_normal_tensor_parameters():
+    torch_webgpu._C.reset_fallback_ops_seen()
     mean = torch.tensor([-10.0, 0.0, 10.0], device=DEVICE).repeat(20000)
     std = torch.tensor([1.0, 2.0, 0.5], device=DEVICE).repeat(20000)
     for got, m, s in (
@@ -201,10 +202,16 @@ def test_normal_tensor_parameters():
     assert b.shape == (4, 5)
     s = torch.normal(2.0, 3.0, size=(1000,), device=DEVICE)
     assert s.device.type == DEVICE and s.shape == (1000,)
+    assert torch_webgpu._C.fallback_ops_seen() == []
     with pytest.raises(RuntimeError, match="std >= 0.0"):
         torch.normal(mean, -1.0)
     with pytest.raises(RuntimeError, match="std >= 0.0"):
         torch.empty(3, device=DEVICE).normal_(0, -1)
+    for bad in (-1.0, float("nan")):
+        with pytest.raises(RuntimeError, match="all elements of std >= 0.0"):
+            torch.normal(mean, torch.tensor([1.0, bad, 1.0], device=DEVICE).repeat(20000))
+        with pytest.raises(RuntimeError, match="all elements of std >= 0.0"):
+            torch.normal(1.0, torch.tensor([bad], device=DEVICE))
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
