@@ -466,10 +466,24 @@ std::tuple<Tensor, Tensor> native_dropout(const Tensor& input, double p, std::op
     return std::make_tuple(input.clone(), at::ones_like(input, input.options().dtype(at::kBool)));
   const double keep = 1. - p;
   const double scale = keep == 0 ? 0. : 1. / keep;
-  Tensor mask = at::empty_like(input, input.options().dtype(at::kBool),
-                               c10::MemoryFormat::Contiguous);
-  bernoulli_float_(mask, keep, std::nullopt);
-  Tensor output = input.mul(mask).mul_(scale);
+  if (!at::isFloatingType(input.scalar_type())) {  // as the CPU: bernoulli mask, then muls
+    Tensor mask = at::empty_like(input, input.options().dtype(at::kBool),
+                                 c10::MemoryFormat::Contiguous);
+    bernoulli_float_(mask, keep, std::nullopt);
+    return std::make_tuple(input.mul(mask).mul_(scale), mask);
+  }
+  // One fused pass in memory order; a dense input keeps its layout.
+  const bool dense = input.is_non_overlapping_and_dense();
+  Tensor x = dense ? input : input.contiguous();
+  Tensor output = at::empty_like(x);
+  Tensor mask = at::empty_like(x, x.options().dtype(at::kBool));
+  const uint64_t n = static_cast<uint64_t>(x.numel());
+  rng::PhiloxInput philox = reserve(std::nullopt, n);
+  TWGPU_TRY
+  RuntimeLock lock;
+  rng::dropout_forward(lock.ctx(), buffer_ref(x), buffer_ref(output), buffer_ref(mask), n,
+                       static_cast<float>(keep), static_cast<float>(scale), philox);
+  TWGPU_CATCH
   return std::make_tuple(output, mask);
 }
 

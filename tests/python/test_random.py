@@ -525,6 +525,19 @@ def test_native_dropout(dtype):
     assert not mask1.cpu().any() and (out1.cpu() == 0).all()
 
 
+def test_native_dropout_matches_cpu_arithmetic_and_layouts():
+    scale = 1 / 0.6
+    x = torch.tensor([float("inf"), float("-inf"), float("nan"), -2.0, 3.0]).repeat(400)
+    for xd in (x.to(DEVICE), torch.randn(40, 30, device=DEVICE).t(), torch.randn(60, device=DEVICE)[::3]):
+        with native_only():
+            out, mask = torch.native_dropout(xd, 0.4, True)
+        assert out.shape == xd.shape and mask.shape == xd.shape and mask.dtype == torch.bool
+        assert_same(out, xd.cpu().mul(mask.cpu()).mul_(scale))
+        assert 0.3 < mask.cpu().double().mean() < 0.9
+    with pytest.raises(RuntimeError, match="can't be cast"):  # as on the CPU
+        torch.native_dropout(torch.ones(10, device=DEVICE, dtype=torch.int32), 0.4, True)
+
+
 def test_dropout_functional_and_backward():
     x = torch.randn(2000, 10, device=DEVICE, requires_grad=True)
     y = torch.nn.functional.dropout(x, 0.5, training=True)
