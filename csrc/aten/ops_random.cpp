@@ -65,6 +65,7 @@ bool native_float(const Tensor& t) {
 void fill(const Tensor& self, const rng::FillParams& params, const Gen& gen) {
   const uint64_t n = static_cast<uint64_t>(self.numel());
   if (n == 0) return;
+  at::assert_no_internal_overlap(self);
   const bool direct = params.dist == rng::Dist::BernoulliTensor ? self.is_contiguous()
                                                                   : self.is_non_overlapping_and_dense();
   Tensor target = direct ? self : at::empty(self.sizes(), self.options());

@@ -581,6 +581,15 @@ def test_non_contiguous_targets():
     assert (bt.cpu() == 1).all()
 
 
+def test_overlapping_targets_raise_as_on_cpu():
+    for op in (lambda t: t.uniform_(), lambda t: t.normal_(), lambda t: t.bernoulli_(0.5),
+               lambda t: t.random_(0, 3)):
+        with pytest.raises(RuntimeError, match="single memory location"):
+            op(torch.empty(3).expand(4, 3))
+        with pytest.raises(RuntimeError, match="single memory location"):
+            op(torch.empty(3, device=DEVICE).expand(4, 3))
+
+
 def test_empty_targets():
     with native_only():
         for op in (
