@@ -466,6 +466,9 @@ def test_multinomial_without_replacement(dtype):
     # probability 0.5 * 0.5 + 0.25 * 0.5 / 0.75 ... check the first column frequencies.
     first = torch.bincount(s[:, 0], minlength=5).double() / 4000
     assert torch.allclose(first, probs[0].double(), atol=0.03)
+    # Sequential sampling: P(second = 0) = sum_j p_j * p_0 / (1 - p_j) over j != 0.
+    second_is_0 = 0.25 * 0.5 / 0.75 + 2 * 0.125 * 0.5 / 0.875
+    assert abs((s[:, 1] == 0).double().mean() - second_is_0) < 0.03
     # Asking for every category gives a permutation; one sample per row works.
     perm = torch.multinomial(torch.ones(3, 10, device=DEVICE, dtype=dtype), 10).cpu()
     assert all(sorted(r) == list(range(10)) for r in perm.tolist())
