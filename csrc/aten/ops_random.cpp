@@ -3,6 +3,11 @@
 // generator's Philox stream (kernels/random.h). ATen's own templates
 // (DistributionTemplates.h) do the argument checks, so errors match the CPU's; they call
 // the kernel functors below. rand/randn/randint(_like) are composites over these.
+// randperm sorts 64-bit random keys with a bitonic network on the device (ties, about
+// n^2 / 2^65 likely, keep index order); multinomial without replacement (and with one
+// sample, as the CPU) takes the largest p / Exp(1) keys; with replacement it searches the
+// running sums. Validation that needs the data (bernoulli's p in [0, 1], multinomial's
+// probabilities, normal's std >= 0) is computed on the device and read back as one flag.
 //
 // Numbers are reproducible on this device for a seed, but they are not the CPU's stream.
 // float64 (and complex) targets go to the CPU fallback, which draws from the generator's
