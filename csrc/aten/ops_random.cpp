@@ -334,7 +334,7 @@ Tensor& bernoulli_float_(Tensor& self, double p, Gen gen) {
 }
 
 Tensor& bernoulli_tensor_(Tensor& self, const Tensor& p, Gen gen) {
-  if (!is_native_compute(self.scalar_type()) || p.scalar_type() == c10::kDouble && !p.is_cpu())
+  if (!is_native_compute(self.scalar_type()))
     return call_cpu_fallback<at::_ops::bernoulli__Tensor>(self, p, gen);
   return at::native::templates::bernoulli_impl_<BernoulliTensorKernel, void*>(self, p, gen);
 }

@@ -77,6 +77,13 @@ def test_device_stream_is_philox_at_the_generator_offset():
     g = torch.Generator(device=DEVICE).manual_seed(seed)
     c = torch.empty(72, dtype=torch.int64, device=DEVICE).random_(-(2**63), None, generator=g)
     assert g.get_offset() == 72 and torch.equal(c.cpu(), torch.cat([a, b]))
+    # The 64-bit counter carries into its high word.
+    g.set_offset(2**32 - 2)
+    d = torch.empty(4, dtype=torch.int64, device=DEVICE).random_(-(2**63), None, generator=g).cpu()
+    for i, v in enumerate(d.tolist()):
+        ctr = 2**32 - 2 + i
+        r = philox4x32_10([ctr & M32, ctr >> 32, 0, 0], key)
+        assert v & 0xFFFFFFFFFFFFFFFF == r[0] | (r[1] << 32), i
 
 
 def test_same_seed_same_numbers_and_offsets_advance():
