@@ -3,6 +3,11 @@
 // generator's Philox stream (kernels/random.h). ATen's own templates
 // (DistributionTemplates.h) do the argument checks, so errors match the CPU's; they call
 // the kernel functors below. rand/randn/randint(_like) are composites over these.
+// randperm sorts 64-bit random keys with a bitonic network on the device (ties, about
+// n^2 / 2^65 likely, keep index order); multinomial without replacement (and with one
+// sample, as the CPU) takes the largest p / Exp(1) keys; with replacement it searches the
+// running sums. Validation that needs the data (bernoulli's p in [0, 1], multinomial's
+// probabilities, normal's std >= 0) is computed on the device and read back as one flag.
 //
 // Numbers are reproducible on this device for a seed, but they are not the CPU's stream.
 // float64 (and complex) targets go to the CPU fallback, which draws from the generator's
@@ -65,6 +70,7 @@ bool native_float(const Tensor& t) {
 void fill(const Tensor& self, const rng::FillParams& params, const Gen& gen) {
   const uint64_t n = static_cast<uint64_t>(self.numel());
   if (n == 0) return;
+  at::assert_no_internal_overlap(self);
   const bool direct = params.dist == rng::Dist::BernoulliTensor ? self.is_contiguous()
                                                                   : self.is_non_overlapping_and_dense();
   Tensor target = direct ? self : at::empty(self.sizes(), self.options());
@@ -238,23 +244,66 @@ Tensor& normal_(Tensor& self, double mean, double std, Gen gen) {
   return at::native::templates::normal_impl_<NormalKernel, void*>(self, mean, std, gen);
 }
 
-Tensor normal_tensor_float(const Tensor& mean, double std, Gen gen) {
-  return at::native::templates::normal_impl<NormalKernel, void*>(mean, std, gen);
+// normal with tensor parameters, as ATen's templates (including their quirks: the
+// Tensor_float out= variant broadcasts mean against the out tensor's current shape), but
+// checking std >= 0 on the device instead of through a min reduction.
+void check_std_tensor(const Tensor& std) {
+  TORCH_CHECK(!std.is_complex(), "normal expects standard deviation to be non-complex");
+  if (std.numel() == 0) return;
+  if (!native_float(std)) {
+    TORCH_CHECK(std.min().ge(0).item<bool>(), "normal expects all elements of std >= 0.0");
+    return;
+  }
+  Tensor values = std.contiguous();
+  Tensor flag = at::zeros({1}, std.options().dtype(at::kInt));
+  TWGPU_TRY
+  RuntimeLock lock;
+  rng::flag_negative_or_nan(lock.ctx(), buffer_ref(values), static_cast<uint64_t>(values.numel()),
+                            device_ref(flag).buffer);
+  TWGPU_CATCH
+  TORCH_CHECK(flag.cpu().item<int32_t>() == 0, "normal expects all elements of std >= 0.0");
 }
+
+void standard_normal(Tensor& output, Gen gen) {
+  at::native::templates::normal_impl_<NormalKernel, void*>(output, 0, 1, gen);
+}
+
 Tensor& normal_tensor_float_out(const Tensor& mean, double std, Gen gen, Tensor& out) {
-  return at::native::templates::normal_out_impl<NormalKernel, void*>(out, mean, std, gen);
+  TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
+  at::native::resize_output(out, at::infer_size(mean.sizes(), out.sizes()));
+  at::native::templates::normal_impl_<NormalKernel, void*>(out, 0, std, gen);
+  out.add_(mean);
+  return out;
 }
-Tensor normal_float_tensor(double mean, const Tensor& std, Gen gen) {
-  return at::native::templates::normal_impl<NormalKernel, void*>(mean, std, gen);
+Tensor normal_tensor_float(const Tensor& mean, double std, Gen gen) {
+  TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
+  Tensor out = at::empty_like(mean, c10::MemoryFormat::Contiguous);
+  return normal_tensor_float_out(mean, std, gen, out);
 }
 Tensor& normal_float_tensor_out(double mean, const Tensor& std, Gen gen, Tensor& out) {
-  return at::native::templates::normal_out_impl<NormalKernel, void*>(out, mean, std, gen);
+  check_std_tensor(std);
+  at::native::resize_output(out, std.sizes());
+  standard_normal(out, gen);
+  out.mul_(std).add_(mean);
+  return out;
 }
-Tensor normal_tensor_tensor(const Tensor& mean, const Tensor& std, Gen gen) {
-  return at::native::templates::normal_impl<NormalKernel, void*>(mean, std, gen);
+Tensor normal_float_tensor(double mean, const Tensor& std, Gen gen) {
+  check_std_tensor(std);
+  Tensor out = at::empty_like(std, c10::MemoryFormat::Contiguous);
+  return normal_float_tensor_out(mean, std, gen, out);
 }
 Tensor& normal_tensor_tensor_out(const Tensor& mean, const Tensor& std, Gen gen, Tensor& out) {
-  return at::native::templates::normal_out_impl<NormalKernel, void*>(out, mean, std, gen);
+  check_std_tensor(std);
+  at::native::resize_output(out, at::infer_size(mean.sizes(), std.sizes()));
+  standard_normal(out, gen);
+  out.mul_(std).add_(mean);
+  return out;
+}
+Tensor normal_tensor_tensor(const Tensor& mean, const Tensor& std, Gen gen) {
+  check_std_tensor(std);
+  Tensor out = at::empty(at::infer_size(mean.sizes(), std.sizes()), mean.options(),
+                         c10::MemoryFormat::Contiguous);
+  return normal_tensor_tensor_out(mean, std, gen, out);
 }
 
 Tensor& log_normal_(Tensor& self, double mean, double std, Gen gen) {
@@ -285,7 +334,7 @@ Tensor& bernoulli_float_(Tensor& self, double p, Gen gen) {
 }
 
 Tensor& bernoulli_tensor_(Tensor& self, const Tensor& p, Gen gen) {
-  if (!is_native_compute(self.scalar_type()) || p.scalar_type() == c10::kDouble && !p.is_cpu())
+  if (!is_native_compute(self.scalar_type()))
     return call_cpu_fallback<at::_ops::bernoulli__Tensor>(self, p, gen);
   return at::native::templates::bernoulli_impl_<BernoulliTensorKernel, void*>(self, p, gen);
 }
@@ -423,10 +472,24 @@ std::tuple<Tensor, Tensor> native_dropout(const Tensor& input, double p, std::op
     return std::make_tuple(input.clone(), at::ones_like(input, input.options().dtype(at::kBool)));
   const double keep = 1. - p;
   const double scale = keep == 0 ? 0. : 1. / keep;
-  Tensor mask = at::empty_like(input, input.options().dtype(at::kBool),
-                               c10::MemoryFormat::Contiguous);
-  bernoulli_float_(mask, keep, std::nullopt);
-  Tensor output = input.mul(mask).mul_(scale);
+  if (!at::isFloatingType(input.scalar_type())) {  // as the CPU: bernoulli mask, then muls
+    Tensor mask = at::empty_like(input, input.options().dtype(at::kBool),
+                                 c10::MemoryFormat::Contiguous);
+    bernoulli_float_(mask, keep, std::nullopt);
+    return std::make_tuple(input.mul(mask).mul_(scale), mask);
+  }
+  // One fused pass in memory order; a dense input keeps its layout.
+  const bool dense = input.is_non_overlapping_and_dense();
+  Tensor x = dense ? input : input.contiguous();
+  Tensor output = at::empty_like(x);
+  Tensor mask = at::empty_like(x, x.options().dtype(at::kBool));
+  const uint64_t n = static_cast<uint64_t>(x.numel());
+  rng::PhiloxInput philox = reserve(std::nullopt, n);
+  TWGPU_TRY
+  RuntimeLock lock;
+  rng::dropout_forward(lock.ctx(), buffer_ref(x), buffer_ref(output), buffer_ref(mask), n,
+                       static_cast<float>(keep), static_cast<float>(scale), philox);
+  TWGPU_CATCH
   return std::make_tuple(output, mask);
 }
 

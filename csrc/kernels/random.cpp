@@ -517,4 +517,59 @@ uint64_t multinomial_without_replacement(Context& ctx, const BufferRef& probs, W
   return rows * cats;
 }
 
+uint64_t dropout_forward(Context& ctx, const BufferRef& in, const BufferRef& out,
+                         const BufferRef& mask, uint64_t numel, float keep, float scale,
+                         const PhiloxInput& philox) {
+  if (numel == 0) return 0;
+  check_u32(numel, "dropout");
+  const uint32_t wg = ctx.caps().workgroup_1d();
+  KernelLaunch l;
+  l.key = std::string("rng_dropout:") + dtype_name(in.dtype);
+  l.buffers = {{in.buffer, Access::Read, false},
+               {out.buffer, Access::ReadWrite, is_subword(out.dtype)},
+               {mask.buffer, Access::ReadWrite, true}};
+  l.uniforms = philox_words(philox);
+  l.uniforms.resize(16, 0);
+  l.uniforms[8] = static_cast<uint32_t>(in.offset);
+  l.uniforms[9] = static_cast<uint32_t>(out.offset);
+  l.uniforms[10] = static_cast<uint32_t>(mask.offset);
+  l.uniforms[11] = f32_bits(keep);
+  l.uniforms[12] = f32_bits(scale);
+  l.count = numel;
+  l.workgroup = wg;
+  const DType dtype = in.dtype;
+  l.body = [&l, dtype, wg] {
+    return philox_wgsl() + kernel_load("load_x", l.buffers, 0, dtype) +
+           kernel_store("store_out", l.buffers, 1, dtype, Compute::F32) +
+           kernel_store("store_mask", l.buffers, 2, DType::Bool, Compute::I32) +
+           kernel_main(Grid::Invocations, wg) +
+           "  let kept = rng_u01(rng_block(idx).x) < bitcast<f32>(uw(11u));\n"
+           "  let x = f32(load_x(uw(8u) + idx));\n"
+           "  store_out(uw(9u) + idx, (x * select(0.0, 1.0, kept)) * bitcast<f32>(uw(12u)));\n"
+           "  store_mask(uw(10u) + idx, select(0, 1, kept));\n}\n";
+  };
+  launch_kernel(ctx, l);
+  return numel;
+}
+
+void flag_negative_or_nan(Context& ctx, const BufferRef& x, uint64_t numel, WGPUBuffer flag) {
+  if (numel == 0) return;
+  check_u32(numel, "normal");
+  const uint32_t wg = ctx.caps().workgroup_1d();
+  KernelLaunch l;
+  l.key = std::string("rng_flag_negative:") + dtype_name(x.dtype);
+  l.buffers = {{x.buffer, Access::Read, false}, {flag, Access::ReadWrite, true}};
+  l.uniforms.assign(12, 0);
+  l.uniforms[8] = static_cast<uint32_t>(x.offset);
+  l.count = numel;
+  l.workgroup = wg;
+  const DType dtype = x.dtype;
+  l.body = [&l, dtype, wg] {
+    return kernel_load("load_x", l.buffers, 0, dtype) + kernel_main(Grid::Invocations, wg) +
+           "  let v = f32(load_x(uw(8u) + idx));\n"
+           "  if (is_nan(v) || v < 0.0) { atomicOr(&buf1[0], 1u); }\n}\n";
+  };
+  launch_kernel(ctx, l);
+}
+
 }  // namespace twgpu::rng

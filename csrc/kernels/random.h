@@ -85,5 +85,17 @@ uint64_t multinomial_without_replacement(Context& ctx, const BufferRef& probs, W
                                          uint64_t rows, uint64_t cats, uint64_t samples,
                                          const BufferRef& out, const PhiloxInput& philox);
 
+// Dropout's forward in one pass over `numel` contiguous elements: mask = (u < keep),
+// out = (x * mask) * scale (the CPU's rounding: x * 0 keeps the sign and NaN of x).
+// `out` and `mask` (bool) are fresh buffers. Returns blocks consumed (numel).
+uint64_t dropout_forward(Context& ctx, const BufferRef& in, const BufferRef& out,
+                         const BufferRef& mask, uint64_t numel, float keep, float scale,
+                         const PhiloxInput& philox);
+
+// Sets flag word 0 to 1 when any of the `numel` contiguous elements of `x` (a float dtype)
+// is negative or NaN (normal's check of a std tensor, without a reduction and its sync
+// until the flag is read).
+void flag_negative_or_nan(Context& ctx, const BufferRef& x, uint64_t numel, WGPUBuffer flag);
+
 }  // namespace rng
 }  // namespace twgpu

@@ -77,6 +77,13 @@ def test_device_stream_is_philox_at_the_generator_offset():
     g = torch.Generator(device=DEVICE).manual_seed(seed)
     c = torch.empty(72, dtype=torch.int64, device=DEVICE).random_(-(2**63), None, generator=g)
     assert g.get_offset() == 72 and torch.equal(c.cpu(), torch.cat([a, b]))
+    # The 64-bit counter carries into its high word.
+    g.set_offset(2**32 - 2)
+    d = torch.empty(4, dtype=torch.int64, device=DEVICE).random_(-(2**63), None, generator=g).cpu()
+    for i, v in enumerate(d.tolist()):
+        ctr = 2**32 - 2 + i
+        r = philox4x32_10([ctr & M32, ctr >> 32, 0, 0], key)
+        assert v & 0xFFFFFFFFFFFFFFFF == r[0] | (r[1] << 32), i
 
 
 def test_same_seed_same_numbers_and_offsets_advance():
@@ -174,6 +181,7 @@ def test_normal(dtype):
 
 
 def test_normal_tensor_parameters():
+    torch_webgpu._C.reset_fallback_ops_seen()
     mean = torch.tensor([-10.0, 0.0, 10.0], device=DEVICE).repeat(20000)
     std = torch.tensor([1.0, 2.0, 0.5], device=DEVICE).repeat(20000)
     for got, m, s in (
@@ -201,10 +209,16 @@ def test_normal_tensor_parameters():
     assert b.shape == (4, 5)
     s = torch.normal(2.0, 3.0, size=(1000,), device=DEVICE)
     assert s.device.type == DEVICE and s.shape == (1000,)
+    assert torch_webgpu._C.fallback_ops_seen() == []
     with pytest.raises(RuntimeError, match="std >= 0.0"):
         torch.normal(mean, -1.0)
     with pytest.raises(RuntimeError, match="std >= 0.0"):
         torch.empty(3, device=DEVICE).normal_(0, -1)
+    for bad in (-1.0, float("nan")):
+        with pytest.raises(RuntimeError, match="all elements of std >= 0.0"):
+            torch.normal(mean, torch.tensor([1.0, bad, 1.0], device=DEVICE).repeat(20000))
+        with pytest.raises(RuntimeError, match="all elements of std >= 0.0"):
+            torch.normal(1.0, torch.tensor([bad], device=DEVICE))
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
@@ -338,7 +352,7 @@ def test_random_full_int_ranges():
             v = x.long() if dtype != torch.int64 else x
             assert v.min() >= lo and v.max() <= hi
             # Values spread over the range.
-            assert v.max() > hi // 2 and v.double().mean() > hi / 2 * 0.9 - 1
+            assert abs(v.double().mean() / (hi / 2) - 1) < 0.05
 
 
 @pytest.mark.parametrize("dtype", INT_DTYPES + FLOAT_DTYPES)
@@ -459,6 +473,9 @@ def test_multinomial_without_replacement(dtype):
     # probability 0.5 * 0.5 + 0.25 * 0.5 / 0.75 ... check the first column frequencies.
     first = torch.bincount(s[:, 0], minlength=5).double() / 4000
     assert torch.allclose(first, probs[0].double(), atol=0.03)
+    # Sequential sampling: P(second = 0) = sum_j p_j * p_0 / (1 - p_j) over j != 0.
+    second_is_0 = 0.25 * 0.5 / 0.75 + 2 * 0.125 * 0.5 / 0.875
+    assert abs((s[:, 1] == 0).double().mean() - second_is_0) < 0.03
     # Asking for every category gives a permutation; one sample per row works.
     perm = torch.multinomial(torch.ones(3, 10, device=DEVICE, dtype=dtype), 10).cpu()
     assert all(sorted(r) == list(range(10)) for r in perm.tolist())
@@ -518,6 +535,19 @@ def test_native_dropout(dtype):
     assert not mask1.cpu().any() and (out1.cpu() == 0).all()
 
 
+def test_native_dropout_matches_cpu_arithmetic_and_layouts():
+    scale = 1 / 0.6
+    x = torch.tensor([float("inf"), float("-inf"), float("nan"), -2.0, 3.0]).repeat(400)
+    for xd in (x.to(DEVICE), torch.randn(40, 30, device=DEVICE).t(), torch.randn(60, device=DEVICE)[::3]):
+        with native_only():
+            out, mask = torch.native_dropout(xd, 0.4, True)
+        assert out.shape == xd.shape and mask.shape == xd.shape and mask.dtype == torch.bool
+        assert_same(out, xd.cpu().mul(mask.cpu()).mul_(scale))
+        assert 0.3 < mask.cpu().double().mean() < 0.9
+    with pytest.raises(RuntimeError, match="can't be cast"):  # as on the CPU
+        torch.native_dropout(torch.ones(10, device=DEVICE, dtype=torch.int32), 0.4, True)
+
+
 def test_dropout_functional_and_backward():
     x = torch.randn(2000, 10, device=DEVICE, requires_grad=True)
     y = torch.nn.functional.dropout(x, 0.5, training=True)
@@ -559,6 +589,15 @@ def test_non_contiguous_targets():
     bt = torch.zeros(64, 8, device=DEVICE)[:, 2]
     bt.bernoulli_(torch.full((64,), 1.0, device=DEVICE))
     assert (bt.cpu() == 1).all()
+
+
+def test_overlapping_targets_raise_as_on_cpu():
+    for op in (lambda t: t.uniform_(), lambda t: t.normal_(), lambda t: t.bernoulli_(0.5),
+               lambda t: t.random_(0, 3)):
+        with pytest.raises(RuntimeError, match="single memory location"):
+            op(torch.empty(3).expand(4, 3))
+        with pytest.raises(RuntimeError, match="single memory location"):
+            op(torch.empty(3, device=DEVICE).expand(4, 3))
 
 
 def test_empty_targets():

@@ -109,7 +109,10 @@ RANDOM_OUTPUT_OPS = {"bernoulli", "normal", "uniform", "randint", "randn", "rand
                      "multinomial", "nn.functional.dropout", "nn.functional.dropout2d",
                      "nn.functional.dropout3d", "nn.functional.alpha_dropout",
                      "nn.functional.feature_alpha_dropout", "exponential", "geometric",
-                     "log_normal", "cauchy", "rand_like", "randn_like", "randint_like"}
+                     "log_normal", "cauchy", "rand_like", "randn_like", "randint_like",
+                     "nn.functional.rrelu",
+                     # (their pooling regions come from random samples drawn on the device)
+                     "nn.functional.fractional_max_pool2d", "nn.functional.fractional_max_pool3d"}
 
 # Ops whose samples carry integer tensors in `args` that PyTorch requires on the CPU (the
 # samples are made the same way on CUDA): those stay on the CPU.
