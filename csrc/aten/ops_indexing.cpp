@@ -14,7 +14,10 @@
 #include <ATen/native/TensorAdvancedIndexingUtils.h>
 #include <ATen/ops/_index_put_impl_ops.h>
 #include <ATen/ops/aminmax.h>
+#include <ATen/TensorUtils.h>
 #include <ATen/ops/embedding_dense_backward_ops.h>
+#include <ATen/ops/embedding_renorm_ops.h>
+#include <ATen/ops/where.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/full.h>
@@ -73,7 +76,9 @@ Tensor meta(const Tensor& t) {
 // An empty meta tensor for out= checks (dtype only; shape is ours to set).
 Tensor meta_out(const Tensor& out) { return at::empty({0}, out.options().device(at::kMeta)); }
 
-bool holdable(const Tensor& t) { return to_dtype(t.scalar_type()).has_value(); }
+// Kernels walk at most kIndexMaxDims dims; more go to the CPU fallback.
+bool fits(const Tensor& t) { return t.dim() <= kIndexMaxDims; }
+bool holdable(const Tensor& t) { return to_dtype(t.scalar_type()).has_value() && fits(t); }
 bool computable(const Tensor& t) { return is_native_compute(t.scalar_type()); }
 
 StridedArg strided(const Tensor& t, Dims strides) {
@@ -116,6 +121,12 @@ Tensor device_index(const Tensor& index, const Tensor& self, int64_t bound, bool
     if (lo < (wrap ? -bound : 0)) raise_bad_index(style, lo, dim, bound);
   }
   return index.to(self.device());
+}
+
+// Operands other than indices must live with self (CUDA's rule for these ops).
+void check_same_device(const Tensor& self, const Tensor& t, const char* arg, const char* op) {
+  TORCH_CHECK(t.device() == self.device(), "Expected all tensors to be on the same device, but found at least two devices, ",
+              self.device(), " and ", t.device(), "! (when checking argument for argument ", arg, " in method ", op, ")");
 }
 
 uint32_t check_code(Context& ctx, const char* op) {
@@ -222,7 +233,7 @@ Tensor& take_out(const Tensor& self, const Tensor& index, Tensor& out) {
     Tensor mo = meta_out(out);
     at::_ops::take_out::call(meta(self), meta(index), mo);
   }
-  if (!holdable(self)) return call_cpu_fallback<at::_ops::take_out>(self, index, out);
+  if (!holdable(self) || !fits(index)) return call_cpu_fallback<at::_ops::take_out>(self, index, out);
   at::native::resize_output(out, index.sizes());
   if (index.numel() == 0) return out;
   Tensor flat = self.contiguous().view({-1});
@@ -341,7 +352,7 @@ IndexCombine combine_of(Reduce r) {
 
 bool scatter_native(const Tensor& out, Reduce r) {
   auto dt = to_dtype(out.scalar_type());
-  return dt && indexed_scatter_supports(*dt, combine_of(r));
+  return dt && fits(out) && indexed_scatter_supports(*dt, combine_of(r));
 }
 
 // out = self, then the reduction into out. `spec` describes the scatter; `count_like`
@@ -387,6 +398,7 @@ ScatterSpec scatter_spec(const char* op, const Tensor& self, int64_t dim, const 
 
 void scatter_common(const Tensor& self, int64_t dim, const Tensor& index, const Tensor* src,
                     const c10::Scalar* value, Reduce r, bool include_self, Tensor& out, const char* op) {
+  if (src) check_same_device(self, *src, "src", op);
   at::native::resize_output(out, self.sizes());
   if (index.numel() == 0) {
     if (!out.is_same(self)) out.copy_(self);
@@ -596,8 +608,9 @@ Tensor& put_(Tensor& self, const Tensor& index, const Tensor& source, bool accum
     Tensor m = meta(self);
     at::_ops::put_::call(m, meta(index), meta(source), accumulate);
   }
-  if (!scatter_native(self, accumulate ? Reduce::Sum : Reduce::None))
+  if (!scatter_native(self, accumulate ? Reduce::Sum : Reduce::None) || !fits(index))
     return call_cpu_fallback<at::_ops::put_>(self, index, source, accumulate);
+  check_same_device(self, source, "source", "put_");
   if (index.numel() == 0) return self;
   if (self.numel() == 0) raise_bad_index(BadIndex::Take, 0, 0, 0);
   Tensor target = self.is_contiguous() ? self : self.contiguous();
@@ -918,6 +931,24 @@ Tensor embedding_dense_backward(const Tensor& grad, const Tensor& indices, int64
   return at::index_add(out, 0, flat_idx, g);
 }
 
+// Rows named by `indices` whose norm exceeds max_norm are scaled down to it. Composite
+// over native ops (the norm belongs to the reduction family); each row once, however many
+// times it is named.
+Tensor& embedding_renorm_(Tensor& self, const Tensor& indices, double max_norm, double norm_type) {
+  at::checkDim("embedding_renorm_", at::TensorArg(self, "self", 1), 2);
+  at::checkScalarTypes("embedding_renorm_", at::TensorArg(indices, "indices", 2), {at::kLong, at::kInt});
+  if (!self.is_floating_point() || !holdable(self) || !computable(self))
+    return call_cpu_fallback<at::_ops::embedding_renorm_>(self, indices, max_norm, norm_type);
+  if (indices.numel() == 0 || self.numel() == 0) return self;
+  Tensor named = at::zeros({self.size(0)}, self.options().dtype(at::kBool));
+  named.index_fill_(0, indices.reshape({-1}), true);
+  Tensor norms = self.norm(norm_type, 1);
+  Tensor scale = at::where(named.logical_and(norms.gt(max_norm)), norms.add(1e-7).reciprocal().mul(max_norm),
+                           at::ones_like(norms));
+  self.mul_(scale.unsqueeze(1));
+  return self;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -949,6 +980,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("masked_select.out", masked_select_out);
   m.impl("masked_scatter_", masked_scatter_);
   m.impl("embedding_dense_backward", embedding_dense_backward);
+  m.impl("embedding_renorm_", embedding_renorm_);
 }
 
 }  // namespace twgpu::aten

@@ -444,3 +444,32 @@ def test_sync_checks_env_subprocess():
             "    print('raised' if 'aten::index_select' in str(e) else e)\n")
     r = run_python(code, env={"TORCH_WEBGPU_SYNC_CHECKS": "1"})
     assert r.stdout.strip().endswith("raised"), r.stdout + r.stderr
+
+
+def test_embedding_max_norm(monkeypatch):
+    # The row norms come from the reduction family (CPU fallback until it lands).
+    monkeypatch.delenv("TORCH_WEBGPU_DISABLE_CPU_FALLBACK")
+    w = make((7, 3), torch.float32)
+    i = torch.tensor([[1, 2, 1], [6, 0, 2]])
+    wd = dev(w)
+    out = F.embedding(dev(i), wd, max_norm=1.5)
+    expected = F.embedding(i, w, max_norm=1.5)
+    assert_same(out, expected)
+    assert_same(wd, w)  # renormalized in place, each named row once
+    check(lambda w, i: torch.embedding_renorm_(w, i, 1.0, 2.0), w[0], i)  # 1-D weight: error
+
+
+def test_source_on_another_device_raises():
+    x = dev(torch.zeros(3))
+    with pytest.raises(RuntimeError, match="same device"):
+        x.scatter(0, dev(torch.tensor([0])), torch.ones(1))
+    with pytest.raises(RuntimeError, match="same device"):
+        x.put_(dev(torch.tensor([0])), torch.ones(1))
+
+
+def test_many_dims_fall_back_cleanly(monkeypatch):
+    monkeypatch.delenv("TORCH_WEBGPU_DISABLE_CPU_FALLBACK")
+    x = make((2,) * 9, torch.float32)
+    i = rand_index((2,) * 9, 2, seed=3)
+    check(lambda x, i: x.gather(3, i), x, i, exact=True)
+    check(lambda x: x.nonzero(), x.gt(0), exact=True)
