@@ -307,7 +307,21 @@ void run_scatter(Tensor& target, const ScatterSpec& s, IndexCombine combine) {
   }
   l.wrap_negative = s.wrap;
   l.check_code = check_code(lock.ctx(), s.op);
-  indexed_scatter(lock.ctx(), l, combine);
+  if (target.scalar_type() == at::kLong && (combine == IndexCombine::Max || combine == IndexCombine::Min)) {
+    // Needs a contiguous target; the element offset of `to` is then the row-major index.
+    Tensor work = target.is_contiguous() ? target : target.contiguous();
+    if (!work.is_same(target)) {
+      Dims ts(s.shape.size(), 0);
+      for (size_t d = 0; d < s.shape.size(); ++d)
+        if (static_cast<int64_t>(d) != s.dim && static_cast<int64_t>(d) < work.dim()) ts[d] = work.stride(d);
+      l.target = strided(work, ts);
+      l.indices[0].target_stride = s.dim >= 0 ? stride_or_1(work, s.dim) : 1;
+    }
+    indexed_scatter_extreme_i64(lock.ctx(), l, combine == IndexCombine::Max, static_cast<uint64_t>(work.numel()));
+    if (!work.is_same(target)) target.copy_(work);
+  } else {
+    indexed_scatter(lock.ctx(), l, combine);
+  }
   TWGPU_CATCH
 }
 

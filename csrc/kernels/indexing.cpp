@@ -216,13 +216,14 @@ void indexed_gather(Context& ctx, const IndexedLaunch& l) {
 
 bool indexed_scatter_supports(DType dtype, IndexCombine combine) {
   if (combine == IndexCombine::Assign) return true;
-  if (dtype == DType::Int64) return combine == IndexCombine::Add;
+  if (dtype == DType::Int64) return combine != IndexCombine::Mul;  // Max/Min: indexed_scatter_extreme_i64
   return is_computable(dtype) && element_size(dtype) <= 4;
 }
 
 void indexed_scatter(Context& ctx, const IndexedLaunch& l, IndexCombine combine) {
   const DType dt = l.target.dtype;
-  if (!indexed_scatter_supports(dt, combine))
+  if (!indexed_scatter_supports(dt, combine) ||
+      (dt == DType::Int64 && combine != IndexCombine::Add && combine != IndexCombine::Assign))
     fail(ErrorKind::Unsupported, std::string("torch_webgpu: scatter reduction on ") + dtype_name(dt));
   Common c = build_common(ctx, l, Access::ReadWrite, true, Access::Read, false);
   const std::string vb = "buf" + std::to_string(c.values_binding);
@@ -284,6 +285,46 @@ void indexed_scatter(Context& ctx, const IndexedLaunch& l, IndexCombine combine)
   }
   static const char* names[] = {"assign", "add", "mul", "max", "min"};
   finish(ctx, c, l, std::string("index_scatter|") + names[static_cast<int>(combine)] + "|" + c.key, helpers, tail);
+}
+
+void indexed_scatter_extreme_i64(Context& ctx, const IndexedLaunch& l, bool is_max, uint64_t numel) {
+  if (numel == 0) return;
+  // scratch[2e] = ordered key of the high word (sign bit flipped), scratch[2e + 1] = low word.
+  Allocation* scratch = ctx.pool().allocate(numel * 8);
+  const std::string atomic_op = is_max ? "atomicMax" : "atomicMin";
+  const std::string lo_none = is_max ? "0u" : "0xffffffffu";
+  const uint32_t toff = u32_of(static_cast<int64_t>(l.target.offset), "offset");
+  auto per_element = [&](const std::string& name, Access target_access, const std::string& stmt) {
+    KernelLaunch k;
+    k.key = "index_extreme_i64_" + name + (is_max ? "|max" : "|min");
+    k.buffers = {{l.target.buffer, target_access, false}, {scratch->buffer, Access::ReadWrite, false}};
+    k.uniforms = {0, 0, 0, 0, toff};
+    k.count = numel;
+    std::string body = kernel_main(Grid::Invocations, ctx.caps().workgroup_1d()) + "  let t = idx + uw(4u);\n" +
+                       stmt + "}\n";
+    k.body = [&] { return body; };
+    launch_kernel(ctx, k);
+  };
+  per_element("init_hi", Access::Read, "  buf1[2u * idx] = buf0[2u * t + 1u] ^ 0x80000000u;\n");
+  // The contributions, with the scratch as their target (element offsets from 0).
+  IndexedLaunch s = l;
+  s.target = StridedArg{scratch->buffer, 0, DType::Int64, l.target.strides};
+  auto contributions = [&](const std::string& name, const std::string& stmt) {
+    Common c = build_common(ctx, s, Access::ReadWrite, true, Access::Read, false);
+    std::string vb = "buf" + std::to_string(c.values_binding);
+    std::string v = s.use_scalar ? "vec2<u32>(" + w(kWScalar) + ", " + w(kWScalar + 1) + ")"
+                                 : "vec2<u32>(" + vb + "[2u * vo], " + vb + "[2u * vo + 1u])";
+    finish(ctx, c, s, "index_extreme_i64_" + name + (is_max ? "|max|" : "|min|") + c.key, "",
+           "  let v = " + v + ";\n  let key = v.y ^ 0x80000000u;\n" + stmt);
+  };
+  contributions("hi", "  " + atomic_op + "(&buf0[2u * to], key);\n");
+  per_element("init_lo", Access::Read,
+              "  let key = buf0[2u * t + 1u] ^ 0x80000000u;\n"
+              "  buf1[2u * idx + 1u] = select(" + lo_none + ", buf0[2u * t], key == buf1[2u * idx]);\n");
+  contributions("lo", "  if (key == atomicLoad(&buf0[2u * to])) { " + atomic_op + "(&buf0[2u * to + 1u], v.x); }\n");
+  per_element("store", Access::ReadWrite,
+              "  buf0[2u * t] = buf1[2u * idx + 1u];\n  buf0[2u * t + 1u] = buf1[2u * idx] ^ 0x80000000u;\n");
+  ctx.pool().release(scratch);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -59,6 +59,11 @@ void indexed_gather(Context& ctx, const IndexedLaunch& l);
 // on the containing word); Assign to duplicates keeps one of the writers. Reductions need
 // a computable dtype of at most 4 bytes, or Int64 with Add.
 void indexed_scatter(Context& ctx, const IndexedLaunch& l, IndexCombine combine);
+// Int64 amax/amin (no 64-bit atomics in WGSL), deterministic in three passes over the
+// contributions' words: the high words' maximum (as ordered keys), then the low words'
+// maximum among contributions whose high word won. The target must be contiguous with
+// `numel` elements (l.target.strides say how the iteration dims map onto it).
+void indexed_scatter_extreme_i64(Context& ctx, const IndexedLaunch& l, bool is_max, uint64_t numel);
 // True when indexed_scatter handles `combine` on `dtype`.
 bool indexed_scatter_supports(DType dtype, IndexCombine combine);
 

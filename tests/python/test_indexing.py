@@ -473,3 +473,20 @@ def test_many_dims_fall_back_cleanly(monkeypatch):
     i = rand_index((2,) * 9, 2, seed=3)
     check(lambda x, i: x.gather(3, i), x, i, exact=True)
     check(lambda x: x.nonzero(), x.gt(0), exact=True)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce_int64_wide_values(reduce, include_self):
+    """64-bit values whose high words tie (amax/amin decide on the low words)."""
+    g = torch.Generator().manual_seed(4)
+    x = torch.randint(-2**62, 2**62, (6, 5), generator=g)
+    x[1] = -3
+    src = torch.randint(-2**62, 2**62, (40, 5), generator=g)
+    src[:10] = src[:10] % 1000 - 500
+    if reduce in ("sum", "mean"):
+        x, src = x // 64, src // 64  # no overflow
+    i = torch.randint(0, 6, (40, 5), generator=g)
+    check(lambda x, i, s: x.scatter_reduce(0, i, s, reduce, include_self=include_self), x, i, src, exact=True)
+    check(lambda x, i, s: x.t().scatter_reduce(1, i.t(), s.t(), reduce, include_self=include_self), x, i, src,
+          exact=True)
