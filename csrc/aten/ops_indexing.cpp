@@ -751,6 +751,11 @@ Tensor& index_put_impl_(Tensor& self, const c10::List<std::optional<Tensor>>& in
   TORCH_CHECK_INDEX(static_cast<int64_t>(indices.size()) <= self.dim(), "too many indices for tensor of dimension ",
                     self.dim(), " (got ", indices.size(), ")");
   at::assert_no_internal_overlap(self);
+  at::assert_no_overlap(self, values);
+  for (size_t k = 0; k < indices.size(); ++k) {
+    std::optional<Tensor> ix = indices.get(k);
+    if (ix.has_value() && ix->defined()) at::assert_no_overlap(self, *ix);
+  }
   TORCH_CHECK(values.scalar_type() == self.scalar_type(), "Index put requires the source and destination dtypes match, ",
               "got ", self.scalar_type(), " for the destination and ", values.scalar_type(), " for the source.");
   Advanced a = advanced(self, indices);
@@ -795,6 +800,7 @@ Tensor& masked_fill_scalar_(Tensor& self, const Tensor& mask, const c10::Scalar&
     return call_cpu_fallback<at::_ops::masked_fill__Scalar>(self, mask, value);
   if (self.numel() == 0) return self;
   Tensor m = mask.expand(self.sizes());
+  if (same_buffer(m, self)) m = m.clone();  // one buffer cannot be bound for reading and writing
   TWGPU_TRY
   RuntimeLock lock;
   IndexedLaunch l;
@@ -847,14 +853,15 @@ Tensor& nonzero_out(const Tensor& self, Tensor& out) {
   auto [pos, count] = positions_of(self);
   at::native::resize_output(out, {count, self.dim()});
   if (count == 0 || self.dim() == 0) return out;
-  Tensor dst = out.is_contiguous() && !same_buffer(out, self) ? out : at::empty(out.sizes(), out.options());
+  // The coordinates kernel writes from element 0 of its buffer.
+  Tensor dst = out.is_contiguous() && out.storage_offset() == 0 && !same_buffer(out, self)
+                   ? out
+                   : at::empty(out.sizes(), out.options());
   TWGPU_TRY
   RuntimeLock lock;
   nonzero_coordinates(lock.ctx(), vec(self.sizes()), strided(self, vec(self.strides())), device_ref(pos).buffer,
                       device_ref(dst).buffer);
   TWGPU_CATCH
-  // nonzero_coordinates writes from element 0 of the buffer.
-  TORCH_INTERNAL_ASSERT(dst.storage_offset() == 0 || !dst.is_same(out));
   if (!dst.is_same(out)) out.copy_(dst);
   return out;
 }
@@ -914,6 +921,7 @@ Tensor& masked_scatter_(Tensor& self, const Tensor& mask, const Tensor& source) 
     return call_cpu_fallback<at::_ops::masked_scatter_>(self, mask, source);
   Tensor m = mask.expand(self.sizes());
   if (self.numel() == 0) return self;
+  if (same_buffer(m, self)) m = m.clone();
   auto [pos, count] = positions_of(m);
   if (count == 0) return self;
   TORCH_CHECK(count <= source.numel(), "masked_scatter: expected source to have at least ", count,

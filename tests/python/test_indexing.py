@@ -490,3 +490,19 @@ def test_scatter_reduce_int64_wide_values(reduce, include_self):
     check(lambda x, i, s: x.scatter_reduce(0, i, s, reduce, include_self=include_self), x, i, src, exact=True)
     check(lambda x, i, s: x.t().scatter_reduce(1, i.t(), s.t(), reduce, include_self=include_self), x, i, src,
           exact=True)
+
+
+def test_operands_sharing_a_buffer():
+    """Masks, indices and sources that are the tensor being written (or views of it)."""
+    b = make((3, 4), torch.bool, seed=6)
+    check(lambda b: b.clone().masked_fill_(b.clone(), False), b, exact=True)
+    check(lambda b: (lambda c: c.masked_fill_(c, False))(b.clone()), b, exact=True)
+    check(lambda b: (lambda c: c.masked_scatter_(c, ~c))(b.clone()), b, exact=True)
+    x = torch.tensor([[2, 0, 1], [1, 1, 0], [0, 2, 2]])
+    check(lambda x: (lambda c: c.scatter_(0, c, c))(x.clone()), x, exact=True)
+    check(lambda x: (lambda c: c.index_put_((c[0],), c[1], accumulate=True))(x.clone()), x, exact=True)
+    expected = torch.nonzero(b)
+    out = dev(torch.zeros(2 + expected.numel(), dtype=torch.long))
+    view = out[2:].view(expected.shape)  # an offset out=
+    torch.nonzero(dev(b), out=view)
+    assert_same(view, expected, exact=True)
