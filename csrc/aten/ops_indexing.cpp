@@ -871,12 +871,21 @@ Tensor nonzero_fn(const Tensor& self) {
   return nonzero_out(self, out);
 }
 
+// Without a read-back: rows past `size` are dropped, missing rows keep fill_value.
 Tensor nonzero_static(const Tensor& self, int64_t size, int64_t fill_value) {
   TORCH_CHECK(size >= 0, "nonzero_static: 'size' must be an non-negative integer, but got ", size);
-  Tensor nz = nonzero_fn(self);
+  if (!flags_native(self) || self.dim() > kIndexMaxDims || size > std::numeric_limits<int32_t>::max())
+    return call_cpu_fallback<at::_ops::nonzero_static>(self, size, fill_value);
   Tensor out = at::full({size, self.dim()}, fill_value, self.options().dtype(at::kLong));
-  int64_t k = std::min<int64_t>(size, nz.size(0));
-  if (k > 0 && self.dim() > 0) out.narrow(0, 0, k).copy_(nz.narrow(0, 0, k));
+  if (self.numel() == 0 || size == 0 || self.dim() == 0) return out;
+  Tensor pos = at::empty({self.numel() + 1}, self.options().dtype(at::kInt));
+  TWGPU_TRY
+  RuntimeLock lock;
+  StridedArg flags = strided(self, vec(self.strides()));
+  exclusive_scan_nonzero(lock.ctx(), vec(self.sizes()), flags, device_ref(pos).buffer);
+  nonzero_coordinates(lock.ctx(), vec(self.sizes()), flags, device_ref(pos).buffer, device_ref(out).buffer,
+                      static_cast<uint32_t>(size));
+  TWGPU_CATCH
   return out;
 }
 

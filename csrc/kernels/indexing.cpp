@@ -453,14 +453,15 @@ void exclusive_scan_nonzero(Context& ctx, const std::vector<int64_t>& shape, con
 }
 
 void nonzero_coordinates(Context& ctx, const std::vector<int64_t>& shape, const StridedArg& flags,
-                         WGPUBuffer positions, WGPUBuffer out) {
+                         WGPUBuffer positions, WGPUBuffer out, uint32_t max_rows) {
   KernelLaunch k;
   k.key = std::string("nonzero_coords|") + dtype_name(flags.dtype);
   k.buffers = {{flags.buffer, Access::Read, false}, {positions, Access::Read, false}, {out, Access::ReadWrite, false}};
   k.uniforms = flag_uniforms(shape, flags);
+  k.uniforms[kWCode] = max_rows;
   k.count = numel_of(shape);
   std::string body = flag_at(flags.dtype) + kernel_main(Grid::Invocations, ctx.caps().workgroup_1d()) +
-                     "  if (!flag_at(idx)) { return; }\n"
+                     "  if (!flag_at(idx) || buf1[idx] >= " + w(kWCode) + ") { return; }\n"
                      "  let nd = " + w(kWNdim) + ";\n"
                      "  let row = buf1[idx] * nd;\n"
                      "  var rem = idx;\n"

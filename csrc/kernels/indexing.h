@@ -73,9 +73,9 @@ bool indexed_scatter_supports(DType dtype, IndexCombine combine);
 void exclusive_scan_nonzero(Context& ctx, const std::vector<int64_t>& shape, const StridedArg& flags,
                             WGPUBuffer positions);
 // For every element i with a nonzero flag: out[positions[i] * ndim + d] = coordinate d of i
-// (int64), i.e. nonzero()'s rows.
+// (int64), i.e. nonzero()'s rows; rows from `max_rows` on are not written (nonzero_static).
 void nonzero_coordinates(Context& ctx, const std::vector<int64_t>& shape, const StridedArg& flags,
-                         WGPUBuffer positions, WGPUBuffer out);
+                         WGPUBuffer positions, WGPUBuffer out, uint32_t max_rows = 0xFFFFFFFFu);
 // masked_select: out[positions[i]] = values[i] where the flag is set (bit moves).
 // masked_scatter: values[i] = source[positions[i]] where the flag is set (`values` then is
 // the written operand and `out` the contiguous source).

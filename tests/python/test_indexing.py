@@ -311,6 +311,9 @@ def test_nonzero(dtype):
     check(lambda x: torch.nonzero(x), torch.ones((), dtype=dtype), exact=True)
     check(lambda x: torch.nonzero_static(x, size=7, fill_value=-5), x[:2, :4], exact=True)
     check(lambda x: torch.nonzero_static(x, size=400), x, exact=True)
+    check(lambda x: torch.nonzero_static(x, size=3), x, exact=True)  # truncated
+    check(lambda x: torch.nonzero_static(x, size=0), x, exact=True)
+    check(lambda x: torch.nonzero_static(x, size=2, fill_value=9), torch.ones((), dtype=dtype), exact=True)
     out = dev(torch.empty(0, dtype=torch.long))
     torch.nonzero(dev(x), out=out)
     assert_same(out, torch.nonzero(x), exact=True)
