@@ -570,7 +570,7 @@ Tensor& index_fill_scalar_(Tensor& self, int64_t dim, const Tensor& index, const
     Tensor m = meta(self);
     at::_ops::index_fill__int_Scalar::call(m, dim, meta(index), value);
   }
-  if (!holdable(self) || value.isComplex())
+  if (!holdable(self) || (value.isComplex() && !self.is_complex()))
     return call_cpu_fallback<at::_ops::index_fill__int_Scalar>(self, dim, index, value);
   const int64_t d = c10::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
   if (index.numel() == 0 || self.numel() == 0) return self;
@@ -796,7 +796,7 @@ Tensor& masked_fill_scalar_(Tensor& self, const Tensor& mask, const c10::Scalar&
     Tensor m = meta(self);
     at::_ops::masked_fill__Scalar::call(m, meta(mask), value);
   }
-  if (!holdable(self) || value.isComplex() || mask.device() != self.device())
+  if (!holdable(self) || (value.isComplex() && !self.is_complex()) || mask.device() != self.device())
     return call_cpu_fallback<at::_ops::masked_fill__Scalar>(self, mask, value);
   if (self.numel() == 0) return self;
   Tensor m = mask.expand(self.sizes());

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.usefixtures("no_fallback")
 VALUE_DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32,
                 torch.int16, torch.int8, torch.uint8, torch.bool]
 # Bit-moving ops also take the stored-only dtypes natively.
-MOVE_DTYPES = VALUE_DTYPES + [torch.float64, torch.complex64]
+MOVE_DTYPES = VALUE_DTYPES + [torch.float64, torch.complex64, torch.complex128]
 REDUCE_DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int8, torch.uint8]
 
 
@@ -192,9 +192,9 @@ def test_index_copy_and_fill(dtype):
     check(lambda x, i, s: x.index_copy(0, i, s), x, torch.tensor([3, 1]), src, exact=True)
     check(lambda x, i, s: x.clone().index_copy_(-1, i, s), x, torch.tensor([2, 0]), noncontig(make((4, 2), dtype, seed=2)),
           exact=True)
-    if not dtype.is_complex:
-        check(lambda x, i: x.index_fill(1, i, 1), x, torch.tensor([0, -1]), exact=True)
-        check(lambda x, i: x.clone().index_fill_(0, i, torch.tensor(0)), x, torch.tensor([2]), exact=True)
+    value = 1 if not dtype.is_complex else 1 - 2j
+    check(lambda x, i: x.index_fill(1, i, value), x, torch.tensor([0, -1]), exact=True)
+    check(lambda x, i: x.clone().index_fill_(0, i, torch.tensor(0)), x, torch.tensor([2]), exact=True)
 
 
 @pytest.mark.parametrize("reduce", ["prod", "mean", "amax", "amin"])
@@ -231,7 +231,7 @@ def test_getitem(dtype):
     check(lambda x, i, j: x[i, j], x, i, j, exact=True)
     check(lambda x, i, j: x[i, :, j], x, i, j, exact=True)  # non-adjacent: index dims first
     check(lambda x, j: x[1:, j, ::2], x, j, exact=True)
-    check(lambda x: x[x.real > 0 if x.is_complex() else x.bool()], x, exact=True)
+    check(lambda x, m: x[m], x, (x.real > 0) if x.is_complex() else x.bool(), exact=True)
     check(lambda x, m: x[m], x, torch.tensor([True, False, True, True]), exact=True)
 
 
@@ -283,7 +283,7 @@ def test_setitem_and_accumulate_duplicates():
 def test_masked_fill(dtype):
     x = make((3, 4), dtype)
     m = make((3, 4), torch.bool, seed=1)
-    value = 1 if not dtype.is_complex else 0.5
+    value = 1 if not dtype.is_complex else 0.5 + 1j
     check(lambda x, m: x.masked_fill(m, value), x, m, exact=True)
     check(lambda x, m: x.masked_fill(m, torch.tensor(value)), x, m[0], exact=True)  # broadcast mask
     check(lambda x, m: x.clone().t().masked_fill_(m.t(), 0), x, m, exact=True)
