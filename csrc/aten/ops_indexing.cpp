@@ -950,13 +950,18 @@ Tensor& masked_scatter_(Tensor& self, const Tensor& mask, const Tensor& source) 
 
 Tensor embedding_dense_backward(const Tensor& grad, const Tensor& indices, int64_t nw, int64_t pad,
                                 bool scale_grad_by_freq) {
-  if (scale_grad_by_freq || !scatter_native(grad, Reduce::Sum))
+  if (!scatter_native(grad, Reduce::Sum) || !grad.is_floating_point())
     return call_cpu_fallback<at::_ops::embedding_dense_backward>(grad, indices, nw, pad, scale_grad_by_freq);
   Tensor flat_idx = indices.reshape({-1});
   Tensor g = grad.reshape({flat_idx.numel(), grad.size(-1)});
   if (pad >= 0) {
     // Rows whose index is the padding index get no gradient.
     g = g.masked_fill(flat_idx.eq(pad).unsqueeze(1), 0);
+  }
+  if (scale_grad_by_freq) {
+    // Each occurrence's gradient divided by how often its index occurs.
+    Tensor counts = at::zeros({nw}, grad.options()).index_add_(0, flat_idx, at::ones_like(flat_idx, grad.options()));
+    g = g.div(counts.index_select(0, flat_idx).unsqueeze(1));
   }
   Tensor out = at::zeros({nw, grad.size(-1)}, grad.options());
   return at::index_add(out, 0, flat_idx, g);

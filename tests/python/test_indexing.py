@@ -334,6 +334,7 @@ def test_embedding_and_backward():
     g = make((2, 3, 3), torch.float32, seed=1)
     check(lambda g, i: torch.ops.aten.embedding_dense_backward(g, i, 7, 2, False), g, i)
     check(lambda g, i: torch.ops.aten.embedding_dense_backward(g, i, 7, -1, False), g, i)
+    check(lambda g, i: torch.ops.aten.embedding_dense_backward(g, i, 7, 6, True), g, i)
 
 
 @pytest.mark.parametrize("op", ["gather", "index_select", "masked_fill", "index_put", "getitem", "scatter_add"])
