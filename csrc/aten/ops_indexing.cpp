@@ -369,8 +369,8 @@ bool scatter_native(const Tensor& out, Reduce r) {
   return dt && fits(out) && indexed_scatter_supports(*dt, combine_of(r));
 }
 
-// out = self, then the reduction into out. `spec` describes the scatter; `count_like`
-// rebuilds it for the counts of a mean.
+// out = self, then the reduction into out. `spec` describes the scatter; `add_counts`
+// scatters ones into a count tensor the same way (mean divides by the counts).
 template <class CountFn>
 void scatter_reduce_into(const Tensor& self, Tensor& out, ScatterSpec spec, Reduce r, bool include_self,
                          CountFn add_counts) {
@@ -421,7 +421,6 @@ void scatter_common(const Tensor& self, int64_t dim, const Tensor& index, const 
   if (self.numel() == 0) raise_bad_index(BadIndex::Bounds, 0, 0, 0);
   ScatterSpec s = scatter_spec(op, self, dim, index, src);
   if (value) s.value = *value;
-  Tensor src_copy;
   scatter_reduce_into(self, out, s, r, include_self, [&](Tensor& count) {
     Tensor ones = at::ones_like(index, out.options());
     ScatterSpec cs = scatter_spec(op, count, dim, s.index, &ones);
@@ -680,11 +679,10 @@ Advanced advanced(const Tensor& self_in, const c10::List<std::optional<Tensor>>&
       last = d;
     }
   Dims rep = vec(indices[first].sizes());
-  const int64_t before = first, after = self.dim() - last - 1, nrep = static_cast<int64_t>(rep.size());
+  const int64_t before = first, nrep = static_cast<int64_t>(rep.size());
   for (int64_t d = 0; d < before; ++d) a.shape.push_back(self.size(d)), a.target_strides.push_back(self.stride(d));
   for (int64_t k = 0; k < nrep; ++k) a.shape.push_back(rep[k]), a.target_strides.push_back(0);
   for (int64_t d = last + 1; d < self.dim(); ++d) a.shape.push_back(self.size(d)), a.target_strides.push_back(self.stride(d));
-  (void)after;
   for (int64_t d = first; d <= last; ++d) {
     const Tensor& ix = indices[d];
     Dims st(a.shape.size(), 0);

@@ -365,7 +365,7 @@ void exclusive_scan_nonzero(Context& ctx, const std::vector<int64_t>& shape, con
                             WGPUBuffer positions) {
   const uint64_t n = numel_of(shape);
   const uint64_t blocks = (n + kScanBlock - 1) / kScanBlock;
-  // Block totals live after the n + 1 positions' slot: a scratch buffer.
+  // Per-block totals (and the grand total at [blocks]) in a scratch buffer.
   Allocation* sums = ctx.pool().allocate((blocks + 1) * 4);
   std::vector<uint32_t> u = flag_uniforms(shape, flags);
   u.push_back(static_cast<uint32_t>(n));  // word kWIndexBase: n
