@@ -931,8 +931,7 @@ Tensor& masked_scatter_(Tensor& self, const Tensor& mask, const Tensor& source) 
   if (same_buffer(m, self)) m = m.clone();
   auto [pos, count] = positions_of(m);
   if (count == 0) return self;
-  TORCH_CHECK(count <= source.numel(), "masked_scatter: expected source to have at least ", count,
-              " elements, got ", source.numel());
+  TORCH_CHECK(count <= source.numel(), "Number of elements of source < number of ones in mask");
   Tensor src = source.contiguous();
   if (same_buffer(src, self)) src = src.clone();
   TWGPU_TRY

@@ -299,6 +299,7 @@ def test_masked_select_and_scatter(dtype):
     src = make((12,), dtype, seed=2)
     check(lambda x, m, s: x.masked_scatter(m, s), x, m, src, exact=True)
     check(lambda x, m, s: x.clone().t().masked_scatter_(m.t(), s.view(3, 4)), x, m, src, exact=True)
+    check(lambda x, m, s: x.masked_scatter(m, s), x, torch.ones(3, 4, dtype=torch.bool), src[:5])  # too few
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64, torch.uint8, torch.bool, torch.float64])
