@@ -14,7 +14,10 @@
 #include <ATen/native/TensorAdvancedIndexingUtils.h>
 #include <ATen/ops/_index_put_impl_ops.h>
 #include <ATen/ops/aminmax.h>
+#include <ATen/TensorUtils.h>
 #include <ATen/ops/embedding_dense_backward_ops.h>
+#include <ATen/ops/embedding_renorm_ops.h>
+#include <ATen/ops/where.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/full.h>
@@ -73,7 +76,9 @@ Tensor meta(const Tensor& t) {
 // An empty meta tensor for out= checks (dtype only; shape is ours to set).
 Tensor meta_out(const Tensor& out) { return at::empty({0}, out.options().device(at::kMeta)); }
 
-bool holdable(const Tensor& t) { return to_dtype(t.scalar_type()).has_value(); }
+// Kernels walk at most kIndexMaxDims dims; more go to the CPU fallback.
+bool fits(const Tensor& t) { return t.dim() <= kIndexMaxDims; }
+bool holdable(const Tensor& t) { return to_dtype(t.scalar_type()).has_value() && fits(t); }
 bool computable(const Tensor& t) { return is_native_compute(t.scalar_type()); }
 
 StridedArg strided(const Tensor& t, Dims strides) {
@@ -116,6 +121,12 @@ Tensor device_index(const Tensor& index, const Tensor& self, int64_t bound, bool
     if (lo < (wrap ? -bound : 0)) raise_bad_index(style, lo, dim, bound);
   }
   return index.to(self.device());
+}
+
+// Operands other than indices must live with self (CUDA's rule for these ops).
+void check_same_device(const Tensor& self, const Tensor& t, const char* arg, const char* op) {
+  TORCH_CHECK(t.device() == self.device(), "Expected all tensors to be on the same device, but found at least two devices, ",
+              self.device(), " and ", t.device(), "! (when checking argument for argument ", arg, " in method ", op, ")");
 }
 
 uint32_t check_code(Context& ctx, const char* op) {
@@ -222,7 +233,7 @@ Tensor& take_out(const Tensor& self, const Tensor& index, Tensor& out) {
     Tensor mo = meta_out(out);
     at::_ops::take_out::call(meta(self), meta(index), mo);
   }
-  if (!holdable(self)) return call_cpu_fallback<at::_ops::take_out>(self, index, out);
+  if (!holdable(self) || !fits(index)) return call_cpu_fallback<at::_ops::take_out>(self, index, out);
   at::native::resize_output(out, index.sizes());
   if (index.numel() == 0) return out;
   Tensor flat = self.contiguous().view({-1});
@@ -296,7 +307,21 @@ void run_scatter(Tensor& target, const ScatterSpec& s, IndexCombine combine) {
   }
   l.wrap_negative = s.wrap;
   l.check_code = check_code(lock.ctx(), s.op);
-  indexed_scatter(lock.ctx(), l, combine);
+  if (target.scalar_type() == at::kLong && (combine == IndexCombine::Max || combine == IndexCombine::Min)) {
+    // Needs a contiguous target; the element offset of `to` is then the row-major index.
+    Tensor work = target.is_contiguous() ? target : target.contiguous();
+    if (!work.is_same(target)) {
+      Dims ts(s.shape.size(), 0);
+      for (size_t d = 0; d < s.shape.size(); ++d)
+        if (static_cast<int64_t>(d) != s.dim && static_cast<int64_t>(d) < work.dim()) ts[d] = work.stride(d);
+      l.target = strided(work, ts);
+      l.indices[0].target_stride = s.dim >= 0 ? stride_or_1(work, s.dim) : 1;
+    }
+    indexed_scatter_extreme_i64(lock.ctx(), l, combine == IndexCombine::Max, static_cast<uint64_t>(work.numel()));
+    if (!work.is_same(target)) target.copy_(work);
+  } else {
+    indexed_scatter(lock.ctx(), l, combine);
+  }
   TWGPU_CATCH
 }
 
@@ -341,11 +366,11 @@ IndexCombine combine_of(Reduce r) {
 
 bool scatter_native(const Tensor& out, Reduce r) {
   auto dt = to_dtype(out.scalar_type());
-  return dt && indexed_scatter_supports(*dt, combine_of(r));
+  return dt && fits(out) && indexed_scatter_supports(*dt, combine_of(r));
 }
 
-// out = self, then the reduction into out. `spec` describes the scatter; `count_like`
-// rebuilds it for the counts of a mean.
+// out = self, then the reduction into out. `spec` describes the scatter; `add_counts`
+// scatters ones into a count tensor the same way (mean divides by the counts).
 template <class CountFn>
 void scatter_reduce_into(const Tensor& self, Tensor& out, ScatterSpec spec, Reduce r, bool include_self,
                          CountFn add_counts) {
@@ -387,6 +412,7 @@ ScatterSpec scatter_spec(const char* op, const Tensor& self, int64_t dim, const 
 
 void scatter_common(const Tensor& self, int64_t dim, const Tensor& index, const Tensor* src,
                     const c10::Scalar* value, Reduce r, bool include_self, Tensor& out, const char* op) {
+  if (src) check_same_device(self, *src, "src", op);
   at::native::resize_output(out, self.sizes());
   if (index.numel() == 0) {
     if (!out.is_same(self)) out.copy_(self);
@@ -395,7 +421,6 @@ void scatter_common(const Tensor& self, int64_t dim, const Tensor& index, const 
   if (self.numel() == 0) raise_bad_index(BadIndex::Bounds, 0, 0, 0);
   ScatterSpec s = scatter_spec(op, self, dim, index, src);
   if (value) s.value = *value;
-  Tensor src_copy;
   scatter_reduce_into(self, out, s, r, include_self, [&](Tensor& count) {
     Tensor ones = at::ones_like(index, out.options());
     ScatterSpec cs = scatter_spec(op, count, dim, s.index, &ones);
@@ -544,7 +569,7 @@ Tensor& index_fill_scalar_(Tensor& self, int64_t dim, const Tensor& index, const
     Tensor m = meta(self);
     at::_ops::index_fill__int_Scalar::call(m, dim, meta(index), value);
   }
-  if (!holdable(self) || value.isComplex())
+  if (!holdable(self) || (value.isComplex() && !self.is_complex()))
     return call_cpu_fallback<at::_ops::index_fill__int_Scalar>(self, dim, index, value);
   const int64_t d = c10::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
   if (index.numel() == 0 || self.numel() == 0) return self;
@@ -596,8 +621,9 @@ Tensor& put_(Tensor& self, const Tensor& index, const Tensor& source, bool accum
     Tensor m = meta(self);
     at::_ops::put_::call(m, meta(index), meta(source), accumulate);
   }
-  if (!scatter_native(self, accumulate ? Reduce::Sum : Reduce::None))
+  if (!scatter_native(self, accumulate ? Reduce::Sum : Reduce::None) || !fits(index))
     return call_cpu_fallback<at::_ops::put_>(self, index, source, accumulate);
+  check_same_device(self, source, "source", "put_");
   if (index.numel() == 0) return self;
   if (self.numel() == 0) raise_bad_index(BadIndex::Take, 0, 0, 0);
   Tensor target = self.is_contiguous() ? self : self.contiguous();
@@ -653,11 +679,10 @@ Advanced advanced(const Tensor& self_in, const c10::List<std::optional<Tensor>>&
       last = d;
     }
   Dims rep = vec(indices[first].sizes());
-  const int64_t before = first, after = self.dim() - last - 1, nrep = static_cast<int64_t>(rep.size());
+  const int64_t before = first, nrep = static_cast<int64_t>(rep.size());
   for (int64_t d = 0; d < before; ++d) a.shape.push_back(self.size(d)), a.target_strides.push_back(self.stride(d));
   for (int64_t k = 0; k < nrep; ++k) a.shape.push_back(rep[k]), a.target_strides.push_back(0);
   for (int64_t d = last + 1; d < self.dim(); ++d) a.shape.push_back(self.size(d)), a.target_strides.push_back(self.stride(d));
-  (void)after;
   for (int64_t d = first; d <= last; ++d) {
     const Tensor& ix = indices[d];
     Dims st(a.shape.size(), 0);
@@ -724,6 +749,11 @@ Tensor& index_put_impl_(Tensor& self, const c10::List<std::optional<Tensor>>& in
   TORCH_CHECK_INDEX(static_cast<int64_t>(indices.size()) <= self.dim(), "too many indices for tensor of dimension ",
                     self.dim(), " (got ", indices.size(), ")");
   at::assert_no_internal_overlap(self);
+  at::assert_no_overlap(self, values);
+  for (size_t k = 0; k < indices.size(); ++k) {
+    std::optional<Tensor> ix = indices.get(k);
+    if (ix.has_value() && ix->defined()) at::assert_no_overlap(self, *ix);
+  }
   TORCH_CHECK(values.scalar_type() == self.scalar_type(), "Index put requires the source and destination dtypes match, ",
               "got ", self.scalar_type(), " for the destination and ", values.scalar_type(), " for the source.");
   Advanced a = advanced(self, indices);
@@ -764,10 +794,11 @@ Tensor& masked_fill_scalar_(Tensor& self, const Tensor& mask, const c10::Scalar&
     Tensor m = meta(self);
     at::_ops::masked_fill__Scalar::call(m, meta(mask), value);
   }
-  if (!holdable(self) || value.isComplex() || mask.device() != self.device())
+  if (!holdable(self) || (value.isComplex() && !self.is_complex()) || mask.device() != self.device())
     return call_cpu_fallback<at::_ops::masked_fill__Scalar>(self, mask, value);
   if (self.numel() == 0) return self;
   Tensor m = mask.expand(self.sizes());
+  if (same_buffer(m, self)) m = m.clone();  // one buffer cannot be bound for reading and writing
   TWGPU_TRY
   RuntimeLock lock;
   IndexedLaunch l;
@@ -820,14 +851,15 @@ Tensor& nonzero_out(const Tensor& self, Tensor& out) {
   auto [pos, count] = positions_of(self);
   at::native::resize_output(out, {count, self.dim()});
   if (count == 0 || self.dim() == 0) return out;
-  Tensor dst = out.is_contiguous() && !same_buffer(out, self) ? out : at::empty(out.sizes(), out.options());
+  // The coordinates kernel writes from element 0 of its buffer.
+  Tensor dst = out.is_contiguous() && out.storage_offset() == 0 && !same_buffer(out, self)
+                   ? out
+                   : at::empty(out.sizes(), out.options());
   TWGPU_TRY
   RuntimeLock lock;
   nonzero_coordinates(lock.ctx(), vec(self.sizes()), strided(self, vec(self.strides())), device_ref(pos).buffer,
                       device_ref(dst).buffer);
   TWGPU_CATCH
-  // nonzero_coordinates writes from element 0 of the buffer.
-  TORCH_INTERNAL_ASSERT(dst.storage_offset() == 0 || !dst.is_same(out));
   if (!dst.is_same(out)) out.copy_(dst);
   return out;
 }
@@ -837,12 +869,21 @@ Tensor nonzero_fn(const Tensor& self) {
   return nonzero_out(self, out);
 }
 
+// Without a read-back: rows past `size` are dropped, missing rows keep fill_value.
 Tensor nonzero_static(const Tensor& self, int64_t size, int64_t fill_value) {
   TORCH_CHECK(size >= 0, "nonzero_static: 'size' must be an non-negative integer, but got ", size);
-  Tensor nz = nonzero_fn(self);
+  if (!flags_native(self) || self.dim() > kIndexMaxDims || size > std::numeric_limits<int32_t>::max())
+    return call_cpu_fallback<at::_ops::nonzero_static>(self, size, fill_value);
   Tensor out = at::full({size, self.dim()}, fill_value, self.options().dtype(at::kLong));
-  int64_t k = std::min<int64_t>(size, nz.size(0));
-  if (k > 0 && self.dim() > 0) out.narrow(0, 0, k).copy_(nz.narrow(0, 0, k));
+  if (self.numel() == 0 || size == 0 || self.dim() == 0) return out;
+  Tensor pos = at::empty({self.numel() + 1}, self.options().dtype(at::kInt));
+  TWGPU_TRY
+  RuntimeLock lock;
+  StridedArg flags = strided(self, vec(self.strides()));
+  exclusive_scan_nonzero(lock.ctx(), vec(self.sizes()), flags, device_ref(pos).buffer);
+  nonzero_coordinates(lock.ctx(), vec(self.sizes()), flags, device_ref(pos).buffer, device_ref(out).buffer,
+                      static_cast<uint32_t>(size));
+  TWGPU_CATCH
   return out;
 }
 
@@ -887,10 +928,10 @@ Tensor& masked_scatter_(Tensor& self, const Tensor& mask, const Tensor& source) 
     return call_cpu_fallback<at::_ops::masked_scatter_>(self, mask, source);
   Tensor m = mask.expand(self.sizes());
   if (self.numel() == 0) return self;
+  if (same_buffer(m, self)) m = m.clone();
   auto [pos, count] = positions_of(m);
   if (count == 0) return self;
-  TORCH_CHECK(count <= source.numel(), "masked_scatter: expected source to have at least ", count,
-              " elements, got ", source.numel());
+  TORCH_CHECK(count <= source.numel(), "Number of elements of source < number of ones in mask");
   Tensor src = source.contiguous();
   if (same_buffer(src, self)) src = src.clone();
   TWGPU_TRY
@@ -906,7 +947,7 @@ Tensor& masked_scatter_(Tensor& self, const Tensor& mask, const Tensor& source) 
 
 Tensor embedding_dense_backward(const Tensor& grad, const Tensor& indices, int64_t nw, int64_t pad,
                                 bool scale_grad_by_freq) {
-  if (scale_grad_by_freq || !scatter_native(grad, Reduce::Sum))
+  if (!scatter_native(grad, Reduce::Sum) || !grad.is_floating_point())
     return call_cpu_fallback<at::_ops::embedding_dense_backward>(grad, indices, nw, pad, scale_grad_by_freq);
   Tensor flat_idx = indices.reshape({-1});
   Tensor g = grad.reshape({flat_idx.numel(), grad.size(-1)});
@@ -914,8 +955,31 @@ Tensor embedding_dense_backward(const Tensor& grad, const Tensor& indices, int64
     // Rows whose index is the padding index get no gradient.
     g = g.masked_fill(flat_idx.eq(pad).unsqueeze(1), 0);
   }
+  if (scale_grad_by_freq) {
+    // Each occurrence's gradient divided by how often its index occurs.
+    Tensor counts = at::zeros({nw}, grad.options()).index_add_(0, flat_idx, at::ones_like(flat_idx, grad.options()));
+    g = g.div(counts.index_select(0, flat_idx).unsqueeze(1));
+  }
   Tensor out = at::zeros({nw, grad.size(-1)}, grad.options());
   return at::index_add(out, 0, flat_idx, g);
+}
+
+// Rows named by `indices` whose norm exceeds max_norm are scaled down to it. Composite
+// over native ops (the norm belongs to the reduction family); each row once, however many
+// times it is named.
+Tensor& embedding_renorm_(Tensor& self, const Tensor& indices, double max_norm, double norm_type) {
+  at::checkDim("embedding_renorm_", at::TensorArg(self, "self", 1), 2);
+  at::checkScalarTypes("embedding_renorm_", at::TensorArg(indices, "indices", 2), {at::kLong, at::kInt});
+  if (!self.is_floating_point() || !holdable(self) || !computable(self))
+    return call_cpu_fallback<at::_ops::embedding_renorm_>(self, indices, max_norm, norm_type);
+  if (indices.numel() == 0 || self.numel() == 0) return self;
+  Tensor named = at::zeros({self.size(0)}, self.options().dtype(at::kBool));
+  named.index_fill_(0, indices.reshape({-1}), true);
+  Tensor norms = self.norm(norm_type, 1);
+  Tensor scale = at::where(named.logical_and(norms.gt(max_norm)), norms.add(1e-7).reciprocal().mul(max_norm),
+                           at::ones_like(norms));
+  self.mul_(scale.unsqueeze(1));
+  return self;
 }
 
 }  // namespace
@@ -949,6 +1013,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("masked_select.out", masked_select_out);
   m.impl("masked_scatter_", masked_scatter_);
   m.impl("embedding_dense_backward", embedding_dense_backward);
+  m.impl("embedding_renorm_", embedding_renorm_);
 }
 
 }  // namespace twgpu::aten

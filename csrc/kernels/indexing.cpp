@@ -216,13 +216,14 @@ void indexed_gather(Context& ctx, const IndexedLaunch& l) {
 
 bool indexed_scatter_supports(DType dtype, IndexCombine combine) {
   if (combine == IndexCombine::Assign) return true;
-  if (dtype == DType::Int64) return combine == IndexCombine::Add;
+  if (dtype == DType::Int64) return combine != IndexCombine::Mul;  // Max/Min: indexed_scatter_extreme_i64
   return is_computable(dtype) && element_size(dtype) <= 4;
 }
 
 void indexed_scatter(Context& ctx, const IndexedLaunch& l, IndexCombine combine) {
   const DType dt = l.target.dtype;
-  if (!indexed_scatter_supports(dt, combine))
+  if (!indexed_scatter_supports(dt, combine) ||
+      (dt == DType::Int64 && combine != IndexCombine::Add && combine != IndexCombine::Assign))
     fail(ErrorKind::Unsupported, std::string("torch_webgpu: scatter reduction on ") + dtype_name(dt));
   Common c = build_common(ctx, l, Access::ReadWrite, true, Access::Read, false);
   const std::string vb = "buf" + std::to_string(c.values_binding);
@@ -286,6 +287,46 @@ void indexed_scatter(Context& ctx, const IndexedLaunch& l, IndexCombine combine)
   finish(ctx, c, l, std::string("index_scatter|") + names[static_cast<int>(combine)] + "|" + c.key, helpers, tail);
 }
 
+void indexed_scatter_extreme_i64(Context& ctx, const IndexedLaunch& l, bool is_max, uint64_t numel) {
+  if (numel == 0) return;
+  // scratch[2e] = ordered key of the high word (sign bit flipped), scratch[2e + 1] = low word.
+  Allocation* scratch = ctx.pool().allocate(numel * 8);
+  const std::string atomic_op = is_max ? "atomicMax" : "atomicMin";
+  const std::string lo_none = is_max ? "0u" : "0xffffffffu";
+  const uint32_t toff = u32_of(static_cast<int64_t>(l.target.offset), "offset");
+  auto per_element = [&](const std::string& name, Access target_access, const std::string& stmt) {
+    KernelLaunch k;
+    k.key = "index_extreme_i64_" + name + (is_max ? "|max" : "|min");
+    k.buffers = {{l.target.buffer, target_access, false}, {scratch->buffer, Access::ReadWrite, false}};
+    k.uniforms = {0, 0, 0, 0, toff};
+    k.count = numel;
+    std::string body = kernel_main(Grid::Invocations, ctx.caps().workgroup_1d()) + "  let t = idx + uw(4u);\n" +
+                       stmt + "}\n";
+    k.body = [&] { return body; };
+    launch_kernel(ctx, k);
+  };
+  per_element("init_hi", Access::Read, "  buf1[2u * idx] = buf0[2u * t + 1u] ^ 0x80000000u;\n");
+  // The contributions, with the scratch as their target (element offsets from 0).
+  IndexedLaunch s = l;
+  s.target = StridedArg{scratch->buffer, 0, DType::Int64, l.target.strides};
+  auto contributions = [&](const std::string& name, const std::string& stmt) {
+    Common c = build_common(ctx, s, Access::ReadWrite, true, Access::Read, false);
+    std::string vb = "buf" + std::to_string(c.values_binding);
+    std::string v = s.use_scalar ? "vec2<u32>(" + w(kWScalar) + ", " + w(kWScalar + 1) + ")"
+                                 : "vec2<u32>(" + vb + "[2u * vo], " + vb + "[2u * vo + 1u])";
+    finish(ctx, c, s, "index_extreme_i64_" + name + (is_max ? "|max|" : "|min|") + c.key, "",
+           "  let v = " + v + ";\n  let key = v.y ^ 0x80000000u;\n" + stmt);
+  };
+  contributions("hi", "  " + atomic_op + "(&buf0[2u * to], key);\n");
+  per_element("init_lo", Access::Read,
+              "  let key = buf0[2u * t + 1u] ^ 0x80000000u;\n"
+              "  buf1[2u * idx + 1u] = select(" + lo_none + ", buf0[2u * t], key == buf1[2u * idx]);\n");
+  contributions("lo", "  if (key == atomicLoad(&buf0[2u * to])) { " + atomic_op + "(&buf0[2u * to + 1u], v.x); }\n");
+  per_element("store", Access::ReadWrite,
+              "  buf0[2u * t] = buf1[2u * idx + 1u];\n  buf0[2u * t + 1u] = buf1[2u * idx] ^ 0x80000000u;\n");
+  ctx.pool().release(scratch);
+}
+
 // ---------------------------------------------------------------------------------------
 // Compaction (nonzero, masked_select, masked_scatter): flags -> exclusive positions.
 
@@ -324,7 +365,7 @@ void exclusive_scan_nonzero(Context& ctx, const std::vector<int64_t>& shape, con
                             WGPUBuffer positions) {
   const uint64_t n = numel_of(shape);
   const uint64_t blocks = (n + kScanBlock - 1) / kScanBlock;
-  // Block totals live after the n + 1 positions' slot: a scratch buffer.
+  // Per-block totals (and the grand total at [blocks]) in a scratch buffer.
   Allocation* sums = ctx.pool().allocate((blocks + 1) * 4);
   std::vector<uint32_t> u = flag_uniforms(shape, flags);
   u.push_back(static_cast<uint32_t>(n));  // word kWIndexBase: n
@@ -412,14 +453,15 @@ void exclusive_scan_nonzero(Context& ctx, const std::vector<int64_t>& shape, con
 }
 
 void nonzero_coordinates(Context& ctx, const std::vector<int64_t>& shape, const StridedArg& flags,
-                         WGPUBuffer positions, WGPUBuffer out) {
+                         WGPUBuffer positions, WGPUBuffer out, uint32_t max_rows) {
   KernelLaunch k;
   k.key = std::string("nonzero_coords|") + dtype_name(flags.dtype);
   k.buffers = {{flags.buffer, Access::Read, false}, {positions, Access::Read, false}, {out, Access::ReadWrite, false}};
   k.uniforms = flag_uniforms(shape, flags);
+  k.uniforms[kWCode] = max_rows;
   k.count = numel_of(shape);
   std::string body = flag_at(flags.dtype) + kernel_main(Grid::Invocations, ctx.caps().workgroup_1d()) +
-                     "  if (!flag_at(idx)) { return; }\n"
+                     "  if (!flag_at(idx) || buf1[idx] >= " + w(kWCode) + ") { return; }\n"
                      "  let nd = " + w(kWNdim) + ";\n"
                      "  let row = buf1[idx] * nd;\n"
                      "  var rem = idx;\n"

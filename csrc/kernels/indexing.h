@@ -59,6 +59,11 @@ void indexed_gather(Context& ctx, const IndexedLaunch& l);
 // on the containing word); Assign to duplicates keeps one of the writers. Reductions need
 // a computable dtype of at most 4 bytes, or Int64 with Add.
 void indexed_scatter(Context& ctx, const IndexedLaunch& l, IndexCombine combine);
+// Int64 amax/amin (no 64-bit atomics in WGSL), deterministic in three passes over the
+// contributions' words: the high words' maximum (as ordered keys), then the low words'
+// maximum among contributions whose high word won. The target must be contiguous with
+// `numel` elements (l.target.strides say how the iteration dims map onto it).
+void indexed_scatter_extreme_i64(Context& ctx, const IndexedLaunch& l, bool is_max, uint64_t numel);
 // True when indexed_scatter handles `combine` on `dtype`.
 bool indexed_scatter_supports(DType dtype, IndexCombine combine);
 
@@ -68,9 +73,9 @@ bool indexed_scatter_supports(DType dtype, IndexCombine combine);
 void exclusive_scan_nonzero(Context& ctx, const std::vector<int64_t>& shape, const StridedArg& flags,
                             WGPUBuffer positions);
 // For every element i with a nonzero flag: out[positions[i] * ndim + d] = coordinate d of i
-// (int64), i.e. nonzero()'s rows.
+// (int64), i.e. nonzero()'s rows; rows from `max_rows` on are not written (nonzero_static).
 void nonzero_coordinates(Context& ctx, const std::vector<int64_t>& shape, const StridedArg& flags,
-                         WGPUBuffer positions, WGPUBuffer out);
+                         WGPUBuffer positions, WGPUBuffer out, uint32_t max_rows = 0xFFFFFFFFu);
 // masked_select: out[positions[i]] = values[i] where the flag is set (bit moves).
 // masked_scatter: values[i] = source[positions[i]] where the flag is set (`values` then is
 // the written operand and `out` the contiguous source).

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.usefixtures("no_fallback")
 VALUE_DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32,
                 torch.int16, torch.int8, torch.uint8, torch.bool]
 # Bit-moving ops also take the stored-only dtypes natively.
-MOVE_DTYPES = VALUE_DTYPES + [torch.float64, torch.complex64]
+MOVE_DTYPES = VALUE_DTYPES + [torch.float64, torch.complex64, torch.complex128]
 REDUCE_DTYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int8, torch.uint8]
 
 
@@ -192,9 +192,9 @@ def test_index_copy_and_fill(dtype):
     check(lambda x, i, s: x.index_copy(0, i, s), x, torch.tensor([3, 1]), src, exact=True)
     check(lambda x, i, s: x.clone().index_copy_(-1, i, s), x, torch.tensor([2, 0]), noncontig(make((4, 2), dtype, seed=2)),
           exact=True)
-    if not dtype.is_complex:
-        check(lambda x, i: x.index_fill(1, i, 1), x, torch.tensor([0, -1]), exact=True)
-        check(lambda x, i: x.clone().index_fill_(0, i, torch.tensor(0)), x, torch.tensor([2]), exact=True)
+    value = 1 if not dtype.is_complex else 1 - 2j
+    check(lambda x, i: x.index_fill(1, i, value), x, torch.tensor([0, -1]), exact=True)
+    check(lambda x, i: x.clone().index_fill_(0, i, torch.tensor(0)), x, torch.tensor([2]), exact=True)
 
 
 @pytest.mark.parametrize("reduce", ["prod", "mean", "amax", "amin"])
@@ -231,7 +231,7 @@ def test_getitem(dtype):
     check(lambda x, i, j: x[i, j], x, i, j, exact=True)
     check(lambda x, i, j: x[i, :, j], x, i, j, exact=True)  # non-adjacent: index dims first
     check(lambda x, j: x[1:, j, ::2], x, j, exact=True)
-    check(lambda x: x[x.real > 0 if x.is_complex() else x.bool()], x, exact=True)
+    check(lambda x, m: x[m], x, (x.real > 0) if x.is_complex() else x.bool(), exact=True)
     check(lambda x, m: x[m], x, torch.tensor([True, False, True, True]), exact=True)
 
 
@@ -283,7 +283,7 @@ def test_setitem_and_accumulate_duplicates():
 def test_masked_fill(dtype):
     x = make((3, 4), dtype)
     m = make((3, 4), torch.bool, seed=1)
-    value = 1 if not dtype.is_complex else 0.5
+    value = 1 if not dtype.is_complex else 0.5 + 1j
     check(lambda x, m: x.masked_fill(m, value), x, m, exact=True)
     check(lambda x, m: x.masked_fill(m, torch.tensor(value)), x, m[0], exact=True)  # broadcast mask
     check(lambda x, m: x.clone().t().masked_fill_(m.t(), 0), x, m, exact=True)
@@ -299,6 +299,7 @@ def test_masked_select_and_scatter(dtype):
     src = make((12,), dtype, seed=2)
     check(lambda x, m, s: x.masked_scatter(m, s), x, m, src, exact=True)
     check(lambda x, m, s: x.clone().t().masked_scatter_(m.t(), s.view(3, 4)), x, m, src, exact=True)
+    check(lambda x, m, s: x.masked_scatter(m, s), x, torch.ones(3, 4, dtype=torch.bool), src[:5])  # too few
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64, torch.uint8, torch.bool, torch.float64])
@@ -311,6 +312,9 @@ def test_nonzero(dtype):
     check(lambda x: torch.nonzero(x), torch.ones((), dtype=dtype), exact=True)
     check(lambda x: torch.nonzero_static(x, size=7, fill_value=-5), x[:2, :4], exact=True)
     check(lambda x: torch.nonzero_static(x, size=400), x, exact=True)
+    check(lambda x: torch.nonzero_static(x, size=3), x, exact=True)  # truncated
+    check(lambda x: torch.nonzero_static(x, size=0), x, exact=True)
+    check(lambda x: torch.nonzero_static(x, size=2, fill_value=9), torch.ones((), dtype=dtype), exact=True)
     out = dev(torch.empty(0, dtype=torch.long))
     torch.nonzero(dev(x), out=out)
     assert_same(out, torch.nonzero(x), exact=True)
@@ -331,6 +335,7 @@ def test_embedding_and_backward():
     g = make((2, 3, 3), torch.float32, seed=1)
     check(lambda g, i: torch.ops.aten.embedding_dense_backward(g, i, 7, 2, False), g, i)
     check(lambda g, i: torch.ops.aten.embedding_dense_backward(g, i, 7, -1, False), g, i)
+    check(lambda g, i: torch.ops.aten.embedding_dense_backward(g, i, 7, 6, True), g, i)
 
 
 @pytest.mark.parametrize("op", ["gather", "index_select", "masked_fill", "index_put", "getitem", "scatter_add"])
@@ -444,3 +449,65 @@ def test_sync_checks_env_subprocess():
             "    print('raised' if 'aten::index_select' in str(e) else e)\n")
     r = run_python(code, env={"TORCH_WEBGPU_SYNC_CHECKS": "1"})
     assert r.stdout.strip().endswith("raised"), r.stdout + r.stderr
+
+
+def test_embedding_max_norm(monkeypatch):
+    # The row norms come from the reduction family (CPU fallback until it lands).
+    monkeypatch.delenv("TORCH_WEBGPU_DISABLE_CPU_FALLBACK")
+    w = make((7, 3), torch.float32)
+    i = torch.tensor([[1, 2, 1], [6, 0, 2]])
+    wd = dev(w)
+    out = F.embedding(dev(i), wd, max_norm=1.5)
+    expected = F.embedding(i, w, max_norm=1.5)
+    assert_same(out, expected)
+    assert_same(wd, w)  # renormalized in place, each named row once
+    check(lambda w, i: torch.embedding_renorm_(w, i, 1.0, 2.0), w[0], i)  # 1-D weight: error
+
+
+def test_source_on_another_device_raises():
+    x = dev(torch.zeros(3))
+    with pytest.raises(RuntimeError, match="same device"):
+        x.scatter(0, dev(torch.tensor([0])), torch.ones(1))
+    with pytest.raises(RuntimeError, match="same device"):
+        x.put_(dev(torch.tensor([0])), torch.ones(1))
+
+
+def test_many_dims_fall_back_cleanly(monkeypatch):
+    monkeypatch.delenv("TORCH_WEBGPU_DISABLE_CPU_FALLBACK")
+    x = make((2,) * 9, torch.float32)
+    i = rand_index((2,) * 9, 2, seed=3)
+    check(lambda x, i: x.gather(3, i), x, i, exact=True)
+    check(lambda x: x.nonzero(), x.gt(0), exact=True)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce_int64_wide_values(reduce, include_self):
+    """64-bit values whose high words tie (amax/amin decide on the low words)."""
+    g = torch.Generator().manual_seed(4)
+    x = torch.randint(-2**62, 2**62, (6, 5), generator=g)
+    x[1] = -3
+    src = torch.randint(-2**62, 2**62, (40, 5), generator=g)
+    src[:10] = src[:10] % 1000 - 500
+    if reduce in ("sum", "mean"):
+        x, src = x // 64, src // 64  # no overflow
+    i = torch.randint(0, 6, (40, 5), generator=g)
+    check(lambda x, i, s: x.scatter_reduce(0, i, s, reduce, include_self=include_self), x, i, src, exact=True)
+    check(lambda x, i, s: x.t().scatter_reduce(1, i.t(), s.t(), reduce, include_self=include_self), x, i, src,
+          exact=True)
+
+
+def test_operands_sharing_a_buffer():
+    """Masks, indices and sources that are the tensor being written (or views of it)."""
+    b = make((3, 4), torch.bool, seed=6)
+    check(lambda b: b.clone().masked_fill_(b.clone(), False), b, exact=True)
+    check(lambda b: (lambda c: c.masked_fill_(c, False))(b.clone()), b, exact=True)
+    check(lambda b: (lambda c: c.masked_scatter_(c, ~c))(b.clone()), b, exact=True)
+    x = torch.tensor([[2, 0, 1], [1, 1, 0], [0, 2, 2]])
+    check(lambda x: (lambda c: c.scatter_(0, c, c))(x.clone()), x, exact=True)
+    check(lambda x: (lambda c: c.index_put_((c[0],), c[1], accumulate=True))(x.clone()), x, exact=True)
+    expected = torch.nonzero(b)
+    out = dev(torch.zeros(2 + expected.numel(), dtype=torch.long))
+    view = out[2:].view(expected.shape)  # an offset out=
+    torch.nonzero(dev(b), out=view)
+    assert_same(view, expected, exact=True)
