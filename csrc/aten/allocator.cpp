@@ -40,8 +40,11 @@ bool is_native_compute(c10::ScalarType t) {
 }
 
 DeviceRef device_ref(const at::TensorBase& t) {
-  TORCH_CHECK(t.device().type() == kDeviceType, "torch_webgpu: expected a webgpu tensor, got one on ",
-              t.device());
+  // Kernels see every tensor they touch through here: one on another device is the
+  // mixed-device call CUDA's wrappers reject, with their message.
+  TORCH_CHECK(t.device().type() == kDeviceType,
+              "Expected all tensors to be on the same device, but found at least two devices, ",
+              c10::Device(kDeviceType, 0), " and ", t.device(), "!");
   DeviceRef r;
   r.dtype = to_dtype_or_throw(t.scalar_type());
   Allocation* a = allocation_of(t);

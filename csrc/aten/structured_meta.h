@@ -61,8 +61,10 @@ struct OutMeta final : Meta {
     }
     TORCH_CHECK(options.dtype() == out.dtype(), "Expected out tensor to have dtype ",
                 options.dtype(), ", but got ", out.dtype(), " instead");
-    TORCH_CHECK(options.device() == out.device(), "Expected out tensor to have device ",
-                options.device(), ", but got ", out.device(), " instead");
+    // As CUDA's generated wrappers: an out= tensor on another device is a mixed-device call.
+    TORCH_CHECK(options.device() == out.device(),
+                "Expected all tensors to be on the same device, but found at least two devices, ",
+                options.device(), " and ", out.device(), "!");
     if (at::native::resize_output(out, sizes)) {
       if (!strides.empty()) {
         out.as_strided_(sizes, strides);
