@@ -16,14 +16,26 @@
 #include <ATen/ops/cholesky_ops.h>
 #include <ATen/ops/linalg_cholesky_ex_ops.h>
 #include <ATen/ops/linalg_inv_ex_ops.h>
+#include <ATen/ops/linalg_cross_meta.h>
+#include <ATen/ops/linalg_cross_ops.h>
+#include <ATen/ops/linalg_lu_meta.h>
+#include <ATen/ops/lu_unpack_meta.h>
 #include <ATen/ops/linalg_lu_factor_ex_ops.h>
+#include <ATen/ops/linalg_lu_ops.h>
+#include <ATen/ops/lu_unpack_ops.h>
+#include <ATen/ops/tril.h>
+#include <ATen/ops/triu.h>
 #include <ATen/ops/linalg_lu_solve_ops.h>
 #include <ATen/ops/linalg_solve_triangular_ops.h>
 #include <ATen/ops/triangular_solve_ops.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/stack.h>
+#include <ATen/ops/sub.h>
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
 #include "aten/cpu_fallback.h"
+#include "aten/structured_meta.h"
 #include "aten/webgpu_tensor.h"
 #include "kernels/linalg.h"
 
@@ -313,6 +325,78 @@ Tensor& cholesky_inverse_out(const Tensor& factor, bool upper, Tensor& out) {
   return out;
 }
 
+// P, L, U of A = P L U from an LU factorization (..., m, n) and its pivots.
+std::tuple<Tensor, Tensor, Tensor> unpack(const Tensor& lu, const Tensor& pivots, bool data,
+                                          bool perm) {
+  int64_t m = lu.size(-2), n = lu.size(-1), k = std::min(m, n);
+  auto batch = batch_shape(lu);
+  Tensor P = at::empty({0}, lu.options()), L = at::empty({0}, lu.options()),
+         U = at::empty({0}, lu.options());
+  if (data) {
+    L = at::tril(lu.narrow(-1, 0, k), -1);
+    L.diagonal(0, -2, -1).fill_(1);
+    U = at::triu(lu.narrow(-2, 0, k));
+  }
+  if (perm) {
+    P = at::zeros(concat(batch, {m, m}), lu.options());
+    if (P.numel() > 0) {
+      Tensor piv = fresh(pivots, c10::kInt);
+      Tensor scratch = at::empty(concat(batch, {m}), lu.options().dtype(c10::kInt));
+      TWGPU_TRY
+      RuntimeLock lock;
+      lu_permutation(lock.ctx(), matrices(piv), matrices(scratch), matrices(P),
+                     u32(product(batch)), u32(m), u32(k));
+      TWGPU_CATCH
+    }
+  }
+  return {P, L, U};
+}
+
+std::tuple<Tensor&, Tensor&, Tensor&> lu_unpack_out(const Tensor& lu, const Tensor& pivots,
+                                                    bool data, bool perm, Tensor& P, Tensor& L,
+                                                    Tensor& U) {
+  if (!native({&lu}))
+    return call_cpu_fallback<at::_ops::lu_unpack_out>(lu, pivots, data, perm, P, L, U);
+  OutMeta<at::meta::structured_lu_unpack, 3>({&P, &L, &U}).meta(lu, pivots, data, perm);
+  auto [p, l, u] = unpack(lu, pivots, data, perm);
+  if (data) {
+    store(L, l);
+    store(U, u);
+  }
+  if (perm) store(P, p);
+  return {P, L, U};
+}
+
+std::tuple<Tensor&, Tensor&, Tensor&> linalg_lu_out(const Tensor& A, bool pivot, Tensor& P,
+                                                    Tensor& L, Tensor& U) {
+  if (!native({&A}) || !pivot)
+    return call_cpu_fallback<at::_ops::linalg_lu_out>(A, pivot, P, L, U);
+  OutMeta<at::meta::structured_linalg_lu, 3>({&P, &L, &U}).meta(A, pivot);
+  LU r = lu_factor(A);
+  auto [p, l, u] = unpack(r.lu, r.pivots, true, true);
+  store(P, p);
+  store(L, l);
+  store(U, u);
+  return {P, L, U};
+}
+
+// cross(a, b) along `dim` (size 3) from native views and pointwise ops.
+Tensor& cross_out(const Tensor& a, const Tensor& b, int64_t dim, Tensor& out) {
+  if (any_stored_only({&a, &b, &out}))
+    return call_cpu_fallback<at::_ops::linalg_cross_out>(a, b, dim, out);
+  OutMeta<at::meta::structured_linalg_cross>(out).meta(a, b, dim);
+  if (out.numel() == 0) return out;
+  int64_t d = c10::maybe_wrap_dim(dim, out.dim());
+  Tensor x = a.expand(out.sizes()), y = b.expand(out.sizes());
+  // component i = x[j] * y[k] - x[k] * y[j] for (i, j, k) cyclic
+  auto part = [&](int64_t j, int64_t k) {
+    return at::sub(at::mul(x.select(d, j), y.select(d, k)), at::mul(x.select(d, k), y.select(d, j)));
+  };
+  Tensor r = at::stack({part(1, 2), part(2, 0), part(0, 1)}, d);
+  out.copy_(r);
+  return out;
+}
+
 void check_triangular(const Tensor& A, const Tensor& B, bool left, const char* name) {
   TORCH_CHECK(A.dim() >= 2 && B.dim() >= 2, name, ": The input tensors must have at least 2 dimensions.");
   TORCH_CHECK(A.size(-1) == A.size(-2), name, ": A must be batches of square matrices, but they are ",
@@ -371,6 +455,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("linalg_solve_triangular", solve_triangular);
   m.impl("linalg_solve_triangular.out", solve_triangular_out);
   m.impl("triangular_solve.X", triangular_solve_out);
+  m.impl("lu_unpack.out", lu_unpack_out);
+  m.impl("linalg_lu.out", linalg_lu_out);
+  m.impl("linalg_cross.out", cross_out);
 }
 
 }  // namespace twgpu::aten

@@ -232,4 +232,25 @@ void lu_determinant(Context& ctx, MatrixBatch lu, MatrixBatch pivots, MatrixBatc
       body);
 }
 
+void lu_permutation(Context& ctx, MatrixBatch pivots, MatrixBatch perm, MatrixBatch p,
+                    uint32_t batch, uint32_t m, uint32_t k) {
+  // The interchanges applied in order to (0 .. m-1) give perm: row i of P^T A is row
+  // perm[i] of A, so P[perm[i]][i] = 1.
+  std::string body = i32_access("V", 0, false) + i32_access("Q", 1) + f32_access("P", 2) +
+                     kernel_main(Grid::Invocations, 64) + R"(
+  let m = uw(4u); let k = uw(5u);
+  for (var i = 0u; i < m; i = i + 1u) { setQ(idx * m + i, i32(i)); }
+  for (var i = 0u; i < k; i = i + 1u) {
+    let j = u32(V(idx * k + i) - 1);
+    let t = Q(idx * m + i);
+    setQ(idx * m + i, Q(idx * m + j));
+    setQ(idx * m + j, t);
+  }
+  for (var i = 0u; i < m; i = i + 1u) { setP(idx * m * m + u32(Q(idx * m + i)) * m + i, 1.0); }
+}
+)";
+  run(ctx, "lu_perm", {ro(pivots.buffer), rw(perm.buffer), rw(p.buffer)},
+      uniforms({m, k}, {pivots.offset, perm.offset, p.offset}), batch, body);
+}
+
 }  // namespace twgpu

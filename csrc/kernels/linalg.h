@@ -38,4 +38,9 @@ void triangular_solve(Context& ctx, MatrixBatch a, MatrixBatch b, uint32_t batch
 void lu_determinant(Context& ctx, MatrixBatch lu, MatrixBatch pivots, MatrixBatch det,
                     MatrixBatch sign, MatrixBatch logabsdet, uint32_t batch, uint32_t n);
 
+// The permutation matrix P of A = P L U from lu_factor's pivots (batch, k): writes ones
+// into p (batch, m, m), which the caller zeroed; perm (batch, m) int32 is scratch.
+void lu_permutation(Context& ctx, MatrixBatch pivots, MatrixBatch perm, MatrixBatch p,
+                    uint32_t batch, uint32_t m, uint32_t k);
+
 }  // namespace twgpu

@@ -153,3 +153,25 @@ def test_cholesky_legacy_solve_and_inverse(upper):
                                torch.cholesky_solve(b, f, upper=upper), **TOL)
     torch.testing.assert_close(cpu(torch.cholesky_inverse(dev(f[0]), upper=upper)),
                                torch.cholesky_inverse(f[0], upper=upper), **TOL)
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (2, 5, 3), (3, 3, 5)])
+def test_lu_and_lu_unpack(shape):
+    a = torch.randn(*shape, generator=torch.Generator().manual_seed(3))
+    got = torch.linalg.lu(dev(a))
+    want = torch.linalg.lu(a)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(cpu(g), w, **TOL)
+    lu, piv = torch.linalg.lu_factor(a)
+    for g, w in zip(torch.lu_unpack(dev(lu), dev(piv)), torch.lu_unpack(lu, piv)):
+        torch.testing.assert_close(cpu(g), w, **TOL)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.float16])
+def test_cross(dtype):
+    a = torch.randn(4, 3, 2).to(dtype)
+    b = torch.randn(1, 3, 2).to(dtype)
+    torch.testing.assert_close(cpu(torch.linalg.cross(dev(a), dev(b), dim=1)),
+                               torch.linalg.cross(a, b, dim=1))
+    with pytest.raises(RuntimeError):
+        torch.linalg.cross(dev(torch.randn(4, 2)), dev(torch.randn(4, 2)))
