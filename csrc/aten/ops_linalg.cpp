@@ -11,11 +11,17 @@
 #include <ATen/ops/_linalg_slogdet_ops.h>
 #include <ATen/ops/_linalg_solve_ex_ops.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
 #include <ATen/ops/_cholesky_solve_helper_ops.h>
 #include <ATen/ops/cholesky_inverse_ops.h>
 #include <ATen/ops/cholesky_ops.h>
 #include <ATen/ops/linalg_cholesky_ex_ops.h>
 #include <ATen/ops/linalg_inv_ex_ops.h>
+#include <ATen/ops/geqrf_ops.h>
+#include <ATen/ops/linalg_householder_product_ops.h>
+#include <ATen/ops/linalg_qr_meta.h>
+#include <ATen/ops/linalg_qr_ops.h>
+#include <ATen/ops/ormqr_ops.h>
 #include <ATen/ops/linalg_cross_meta.h>
 #include <ATen/ops/linalg_cross_ops.h>
 #include <ATen/ops/linalg_lu_meta.h>
@@ -325,6 +331,124 @@ Tensor& cholesky_inverse_out(const Tensor& factor, bool upper, Tensor& out) {
   return out;
 }
 
+// ---- QR (Householder) ----------------------------------------------------------------
+
+std::pair<Tensor, Tensor> geqrf_(const Tensor& A) {
+  int64_t m = A.size(-2), n = A.size(-1), k = std::min(m, n);
+  auto batch = batch_shape(A);
+  Tensor a = fresh(A);
+  Tensor tau = at::empty(concat(batch, {k}), A.options());
+  if (a.numel() > 0 && k > 0) {
+    TWGPU_TRY
+    RuntimeLock lock;
+    householder_qr(lock.ctx(), matrices(a), matrices(tau), u32(product(batch)), u32(m), u32(n));
+    TWGPU_CATCH
+  }
+  return {a, tau};
+}
+
+// op(Q) C or C op(Q) for Q = H1 ... Hk from reflectors v (..., m, kv) and tau (..., k).
+Tensor apply_q(const Tensor& v, const Tensor& tau, const Tensor& C, bool left, bool transpose) {
+  Tensor c = fresh(C);
+  int64_t m = v.size(-2), kv = v.size(-1), k = tau.size(-1);
+  int64_t nc = left ? C.size(-1) : C.size(-2);
+  if (c.numel() == 0 || k == 0) return c;
+  Tensor vv = fresh(v), tt = fresh(tau);
+  TWGPU_TRY
+  RuntimeLock lock;
+  householder_apply(lock.ctx(), matrices(vv), matrices(tt), matrices(c),
+                    u32(product(batch_shape(C))), u32(m), u32(kv), u32(k), u32(nc), left, transpose);
+  TWGPU_CATCH
+  return c;
+}
+
+Tensor eye_like(const Tensor& t, int64_t m, int64_t n) {
+  Tensor e = at::zeros(concat(batch_shape(t), {m, n}), t.options());
+  e.diagonal(0, -2, -1).fill_(1);
+  return e;
+}
+
+std::tuple<Tensor, Tensor> geqrf_fn(const Tensor& A) {
+  if (!native({&A})) return call_cpu_fallback<at::_ops::geqrf>(A);
+  TORCH_CHECK(A.dim() >= 2, "torch.geqrf: input must have at least 2 dimensions.");
+  auto [a, tau] = geqrf_(A);
+  // LAPACK's layout, as the CPU returns it.
+  Tensor out = at::empty_strided(a.sizes(), at::native::batched_matrix_contiguous_strides(a.sizes(), true),
+                                 a.options());
+  out.copy_(a);
+  return {out, tau};
+}
+
+std::tuple<Tensor&, Tensor&> geqrf_out(const Tensor& A, Tensor& a, Tensor& tau) {
+  if (!native({&A, &a, &tau})) return call_cpu_fallback<at::_ops::geqrf_a>(A, a, tau);
+  TORCH_CHECK(A.dim() >= 2, "torch.geqrf: input must have at least 2 dimensions.");
+  auto [r, t] = geqrf_(A);
+  store(a, r);
+  store(tau, t);
+  return {a, tau};
+}
+
+void check_householder(const Tensor& input, const Tensor& tau) {
+  TORCH_CHECK(input.dim() >= 2, "torch.linalg.householder_product: input must have at least 2 dimensions.");
+  TORCH_CHECK(input.size(-2) >= input.size(-1),
+              "torch.linalg.householder_product: input.shape[-2] must be greater than or equal to input.shape[-1]");
+  TORCH_CHECK(input.size(-1) >= tau.size(-1),
+              "torch.linalg.householder_product: input.shape[-1] must be greater than or equal to tau.shape[-1]");
+  TORCH_CHECK(input.dim() - tau.dim() == 1,
+              "torch.linalg.householder_product: Expected tau to have one dimension less than input, but got tau.ndim equal to ",
+              tau.dim(), " and input.ndim is equal to ", input.dim());
+  TORCH_CHECK(input.scalar_type() == tau.scalar_type(),
+              "torch.linalg.householder_product: tau dtype ", tau.scalar_type(),
+              " does not match input dtype ", input.scalar_type());
+}
+
+Tensor householder_product(const Tensor& input, const Tensor& tau) {
+  if (!native({&input, &tau}))
+    return call_cpu_fallback<at::_ops::linalg_householder_product>(input, tau);
+  check_householder(input, tau);
+  return apply_q(input, tau, eye_like(input, input.size(-2), input.size(-1)), true, false);
+}
+
+Tensor& householder_product_out(const Tensor& input, const Tensor& tau, Tensor& out) {
+  if (!native({&input, &tau, &out}))
+    return call_cpu_fallback<at::_ops::linalg_householder_product_out>(input, tau, out);
+  store(out, householder_product(input, tau));
+  return out;
+}
+
+Tensor ormqr_fn(const Tensor& A, const Tensor& tau, const Tensor& C, bool left, bool transpose) {
+  if (!native({&A, &tau, &C})) return call_cpu_fallback<at::_ops::ormqr>(A, tau, C, left, transpose);
+  TORCH_CHECK(A.dim() >= 2 && C.dim() >= 2, "torch.ormqr: input must have at least 2 dimensions.");
+  int64_t m = left ? C.size(-2) : C.size(-1);
+  TORCH_CHECK(A.size(-2) == m, "torch.ormqr: other.shape[", left ? -2 : -1,
+              "] must be equal to input.shape[-2]");
+  TORCH_CHECK(tau.size(-1) <= A.size(-1), "torch.ormqr: tau.shape[-1] must be less than or equal to input.shape[-1]");
+  return apply_q(A, tau, C, left, transpose);
+}
+
+Tensor& ormqr_out(const Tensor& A, const Tensor& tau, const Tensor& C, bool left, bool transpose,
+                  Tensor& out) {
+  if (!native({&A, &tau, &C, &out}))
+    return call_cpu_fallback<at::_ops::ormqr_out>(A, tau, C, left, transpose, out);
+  store(out, ormqr_fn(A, tau, C, left, transpose));
+  return out;
+}
+
+std::tuple<Tensor&, Tensor&> qr_out(const Tensor& A, c10::string_view mode, Tensor& Q, Tensor& R) {
+  if (!native({&A})) return call_cpu_fallback<at::_ops::linalg_qr_out>(A, mode, Q, R);
+  OutMeta<at::meta::structured_linalg_qr, 2>({&Q, &R}).meta(A, mode);
+  int64_t m = A.size(-2), n = A.size(-1), k = std::min(m, n);
+  bool complete = mode == "complete", compute_q = mode != "r";
+  auto [a, tau] = geqrf_(A);
+  Tensor r = at::triu(complete ? a : a.narrow(-2, 0, k));
+  store(R, r);
+  if (compute_q) {
+    int64_t qcols = complete ? m : k;
+    store(Q, apply_q(a, tau, eye_like(A, m, qcols), true, false));
+  }
+  return {Q, R};
+}
+
 // P, L, U of A = P L U from an LU factorization (..., m, n) and its pivots.
 std::tuple<Tensor, Tensor, Tensor> unpack(const Tensor& lu, const Tensor& pivots, bool data,
                                           bool perm) {
@@ -456,6 +580,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("linalg_solve_triangular.out", solve_triangular_out);
   m.impl("triangular_solve.X", triangular_solve_out);
   m.impl("lu_unpack.out", lu_unpack_out);
+  m.impl("geqrf", geqrf_fn);
+  m.impl("geqrf.a", geqrf_out);
+  m.impl("linalg_householder_product", householder_product);
+  m.impl("linalg_householder_product.out", householder_product_out);
+  m.impl("ormqr", ormqr_fn);
+  m.impl("ormqr.out", ormqr_out);
+  m.impl("linalg_qr.out", qr_out);
   m.impl("linalg_lu.out", linalg_lu_out);
   m.impl("linalg_cross.out", cross_out);
 }

@@ -253,4 +253,68 @@ void lu_permutation(Context& ctx, MatrixBatch pivots, MatrixBatch perm, MatrixBa
       uniforms({m, k}, {pivots.offset, perm.offset, p.offset}), batch, body);
 }
 
+void householder_qr(Context& ctx, MatrixBatch a, MatrixBatch tau, uint32_t batch, uint32_t m,
+                    uint32_t n) {
+  std::string body = f32_access("A", 0) + f32_access("T", 1) + kernel_main(Grid::Invocations, 64) + R"(
+  let m = uw(4u); let n = uw(5u); let k = min(m, n);
+  let b = idx * m * n;
+  for (var j = 0u; j < k; j = j + 1u) {
+    let alpha = A(b + j * n + j);
+    var ss = 0.0;
+    for (var i = j + 1u; i < m; i = i + 1u) { let x = A(b + i * n + j); ss = ss + x * x; }
+    if (ss == 0.0) { setT(idx * k + j, 0.0); continue; }
+    var beta = sqrt(alpha * alpha + ss);
+    if (alpha >= 0.0) { beta = -beta; }
+    setT(idx * k + j, div_f32(beta - alpha, beta));
+    let scale = alpha - beta;
+    for (var i = j + 1u; i < m; i = i + 1u) { setA(b + i * n + j, div_f32(A(b + i * n + j), scale)); }
+    setA(b + j * n + j, beta);
+    let t = div_f32(beta - alpha, beta);
+    for (var c = j + 1u; c < n; c = c + 1u) {
+      var w = A(b + j * n + c);
+      for (var i = j + 1u; i < m; i = i + 1u) { w = w + A(b + i * n + j) * A(b + i * n + c); }
+      w = t * w;
+      setA(b + j * n + c, A(b + j * n + c) - w);
+      for (var i = j + 1u; i < m; i = i + 1u) { setA(b + i * n + c, A(b + i * n + c) - w * A(b + i * n + j)); }
+    }
+  }
+}
+)";
+  run(ctx, "geqrf", {rw(a.buffer), rw(tau.buffer)}, uniforms({m, n}, {a.offset, tau.offset}), batch,
+      body);
+}
+
+void householder_apply(Context& ctx, MatrixBatch v, MatrixBatch tau, MatrixBatch c,
+                       uint32_t batch, uint32_t m, uint32_t kv, uint32_t k, uint32_t nc,
+                       bool left, bool transpose) {
+  // One invocation per (matrix, column of c) when left (per row when right): each applies
+  // H = I - tau v v^T in turn. Q = H1 ... Hk: Q c applies Hk first, Q^T c applies H1 first;
+  // c Q applies H1 first, c Q^T applies Hk first.
+  bool forward = left ? transpose : !transpose;
+  std::string at = left ? "C(cb + i * nc + col)" : "C(cb + col * m + i)";
+  std::string set = left ? "setC(cb + i * nc + col, " : "setC(cb + col * m + i, ";
+  std::string body = f32_access("V", 0, false) + f32_access("T", 1, false) + f32_access("C", 2) +
+                     kernel_main(Grid::Invocations, 64) + R"(
+  let m = uw(4u); let kv = uw(5u); let k = uw(6u); let nc = uw(7u);
+  let mat = idx / nc; let col = idx % nc;
+  let vb = mat * m * kv; let cb = mat * m * nc;
+  for (var s = 0u; s < k; s = s + 1u) {
+    let j = )" + std::string(forward ? "s" : "k - 1u - s") + R"(;
+    let t = T(mat * k + j);
+    if (t == 0.0) { continue; }
+    var i = j;
+    var w = )" + at + R"(;
+    for (i = j + 1u; i < m; i = i + 1u) { w = w + V(vb + i * kv + j) * )" + at + R"(; }
+    w = t * w;
+    i = j;
+    )" + set + at + R"( - w);
+    for (i = j + 1u; i < m; i = i + 1u) { )" + set + at + R"( - w * V(vb + i * kv + j)); }
+  }
+}
+)";
+  run(ctx, std::string("ormqr:") + (left ? "l" : "r") + (forward ? "f" : "b"),
+      {ro(v.buffer), ro(tau.buffer), rw(c.buffer)},
+      uniforms({m, kv, k, nc}, {v.offset, tau.offset, c.offset}), uint64_t(batch) * nc, body);
+}
+
 }  // namespace twgpu

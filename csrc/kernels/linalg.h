@@ -43,4 +43,16 @@ void lu_determinant(Context& ctx, MatrixBatch lu, MatrixBatch pivots, MatrixBatc
 void lu_permutation(Context& ctx, MatrixBatch pivots, MatrixBatch perm, MatrixBatch p,
                     uint32_t batch, uint32_t m, uint32_t k);
 
+// Householder QR (geqrf) in place on a (batch, m, n): R on and above the diagonal, the
+// reflectors' vectors below it (implicit unit head), and tau (batch, min(m, n)), with
+// LAPACK's dlarfg conventions (beta = -sign(alpha) * norm).
+void householder_qr(Context& ctx, MatrixBatch a, MatrixBatch tau, uint32_t batch, uint32_t m,
+                    uint32_t n);
+// Applies the k reflectors of (v: (batch, m, kv) with kv >= k, tau: (batch, k)) to c in
+// place: c (batch, m, nc) <- op(Q) c with Q = H1 ... Hk (left); c (batch, nc, m) <- c op(Q)
+// (right); op = transpose when `transpose`.
+void householder_apply(Context& ctx, MatrixBatch v, MatrixBatch tau, MatrixBatch c,
+                       uint32_t batch, uint32_t m, uint32_t kv, uint32_t k, uint32_t nc,
+                       bool left, bool transpose);
+
 }  // namespace twgpu

@@ -175,3 +175,29 @@ def test_cross(dtype):
                                torch.linalg.cross(a, b, dim=1))
     with pytest.raises(RuntimeError):
         torch.linalg.cross(dev(torch.randn(4, 2)), dev(torch.randn(4, 2)))
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (4, 4), (2, 6, 4), (0, 3, 3)])
+@pytest.mark.parametrize("mode", ["reduced", "complete", "r"])
+def test_qr_matches_lapack(shape, mode):
+    a = torch.randn(*shape, generator=torch.Generator().manual_seed(4))
+    got = torch.linalg.qr(dev(a), mode=mode)
+    want = torch.linalg.qr(a, mode=mode)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(cpu(g), w, **TOL)
+
+
+def test_geqrf_householder_product_ormqr():
+    a = torch.randn(2, 5, 3, generator=torch.Generator().manual_seed(5))
+    r, tau = torch.geqrf(dev(a))
+    r_c, tau_c = torch.geqrf(a)
+    torch.testing.assert_close(cpu(r), r_c, **TOL)
+    torch.testing.assert_close(cpu(tau), tau_c, **TOL)
+    torch.testing.assert_close(cpu(torch.linalg.householder_product(dev(r_c), dev(tau_c))),
+                               torch.linalg.householder_product(r_c, tau_c), **TOL)
+    for left in (True, False):
+        for transpose in (True, False):
+            c = torch.randn(2, 5, 4) if left else torch.randn(2, 4, 5)
+            torch.testing.assert_close(
+                cpu(torch.ormqr(dev(r_c), dev(tau_c), dev(c), left=left, transpose=transpose)),
+                torch.ormqr(r_c, tau_c, c, left=left, transpose=transpose), **TOL)
