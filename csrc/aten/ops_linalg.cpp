@@ -22,6 +22,10 @@
 #include <ATen/ops/linalg_qr_meta.h>
 #include <ATen/ops/linalg_qr_ops.h>
 #include <ATen/ops/ormqr_ops.h>
+#include <ATen/ops/_linalg_eigh_meta.h>
+#include <ATen/ops/_linalg_eigh_ops.h>
+#include <ATen/ops/_linalg_svd_meta.h>
+#include <ATen/ops/_linalg_svd_ops.h>
 #include <ATen/ops/linalg_cross_meta.h>
 #include <ATen/ops/linalg_cross_ops.h>
 #include <ATen/ops/linalg_lu_meta.h>
@@ -34,6 +38,7 @@
 #include <ATen/ops/linalg_lu_solve_ops.h>
 #include <ATen/ops/linalg_solve_triangular_ops.h>
 #include <ATen/ops/triangular_solve_ops.h>
+#include <ATen/ops/add.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/stack.h>
 #include <ATen/ops/sub.h>
@@ -449,6 +454,61 @@ std::tuple<Tensor&, Tensor&> qr_out(const Tensor& A, c10::string_view mode, Tens
   return {Q, R};
 }
 
+// ---- SVD and symmetric eigenproblems (Jacobi) ----------------------------------------
+
+std::tuple<Tensor&, Tensor&, Tensor&> svd_out(const Tensor& A, bool full_matrices,
+                                              bool compute_uv, std::optional<c10::string_view> driver,
+                                              Tensor& U, Tensor& S, Tensor& Vh) {
+  int64_t m = A.size(-2), n = A.size(-1), k = std::min(m, n);
+  // Full matrices of a rectangular A need U's (or V's) basis completed: CPU.
+  if (!native({&A}) || (compute_uv && full_matrices && m != n))
+    return call_cpu_fallback<at::_ops::_linalg_svd_U>(A, full_matrices, compute_uv, driver, U, S, Vh);
+  OutMeta<at::meta::structured__linalg_svd, 3>({&U, &S, &Vh}).meta(A, full_matrices, compute_uv, driver);
+  // One-sided Jacobi wants m >= n: A^T = V S U^T otherwise.
+  bool tall = m >= n;
+  Tensor a = fresh(tall ? A : A.mT());
+  auto batch = batch_shape(A);
+  Tensor v = at::empty(concat(batch, {k, k}), A.options());
+  Tensor s = at::empty(concat(batch, {k}), A.options());
+  if (s.numel() > 0) {
+    TWGPU_TRY
+    RuntimeLock lock;
+    jacobi_svd(lock.ctx(), matrices(a), matrices(v), matrices(s), u32(product(batch)),
+               u32(tall ? m : n), u32(k));
+    TWGPU_CATCH
+  }
+  store(S, s);
+  if (compute_uv) {
+    // tall: A = a S v^T; wide: A^T = a S v^T, so A = v S a^T.
+    store(U, tall ? a : v);
+    store(Vh, tall ? v.mT() : a.mT());
+  }
+  return {U, S, Vh};
+}
+
+std::tuple<Tensor&, Tensor&> eigh_out(const Tensor& A, c10::string_view uplo, bool compute_v,
+                                      Tensor& w, Tensor& V) {
+  if (!native({&A})) return call_cpu_fallback<at::_ops::_linalg_eigh_eigenvalues>(A, uplo, compute_v, w, V);
+  OutMeta<at::meta::structured__linalg_eigh, 2>({&w, &V}).meta(A, uplo, compute_v);
+  // Only one triangle is read, as LAPACK's syevd does: mirror it.
+  bool lower = uplo == "L" || uplo == "l";
+  Tensor tri = lower ? at::tril(A) : at::triu(A);
+  Tensor a = fresh(at::add(tri, (lower ? at::tril(A, -1) : at::triu(A, 1)).mT()));
+  int64_t n = A.size(-1);
+  auto batch = batch_shape(A);
+  Tensor v = at::empty(a.sizes(), A.options());
+  Tensor ev = at::empty(concat(batch, {n}), A.options());
+  if (ev.numel() > 0) {
+    TWGPU_TRY
+    RuntimeLock lock;
+    jacobi_eigh(lock.ctx(), matrices(a), matrices(v), matrices(ev), u32(product(batch)), u32(n));
+    TWGPU_CATCH
+  }
+  store(w, ev);
+  if (compute_v) store(V, v);
+  return {w, V};
+}
+
 // P, L, U of A = P L U from an LU factorization (..., m, n) and its pivots.
 std::tuple<Tensor, Tensor, Tensor> unpack(const Tensor& lu, const Tensor& pivots, bool data,
                                           bool perm) {
@@ -587,6 +647,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("ormqr", ormqr_fn);
   m.impl("ormqr.out", ormqr_out);
   m.impl("linalg_qr.out", qr_out);
+  m.impl("_linalg_svd.U", svd_out);
+  m.impl("_linalg_eigh.eigenvalues", eigh_out);
   m.impl("linalg_lu.out", linalg_lu_out);
   m.impl("linalg_cross.out", cross_out);
 }

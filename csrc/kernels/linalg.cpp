@@ -317,4 +317,132 @@ void householder_apply(Context& ctx, MatrixBatch v, MatrixBatch tau, MatrixBatch
       uniforms({m, kv, k, nc}, {v.offset, tau.offset, c.offset}), uint64_t(batch) * nc, body);
 }
 
+void jacobi_svd(Context& ctx, MatrixBatch a, MatrixBatch v, MatrixBatch s, uint32_t batch,
+                uint32_t m, uint32_t n) {
+  std::string body = f32_access("A", 0) + f32_access("V", 1) + f32_access("S", 2) +
+                     kernel_main(Grid::Invocations, 64) + R"(
+  let m = uw(4u); let n = uw(5u);
+  let ab = idx * m * n; let vb = idx * n * n; let sb = idx * n;
+  for (var i = 0u; i < n; i = i + 1u) {
+    for (var j = 0u; j < n; j = j + 1u) { setV(vb + i * n + j, select(0.0, 1.0, i == j)); }
+  }
+  // Sweeps until every pair of columns is orthogonal to working precision.
+  for (var sweep = 0u; sweep < 40u; sweep = sweep + 1u) {
+    var rotated = false;
+    for (var p = 0u; p + 1u < n; p = p + 1u) {
+      for (var q = p + 1u; q < n; q = q + 1u) {
+        var alpha = 0.0; var beta = 0.0; var gamma = 0.0;
+        for (var i = 0u; i < m; i = i + 1u) {
+          let x = A(ab + i * n + p); let y = A(ab + i * n + q);
+          alpha = alpha + x * x; beta = beta + y * y; gamma = gamma + x * y;
+        }
+        if (gamma == 0.0 || abs(gamma) <= 1e-7 * sqrt(alpha * beta)) { continue; }
+        rotated = true;
+        let zeta = (beta - alpha) / (2.0 * gamma);
+        let t = select(-1.0, 1.0, zeta >= 0.0) / (abs(zeta) + sqrt(1.0 + zeta * zeta));
+        let c = inverseSqrt(1.0 + t * t);
+        let sn = c * t;
+        for (var i = 0u; i < m; i = i + 1u) {
+          let x = A(ab + i * n + p); let y = A(ab + i * n + q);
+          setA(ab + i * n + p, c * x - sn * y);
+          setA(ab + i * n + q, sn * x + c * y);
+        }
+        for (var i = 0u; i < n; i = i + 1u) {
+          let x = V(vb + i * n + p); let y = V(vb + i * n + q);
+          setV(vb + i * n + p, c * x - sn * y);
+          setV(vb + i * n + q, sn * x + c * y);
+        }
+      }
+    }
+    if (!rotated) { break; }
+  }
+  for (var j = 0u; j < n; j = j + 1u) {
+    var ss = 0.0;
+    for (var i = 0u; i < m; i = i + 1u) { let x = A(ab + i * n + j); ss = ss + x * x; }
+    let sigma = sqrt(ss);
+    setS(sb + j, sigma);
+    for (var i = 0u; i < m; i = i + 1u) {
+      setA(ab + i * n + j, select(0.0, div_f32(A(ab + i * n + j), sigma), sigma > 0.0));
+    }
+  }
+  // Descending order: selection sort, moving columns of U and V along.
+  for (var j = 0u; j < n; j = j + 1u) {
+    var best = j;
+    for (var c = j + 1u; c < n; c = c + 1u) { if (S(sb + c) > S(sb + best)) { best = c; } }
+    if (best == j) { continue; }
+    let t = S(sb + j); setS(sb + j, S(sb + best)); setS(sb + best, t);
+    for (var i = 0u; i < m; i = i + 1u) {
+      let x = A(ab + i * n + j); setA(ab + i * n + j, A(ab + i * n + best)); setA(ab + i * n + best, x);
+    }
+    for (var i = 0u; i < n; i = i + 1u) {
+      let x = V(vb + i * n + j); setV(vb + i * n + j, V(vb + i * n + best)); setV(vb + i * n + best, x);
+    }
+  }
+}
+)";
+  run(ctx, "svd_jacobi", {rw(a.buffer), rw(v.buffer), rw(s.buffer)},
+      uniforms({m, n}, {a.offset, v.offset, s.offset}), batch, body);
+}
+
+void jacobi_eigh(Context& ctx, MatrixBatch a, MatrixBatch v, MatrixBatch w, uint32_t batch,
+                 uint32_t n) {
+  std::string body = f32_access("A", 0) + f32_access("V", 1) + f32_access("W", 2) +
+                     kernel_main(Grid::Invocations, 64) + R"(
+  let n = uw(4u);
+  let ab = idx * n * n; let wb = idx * n;
+  for (var i = 0u; i < n; i = i + 1u) {
+    for (var j = 0u; j < n; j = j + 1u) { setV(ab + i * n + j, select(0.0, 1.0, i == j)); }
+  }
+  for (var sweep = 0u; sweep < 40u; sweep = sweep + 1u) {
+    var off = 0.0; var diag = 0.0;
+    for (var i = 0u; i < n; i = i + 1u) {
+      for (var j = 0u; j < n; j = j + 1u) {
+        let x = A(ab + i * n + j);
+        if (i == j) { diag = diag + x * x; } else { off = off + x * x; }
+      }
+    }
+    if (off <= 1e-14 * diag || off == 0.0) { break; }
+    for (var p = 0u; p + 1u < n; p = p + 1u) {
+      for (var q = p + 1u; q < n; q = q + 1u) {
+        let apq = A(ab + p * n + q);
+        if (apq == 0.0) { continue; }
+        let theta = (A(ab + q * n + q) - A(ab + p * n + p)) / (2.0 * apq);
+        let t = select(-1.0, 1.0, theta >= 0.0) / (abs(theta) + sqrt(theta * theta + 1.0));
+        let c = inverseSqrt(t * t + 1.0);
+        let s = t * c;
+        // A <- J^T A J with J the rotation in the (p, q) plane: columns, then rows.
+        for (var k = 0u; k < n; k = k + 1u) {
+          let x = A(ab + k * n + p); let y = A(ab + k * n + q);
+          setA(ab + k * n + p, c * x - s * y);
+          setA(ab + k * n + q, s * x + c * y);
+        }
+        for (var k = 0u; k < n; k = k + 1u) {
+          let x = A(ab + p * n + k); let y = A(ab + q * n + k);
+          setA(ab + p * n + k, c * x - s * y);
+          setA(ab + q * n + k, s * x + c * y);
+        }
+        for (var k = 0u; k < n; k = k + 1u) {
+          let x = V(ab + k * n + p); let y = V(ab + k * n + q);
+          setV(ab + k * n + p, c * x - s * y);
+          setV(ab + k * n + q, s * x + c * y);
+        }
+      }
+    }
+  }
+  for (var i = 0u; i < n; i = i + 1u) { setW(wb + i, A(ab + i * n + i)); }
+  for (var j = 0u; j < n; j = j + 1u) {
+    var best = j;
+    for (var c = j + 1u; c < n; c = c + 1u) { if (W(wb + c) < W(wb + best)) { best = c; } }
+    if (best == j) { continue; }
+    let t = W(wb + j); setW(wb + j, W(wb + best)); setW(wb + best, t);
+    for (var i = 0u; i < n; i = i + 1u) {
+      let x = V(ab + i * n + j); setV(ab + i * n + j, V(ab + i * n + best)); setV(ab + i * n + best, x);
+    }
+  }
+}
+)";
+  run(ctx, "eigh_jacobi", {rw(a.buffer), rw(v.buffer), rw(w.buffer)},
+      uniforms({n}, {a.offset, v.offset, w.offset}), batch, body);
+}
+
 }  // namespace twgpu

@@ -55,4 +55,14 @@ void householder_apply(Context& ctx, MatrixBatch v, MatrixBatch tau, MatrixBatch
                        uint32_t batch, uint32_t m, uint32_t kv, uint32_t k, uint32_t nc,
                        bool left, bool transpose);
 
+// Singular values by one-sided Jacobi (Hestenes) rotations, for m >= n: a (batch, m, n)
+// becomes U (unit columns; a zero column for a zero singular value), v (batch, n, n) is V
+// and s (batch, n) the singular values, sorted in descending order.
+void jacobi_svd(Context& ctx, MatrixBatch a, MatrixBatch v, MatrixBatch s, uint32_t batch,
+                uint32_t m, uint32_t n);
+// Eigen-decomposition of symmetric a (batch, n, n) by cyclic Jacobi rotations: w (batch, n)
+// ascending eigenvalues, v (batch, n, n) eigenvectors in its columns; a is overwritten.
+void jacobi_eigh(Context& ctx, MatrixBatch a, MatrixBatch v, MatrixBatch w, uint32_t batch,
+                 uint32_t n);
+
 }  // namespace twgpu

@@ -17,28 +17,28 @@ def _record(fn):
     return result, fallback_warnings(rec)
 
 
-# Ops with no native kernel (yet): singular values, symmetric eigenvalues and the real FFT.
+# Ops with no native kernel (yet): the general eigenproblem, the matrix exponential, the real FFT.
 def test_fallback_ops_work_and_warn_once(fresh_fallback_warnings):
     x = make((4, 4), torch.float32, seed=1)
     sym = x + x.T
     dx, dsym = x.to(DEVICE), sym.to(DEVICE)
 
-    r, w = _record(lambda: torch.linalg.svdvals(dx))
-    assert_same(r, torch.linalg.svdvals(x))
-    assert len(w) == 1 and "aten::_linalg_svd" in w[0] and "CPU" in w[0]
-    r, w = _record(lambda: torch.linalg.svdvals(dx * 2))
-    assert_same(r, torch.linalg.svdvals(x * 2))
+    r, w = _record(lambda: torch.linalg.matrix_exp(dx))
+    assert_same(r, torch.linalg.matrix_exp(x))
+    assert len(w) == 1 and "aten::linalg_matrix_exp" in w[0] and "CPU" in w[0]
+    r, w = _record(lambda: torch.linalg.matrix_exp(dx * 2))
+    assert_same(r, torch.linalg.matrix_exp(x * 2))
     assert w == []  # warned once for this op already
 
-    r, w = _record(lambda: torch.linalg.eigvalsh(dsym))
-    assert_same(r, torch.linalg.eigvalsh(sym))
-    assert len(w) == 1 and "aten::_linalg_eigh" in w[0]
+    r, w = _record(lambda: torch.linalg.eigvals(dsym))
+    assert_same(r, torch.linalg.eigvals(sym))
+    assert len(w) == 1 and "aten::_linalg_eigvals" in w[0]
 
     r, w = _record(lambda: torch.fft.rfft(dx))
     assert_same(r, torch.fft.rfft(x))
     assert len(w) == 1 and "aten::_fft_r2c" in w[0]
     seen = torch_webgpu._C.fallback_ops_seen()
-    for op in ("aten::_linalg_svd", "aten::_linalg_eigh", "aten::_fft_r2c"):
+    for op in ("aten::linalg_matrix_exp", "aten::_linalg_eigvals", "aten::_fft_r2c"):
         assert any(name.split(".")[0] == op for name in seen), (op, seen)
 
 
@@ -60,16 +60,16 @@ def test_warn_env_zero_silences(fresh_fallback_warnings, monkeypatch):
 def test_disable_fallback_raises(fresh_fallback_warnings, monkeypatch):
     monkeypatch.setenv("TORCH_WEBGPU_DISABLE_CPU_FALLBACK", "1")
     x = make((3, 3), torch.float32, seed=4).to(DEVICE)
-    with pytest.raises(NotImplementedError, match=r"aten::_linalg_svd"):
-        torch.linalg.svdvals(x)
+    with pytest.raises(NotImplementedError, match=r"aten::linalg_matrix_exp"):
+        torch.linalg.matrix_exp(x)
     with pytest.raises(NotImplementedError, match="TORCH_WEBGPU_DISABLE_CPU_FALLBACK"):
         torch.fft.rfft(x)
     # Native ops keep working, and re-enabling brings the fallback back.
     assert_same(x + 1, x.cpu() + 1)
     assert_same(x @ x, x.cpu() @ x.cpu())
     monkeypatch.setenv("TORCH_WEBGPU_DISABLE_CPU_FALLBACK", "0")
-    with pytest.warns(UserWarning, match="aten::_linalg_svd"):
-        assert_same(torch.linalg.svdvals(x), torch.linalg.svdvals(x.cpu()))
+    with pytest.warns(UserWarning, match="aten::linalg_matrix_exp"):
+        assert_same(torch.linalg.matrix_exp(x), torch.linalg.matrix_exp(x.cpu()))
 
 
 # float64 computes on the CPU (stored-only on the device): these run through the fallback.

@@ -201,3 +201,35 @@ def test_geqrf_householder_product_ormqr():
             torch.testing.assert_close(
                 cpu(torch.ormqr(dev(r_c), dev(tau_c), dev(c), left=left, transpose=transpose)),
                 torch.ormqr(r_c, tau_c, c, left=left, transpose=transpose), **TOL)
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (4, 4), (2, 6, 4), (1, 1), (0, 2, 2)])
+def test_svd_values_and_factors(shape):
+    a = torch.randn(*shape, generator=torch.Generator().manual_seed(6))
+    torch.testing.assert_close(cpu(torch.linalg.svdvals(dev(a))), torch.linalg.svdvals(a), **TOL)
+    u, s, vh = torch.linalg.svd(dev(a), full_matrices=False)
+    # Singular vectors are unique up to sign: check the factorization and orthogonality.
+    u, s, vh = cpu(u), cpu(s), cpu(vh)
+    torch.testing.assert_close(u @ torch.diag_embed(s) @ vh, a, **TOL)
+    k = min(shape[-2:])
+    torch.testing.assert_close(u.mT @ u, torch.eye(k).expand(*shape[:-2], k, k), **TOL)
+    torch.testing.assert_close(cpu(torch.linalg.pinv(dev(a))), torch.linalg.pinv(a), **TOL)
+
+
+def test_svd_full_matrices_of_rectangular_goes_to_the_cpu():
+    a = torch.randn(5, 3)
+    u, s, vh = torch.linalg.svd(dev(a), full_matrices=True)
+    assert cpu(u).shape == (5, 5)
+    torch.testing.assert_close(cpu(s), torch.linalg.svdvals(a), **TOL)
+
+
+@pytest.mark.parametrize("uplo", ["L", "U"])
+def test_eigh(uplo):
+    a = torch.randn(3, 5, 5, generator=torch.Generator().manual_seed(7))
+    sym = a + a.mT
+    w, v = torch.linalg.eigh(dev(a.tril() + a.tril(-1).mT if uplo == "L" else a), UPLO=uplo)
+    ref = a.tril() + a.tril(-1).mT if uplo == "L" else a.triu() + a.triu(1).mT
+    torch.testing.assert_close(cpu(w), torch.linalg.eigvalsh(ref), **TOL)
+    w, v = cpu(w), cpu(v)
+    torch.testing.assert_close(v @ torch.diag_embed(w) @ v.mT, ref, **TOL)
+    torch.testing.assert_close(cpu(torch.linalg.eigvalsh(dev(sym))), torch.linalg.eigvalsh(sym), **TOL)
