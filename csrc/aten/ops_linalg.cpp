@@ -39,6 +39,7 @@
 #include <ATen/ops/linalg_solve_triangular_ops.h>
 #include <ATen/ops/triangular_solve_ops.h>
 #include <ATen/ops/add.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/stack.h>
 #include <ATen/ops/sub.h>
@@ -456,12 +457,20 @@ std::tuple<Tensor&, Tensor&> qr_out(const Tensor& A, c10::string_view mode, Tens
 
 // ---- SVD and symmetric eigenproblems (Jacobi) ----------------------------------------
 
+// Orthonormal columns completing those of q (..., r, c), c < r: the last r - c columns of
+// the complete Q of q's QR factorization.
+Tensor complete_basis(const Tensor& q) {
+  int64_t r = q.size(-2), c = q.size(-1);
+  auto [h, tau] = geqrf_(q);
+  Tensor full = apply_q(h, tau, eye_like(q, r, r), true, false);
+  return full.narrow(-1, c, r - c);
+}
+
 std::tuple<Tensor&, Tensor&, Tensor&> svd_out(const Tensor& A, bool full_matrices,
                                               bool compute_uv, std::optional<c10::string_view> driver,
                                               Tensor& U, Tensor& S, Tensor& Vh) {
   int64_t m = A.size(-2), n = A.size(-1), k = std::min(m, n);
-  // Full matrices of a rectangular A need U's (or V's) basis completed: CPU.
-  if (!native({&A}) || (compute_uv && full_matrices && m != n))
+  if (!native({&A}))
     return call_cpu_fallback<at::_ops::_linalg_svd_U>(A, full_matrices, compute_uv, driver, U, S, Vh);
   OutMeta<at::meta::structured__linalg_svd, 3>({&U, &S, &Vh}).meta(A, full_matrices, compute_uv, driver);
   // One-sided Jacobi wants m >= n: A^T = V S U^T otherwise.
@@ -479,6 +488,9 @@ std::tuple<Tensor&, Tensor&, Tensor&> svd_out(const Tensor& A, bool full_matrice
   }
   store(S, s);
   if (compute_uv) {
+    // Full matrices of a rectangular A: the long factor's k columns are completed to an
+    // orthonormal basis by the trailing columns of a complete QR of it.
+    if (full_matrices && m != n && a.numel() > 0) a = at::cat({a, complete_basis(a)}, -1);
     // tall: A = a S v^T; wide: A^T = a S v^T, so A = v S a^T.
     store(U, tall ? a : v);
     store(Vh, tall ? v.mT() : a.mT());

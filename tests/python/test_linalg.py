@@ -216,11 +216,16 @@ def test_svd_values_and_factors(shape):
     torch.testing.assert_close(cpu(torch.linalg.pinv(dev(a))), torch.linalg.pinv(a), **TOL)
 
 
-def test_svd_full_matrices_of_rectangular_goes_to_the_cpu():
-    a = torch.randn(5, 3)
-    u, s, vh = torch.linalg.svd(dev(a), full_matrices=True)
-    assert cpu(u).shape == (5, 5)
-    torch.testing.assert_close(cpu(s), torch.linalg.svdvals(a), **TOL)
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (2, 4, 2)])
+def test_svd_full_matrices_of_rectangular(shape):
+    a = torch.randn(*shape, generator=torch.Generator().manual_seed(8))
+    u, s, vh = (cpu(t) for t in torch.linalg.svd(dev(a), full_matrices=True))
+    m, n = shape[-2:]
+    assert u.shape[-2:] == (m, m) and vh.shape[-2:] == (n, n)
+    torch.testing.assert_close(u.mT @ u, torch.eye(m).expand_as(u), **TOL)
+    torch.testing.assert_close(vh @ vh.mT, torch.eye(n).expand_as(vh), **TOL)
+    k = min(m, n)
+    torch.testing.assert_close(u[..., :k] @ torch.diag_embed(s) @ vh[..., :k, :], a, **TOL)
 
 
 @pytest.mark.parametrize("uplo", ["L", "U"])
