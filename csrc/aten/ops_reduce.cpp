@@ -228,7 +228,7 @@ Tensor& sum_out(const Tensor& self, OptionalIntArrayRef dim, bool keepdim,
                 std::optional<at::ScalarType> dtype, Tensor& out) {
   OutMeta<at::meta::structured_sum_dim_IntList, 1> meta({&out});
   meta.meta(self, dim, keepdim, dtype);
-  if (!native_dtypes({&self, &out}) || out.scalar_type() == at::kBool)
+  if (!native_dtypes({&self, &out}) || (out.scalar_type() == at::kBool && self.scalar_type() != at::kBool))
     return call_cpu_fallback<at::_ops::sum_IntList_out>(self, dim, keepdim, dtype, out);
   ReduceSpec spec;
   spec.kind = ReduceKind::Sum;
@@ -253,7 +253,7 @@ Tensor& prod_int_out(const Tensor& self, int64_t dim, bool keepdim,
                      std::optional<at::ScalarType> dtype, Tensor& out) {
   OutMeta<at::meta::structured_prod_dim_int, 1> meta({&out});
   meta.meta(self, dim, keepdim, dtype);
-  if (!native_dtypes({&self, &out}) || out.scalar_type() == at::kBool)
+  if (!native_dtypes({&self, &out}) || (out.scalar_type() == at::kBool && self.scalar_type() != at::kBool))
     return call_cpu_fallback<at::_ops::prod_int_out>(self, dim, keepdim, dtype, out);
   ReduceSpec spec;
   spec.kind = ReduceKind::Prod;
@@ -264,7 +264,8 @@ Tensor& prod_int_out(const Tensor& self, int64_t dim, bool keepdim,
 
 Tensor prod_all(const Tensor& self, std::optional<at::ScalarType> dtype) {
   auto t = at::native::get_dtype_from_self(self, dtype, true);
-  if (!native_dtypes({&self}) || !is_native_compute(t) || t == at::kBool)
+  if (!native_dtypes({&self}) || !is_native_compute(t) ||
+      (t == at::kBool && self.scalar_type() != at::kBool))
     return call_cpu_fallback<at::_ops::prod>(self, dtype);
   Tensor out = at::empty({}, self.options().dtype(t));
   ReduceSpec spec;
@@ -279,7 +280,8 @@ Tensor& nansum_out(const Tensor& self, OptionalIntArrayRef dim, bool keepdim,
                    std::optional<at::ScalarType> dtype, Tensor& out) {
   TORCH_CHECK(!c10::isComplexType(self.scalar_type()), "nansum does not support complex inputs");
   auto t = at::native::get_dtype_from_result(out, dtype);
-  if (!native_dtypes({&self, &out}) || !is_native_compute(t) || t == at::kBool ||
+  if (!native_dtypes({&self, &out}) || !is_native_compute(t) ||
+      (t == at::kBool && self.scalar_type() != at::kBool) ||
       t != out.scalar_type())
     return call_cpu_fallback<at::_ops::nansum_out>(self, dim, keepdim, dtype, out);
   DimMask mask = mask_of(self, dim);
@@ -595,6 +597,7 @@ Tensor& norm_dtype_out(const Tensor& self, const std::optional<c10::Scalar>& p, 
 
 Tensor trace(const Tensor& self) {
   TORCH_CHECK(self.dim() == 2, "trace: expected a matrix, but got tensor with dim ", self.dim());
+  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool, "\"trace\" not implemented for 'Bool'");
   if (!native_dtypes({&self})) return call_cpu_fallback<at::_ops::trace>(self);
   return at::sum(self.diagonal());
 }
