@@ -170,6 +170,80 @@ struct Target {
   }
 };
 
+// The first and second stage of a reduction split over chunks of the reduced run (a long
+// reduction into few outputs would otherwise keep one workgroup busy with all of it), and
+// the dtype of the partial results; nullopt for kinds that run in one stage.
+struct Stages {
+  ReduceSpec first, second;
+  c10::ScalarType partial;
+};
+
+c10::ScalarType dtype_of_compute(Compute c) {
+  switch (c) {
+    case Compute::F32: return at::kFloat;
+    case Compute::I64: return at::kLong;
+    default: return at::kInt;
+  }
+}
+
+std::optional<Stages> two_stages(const ReduceSpec& spec, const Tensor& self, const Tensor& out) {
+  Stages st{spec, spec, at::kFloat};
+  switch (spec.kind) {
+    case ReduceKind::Sum: case ReduceKind::Prod:
+      st.partial = dtype_of_compute(spec.acc);
+      break;
+    case ReduceKind::NanSum:
+      st.partial = dtype_of_compute(spec.acc);
+      st.second.kind = ReduceKind::Sum;
+      break;
+    case ReduceKind::Mean:
+      st.first.kind = ReduceKind::Sum;
+      st.first.acc = Compute::F32;
+      break;
+    case ReduceKind::Max: case ReduceKind::Min:
+      st.partial = self.scalar_type();
+      break;
+    case ReduceKind::All: case ReduceKind::Any:
+      st.partial = at::kBool;
+      break;
+    case ReduceKind::CountNonzero:
+      st.partial = at::kLong;
+      st.second.kind = ReduceKind::Sum;
+      st.second.acc = Compute::I64;
+      break;
+    case ReduceKind::Norm1: case ReduceKind::Norm2: case ReduceKind::Norm0: case ReduceKind::NormP:
+      st.first.partial_out = true;
+      st.second.partial_in = true;
+      break;
+    case ReduceKind::NormInf:
+      st.second.kind = ReduceKind::Max;
+      break;
+    case ReduceKind::NormNegInf:
+      st.second.kind = ReduceKind::Min;
+      break;
+    default:
+      return std::nullopt;
+  }
+  (void)out;
+  return st;
+}
+
+void launch(ReduceSpec spec, const Tensor& input, const ReduceShape& shape, Tensor& out,
+            Tensor* out2, float param) {
+  spec.in = to_dtype_or_throw(input.scalar_type());
+  spec.out = to_dtype_or_throw(out.scalar_type());
+  if (out2) spec.out2 = to_dtype_or_throw(out2->scalar_type());
+  DeviceRef in = device_ref(input), o1 = device_ref(out);
+  ReduceBuffers b{in.buffer, in.offset, o1.buffer, o1.offset};
+  if (out2) {
+    DeviceRef o2 = device_ref(*out2);
+    b.out2 = o2.buffer;
+    b.out2_offset = o2.offset;
+  }
+  RuntimeLock lock;
+  launch_reduce(lock.ctx(), spec, shape, b, param);
+}
+
 // Reduces `self` over `mask` into `out` (and `out2`), both already shaped by the meta.
 void run_reduce(ReduceSpec spec, const Tensor& self, const DimMask& mask, Tensor& out,
                 Tensor* out2 = nullptr, float param = 0.f) {
@@ -178,22 +252,25 @@ void run_reduce(ReduceSpec spec, const Tensor& self, const DimMask& mask, Tensor
   Plan plan = plan_reduction(self, mask);
   Tensor input = plan.input;
   if (input.numel() == 0) input = at::empty({1}, self.options());  // a buffer to bind
-  spec.in = to_dtype_or_throw(self.scalar_type());
-  spec.out = to_dtype_or_throw(out.scalar_type());
-  if (out2) spec.out2 = to_dtype_or_throw(out2->scalar_type());
+  if (spec.kind == ReduceKind::Mean) param = static_cast<float>(plan.shape.reduce);
   Target t1(out, input);
   std::optional<Target> t2;
   if (out2) t2.emplace(*out2, input);
-  DeviceRef in = device_ref(input), o1 = device_ref(t1.buffer);
-  ReduceBuffers b{in.buffer, in.offset, o1.buffer, o1.offset};
-  if (out2) {
-    DeviceRef o2 = device_ref(t2->buffer);
-    b.out2 = o2.buffer;
-    b.out2_offset = o2.offset;
-  }
-  {
-    RuntimeLock lock;
-    launch_reduce(lock.ctx(), spec, plan.shape, b, param);
+  const ReduceShape& shape = plan.shape;
+  std::optional<Stages> stages;
+  constexpr uint64_t kChunk = 4096;
+  if (!out2 && shape.reduce >= 4 * kChunk && shape.outer * shape.inner <= 64)
+    stages = two_stages(spec, self, out);
+  if (stages) {
+    ReduceShape first = shape;
+    first.chunks = std::min<uint64_t>(1024, shape.reduce / kChunk);
+    Tensor partial = at::empty({static_cast<int64_t>(shape.outer * first.chunks * shape.inner)},
+                               self.options().dtype(stages->partial));
+    launch(stages->first, input, first, partial, nullptr, param);
+    ReduceShape second{shape.outer, first.chunks, shape.inner};
+    launch(stages->second, partial, second, t1.buffer, nullptr, param);
+  } else {
+    launch(spec, input, shape, t1.buffer, out2 ? &t2->buffer : nullptr, param);
   }
   t1.finish();
   if (t2) t2->finish();

@@ -349,3 +349,20 @@ def test_long_reduction_accuracy():
     check(lambda t: t.mean(1), x, tolerances=dict(rtol=1e-5, atol=0))
     check(lambda t: t.var(), x, tolerances=dict(rtol=1e-4, atol=0))
     check(lambda t: t.half().sum(), x, tolerances=dict(rtol=1e-3, atol=0))
+
+
+def test_two_stage_reductions():
+    # Long runs into few outputs are reduced in chunks first, then the chunks combined.
+    x = make((3, 20011), torch.float32, low=-2, high=2)
+    x[1, 12345] = 9.5
+    x[2, 17] = float("nan")
+    fns = [lambda t: t.sum(1), lambda t: t.mean(1), lambda t: t.nansum(1), lambda t: t.amax(1),
+           lambda t: t.amin(1), torch.max, lambda t: (t > 1.9).any(1), lambda t: (t > -1.99).all(1),
+           lambda t: torch.count_nonzero(t > 0, 1), lambda t: torch.linalg.vector_norm(t, 2, 1),
+           lambda t: torch.linalg.vector_norm(t, 1, 1), lambda t: torch.linalg.vector_norm(t, 0, 1),
+           lambda t: torch.linalg.vector_norm(t, 2.5, 1), lambda t: torch.linalg.vector_norm(t, math.inf, 1),
+           lambda t: torch.linalg.vector_norm(t, -math.inf, 1), lambda t: (1 + t * 1e-5).prod(1),
+           lambda t: (t * 100).long().sum(1), lambda t: (t * 100).int().sum(), lambda t: t.half().sum(1),
+           lambda t: (t > 0).sum(1)]
+    for fn in fns:
+        check(fn, x, tolerances=dict(rtol=1e-4, atol=1e-3))
