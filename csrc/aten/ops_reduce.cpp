@@ -41,7 +41,17 @@
 #include <ATen/ops/prod_ops.h>
 #include <ATen/ops/std_mean_ops.h>
 #include <ATen/ops/std_ops.h>
+#include <ATen/ScalarOps.h>
+#include <ATen/ops/add.h>
+#include <ATen/ops/div.h>
+#include <ATen/ops/gt.h>
+#include <ATen/ops/linalg_vector_norm.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/ones_like.h>
+#include <ATen/ops/renorm_meta.h>
+#include <ATen/ops/renorm_ops.h>
 #include <ATen/ops/sum.h>
+#include <ATen/ops/where.h>
 #include <ATen/ops/sum_meta.h>
 #include <ATen/ops/sum_ops.h>
 #include <ATen/ops/trace_ops.h>
@@ -672,6 +682,28 @@ Tensor& norm_dtype_out(const Tensor& self, const std::optional<c10::Scalar>& p, 
   return out;
 }
 
+// renorm: each slice along `dim` whose p-norm exceeds maxnorm is scaled down to it (the
+// CPU's factor maxnorm / (norm + 1e-7), in float for half types, rounded to self's dtype).
+Tensor& renorm_out(const Tensor& self, const c10::Scalar& p, int64_t dim, const c10::Scalar& maxnorm,
+                   Tensor& out) {
+  OutMeta<at::meta::structured_renorm, 1> meta({&out});
+  meta.meta(self, p, dim, maxnorm);
+  if (!native_dtypes({&self, &out}) || p.isComplex() || maxnorm.isComplex())
+    return call_cpu_fallback<at::_ops::renorm_out>(self, p, dim, maxnorm, out);
+  if (self.numel() == 0) return out;
+  dim = c10::maybe_wrap_dim(dim, self.dim());
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < self.dim(); ++d)
+    if (d != dim) dims.push_back(d);
+  Tensor norm = at::linalg_vector_norm(self, p, dims, true, at::kFloat);
+  Tensor limit = c10::scalar_to_tensor(maxnorm);
+  limit.unsafeGetTensorImpl()->set_wrapped_number(true);
+  Tensor factor = at::where(at::gt(norm, maxnorm), at::div(limit, at::add(norm, 1e-7)),
+                            at::ones_like(norm));
+  at::mul_out(out, self, factor.to(self.scalar_type()));
+  return out;
+}
+
 Tensor trace(const Tensor& self) {
   TORCH_CHECK(self.dim() == 2, "trace: expected a matrix, but got tensor with dim ", self.dim());
   TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool, "\"trace\" not implemented for 'Bool'");
@@ -798,6 +830,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("norm.out", TORCH_FN(norm_out));
   m.impl("norm.dtype_out", TORCH_FN(norm_dtype_out));
   m.impl("trace", TORCH_FN(trace));
+  m.impl("renorm.out", TORCH_FN(renorm_out));
   m.impl("_softmax.out", TORCH_FN(softmax_out));
   m.impl("_log_softmax.out", TORCH_FN(log_softmax_out));
   m.impl("_softmax_backward_data.out", TORCH_FN(softmax_backward_out));

@@ -240,7 +240,7 @@ def test_out_variants():
     ev, ei = torch.max(x, 0)
     assert_same(values, ev)
     assert_same(indices, ei)
-    out = torch.empty(3, dtype=torch.long, device=DEVICE)
+    out = torch.empty(4, dtype=torch.long, device=DEVICE)
     torch.argmax(d, 1, out=out)
     assert_same(out, torch.argmax(x, 1))
     for fn in (torch.mean, torch.var, torch.std, torch.logsumexp, torch.nansum):
@@ -366,3 +366,16 @@ def test_two_stage_reductions():
            lambda t: (t > 0).sum(1)]
     for fn in fns:
         check(fn, x, tolerances=dict(rtol=1e-4, atol=1e-3))
+
+
+def test_renorm():
+    for dtype in FLOAT_DTYPES:
+        x = make((4, 5, 3), dtype, low=-3, high=3)
+        for p, dim, maxnorm in ((2, 0, 2.0), (1, -1, 5.0), (3.5, 1, 0.5), (2, 2, 100.0)):
+            check(lambda t: torch.renorm(t, p, dim, maxnorm), x, tolerances=LOOSE.get(dtype))
+    x = make((4, 5), torch.float32)
+    check(lambda t: torch.renorm(t, -1, 0, 1.0), x)  # p must be positive: same error
+    check(lambda t: torch.renorm(t, 2, 0, -1.0), x)
+    out = torch.empty(0, device=DEVICE)
+    torch.renorm(dev(x), 2, 1, 1.0, out=out)
+    assert_same(out, torch.renorm(x, 2, 1, 1.0))
