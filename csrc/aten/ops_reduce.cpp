@@ -196,8 +196,9 @@ c10::ScalarType dtype_of_compute(Compute c) {
   }
 }
 
-std::optional<Stages> two_stages(const ReduceSpec& spec, const Tensor& self, const Tensor& out) {
+std::optional<Stages> two_stages(const ReduceSpec& spec, const Tensor& self) {
   Stages st{spec, spec, at::kFloat};
+  st.second.round_input = DType::Float32;  // partials are exact accumulator values
   switch (spec.kind) {
     case ReduceKind::Sum: case ReduceKind::Prod:
       st.partial = dtype_of_compute(spec.acc);
@@ -234,7 +235,6 @@ std::optional<Stages> two_stages(const ReduceSpec& spec, const Tensor& self, con
     default:
       return std::nullopt;
   }
-  (void)out;
   return st;
 }
 
@@ -263,6 +263,11 @@ void run_reduce(ReduceSpec spec, const Tensor& self, const DimMask& mask, Tensor
   Tensor input = plan.input;
   if (input.numel() == 0) input = at::empty({1}, self.options());  // a buffer to bind
   if (spec.kind == ReduceKind::Mean) param = static_cast<float>(plan.shape.reduce);
+  const bool sum_like = spec.kind == ReduceKind::Sum || spec.kind == ReduceKind::NanSum ||
+                        spec.kind == ReduceKind::Prod;
+  const auto ot = out.scalar_type();
+  if (sum_like && ot != self.scalar_type() && (ot == at::kHalf || ot == at::kBFloat16))
+    spec.round_input = to_dtype_or_throw(ot);
   Target t1(out, input);
   std::optional<Target> t2;
   if (out2) t2.emplace(*out2, input);
@@ -270,7 +275,7 @@ void run_reduce(ReduceSpec spec, const Tensor& self, const DimMask& mask, Tensor
   std::optional<Stages> stages;
   constexpr uint64_t kChunk = 4096;
   if (!out2 && shape.reduce >= 4 * kChunk && shape.outer * shape.inner <= 64)
-    stages = two_stages(spec, self, out);
+    stages = two_stages(spec, self);
   if (stages) {
     ReduceShape first = shape;
     first.chunks = std::min<uint64_t>(1024, shape.reduce / kChunk);

@@ -93,7 +93,12 @@ StateCode state_code(const ReduceSpec& s) {
   const std::string T = wgsl_type(tc);
   const Compute ac = s.acc;
   const std::string A = wgsl_type(ac);
-  const std::string cv = wgsl_convert(tc, ac, "v");
+  // The value in the accumulator type; an input first cast to a half type is rounded to it.
+  std::string cv = wgsl_convert(tc, ac, "v");
+  if (s.round_input == DType::Float16 && ac == Compute::F32)
+    cv = "f16_bits_to_f32(f32_to_f16_bits(" + cv + "))";
+  if (s.round_input == DType::BFloat16 && ac == Compute::F32)
+    cv = "bf16_bits_to_f32(f32_to_bf16_bits(" + cv + "))";
   StateCode r;
   std::string& d = r.decl;
   auto simple = [&](const std::string& init, const std::string& add, const std::string& merge,
@@ -300,7 +305,7 @@ void launch_reduce(Context& ctx, const ReduceSpec& requested, const ReduceShape&
   l.key = std::string("reduce:") + kind_name(spec.kind) + ":" + dtype_name(spec.in) + ">" +
           dtype_name(spec.out) + "," + dtype_name(spec.out2) + ":" + compute_name(spec.acc) +
           (spec.values ? "v" : "") + (spec.indices ? "i" : "") + (spec.take_sqrt ? "s" : "") +
-          (spec.second ? "2" : "") + (spec.partial_in ? "<" : "") + (spec.partial_out ? ">" : "") + (two_outputs ? "T" : "") + (groups ? ":g" : ":i");
+          (spec.second ? "2" : "") + (spec.partial_in ? "<" : "") + "r" + dtype_name(spec.round_input) + (spec.partial_out ? ">" : "") + (two_outputs ? "T" : "") + (groups ? ":g" : ":i");
   l.body = [&]() {
     std::string s = kernel_load("load", l.buffers, 0, spec.in);
     s += kernel_store("store0", l.buffers, 1, spec.out, store_compute(spec, 0));

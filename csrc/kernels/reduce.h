@@ -41,6 +41,9 @@ struct ReduceSpec {
   // Sum-like norms in two stages: the first writes the raw sums of terms (partial_out),
   // the second adds those sums (partial_in) and finishes (sqrt, 1/p power).
   bool partial_out = false;
+  // Sum/NanSum/Prod into a half type: the CPU casts each input element to it first.
+  // Float32 means no rounding.
+  DType round_input = DType::Float32;
   bool partial_in = false;
 };
 

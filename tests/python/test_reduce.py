@@ -127,6 +127,13 @@ def test_result_dtypes_follow_the_cpu():
     check(lambda t: torch.sum(t, 1, dtype=torch.float16), x, tolerances=LOOSE[torch.float16])
     check(lambda t: torch.mean(t, 0, dtype=torch.bfloat16), x, tolerances=LOOSE[torch.bfloat16])
     check(lambda t: torch.sum(t.int(), 1, dtype=torch.float32), x)
+    # Into a half type the CPU casts every element first (then adds in float).
+    y = torch.full((3, 50), 1.0003)
+    y[:, ::3] = 2.0007
+    for dt in (torch.float16, torch.bfloat16):
+        check(lambda t: torch.sum(t, 1, dtype=dt), y, exact=True)
+        check(lambda t: torch.prod(t[:, :8], 1, dtype=dt), y, exact=True)
+        check(lambda t: torch.mean(t, 1, dtype=dt), y, exact=True)
     check(lambda t: torch.all(t.to(torch.uint8)), x, exact=True)   # uint8 stays uint8
     check(lambda t: torch.any(t.to(torch.uint8), 1), x, exact=True)
     check(lambda t: torch.linalg.vector_norm(t, dtype=torch.float16), x.half(),
