@@ -582,7 +582,8 @@ Tensor count_nonzero_dims(const Tensor& self, IntArrayRef dims) {
 // var, std, var_mean, std_mean: results in self's dtype (floating inputs only).
 std::tuple<Tensor, Tensor> var_std(const Tensor& self, OptionalIntArrayRef dim,
                                    const std::optional<c10::Scalar>& correction, bool keepdim,
-                                   bool take_sqrt, bool with_mean, const char* name) {
+                                   bool take_sqrt, bool with_mean, const char* name,
+                                   const char* fname) {
   TORCH_CHECK(self.layout() == at::kStrided, name, " only supports strided layout, got: ",
               self.layout());
   TORCH_CHECK(at::isFloatingType(self.scalar_type()) || at::isComplexType(self.scalar_type()),
@@ -596,6 +597,11 @@ std::tuple<Tensor, Tensor> var_std(const Tensor& self, OptionalIntArrayRef dim,
   spec.take_sqrt = take_sqrt;
   spec.second = with_mean;
   const double c = correction ? correction->toDouble() : 1.0;
+  const int64_t outputs = c10::multiply_integers(shape);
+  const int64_t per_output = outputs == 0 ? 0 : self.numel() / outputs;
+  if (per_output - c <= 0)
+    TORCH_WARN(fname, "(): degrees of freedom is <= 0. Correction should be strictly less than the "
+               "reduction factor (input numel divided by output numel).");
   run_reduce(spec, self, mask, out, with_mean ? &mean : nullptr, static_cast<float>(c));
   return {out, mean};
 }
@@ -604,27 +610,27 @@ Tensor var_correction(const Tensor& self, OptionalIntArrayRef dim,
                       const std::optional<c10::Scalar>& correction, bool keepdim) {
   if (!native_dtypes({&self}))
     return call_cpu_fallback<at::_ops::var_correction>(self, dim, correction, keepdim);
-  return std::get<0>(var_std(self, dim, correction, keepdim, false, false, "std and var"));
+  return std::get<0>(var_std(self, dim, correction, keepdim, false, false, "std and var", "var"));
 }
 Tensor std_correction(const Tensor& self, OptionalIntArrayRef dim,
                       const std::optional<c10::Scalar>& correction, bool keepdim) {
   if (!native_dtypes({&self}))
     return call_cpu_fallback<at::_ops::std_correction>(self, dim, correction, keepdim);
-  return std::get<0>(var_std(self, dim, correction, keepdim, true, false, "std and var"));
+  return std::get<0>(var_std(self, dim, correction, keepdim, true, false, "std and var", "std"));
 }
 std::tuple<Tensor, Tensor> var_mean_correction(const Tensor& self, OptionalIntArrayRef dim,
                                                const std::optional<c10::Scalar>& correction,
                                                bool keepdim) {
   if (!native_dtypes({&self}))
     return call_cpu_fallback<at::_ops::var_mean_correction>(self, dim, correction, keepdim);
-  return var_std(self, dim, correction, keepdim, false, true, "var_mean");
+  return var_std(self, dim, correction, keepdim, false, true, "var_mean", "var_mean");
 }
 std::tuple<Tensor, Tensor> std_mean_correction(const Tensor& self, OptionalIntArrayRef dim,
                                                const std::optional<c10::Scalar>& correction,
                                                bool keepdim) {
   if (!native_dtypes({&self}))
     return call_cpu_fallback<at::_ops::std_mean_correction>(self, dim, correction, keepdim);
-  return var_std(self, dim, correction, keepdim, true, true, "std_mean");
+  return var_std(self, dim, correction, keepdim, true, true, "std_mean", "std_mean");
 }
 Tensor& var_correction_out(const Tensor& self, OptionalIntArrayRef dim,
                            const std::optional<c10::Scalar>& correction, bool keepdim, Tensor& out) {

@@ -386,3 +386,12 @@ def test_renorm():
     out = torch.empty(0, device=DEVICE)
     torch.renorm(dev(x), 2, 1, 1.0, out=out)
     assert_same(out, torch.renorm(x, 2, 1, 1.0))
+
+
+def test_var_warns_like_the_cpu():
+    for fn, name in ((torch.var, "var"), (torch.std, "std"), (torch.var_mean, "var_mean"),
+                     (torch.std_mean, "std_mean")):
+        with pytest.warns(UserWarning, match=rf"^{name}\(\): degrees of freedom is <= 0"):
+            result = fn(torch.ones(1, 3, device=DEVICE), 0)
+        expected = fn(torch.ones(1, 3), 0)
+        assert_same(result, expected)
