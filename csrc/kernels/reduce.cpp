@@ -282,7 +282,10 @@ void launch_reduce(Context& ctx, const ReduceSpec& requested, const ReduceShape&
   const bool two_outputs = b.out2 != nullptr;
   // One workgroup per output when each output reads many elements and outputs are few
   // enough that the groups do not starve a wide grid.
-  const bool groups = chunk >= 256 || (chunk >= 32 && outputs < 4096);
+  // Many outputs side by side in memory (inner > 1) read best one invocation each:
+  // neighbouring invocations then read neighbouring elements.
+  const bool wide_inner = shape.inner >= 64 && outputs >= 2048;
+  const bool groups = !wide_inner && (chunk >= 256 || (chunk >= 32 && outputs < 4096));
 
   KernelLaunch l;
   l.buffers = {{b.in, Access::Read, false},

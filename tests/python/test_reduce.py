@@ -31,6 +31,7 @@ CASES = [
     ((4, 700), 1),       # a workgroup per output
     ((600, 3), 0),       # a long reduction over a strided dim
     ((2, 300, 3), (0, 2)),  # reduced dims not one run: permuted first
+    ((40, 2100), 0),     # many outputs side by side: an invocation each
 ]
 
 # name -> (fn(x, dim, keepdim), dtypes)
