@@ -272,6 +272,8 @@ void run_reduce(ReduceSpec spec, const Tensor& self, const DimMask& mask, Tensor
   std::optional<Target> t2;
   if (out2) t2.emplace(*out2, input);
   const ReduceShape& shape = plan.shape;
+  TORCH_INTERNAL_ASSERT(shape.outer * shape.inner == static_cast<uint64_t>(out.numel()),
+                        "webgpu reduction: output shape does not match the reduced dims");
   std::optional<Stages> stages;
   constexpr uint64_t kChunk = 4096;
   if (!out2 && shape.reduce >= 4 * kChunk && shape.outer * shape.inner <= 64)
@@ -540,7 +542,9 @@ Tensor& all_dim_out(const Tensor& self, int64_t dim, bool keepdim, Tensor& out) 
 Tensor& all_dims_out(const Tensor& self, OptionalIntArrayRef dim, bool keepdim, Tensor& out) {
   if (!native_dtypes({&self, &out}))
     return call_cpu_fallback<at::_ops::all_dims_out>(self, dim, keepdim, out);
-  logical_reduce<at::meta::structured_all_dims>(self, mask_of(self, dim), out, true, dim, keepdim);
+  // all(dim=[]) reduces nothing (a bool cast), unlike sum(dim=[]).
+  logical_reduce<at::meta::structured_all_dims>(self, at::native::make_dim_mask(dim, self.dim(), true),
+                                                out, true, dim, keepdim);
   return out;
 }
 Tensor& all_all_out(const Tensor& self, Tensor& out) {
@@ -557,7 +561,8 @@ Tensor& any_dim_out(const Tensor& self, int64_t dim, bool keepdim, Tensor& out) 
 Tensor& any_dims_out(const Tensor& self, OptionalIntArrayRef dim, bool keepdim, Tensor& out) {
   if (!native_dtypes({&self, &out}))
     return call_cpu_fallback<at::_ops::any_dims_out>(self, dim, keepdim, out);
-  logical_reduce<at::meta::structured_any_dims>(self, mask_of(self, dim), out, false, dim, keepdim);
+  logical_reduce<at::meta::structured_any_dims>(self, at::native::make_dim_mask(dim, self.dim(), true),
+                                                out, false, dim, keepdim);
   return out;
 }
 Tensor& any_all_out(const Tensor& self, Tensor& out) {

@@ -13,7 +13,11 @@ import torch.nn.functional as F
 from conftest import (DEVICE, FLOAT_DTYPES, INT64_MAX, INT64_MIN, assert_same, check, dev,
                       make)
 
-pytestmark = pytest.mark.usefixtures("no_fallback")
+pytestmark = [
+    pytest.mark.usefixtures("no_fallback"),
+    # Degenerate var/std cases warn on both devices (checked in test_var_warns_like_the_cpu).
+    pytest.mark.filterwarnings("ignore:.*degrees of freedom is <= 0"),
+]
 
 INTS = [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8]
 ALL = FLOAT_DTYPES + INTS + [torch.bool]
@@ -140,6 +144,18 @@ def test_result_dtypes_follow_the_cpu():
     check(lambda t: torch.linalg.vector_norm(t, dtype=torch.float16), x.half(),
           tolerances=LOOSE[torch.float16])
     check(lambda t: torch.logsumexp(t.int(), 1), x)
+
+
+def test_empty_dim_lists():
+    # sum/amax/mean/... over dim=() reduce everything; all/any over dim=() reduce nothing.
+    x = make((2, 3), torch.float32)
+    x[0, 1] = 0
+    for fn in (lambda t: torch.all(t, dim=()), lambda t: torch.any(t, dim=[]),
+               lambda t: torch.all(t, dim=(), keepdim=True), lambda t: torch.sum(t, dim=()),
+               lambda t: torch.amax(t, dim=()), lambda t: torch.mean(t, dim=[]),
+               lambda t: torch.linalg.vector_norm(t, dim=()), lambda t: torch.count_nonzero(t, dim=()),
+               lambda t: torch.var(t, dim=()), lambda t: torch.logsumexp(t, dim=(), keepdim=True)):
+        check(fn, x, tolerances=LOOSE[torch.float32])
 
 
 def test_strided_and_offset_inputs():
