@@ -732,8 +732,16 @@ Tensor trace(const Tensor& self) {
 // Runs a softmax-family kernel along `dim` of `a` (and `b`) into `out` (already shaped).
 void run_softmax(SoftmaxKind kind, const Tensor& a, const Tensor* b, int64_t dim, Tensor& out) {
   if (out.numel() == 0) return;
-  TWGPU_TRY
   const int64_t nd = a.dim();
+  if (!at::isFloatingType(a.scalar_type())) {
+    // The CPU's kernels refuse integer inputs, naming the kernel for the dim it would use.
+    static const char* names[] = {"softmax", "log_softmax", "softmax_backward", "log_softmax_backward"};
+    const bool lastdim = nd == 0 || c10::maybe_wrap_dim(dim, nd) == nd - 1;
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "\"", names[static_cast<int>(kind)],
+                                lastdim ? "_lastdim" : "", "_kernel_impl\" not implemented for '",
+                                c10::toString(a.scalar_type()), "'");
+  }
+  TWGPU_TRY
   ReduceShape shape;
   if (nd > 0) {
     dim = c10::maybe_wrap_dim(dim, nd);

@@ -310,6 +310,9 @@ def test_errors_match_the_cpu():
         lambda t: torch._softmax(t.half(), 0, True),
         lambda t: torch.logsumexp(t, 0, out=torch.empty(0, dtype=torch.int64, device=t.device)),
         lambda t: torch.linalg.vector_norm(t.int()),
+        lambda t: torch._softmax(t.int(), 0, False),
+        lambda t: torch._log_softmax(t.long(), 1, False),
+        lambda t: torch._softmax_backward_data(t.int(), t.int(), 1, torch.int32),
     ]
     for fn in cases:
         assert check(fn, x) is False  # both raised the same exception type
