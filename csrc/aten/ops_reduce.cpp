@@ -69,7 +69,6 @@
 
 #include <array>
 #include <cmath>
-#include <limits>
 
 #include "aten/cpu_fallback.h"
 #include "aten/webgpu_tensor.h"
@@ -508,12 +507,10 @@ std::tuple<Tensor&, Tensor&> aminmax_out(const Tensor& self, std::optional<int64
   if (!native_dtypes({&self, &mn, &mx}))
     return call_cpu_fallback<at::_ops::aminmax_out>(self, dim, keepdim, mn, mx);
   if (self.numel() == 0) {
-    // The CPU's errors for an empty input (the meta function leaves them to the kernel).
-    TORCH_CHECK(dim.has_value() || self.numel() > 0,
-                "aminmax(): cannot compute aminmax over an empty dimension as the operation has no identity.");
-    if (self.dim() > 0)
-      TORCH_CHECK(self.size(c10::maybe_wrap_dim(*dim, self.dim())) != 0,
-                  "aminmax(): cannot compute aminmax over an empty dimension as the operation has no identity.");
+    // The CPU's error for an empty reduction (the meta function leaves it to the kernel).
+    const bool empty_run = !dim || self.size(c10::maybe_wrap_dim(*dim, self.dim())) == 0;
+    TORCH_CHECK(!empty_run, "aminmax(): cannot compute aminmax over an empty dimension as the "
+                            "operation has no identity.");
   }
   ReduceSpec spec;
   spec.kind = ReduceKind::MinMax;

@@ -277,7 +277,7 @@ void launch_reduce(Context& ctx, const ReduceSpec& requested, const ReduceShape&
   if (outputs == 0) return;
   const uint64_t in_elems = shape.outer * shape.inner * shape.reduce;
   if (shape.reduce > 0x7fffffffull || b.in_offset + in_elems > 0xffffffffull ||
-      outputs > 0xffffffffull)
+      std::max(b.out_offset, b.out2_offset) + outputs > 0xffffffffull)
     fail(ErrorKind::Unsupported, "torch_webgpu: reduction over too many elements");
   const bool two_outputs = b.out2 != nullptr;
   // One workgroup per output when each output reads many elements and outputs are few
