@@ -273,10 +273,27 @@ void run_reduce(ReduceSpec spec, const Tensor& self, const DimMask& mask, Tensor
   const ReduceShape& shape = plan.shape;
   TORCH_INTERNAL_ASSERT(shape.outer * shape.inner == static_cast<uint64_t>(out.numel()),
                         "webgpu reduction: output shape does not match the reduced dims");
-  std::optional<Stages> stages;
   constexpr uint64_t kChunk = 4096;
-  if (!out2 && shape.reduce >= 4 * kChunk && shape.outer * shape.inner <= 64)
-    stages = two_stages(spec, self);
+  const bool long_run = shape.reduce >= 4 * kChunk && shape.outer * shape.inner <= 64;
+  std::optional<Stages> stages;
+  if (long_run && !out2) stages = two_stages(spec, self);
+  if (long_run && spec.kind == ReduceKind::MinMax) {
+    // aminmax in two stages: chunked (min, max) partials, then min of mins, max of maxes.
+    ReduceShape first = shape;
+    first.chunks = std::min<uint64_t>(1024, shape.reduce / kChunk);
+    const auto n = static_cast<int64_t>(shape.outer * first.chunks * shape.inner);
+    Tensor lo = at::empty({n}, self.options()), hi = at::empty({n}, self.options());
+    launch(spec, input, first, lo, &hi, param);
+    ReduceShape second{shape.outer, first.chunks, shape.inner};
+    ReduceSpec mn = spec, mx = spec;
+    mn.kind = ReduceKind::Min;
+    mx.kind = ReduceKind::Max;
+    launch(mn, lo, second, t1.buffer, nullptr, param);
+    launch(mx, hi, second, t2->buffer, nullptr, param);
+    t1.finish();
+    t2->finish();
+    return;
+  }
   if (stages) {
     ReduceShape first = shape;
     first.chunks = std::min<uint64_t>(1024, shape.reduce / kChunk);

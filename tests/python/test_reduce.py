@@ -390,7 +390,8 @@ def test_two_stage_reductions():
            lambda t: torch.linalg.vector_norm(t, 2.5, 1), lambda t: torch.linalg.vector_norm(t, math.inf, 1),
            lambda t: torch.linalg.vector_norm(t, -math.inf, 1), lambda t: (1 + t * 1e-5).prod(1),
            lambda t: (t * 100).long().sum(1), lambda t: (t * 100).int().sum(), lambda t: t.half().sum(1),
-           lambda t: (t > 0).sum(1)]
+           lambda t: (t > 0).sum(1), lambda t: tuple(torch.aminmax(t, dim=1)),
+           lambda t: tuple(torch.aminmax(t[:2])), lambda t: tuple(torch.aminmax((t * 50).long()))]
     for fn in fns:
         check(fn, x, tolerances=dict(rtol=1e-4, atol=1e-3))
 
