@@ -68,7 +68,9 @@
 #include <torch/library.h>
 
 #include <array>
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "aten/cpu_fallback.h"
 #include "aten/webgpu_tensor.h"
@@ -123,12 +125,42 @@ struct Plan {
   ReduceShape shape;
 };
 
+Plan plan_reduction(const Tensor& self, const DimMask& mask);
+
+// A non-contiguous input whose dims, put in memory order, are contiguous (a transpose, a
+// channels-last tensor) is reduced in that order without a copy, as long as its kept dims
+// keep their relative order (so the outputs come out in the same order).
+std::optional<Plan> plan_in_memory_order(const Tensor& self, const DimMask& mask) {
+  const int64_t nd = self.dim();
+  std::vector<int64_t> perm(nd);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::stable_sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) {
+    return self.stride(a) > self.stride(b);
+  });
+  int64_t last_kept = -1;
+  DimMask permuted;
+  for (int64_t k = 0; k < nd; ++k) {
+    if (mask[perm[k]]) {
+      permuted.set(k);
+    } else if (self.size(perm[k]) != 1) {
+      if (perm[k] < last_kept) return std::nullopt;
+      last_kept = perm[k];
+    }
+  }
+  Tensor view = self.permute(perm);
+  if (!view.is_contiguous()) return std::nullopt;
+  return plan_reduction(view, permuted);
+}
+
 Plan plan_reduction(const Tensor& self, const DimMask& mask) {
   const int64_t nd = self.dim();
   Plan p;
   if (nd == 0) {
     p.input = self;
     return p;
+  }
+  if (!self.is_contiguous()) {
+    if (auto plan = plan_in_memory_order(self, mask)) return *plan;
   }
   // Dims of size 1 never break a run: they can count as reduced or kept.
   int64_t first = -1, last = -1;

@@ -173,6 +173,18 @@ def test_strided_and_offset_inputs():
             check(lambda t: fn(view(t)), base, tolerances=LOOSE[torch.float32])
 
 
+def test_memory_order_inputs():
+    # Transposed and channels-last inputs reduce in memory order (no copy): same results.
+    x = make((2, 3, 5, 4), torch.float32, low=-2, high=2)
+    cl = lambda t: t.contiguous(memory_format=torch.channels_last)
+    for fn in (lambda t: cl(t).mean((2, 3)), lambda t: cl(t).sum(1), lambda t: cl(t).amax((0, 2, 3)),
+               lambda t: tuple(cl(t).max(1)), lambda t: cl(t).var((0, 2, 3)), lambda t: cl(t).sum(),
+               lambda t: t.transpose(1, 3).sum(-1), lambda t: t.transpose(0, 1).argmax(1),
+               lambda t: t.permute(3, 2, 1, 0).sum((0, 3)), lambda t: cl(t)[:, :, 1:].sum(1),
+               lambda t: cl(t[:, :1]).sum(2), lambda t: t.permute(3, 2, 1, 0).sum(1)):
+        check(fn, x, tolerances=LOOSE[torch.float32])
+
+
 def test_zero_dim_inputs():
     for dtype in (torch.float32, torch.int64, torch.bool, torch.float16):
         x = make((), dtype)
