@@ -41,7 +41,17 @@
 #include <ATen/ops/prod_ops.h>
 #include <ATen/ops/std_mean_ops.h>
 #include <ATen/ops/std_ops.h>
+#include <ATen/ScalarOps.h>
+#include <ATen/ops/add.h>
+#include <ATen/ops/div.h>
+#include <ATen/ops/gt.h>
+#include <ATen/ops/linalg_vector_norm.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/ones_like.h>
+#include <ATen/ops/renorm_meta.h>
+#include <ATen/ops/renorm_ops.h>
 #include <ATen/ops/sum.h>
+#include <ATen/ops/where.h>
 #include <ATen/ops/sum_meta.h>
 #include <ATen/ops/sum_ops.h>
 #include <ATen/ops/trace_ops.h>
@@ -58,8 +68,9 @@
 #include <torch/library.h>
 
 #include <array>
+#include <algorithm>
 #include <cmath>
-#include <limits>
+#include <numeric>
 
 #include "aten/cpu_fallback.h"
 #include "aten/structured_meta.h"
@@ -86,12 +97,42 @@ struct Plan {
   ReduceShape shape;
 };
 
+Plan plan_reduction(const Tensor& self, const DimMask& mask);
+
+// A non-contiguous input whose dims, put in memory order, are contiguous (a transpose, a
+// channels-last tensor) is reduced in that order without a copy, as long as its kept dims
+// keep their relative order (so the outputs come out in the same order).
+std::optional<Plan> plan_in_memory_order(const Tensor& self, const DimMask& mask) {
+  const int64_t nd = self.dim();
+  std::vector<int64_t> perm(nd);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::stable_sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) {
+    return self.stride(a) > self.stride(b);
+  });
+  int64_t last_kept = -1;
+  DimMask permuted;
+  for (int64_t k = 0; k < nd; ++k) {
+    if (mask[perm[k]]) {
+      permuted.set(k);
+    } else if (self.size(perm[k]) != 1) {
+      if (perm[k] < last_kept) return std::nullopt;
+      last_kept = perm[k];
+    }
+  }
+  Tensor view = self.permute(perm);
+  if (!view.is_contiguous()) return std::nullopt;
+  return plan_reduction(view, permuted);
+}
+
 Plan plan_reduction(const Tensor& self, const DimMask& mask) {
   const int64_t nd = self.dim();
   Plan p;
   if (nd == 0) {
     p.input = self;
     return p;
+  }
+  if (!self.is_contiguous()) {
+    if (auto plan = plan_in_memory_order(self, mask)) return *plan;
   }
   // Dims of size 1 never break a run: they can count as reduced or kept.
   int64_t first = -1, last = -1;
@@ -142,6 +183,80 @@ struct Target {
   }
 };
 
+// The first and second stage of a reduction split over chunks of the reduced run (a long
+// reduction into few outputs would otherwise keep one workgroup busy with all of it), and
+// the dtype of the partial results; nullopt for kinds that run in one stage.
+struct Stages {
+  ReduceSpec first, second;
+  c10::ScalarType partial;
+};
+
+c10::ScalarType dtype_of_compute(Compute c) {
+  switch (c) {
+    case Compute::F32: return at::kFloat;
+    case Compute::I64: return at::kLong;
+    default: return at::kInt;
+  }
+}
+
+std::optional<Stages> two_stages(const ReduceSpec& spec, const Tensor& self) {
+  Stages st{spec, spec, at::kFloat};
+  st.second.round_input = DType::Float32;  // partials are exact accumulator values
+  switch (spec.kind) {
+    case ReduceKind::Sum: case ReduceKind::Prod:
+      st.partial = dtype_of_compute(spec.acc);
+      break;
+    case ReduceKind::NanSum:
+      st.partial = dtype_of_compute(spec.acc);
+      st.second.kind = ReduceKind::Sum;
+      break;
+    case ReduceKind::Mean:
+      st.first.kind = ReduceKind::Sum;
+      st.first.acc = Compute::F32;
+      break;
+    case ReduceKind::Max: case ReduceKind::Min:
+      st.partial = self.scalar_type();
+      break;
+    case ReduceKind::All: case ReduceKind::Any:
+      st.partial = at::kBool;
+      break;
+    case ReduceKind::CountNonzero:
+      st.partial = at::kLong;
+      st.second.kind = ReduceKind::Sum;
+      st.second.acc = Compute::I64;
+      break;
+    case ReduceKind::Norm1: case ReduceKind::Norm2: case ReduceKind::Norm0: case ReduceKind::NormP:
+      st.first.partial_out = true;
+      st.second.partial_in = true;
+      break;
+    case ReduceKind::NormInf:
+      st.second.kind = ReduceKind::Max;
+      break;
+    case ReduceKind::NormNegInf:
+      st.second.kind = ReduceKind::Min;
+      break;
+    default:
+      return std::nullopt;
+  }
+  return st;
+}
+
+void launch(ReduceSpec spec, const Tensor& input, const ReduceShape& shape, Tensor& out,
+            Tensor* out2, float param) {
+  spec.in = to_dtype_or_throw(input.scalar_type());
+  spec.out = to_dtype_or_throw(out.scalar_type());
+  if (out2) spec.out2 = to_dtype_or_throw(out2->scalar_type());
+  DeviceRef in = device_ref(input), o1 = device_ref(out);
+  ReduceBuffers b{in.buffer, in.offset, o1.buffer, o1.offset};
+  if (out2) {
+    DeviceRef o2 = device_ref(*out2);
+    b.out2 = o2.buffer;
+    b.out2_offset = o2.offset;
+  }
+  RuntimeLock lock;
+  launch_reduce(lock.ctx(), spec, shape, b, param);
+}
+
 // Reduces `self` over `mask` into `out` (and `out2`), both already shaped by the meta.
 void run_reduce(ReduceSpec spec, const Tensor& self, const DimMask& mask, Tensor& out,
                 Tensor* out2 = nullptr, float param = 0.f) {
@@ -150,22 +265,49 @@ void run_reduce(ReduceSpec spec, const Tensor& self, const DimMask& mask, Tensor
   Plan plan = plan_reduction(self, mask);
   Tensor input = plan.input;
   if (input.numel() == 0) input = at::empty({1}, self.options());  // a buffer to bind
-  spec.in = to_dtype_or_throw(self.scalar_type());
-  spec.out = to_dtype_or_throw(out.scalar_type());
-  if (out2) spec.out2 = to_dtype_or_throw(out2->scalar_type());
+  if (spec.kind == ReduceKind::Mean) param = static_cast<float>(plan.shape.reduce);
+  const bool sum_like = spec.kind == ReduceKind::Sum || spec.kind == ReduceKind::NanSum ||
+                        spec.kind == ReduceKind::Prod;
+  const auto ot = out.scalar_type();
+  if (sum_like && ot != self.scalar_type() && (ot == at::kHalf || ot == at::kBFloat16))
+    spec.round_input = to_dtype_or_throw(ot);
   Target t1(out, input);
   std::optional<Target> t2;
   if (out2) t2.emplace(*out2, input);
-  DeviceRef in = device_ref(input), o1 = device_ref(t1.buffer);
-  ReduceBuffers b{in.buffer, in.offset, o1.buffer, o1.offset};
-  if (out2) {
-    DeviceRef o2 = device_ref(t2->buffer);
-    b.out2 = o2.buffer;
-    b.out2_offset = o2.offset;
+  const ReduceShape& shape = plan.shape;
+  TORCH_INTERNAL_ASSERT(shape.outer * shape.inner == static_cast<uint64_t>(out.numel()),
+                        "webgpu reduction: output shape does not match the reduced dims");
+  constexpr uint64_t kChunk = 4096;
+  const bool long_run = shape.reduce >= 4 * kChunk && shape.outer * shape.inner <= 64;
+  std::optional<Stages> stages;
+  if (long_run && !out2) stages = two_stages(spec, self);
+  if (long_run && spec.kind == ReduceKind::MinMax) {
+    // aminmax in two stages: chunked (min, max) partials, then min of mins, max of maxes.
+    ReduceShape first = shape;
+    first.chunks = std::min<uint64_t>(1024, shape.reduce / kChunk);
+    const auto n = static_cast<int64_t>(shape.outer * first.chunks * shape.inner);
+    Tensor lo = at::empty({n}, self.options()), hi = at::empty({n}, self.options());
+    launch(spec, input, first, lo, &hi, param);
+    ReduceShape second{shape.outer, first.chunks, shape.inner};
+    ReduceSpec mn = spec, mx = spec;
+    mn.kind = ReduceKind::Min;
+    mx.kind = ReduceKind::Max;
+    launch(mn, lo, second, t1.buffer, nullptr, param);
+    launch(mx, hi, second, t2->buffer, nullptr, param);
+    t1.finish();
+    t2->finish();
+    return;
   }
-  {
-    RuntimeLock lock;
-    launch_reduce(lock.ctx(), spec, plan.shape, b, param);
+  if (stages) {
+    ReduceShape first = shape;
+    first.chunks = std::min<uint64_t>(1024, shape.reduce / kChunk);
+    Tensor partial = at::empty({static_cast<int64_t>(shape.outer * first.chunks * shape.inner)},
+                               self.options().dtype(stages->partial));
+    launch(stages->first, input, first, partial, nullptr, param);
+    ReduceShape second{shape.outer, first.chunks, shape.inner};
+    launch(stages->second, partial, second, t1.buffer, nullptr, param);
+  } else {
+    launch(spec, input, shape, t1.buffer, out2 ? &t2->buffer : nullptr, param);
   }
   t1.finish();
   if (t2) t2->finish();
@@ -200,7 +342,7 @@ Tensor& sum_out(const Tensor& self, OptionalIntArrayRef dim, bool keepdim,
                 std::optional<at::ScalarType> dtype, Tensor& out) {
   OutMeta<at::meta::structured_sum_dim_IntList, 1> meta({&out});
   meta.meta(self, dim, keepdim, dtype);
-  if (!native_dtypes({&self, &out}) || out.scalar_type() == at::kBool)
+  if (!native_dtypes({&self, &out}) || (out.scalar_type() == at::kBool && self.scalar_type() != at::kBool))
     return call_cpu_fallback<at::_ops::sum_IntList_out>(self, dim, keepdim, dtype, out);
   ReduceSpec spec;
   spec.kind = ReduceKind::Sum;
@@ -225,7 +367,7 @@ Tensor& prod_int_out(const Tensor& self, int64_t dim, bool keepdim,
                      std::optional<at::ScalarType> dtype, Tensor& out) {
   OutMeta<at::meta::structured_prod_dim_int, 1> meta({&out});
   meta.meta(self, dim, keepdim, dtype);
-  if (!native_dtypes({&self, &out}) || out.scalar_type() == at::kBool)
+  if (!native_dtypes({&self, &out}) || (out.scalar_type() == at::kBool && self.scalar_type() != at::kBool))
     return call_cpu_fallback<at::_ops::prod_int_out>(self, dim, keepdim, dtype, out);
   ReduceSpec spec;
   spec.kind = ReduceKind::Prod;
@@ -236,7 +378,8 @@ Tensor& prod_int_out(const Tensor& self, int64_t dim, bool keepdim,
 
 Tensor prod_all(const Tensor& self, std::optional<at::ScalarType> dtype) {
   auto t = at::native::get_dtype_from_self(self, dtype, true);
-  if (!native_dtypes({&self}) || !is_native_compute(t) || t == at::kBool)
+  if (!native_dtypes({&self}) || !is_native_compute(t) ||
+      (t == at::kBool && self.scalar_type() != at::kBool))
     return call_cpu_fallback<at::_ops::prod>(self, dtype);
   Tensor out = at::empty({}, self.options().dtype(t));
   ReduceSpec spec;
@@ -251,7 +394,8 @@ Tensor& nansum_out(const Tensor& self, OptionalIntArrayRef dim, bool keepdim,
                    std::optional<at::ScalarType> dtype, Tensor& out) {
   TORCH_CHECK(!c10::isComplexType(self.scalar_type()), "nansum does not support complex inputs");
   auto t = at::native::get_dtype_from_result(out, dtype);
-  if (!native_dtypes({&self, &out}) || !is_native_compute(t) || t == at::kBool ||
+  if (!native_dtypes({&self, &out}) || !is_native_compute(t) ||
+      (t == at::kBool && self.scalar_type() != at::kBool) ||
       t != out.scalar_type())
     return call_cpu_fallback<at::_ops::nansum_out>(self, dim, keepdim, dtype, out);
   DimMask mask = mask_of(self, dim);
@@ -384,12 +528,10 @@ std::tuple<Tensor&, Tensor&> aminmax_out(const Tensor& self, std::optional<int64
   if (!native_dtypes({&self, &mn, &mx}))
     return call_cpu_fallback<at::_ops::aminmax_out>(self, dim, keepdim, mn, mx);
   if (self.numel() == 0) {
-    // The CPU's errors for an empty input (the meta function leaves them to the kernel).
-    TORCH_CHECK(dim.has_value() || self.numel() > 0,
-                "aminmax(): cannot compute aminmax over an empty dimension as the operation has no identity.");
-    if (self.dim() > 0)
-      TORCH_CHECK(self.size(c10::maybe_wrap_dim(*dim, self.dim())) != 0,
-                  "aminmax(): cannot compute aminmax over an empty dimension as the operation has no identity.");
+    // The CPU's error for an empty reduction (the meta function leaves it to the kernel).
+    const bool empty_run = !dim || self.size(c10::maybe_wrap_dim(*dim, self.dim())) == 0;
+    TORCH_CHECK(!empty_run, "aminmax(): cannot compute aminmax over an empty dimension as the "
+                            "operation has no identity.");
   }
   ReduceSpec spec;
   spec.kind = ReduceKind::MinMax;
@@ -418,7 +560,9 @@ Tensor& all_dim_out(const Tensor& self, int64_t dim, bool keepdim, Tensor& out) 
 Tensor& all_dims_out(const Tensor& self, OptionalIntArrayRef dim, bool keepdim, Tensor& out) {
   if (!native_dtypes({&self, &out}))
     return call_cpu_fallback<at::_ops::all_dims_out>(self, dim, keepdim, out);
-  logical_reduce<at::meta::structured_all_dims>(self, mask_of(self, dim), out, true, dim, keepdim);
+  // all(dim=[]) reduces nothing (a bool cast), unlike sum(dim=[]).
+  logical_reduce<at::meta::structured_all_dims>(self, at::native::make_dim_mask(dim, self.dim(), true),
+                                                out, true, dim, keepdim);
   return out;
 }
 Tensor& all_all_out(const Tensor& self, Tensor& out) {
@@ -435,7 +579,8 @@ Tensor& any_dim_out(const Tensor& self, int64_t dim, bool keepdim, Tensor& out) 
 Tensor& any_dims_out(const Tensor& self, OptionalIntArrayRef dim, bool keepdim, Tensor& out) {
   if (!native_dtypes({&self, &out}))
     return call_cpu_fallback<at::_ops::any_dims_out>(self, dim, keepdim, out);
-  logical_reduce<at::meta::structured_any_dims>(self, mask_of(self, dim), out, false, dim, keepdim);
+  logical_reduce<at::meta::structured_any_dims>(self, at::native::make_dim_mask(dim, self.dim(), true),
+                                                out, false, dim, keepdim);
   return out;
 }
 Tensor& any_all_out(const Tensor& self, Tensor& out) {
@@ -460,7 +605,8 @@ Tensor count_nonzero_dims(const Tensor& self, IntArrayRef dims) {
 // var, std, var_mean, std_mean: results in self's dtype (floating inputs only).
 std::tuple<Tensor, Tensor> var_std(const Tensor& self, OptionalIntArrayRef dim,
                                    const std::optional<c10::Scalar>& correction, bool keepdim,
-                                   bool take_sqrt, bool with_mean, const char* name) {
+                                   bool take_sqrt, bool with_mean, const char* name,
+                                   const char* fname) {
   TORCH_CHECK(self.layout() == at::kStrided, name, " only supports strided layout, got: ",
               self.layout());
   TORCH_CHECK(at::isFloatingType(self.scalar_type()) || at::isComplexType(self.scalar_type()),
@@ -474,6 +620,11 @@ std::tuple<Tensor, Tensor> var_std(const Tensor& self, OptionalIntArrayRef dim,
   spec.take_sqrt = take_sqrt;
   spec.second = with_mean;
   const double c = correction ? correction->toDouble() : 1.0;
+  const int64_t outputs = c10::multiply_integers(shape);
+  const int64_t per_output = outputs == 0 ? 0 : self.numel() / outputs;
+  if (per_output - c <= 0)
+    TORCH_WARN(fname, "(): degrees of freedom is <= 0. Correction should be strictly less than the "
+               "reduction factor (input numel divided by output numel).");
   run_reduce(spec, self, mask, out, with_mean ? &mean : nullptr, static_cast<float>(c));
   return {out, mean};
 }
@@ -482,27 +633,27 @@ Tensor var_correction(const Tensor& self, OptionalIntArrayRef dim,
                       const std::optional<c10::Scalar>& correction, bool keepdim) {
   if (!native_dtypes({&self}))
     return call_cpu_fallback<at::_ops::var_correction>(self, dim, correction, keepdim);
-  return std::get<0>(var_std(self, dim, correction, keepdim, false, false, "std and var"));
+  return std::get<0>(var_std(self, dim, correction, keepdim, false, false, "std and var", "var"));
 }
 Tensor std_correction(const Tensor& self, OptionalIntArrayRef dim,
                       const std::optional<c10::Scalar>& correction, bool keepdim) {
   if (!native_dtypes({&self}))
     return call_cpu_fallback<at::_ops::std_correction>(self, dim, correction, keepdim);
-  return std::get<0>(var_std(self, dim, correction, keepdim, true, false, "std and var"));
+  return std::get<0>(var_std(self, dim, correction, keepdim, true, false, "std and var", "std"));
 }
 std::tuple<Tensor, Tensor> var_mean_correction(const Tensor& self, OptionalIntArrayRef dim,
                                                const std::optional<c10::Scalar>& correction,
                                                bool keepdim) {
   if (!native_dtypes({&self}))
     return call_cpu_fallback<at::_ops::var_mean_correction>(self, dim, correction, keepdim);
-  return var_std(self, dim, correction, keepdim, false, true, "var_mean");
+  return var_std(self, dim, correction, keepdim, false, true, "var_mean", "var_mean");
 }
 std::tuple<Tensor, Tensor> std_mean_correction(const Tensor& self, OptionalIntArrayRef dim,
                                                const std::optional<c10::Scalar>& correction,
                                                bool keepdim) {
   if (!native_dtypes({&self}))
     return call_cpu_fallback<at::_ops::std_mean_correction>(self, dim, correction, keepdim);
-  return var_std(self, dim, correction, keepdim, true, true, "std_mean");
+  return var_std(self, dim, correction, keepdim, true, true, "std_mean", "std_mean");
 }
 Tensor& var_correction_out(const Tensor& self, OptionalIntArrayRef dim,
                            const std::optional<c10::Scalar>& correction, bool keepdim, Tensor& out) {
@@ -565,8 +716,31 @@ Tensor& norm_dtype_out(const Tensor& self, const std::optional<c10::Scalar>& p, 
   return out;
 }
 
+// renorm: each slice along `dim` whose p-norm exceeds maxnorm is scaled down to it (the
+// CPU's factor maxnorm / (norm + 1e-7), in float for half types, rounded to self's dtype).
+Tensor& renorm_out(const Tensor& self, const c10::Scalar& p, int64_t dim, const c10::Scalar& maxnorm,
+                   Tensor& out) {
+  OutMeta<at::meta::structured_renorm, 1> meta({&out});
+  meta.meta(self, p, dim, maxnorm);
+  if (!native_dtypes({&self, &out}) || p.isComplex() || maxnorm.isComplex())
+    return call_cpu_fallback<at::_ops::renorm_out>(self, p, dim, maxnorm, out);
+  if (self.numel() == 0) return out;
+  dim = c10::maybe_wrap_dim(dim, self.dim());
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < self.dim(); ++d)
+    if (d != dim) dims.push_back(d);
+  Tensor norm = at::linalg_vector_norm(self, p, dims, true, at::kFloat);
+  Tensor limit = c10::scalar_to_tensor(maxnorm);
+  limit.unsafeGetTensorImpl()->set_wrapped_number(true);
+  Tensor factor = at::where(at::gt(norm, maxnorm), at::div(limit, at::add(norm, 1e-7)),
+                            at::ones_like(norm));
+  at::mul_out(out, self, factor.to(self.scalar_type()));
+  return out;
+}
+
 Tensor trace(const Tensor& self) {
   TORCH_CHECK(self.dim() == 2, "trace: expected a matrix, but got tensor with dim ", self.dim());
+  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool, "\"trace\" not implemented for 'Bool'");
   if (!native_dtypes({&self})) return call_cpu_fallback<at::_ops::trace>(self);
   return at::sum(self.diagonal());
 }
@@ -576,8 +750,16 @@ Tensor trace(const Tensor& self) {
 // Runs a softmax-family kernel along `dim` of `a` (and `b`) into `out` (already shaped).
 void run_softmax(SoftmaxKind kind, const Tensor& a, const Tensor* b, int64_t dim, Tensor& out) {
   if (out.numel() == 0) return;
-  TWGPU_TRY
   const int64_t nd = a.dim();
+  if (!at::isFloatingType(a.scalar_type())) {
+    // The CPU's kernels refuse integer inputs, naming the kernel for the dim it would use.
+    static const char* names[] = {"softmax", "log_softmax", "softmax_backward", "log_softmax_backward"};
+    const bool lastdim = nd == 0 || c10::maybe_wrap_dim(dim, nd) == nd - 1;
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "\"", names[static_cast<int>(kind)],
+                                lastdim ? "_lastdim" : "", "_kernel_impl\" not implemented for '",
+                                c10::toString(a.scalar_type()), "'");
+  }
+  TWGPU_TRY
   ReduceShape shape;
   if (nd > 0) {
     dim = c10::maybe_wrap_dim(dim, nd);
@@ -690,6 +872,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("norm.out", TORCH_FN(norm_out));
   m.impl("norm.dtype_out", TORCH_FN(norm_dtype_out));
   m.impl("trace", TORCH_FN(trace));
+  m.impl("renorm.out", TORCH_FN(renorm_out));
   m.impl("_softmax.out", TORCH_FN(softmax_out));
   m.impl("_log_softmax.out", TORCH_FN(log_softmax_out));
   m.impl("_softmax_backward_data.out", TORCH_FN(softmax_backward_out));

@@ -15,9 +15,13 @@ namespace {
 constexpr uint32_t kGroup = 64;
 
 // Uniform words of the reduction kernels.
-// 4: input offset, 5: reduce length, 6: inner, 7: out offset, 8: out2 offset, 9: param bits
+// 4: input offset, 5: reduce length, 6: inner, 7: out offset, 8: out2 offset, 9: param bits,
+// 10: chunk length, 11: chunks. Output q = (o * chunks + c) * inner + i reduces
+// j in [c * chunk, min(reduce, (c + 1) * chunk)).
 const char* kAddressing =
-    "fn in_base(g: u32) -> u32 { return uw(4u) + (g / uw(6u)) * uw(5u) * uw(6u) + g % uw(6u); }\n";
+    "fn in_base(q: u32) -> u32 { return uw(4u) + (q / (uw(11u) * uw(6u))) * uw(5u) * uw(6u) + q % uw(6u); }\n"
+    "fn j_begin(q: u32) -> u32 { return ((q / uw(6u)) % uw(11u)) * uw(10u); }\n"
+    "fn j_end(q: u32) -> u32 { return min(uw(5u), j_begin(q) + uw(10u)); }\n";
 
 std::string zero_of(Compute c) {
   switch (c) {
@@ -89,7 +93,12 @@ StateCode state_code(const ReduceSpec& s) {
   const std::string T = wgsl_type(tc);
   const Compute ac = s.acc;
   const std::string A = wgsl_type(ac);
-  const std::string cv = wgsl_convert(tc, ac, "v");
+  // The value in the accumulator type; an input first cast to a half type is rounded to it.
+  std::string cv = wgsl_convert(tc, ac, "v");
+  if (s.round_input == DType::Float16 && ac == Compute::F32)
+    cv = "f16_bits_to_f32(f32_to_f16_bits(" + cv + "))";
+  if (s.round_input == DType::BFloat16 && ac == Compute::F32)
+    cv = "bf16_bits_to_f32(f32_to_bf16_bits(" + cv + "))";
   StateCode r;
   std::string& d = r.decl;
   auto simple = [&](const std::string& init, const std::string& add, const std::string& merge,
@@ -115,7 +124,7 @@ StateCode state_code(const ReduceSpec& s) {
       break;
     case ReduceKind::Mean:
       simple("0.0", "s.a + " + wgsl_convert(tc, Compute::F32, "v"), "x.a + y.a",
-             "div_f32(s.a, f32(uw(5u)))");
+             "div_f32(s.a, bitcast<f32>(uw(9u)))");
       break;
     case ReduceKind::Max:
     case ReduceKind::Min: {
@@ -213,6 +222,8 @@ StateCode state_code(const ReduceSpec& s) {
         term = "pow_f32(x, bitcast<f32>(uw(9u)))";
         fin = "pow_f32(s.a, div_f32(1.0, bitcast<f32>(uw(9u))))";
       }
+      if (s.partial_in) { term = "x"; a = wgsl_convert(tc, Compute::F32, "v"); }
+      if (s.partial_out) fin = "s.a";
       d += "fn term(x: f32) -> f32 { return " + term + "; }\n";
       simple("0.0", "s.a + term(" + a + ")", "x.a + y.a", fin);
       break;
@@ -260,15 +271,21 @@ void launch_reduce(Context& ctx, const ReduceSpec& requested, const ReduceShape&
     default:
       spec.acc = Compute::F32;
   }
-  const uint64_t outputs = shape.outer * shape.inner;
+  const uint64_t chunks = std::max<uint64_t>(shape.chunks, 1);
+  const uint64_t chunk = (shape.reduce + chunks - 1) / chunks;
+  const uint64_t outputs = shape.outer * shape.inner * chunks;
   if (outputs == 0) return;
-  if (shape.reduce > 0x7fffffffull || outputs * shape.reduce > 0xffffffffull ||
-      b.in_offset + outputs * shape.reduce > 0xffffffffull)
+  const uint64_t in_elems = shape.outer * shape.inner * shape.reduce;
+  if (shape.reduce > 0x7fffffffull || b.in_offset + in_elems > 0xffffffffull ||
+      std::max(b.out_offset, b.out2_offset) + outputs > 0xffffffffull)
     fail(ErrorKind::Unsupported, "torch_webgpu: reduction over too many elements");
   const bool two_outputs = b.out2 != nullptr;
   // One workgroup per output when each output reads many elements and outputs are few
   // enough that the groups do not starve a wide grid.
-  const bool groups = shape.reduce >= 256 || (shape.reduce >= 32 && outputs < 4096);
+  // Many outputs side by side in memory (inner > 1) read best one invocation each:
+  // neighbouring invocations then read neighbouring elements.
+  const bool wide_inner = shape.inner >= 64 && outputs >= 2048;
+  const bool groups = !wide_inner && (chunk >= 256 || (chunk >= 32 && outputs < 4096));
 
   KernelLaunch l;
   l.buffers = {{b.in, Access::Read, false},
@@ -282,14 +299,16 @@ void launch_reduce(Context& ctx, const ReduceSpec& requested, const ReduceShape&
                 static_cast<uint32_t>(shape.inner),
                 static_cast<uint32_t>(b.out_offset),
                 static_cast<uint32_t>(b.out2_offset),
-                pbits};
+                pbits,
+                static_cast<uint32_t>(chunk),
+                static_cast<uint32_t>(chunks)};
   l.grid = groups ? Grid::Groups : Grid::Invocations;
   l.count = outputs;
   l.workgroup = groups ? kGroup : ctx.caps().workgroup_1d();
   l.key = std::string("reduce:") + kind_name(spec.kind) + ":" + dtype_name(spec.in) + ">" +
           dtype_name(spec.out) + "," + dtype_name(spec.out2) + ":" + compute_name(spec.acc) +
           (spec.values ? "v" : "") + (spec.indices ? "i" : "") + (spec.take_sqrt ? "s" : "") +
-          (spec.second ? "2" : "") + (two_outputs ? "T" : "") + (groups ? ":g" : ":i");
+          (spec.second ? "2" : "") + (spec.partial_in ? "<" : "") + "r" + dtype_name(spec.round_input) + (spec.partial_out ? ">" : "") + (two_outputs ? "T" : "") + (groups ? ":g" : ":i");
   l.body = [&]() {
     std::string s = kernel_load("load", l.buffers, 0, spec.in);
     s += kernel_store("store0", l.buffers, 1, spec.out, store_compute(spec, 0));
@@ -314,7 +333,7 @@ void launch_reduce(Context& ctx, const ReduceSpec& requested, const ReduceShape&
              "  pre_value = pm;\n";
       }
       s += "  var st = s_init();\n"
-           "  for (var j = 0u; j < uw(5u); j = j + 1u) { st = s_add(st, load(base + j * step), j); }\n"
+           "  for (var j = j_begin(idx); j < j_end(idx); j = j + 1u) { st = s_add(st, load(base + j * step), j); }\n"
            "  s_store(idx, st);\n}\n";
       return s;
     }
@@ -341,7 +360,7 @@ void launch_reduce(Context& ctx, const ReduceSpec& requested, const ReduceShape&
            "  pre_value = psum[0];\n";
     }
     s += "  var st = s_init();\n"
-         "  if (live) { for (var j = lid; j < uw(5u); j = j + " + G + "u) { st = s_add(st, load(base + j * step), j); } }\n"
+         "  if (live) { let q = group; for (var j = j_begin(q) + lid; j < j_end(q); j = j + " + G + "u) { st = s_add(st, load(base + j * step), j); } }\n"
          "  part[lid] = st;\n  workgroupBarrier();\n"
          "  for (var w = " + std::to_string(kGroup / 2) + "u; w > 0u; w = w >> 1u) {\n"
          "    if (lid < w) { part[lid] = s_merge(part[lid], part[lid + w]); }\n    workgroupBarrier();\n  }\n"

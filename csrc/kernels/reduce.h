@@ -18,7 +18,7 @@ namespace twgpu {
 class Context;
 
 enum class ReduceKind : uint8_t {
-  Sum, NanSum, Prod, Mean,
+  Sum, NanSum, Prod, Mean,  // Mean: param = the divisor
   Max, Min,            // values only, NaN propagates
   ArgMax, ArgMin,      // value and first index (outputs: values if `values`, indices)
   MinMax,              // two outputs: min, max
@@ -38,10 +38,20 @@ struct ReduceSpec {
   bool indices = true;          // ArgMax/ArgMin: write indices (to out2, or out if !values)
   bool take_sqrt = false;       // Var: std instead of var
   bool second = false;          // Var: also write the mean to out2
+  // Sum-like norms in two stages: the first writes the raw sums of terms (partial_out),
+  // the second adds those sums (partial_in) and finishes (sqrt, 1/p power).
+  bool partial_out = false;
+  // Sum/NanSum/Prod into a half type: the CPU casts each input element to it first.
+  // Float32 means no rounding.
+  DType round_input = DType::Float32;
+  bool partial_in = false;
 };
 
 struct ReduceShape {
   uint64_t outer = 1, reduce = 1, inner = 1;
+  // Partial reductions: split `reduce` into this many chunks, one output each, laid out
+  // as [outer, chunks, inner] (the first stage of a two-stage reduction).
+  uint64_t chunks = 1;
 };
 
 struct ReduceBuffers {
