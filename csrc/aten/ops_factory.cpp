@@ -78,6 +78,8 @@ at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c
                        at::Tensor& out) {
   if (!is_native_compute(out.scalar_type()))
     return call_cpu_fallback<at::_ops::arange_start_out>(start, end, step, out);
+  TORCH_CHECK_NOT_IMPLEMENTED(out.scalar_type() != at::kBool,
+                              "\"arange_webgpu\" not implemented for 'Bool'");
   at::Tensor twin = meta_twin(out);
   at::arange_out(twin, start, end, step);
   resize_like_twin(out, twin);
@@ -89,6 +91,8 @@ at::Tensor& range_out(const c10::Scalar& start, const c10::Scalar& end, const c1
                       at::Tensor& out) {
   if (!is_native_compute(out.scalar_type()))
     return call_cpu_fallback<at::_ops::range_out>(start, end, step, out);
+  TORCH_CHECK_NOT_IMPLEMENTED(out.scalar_type() != at::kBool,
+                              "\"range_webgpu\" not implemented for 'Bool'");
   at::Tensor twin = meta_twin(out);
   at::range_out(twin, start, end, step);
   resize_like_twin(out, twin);

@@ -148,10 +148,17 @@ void launch_range_fill(Context& ctx, const RangeFill& r) {
     } else if (r.kind == RangeKind::Affine) {
       s += "  let v = bitcast<f32>(uw(5u)) + bitcast<f32>(uw(7u)) * f32(idx);\n";
     } else {
+      // The CPU steps in the output's type: half types round after every operation.
+      std::string round = "fn rnd(x: f32) -> f32 { return x; }\n";
+      if (r.dtype == DType::Float16)
+        round = "fn rnd(x: f32) -> f32 { return f16_bits_to_f32(f32_to_f16_bits(x)); }\n";
+      if (r.dtype == DType::BFloat16)
+        round = "fn rnd(x: f32) -> f32 { return bf16_bits_to_f32(f32_to_bf16_bits(x)); }\n";
+      s = round + s;
       s += "  let step = bitcast<f32>(uw(7u));\n"
            "  var x = 0.0;\n"
-           "  if (idx < uw(11u)) { x = bitcast<f32>(uw(5u)) + step * f32(idx); }\n"
-           "  else { x = bitcast<f32>(uw(9u)) - step * f32(uw(12u) - 1u - idx); }\n";
+           "  if (idx < uw(11u)) { x = rnd(bitcast<f32>(uw(5u)) + rnd(step * rnd(f32(idx)))); }\n"
+           "  else { x = rnd(bitcast<f32>(uw(9u)) - rnd(step * rnd(f32(uw(12u) - 1u - idx)))); }\n";
       s += r.kind == RangeKind::Logspace ? "  let v = pow_f32(bitcast<f32>(uw(13u)), x);\n"
                                          : "  let v = x;\n";
     }
