@@ -1,6 +1,6 @@
 // Creation ops, native: arange, range, linspace, logspace (a range kernel) and eye
-// (zero_ + a fill of the diagonal view). Each first runs the op on a meta twin of `out`:
-// ATen's own checks, warnings and output size, exactly as on the CPU.
+// (zero_ + a fill of the diagonal view). Each first runs the op on an empty meta tensor:
+// ATen's own checks and the output size; out= is resized as the CPU kernels do it.
 //
 // Values: integer arange/range are exact (int64 arithmetic); float ranges compute in f32
 // (the CPU accumulates in double for float32, so the last bit can differ, as on CUDA).
@@ -10,7 +10,6 @@
 #include <ATen/ops/arange.h>
 #include <ATen/ops/arange_ops.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/empty_strided.h>
 #include <ATen/ops/eye.h>
 #include <ATen/ops/linspace.h>
 #include <ATen/ops/linspace_ops.h>
@@ -29,13 +28,23 @@
 namespace twgpu::aten {
 namespace {
 
-at::Tensor meta_twin(const at::Tensor& t) {
-  return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
+// An empty meta tensor of out's dtype: running the op on it raises the CPU's errors and
+// gives the result's size, without the resize warnings of the meta kernels.
+at::Tensor meta_out(const at::Tensor& out) {
+  return at::empty({0}, out.options().device(c10::kMeta));
 }
 
-// Gives `out` the twin's sizes without a second resize warning (the twin gave it).
-void resize_like_twin(at::Tensor& out, const at::Tensor& twin) {
-  if (out.sizes() != twin.sizes()) out.resize_(twin.sizes());
+// The CPU's 1-D factories resize `out` only when its element count differs (an out of the
+// right count keeps its shape); arange warns when it resizes a non-empty out.
+void resize_1d(at::Tensor& out, int64_t n, bool warn) {
+  if (out.numel() == n) return;
+  if (warn && out.numel() > 0) {
+    TORCH_WARN("The number of elements in the out tensor of shape ", out.sizes(), " is ",
+               out.numel(), " which does not match the computed number of elements ", n,
+               ". Note that this may occur as a result of rounding error. "
+               "The out tensor will be resized to a tensor of shape (", n, ",).");
+  }
+  out.resize_({n});
 }
 
 // Runs `r` into out (1-D), through a contiguous temporary when out is not contiguous.
@@ -80,9 +89,9 @@ at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c
     return call_cpu_fallback<at::_ops::arange_start_out>(start, end, step, out);
   TORCH_CHECK_NOT_IMPLEMENTED(out.scalar_type() != at::kBool,
                               "\"arange_webgpu\" not implemented for 'Bool'");
-  at::Tensor twin = meta_twin(out);
+  at::Tensor twin = meta_out(out);
   at::arange_out(twin, start, end, step);
-  resize_like_twin(out, twin);
+  resize_1d(out, twin.numel(), /*warn=*/true);
   fill_affine(out, start, step);
   return out;
 }
@@ -93,9 +102,9 @@ at::Tensor& range_out(const c10::Scalar& start, const c10::Scalar& end, const c1
     return call_cpu_fallback<at::_ops::range_out>(start, end, step, out);
   TORCH_CHECK_NOT_IMPLEMENTED(out.scalar_type() != at::kBool,
                               "\"range_webgpu\" not implemented for 'Bool'");
-  at::Tensor twin = meta_twin(out);
+  at::Tensor twin = meta_out(out);
   at::range_out(twin, start, end, step);
-  resize_like_twin(out, twin);
+  resize_1d(out, twin.numel(), /*warn=*/false);
   fill_affine(out, start, step);
   return out;
 }
@@ -123,9 +132,9 @@ at::Tensor& linspace_out(const c10::Scalar& start, const c10::Scalar& end, int64
                          at::Tensor& out) {
   if (!is_half_or_float(out.scalar_type()) || start.isComplex() || end.isComplex())
     return call_cpu_fallback<at::_ops::linspace_out>(start, end, steps, out);
-  at::Tensor twin = meta_twin(out);
+  at::Tensor twin = meta_out(out);
   at::linspace_out(twin, start, end, steps);
-  resize_like_twin(out, twin);
+  resize_1d(out, steps, /*warn=*/false);
   if (steps == 1) {
     out.fill_(start);
   } else if (steps > 1) {
@@ -141,9 +150,9 @@ at::Tensor& logspace_out(const c10::Scalar& start, const c10::Scalar& end, int64
                          double base, at::Tensor& out) {
   if (!is_half_or_float(out.scalar_type()) || start.isComplex() || end.isComplex())
     return call_cpu_fallback<at::_ops::logspace_out>(start, end, steps, base, out);
-  at::Tensor twin = meta_twin(out);
+  at::Tensor twin = meta_out(out);
   at::logspace_out(twin, start, end, steps, base);
-  resize_like_twin(out, twin);
+  resize_1d(out, steps, /*warn=*/false);
   if (steps == 1) {
     out.fill_(std::pow(base, start.to<double>()));
   } else if (steps > 1) {
@@ -163,16 +172,16 @@ at::Tensor& eye_fill(at::Tensor& out) {
 }
 
 at::Tensor& eye_m_out(c10::SymInt n, c10::SymInt m, at::Tensor& out) {
-  at::Tensor twin = meta_twin(out);
+  at::Tensor twin = meta_out(out);
   at::eye_out(twin, n.expect_int(), m.expect_int());
-  resize_like_twin(out, twin);
+  out.resize_({n.expect_int(), m.expect_int()});
   return eye_fill(out);
 }
 
 at::Tensor& eye_out(c10::SymInt n, at::Tensor& out) {
-  at::Tensor twin = meta_twin(out);
+  at::Tensor twin = meta_out(out);
   at::eye_out(twin, n.expect_int());
-  resize_like_twin(out, twin);
+  out.resize_({n.expect_int(), n.expect_int()});
   return eye_fill(out);
 }
 

@@ -172,3 +172,28 @@ def test_fill_composites():
     both(lambda d: torch.ones(4, dtype=torch.bool, device=d), exact=True)
     both(lambda d: torch.full((3,), 7, dtype=torch.int64, device=d), exact=True)
     both(lambda d: torch.zeros(2, 2, dtype=torch.float64, device=d), exact=True)
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("fn", [
+    lambda d, o: torch.arange(0, 10, 2, out=o),
+    lambda d, o: torch.linspace(0, 1, 5, out=o),
+    lambda d, o: torch.logspace(0, 1, 5, out=o),
+    lambda d, o: torch.eye(3, 2, out=o),
+    lambda d, o: torch.narrow_copy(torch.ones(4, 4, device=d), 0, 0, 2, out=o),
+], ids=["arange", "linspace", "logspace", "eye", "narrow_copy"])
+@pytest.mark.parametrize("out_shape", [(3,), (5, 1), (0,), (3, 2)])
+def test_out_resize_like_cpu(fn, out_shape):
+    """out= of another size: the same resulting shape and the same warnings as the CPU
+    (the 1-D factories keep an out whose element count already matches)."""
+    results = []
+    for d in ["cpu", D]:
+        out = torch.full(out_shape, -1.0, device=d)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            r = fn(d, out)
+        assert r is out
+        results.append((out, [str(x.message).split(" (Triggered")[0] for x in w]))
+    (c, wc), (g, wg) = results
+    assert wc == wg
+    assert_same(g, c)
