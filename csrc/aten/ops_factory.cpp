@@ -1,5 +1,5 @@
-// Creation ops, native: arange, range, linspace, logspace (a range kernel) and eye
-// (zero_ + a fill of the diagonal view). Each first runs the op on an empty meta tensor:
+// Creation ops, native: arange, range, linspace, logspace (a range kernel), eye
+// (zero_ + a fill of the diagonal view) and tril_indices/triu_indices. Each first runs the op on an empty meta tensor:
 // ATen's own checks and the output size; out= is resized as the CPU kernels do it.
 //
 // Values: integer arange/range are exact (int64 arithmetic); float ranges compute in f32
@@ -19,6 +19,7 @@
 #include <ATen/ops/range_ops.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "aten/cpu_fallback.h"
@@ -165,6 +166,69 @@ at::Tensor& logspace_out(const c10::Scalar& start, const c10::Scalar& end, int64
   return out;
 }
 
+// tril_indices/triu_indices: per-row counts on the host (O(rows)), the (2, N) index
+// expansion on the device.
+at::Tensor triangle_indices(const char* name, bool upper, int64_t row, int64_t col,
+                            int64_t offset, std::optional<c10::ScalarType> dtype_opt,
+                            std::optional<c10::Layout> layout_opt,
+                            std::optional<c10::Device> device_opt) {
+  c10::ScalarType dtype = dtype_opt.value_or(at::kLong);
+  TORCH_CHECK_NOT_IMPLEMENTED(dtype == at::kLong || dtype == at::kInt, "\"", name,
+                              "\" not implemented for '", c10::toString(dtype), "'");
+  TORCH_CHECK(row >= 0, "row must be non-negative, got", row);
+  TORCH_CHECK(col >= 0, "col must be non-negative, got", col);
+  if (layout_opt.has_value()) {
+    TORCH_CHECK(*layout_opt == at::kStrided, "only support layout=torch.strided, got",
+                *layout_opt);
+  }
+  auto options = at::TensorOptions().dtype(dtype).device(device_opt.value_or(
+      c10::Device(kDeviceType, 0)));
+  // Rows past the last non-empty one add nothing: the counts shrink (tril: grow) monotonically.
+  std::vector<int64_t> ends;
+  int64_t total = 0;
+  for (int64_t r = 0; r < row; ++r) {
+    int64_t n = upper ? col - std::clamp<int64_t>(r + offset, 0, col)
+                      : std::clamp<int64_t>(r + offset + 1, 0, col);
+    if (upper && n == 0) break;
+    total += n;
+    ends.push_back(total);
+    if (!upper && n == col && total > 0) {
+      // Every later row is full: finish the running sums arithmetically.
+      for (int64_t t = r + 1; t < row; ++t) ends.push_back(total += col);
+      break;
+    }
+  }
+  at::Tensor out = at::empty({2, total}, options);
+  if (total == 0) return out;
+  TORCH_CHECK(total <= UINT32_MAX && row <= INT32_MAX && col <= INT32_MAX,
+              "torch_webgpu: ", name, " output too large");
+  at::Tensor host = at::empty({static_cast<int64_t>(ends.size())}, at::kLong);
+  std::copy(ends.begin(), ends.end(), host.mutable_data_ptr<int64_t>());
+  at::Tensor dev_ends = host.to(out.device());
+  DeviceRef e = device_ref(dev_ends), o = device_ref(out);
+  TORCH_INTERNAL_ASSERT(e.offset == 0 && o.offset == 0);
+  int32_t off = static_cast<int32_t>(std::clamp<int64_t>(offset, -row - 1, col + 1));
+  TWGPU_TRY
+  RuntimeLock lock;
+  launch_triangle_indices(lock.ctx(), e.buffer, static_cast<uint32_t>(ends.size()), o.buffer,
+                          static_cast<uint64_t>(total), o.dtype, upper, off,
+                          static_cast<uint32_t>(col));
+  TWGPU_CATCH
+  return out;
+}
+
+at::Tensor tril_indices(int64_t row, int64_t col, int64_t offset,
+                        std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
+                        std::optional<c10::Device> device, std::optional<bool> pin_memory) {
+  return triangle_indices("tril_indices", false, row, col, offset, dtype, layout, device);
+}
+
+at::Tensor triu_indices(int64_t row, int64_t col, int64_t offset,
+                        std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
+                        std::optional<c10::Device> device, std::optional<bool> pin_memory) {
+  return triangle_indices("triu_indices", true, row, col, offset, dtype, layout, device);
+}
+
 at::Tensor& eye_fill(at::Tensor& out) {
   out.zero_();
   if (out.numel() > 0) out.diagonal().fill_(1);
@@ -194,6 +258,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("logspace.out", TORCH_FN(logspace_out));
   m.impl("eye.m_out", TORCH_FN(eye_m_out));
   m.impl("eye.out", TORCH_FN(eye_out));
+  m.impl("tril_indices", TORCH_FN(tril_indices));
+  m.impl("triu_indices", TORCH_FN(triu_indices));
 }
 
 }  // namespace twgpu::aten

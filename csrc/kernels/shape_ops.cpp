@@ -195,4 +195,37 @@ void launch_repeat_index(Context& ctx, WGPUBuffer ends, uint64_t ends_offset, ui
   launch_kernel(ctx, l);
 }
 
+void launch_triangle_indices(Context& ctx, WGPUBuffer ends, uint32_t n, WGPUBuffer dst,
+                             uint64_t total, DType dtype, bool upper, int32_t offset,
+                             uint32_t cols) {
+  if (total == 0) return;
+  const bool wide = dtype == DType::Int64;
+  KernelLaunch l;
+  l.key = std::string("shape:triangle_indices|") + dtype_name(dtype) + (upper ? "|u" : "|l");
+  l.buffers = {{ends, Access::Read, false}, {dst, Access::ReadWrite, false}};
+  l.uniforms = {0, 0, 0, 0, n, static_cast<uint32_t>(offset), cols,
+                static_cast<uint32_t>(total)};
+  l.count = total;
+  const uint32_t wg = ctx.caps().workgroup_1d();
+  l.workgroup = wg;
+  l.body = [wide, upper, wg] {
+    std::string s = "fn end_at(i: u32) -> u32 { return buf0[2u * i]; }\n";
+    s += wide ? "fn put(i: u32, v: u32) { buf1[2u * i] = v; buf1[2u * i + 1u] = 0u; }\n"
+              : "fn put(i: u32, v: u32) { buf1[i] = v; }\n";
+    s += kernel_main(Grid::Invocations, wg);
+    s += "  var lo = 0u;\n  var hi = uw(4u);\n"
+         "  while (lo < hi) {\n"
+         "    let mid = (lo + hi) / 2u;\n"
+         "    if (end_at(mid) > idx) { hi = mid; } else { lo = mid + 1u; }\n"
+         "  }\n"
+         "  var start = 0u;\n"
+         "  if (lo > 0u) { start = end_at(lo - 1u); }\n";
+    s += upper ? "  let first = u32(clamp(i32(lo) + bitcast<i32>(uw(5u)), 0, i32(uw(6u))));\n"
+               : "  let first = 0u;\n";
+    s += "  put(idx, lo);\n  put(uw(7u) + idx, idx - start + first);\n}\n";
+    return s;
+  };
+  launch_kernel(ctx, l);
+}
+
 }  // namespace twgpu

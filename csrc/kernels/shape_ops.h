@@ -67,4 +67,12 @@ void launch_range_fill(Context& ctx, const RangeFill& r);
 void launch_repeat_index(Context& ctx, WGPUBuffer ends, uint64_t ends_offset, uint32_t n,
                          WGPUBuffer dst, uint64_t total, DType dtype);
 
+// tril_indices/triu_indices: output column j of the (2, total) result is (r, c) for the row
+// r with ends[r-1] <= j < ends[r] (`ends`: inclusive running sums of the per-row counts,
+// n int64 entries) and c = j - ends[r-1] + first column of row r (0 for the lower
+// triangle, clamp(r + offset, 0, cols) for the upper one). `dtype` is int32 or int64.
+void launch_triangle_indices(Context& ctx, WGPUBuffer ends, uint32_t n, WGPUBuffer dst,
+                             uint64_t total, DType dtype, bool upper, int32_t offset,
+                             uint32_t cols);
+
 }  // namespace twgpu

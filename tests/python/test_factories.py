@@ -1,5 +1,5 @@
-"""The native creation ops against the CPU: arange, range, linspace, logspace, eye (and the
-composites on them), over dtypes, sizes incl. empty, out= (resized with the CPU's warning,
+"""The native creation ops against the CPU: arange, range, linspace, logspace, eye,
+tril_indices/triu_indices (and the composites on them), over dtypes, sizes incl. empty, out= (resized with the CPU's warning,
 non-contiguous, offset views), and the CPU's errors. Integer arange/range and eye are
 exact; float ranges compute in float32 on the device (the CPU accumulates float32 ranges
 in double), so they are compared with float tolerances. Tests marked no_fallback prove
@@ -197,3 +197,24 @@ def test_out_resize_like_cpu(fn, out_shape):
     (c, wc), (g, wg) = results
     assert wc == wg
     assert_same(g, c)
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("fn", [torch.tril_indices, torch.triu_indices])
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
+def test_triangle_indices(fn, dtype):
+    for r, c in [(0, 3), (3, 0), (1, 1), (4, 4), (3, 6), (7, 2)]:
+        for offset in [-8, -2, -1, 0, 1, 3, 9]:
+            both(lambda d: fn(r, c, offset, dtype=dtype, device=d), exact=True)
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_triangle_indices_errors():
+    both(lambda d: torch.tril_indices(-1, 3, device=d))
+    both(lambda d: torch.triu_indices(3, -2, device=d))
+    both(lambda d: torch.tril_indices(3, 3, dtype=torch.float32, device=d))
+    with pytest.raises(RuntimeError) as e_dev:
+        torch.tril_indices(-1, 3, device=D)
+    with pytest.raises(RuntimeError) as e_cpu:
+        torch.tril_indices(-1, 3)
+    assert str(e_dev.value) == str(e_cpu.value)
