@@ -1,9 +1,10 @@
-"""The native creation ops against the CPU: arange, range, linspace, logspace, eye,
-tril_indices/triu_indices (and the composites on them), over dtypes, sizes incl. empty, out= (resized with the CPU's warning,
-non-contiguous, offset views), and the CPU's errors. Integer arange/range and eye are
-exact; float ranges compute in float32 on the device (the CPU accumulates float32 ranges
-in double), so they are compared with float tolerances. Tests marked no_fallback prove
-the op ran natively; float64/complex and integer linspace/logspace use the CPU fallback."""
+"""The native creation ops against the CPU: arange, range, linspace, logspace, eye and
+tril_indices/triu_indices (and the composites on them), over dtypes, sizes incl. empty,
+out= (resized as the CPU does it, with its warnings; non-contiguous and offset views), and
+the CPU's errors. Integer arange/range, eye and the index ops are exact; float ranges
+compute in float32 on the device (the CPU accumulates float32 ranges in double), so they
+are compared with float tolerances. Tests marked no_fallback prove the op ran natively;
+float64/complex and integer linspace/logspace use the CPU fallback."""
 import warnings
 
 import pytest
