@@ -119,10 +119,13 @@ void linear_endpoints(RangeFill& r, c10::ScalarType t, const c10::Scalar& start,
                       const c10::Scalar& end, int64_t steps) {
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, t, "linspace_webgpu", [&] {
     scalar_t s = start.to<scalar_t>(), e = end.to<scalar_t>();
-    scalar_t step = (e - s) / static_cast<scalar_t>(steps - 1);
+    // linspace divides in the output's type, logspace in double.
+    float step = r.kind == RangeKind::Logspace
+                     ? static_cast<float>(static_cast<double>(e - s) / (steps - 1))
+                     : static_cast<float>((e - s) / static_cast<scalar_t>(steps - 1));
     r.start = ScalarBits::from_f32(static_cast<float>(s));
     r.end = ScalarBits::from_f32(static_cast<float>(e));
-    r.step = ScalarBits::from_f32(static_cast<float>(step));
+    r.step = ScalarBits::from_f32(step);
   });
   r.compute = Compute::F32;
   r.steps = static_cast<uint64_t>(steps);

@@ -148,11 +148,13 @@ void launch_range_fill(Context& ctx, const RangeFill& r) {
     } else if (r.kind == RangeKind::Affine) {
       s += "  let v = bitcast<f32>(uw(5u)) + bitcast<f32>(uw(7u)) * f32(idx);\n";
     } else {
-      // The CPU steps in the output's type: half types round after every operation.
+      // The CPU's linspace steps in the output's type: half types round after every
+      // operation (its logspace steps the exponent in double: no rounding there).
       std::string round = "fn rnd(x: f32) -> f32 { return x; }\n";
-      if (r.dtype == DType::Float16)
+      const bool lin = r.kind == RangeKind::Linspace;
+      if (lin && r.dtype == DType::Float16)
         round = "fn rnd(x: f32) -> f32 { return f16_bits_to_f32(f32_to_f16_bits(x)); }\n";
-      if (r.dtype == DType::BFloat16)
+      if (lin && r.dtype == DType::BFloat16)
         round = "fn rnd(x: f32) -> f32 { return bf16_bits_to_f32(f32_to_bf16_bits(x)); }\n";
       s = round + s;
       s += "  let step = bitcast<f32>(uw(7u));\n"

@@ -115,7 +115,8 @@ def test_linspace_float(dtype):
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 def test_logspace_float(dtype):
     for start, end, steps, base in [(0, 3, 7, 10.0), (-2, 2, 9, 2.0), (1, -1, 5, 0.5),
-                                    (0, 1, 1, 10.0), (0, 1, 0, 10.0), (-1, 1, 50, 3.0)]:
+                                    (0, 1, 1, 10.0), (0, 1, 0, 10.0), (-1, 1, 50, 3.0),
+                                    (0, 2, 4, 10.0), (0, 4, 4, 3.0)]:  # exponents in double
         both(lambda d: torch.logspace(start, end, steps, base, dtype=dtype, device=d),
              tolerances=dict(rtol=1e-5 if dtype == torch.float32 else None,
                              atol=1e-6 if dtype == torch.float32 else None))
