@@ -2,10 +2,11 @@
 // (zero_ + a fill of the diagonal view) and tril_indices/triu_indices. Each first runs the op on an empty meta tensor:
 // ATen's own checks and the output size; out= is resized as the CPU kernels do it.
 //
-// Values: integer arange/range are exact (int64 arithmetic); float ranges compute in f32
-// (the CPU accumulates in double for float32, so the last bit can differ, as on CUDA).
-// float64/complex, and integer linspace/logspace (the CPU steps in double there), go to the
-// CPU fallback.
+// Values: integer arange/range are exact (int64 arithmetic), and so is integer linspace
+// (the CPU's double arithmetic reproduced in integers); float ranges compute in f32 (the
+// CPU accumulates float32 arange in double, so the last bit can differ, as on CUDA).
+// float64/complex, integer logspace (a double pow) and integer linspace beyond 2**51 go to
+// the CPU fallback.
 #include <ATen/Dispatch.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/arange_ops.h>
@@ -132,9 +133,47 @@ void linear_endpoints(RangeFill& r, c10::ScalarType t, const c10::Scalar& start,
   r.halfway = static_cast<uint64_t>(steps / 2);
 }
 
+// The CPU's integer linspace: start and end in the output's type, the step in double.
+// False when the values are too large for the exact device emulation.
+bool integer_linspace(RangeFill& r, c10::ScalarType t, const c10::Scalar& start,
+                      const c10::Scalar& end, int64_t steps) {
+  int64_t s = 0, e = 0;
+  AT_DISPATCH_INTEGRAL_TYPES(t, "linspace_webgpu", [&] {
+    s = static_cast<int64_t>(start.to<scalar_t>());
+    e = static_cast<int64_t>(end.to<scalar_t>());
+  });
+  constexpr int64_t kLimit = int64_t{1} << 51;
+  if (std::abs(s) >= kLimit || std::abs(e) >= kLimit || steps > UINT32_MAX) return false;
+  double step = (static_cast<double>(e) - static_cast<double>(s)) / (steps - 1);
+  int exp = 0;
+  double m = std::frexp(std::abs(step), &exp);  // |step| = m * 2^exp, m in [0.5, 1)
+  r.kind = RangeKind::LinspaceInt;
+  r.compute = Compute::I64;
+  r.start = ScalarBits::from_i64(s);
+  r.end = ScalarBits::from_i64(e);
+  r.step_mantissa = static_cast<uint64_t>(std::ldexp(m, 53));
+  r.step_exp = exp - 53;
+  r.step_negative = step < 0;
+  r.steps = static_cast<uint64_t>(steps);
+  r.halfway = static_cast<uint64_t>(steps / 2);
+  return true;
+}
+
 at::Tensor& linspace_out(const c10::Scalar& start, const c10::Scalar& end, int64_t steps,
                          at::Tensor& out) {
-  if (!is_half_or_float(out.scalar_type()) || start.isComplex() || end.isComplex())
+  const c10::ScalarType t = out.scalar_type();
+  if (c10::isIntegralType(t, /*includeBool=*/false) && !start.isComplex() && !end.isComplex()) {
+    RangeFill r;
+    if (steps <= 1 || integer_linspace(r, t, start, end, steps)) {
+      at::Tensor twin = meta_out(out);
+      at::linspace_out(twin, start, end, steps);
+      resize_1d(out, steps, /*warn=*/false);
+      if (steps == 1) out.fill_(start);
+      if (steps > 1) fill_range(out, r);
+      return out;
+    }
+  }
+  if (!is_half_or_float(t) || start.isComplex() || end.isComplex())
     return call_cpu_fallback<at::_ops::linspace_out>(start, end, steps, out);
   at::Tensor twin = meta_out(out);
   at::linspace_out(twin, start, end, steps);

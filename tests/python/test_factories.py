@@ -3,8 +3,9 @@ tril_indices/triu_indices (and the composites on them), over dtypes, sizes incl.
 out= (resized as the CPU does it, with its warnings; non-contiguous and offset views), and
 the CPU's errors. Integer arange/range, eye and the index ops are exact; float ranges
 compute in float32 on the device (the CPU accumulates float32 ranges in double), so they
-are compared with float tolerances. Tests marked no_fallback prove the op ran natively;
-float64/complex and integer linspace/logspace use the CPU fallback."""
+are compared with float tolerances; integer linspace is exact too. Tests marked
+no_fallback prove the op ran natively; float64/complex, integer logspace and integer
+linspace beyond 2**51 use the CPU fallback."""
 import warnings
 
 import pytest
@@ -133,12 +134,28 @@ def test_linspace_out():
     assert_same(out_d, torch.logspace(0, 1, 6))
 
 
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("dtype", INT_DTYPES)
+def test_linspace_int(dtype):
+    """Exact: the CPU's double arithmetic (step = (end - start) / (steps - 1), one fused
+    rounding of start + step * i, truncation) reproduced in integers on the device."""
+    info = torch.iinfo(dtype)
+    cases = [(0, 10, 7), (-7, 30, 9), (3, -50, 77), (0, 1, 100), (1000, 1005, 7), (-3, 3, 7),
+             (5, 5, 4), (0, 3, 4), (7, -7, 15), (0, 1, 2), (2, 9, 1), (2, 9, 0), (-100, 100, 301),
+             (0, 2**40, 1001), (-(2**50), 2**50, 999), (44814425786, 974250806941651, 2137),
+             (976833738437753, -2568510086, 2884)]
+    for start, end, steps in cases:
+        if info.min <= start <= info.max and info.min <= end <= info.max:
+            both(lambda d: torch.linspace(start, end, steps, dtype=dtype, device=d), exact=True)
+    both(lambda d: torch.linspace(0, 5, -1, dtype=dtype, device=d))
+
+
 def test_ranges_on_the_fallback():
-    """float64, complex and integer linspace/logspace run on the CPU fallback."""
+    """float64, complex, integer logspace and huge integer linspace use the CPU fallback."""
     both(lambda d: torch.arange(0, 1, 0.1, dtype=torch.float64, device=d))
     both(lambda d: torch.linspace(0, 1, 7, dtype=torch.float64, device=d))
     both(lambda d: torch.linspace(0, 1 + 2j, 7, device=d))
-    both(lambda d: torch.linspace(-7, 30, 9, dtype=torch.int64, device=d), exact=True)
+    both(lambda d: torch.linspace(-(2**60), 2**60, 9, dtype=torch.int64, device=d), exact=True)
     both(lambda d: torch.logspace(0, 4, 5, 2, dtype=torch.int32, device=d), exact=True)
 
 
