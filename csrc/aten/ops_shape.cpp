@@ -3,11 +3,11 @@
 // copy that moves raw element bits, float64 and complex included), narrow_copy.out and
 // repeat_interleave.Tensor.
 //
-// Argument checks, error messages and out= resizing come from ATen itself: structured ops
-// run their meta function; the others run the op on "meta twins" of the arguments (same
-// sizes, strides and dtype on the meta device), which raises exactly what the CPU raises.
-#include <ATen/MemoryOverlap.h>
+// Argument checks, error messages and out= resizing are the CPU's: structured ops run
+// their meta function; flip reuses ATen's dim check; the others repeat the CPU kernel's
+// checks (roll also runs its meta kernel on a "meta twin": same sizes, strides, dtype).
 #include <ATen/WrapDimUtils.h>
+#include <ATen/WrapDimUtilsMulti.h>
 #include <ATen/native/Resize.h>
 #include <ATen/native/TensorShape.h>
 #include <ATen/ops/cat_meta.h>
@@ -15,12 +15,13 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/empty_strided.h>
-#include <ATen/ops/flip.h>
 #include <ATen/ops/min.h>
 #include <ATen/ops/roll.h>
 #include <ATen/ops/tril_meta.h>
 #include <ATen/ops/triu_meta.h>
 #include <torch/library.h>
+
+#include <bitset>
 
 #include "aten/webgpu_tensor.h"
 #include "aten/structured_meta.h"
@@ -92,18 +93,24 @@ void gather_into(const at::Tensor& out, const at::Tensor& self, const GatherSpec
 }
 
 at::Tensor flip(const at::Tensor& self, at::IntArrayRef dims) {
-  at::flip(meta_twin(self), dims);  // wraps dims, rejects duplicates as the CPU does
+  // The CPU's own dim check (wraps, rejects duplicates).
+  std::bitset<at::dim_bitset_size> flipped = at::dim_list_to_bitset(dims, self.dim());
   at::Tensor out = at::empty_like(self, c10::MemoryFormat::Preserve);
   GatherSpec spec;
   spec.flip.assign(self.dim(), false);
-  // A 0-dim tensor takes dim 0 or -1 and has nothing to flip.
-  if (self.dim() > 0)
-    for (int64_t d : dims) spec.flip[c10::maybe_wrap_dim(d, self.dim())] = true;
+  for (int64_t d = 0; d < self.dim(); ++d) spec.flip[d] = flipped[d];
   gather_into(out, self, spec);
   return out;
 }
 
 at::Tensor roll(const at::Tensor& self, at::IntArrayRef shifts, at::IntArrayRef dims) {
+  // The CPU's checks and messages first; its meta kernel words them differently.
+  TORCH_CHECK(!shifts.empty(), "`shifts` required");
+  TORCH_CHECK((dims.empty() && shifts.size() == 1) || shifts.size() == dims.size(),
+              "shifts and dimensions must align. shifts: ", shifts.size(), ", dims:",
+              dims.size());
+  TORCH_CHECK_INDEX(self.dim() > 0 || dims.empty(), "Dimension specified as ", dims[0],
+                    " but tensor has no dimensions");
   at::roll(meta_twin(self), shifts, dims);
   if (dims.empty() && shifts.size() == 1) {
     // Roll of the flattened tensor, shaped back.
@@ -165,12 +172,15 @@ at::Tensor& narrow_copy_out(const at::Tensor& self, int64_t dim, c10::SymInt sta
                             c10::SymInt length_, at::Tensor& out) {
   // The CPU kernel's checks and messages (its meta kernel words them differently).
   int64_t start = start_.expect_int(), length = length_.expect_int();
+  // (Unmessaged checks quote their expression: the CPU's spelling is kept.)
+  const at::Tensor& output = out;
+  const auto self_sizes = self.sizes();
   TORCH_CHECK(self.dim() > 0, "narrow() cannot be applied to a 0-dim tensor.");
-  TORCH_CHECK(self.dtype() == out.dtype());
+  TORCH_CHECK(self.dtype() == output.dtype());
   if (dim < 0) {
     dim = c10::maybe_wrap_dim(dim, self.dim());
   } else {
-    TORCH_CHECK(dim < self.dim());
+    TORCH_CHECK(dim < static_cast<int64_t>(self_sizes.size()));
   }
   const int64_t cur_size = self.size(dim);
   TORCH_CHECK_INDEX(-cur_size <= start && start <= cur_size,
@@ -181,7 +191,7 @@ at::Tensor& narrow_copy_out(const at::Tensor& self, int64_t dim, c10::SymInt sta
               length, ") exceeds dimension size (", cur_size, ").");
   std::vector<int64_t> sizes = self.sizes().vec();
   sizes[dim] = length;
-  at::native::resize_output(out, sizes);
+  out.resize_(sizes);  // the CPU kernel resizes without a warning
   out.copy_(self.narrow(dim, start, length));
   return out;
 }

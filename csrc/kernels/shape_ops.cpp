@@ -74,6 +74,90 @@ std::string gather_main(int elem_size) {
   return s + "}\n";
 }
 
+// Integer linspace as the CPU computes it: trunc(fl(base +- step * j)), where the CPU's
+// compiler fuses the multiply-add (one rounding of the exact value). step = M * 2^-f with
+// M < 2^53, so the exact product P = M * j has 85 bits: X = T +- P mod 2^f / 2^f with
+// T = base +- (P >> f). fl(X) reaches the next integer away from zero exactly when X is
+// within half an ulp of it, 2^(b - 54) with b the bit length of floor(|X|) (that integer
+// always has an even mantissa: ties go to it). Those tests are bit-range tests on P.
+const char* const kLinspaceInt = R"WGSL(
+fn word_at(w: vec3<u32>, i: i32) -> u32 {
+  if (i < 0 || i > 2) { return 0u; }
+  return w[i];
+}
+// Bits [lo, lo + 32) of P (lo may be negative or past the top).
+fn pbits(w: vec3<u32>, lo: i32) -> u32 {
+  let wi = select(lo / 32, (lo - 31) / 32, lo < 0);
+  let sh = u32(lo - wi * 32);
+  let a = word_at(w, wi);
+  if (sh == 0u) { return a; }
+  return (a >> sh) | (word_at(w, wi + 1) << (32u - sh));
+}
+fn range_mask(i: u32, lo: u32, hi: u32) -> u32 {
+  let a = max(lo, i * 32u);
+  let b = min(hi, i * 32u + 32u);
+  if (a >= b) { return 0u; }
+  let n = b - a;
+  return select((1u << n) - 1u, 0xffffffffu, n == 32u) << (a - i * 32u);
+}
+fn all_zero(w: vec3<u32>, lo: u32, hi: u32) -> bool {
+  for (var i = 0u; i < 3u; i = i + 1u) {
+    if ((w[i] & range_mask(i, lo, min(hi, 96u))) != 0u) { return false; }
+  }
+  return true;
+}
+fn all_ones(w: vec3<u32>, lo: u32, hi: u32) -> bool {
+  if (hi > 96u && lo < hi) { return false; }
+  for (var i = 0u; i < 3u; i = i + 1u) {
+    let m = range_mask(i, lo, hi);
+    if ((w[i] & m) != m) { return false; }
+  }
+  return true;
+}
+fn bitlen64(a: vec2<u32>) -> u32 {
+  if (a.y != 0u) { return 64u - countLeadingZeros(a.y); }
+  return 32u - countLeadingZeros(a.x);
+}
+fn lin_int(base: vec2<u32>, neg: bool, j: u32) -> vec2<u32> {
+  let m0 = uw(14u);
+  let m1 = uw(15u);
+  if (j == 0u || (m0 | m1) == 0u) { return base; }
+  let a = u32_mul_wide(m0, j);
+  let b = u32_mul_wide(m1, j);
+  let w1 = a.y + b.x;
+  let p = vec3<u32>(a.x, w1, b.y + select(0u, 1u, w1 < a.y));
+  let f = -bitcast<i32>(uw(16u));
+  let pint = vec2<u32>(pbits(p, f), pbits(p, f + 32));
+  let t = select(i64_add(base, pint), i64_sub(base, pint), neg);
+  if (f <= 0 || all_zero(p, 0u, u32(f))) { return t; }
+  let one = vec2<u32>(1u, 0u);
+  // |X| = mag + psi, psi in (0, 1): psi = phi (the fraction of P) or 1 - phi.
+  var mag = t;
+  var psi_is_phi = true;
+  var positive = true;
+  if (!neg) {
+    if (i64_is_neg(t)) { mag = i64_sub(i64_neg(t), one); psi_is_phi = false; positive = false; }
+  } else {
+    if (i64_lt(vec2<u32>(0u, 0u), t)) { mag = i64_sub(t, one); psi_is_phi = false; }
+    else { mag = i64_neg(t); positive = false; }
+  }
+  // Round up iff 1 - psi <= 2^(c - f), c = f + b - 54.
+  let c = f + i32(bitlen64(mag)) - 54;
+  var up = c >= f;
+  if (c >= 0 && c < f) {
+    let uc = u32(c);
+    let uf = u32(f);
+    if (psi_is_phi) {
+      up = all_ones(p, uc, uf);  // phi >= 1 - 2^(c - f)
+    } else {                     // phi <= 2^(c - f)
+      up = all_zero(p, uc + 1u, uf) && (all_zero(p, uc, uc + 1u) || all_zero(p, 0u, uc));
+    }
+  }
+  if (up) { mag = i64_add(mag, one); }
+  return select(i64_neg(mag), mag, positive);
+}
+)WGSL";
+
 uint32_t bits_of(float v) {
   uint32_t b;
   std::memcpy(&b, &v, 4);
@@ -126,7 +210,7 @@ void launch_gather_copy(Context& ctx, const GatherCopy& g) {
 void launch_range_fill(Context& ctx, const RangeFill& r) {
   if (r.numel == 0) return;
   const bool atomic = is_subword(r.dtype);
-  const char* kinds[] = {"affine", "linspace", "logspace"};
+  const char* kinds[] = {"affine", "linspace", "logspace", "linspace_int"};
   KernelLaunch l;
   l.key = std::string("shape:range|") + kinds[static_cast<int>(r.kind)] + "|" +
           dtype_name(r.dtype) + "|" + compute_name(r.compute);
@@ -135,23 +219,40 @@ void launch_range_fill(Context& ctx, const RangeFill& r) {
                 static_cast<uint32_t>(r.dst_offset),
                 r.start.lo, r.start.hi, r.step.lo, r.step.hi, r.end.lo, r.end.hi,
                 static_cast<uint32_t>(r.halfway), static_cast<uint32_t>(r.steps),
-                bits_of(r.base)};
+                bits_of(r.base), static_cast<uint32_t>(r.step_mantissa),
+                static_cast<uint32_t>(r.step_mantissa >> 32), static_cast<uint32_t>(r.step_exp),
+                r.step_negative ? 1u : 0u};
   l.count = r.numel;
   const uint32_t wg = ctx.caps().workgroup_1d();
   l.workgroup = wg;
   l.body = [&, wg] {
     std::string s = kernel_store("store", l.buffers, 0, r.dtype, r.compute);
     s += kernel_main(Grid::Invocations, wg);
-    if (r.compute == Compute::I64) {
+    if (r.kind == RangeKind::LinspaceInt) {
+      s = std::string(kLinspaceInt) + s;
+      s += "  let sneg = uw(17u) != 0u;\n"
+           "  var v = vec2<u32>(0u, 0u);\n"
+           "  if (idx < uw(11u)) { v = lin_int(vec2<u32>(uw(5u), uw(6u)), sneg, idx); }\n"
+           "  else { v = lin_int(vec2<u32>(uw(9u), uw(10u)), !sneg, uw(12u) - 1u - idx); }\n";
+    } else if (r.compute == Compute::I64) {
       s += "  let v = i64_add(vec2<u32>(uw(5u), uw(6u)), "
            "i64_mul(vec2<u32>(uw(7u), uw(8u)), vec2<u32>(idx, 0u)));\n";
     } else if (r.kind == RangeKind::Affine) {
       s += "  let v = bitcast<f32>(uw(5u)) + bitcast<f32>(uw(7u)) * f32(idx);\n";
     } else {
+      // The CPU's linspace steps in the output's type: half types round after every
+      // operation (its logspace steps the exponent in double: no rounding there).
+      std::string round = "fn rnd(x: f32) -> f32 { return x; }\n";
+      const bool lin = r.kind == RangeKind::Linspace;
+      if (lin && r.dtype == DType::Float16)
+        round = "fn rnd(x: f32) -> f32 { return f16_bits_to_f32(f32_to_f16_bits(x)); }\n";
+      if (lin && r.dtype == DType::BFloat16)
+        round = "fn rnd(x: f32) -> f32 { return bf16_bits_to_f32(f32_to_bf16_bits(x)); }\n";
+      s = round + s;
       s += "  let step = bitcast<f32>(uw(7u));\n"
            "  var x = 0.0;\n"
-           "  if (idx < uw(11u)) { x = bitcast<f32>(uw(5u)) + step * f32(idx); }\n"
-           "  else { x = bitcast<f32>(uw(9u)) - step * f32(uw(12u) - 1u - idx); }\n";
+           "  if (idx < uw(11u)) { x = rnd(bitcast<f32>(uw(5u)) + rnd(step * rnd(f32(idx)))); }\n"
+           "  else { x = rnd(bitcast<f32>(uw(9u)) - rnd(step * rnd(f32(uw(12u) - 1u - idx)))); }\n";
       s += r.kind == RangeKind::Logspace ? "  let v = pow_f32(bitcast<f32>(uw(13u)), x);\n"
                                          : "  let v = x;\n";
     }
@@ -183,6 +284,39 @@ void launch_repeat_index(Context& ctx, WGPUBuffer ends, uint64_t ends_offset, ui
          "  }\n";
     s += wide ? "  buf1[2u * idx] = lo;\n  buf1[2u * idx + 1u] = 0u;\n}\n"
               : "  buf1[idx] = lo;\n}\n";
+    return s;
+  };
+  launch_kernel(ctx, l);
+}
+
+void launch_triangle_indices(Context& ctx, WGPUBuffer ends, uint32_t n, WGPUBuffer dst,
+                             uint64_t total, DType dtype, bool upper, int32_t offset,
+                             uint32_t cols) {
+  if (total == 0) return;
+  const bool wide = dtype == DType::Int64;
+  KernelLaunch l;
+  l.key = std::string("shape:triangle_indices|") + dtype_name(dtype) + (upper ? "|u" : "|l");
+  l.buffers = {{ends, Access::Read, false}, {dst, Access::ReadWrite, false}};
+  l.uniforms = {0, 0, 0, 0, n, static_cast<uint32_t>(offset), cols,
+                static_cast<uint32_t>(total)};
+  l.count = total;
+  const uint32_t wg = ctx.caps().workgroup_1d();
+  l.workgroup = wg;
+  l.body = [wide, upper, wg] {
+    std::string s = "fn end_at(i: u32) -> u32 { return buf0[2u * i]; }\n";
+    s += wide ? "fn put(i: u32, v: u32) { buf1[2u * i] = v; buf1[2u * i + 1u] = 0u; }\n"
+              : "fn put(i: u32, v: u32) { buf1[i] = v; }\n";
+    s += kernel_main(Grid::Invocations, wg);
+    s += "  var lo = 0u;\n  var hi = uw(4u);\n"
+         "  while (lo < hi) {\n"
+         "    let mid = (lo + hi) / 2u;\n"
+         "    if (end_at(mid) > idx) { hi = mid; } else { lo = mid + 1u; }\n"
+         "  }\n"
+         "  var start = 0u;\n"
+         "  if (lo > 0u) { start = end_at(lo - 1u); }\n";
+    s += upper ? "  let first = u32(clamp(i32(lo) + bitcast<i32>(uw(5u)), 0, i32(uw(6u))));\n"
+               : "  let first = 0u;\n";
+    s += "  put(idx, lo);\n  put(uw(7u) + idx, idx - start + first);\n}\n";
     return s;
   };
   launch_kernel(ctx, l);

@@ -42,12 +42,16 @@ struct GatherCopy {
 };
 void launch_gather_copy(Context& ctx, const GatherCopy& g);
 
-enum class RangeKind : uint8_t { Affine, Linspace, Logspace };
+enum class RangeKind : uint8_t { Affine, Linspace, Logspace, LinspaceInt };
 
 // Fills `numel` contiguous elements of `dtype` from element `dst_offset` on:
 // Affine:   start + step * i                              (F32 or exact I64 compute)
 // Linspace: i < halfway ? start + step * i : end - step * (steps - 1 - i)      (F32)
 // Logspace: base ** linspace(i)                                                (F32)
+// LinspaceInt: the CPU's integer linspace, trunc(start + step * i) (or end - step *
+//   (steps - 1 - i)) with a double step and one (fused) double rounding, reproduced
+//   exactly in integer arithmetic; step = (-1)^step_negative * step_mantissa * 2^step_exp,
+//   start/end as int64, |start|, |end| < 2**51.                                 (I64)
 struct RangeFill {
   WGPUBuffer dst = nullptr;
   uint64_t dst_offset = 0;
@@ -58,6 +62,9 @@ struct RangeFill {
   ScalarBits start, step, end;
   uint64_t halfway = 0, steps = 0;
   float base = 10.f;
+  uint64_t step_mantissa = 0;  // LinspaceInt: < 2**53
+  int32_t step_exp = 0;
+  bool step_negative = false;
 };
 void launch_range_fill(Context& ctx, const RangeFill& r);
 
@@ -66,5 +73,13 @@ void launch_range_fill(Context& ctx, const RangeFill& r);
 // elements of `dtype`, int32 or int64) is contiguous from element 0.
 void launch_repeat_index(Context& ctx, WGPUBuffer ends, uint64_t ends_offset, uint32_t n,
                          WGPUBuffer dst, uint64_t total, DType dtype);
+
+// tril_indices/triu_indices: output column j of the (2, total) result is (r, c) for the row
+// r with ends[r-1] <= j < ends[r] (`ends`: inclusive running sums of the per-row counts,
+// n int64 entries) and c = j - ends[r-1] + first column of row r (0 for the lower
+// triangle, clamp(r + offset, 0, cols) for the upper one). `dtype` is int32 or int64.
+void launch_triangle_indices(Context& ctx, WGPUBuffer ends, uint32_t n, WGPUBuffer dst,
+                             uint64_t total, DType dtype, bool upper, int32_t offset,
+                             uint32_t cols);
 
 }  // namespace twgpu

@@ -32,6 +32,16 @@ def dstrided(t):
     return big[1, ..., 1]
 
 
+def same_error(fn, *args):
+    """fn raises on the CPU and on webgpu with the same type and message."""
+    with pytest.raises(Exception) as e_cpu:
+        fn(*args)
+    with pytest.raises(Exception) as e_dev:
+        fn(*[dev(a) for a in args])
+    assert type(e_dev.value) is type(e_cpu.value)
+    assert str(e_dev.value).split("\n")[0] == str(e_cpu.value).split("\n")[0]
+
+
 # ---- cat --------------------------------------------------------------------------------
 
 
@@ -160,11 +170,19 @@ def test_flip_layouts_and_shapes():
         check(lambda x: torch.rot90(x, k, (0, 2)), a, exact=True)
 
 
-def test_flip_errors():
+def test_flip_roll_errors():
     a = make((2, 3), torch.float32)
-    check(lambda x: torch.flip(x, (0, 0)), a)
-    check(lambda x: torch.flip(x, (2,)), a)
-    check(lambda x: torch.flip(x, (0, -2)), a)
+    for fn in [lambda x: torch.flip(x, (0, 0)), lambda x: torch.flip(x, (2,)),
+               lambda x: torch.flip(x, (0, -2)), lambda x: torch.roll(x, (1, 2), (0,)),
+               lambda x: torch.roll(x, 1, 2), lambda x: torch.roll(x, (), ()),
+               lambda x: torch.roll(x, (1, 2)), lambda x: torch.roll(x[0, 0], 1, 1),
+               lambda x: torch.tril(x[0]), lambda x: torch.triu(x[0, 0], 1),
+               lambda x: torch.narrow_copy(x, 2, 0, 1), lambda x: torch.narrow_copy(x, 1, 4, 1),
+               lambda x: torch.narrow_copy(x, 1, 1, 3), lambda x: torch.narrow_copy(x[0, 0], 0, 0, 1),
+               lambda x: torch.narrow_copy(x, 0, 0, 1, out=torch.empty(0, dtype=torch.int64, device=x.device)),
+               lambda x: torch.repeat_interleave(x.long()),
+               lambda x: torch.repeat_interleave(x[0].long() - 2)]:
+        same_error(fn, a)
 
 
 @pytest.mark.parametrize("dtype", BIT_DTYPES)
