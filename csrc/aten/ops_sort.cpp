@@ -4,9 +4,23 @@
 // float64/complex and dtype combinations the CPU rejects go to the CPU fallback (which
 // raises the CPU's error).
 #include <ATen/WrapDimUtils.h>
+#include <array>
+#include <cmath>
+#include <cstring>
 #include <ATen/native/ReduceOpsUtils.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/BucketizationUtils.h>
+#include <ATen/ops/_unique2_ops.h>
+#include <ATen/ops/bincount_ops.h>
+#include <ATen/ops/bucketize_ops.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/histc_ops.h>
+#include <ATen/ops/isin_ops.h>
+#include <ATen/ops/result_type.h>
+#include <ATen/ops/searchsorted_ops.h>
+#include <ATen/ops/tensor.h>
+#include <ATen/ops/unique_consecutive_ops.h>
+#include <ATen/ops/zeros.h>
 #include <ATen/ops/kthvalue_ops.h>
 #include <ATen/ops/median_ops.h>
 #include <ATen/ops/mode_ops.h>
@@ -17,6 +31,7 @@
 
 #include "aten/cpu_fallback.h"
 #include "aten/webgpu_tensor.h"
+#include "kernels/scan.h"
 #include "kernels/sort.h"
 
 namespace twgpu::aten {
@@ -233,6 +248,370 @@ std::tuple<Tensor, Tensor> mode(const Tensor& self, int64_t dim, bool keepdim) {
   return {values, indices};
 }
 
+
+// ---- Searching: searchsorted, bucketize, isin ----
+
+SortInput row_input(const Tensor& contiguous_row) {
+  DeviceRef r = device_ref(contiguous_row);
+  SortInput in;
+  in.buffer = r.buffer;
+  in.offset = r.offset;
+  in.dtype = r.dtype;
+  in.rows = 1;
+  in.n = static_cast<uint64_t>(contiguous_row.numel());
+  return in;
+}
+
+// The value range of a contiguous tensor as order keys (see value_range): reads 4 words back.
+std::array<uint32_t, 4> read_range(const Tensor& t) {
+  Tensor range = at::tensor({-1, 0, 0, 0}, at::TensorOptions().dtype(at::kInt)).to(t.device());
+  TWGPU_TRY
+    RuntimeLock lock;
+    value_range(lock.ctx(), row_input(t), device_ref(range).buffer);
+  TWGPU_CATCH
+  Tensor host = range.cpu();
+  std::array<uint32_t, 4> w;
+  for (int i = 0; i < 4; ++i) w[i] = static_cast<uint32_t>(host.data_ptr<int32_t>()[i]);
+  return w;
+}
+
+// Minimum and maximum of an integer tensor, when both fit in int32 (else nullopt).
+std::optional<std::pair<int64_t, int64_t>> int_range(const Tensor& t) {
+  auto w = read_range(t);
+  if (t.scalar_type() == at::kLong) {
+    // Keys are the high words: 0x80000000 means high word 0 (0 <= v < 2^32).
+    if (w[0] != 0x80000000u || w[1] != 0x80000000u || w[2] > 0x7fffffffu) {
+      if (w[0] < 0x80000000u) return std::make_pair<int64_t, int64_t>(-1, 0);  // negative
+      return std::nullopt;
+    }
+    return std::make_pair<int64_t, int64_t>(0, static_cast<int64_t>(w[2]));
+  }
+  auto decode = [](uint32_t k) { return static_cast<int64_t>(static_cast<int32_t>(k ^ 0x80000000u)); };
+  return std::make_pair(decode(w[0]), decode(w[1]));
+}
+
+float decode_float_key(uint32_t k) {
+  uint32_t b = (k & 0x80000000u) ? (k & 0x7fffffffu) : ~k;
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+
+bool searchable_dtype(at::ScalarType t) {
+  return is_native_compute(t) && !c10::isComplexType(t) && t != at::kBool;
+}
+
+Tensor& searchsorted_out(const Tensor& boundaries, const Tensor& self, bool out_int32, bool right,
+                         std::optional<c10::string_view> side,
+                         const std::optional<Tensor>& sorter_opt, Tensor& result) {
+  const Tensor sorter = sorter_opt.has_value() ? *sorter_opt : Tensor();
+  const auto common = at::result_type(boundaries, self);
+  if (any_stored_only({&boundaries, &self}) || !searchable_dtype(common) ||
+      !searchable_dtype(boundaries.scalar_type()) || !searchable_dtype(self.scalar_type()) ||
+      boundaries.device() != self.device() || result.device() != self.device())
+    return call_cpu_fallback<at::_ops::searchsorted_Tensor_out>(boundaries, self, out_int32, right,
+                                                                side, sorter_opt, result);
+  // ATen's checks, except the sorter's range (checked below without a CPU round trip).
+  at::native::searchsorted_pre_check(boundaries, self, result, out_int32, right, side, Tensor());
+  if (sorter.defined()) {
+    TORCH_CHECK(sorter.device() == boundaries.device(), "torch.searchsorted(): sorter and boundary tensors should ",
+                "have same device type, but got sorter tensor device type ", sorter.device(),
+                " and input value tensor device type ", boundaries.device());
+    TORCH_CHECK(sorter.sizes() == boundaries.sizes(), "torch.searchsorted(): boundary and sorter must have the same "
+                "size, but got boundary tensor ", boundaries.sizes(), "and got sorter tensor ", sorter.sizes());
+    TORCH_CHECK(sorter.scalar_type() == at::kLong, "torch.searchsorted(): sorter must be a tensor of long ",
+                "dtype but got dtype ", sorter.scalar_type());
+  }
+  at::native::resize_output(result, self.sizes());
+  const bool is_right = side.has_value() ? *side == "right" : right;
+  Tensor sorted_rows = boundaries.to(common).contiguous();
+  Tensor sorter_rows = sorter.defined() ? sorter.contiguous() : Tensor();
+  if (sorter_rows.defined() && sorter_rows.numel() > 0) {
+    auto range = int_range(sorter_rows);
+    TORCH_CHECK(range && range->first >= 0 && range->second < sorter.sizes().back(),
+                "torch.searchsorted(): sorter index out of range");
+  }
+  if (self.numel() == 0) return result;
+  const int64_t m = boundaries.size(-1);
+  Tensor values = self.to(common).contiguous();
+  Tensor out = at::empty(self.sizes(), self.options().dtype(out_int32 ? at::kInt : at::kLong));
+  if (m == 0) {
+    out.zero_();
+  } else {
+    TWGPU_TRY
+      DeviceRef b = device_ref(sorted_rows), v = device_ref(values), o = device_ref(out);
+      SearchArgs a;
+      a.boundaries = b.buffer;
+      a.boundaries_offset = b.offset;
+      a.dtype = b.dtype;
+      a.m = static_cast<uint64_t>(m);
+      if (sorter_rows.defined()) {
+        DeviceRef s = device_ref(sorter_rows);
+        a.sorter = s.buffer;
+        a.sorter_offset = s.offset;
+      }
+      a.values = v.buffer;
+      a.values_offset = v.offset;
+      a.count = static_cast<uint64_t>(values.numel());
+      a.per_row = boundaries.dim() == 1 ? a.count : static_cast<uint64_t>(self.size(-1));
+      a.right = is_right;
+      a.out = o.buffer;
+      a.out_offset = o.offset;
+      a.out_dtype = o.dtype;
+      RuntimeLock lock;
+      search_sorted(lock.ctx(), a);
+    TWGPU_CATCH
+  }
+  result.copy_(out);
+  return result;
+}
+
+Tensor searchsorted_fn(const Tensor& boundaries, const Tensor& self, bool out_int32, bool right,
+                    std::optional<c10::string_view> side, const std::optional<Tensor>& sorter) {
+  Tensor result = at::empty({0}, self.options().dtype(out_int32 ? at::kInt : at::kLong));
+  searchsorted_out(boundaries, self, out_int32, right, side, sorter, result);
+  return result;
+}
+
+Tensor searchsorted_scalar(const Tensor& boundaries, const at::Scalar& self, bool out_int32,
+                           bool right, std::optional<c10::string_view> side,
+                           const std::optional<Tensor>& sorter) {
+  return searchsorted_fn(boundaries, at::native::searchsorted_scalar_tensor(self, boundaries.device()),
+                      out_int32, right, side, sorter);
+}
+
+Tensor& searchsorted_scalar_out(const Tensor& boundaries, const at::Scalar& self, bool out_int32,
+                                bool right, std::optional<c10::string_view> side,
+                                const std::optional<Tensor>& sorter, Tensor& result) {
+  return searchsorted_out(boundaries, at::native::searchsorted_scalar_tensor(self, boundaries.device()),
+                          out_int32, right, side, sorter, result);
+}
+
+Tensor& bucketize_out(const Tensor& self, const Tensor& boundaries, bool out_int32, bool right,
+                      Tensor& result) {
+  TORCH_CHECK(boundaries.dim() == 1, "boundaries tensor must be 1 dimension, but got dim(",
+              boundaries.dim(), ")");
+  return searchsorted_out(boundaries, self, out_int32, right, std::nullopt, std::nullopt, result);
+}
+
+Tensor bucketize_fn(const Tensor& self, const Tensor& boundaries, bool out_int32, bool right) {
+  Tensor result = at::empty({0}, self.options().dtype(out_int32 ? at::kInt : at::kLong));
+  return bucketize_out(self, boundaries, out_int32, right, result);
+}
+
+Tensor bucketize_scalar(const at::Scalar& self, const Tensor& boundaries, bool out_int32, bool right) {
+  return bucketize_fn(at::native::searchsorted_scalar_tensor(self, boundaries.device()), boundaries,
+                   out_int32, right);
+}
+
+Tensor& isin_out(const Tensor& elements, const Tensor& test_elements, bool assume_unique,
+                 bool invert, Tensor& out) {
+  const auto common = at::result_type(elements, test_elements);
+  if (any_stored_only({&elements, &test_elements}) || !searchable_dtype(common) ||
+      !searchable_dtype(elements.scalar_type()) || !searchable_dtype(test_elements.scalar_type()) ||
+      out.scalar_type() != at::kBool)
+    return call_cpu_fallback<at::_ops::isin_Tensor_Tensor_out>(elements, test_elements,
+                                                               assume_unique, invert, out);
+  at::native::resize_output(out, elements.sizes());
+  if (elements.numel() == 0) return out;
+  if (test_elements.numel() == 0) {
+    out.fill_(invert);
+    return out;
+  }
+  // Sort the test set once, then binary-search every element in it.
+  Rows r = sort_along(test_elements.to(common).reshape({-1}), 0, false);
+  Tensor sorted = take_sorted(r, r.in.size(-1)).first.contiguous();
+  Tensor values = elements.to(common).contiguous();
+  Tensor result = at::empty(elements.sizes(), elements.options().dtype(at::kBool));
+  TWGPU_TRY
+    DeviceRef b = device_ref(sorted), v = device_ref(values), o = device_ref(result);
+    SearchArgs a;
+    a.boundaries = b.buffer;
+    a.boundaries_offset = b.offset;
+    a.dtype = b.dtype;
+    a.m = static_cast<uint64_t>(sorted.numel());
+    a.values = v.buffer;
+    a.values_offset = v.offset;
+    a.count = static_cast<uint64_t>(values.numel());
+    a.per_row = a.count;
+    a.membership = true;
+    a.invert = invert;
+    a.out = o.buffer;
+    a.out_offset = o.offset;
+    a.out_dtype = DType::Bool;
+    RuntimeLock lock;
+    search_sorted(lock.ctx(), a);
+  TWGPU_CATCH
+  out.copy_(result);
+  return out;
+}
+
+// ---- unique ----
+
+// Unique values of `self` flattened: sorted (or consecutive runs when !sort), with the
+// inverse map and counts. The number of groups needs one read-back, as on CUDA.
+std::tuple<Tensor, Tensor, Tensor> unique_impl(const Tensor& self, bool sort, bool return_inverse,
+                                               bool return_counts) {
+  const auto long_opts = self.options().dtype(at::kLong);
+  if (self.numel() == 0) {
+    return {at::empty({0}, self.options()),
+            return_inverse ? at::empty(self.sizes(), long_opts) : at::empty({0}, long_opts),
+            at::empty({0}, long_opts)};
+  }
+  Tensor flat = self.reshape({-1}).contiguous();
+  const int64_t n = flat.numel();
+  Rows r;
+  if (sort) r = sort_along(flat, 0, false);
+  Tensor first = at::empty({n}, self.options().dtype(at::kInt));
+  Tensor group = at::empty({n}, self.options().dtype(at::kInt));
+  TWGPU_TRY
+    SortInput in = row_input(flat);
+    WGPUBuffer scratch = sort ? device_ref(r.scratch).buffer : nullptr;
+    DeviceRef f = device_ref(first), g = device_ref(group);
+    RuntimeLock lock;
+    unique_flags(lock.ctx(), in, scratch, f.buffer);
+    ScanArgs s;
+    s.op = ScanOp::Sum;
+    s.dtype = DType::Int32;
+    s.rows = 1;
+    s.n = static_cast<uint64_t>(n);
+    s.in = f.buffer;
+    s.in_offset = f.offset;
+    s.out = g.buffer;
+    s.out_offset = g.offset;
+    scan_rows(lock.ctx(), s);
+  TWGPU_CATCH
+  const int64_t groups = group.select(0, n - 1).item<int32_t>();
+  Tensor values = at::empty({groups}, self.options());
+  Tensor inverse = return_inverse ? at::empty(self.sizes(), long_opts) : at::empty({0}, long_opts);
+  Tensor counts = at::empty({return_counts ? groups : 0}, long_opts);
+  Tensor start = return_counts ? at::empty({groups}, self.options().dtype(at::kInt)) : Tensor();
+  TWGPU_TRY
+    SortInput in = row_input(flat);
+    WGPUBuffer scratch = sort ? device_ref(r.scratch).buffer : nullptr;
+    DeviceRef v = device_ref(values);
+    DeviceRef inv = return_inverse ? device_ref(inverse) : DeviceRef{};
+    WGPUBuffer start_buffer = return_counts ? device_ref(start).buffer : nullptr;
+    RuntimeLock lock;
+    unique_scatter(lock.ctx(), in, scratch, device_ref(first).buffer, device_ref(group).buffer,
+                   v.buffer, v.offset, inv.buffer, inv.offset, start_buffer);
+    if (return_counts) {
+      DeviceRef c = device_ref(counts);
+      unique_counts(lock.ctx(), start_buffer, static_cast<uint64_t>(groups),
+                    static_cast<uint64_t>(n), c.buffer, c.offset);
+    }
+  TWGPU_CATCH
+  return {values, inverse, counts};
+}
+
+bool unique_native(const Tensor& self) {
+  return native_dtype(self, true);
+}
+
+std::tuple<Tensor, Tensor, Tensor> unique2(const Tensor& self, bool sorted, bool return_inverse,
+                                           bool return_counts) {
+  if (!unique_native(self))
+    return call_cpu_fallback<at::_ops::_unique2>(self, sorted, return_inverse, return_counts);
+  // The CPU returns sorted values either way.
+  return unique_impl(self, true, return_inverse, return_counts);
+}
+
+std::tuple<Tensor, Tensor, Tensor> unique_consecutive(const Tensor& self, bool return_inverse,
+                                                      bool return_counts,
+                                                      std::optional<int64_t> dim) {
+  const bool flat = !dim.has_value() || (self.dim() == 1 && at::maybe_wrap_dim(*dim, 1) == 0);
+  if (!unique_native(self) || !flat)
+    return call_cpu_fallback<at::_ops::unique_consecutive>(self, return_inverse, return_counts, dim);
+  return unique_impl(self, false, return_inverse, return_counts);
+}
+
+// ---- histograms ----
+
+Tensor bincount_fn(const Tensor& self, const std::optional<Tensor>& weights_opt, int64_t minlength) {
+  const Tensor weights = weights_opt.has_value() ? *weights_opt : Tensor();
+  const bool weighted = weights.defined();
+  auto fallback = [&] { return call_cpu_fallback<at::_ops::bincount>(self, weights_opt, minlength); };
+  const auto t = self.scalar_type();
+  if (!at::isIntegralType(t, /*includeBool=*/false) || self.dim() != 1 || minlength < 0 ||
+      (weighted && (weights.scalar_type() != at::kFloat || weights.dim() != 1 ||
+                    weights.size(0) != self.size(0) || weights.device() != self.device())))
+    return fallback();  // the CPU raises the matching error, or computes in float64
+  const auto out_opts = weighted ? weights.options() : self.options().dtype(at::kLong);
+  if (self.numel() == 0) return at::zeros({minlength}, out_opts);
+  Tensor in = self.contiguous();
+  auto range = int_range(in);
+  if (!range || range->first < 0) return fallback();
+  const int64_t bins = std::max(range->second + 1, minlength);
+  Tensor counts = at::zeros({bins}, weighted ? out_opts : self.options().dtype(at::kInt));
+  Tensor w = weighted ? weights.contiguous() : Tensor();
+  TWGPU_TRY
+    HistogramArgs a;
+    a.in = row_input(in);
+    a.bins = static_cast<uint32_t>(bins);
+    DeviceRef c = device_ref(counts);
+    a.counts = c.buffer;
+    a.counts_offset = c.offset;
+    if (weighted) {
+      DeviceRef wr = device_ref(w);
+      a.weights = wr.buffer;
+      a.weights_offset = wr.offset;
+    }
+    RuntimeLock lock;
+    histogram(lock.ctx(), a);
+  TWGPU_CATCH
+  return weighted ? counts : counts.to(at::kLong);
+}
+
+Tensor& histc_out(const Tensor& self, int64_t bins, const at::Scalar& min, const at::Scalar& max,
+                  Tensor& out) {
+  auto fallback = [&]() -> Tensor& { return call_cpu_fallback<at::_ops::histc_out>(self, bins, min, max, out); };
+  if (!native_dtype(self, false) || !at::isFloatingType(self.scalar_type()) ||
+      out.scalar_type() != self.scalar_type() || out.device() != self.device() || bins <= 0)
+    return fallback();
+  float lo = min.toFloat(), hi = max.toFloat();
+  if (!(lo <= hi) || !std::isfinite(lo) || !std::isfinite(hi)) return fallback();  // CPU errors
+  Tensor in = self.contiguous();
+  if (lo == hi && in.numel() > 0) {
+    auto w = read_range(in);
+    lo = decode_float_key(w[0]);
+    hi = decode_float_key(w[1]);
+    if (!std::isfinite(lo) || !std::isfinite(hi)) return fallback();
+  }
+  if (lo == hi) {
+    lo -= 1;
+    hi += 1;
+  }
+  // The range in the input's type (the CPU bins in it).
+  if (self.scalar_type() == at::kHalf) {
+    lo = static_cast<float>(c10::Half(lo));
+    hi = static_cast<float>(c10::Half(hi));
+  } else if (self.scalar_type() == at::kBFloat16) {
+    lo = static_cast<float>(c10::BFloat16(lo));
+    hi = static_cast<float>(c10::BFloat16(hi));
+  }
+  Tensor counts = at::zeros({bins}, self.options().dtype(at::kInt));
+  TWGPU_TRY
+    HistogramArgs a;
+    a.in = row_input(in);
+    a.bins = static_cast<uint32_t>(bins);
+    a.lo = lo;
+    a.hi = hi;
+    DeviceRef c = device_ref(counts);
+    a.counts = c.buffer;
+    a.counts_offset = c.offset;
+    RuntimeLock lock;
+    histogram(lock.ctx(), a);
+  TWGPU_CATCH
+  at::native::resize_output(out, {bins});
+  out.copy_(counts);
+  return out;
+}
+
+Tensor histc_fn(const Tensor& self, int64_t bins, const at::Scalar& min, const at::Scalar& max) {
+  Tensor out = at::empty({0}, self.options());
+  return histc_out(self, bins, min, max, out);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -244,6 +623,19 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("median", TORCH_FN(median));
   m.impl("nanmedian", TORCH_FN(nanmedian));
   m.impl("mode", TORCH_FN(mode));
+  m.impl("searchsorted.Tensor", TORCH_FN(searchsorted_fn));
+  m.impl("searchsorted.Tensor_out", TORCH_FN(searchsorted_out));
+  m.impl("searchsorted.Scalar", TORCH_FN(searchsorted_scalar));
+  m.impl("searchsorted.Scalar_out", TORCH_FN(searchsorted_scalar_out));
+  m.impl("bucketize.Tensor", TORCH_FN(bucketize_fn));
+  m.impl("bucketize.Tensor_out", TORCH_FN(bucketize_out));
+  m.impl("bucketize.Scalar", TORCH_FN(bucketize_scalar));
+  m.impl("isin.Tensor_Tensor_out", TORCH_FN(isin_out));
+  m.impl("_unique2", TORCH_FN(unique2));
+  m.impl("unique_consecutive", TORCH_FN(unique_consecutive));
+  m.impl("bincount", TORCH_FN(bincount_fn));
+  m.impl("histc", TORCH_FN(histc_fn));
+  m.impl("histc.out", TORCH_FN(histc_out));
 }
 
 }  // namespace twgpu::aten

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "kernels/kernel_program.h"
+#include "kernels/wgsl_dtype.h"
 #include "runtime/runtime.h"
 
 namespace twgpu {
@@ -296,6 +297,253 @@ void sorted_pick(Context& ctx, const SortInput& in, WGPUBuffer scratch, SortedPi
            "}\n";
   };
   l.workgroup = 256;
+  launch_kernel(ctx, l);
+}
+
+}  // namespace twgpu
+
+namespace twgpu {
+namespace {
+
+// Comparisons in a compute type, the way the CPU's operators behave (NaN: false).
+std::string compare_functions(DType dtype) {
+  switch (compute_type_for(dtype)) {
+    case Compute::F32:
+      return "fn c_ge(a: f32, b: f32) -> bool { return f32_ge(a, b); }\n"
+             "fn c_gt(a: f32, b: f32) -> bool { return f32_gt(a, b); }\n"
+             "fn c_eq(a: f32, b: f32) -> bool { return f32_eq(a, b); }\n"
+             "fn c_nan(a: f32) -> bool { return is_nan(a); }\n";
+    case Compute::I32:
+      return "fn c_ge(a: i32, b: i32) -> bool { return a >= b; }\n"
+             "fn c_gt(a: i32, b: i32) -> bool { return a > b; }\n"
+             "fn c_eq(a: i32, b: i32) -> bool { return a == b; }\n"
+             "fn c_nan(a: i32) -> bool { return false; }\n";
+    case Compute::I64:
+      return "fn c_ge(a: vec2<u32>, b: vec2<u32>) -> bool { return !i64_lt(a, b); }\n"
+             "fn c_gt(a: vec2<u32>, b: vec2<u32>) -> bool { return i64_lt(b, a); }\n"
+             "fn c_eq(a: vec2<u32>, b: vec2<u32>) -> bool { return i64_eq(a, b); }\n"
+             "fn c_nan(a: vec2<u32>) -> bool { return false; }\n";
+    default:
+      fail(ErrorKind::Unsupported, std::string("torch_webgpu: search in ") + dtype_name(dtype));
+  }
+}
+
+}  // namespace
+
+void search_sorted(Context& ctx, const SearchArgs& a) {
+  if (a.count == 0 || a.m == 0) return;
+  if (a.count >= (1ull << 32) || a.boundaries_offset + a.m * ((a.count - 1) / a.per_row + 1) >= (1ull << 32))
+    fail(ErrorKind::Unsupported, "torch_webgpu: search over too many elements");
+  const bool with_sorter = a.sorter != nullptr;
+  KernelLaunch l;
+  l.key = std::string("search:") + dtype_name(a.dtype) + ":" + dtype_name(a.out_dtype) +
+          (with_sorter ? ":sorter" : "") + (a.membership ? ":member" : "");
+  l.buffers = {{a.boundaries, Access::Read, false}, {a.values, Access::Read, false},
+               {a.out, Access::ReadWrite, is_subword(a.out_dtype)}};
+  if (with_sorter) l.buffers.push_back({a.sorter, Access::Read, false});
+  l.uniforms = {0, 0, 0, 0, static_cast<uint32_t>(a.boundaries_offset),
+                static_cast<uint32_t>(a.values_offset), static_cast<uint32_t>(a.out_offset),
+                static_cast<uint32_t>(a.sorter_offset), static_cast<uint32_t>(a.m),
+                static_cast<uint32_t>(a.per_row), a.right ? 1u : 0u, a.invert ? 1u : 0u};
+  l.count = a.count;
+  l.workgroup = 256;
+  const SearchArgs args = a;
+  l.body = [&l, args, with_sorter] {
+    const Compute oc = args.membership ? Compute::I32 : compute_type_for(args.out_dtype);
+    std::string s = kernel_load("load_bd", l.buffers, 0, args.dtype) +
+                    kernel_load("load_val", l.buffers, 1, args.dtype) +
+                    kernel_store("store_out", l.buffers, 2, args.out_dtype, oc) +
+                    compare_functions(args.dtype);
+    if (with_sorter) {
+      s += "fn entry(row_start: u32, j: u32) -> " +
+           std::string(wgsl_type(compute_type_for(args.dtype))) +
+           " { return load_bd(uw(4u) + row_start + buf3[2u * (uw(7u) + row_start + j)]); }\n";
+    } else {
+      s += "fn entry(row_start: u32, j: u32) -> " +
+           std::string(wgsl_type(compute_type_for(args.dtype))) +
+           " { return load_bd(uw(4u) + row_start + j); }\n";
+    }
+    s += kernel_main(Grid::Invocations, 256) +
+         "  let m = uw(8u);\n"
+         "  let row_start = (idx / uw(9u)) * m;\n"
+         "  let v = load_val(uw(5u) + idx);\n"
+         "  var lo = 0u;\n"
+         "  var hi = m;\n"
+         "  while (lo < hi) {\n"
+         "    let mid = lo + ((hi - lo) >> 1u);\n"
+         "    let e = entry(row_start, mid);\n";
+    if (args.membership) {
+      // Rows sorted with NaNs last: NaN counts as above every value.
+      s += "    if (!(c_nan(e) || c_ge(e, v))) { lo = mid + 1u; } else { hi = mid; }\n"
+           "  }\n"
+           "  let found = lo < m && c_eq(entry(row_start, lo), v);\n"
+           "  store_out(uw(6u) + idx, select(0, 1, found != (uw(11u) != 0u)));\n";
+    } else {
+      s += "    let go_right = select(!c_ge(e, v), !c_gt(e, v), uw(10u) != 0u);\n"
+           "    if (go_right) { lo = mid + 1u; } else { hi = mid; }\n"
+           "  }\n";
+      s += oc == Compute::I64 ? "  store_out(uw(6u) + idx, vec2<u32>(lo, 0u));\n"
+                              : "  store_out(uw(6u) + idx, i32(lo));\n";
+    }
+    return s + "}\n";
+  };
+  launch_kernel(ctx, l);
+}
+
+void unique_flags(Context& ctx, const SortInput& in, WGPUBuffer scratch, WGPUBuffer first) {
+  if (in.n == 0) return;
+  const bool sorted = scratch != nullptr;
+  KernelLaunch l;
+  l.key = std::string("unique:flags:") + dtype_name(in.dtype) + (sorted ? ":sorted" : "");
+  l.buffers = {{in.buffer, Access::Read, false}, {first, Access::ReadWrite, false}};
+  if (sorted) l.buffers.push_back({scratch, Access::Read, false});
+  l.uniforms = base_uniforms(in, false);
+  l.count = in.n;
+  l.workgroup = 256;
+  const DType dtype = in.dtype;
+  l.body = [&l, dtype, sorted] {
+    std::string s = kernel_load("load_in", l.buffers, 0, dtype) + compare_functions(dtype);
+    if (sorted) s += entry_functions(2) + "fn at(i: u32) -> u32 { return get_entry(i).z; }\n";
+    else s += "fn at(i: u32) -> u32 { return i; }\n";
+    return s + kernel_main(Grid::Invocations, 256) +
+           "  var start = idx == 0u;\n"
+           "  if (!start) { start = !c_eq(load_in(uw(4u) + at(idx)), load_in(uw(4u) + at(idx - 1u))); }\n"
+           "  buf1[idx] = select(0u, 1u, start);\n"
+           "}\n";
+  };
+  launch_kernel(ctx, l);
+}
+
+void unique_scatter(Context& ctx, const SortInput& in, WGPUBuffer scratch, WGPUBuffer first,
+                    WGPUBuffer group, WGPUBuffer values, uint64_t values_offset,
+                    WGPUBuffer inverse, uint64_t inverse_offset, WGPUBuffer start) {
+  if (in.n == 0) return;
+  const bool sorted = scratch != nullptr;
+  KernelLaunch l;
+  l.key = std::string("unique:scatter:") + dtype_name(in.dtype) + (sorted ? ":sorted" : "") +
+          (inverse ? ":inverse" : "") + (start ? ":start" : "");
+  l.buffers = {{in.buffer, Access::Read, false},
+               {first, Access::Read, false},
+               {group, Access::Read, false},
+               {values, Access::ReadWrite, is_subword(in.dtype)}};
+  const size_t b_scratch = sorted ? l.buffers.size() : 0;
+  if (sorted) l.buffers.push_back({scratch, Access::Read, false});
+  const size_t b_inverse = inverse ? l.buffers.size() : 0;
+  if (inverse) l.buffers.push_back({inverse, Access::ReadWrite, false});
+  const size_t b_start = start ? l.buffers.size() : 0;
+  if (start) l.buffers.push_back({start, Access::ReadWrite, false});
+  l.uniforms = base_uniforms(in, false);
+  l.uniforms[kValuesOffset] = static_cast<uint32_t>(values_offset);
+  l.uniforms[kIndicesOffset] = static_cast<uint32_t>(inverse_offset);
+  l.count = in.n;
+  l.workgroup = 256;
+  const DType dtype = in.dtype;
+  l.body = [&l, dtype, sorted, b_scratch, b_inverse, b_start] {
+    std::string s = kernel_load("load_in", l.buffers, 0, dtype) +
+                    kernel_store("store_value", l.buffers, 3, dtype, compute_type_for(dtype));
+    if (sorted) s += entry_functions(b_scratch) + "fn at(i: u32) -> u32 { return get_entry(i).z; }\n";
+    else s += "fn at(i: u32) -> u32 { return i; }\n";
+    if (b_inverse) s += kernel_store("store_inverse", l.buffers, b_inverse, DType::Int64, Compute::I64);
+    s += kernel_main(Grid::Invocations, 256) +
+         "  let g = buf2[idx] - 1u;\n"
+         "  let orig = at(idx);\n";
+    if (b_inverse) s += "  store_inverse(uw(15u) + orig, vec2<u32>(g, 0u));\n";
+    s += "  if (buf1[idx] != 0u) {\n"
+         "    store_value(uw(14u) + g, load_in(uw(4u) + orig));\n";
+    if (b_start) s += "    buf" + std::to_string(b_start) + "[g] = idx;\n";
+    return s + "  }\n}\n";
+  };
+  launch_kernel(ctx, l);
+}
+
+void unique_counts(Context& ctx, WGPUBuffer start, uint64_t groups, uint64_t n,
+                   WGPUBuffer counts, uint64_t counts_offset) {
+  KernelLaunch l;
+  l.key = "unique:counts";
+  l.buffers = {{start, Access::Read, false}, {counts, Access::ReadWrite, false}};
+  l.uniforms = {0, 0, 0, 0, static_cast<uint32_t>(n), static_cast<uint32_t>(counts_offset)};
+  l.count = groups;
+  l.workgroup = 256;
+  l.body = [&l] {
+    return kernel_store("store_count", l.buffers, 1, DType::Int64, Compute::I64) +
+           kernel_main(Grid::Invocations, 256) +
+           "  let end = select(uw(4u), buf0[idx + 1u], idx + 1u < uw(0u));\n"
+           "  store_count(uw(5u) + idx, vec2<u32>(end - buf0[idx], 0u));\n"
+           "}\n";
+  };
+  launch_kernel(ctx, l);
+}
+
+void value_range(Context& ctx, const SortInput& in, WGPUBuffer range) {
+  if (in.n == 0) return;
+  KernelLaunch l;
+  l.key = std::string("range:") + dtype_name(in.dtype);
+  l.buffers = {{in.buffer, Access::Read, false}, {range, Access::ReadWrite, true}};
+  l.uniforms = base_uniforms(in, false);
+  l.count = in.n;
+  l.workgroup = 256;
+  const DType dtype = in.dtype;
+  l.body = [&l, dtype] {
+    std::string s = kernel_load("load_in", l.buffers, 0, dtype) + key_function(dtype) +
+                    kernel_main(Grid::Invocations, 256) +
+                    "  let key = sort_key(load_in(uw(4u) + idx));\n"
+                    "  atomicMin(&buf1[0], key.x);\n"
+                    "  atomicMax(&buf1[1], key.x);\n";
+    if (compute_type_for(dtype) == Compute::I64)
+      s += "  if (key.x == 0x80000000u) { atomicMax(&buf1[2], key.y); }\n";
+    return s + "}\n";
+  };
+  launch_kernel(ctx, l);
+}
+
+void histogram(Context& ctx, const HistogramArgs& a) {
+  if (a.in.n == 0) return;
+  const bool weighted = a.weights != nullptr;
+  const Compute c = compute_type_for(a.in.dtype);
+  KernelLaunch l;
+  l.key = std::string("histogram:") + dtype_name(a.in.dtype) + (weighted ? ":weighted" : "");
+  l.buffers = {{a.in.buffer, Access::Read, false}, {a.counts, Access::ReadWrite, true}};
+  if (weighted) l.buffers.push_back({a.weights, Access::Read, false});
+  l.uniforms = {0, 0, 0, 0, static_cast<uint32_t>(a.in.offset), static_cast<uint32_t>(a.counts_offset),
+                static_cast<uint32_t>(a.weights_offset), a.bins, ScalarBits::from_f32(a.lo).lo,
+                ScalarBits::from_f32(a.hi).lo};
+  l.count = a.in.n;
+  l.workgroup = 256;
+  const DType dtype = a.in.dtype;
+  l.body = [&l, dtype, c, weighted] {
+    std::string s = kernel_load("load_in", l.buffers, 0, dtype) + kernel_main(Grid::Invocations, 256) +
+                    "  let x = load_in(uw(4u) + idx);\n";
+    if (c == Compute::F32) {
+      // The CPU's linear binning: (x - lo) * bins / (hi - lo), the top edge closed.
+      // Half types compute each step in float and round to their own type, as the CPU does.
+      std::string rnd = "fn rnd(v: f32) -> f32 { return v; }\n";
+      if (dtype == DType::Float16) rnd = "fn rnd(v: f32) -> f32 { return f16_bits_to_f32(f32_to_f16_bits(v)); }\n";
+      if (dtype == DType::BFloat16) rnd = "fn rnd(v: f32) -> f32 { return bf16_bits_to_f32(f32_to_bf16_bits(v)); }\n";
+      s = rnd + s;
+      s += "  let lo = bitcast<f32>(uw(8u));\n"
+           "  let hi = bitcast<f32>(uw(9u));\n"
+           "  if (!(f32_ge(x, lo) && f32_le(x, hi))) { return; }\n"
+           "  let bins = uw(7u);\n"
+           "  let scaled = rnd(rnd(x - lo) * rnd(f32(bins)));\n"
+           "  let bin = min(u32(rnd(div_f32(scaled, rnd(hi - lo)))), bins - 1u);\n";
+    } else if (c == Compute::I64) {
+      s += "  let bin = x.x;\n";
+    } else {
+      s += "  let bin = u32(x);\n";
+    }
+    if (weighted) {
+      s += "  let w = bitcast<f32>(buf2[uw(6u) + idx]);\n"
+           "  let at = uw(5u) + bin;\n"
+           "  loop {\n"
+           "    let old = atomicLoad(&buf1[at]);\n"
+           "    let r = atomicCompareExchangeWeak(&buf1[at], old, bitcast<u32>(bitcast<f32>(old) + w));\n"
+           "    if (r.exchanged) { break; }\n"
+           "  }\n";
+    } else {
+      s += "  atomicAdd(&buf1[uw(5u) + bin], 1u);\n";
+    }
+    return s + "}\n";
+  };
   launch_kernel(ctx, l);
 }
 

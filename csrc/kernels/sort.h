@@ -53,3 +53,64 @@ void sorted_pick(Context& ctx, const SortInput& in, WGPUBuffer scratch, SortedPi
                  WGPUBuffer indices, uint64_t indices_offset);
 
 }  // namespace twgpu
+
+namespace twgpu {
+
+// Binary search of values in sorted rows (searchsorted, bucketize, isin). Boundaries are
+// contiguous rows of m elements; value i searches row i / per_row. With a sorter (int64,
+// row-relative positions) row entry j is boundaries[row, sorter[row, j]].
+struct SearchArgs {
+  WGPUBuffer boundaries = nullptr;
+  uint64_t boundaries_offset = 0;
+  DType dtype = DType::Float32;  // of boundaries and values
+  uint64_t m = 0;                // row length (> 0)
+  WGPUBuffer sorter = nullptr;   // optional
+  uint64_t sorter_offset = 0;
+  WGPUBuffer values = nullptr;
+  uint64_t values_offset = 0;
+  uint64_t count = 0;
+  uint64_t per_row = 0;
+  bool right = false;
+  // Membership (isin): out (bool) is whether the value equals an entry of its row; the
+  // rows are sorted ascending with NaNs last, as sort_rows orders them.
+  bool membership = false;
+  bool invert = false;
+  WGPUBuffer out = nullptr;
+  uint64_t out_offset = 0;
+  DType out_dtype = DType::Int64;  // Int64 or Int32 positions; Bool for membership
+};
+void search_sorted(Context& ctx, const SearchArgs& a);
+
+// Unique elements of one row in sorted order (`scratch` from sort_rows) or, without
+// scratch, of consecutive runs. `first` (int32, n) receives 1 where a new group starts.
+void unique_flags(Context& ctx, const SortInput& in, WGPUBuffer scratch, WGPUBuffer first);
+// From `group` (int32, n: the inclusive scan of `first`) write, for each group g < U,
+// values[g] (input dtype), start[g] (int32; optional), and inverse[original position] = g
+// (int64; optional).
+void unique_scatter(Context& ctx, const SortInput& in, WGPUBuffer scratch, WGPUBuffer first,
+                    WGPUBuffer group, WGPUBuffer values, uint64_t values_offset,
+                    WGPUBuffer inverse, uint64_t inverse_offset, WGPUBuffer start);
+// counts[g] (int64) = start[g + 1] - start[g] (n for the last group).
+void unique_counts(Context& ctx, WGPUBuffer start, uint64_t groups, uint64_t n,
+                   WGPUBuffer counts, uint64_t counts_offset);
+
+// Order keys of a row (min, max) into `range` (4 zeroed-or-not words; the kernel sets
+// them): words 0/1 = atomic min/max of the high key word; for int64 word 2 = the max low
+// word of the values whose high word is 0. Decode with decode_range_f32 / _int.
+void value_range(Context& ctx, const SortInput& in, WGPUBuffer range);
+
+// Histogram counts: for int inputs (bincount) bin = value; for floats (histc) bin =
+// (x - lo) / (hi - lo) * bins, elements outside [lo, hi] skipped. `counts` is a u32 array
+// (no weights) or f32 bits (weights, float32, added with compare-exchange).
+struct HistogramArgs {
+  SortInput in;  // one row of n elements
+  uint32_t bins = 0;
+  float lo = 0, hi = 0;           // histc range
+  WGPUBuffer weights = nullptr;  // float32, optional (bincount)
+  uint64_t weights_offset = 0;
+  WGPUBuffer counts = nullptr;
+  uint64_t counts_offset = 0;
+};
+void histogram(Context& ctx, const HistogramArgs& a);
+
+}  // namespace twgpu
