@@ -251,6 +251,14 @@ std::tuple<Tensor, Tensor> mode(const Tensor& self, int64_t dim, bool keepdim) {
 
 // ---- Searching: searchsorted, bucketize, isin ----
 
+// A Python number searched in `boundaries`: a device 0-dim tensor already in the dtype the
+// number promotes to with them (a float64 scalar tensor would send the op to the CPU).
+Tensor search_scalar_tensor(const at::Scalar& value, const Tensor& boundaries) {
+  Tensor wrapped = at::native::searchsorted_scalar_tensor(value, c10::Device(c10::kCPU));
+  const auto common = at::result_type(boundaries, wrapped);
+  return at::empty({}, boundaries.options().dtype(common)).fill_(value);
+}
+
 SortInput row_input(const Tensor& contiguous_row) {
   DeviceRef r = device_ref(contiguous_row);
   SortInput in;
@@ -376,14 +384,14 @@ Tensor searchsorted_fn(const Tensor& boundaries, const Tensor& self, bool out_in
 Tensor searchsorted_scalar(const Tensor& boundaries, const at::Scalar& self, bool out_int32,
                            bool right, std::optional<c10::string_view> side,
                            const std::optional<Tensor>& sorter) {
-  return searchsorted_fn(boundaries, at::native::searchsorted_scalar_tensor(self, boundaries.device()),
+  return searchsorted_fn(boundaries, search_scalar_tensor(self, boundaries),
                       out_int32, right, side, sorter);
 }
 
 Tensor& searchsorted_scalar_out(const Tensor& boundaries, const at::Scalar& self, bool out_int32,
                                 bool right, std::optional<c10::string_view> side,
                                 const std::optional<Tensor>& sorter, Tensor& result) {
-  return searchsorted_out(boundaries, at::native::searchsorted_scalar_tensor(self, boundaries.device()),
+  return searchsorted_out(boundaries, search_scalar_tensor(self, boundaries),
                           out_int32, right, side, sorter, result);
 }
 
@@ -400,7 +408,7 @@ Tensor bucketize_fn(const Tensor& self, const Tensor& boundaries, bool out_int32
 }
 
 Tensor bucketize_scalar(const at::Scalar& self, const Tensor& boundaries, bool out_int32, bool right) {
-  return bucketize_fn(at::native::searchsorted_scalar_tensor(self, boundaries.device()), boundaries,
+  return bucketize_fn(search_scalar_tensor(self, boundaries), boundaries,
                    out_int32, right);
 }
 
