@@ -20,6 +20,7 @@
 #include <ATen/ops/searchsorted_ops.h>
 #include <ATen/ops/tensor.h>
 #include <ATen/ops/unique_consecutive_ops.h>
+#include <ATen/ops/unique_dim_ops.h>
 #include <ATen/ops/zeros.h>
 #include <ATen/ops/kthvalue_ops.h>
 #include <ATen/ops/median_ops.h>
@@ -524,12 +525,81 @@ std::tuple<Tensor, Tensor, Tensor> unique2(const Tensor& self, bool sorted, bool
   return unique_impl(self, true, return_inverse, return_counts);
 }
 
+// Unique slices of `self` along `dim` (sorted lexicographically, or consecutive runs).
+// Like the CPU, always returns the inverse (size(dim)) and counts.
+std::tuple<Tensor, Tensor, Tensor> unique_dim_impl(const Tensor& self, int64_t dim, bool sort) {
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  const auto long_opts = self.options().dtype(at::kLong);
+  if (self.numel() == 0) {
+    TORCH_CHECK(self.size(dim) == 0,
+                "There are 0 sized dimensions, and they aren't selected, so unique cannot be applied");
+    return {at::empty(self.sizes(), self.options()), at::empty({0}, long_opts),
+            at::empty({0}, long_opts)};
+  }
+  Tensor moved = self.movedim(dim, 0).contiguous();
+  const int64_t slices = moved.size(0);
+  const int64_t width = moved.numel() / slices;
+  const auto int_opts = self.options().dtype(at::kInt);
+  Tensor order = sort ? at::empty({static_cast<int64_t>(sort_padded_length(slices))}, int_opts) : Tensor();
+  Tensor first = at::empty({slices}, int_opts);
+  Tensor group = at::empty({slices}, int_opts);
+  SortInput in;
+  TWGPU_TRY
+    DeviceRef m = device_ref(moved);
+    in.buffer = m.buffer;
+    in.offset = m.offset;
+    in.dtype = m.dtype;
+    in.rows = static_cast<uint64_t>(slices);
+    in.n = static_cast<uint64_t>(width);
+    DeviceRef f = device_ref(first), g = device_ref(group);
+    WGPUBuffer order_buffer = sort ? device_ref(order).buffer : nullptr;
+    RuntimeLock lock;
+    if (sort) sort_slices(lock.ctx(), in, order_buffer);
+    slice_flags(lock.ctx(), in, order_buffer, f.buffer);
+    ScanArgs s;
+    s.op = ScanOp::Sum;
+    s.dtype = DType::Int32;
+    s.rows = 1;
+    s.n = static_cast<uint64_t>(slices);
+    s.in = f.buffer;
+    s.in_offset = f.offset;
+    s.out = g.buffer;
+    s.out_offset = g.offset;
+    scan_rows(lock.ctx(), s);
+  TWGPU_CATCH
+  const int64_t groups = group.select(0, slices - 1).item<int32_t>();
+  auto sizes = moved.sizes().vec();
+  sizes[0] = groups;
+  Tensor values = at::empty(sizes, self.options());
+  Tensor inverse = at::empty({slices}, long_opts);
+  Tensor counts = at::empty({groups}, long_opts);
+  Tensor start = at::empty({groups}, int_opts);
+  TWGPU_TRY
+    DeviceRef v = device_ref(values), inv = device_ref(inverse), c = device_ref(counts);
+    WGPUBuffer order_buffer = sort ? device_ref(order).buffer : nullptr;
+    WGPUBuffer start_buffer = device_ref(start).buffer;
+    RuntimeLock lock;
+    slice_scatter(lock.ctx(), in, order_buffer, device_ref(first).buffer, device_ref(group).buffer,
+                  v.buffer, v.offset, inv.buffer, inv.offset, start_buffer);
+    unique_counts(lock.ctx(), start_buffer, static_cast<uint64_t>(groups),
+                  static_cast<uint64_t>(slices), c.buffer, c.offset);
+  TWGPU_CATCH
+  return {values.movedim(0, dim), inverse, counts};
+}
+
+std::tuple<Tensor, Tensor, Tensor> unique_dim(const Tensor& self, int64_t dim, bool sorted,
+                                              bool return_inverse, bool return_counts) {
+  if (!unique_native(self) || self.dim() == 0)
+    return call_cpu_fallback<at::_ops::unique_dim>(self, dim, sorted, return_inverse, return_counts);
+  return unique_dim_impl(self, dim, true);
+}
+
 std::tuple<Tensor, Tensor, Tensor> unique_consecutive(const Tensor& self, bool return_inverse,
                                                       bool return_counts,
                                                       std::optional<int64_t> dim) {
-  const bool flat = !dim.has_value() || (self.dim() == 1 && at::maybe_wrap_dim(*dim, 1) == 0);
-  if (!unique_native(self) || !flat)
+  if (!unique_native(self) || (dim.has_value() && self.dim() == 0))
     return call_cpu_fallback<at::_ops::unique_consecutive>(self, return_inverse, return_counts, dim);
+  if (dim.has_value()) return unique_dim_impl(self, *dim, false);
   return unique_impl(self, false, return_inverse, return_counts);
 }
 
@@ -641,6 +711,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("isin.Tensor_Tensor_out", TORCH_FN(isin_out));
   m.impl("_unique2", TORCH_FN(unique2));
   m.impl("unique_consecutive", TORCH_FN(unique_consecutive));
+  m.impl("unique_dim", TORCH_FN(unique_dim));
   m.impl("bincount", TORCH_FN(bincount_fn));
   m.impl("histc", TORCH_FN(histc_fn));
   m.impl("histc.out", TORCH_FN(histc_out));

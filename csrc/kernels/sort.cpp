@@ -548,3 +548,159 @@ void histogram(Context& ctx, const HistogramArgs& a) {
 }
 
 }  // namespace twgpu
+
+namespace twgpu {
+namespace {
+
+// `fn slice_less(a, b) -> bool`: slices a and b in sort-key order, then by number.
+std::string slice_compare(DType dtype) {
+  return key_function(dtype) +
+         "fn slice_less(a: u32, b: u32) -> bool {\n"
+         "  if (a == 0xffffffffu || b == 0xffffffffu) { return a < b; }\n"
+         "  let r = uw(5u);\n"
+         "  for (var c = 0u; c < r; c = c + 1u) {\n"
+         "    let ka = sort_key(load_in(uw(4u) + a * r + c));\n"
+         "    let kb = sort_key(load_in(uw(4u) + b * r + c));\n"
+         "    if (ka.x != kb.x) { return ka.x < kb.x; }\n"
+         "    if (ka.y != kb.y) { return ka.y < kb.y; }\n"
+         "  }\n"
+         "  return a < b;\n"
+         "}\n";
+}
+
+std::vector<uint32_t> slice_uniforms(const SortInput& in) {
+  std::vector<uint32_t> u(kWords, 0);
+  u[kInOffset] = static_cast<uint32_t>(in.offset);
+  u[kRowLen] = static_cast<uint32_t>(in.n);
+  u[kPadded] = static_cast<uint32_t>(sort_padded_length(in.rows));
+  return u;
+}
+
+void check_slices(const SortInput& in) {
+  if (in.offset + in.rows * in.n >= (1ull << 32) || in.rows >= (1ull << 31))
+    fail(ErrorKind::Unsupported, "torch_webgpu: unique over too many elements");
+}
+
+}  // namespace
+
+void sort_slices(Context& ctx, const SortInput& in, WGPUBuffer order) {
+  if (in.rows == 0) return;
+  check_slices(in);
+  const uint64_t padded = sort_padded_length(in.rows);
+  {
+    KernelLaunch l;
+    l.key = "slices:init";
+    l.buffers = {{order, Access::ReadWrite, false}};
+    l.uniforms = slice_uniforms(in);
+    l.uniforms[kTake] = static_cast<uint32_t>(in.rows);
+    l.count = padded;
+    l.workgroup = 256;
+    l.body = [] {
+      return kernel_main(Grid::Invocations, 256) +
+             "  buf0[idx] = select(0xffffffffu, idx, idx < uw(13u));\n}\n";
+    };
+    launch_kernel(ctx, l);
+  }
+  for (uint64_t k = 2; k <= padded; k *= 2) {
+    for (uint64_t j = k / 2; j >= 1; j /= 2) {
+      KernelLaunch l;
+      l.key = std::string("slices:step:") + dtype_name(in.dtype);
+      l.buffers = {{in.buffer, Access::Read, false}, {order, Access::ReadWrite, false}};
+      l.uniforms = slice_uniforms(in);
+      l.uniforms[kStageK] = static_cast<uint32_t>(k);
+      l.uniforms[kStageJ] = static_cast<uint32_t>(j);
+      l.count = padded / 2;
+      l.workgroup = 64;
+      const DType dtype = in.dtype;
+      l.body = [&l, dtype] {
+        return kernel_load("load_in", l.buffers, 0, dtype) + slice_compare(dtype) +
+               kernel_main(Grid::Invocations, 64) +
+               "  let j = uw(10u);\n"
+               "  let k = uw(9u);\n"
+               "  let lo = 2u * j * (idx / j) + (idx % j);\n"
+               "  let hi = lo + j;\n"
+               "  let ascending = (lo & k) == 0u;\n"
+               "  let a = buf1[lo];\n"
+               "  let b = buf1[hi];\n"
+               "  if (slice_less(b, a) == ascending) { buf1[lo] = b; buf1[hi] = a; }\n"
+               "}\n";
+      };
+      launch_kernel(ctx, l);
+    }
+  }
+}
+
+void slice_flags(Context& ctx, const SortInput& in, WGPUBuffer order, WGPUBuffer first) {
+  if (in.rows == 0) return;
+  check_slices(in);
+  const bool sorted = order != nullptr;
+  KernelLaunch l;
+  l.key = std::string("slices:flags:") + dtype_name(in.dtype) + (sorted ? ":sorted" : "");
+  l.buffers = {{in.buffer, Access::Read, false}, {first, Access::ReadWrite, false}};
+  if (sorted) l.buffers.push_back({order, Access::Read, false});
+  l.uniforms = slice_uniforms(in);
+  l.count = in.rows;
+  l.workgroup = 256;
+  const DType dtype = in.dtype;
+  l.body = [&l, dtype, sorted] {
+    std::string s = kernel_load("load_in", l.buffers, 0, dtype) + compare_functions(dtype);
+    s += sorted ? "fn at(i: u32) -> u32 { return buf2[i]; }\n" : "fn at(i: u32) -> u32 { return i; }\n";
+    return s + kernel_main(Grid::Invocations, 256) +
+           "  var start = idx == 0u;\n"
+           "  if (!start) {\n"
+           "    let r = uw(5u);\n"
+           "    let a = at(idx) * r + uw(4u);\n"
+           "    let b = at(idx - 1u) * r + uw(4u);\n"
+           "    for (var c = 0u; c < r; c = c + 1u) {\n"
+           "      if (!c_eq(load_in(a + c), load_in(b + c))) { start = true; break; }\n"
+           "    }\n"
+           "  }\n"
+           "  buf1[idx] = select(0u, 1u, start);\n"
+           "}\n";
+  };
+  launch_kernel(ctx, l);
+}
+
+void slice_scatter(Context& ctx, const SortInput& in, WGPUBuffer order, WGPUBuffer first,
+                   WGPUBuffer group, WGPUBuffer values, uint64_t values_offset,
+                   WGPUBuffer inverse, uint64_t inverse_offset, WGPUBuffer start) {
+  if (in.rows == 0) return;
+  check_slices(in);
+  const bool sorted = order != nullptr;
+  KernelLaunch l;
+  l.key = std::string("slices:scatter:") + dtype_name(in.dtype) + (sorted ? ":sorted" : "");
+  l.buffers = {{in.buffer, Access::Read, false},
+               {first, Access::Read, false},
+               {group, Access::Read, false},
+               {values, Access::ReadWrite, is_subword(in.dtype)},
+               {inverse, Access::ReadWrite, false},
+               {start, Access::ReadWrite, false}};
+  if (sorted) l.buffers.push_back({order, Access::Read, false});
+  l.uniforms = slice_uniforms(in);
+  l.uniforms[kValuesOffset] = static_cast<uint32_t>(values_offset);
+  l.uniforms[kIndicesOffset] = static_cast<uint32_t>(inverse_offset);
+  l.count = in.rows;
+  l.workgroup = 256;
+  const DType dtype = in.dtype;
+  l.body = [&l, dtype, sorted] {
+    std::string s = kernel_load("load_in", l.buffers, 0, dtype) +
+                    kernel_store("store_value", l.buffers, 3, dtype, compute_type_for(dtype)) +
+                    kernel_store("store_inverse", l.buffers, 4, DType::Int64, Compute::I64);
+    s += sorted ? "fn at(i: u32) -> u32 { return buf6[i]; }\n" : "fn at(i: u32) -> u32 { return i; }\n";
+    return s + kernel_main(Grid::Invocations, 256) +
+           "  let g = buf2[idx] - 1u;\n"
+           "  let orig = at(idx);\n"
+           "  store_inverse(uw(15u) + orig, vec2<u32>(g, 0u));\n"
+           "  if (buf1[idx] != 0u) {\n"
+           "    let r = uw(5u);\n"
+           "    for (var c = 0u; c < r; c = c + 1u) {\n"
+           "      store_value(uw(14u) + g * r + c, load_in(uw(4u) + orig * r + c));\n"
+           "    }\n"
+           "    buf5[g] = idx;\n"
+           "  }\n"
+           "}\n";
+  };
+  launch_kernel(ctx, l);
+}
+
+}  // namespace twgpu

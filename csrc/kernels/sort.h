@@ -114,3 +114,20 @@ struct HistogramArgs {
 void histogram(Context& ctx, const HistogramArgs& a);
 
 }  // namespace twgpu
+
+namespace twgpu {
+
+// unique along a dim: `in` holds S = in.rows slices of R = in.n elements each (contiguous).
+// Sorts slice numbers lexicographically by content (ties by number) into `order` (one u32
+// per slice, padded to sort_padded_length(S) entries).
+void sort_slices(Context& ctx, const SortInput& in, WGPUBuffer order);
+// first[i] (int32) = 1 where slice at(i) differs from slice at(i - 1) (elementwise ==, so
+// NaN never matches), at(i) = order[i] or i when order is null.
+void slice_flags(Context& ctx, const SortInput& in, WGPUBuffer order, WGPUBuffer first);
+// For each group g: values slice g = the group's first slice, start[g] = its position;
+// inverse[at(i)] = group of i (int64).
+void slice_scatter(Context& ctx, const SortInput& in, WGPUBuffer order, WGPUBuffer first,
+                   WGPUBuffer group, WGPUBuffer values, uint64_t values_offset,
+                   WGPUBuffer inverse, uint64_t inverse_offset, WGPUBuffer start);
+
+}  // namespace twgpu
