@@ -118,3 +118,28 @@ def test_scan_gradients():
         fn(xc).sum().backward()
         fn(xd).sum().backward()
         assert_same(xd.grad, xc.grad, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64, torch.int32])
+def test_long_rows_blocked_scan(no_fallback, dtype):
+    # Rows of at least 4096 elements scan in blocks (aggregates, carries, rescan).
+    x = make((2, 5000), dtype, low=-3, high=3)
+    # Half results round once from a float accumulator: one-ulp differences at ties.
+    loose = {torch.float32: dict(rtol=1e-4, atol=1e-3), torch.float16: dict(rtol=2e-3, atol=1e-2)}
+    check(torch.cumsum, x, 1, tolerances=loose.get(dtype))
+    check(torch.cummax, x, 1, exact=True)
+    check(torch.cummin, x, 1, exact=True)
+    if dtype.is_floating_point:
+        check(torch.logcumsumexp, x, 1, tolerances=loose.get(dtype))
+        check(torch.cumprod, make((1, 4500), dtype, low=0.999, high=1.001), 1,
+              tolerances=dict(rtol=1e-3, atol=1e-4))
+    else:
+        check(torch.cumprod, make((1, 4500), dtype, low=-1, high=1), 1, exact=True)
+
+
+def test_long_row_nan_carry(no_fallback):
+    x = make((1, 9000), torch.float32)
+    x[0, 4100] = float("nan")
+    x[0, 7000] = float("nan")
+    check(torch.cummax, x, 1, exact=True)
+    check(torch.cumsum, x, 1, tolerances=dict(rtol=1e-4, atol=1e-3))
