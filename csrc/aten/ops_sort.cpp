@@ -610,17 +610,24 @@ Tensor bincount_fn(const Tensor& self, const std::optional<Tensor>& weights_opt,
   const bool weighted = weights.defined();
   auto fallback = [&] { return call_cpu_fallback<at::_ops::bincount>(self, weights_opt, minlength); };
   const auto t = self.scalar_type();
+  // float32 weights sum in float32 (as on the CPU); integer/bool weights sum exactly in
+  // int64 and convert to the CPU's float64 result. Other weights sum in float64: CPU.
+  const bool float_weights = weighted && weights.scalar_type() == at::kFloat;
+  const bool int_weights = weighted && at::isIntegralType(weights.scalar_type(), /*includeBool=*/true);
   if (!at::isIntegralType(t, /*includeBool=*/false) || self.dim() != 1 || minlength < 0 ||
-      (weighted && (weights.scalar_type() != at::kFloat || weights.dim() != 1 ||
+      (weighted && ((!float_weights && !int_weights) || weights.dim() != 1 ||
                     weights.size(0) != self.size(0) || weights.device() != self.device())))
     return fallback();  // the CPU raises the matching error, or computes in float64
-  const auto out_opts = weighted ? weights.options() : self.options().dtype(at::kLong);
+  const auto out_opts = !weighted ? self.options().dtype(at::kLong)
+                                  : weights.options().dtype(float_weights ? at::kFloat : at::kDouble);
   if (self.numel() == 0) return at::zeros({minlength}, out_opts);
   Tensor in = self.contiguous();
   auto range = int_range(in);
   if (!range || range->first < 0) return fallback();
   const int64_t bins = std::max(range->second + 1, minlength);
-  Tensor counts = at::zeros({bins}, weighted ? out_opts : self.options().dtype(at::kInt));
+  Tensor counts = at::zeros({bins}, self.options().dtype(float_weights ? at::kFloat
+                                                     : int_weights  ? at::kLong
+                                                                    : at::kInt));
   Tensor w = weighted ? weights.contiguous() : Tensor();
   TWGPU_TRY
     HistogramArgs a;
@@ -633,11 +640,12 @@ Tensor bincount_fn(const Tensor& self, const std::optional<Tensor>& weights_opt,
       DeviceRef wr = device_ref(w);
       a.weights = wr.buffer;
       a.weights_offset = wr.offset;
+      a.weights_dtype = wr.dtype;
     }
     RuntimeLock lock;
     histogram(lock.ctx(), a);
   TWGPU_CATCH
-  return weighted ? counts : counts.to(at::kLong);
+  return counts.to(out_opts.dtype());
 }
 
 Tensor& histc_out(const Tensor& self, int64_t bins, const at::Scalar& min, const at::Scalar& max,

@@ -501,7 +501,10 @@ void histogram(Context& ctx, const HistogramArgs& a) {
   const bool weighted = a.weights != nullptr;
   const Compute c = compute_type_for(a.in.dtype);
   KernelLaunch l;
-  l.key = std::string("histogram:") + dtype_name(a.in.dtype) + (weighted ? ":weighted" : "");
+  l.key = std::string("histogram:") + dtype_name(a.in.dtype) +
+          (weighted ? std::string(":weights:") + dtype_name(a.weights_dtype) : "");
+  const bool int_weights = weighted && !is_floating(a.weights_dtype);
+  const DType weights_dtype = a.weights_dtype;
   l.buffers = {{a.in.buffer, Access::Read, false}, {a.counts, Access::ReadWrite, true}};
   if (weighted) l.buffers.push_back({a.weights, Access::Read, false});
   l.uniforms = {0, 0, 0, 0, static_cast<uint32_t>(a.in.offset), static_cast<uint32_t>(a.counts_offset),
@@ -510,8 +513,10 @@ void histogram(Context& ctx, const HistogramArgs& a) {
   l.count = a.in.n;
   l.workgroup = 256;
   const DType dtype = a.in.dtype;
-  l.body = [&l, dtype, c, weighted] {
-    std::string s = kernel_load("load_in", l.buffers, 0, dtype) + kernel_main(Grid::Invocations, 256) +
+  l.body = [&l, dtype, c, weighted, int_weights, weights_dtype] {
+    std::string s = kernel_load("load_in", l.buffers, 0, dtype) +
+                    (weighted ? kernel_load("load_weight", l.buffers, 2, weights_dtype) : "") +
+                    kernel_main(Grid::Invocations, 256) +
                     "  let x = load_in(uw(4u) + idx);\n";
     if (c == Compute::F32) {
       // The CPU's linear binning: (x - lo) * bins / (hi - lo), the top edge closed.
@@ -531,8 +536,14 @@ void histogram(Context& ctx, const HistogramArgs& a) {
     } else {
       s += "  let bin = u32(x);\n";
     }
-    if (weighted) {
-      s += "  let w = bitcast<f32>(buf2[uw(6u) + idx]);\n"
+    if (int_weights) {
+      s += "  let w = " + wgsl_convert(compute_type_for(weights_dtype), Compute::I64, "load_weight(uw(6u) + idx)") + ";\n"
+           "  let at = 2u * (uw(5u) + bin);\n"
+           "  let old = atomicAdd(&buf1[at], w.x);\n"
+           "  let carry = select(0u, 1u, old + w.x < old);\n"
+           "  atomicAdd(&buf1[at + 1u], w.y + carry);\n";
+    } else if (weighted) {
+      s += "  let w = load_weight(uw(6u) + idx);\n"
            "  let at = uw(5u) + bin;\n"
            "  loop {\n"
            "    let old = atomicLoad(&buf1[at]);\n"

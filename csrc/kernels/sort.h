@@ -101,13 +101,15 @@ void value_range(Context& ctx, const SortInput& in, WGPUBuffer range);
 
 // Histogram counts: for int inputs (bincount) bin = value; for floats (histc) bin =
 // (x - lo) / (hi - lo) * bins, elements outside [lo, hi] skipped. `counts` is a u32 array
-// (no weights) or f32 bits (weights, float32, added with compare-exchange).
+// (no weights), f32 bits (float32 weights, added with compare-exchange) or int64 pairs
+// (integer/bool weights, exact: the low word's carry goes into the high word).
 struct HistogramArgs {
   SortInput in;  // one row of n elements
   uint32_t bins = 0;
   float lo = 0, hi = 0;           // histc range
-  WGPUBuffer weights = nullptr;  // float32, optional (bincount)
+  WGPUBuffer weights = nullptr;  // optional (bincount)
   uint64_t weights_offset = 0;
+  DType weights_dtype = DType::Float32;
   WGPUBuffer counts = nullptr;
   uint64_t counts_offset = 0;
 };

@@ -195,6 +195,10 @@ def test_bincount(no_fallback):
     check(torch.bincount, x.to(torch.uint8), minlength=60, exact=True)
     check(torch.bincount, x.to(torch.int32), weights=torch.rand(300, generator=g), rtol=1e-5, atol=1e-5)
     check(torch.bincount, torch.tensor([], dtype=torch.long), minlength=3, exact=True)
+    # Integer/bool weights sum exactly in int64 and give the CPU's float64 result.
+    for w in (torch.randint(-5, 5, (300,), generator=g), torch.randint(0, 2, (300,), generator=g).bool(),
+              torch.full((300,), 2**40) * torch.randint(-3, 3, (300,), generator=g)):
+        check(torch.bincount, x, weights=w, exact=True)
 
 
 def test_bincount_errors_and_float64_weights():
