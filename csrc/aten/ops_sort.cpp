@@ -455,6 +455,22 @@ Tensor& isin_out(const Tensor& elements, const Tensor& test_elements, bool assum
   return out;
 }
 
+Tensor& isin_tensor_scalar_out(const Tensor& elements, const at::Scalar& test_element,
+                               bool assume_unique, bool invert, Tensor& out) {
+  if (test_element.isBoolean() || test_element.isComplex() || !searchable_dtype(elements.scalar_type()))
+    return call_cpu_fallback<at::_ops::isin_Tensor_Scalar_out>(elements, test_element,
+                                                                assume_unique, invert, out);
+  return isin_out(elements, search_scalar_tensor(test_element, elements), assume_unique, invert, out);
+}
+
+Tensor& isin_scalar_tensor_out(const at::Scalar& element, const Tensor& test_elements,
+                               bool assume_unique, bool invert, Tensor& out) {
+  if (element.isBoolean() || element.isComplex() || !searchable_dtype(test_elements.scalar_type()))
+    return call_cpu_fallback<at::_ops::isin_Scalar_Tensor_out>(element, test_elements,
+                                                                assume_unique, invert, out);
+  return isin_out(search_scalar_tensor(element, test_elements), test_elements, assume_unique, invert, out);
+}
+
 // ---- unique ----
 
 // Unique values of `self` flattened: sorted (or consecutive runs when !sort), with the
@@ -717,6 +733,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("bucketize.Tensor_out", TORCH_FN(bucketize_out));
   m.impl("bucketize.Scalar", TORCH_FN(bucketize_scalar));
   m.impl("isin.Tensor_Tensor_out", TORCH_FN(isin_out));
+  m.impl("isin.Tensor_Scalar_out", TORCH_FN(isin_tensor_scalar_out));
+  m.impl("isin.Scalar_Tensor_out", TORCH_FN(isin_scalar_tensor_out));
   m.impl("_unique2", TORCH_FN(unique2));
   m.impl("unique_consecutive", TORCH_FN(unique_consecutive));
   m.impl("unique_dim", TORCH_FN(unique_dim));

@@ -167,6 +167,10 @@ def test_isin(no_fallback):
     check(torch.isin, torch.tensor([1, 2]), torch.tensor([2.5, 2.0]), exact=True)
     check(torch.isin, x, torch.zeros(0, dtype=torch.long), exact=True)
     check(torch.isin, torch.tensor([True]), torch.tensor([True]))  # the CPU rejects bool
+    check(torch.isin, x, 7, exact=True)
+    check(torch.isin, x, 7.5, invert=True, exact=True)
+    check(torch.isin, 7, t, exact=True)
+    check(torch.isin, torch.tensor([1.0, 2.5]), 2.5, exact=True)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.uint8, torch.bool])
