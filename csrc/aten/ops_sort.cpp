@@ -197,7 +197,39 @@ std::tuple<Tensor&, Tensor&> kthvalue_values(const Tensor& self, int64_t k, int6
   const int64_t size = self.dim() > 0 ? self.size(dim) : 1;
   TORCH_CHECK(k >= 1 && k <= size, "kthvalue(): selected number k out of range for dimension ",
               dim);
-  pick_into(self, dim, keepdim, SortedPick::Position, k - 1, values, indices);
+  auto shape = reduced_shape(self, dim, keepdim);
+  if (self.numel() == 0) {
+    at::native::resize_output(values, shape);
+    at::native::resize_output(indices, shape);
+    return {values, indices};
+  }
+  // The CPU's quickselect, so that ties pick the same index.
+  const bool scalar = self.dim() == 0;
+  Tensor in = (scalar ? self.reshape({1}) : self).movedim(scalar ? 0 : dim, -1).contiguous();
+  const int64_t n = in.size(-1);
+  auto row_sizes = in.sizes().vec();
+  row_sizes.pop_back();
+  Tensor v = at::empty(row_sizes, in.options());
+  Tensor x = at::empty(row_sizes, in.options().dtype(at::kLong));
+  Tensor scratch = at::empty({in.numel() * 3}, in.options().dtype(at::kInt));
+  TWGPU_TRY
+    DeviceRef r = device_ref(in), vr = device_ref(v), xr = device_ref(x);
+    SortInput si;
+    si.buffer = r.buffer;
+    si.offset = r.offset;
+    si.dtype = r.dtype;
+    si.rows = static_cast<uint64_t>(in.numel() / n);
+    si.n = static_cast<uint64_t>(n);
+    RuntimeLock lock;
+    quickselect_rows(lock.ctx(), si, static_cast<uint64_t>(k - 1), device_ref(scratch).buffer,
+                     vr.buffer, vr.offset, xr.buffer, xr.offset);
+  TWGPU_CATCH
+  if (keepdim && !scalar) {
+    v = v.unsqueeze(dim);
+    x = x.unsqueeze(dim);
+  }
+  write_result(values, v);
+  write_result(indices, x);
   return {values, indices};
 }
 

@@ -715,3 +715,90 @@ void slice_scatter(Context& ctx, const SortInput& in, WGPUBuffer order, WGPUBuff
 }
 
 }  // namespace twgpu
+
+namespace twgpu {
+
+void quickselect_rows(Context& ctx, const SortInput& in, uint64_t k, WGPUBuffer scratch,
+                      WGPUBuffer values, uint64_t values_offset, WGPUBuffer indices,
+                      uint64_t indices_offset) {
+  if (in.rows == 0 || in.n == 0) return;
+  if (in.offset + in.rows * in.n >= (1ull << 32) || in.rows * in.n * 3 >= (1ull << 32))
+    fail(ErrorKind::Unsupported, "torch_webgpu: kthvalue over too many elements");
+  KernelLaunch l;
+  l.key = std::string("sort:quickselect:") + dtype_name(in.dtype);
+  l.buffers = {{in.buffer, Access::Read, false},
+               {scratch, Access::ReadWrite, false},
+               {values, Access::ReadWrite, is_subword(in.dtype)},
+               {indices, Access::ReadWrite, false}};
+  l.uniforms = base_uniforms(in, false);
+  l.uniforms[kPosition] = static_cast<uint32_t>(k);
+  l.uniforms[kValuesOffset] = static_cast<uint32_t>(values_offset);
+  l.uniforms[kIndicesOffset] = static_cast<uint32_t>(indices_offset);
+  l.count = in.rows;
+  l.workgroup = 64;
+  const DType dtype = in.dtype;
+  l.body = [&l, dtype] {
+    return kernel_load("load_in", l.buffers, 0, dtype) + key_function(dtype) +
+           entry_functions(1) + set_entry_function(1) +
+           kernel_main(Grid::Invocations, 64) +
+           "  let n = uw(5u);\n"
+           "  let k = uw(17u);\n"
+           "  let base = idx * n;\n"
+           "  let src = uw(4u) + idx * n;\n"
+           "  for (var i = 0u; i < n; i = i + 1u) { set_entry(base + i, vec3<u32>(sort_key(load_in(src + i)), i)); }\n"
+           "  // Positions are signed: the scan from the right may step below L.\n"
+           "  var L = 0;\n"
+           "  var R = i32(n) - 1;\n"
+           "  let kk = i32(k);\n"
+           "  loop {\n"
+           "    if (R <= L) { break; }\n"
+           "    if (R == L + 1) {\n"
+           "      if (key_gt(base, L, R)) { swap_entries(base, L, R); }\n"
+           "      break;\n"
+           "    }\n"
+           "    let P = (L + R) >> 1u;\n"
+           "    swap_entries(base, P, L + 1);\n"
+           "    if (key_gt(base, L + 1, R)) { swap_entries(base, L + 1, R); }\n"
+           "    if (key_gt(base, L, R)) { swap_entries(base, L, R); }\n"
+           "    if (key_gt(base, L + 1, L)) { swap_entries(base, L + 1, L); }\n"
+           "    var i = L + 1;\n"
+           "    var j = R;\n"
+           "    let piv = get_entry(base + u32(L)).xy;\n"
+           "    loop {\n"
+           "      i = i + 1;\n"
+           "      while (greater(piv, get_entry(base + u32(i)).xy)) { i = i + 1; }\n"
+           "      j = j - 1;\n"
+           "      while (greater(get_entry(base + u32(j)).xy, piv)) { j = j - 1; }\n"
+           "      if (j < i) { break; }\n"
+           "      swap_entries(base, i, j);\n"
+           "    }\n"
+           "    swap_entries(base, L, j);\n"
+           "    if (j <= kk) { L = i; }\n"
+           "    if (j >= kk) { R = j - 1; }\n"
+           "  }\n"
+           "  let at = get_entry(base + k).z;\n"
+           "  store_value(uw(14u) + idx, load_in(src + at));\n"
+           "  store_index(uw(15u) + idx, vec2<u32>(at, 0u));\n"
+           "}\n";
+  };
+  // Helpers the body uses (declared before main by prepending).
+  auto body = l.body;
+  l.body = [body, &l, dtype] {
+    std::string b = body();
+    const std::string helpers =
+        kernel_store("store_value", l.buffers, 2, dtype, compute_type_for(dtype)) +
+        kernel_store("store_index", l.buffers, 3, DType::Int64, Compute::I64) +
+        "fn greater(a: vec2<u32>, b: vec2<u32>) -> bool { return a.x > b.x || (a.x == b.x && a.y > b.y); }\n"
+        "fn key_gt(base: u32, a: i32, b: i32) -> bool { return greater(get_entry(base + u32(a)).xy, get_entry(base + u32(b)).xy); }\n"
+        "fn swap_entries(base: u32, a: i32, b: i32) {\n"
+        "  let ea = get_entry(base + u32(a));\n"
+        "  set_entry(base + u32(a), get_entry(base + u32(b)));\n"
+        "  set_entry(base + u32(b), ea);\n"
+        "}\n";
+    const size_t at = b.find("@compute");
+    return b.substr(0, at) + helpers + b.substr(at);
+  };
+  launch_kernel(ctx, l);
+}
+
+}  // namespace twgpu

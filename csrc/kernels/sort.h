@@ -133,3 +133,14 @@ void slice_scatter(Context& ctx, const SortInput& in, WGPUBuffer order, WGPUBuff
                    WGPUBuffer inverse, uint64_t inverse_offset, WGPUBuffer start);
 
 }  // namespace twgpu
+
+namespace twgpu {
+
+// kthvalue as the CPU selects it (median-of-three quickselect on (value, index) pairs, NaN
+// largest), so ties resolve to the same index: one invocation per row, working in
+// `scratch` (3 words per element, rows * n). Writes one value + int64 index per row.
+void quickselect_rows(Context& ctx, const SortInput& in, uint64_t k, WGPUBuffer scratch,
+                      WGPUBuffer values, uint64_t values_offset, WGPUBuffer indices,
+                      uint64_t indices_offset);
+
+}  // namespace twgpu

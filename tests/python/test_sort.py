@@ -107,6 +107,17 @@ def test_median(no_fallback, fn):
         fn(dev(torch.zeros(3, 0)), 1)
 
 
+def test_kthvalue_ties_pick_the_cpu_index(no_fallback):
+    # kthvalue runs the CPU's quickselect, so tied values report the same index.
+    g = torch.Generator().manual_seed(9)
+    x = torch.randint(0, 4, (6, 41), generator=g).float()
+    x[torch.rand(6, 41, generator=g) < 0.15] = NAN
+    for k in (1, 7, 20, 41):
+        check(torch.kthvalue, x, k, 1, exact=True)
+        check(torch.kthvalue, x.to(torch.float16), k, 1, exact=True)
+    check(torch.kthvalue, x.nan_to_num(5).to(torch.int64), 13, 1, exact=True)
+
+
 def test_median_empty_falls_back_like_cpu():
     check(torch.median, torch.tensor([]))
 
