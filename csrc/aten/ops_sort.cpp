@@ -203,6 +203,12 @@ std::tuple<Tensor&, Tensor&> kthvalue_values(const Tensor& self, int64_t k, int6
     at::native::resize_output(indices, shape);
     return {values, indices};
   }
+  if (size > static_cast<int64_t>(kQuickselectMaxLength)) {
+    // Long rows: the sorted order (the value is the CPU's; among equal values the index
+    // may differ).
+    pick_into(self, dim, keepdim, SortedPick::Position, k - 1, values, indices);
+    return {values, indices};
+  }
   // The CPU's quickselect, so that ties pick the same index.
   const bool scalar = self.dim() == 0;
   Tensor in = (scalar ? self.reshape({1}) : self).movedim(scalar ? 0 : dim, -1).contiguous();
@@ -272,7 +278,11 @@ Tensor nanmedian(const Tensor& self) {
 }
 
 std::tuple<Tensor, Tensor> mode(const Tensor& self, int64_t dim, bool keepdim) {
-  if (!native_dtype(self, true)) return call_cpu_fallback<at::_ops::mode>(self, dim, keepdim);
+  // Rows longer than one invocation may walk go to the CPU (see kMaxSerialLoop).
+  const int64_t wrapped = at::maybe_wrap_dim(dim, self.dim(), /*wrap_scalar=*/true);
+  const int64_t length = self.dim() > 0 ? self.size(wrapped) : 1;
+  if (!native_dtype(self, true) || length > static_cast<int64_t>(kMaxSerialLoop))
+    return call_cpu_fallback<at::_ops::mode>(self, dim, keepdim);
   dim = at::maybe_wrap_dim(dim, self.dim(), /*wrap_scalar=*/true);
   at::native::zero_numel_check_dims(self, dim, "mode()");
   Tensor values = at::empty({0}, self.options());
@@ -635,9 +645,16 @@ std::tuple<Tensor, Tensor, Tensor> unique_dim_impl(const Tensor& self, int64_t d
   return {values.movedim(0, dim), inverse, counts};
 }
 
+// Slices wider than one invocation may walk (see kMaxSerialLoop) go to the CPU.
+bool slices_too_wide(const Tensor& self, int64_t dim) {
+  if (self.dim() == 0 || self.numel() == 0) return false;
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  return self.numel() / self.size(dim) > static_cast<int64_t>(kMaxSerialLoop);
+}
+
 std::tuple<Tensor, Tensor, Tensor> unique_dim(const Tensor& self, int64_t dim, bool sorted,
                                               bool return_inverse, bool return_counts) {
-  if (!unique_native(self) || self.dim() == 0)
+  if (!unique_native(self) || self.dim() == 0 || slices_too_wide(self, dim))
     return call_cpu_fallback<at::_ops::unique_dim>(self, dim, sorted, return_inverse, return_counts);
   return unique_dim_impl(self, dim, true);
 }
@@ -645,7 +662,7 @@ std::tuple<Tensor, Tensor, Tensor> unique_dim(const Tensor& self, int64_t dim, b
 std::tuple<Tensor, Tensor, Tensor> unique_consecutive(const Tensor& self, bool return_inverse,
                                                       bool return_counts,
                                                       std::optional<int64_t> dim) {
-  if (!unique_native(self) || (dim.has_value() && self.dim() == 0))
+  if (!unique_native(self) || (dim.has_value() && (self.dim() == 0 || slices_too_wide(self, *dim))))
     return call_cpu_fallback<at::_ops::unique_consecutive>(self, return_inverse, return_counts, dim);
   if (dim.has_value()) return unique_dim_impl(self, *dim, false);
   return unique_impl(self, false, return_inverse, return_counts);

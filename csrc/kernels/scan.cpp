@@ -1,5 +1,6 @@
 #include "kernels/scan.h"
 
+#include <algorithm>
 #include <string>
 
 #include "kernels/kernel_program.h"
@@ -113,22 +114,27 @@ std::string state_functions(ScanOp op, Compute c) {
          "fn st_unpack(w: vec4<u32>) -> St { return St(" + sub(unpack_v, "W", "w") + "); }\n";
 }
 
-// Rows at least this long, when there are few of them, scan in blocks of kBlock elements:
+// Rows at least this long, when there are few of them (or longer than one invocation may
+// loop: Mesa's llvmpipe stops every loop of an invocation after 65535 iterations in all),
+// scan in blocks of kBlock elements:
 // block aggregates, a per-row scan of the aggregates, then each block again from its carry.
 constexpr uint64_t kBlockedMinLength = 4096;
 constexpr uint64_t kBlockedMaxRows = 64;
 constexpr uint64_t kBlock = 256;
+constexpr uint64_t kMaxSerial = 32768;  // loop iterations one invocation may safely run
 
 void scan_rows_blocked(Context& ctx, const ScanArgs& a) {
   const Compute c = compute_type_for(a.dtype);
   const bool with_indices = a.op == ScanOp::Max || a.op == ScanOp::Min;
-  const uint64_t blocks = (a.n + kBlock - 1) / kBlock;
+  // Blocks long enough that no invocation loops more than kMaxSerial times.
+  const uint64_t block = std::max<uint64_t>(kBlock, (a.n + kMaxSerial - 1) / kMaxSerial);
+  const uint64_t blocks = (a.n + block - 1) / block;
   Allocation* aggregates = ctx.pool().allocate(a.rows * blocks * 16);
   const std::string key = std::string(op_name(a.op)) + ":" + dtype_name(a.dtype);
   const std::vector<uint32_t> uniforms = {
       0, 0, 0, 0, static_cast<uint32_t>(a.in_offset), static_cast<uint32_t>(a.out_offset),
       static_cast<uint32_t>(a.indices_offset), static_cast<uint32_t>(a.n),
-      static_cast<uint32_t>(blocks), static_cast<uint32_t>(kBlock)};
+      static_cast<uint32_t>(blocks), static_cast<uint32_t>(block)};
   const ScanOp op = a.op;
   const DType dtype = a.dtype;
   // Phase 1: each block's aggregate.
@@ -221,7 +227,8 @@ void scan_rows(Context& ctx, const ScanArgs& a) {
   if (a.rows == 0 || a.n == 0) return;
   if (a.in_offset + a.rows * a.n >= (1ull << 32) || a.out_offset + a.rows * a.n >= (1ull << 32))
     fail(ErrorKind::Unsupported, "torch_webgpu: scan over too many elements");
-  if (a.n >= kBlockedMinLength && a.rows <= kBlockedMaxRows) return scan_rows_blocked(ctx, a);
+  if ((a.n >= kBlockedMinLength && a.rows <= kBlockedMaxRows) || a.n > kMaxSerial)
+    return scan_rows_blocked(ctx, a);
   const Compute c = compute_type_for(a.dtype);
   const bool with_indices = a.op == ScanOp::Max || a.op == ScanOp::Min;
   KernelLaunch l;

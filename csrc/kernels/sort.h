@@ -17,6 +17,10 @@ namespace twgpu {
 
 class Context;
 
+// Mesa's llvmpipe ends every loop of an invocation once 65535 iterations have run in all
+// (silently): kernels that walk a row in one invocation take rows up to this length.
+constexpr uint64_t kMaxSerialLoop = 32768;
+
 struct SortInput {
   WGPUBuffer buffer = nullptr;
   uint64_t offset = 0;  // elements
@@ -136,9 +140,11 @@ void slice_scatter(Context& ctx, const SortInput& in, WGPUBuffer order, WGPUBuff
 
 namespace twgpu {
 
-// kthvalue as the CPU selects it (median-of-three quickselect on (value, index) pairs, NaN
+// kthvalue as the CPU selects it (rows up to kQuickselectMaxLength: its worst case loops
+// about n^2 / 2 times) (median-of-three quickselect on (value, index) pairs, NaN
 // largest), so ties resolve to the same index: one invocation per row, working in
 // `scratch` (3 words per element, rows * n). Writes one value + int64 index per row.
+constexpr uint64_t kQuickselectMaxLength = 192;
 void quickselect_rows(Context& ctx, const SortInput& in, uint64_t k, WGPUBuffer scratch,
                       WGPUBuffer values, uint64_t values_offset, WGPUBuffer indices,
                       uint64_t indices_offset);

@@ -143,3 +143,10 @@ def test_long_row_nan_carry(no_fallback):
     x[0, 7000] = float("nan")
     check(torch.cummax, x, 1, exact=True)
     check(torch.cumsum, x, 1, tolerances=dict(rtol=1e-4, atol=1e-3))
+
+
+def test_many_long_rows(no_fallback):
+    # More rows than the blocked path's threshold but rows longer than one invocation may
+    # loop (llvmpipe's 65535-iteration cap): still blocked.
+    x = make((65, 33000), torch.int32, low=-3, high=3)
+    check(torch.cumsum, x, 1, exact=True)

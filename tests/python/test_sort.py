@@ -254,3 +254,14 @@ def test_sort_family_gradients():
         w = dev(torch.arange(fn(xc).numel()).reshape(fn(xc).shape))
         (fn(xd) * w).sum().backward()
         assert_same(xd.grad, xc.grad)
+
+
+def test_long_rows_stay_within_serial_loop_limits(no_fallback):
+    # llvmpipe stops an invocation's loops after 65535 iterations in all: long rows must not
+    # be walked by one invocation (kthvalue's quickselect is for short rows only).
+    x = torch.arange(3000.0).flip(0)
+    for k in (1, 700, 3000):
+        assert_same(torch.kthvalue(dev(x), k).values, torch.kthvalue(x, k).values)
+    y = torch.arange(1500.0).repeat(2)
+    assert_same(torch.mode(dev(y)).values, torch.mode(y).values)
+    assert_same(torch.median(dev(y)), torch.median(y))
