@@ -802,3 +802,212 @@ void quickselect_rows(Context& ctx, const SortInput& in, uint64_t k, WGPUBuffer 
 }
 
 }  // namespace twgpu
+
+namespace twgpu {
+namespace {
+
+// The standard-library sorting steps over entries of one row (E/S read and write entry i
+// of the row at `base`; lt_e is the comparison), as WGSL.
+const char* kSerialSortFunctions = R"(
+fn E(base: u32, i: i32) -> vec3<u32> { return get_entry(base + u32(i)); }
+fn S(base: u32, i: i32, v: vec3<u32>) { set_entry(base + u32(i), v); }
+fn swap_at(base: u32, a: i32, b: i32) { let t = E(base, a); S(base, a, E(base, b)); S(base, b, t); }
+fn adjust_heap(base: u32, first: i32, top: i32, len: i32, value: vec3<u32>) {
+  var hole = top;
+  var second = top;
+  while (second < (len - 1) / 2) {
+    second = 2 * (second + 1);
+    if (lt_e(E(base, first + second), E(base, first + second - 1))) { second = second - 1; }
+    S(base, first + hole, E(base, first + second));
+    hole = second;
+  }
+  if ((len & 1) == 0 && second == (len - 2) / 2) {
+    second = 2 * (second + 1);
+    S(base, first + hole, E(base, first + second - 1));
+    hole = second - 1;
+  }
+  var parent = (hole - 1) / 2;
+  while (hole > top && lt_e(E(base, first + parent), value)) {
+    S(base, first + hole, E(base, first + parent));
+    hole = parent;
+    parent = (hole - 1) / 2;
+  }
+  S(base, first + hole, value);
+}
+fn make_heap(base: u32, first: i32, last: i32) {
+  let len = last - first;
+  if (len < 2) { return; }
+  var parent = (len - 2) / 2;
+  loop {
+    adjust_heap(base, first, parent, len, E(base, first + parent));
+    if (parent == 0) { return; }
+    parent = parent - 1;
+  }
+}
+fn pop_heap(base: u32, first: i32, last: i32, result: i32) {
+  let v = E(base, result);
+  S(base, result, E(base, first));
+  adjust_heap(base, first, 0, last - first, v);
+}
+fn heap_select(base: u32, first: i32, middle: i32, last: i32) {
+  make_heap(base, first, middle);
+  for (var i = middle; i < last; i = i + 1) {
+    if (lt_e(E(base, i), E(base, first))) { pop_heap(base, first, middle, i); }
+  }
+}
+fn sort_heap(base: u32, first: i32, last0: i32) {
+  var last = last0;
+  while (last - first > 1) {
+    last = last - 1;
+    pop_heap(base, first, last, last);
+  }
+}
+fn partition_pivot(base: u32, first: i32, last0: i32) -> i32 {
+  let x = first + 1;
+  let y = first + (last0 - first) / 2;
+  let z = last0 - 1;
+  var s = y;
+  if (lt_e(E(base, x), E(base, y))) {
+    if (lt_e(E(base, y), E(base, z))) { s = y; } else if (lt_e(E(base, x), E(base, z))) { s = z; } else { s = x; }
+  } else if (lt_e(E(base, x), E(base, z))) { s = x; } else if (lt_e(E(base, y), E(base, z))) { s = z; } else { s = y; }
+  swap_at(base, first, s);
+  var lo = first + 1;
+  var hi = last0;
+  loop {
+    while (lt_e(E(base, lo), E(base, first))) { lo = lo + 1; }
+    hi = hi - 1;
+    while (lt_e(E(base, first), E(base, hi))) { hi = hi - 1; }
+    if (!(lo < hi)) { return lo; }
+    swap_at(base, lo, hi);
+    lo = lo + 1;
+  }
+}
+fn linear_insert(base: u32, at: i32) {
+  let v = E(base, at);
+  var i = at;
+  var prev = at - 1;
+  while (lt_e(v, E(base, prev))) { S(base, i, E(base, prev)); i = prev; prev = prev - 1; }
+  S(base, i, v);
+}
+fn insertion_sort(base: u32, first: i32, last: i32) {
+  for (var i = first + 1; i < last; i = i + 1) {
+    let v = E(base, i);
+    if (lt_e(v, E(base, first))) {
+      for (var j = i; j > first; j = j - 1) { S(base, j, E(base, j - 1)); }
+      S(base, first, v);
+    } else {
+      linear_insert(base, i);
+    }
+  }
+}
+fn floor_log2(n: i32) -> i32 { return i32(firstLeadingBit(u32(n))); }
+fn std_sort(base: u32, first0: i32, last0: i32) {
+  if (last0 - first0 <= 1) { return; }
+  var stack: array<vec3<i32>, 40>;
+  var top = 1;
+  stack[0] = vec3<i32>(first0, last0, 2 * floor_log2(last0 - first0));
+  while (top > 0) {
+    top = top - 1;
+    let r = stack[top];
+    var first = r.x;
+    var last = r.y;
+    var depth = r.z;
+    loop {
+      if (last - first <= 16) { break; }
+      if (depth == 0) { heap_select(base, first, last, last); sort_heap(base, first, last); break; }
+      depth = depth - 1;
+      let cut = partition_pivot(base, first, last);
+      // Both sides continue at this depth on disjoint ranges: stack the larger.
+      if (cut - first < last - cut) {
+        stack[top] = vec3<i32>(cut, last, depth);
+        last = cut;
+      } else {
+        stack[top] = vec3<i32>(first, cut, depth);
+        first = cut;
+      }
+      top = top + 1;
+    }
+  }
+  if (last0 - first0 > 16) {
+    insertion_sort(base, first0, first0 + 16);
+    for (var i = first0 + 16; i < last0; i = i + 1) { linear_insert(base, i); }
+  } else {
+    insertion_sort(base, first0, last0);
+  }
+}
+fn nth_element(base: u32, first0: i32, nth: i32, last0: i32) {
+  if (first0 == last0 || nth == last0) { return; }
+  var first = first0;
+  var last = last0;
+  var depth = 2 * floor_log2(last - first);
+  while (last - first > 3) {
+    if (depth == 0) {
+      heap_select(base, first, nth + 1, last);
+      swap_at(base, first, nth);
+      return;
+    }
+    depth = depth - 1;
+    let cut = partition_pivot(base, first, last);
+    if (cut <= nth) { first = cut; } else { last = cut; }
+  }
+  insertion_sort(base, first, last);
+}
+)";
+
+}  // namespace
+
+void topk_small_rows(Context& ctx, const SortInput& in, uint64_t k, bool largest, bool sorted,
+                     WGPUBuffer scratch, WGPUBuffer values, uint64_t values_offset,
+                     WGPUBuffer indices, uint64_t indices_offset) {
+  if (in.rows == 0 || in.n == 0 || k == 0) return;
+  if (in.n > kTopkSerialMaxLength || in.offset + in.rows * in.n >= (1ull << 32) ||
+      in.rows * in.n * 3 >= (1ull << 32))
+    fail(ErrorKind::Unsupported, "torch_webgpu: topk rows too long for the serial kernel");
+  KernelLaunch l;
+  l.key = std::string("sort:topk_small:") + dtype_name(in.dtype);
+  l.buffers = {{in.buffer, Access::Read, false},
+               {scratch, Access::ReadWrite, false},
+               {values, Access::ReadWrite, is_subword(in.dtype)},
+               {indices, Access::ReadWrite, false}};
+  l.uniforms = base_uniforms(in, largest);
+  l.uniforms[kTake] = static_cast<uint32_t>(k);
+  l.uniforms[kFullSort] = sorted ? 1u : 0u;
+  l.uniforms[kValuesOffset] = static_cast<uint32_t>(values_offset);
+  l.uniforms[kIndicesOffset] = static_cast<uint32_t>(indices_offset);
+  l.count = in.rows;
+  l.workgroup = 64;
+  const DType dtype = in.dtype;
+  l.body = [&l, dtype] {
+    return kernel_load("load_in", l.buffers, 0, dtype) + key_function(dtype) +
+           entry_functions(1) + set_entry_function(1) +
+           kernel_store("store_value", l.buffers, 2, dtype, compute_type_for(dtype)) +
+           kernel_store("store_index", l.buffers, 3, DType::Int64, Compute::I64) +
+           // Keys order NaN above everything, as both of the CPU's comparisons do.
+           "fn lt_e(a: vec3<u32>, b: vec3<u32>) -> bool {\n"
+           "  if (uw(8u) != 0u) { return a.x > b.x || (a.x == b.x && a.y > b.y); }\n"
+           "  return a.x < b.x || (a.x == b.x && a.y < b.y);\n"
+           "}\n" + kSerialSortFunctions +
+           kernel_main(Grid::Invocations, 64) +
+           "  let n = i32(uw(5u));\n"
+           "  let k = i32(uw(13u));\n"
+           "  let base = idx * uw(5u);\n"
+           "  let src = uw(4u) + base;\n"
+           "  for (var i = 0; i < n; i = i + 1) { S(base, i, vec3<u32>(sort_key(load_in(src + u32(i))), u32(i))); }\n"
+           "  if (k * 64 <= n) {\n"
+           "    heap_select(base, 0, k, n);\n"
+           "    sort_heap(base, 0, k);\n"
+           "  } else {\n"
+           "    nth_element(base, 0, k - 1, n);\n"
+           "    if (uw(11u) != 0u) { std_sort(base, 0, k - 1); }\n"
+           "  }\n"
+           "  for (var i = 0; i < k; i = i + 1) {\n"
+           "    let at = E(base, i).z;\n"
+           "    store_value(uw(14u) + idx * u32(k) + u32(i), load_in(src + at));\n"
+           "    store_index(uw(15u) + idx * u32(k) + u32(i), vec2<u32>(at, 0u));\n"
+           "  }\n"
+           "}\n";
+  };
+  launch_kernel(ctx, l);
+}
+
+}  // namespace twgpu

@@ -150,3 +150,16 @@ void quickselect_rows(Context& ctx, const SortInput& in, uint64_t k, WGPUBuffer 
                       uint64_t indices_offset);
 
 }  // namespace twgpu
+
+namespace twgpu {
+
+// topk of short rows (up to kTopkSerialMaxLength) exactly as the CPU computes it: partial
+// sort when k * 64 <= n, else nth-element then a sort of the first k - 1, with the same
+// introsort/introselect steps as the CPU's standard library, so tied values report the
+// CPU's indices and order. One invocation per row, in `scratch` (3 words per element).
+constexpr uint64_t kTopkSerialMaxLength = 128;
+void topk_small_rows(Context& ctx, const SortInput& in, uint64_t k, bool largest, bool sorted,
+                     WGPUBuffer scratch, WGPUBuffer values, uint64_t values_offset,
+                     WGPUBuffer indices, uint64_t indices_offset);
+
+}  // namespace twgpu

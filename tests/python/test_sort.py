@@ -62,6 +62,24 @@ def test_topk(no_fallback, dtype):
     check(torch.topk, torch.tensor(2.0).to(dtype), 1, exact=True)
 
 
+def test_topk_short_rows_match_cpu_ties(no_fallback):
+    # Rows up to 128 run the CPU's own selection steps: tied values give the CPU's indices.
+    g = torch.Generator().manual_seed(10)
+    x = torch.randint(0, 4, (3, 100), generator=g).float()
+    x[torch.rand(3, 100, generator=g) < 0.1] = NAN
+    for k, largest, sorted_ in [(1, True, True), (5, True, True), (40, False, True), (60, True, False),
+                                (100, False, False)]:
+        check(torch.topk, x, k, 1, largest, sorted_, exact=True)
+        check(torch.topk, x.nan_to_num(2).to(torch.int32), k, 1, largest, sorted_, exact=True)
+    check(torch.topk, torch.randint(0, 3, (2, 9, 5), generator=g).to(torch.int64), 3, 1, exact=True)
+
+
+def test_topk_long_rows(no_fallback):
+    x = torch.randperm(3000, generator=torch.Generator().manual_seed(11)).float().reshape(2, 1500)
+    check(torch.topk, x, 7, 1, exact=True)
+    check(torch.topk, x, 20, 1, False, exact=True)
+
+
 def test_topk_ties_nan_and_errors(no_fallback):
     x = torch.tensor([[1.0, NAN, 2.0, 2.0, 3.0], [5.0, 1.0, 1.0, 0.0, -1.0]])
     v, i = torch.topk(dev(x), 3)
