@@ -1,34 +1,37 @@
-// Native sorting and selection: sort (stable, both directions), topk, kthvalue, median,
-// nanmedian and mode, all on one bitonic sort of (key, index) pairs per row (see
-// kernels/sort.h). The sorted dim moves innermost first (a native contiguous copy).
-// float64/complex and dtype combinations the CPU rejects go to the CPU fallback (which
-// raises the CPU's error).
+// Native sorting, selection, searching and counting: sort (stable, both directions), topk,
+// kthvalue, median, nanmedian, mode, searchsorted/bucketize, isin, unique (flat, along a
+// dim, consecutive), bincount and histc, on the kernels of kernels/sort.h. The dim
+// worked on moves innermost first (a native contiguous copy). Ties resolve as on the CPU
+// where the CPU's order is specified (stable sort, median) and, for short rows, where it
+// follows the CPU's selection algorithm (topk, kthvalue). float64/complex and dtype
+// combinations the CPU rejects go to the CPU fallback (which raises the CPU's error).
 #include <ATen/WrapDimUtils.h>
-#include <array>
-#include <cmath>
-#include <cstring>
+#include <ATen/native/BucketizationUtils.h>
 #include <ATen/native/ReduceOpsUtils.h>
 #include <ATen/native/Resize.h>
-#include <ATen/native/BucketizationUtils.h>
 #include <ATen/ops/_unique2_ops.h>
 #include <ATen/ops/bincount_ops.h>
 #include <ATen/ops/bucketize_ops.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/histc_ops.h>
 #include <ATen/ops/isin_ops.h>
-#include <ATen/ops/result_type.h>
-#include <ATen/ops/searchsorted_ops.h>
-#include <ATen/ops/tensor.h>
-#include <ATen/ops/unique_consecutive_ops.h>
-#include <ATen/ops/unique_dim_ops.h>
-#include <ATen/ops/zeros.h>
 #include <ATen/ops/kthvalue_ops.h>
 #include <ATen/ops/median_ops.h>
 #include <ATen/ops/mode_ops.h>
 #include <ATen/ops/nanmedian_ops.h>
+#include <ATen/ops/result_type.h>
+#include <ATen/ops/searchsorted_ops.h>
 #include <ATen/ops/sort_ops.h>
+#include <ATen/ops/tensor.h>
 #include <ATen/ops/topk_ops.h>
+#include <ATen/ops/unique_consecutive_ops.h>
+#include <ATen/ops/unique_dim_ops.h>
+#include <ATen/ops/zeros.h>
 #include <torch/library.h>
+
+#include <array>
+#include <cmath>
+#include <cstring>
 
 #include "aten/cpu_fallback.h"
 #include "aten/webgpu_tensor.h"

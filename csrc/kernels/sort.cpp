@@ -300,9 +300,6 @@ void sorted_pick(Context& ctx, const SortInput& in, WGPUBuffer scratch, SortedPi
   launch_kernel(ctx, l);
 }
 
-}  // namespace twgpu
-
-namespace twgpu {
 namespace {
 
 // Comparisons in a compute type, the way the CPU's operators behave (NaN: false).
@@ -558,9 +555,6 @@ void histogram(Context& ctx, const HistogramArgs& a) {
   launch_kernel(ctx, l);
 }
 
-}  // namespace twgpu
-
-namespace twgpu {
 namespace {
 
 // `fn slice_less(a, b) -> bool`: slices a and b in sort-key order, then by number.
@@ -714,9 +708,6 @@ void slice_scatter(Context& ctx, const SortInput& in, WGPUBuffer order, WGPUBuff
   launch_kernel(ctx, l);
 }
 
-}  // namespace twgpu
-
-namespace twgpu {
 
 void quickselect_rows(Context& ctx, const SortInput& in, uint64_t k, WGPUBuffer scratch,
                       WGPUBuffer values, uint64_t values_offset, WGPUBuffer indices,
@@ -801,9 +792,6 @@ void quickselect_rows(Context& ctx, const SortInput& in, uint64_t k, WGPUBuffer 
   launch_kernel(ctx, l);
 }
 
-}  // namespace twgpu
-
-namespace twgpu {
 namespace {
 
 // The standard-library sorting steps over entries of one row (E/S read and write entry i

@@ -39,8 +39,8 @@ uint64_t sort_scratch_words(uint64_t rows, uint64_t n);
 void sort_rows(Context& ctx, const SortInput& in, bool descending, WGPUBuffer scratch);
 
 // values[r * k + i] = input[r, idx], indices[r * k + i] = idx for the first k sorted
-// entries of each row. Offsets in elements; values have the
-// input's dtype, indices are int64.
+// entries of each row. Offsets in elements; values have the input's dtype, indices are
+// int64.
 void sorted_take(Context& ctx, const SortInput& in, WGPUBuffer scratch, uint64_t k,
                  WGPUBuffer values, uint64_t values_offset, WGPUBuffer indices,
                  uint64_t indices_offset);
@@ -55,10 +55,6 @@ enum class SortedPick : uint32_t {
 void sorted_pick(Context& ctx, const SortInput& in, WGPUBuffer scratch, SortedPick pick,
                  uint64_t position, WGPUBuffer values, uint64_t values_offset,
                  WGPUBuffer indices, uint64_t indices_offset);
-
-}  // namespace twgpu
-
-namespace twgpu {
 
 // Binary search of values in sorted rows (searchsorted, bucketize, isin). Boundaries are
 // contiguous rows of m elements; value i searches row i / per_row. With a sorter (int64,
@@ -98,9 +94,9 @@ void unique_scatter(Context& ctx, const SortInput& in, WGPUBuffer scratch, WGPUB
 void unique_counts(Context& ctx, WGPUBuffer start, uint64_t groups, uint64_t n,
                    WGPUBuffer counts, uint64_t counts_offset);
 
-// Order keys of a row (min, max) into `range` (4 zeroed-or-not words; the kernel sets
-// them): words 0/1 = atomic min/max of the high key word; for int64 word 2 = the max low
-// word of the values whose high word is 0. Decode with decode_range_f32 / _int.
+// Order keys of a row's extremes into `range` (4 words the caller initialises to
+// {0xffffffff, 0, 0, 0}): words 0/1 = atomic min/max of the high key word (sort_key's
+// mapping); for int64, word 2 = the max low word of the values whose high word is 0.
 void value_range(Context& ctx, const SortInput& in, WGPUBuffer range);
 
 // Histogram counts: for int inputs (bincount) bin = value; for floats (histc) bin =
@@ -119,9 +115,6 @@ struct HistogramArgs {
 };
 void histogram(Context& ctx, const HistogramArgs& a);
 
-}  // namespace twgpu
-
-namespace twgpu {
 
 // unique along a dim: `in` holds S = in.rows slices of R = in.n elements each (contiguous).
 // Sorts slice numbers lexicographically by content (ties by number) into `order` (one u32
@@ -136,9 +129,6 @@ void slice_scatter(Context& ctx, const SortInput& in, WGPUBuffer order, WGPUBuff
                    WGPUBuffer group, WGPUBuffer values, uint64_t values_offset,
                    WGPUBuffer inverse, uint64_t inverse_offset, WGPUBuffer start);
 
-}  // namespace twgpu
-
-namespace twgpu {
 
 // kthvalue as the CPU selects it (rows up to kQuickselectMaxLength: its worst case loops
 // about n^2 / 2 times) (median-of-three quickselect on (value, index) pairs, NaN
@@ -149,9 +139,6 @@ void quickselect_rows(Context& ctx, const SortInput& in, uint64_t k, WGPUBuffer 
                       WGPUBuffer values, uint64_t values_offset, WGPUBuffer indices,
                       uint64_t indices_offset);
 
-}  // namespace twgpu
-
-namespace twgpu {
 
 // topk of short rows (up to kTopkSerialMaxLength) exactly as the CPU computes it: partial
 // sort when k * 64 <= n, else nth-element then a sort of the first k - 1, with the same
