@@ -43,6 +43,13 @@ namespace {
 
 using at::Tensor;
 
+// out= tensors must live where the input does (the message is the one CUDA gives).
+void check_out_device(const Tensor& self, const Tensor& out) {
+  TORCH_CHECK(out.device() == self.device(),
+              "Expected all tensors to be on the same device, but found at least two devices, ",
+              self.device(), " and ", out.device(), "!");
+}
+
 // `self` with `dim` moved innermost and made contiguous, as kernel rows.
 struct Rows {
   Tensor in;
@@ -138,6 +145,8 @@ bool outputs_match(const Tensor& self, const Tensor& values, const Tensor& indic
 std::tuple<Tensor&, Tensor&> sort_values_stable(const Tensor& self, std::optional<bool> stable,
                                                 int64_t dim, bool descending, Tensor& values,
                                                 Tensor& indices) {
+  check_out_device(self, values);
+  check_out_device(self, indices);
   if (!native_dtype(self, true) || !outputs_match(self, values, indices))
     return call_cpu_fallback<at::_ops::sort_values_stable>(self, stable, dim, descending, values,
                                                            indices);
@@ -156,6 +165,8 @@ std::tuple<Tensor&, Tensor&> sort_values_stable(const Tensor& self, std::optiona
 
 std::tuple<Tensor&, Tensor&> topk_values(const Tensor& self, int64_t k, int64_t dim, bool largest,
                                          bool sorted, Tensor& values, Tensor& indices) {
+  check_out_device(self, values);
+  check_out_device(self, indices);
   if (!native_dtype(self, false) || !outputs_match(self, values, indices))
     return call_cpu_fallback<at::_ops::topk_values>(self, k, dim, largest, sorted, values,
                                                     indices);
@@ -219,6 +230,8 @@ void pick_into(const Tensor& self, int64_t dim, bool keepdim, SortedPick pick, i
 
 std::tuple<Tensor&, Tensor&> kthvalue_values(const Tensor& self, int64_t k, int64_t dim,
                                              bool keepdim, Tensor& values, Tensor& indices) {
+  check_out_device(self, values);
+  check_out_device(self, indices);
   if (!native_dtype(self, false) || !outputs_match(self, values, indices))
     return call_cpu_fallback<at::_ops::kthvalue_values>(self, k, dim, keepdim, values, indices);
   dim = at::maybe_wrap_dim(dim, self.dim(), /*wrap_scalar=*/true);
@@ -270,6 +283,8 @@ std::tuple<Tensor&, Tensor&> kthvalue_values(const Tensor& self, int64_t k, int6
 
 std::tuple<Tensor&, Tensor&> median_dim_values(const Tensor& self, int64_t dim, bool keepdim,
                                                Tensor& values, Tensor& indices) {
+  check_out_device(self, values);
+  check_out_device(self, indices);
   if (!native_dtype(self, false) || !outputs_match(self, values, indices))
     return call_cpu_fallback<at::_ops::median_dim_values>(self, dim, keepdim, values, indices);
   dim = at::maybe_wrap_dim(dim, self.dim(), /*wrap_scalar=*/true);
@@ -280,6 +295,8 @@ std::tuple<Tensor&, Tensor&> median_dim_values(const Tensor& self, int64_t dim, 
 
 std::tuple<Tensor&, Tensor&> nanmedian_dim_values(const Tensor& self, int64_t dim, bool keepdim,
                                                   Tensor& values, Tensor& indices) {
+  check_out_device(self, values);
+  check_out_device(self, indices);
   if (!native_dtype(self, false) || !outputs_match(self, values, indices))
     return call_cpu_fallback<at::_ops::nanmedian_dim_values>(self, dim, keepdim, values, indices);
   dim = at::maybe_wrap_dim(dim, self.dim(), /*wrap_scalar=*/true);
@@ -393,6 +410,7 @@ Tensor& searchsorted_out(const Tensor& boundaries, const Tensor& self, bool out_
                                                                 side, sorter_opt, result);
   // ATen's checks, except the sorter's range (checked below without a CPU round trip).
   at::native::searchsorted_pre_check(boundaries, self, result, out_int32, right, side, Tensor());
+  check_out_device(self, result);
   if (sorter.defined()) {
     TORCH_CHECK(sorter.device() == boundaries.device(), "torch.searchsorted(): sorter and boundary tensors should ",
                 "have same device type, but got sorter tensor device type ", sorter.device(),
@@ -486,6 +504,7 @@ Tensor bucketize_scalar(const at::Scalar& self, const Tensor& boundaries, bool o
 
 Tensor& isin_out(const Tensor& elements, const Tensor& test_elements, bool assume_unique,
                  bool invert, Tensor& out) {
+  check_out_device(elements, out);
   const auto common = at::result_type(elements, test_elements);
   if (any_stored_only({&elements, &test_elements}) || !searchable_dtype(common) ||
       !searchable_dtype(elements.scalar_type()) || !searchable_dtype(test_elements.scalar_type()) ||
@@ -744,6 +763,7 @@ Tensor bincount_fn(const Tensor& self, const std::optional<Tensor>& weights_opt,
 
 Tensor& histc_out(const Tensor& self, int64_t bins, const at::Scalar& min, const at::Scalar& max,
                   Tensor& out) {
+  check_out_device(self, out);
   auto fallback = [&]() -> Tensor& { return call_cpu_fallback<at::_ops::histc_out>(self, bins, min, max, out); };
   if (!native_dtype(self, false) || !at::isFloatingType(self.scalar_type()) ||
       out.scalar_type() != self.scalar_type() || out.device() != self.device() || bins <= 0)

@@ -283,3 +283,13 @@ def test_long_rows_stay_within_serial_loop_limits(no_fallback):
     y = torch.arange(1500.0).repeat(2)
     assert_same(torch.mode(dev(y)).values, torch.mode(y).values)
     assert_same(torch.median(dev(y)), torch.median(y))
+
+
+def test_out_on_another_device_raises():
+    a = dev(make((2, 3), torch.float32))
+    for fn in (lambda: torch.sort(a, out=(torch.empty(0), torch.empty(0, dtype=torch.long))),
+               lambda: torch.topk(a, 2, out=(torch.empty(0), torch.empty(0, dtype=torch.long))),
+               lambda: torch.histc(a, out=torch.empty(0)),
+               lambda: torch.cumsum(a, 1, out=torch.empty(0))):
+        with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+            fn()
