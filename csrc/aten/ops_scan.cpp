@@ -20,6 +20,13 @@ namespace {
 
 using at::Tensor;
 
+// out= tensors must live where the input does (the message is the one CUDA gives).
+void check_out_device(const Tensor& self, const Tensor& out) {
+  TORCH_CHECK(out.device() == self.device(),
+              "Expected all tensors to be on the same device, but found at least two devices, ",
+              self.device(), " and ", out.device(), "!");
+}
+
 // Scans `src` (already in the result dtype) along `dim` into `values` (and `indices`),
 // both sized like src.
 void run_scan(ScanOp op, const Tensor& src, int64_t dim, const Tensor& values,
@@ -87,6 +94,7 @@ bool scan_falls_back(const Tensor& self, const Tensor& out) {
 
 Tensor& cumsum_out(const Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype,
                    Tensor& out) {
+  check_out_device(self, out);
   if (scan_falls_back(self, out) || (dtype && !native_scan_dtype(*dtype, false)))
     return call_cpu_fallback<at::_ops::cumsum_out>(self, dim, dtype, out);
   return cum_op_out(ScanOp::Sum, self, dim, dtype, out);
@@ -94,6 +102,7 @@ Tensor& cumsum_out(const Tensor& self, int64_t dim, std::optional<at::ScalarType
 
 Tensor& cumprod_out(const Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype,
                     Tensor& out) {
+  check_out_device(self, out);
   if (scan_falls_back(self, out) || (dtype && !native_scan_dtype(*dtype, false)))
     return call_cpu_fallback<at::_ops::cumprod_out>(self, dim, dtype, out);
   return cum_op_out(ScanOp::Prod, self, dim, dtype, out);
@@ -123,6 +132,7 @@ Tensor logcumsumexp_fn(const Tensor& self, int64_t dim) {
 }
 
 Tensor& logcumsumexp_out(const Tensor& self, int64_t dim, Tensor& out) {
+  check_out_device(self, out);
   if (any_stored_only({&self, &out}) || !native_scan_dtype(self.scalar_type(), true) ||
       out.scalar_type() != self.scalar_type())
     return call_cpu_fallback<at::_ops::_logcumsumexp_out>(self, dim, out);

@@ -1,8 +1,10 @@
 #include "kernels/scan.h"
 
+#include <algorithm>
 #include <string>
 
 #include "kernels/kernel_program.h"
+#include "runtime/buffer_pool.h"
 #include "runtime/runtime.h"
 
 namespace twgpu {
@@ -54,12 +56,179 @@ std::string replaces_function(ScanOp op, Compute c) {
          (is_max ? "!i64_lt(x, a)" : "!i64_lt(a, x)") + "; }\n";
 }
 
+// The running state of a scan as WGSL functions over a type `St`, for the blocked scan of
+// long rows: st_init (first element), st_add (one more element), st_merge (a block's
+// aggregate after an earlier prefix), st_value / st_index (what is stored), and st_pack /
+// st_unpack (four words in the aggregates buffer).
+std::string state_functions(ScanOp op, Compute c) {
+  const std::string T = c == Compute::F32 ? "f32" : c == Compute::I32 ? "i32" : "vec2<u32>";
+  std::string pack_v, unpack_v;  // a T value to/from words (w.x, w.y)
+  if (c == Compute::F32) {
+    pack_v = "vec2<u32>(bitcast<u32>(V), 0u)";
+    unpack_v = "bitcast<f32>(W.x)";
+  } else if (c == Compute::I32) {
+    pack_v = "vec2<u32>(bitcast<u32>(V), 0u)";
+    unpack_v = "bitcast<i32>(W.x)";
+  } else {
+    pack_v = "V";
+    unpack_v = "W.xy";
+  }
+  auto sub = [](std::string t, const std::string& from, const std::string& to) {
+    for (size_t p = t.find(from); p != std::string::npos; p = t.find(from, p + to.size()))
+      t.replace(p, from.size(), to);
+    return t;
+  };
+  if (op == ScanOp::Max || op == ScanOp::Min) {
+    return replaces_function(op, c) + "struct St { v: " + T + ", i: u32 }\n" +
+           "fn st_init(x: " + T + ", i: u32) -> St { return St(x, i); }\n"
+           "fn st_add(s: St, x: " + T + ", i: u32) -> St { if (replaces(s.v, x)) { return St(x, i); } return s; }\n"
+           "fn st_merge(a: St, b: St) -> St { if (replaces(a.v, b.v)) { return b; } return a; }\n"
+           "fn st_value(s: St) -> " + T + " { return s.v; }\n"
+           "fn st_index(s: St) -> u32 { return s.i; }\n"
+           "fn st_pack(s: St) -> vec4<u32> { return vec4<u32>(" + sub(pack_v, "V", "s.v") + ", s.i, 0u); }\n"
+           "fn st_unpack(w: vec4<u32>) -> St { return St(" + sub(unpack_v, "W", "w") + ", w.z); }\n";
+  }
+  if (op == ScanOp::Sum && c == Compute::F32) {
+    // (sum, compensation): Neumaier summation, as in the row kernel.
+    return "struct St { s: f32, c: f32 }\n"
+           "fn two_sum_err(a: f32, b: f32, t: f32) -> f32 {\n"
+           "  if (!is_finite(t)) { return 0.0; }\n"
+           "  if (abs(a) >= abs(b)) { return (a - t) + b; }\n"
+           "  return (b - t) + a;\n"
+           "}\n"
+           "fn st_init(x: f32, i: u32) -> St { return St(x, 0.0); }\n"
+           "fn st_add(s: St, x: f32, i: u32) -> St { let t = s.s + x; return St(t, s.c + two_sum_err(s.s, x, t)); }\n"
+           "fn st_merge(a: St, b: St) -> St { let t = a.s + b.s; return St(t, a.c + b.c + two_sum_err(a.s, b.s, t)); }\n"
+           "fn st_value(s: St) -> f32 { return select(s.s, s.s + s.c, is_finite(s.s)); }\n"
+           "fn st_index(s: St) -> u32 { return 0u; }\n"
+           "fn st_pack(s: St) -> vec4<u32> { return vec4<u32>(bitcast<u32>(s.s), bitcast<u32>(s.c), 0u, 0u); }\n"
+           "fn st_unpack(w: vec4<u32>) -> St { return St(bitcast<f32>(w.x), bitcast<f32>(w.y)); }\n";
+  }
+  return combine_function(op, c) + "struct St { v: " + T + " }\n" +
+         "fn st_init(x: " + T + ", i: u32) -> St { return St(x); }\n"
+         "fn st_add(s: St, x: " + T + ", i: u32) -> St { return St(combine(s.v, x)); }\n"
+         "fn st_merge(a: St, b: St) -> St { return St(combine(a.v, b.v)); }\n"
+         "fn st_value(s: St) -> " + T + " { return s.v; }\n"
+         "fn st_index(s: St) -> u32 { return 0u; }\n"
+         "fn st_pack(s: St) -> vec4<u32> { return vec4<u32>(" + sub(pack_v, "V", "s.v") + ", 0u, 0u); }\n"
+         "fn st_unpack(w: vec4<u32>) -> St { return St(" + sub(unpack_v, "W", "w") + "); }\n";
+}
+
+// Rows at least this long, when there are few of them (or longer than one invocation may
+// loop: Mesa's llvmpipe stops every loop of an invocation after 65535 iterations in all),
+// scan in blocks of kBlock elements:
+// block aggregates, a per-row scan of the aggregates, then each block again from its carry.
+constexpr uint64_t kBlockedMinLength = 4096;
+constexpr uint64_t kBlockedMaxRows = 64;
+constexpr uint64_t kBlock = 256;
+constexpr uint64_t kMaxSerial = 32768;  // loop iterations one invocation may safely run
+
+void scan_rows_blocked(Context& ctx, const ScanArgs& a) {
+  const Compute c = compute_type_for(a.dtype);
+  const bool with_indices = a.op == ScanOp::Max || a.op == ScanOp::Min;
+  // Blocks long enough that no invocation loops more than kMaxSerial times.
+  const uint64_t block = std::max<uint64_t>(kBlock, (a.n + kMaxSerial - 1) / kMaxSerial);
+  const uint64_t blocks = (a.n + block - 1) / block;
+  Allocation* aggregates = ctx.pool().allocate(a.rows * blocks * 16);
+  const std::string key = std::string(op_name(a.op)) + ":" + dtype_name(a.dtype);
+  const std::vector<uint32_t> uniforms = {
+      0, 0, 0, 0, static_cast<uint32_t>(a.in_offset), static_cast<uint32_t>(a.out_offset),
+      static_cast<uint32_t>(a.indices_offset), static_cast<uint32_t>(a.n),
+      static_cast<uint32_t>(blocks), static_cast<uint32_t>(block)};
+  const ScanOp op = a.op;
+  const DType dtype = a.dtype;
+  // Phase 1: each block's aggregate.
+  {
+    KernelLaunch l;
+    l.key = "scan:blocks:" + key;
+    l.buffers = {{a.in, Access::Read, false}, {aggregates->buffer, Access::ReadWrite, false}};
+    l.uniforms = uniforms;
+    l.count = a.rows * blocks;
+    l.workgroup = 64;
+    l.body = [&l, op, dtype, c] {
+      return kernel_load("load_in", l.buffers, 0, dtype) + state_functions(op, c) +
+             kernel_main(Grid::Invocations, 64) +
+             "  let n = uw(7u);\n"
+             "  let row = idx / uw(8u);\n"
+             "  let first = (idx % uw(8u)) * uw(9u);\n"
+             "  let last = min(first + uw(9u), n);\n"
+             "  let src = uw(4u) + row * n;\n"
+             "  var s = st_init(load_in(src + first), first);\n"
+             "  for (var i = first + 1u; i < last; i = i + 1u) { s = st_add(s, load_in(src + i), i); }\n"
+             "  let w = st_pack(s);\n"
+             "  buf1[4u * idx] = w.x; buf1[4u * idx + 1u] = w.y; buf1[4u * idx + 2u] = w.z; buf1[4u * idx + 3u] = w.w;\n"
+             "}\n";
+    };
+    launch_kernel(ctx, l);
+  }
+  // Phase 2: inclusive scan of the aggregates along each row.
+  {
+    KernelLaunch l;
+    l.key = "scan:carry:" + key;
+    l.buffers = {{aggregates->buffer, Access::ReadWrite, false}};
+    l.uniforms = uniforms;
+    l.count = a.rows;
+    l.workgroup = 64;
+    l.body = [op, c] {
+      return state_functions(op, c) + kernel_main(Grid::Invocations, 64) +
+             "  let base = idx * uw(8u);\n"
+             "  var s = st_unpack(vec4<u32>(buf0[4u * base], buf0[4u * base + 1u], buf0[4u * base + 2u], buf0[4u * base + 3u]));\n"
+             "  for (var b = base + 1u; b < base + uw(8u); b = b + 1u) {\n"
+             "    s = st_merge(s, st_unpack(vec4<u32>(buf0[4u * b], buf0[4u * b + 1u], buf0[4u * b + 2u], buf0[4u * b + 3u])));\n"
+             "    let w = st_pack(s);\n"
+             "    buf0[4u * b] = w.x; buf0[4u * b + 1u] = w.y; buf0[4u * b + 2u] = w.z; buf0[4u * b + 3u] = w.w;\n"
+             "  }\n"
+             "}\n";
+    };
+    launch_kernel(ctx, l);
+  }
+  // Phase 3: every block again, from the previous block's inclusive aggregate.
+  {
+    KernelLaunch l;
+    l.key = "scan:apply:" + key;
+    l.buffers = {{a.in, Access::Read, false},
+                 {aggregates->buffer, Access::Read, false},
+                 {a.out, Access::ReadWrite, is_subword(a.dtype)}};
+    if (with_indices) l.buffers.push_back({a.indices, Access::ReadWrite, false});
+    l.uniforms = uniforms;
+    l.count = a.rows * blocks;
+    l.workgroup = 64;
+    l.body = [&l, op, dtype, c, with_indices] {
+      std::string s = kernel_load("load_in", l.buffers, 0, dtype) +
+                      kernel_store("store_out", l.buffers, 2, dtype, c) + state_functions(op, c);
+      if (with_indices) s += kernel_store("store_index", l.buffers, 3, DType::Int64, Compute::I64);
+      s += kernel_main(Grid::Invocations, 64) +
+           "  let n = uw(7u);\n"
+           "  let row = idx / uw(8u);\n"
+           "  let first = (idx % uw(8u)) * uw(9u);\n"
+           "  let last = min(first + uw(9u), n);\n"
+           "  let src = uw(4u) + row * n;\n"
+           "  let dst = uw(5u) + row * n;\n"
+           "  var s = st_init(load_in(src + first), first);\n"
+           "  if (first > 0u) {\n"
+           "    let p = idx - 1u;\n"
+           "    let carry = st_unpack(vec4<u32>(buf1[4u * p], buf1[4u * p + 1u], buf1[4u * p + 2u], buf1[4u * p + 3u]));\n"
+           "    s = st_add(carry, load_in(src + first), first);\n"
+           "  }\n"
+           "  for (var i = first; i < last; i = i + 1u) {\n"
+           "    if (i > first) { s = st_add(s, load_in(src + i), i); }\n"
+           "    store_out(dst + i, st_value(s));\n";
+      if (with_indices) s += "    store_index(uw(6u) + row * n + i, vec2<u32>(st_index(s), 0u));\n";
+      return s + "  }\n}\n";
+    };
+    launch_kernel(ctx, l);
+  }
+  ctx.pool().release(aggregates);
+}
+
 }  // namespace
 
 void scan_rows(Context& ctx, const ScanArgs& a) {
   if (a.rows == 0 || a.n == 0) return;
   if (a.in_offset + a.rows * a.n >= (1ull << 32) || a.out_offset + a.rows * a.n >= (1ull << 32))
     fail(ErrorKind::Unsupported, "torch_webgpu: scan over too many elements");
+  if ((a.n >= kBlockedMinLength && a.rows <= kBlockedMaxRows) || a.n > kMaxSerial)
+    return scan_rows_blocked(ctx, a);
   const Compute c = compute_type_for(a.dtype);
   const bool with_indices = a.op == ScanOp::Max || a.op == ScanOp::Min;
   KernelLaunch l;

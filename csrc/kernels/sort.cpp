@@ -4,6 +4,7 @@
 #include <string>
 
 #include "kernels/kernel_program.h"
+#include "kernels/wgsl_dtype.h"
 #include "runtime/runtime.h"
 
 namespace twgpu {
@@ -296,6 +297,704 @@ void sorted_pick(Context& ctx, const SortInput& in, WGPUBuffer scratch, SortedPi
            "}\n";
   };
   l.workgroup = 256;
+  launch_kernel(ctx, l);
+}
+
+namespace {
+
+// Comparisons in a compute type, the way the CPU's operators behave (NaN: false).
+std::string compare_functions(DType dtype) {
+  switch (compute_type_for(dtype)) {
+    case Compute::F32:
+      return "fn c_ge(a: f32, b: f32) -> bool { return f32_ge(a, b); }\n"
+             "fn c_gt(a: f32, b: f32) -> bool { return f32_gt(a, b); }\n"
+             "fn c_eq(a: f32, b: f32) -> bool { return f32_eq(a, b); }\n"
+             "fn c_nan(a: f32) -> bool { return is_nan(a); }\n";
+    case Compute::I32:
+      return "fn c_ge(a: i32, b: i32) -> bool { return a >= b; }\n"
+             "fn c_gt(a: i32, b: i32) -> bool { return a > b; }\n"
+             "fn c_eq(a: i32, b: i32) -> bool { return a == b; }\n"
+             "fn c_nan(a: i32) -> bool { return false; }\n";
+    case Compute::I64:
+      return "fn c_ge(a: vec2<u32>, b: vec2<u32>) -> bool { return !i64_lt(a, b); }\n"
+             "fn c_gt(a: vec2<u32>, b: vec2<u32>) -> bool { return i64_lt(b, a); }\n"
+             "fn c_eq(a: vec2<u32>, b: vec2<u32>) -> bool { return i64_eq(a, b); }\n"
+             "fn c_nan(a: vec2<u32>) -> bool { return false; }\n";
+    default:
+      fail(ErrorKind::Unsupported, std::string("torch_webgpu: search in ") + dtype_name(dtype));
+  }
+}
+
+}  // namespace
+
+void search_sorted(Context& ctx, const SearchArgs& a) {
+  if (a.count == 0 || a.m == 0) return;
+  if (a.count >= (1ull << 32) || a.boundaries_offset + a.m * ((a.count - 1) / a.per_row + 1) >= (1ull << 32))
+    fail(ErrorKind::Unsupported, "torch_webgpu: search over too many elements");
+  const bool with_sorter = a.sorter != nullptr;
+  KernelLaunch l;
+  l.key = std::string("search:") + dtype_name(a.dtype) + ":" + dtype_name(a.out_dtype) +
+          (with_sorter ? ":sorter" : "") + (a.membership ? ":member" : "");
+  l.buffers = {{a.boundaries, Access::Read, false}, {a.values, Access::Read, false},
+               {a.out, Access::ReadWrite, is_subword(a.out_dtype)}};
+  if (with_sorter) l.buffers.push_back({a.sorter, Access::Read, false});
+  l.uniforms = {0, 0, 0, 0, static_cast<uint32_t>(a.boundaries_offset),
+                static_cast<uint32_t>(a.values_offset), static_cast<uint32_t>(a.out_offset),
+                static_cast<uint32_t>(a.sorter_offset), static_cast<uint32_t>(a.m),
+                static_cast<uint32_t>(a.per_row), a.right ? 1u : 0u, a.invert ? 1u : 0u};
+  l.count = a.count;
+  l.workgroup = 256;
+  const SearchArgs args = a;
+  l.body = [&l, args, with_sorter] {
+    const Compute oc = args.membership ? Compute::I32 : compute_type_for(args.out_dtype);
+    std::string s = kernel_load("load_bd", l.buffers, 0, args.dtype) +
+                    kernel_load("load_val", l.buffers, 1, args.dtype) +
+                    kernel_store("store_out", l.buffers, 2, args.out_dtype, oc) +
+                    compare_functions(args.dtype);
+    if (with_sorter) {
+      s += "fn entry(row_start: u32, j: u32) -> " +
+           std::string(wgsl_type(compute_type_for(args.dtype))) +
+           " { return load_bd(uw(4u) + row_start + buf3[2u * (uw(7u) + row_start + j)]); }\n";
+    } else {
+      s += "fn entry(row_start: u32, j: u32) -> " +
+           std::string(wgsl_type(compute_type_for(args.dtype))) +
+           " { return load_bd(uw(4u) + row_start + j); }\n";
+    }
+    s += kernel_main(Grid::Invocations, 256) +
+         "  let m = uw(8u);\n"
+         "  let row_start = (idx / uw(9u)) * m;\n"
+         "  let v = load_val(uw(5u) + idx);\n"
+         "  var lo = 0u;\n"
+         "  var hi = m;\n"
+         "  while (lo < hi) {\n"
+         "    let mid = lo + ((hi - lo) >> 1u);\n"
+         "    let e = entry(row_start, mid);\n";
+    if (args.membership) {
+      // Rows sorted with NaNs last: NaN counts as above every value.
+      s += "    if (!(c_nan(e) || c_ge(e, v))) { lo = mid + 1u; } else { hi = mid; }\n"
+           "  }\n"
+           "  let found = lo < m && c_eq(entry(row_start, lo), v);\n"
+           "  store_out(uw(6u) + idx, select(0, 1, found != (uw(11u) != 0u)));\n";
+    } else {
+      s += "    let go_right = select(!c_ge(e, v), !c_gt(e, v), uw(10u) != 0u);\n"
+           "    if (go_right) { lo = mid + 1u; } else { hi = mid; }\n"
+           "  }\n";
+      s += oc == Compute::I64 ? "  store_out(uw(6u) + idx, vec2<u32>(lo, 0u));\n"
+                              : "  store_out(uw(6u) + idx, i32(lo));\n";
+    }
+    return s + "}\n";
+  };
+  launch_kernel(ctx, l);
+}
+
+void unique_flags(Context& ctx, const SortInput& in, WGPUBuffer scratch, WGPUBuffer first) {
+  if (in.n == 0) return;
+  const bool sorted = scratch != nullptr;
+  KernelLaunch l;
+  l.key = std::string("unique:flags:") + dtype_name(in.dtype) + (sorted ? ":sorted" : "");
+  l.buffers = {{in.buffer, Access::Read, false}, {first, Access::ReadWrite, false}};
+  if (sorted) l.buffers.push_back({scratch, Access::Read, false});
+  l.uniforms = base_uniforms(in, false);
+  l.count = in.n;
+  l.workgroup = 256;
+  const DType dtype = in.dtype;
+  l.body = [&l, dtype, sorted] {
+    std::string s = kernel_load("load_in", l.buffers, 0, dtype) + compare_functions(dtype);
+    if (sorted) s += entry_functions(2) + "fn at(i: u32) -> u32 { return get_entry(i).z; }\n";
+    else s += "fn at(i: u32) -> u32 { return i; }\n";
+    return s + kernel_main(Grid::Invocations, 256) +
+           "  var start = idx == 0u;\n"
+           "  if (!start) { start = !c_eq(load_in(uw(4u) + at(idx)), load_in(uw(4u) + at(idx - 1u))); }\n"
+           "  buf1[idx] = select(0u, 1u, start);\n"
+           "}\n";
+  };
+  launch_kernel(ctx, l);
+}
+
+void unique_scatter(Context& ctx, const SortInput& in, WGPUBuffer scratch, WGPUBuffer first,
+                    WGPUBuffer group, WGPUBuffer values, uint64_t values_offset,
+                    WGPUBuffer inverse, uint64_t inverse_offset, WGPUBuffer start) {
+  if (in.n == 0) return;
+  const bool sorted = scratch != nullptr;
+  KernelLaunch l;
+  l.key = std::string("unique:scatter:") + dtype_name(in.dtype) + (sorted ? ":sorted" : "") +
+          (inverse ? ":inverse" : "") + (start ? ":start" : "");
+  l.buffers = {{in.buffer, Access::Read, false},
+               {first, Access::Read, false},
+               {group, Access::Read, false},
+               {values, Access::ReadWrite, is_subword(in.dtype)}};
+  const size_t b_scratch = sorted ? l.buffers.size() : 0;
+  if (sorted) l.buffers.push_back({scratch, Access::Read, false});
+  const size_t b_inverse = inverse ? l.buffers.size() : 0;
+  if (inverse) l.buffers.push_back({inverse, Access::ReadWrite, false});
+  const size_t b_start = start ? l.buffers.size() : 0;
+  if (start) l.buffers.push_back({start, Access::ReadWrite, false});
+  l.uniforms = base_uniforms(in, false);
+  l.uniforms[kValuesOffset] = static_cast<uint32_t>(values_offset);
+  l.uniforms[kIndicesOffset] = static_cast<uint32_t>(inverse_offset);
+  l.count = in.n;
+  l.workgroup = 256;
+  const DType dtype = in.dtype;
+  l.body = [&l, dtype, sorted, b_scratch, b_inverse, b_start] {
+    std::string s = kernel_load("load_in", l.buffers, 0, dtype) +
+                    kernel_store("store_value", l.buffers, 3, dtype, compute_type_for(dtype));
+    if (sorted) s += entry_functions(b_scratch) + "fn at(i: u32) -> u32 { return get_entry(i).z; }\n";
+    else s += "fn at(i: u32) -> u32 { return i; }\n";
+    if (b_inverse) s += kernel_store("store_inverse", l.buffers, b_inverse, DType::Int64, Compute::I64);
+    s += kernel_main(Grid::Invocations, 256) +
+         "  let g = buf2[idx] - 1u;\n"
+         "  let orig = at(idx);\n";
+    if (b_inverse) s += "  store_inverse(uw(15u) + orig, vec2<u32>(g, 0u));\n";
+    s += "  if (buf1[idx] != 0u) {\n"
+         "    store_value(uw(14u) + g, load_in(uw(4u) + orig));\n";
+    if (b_start) s += "    buf" + std::to_string(b_start) + "[g] = idx;\n";
+    return s + "  }\n}\n";
+  };
+  launch_kernel(ctx, l);
+}
+
+void unique_counts(Context& ctx, WGPUBuffer start, uint64_t groups, uint64_t n,
+                   WGPUBuffer counts, uint64_t counts_offset) {
+  KernelLaunch l;
+  l.key = "unique:counts";
+  l.buffers = {{start, Access::Read, false}, {counts, Access::ReadWrite, false}};
+  l.uniforms = {0, 0, 0, 0, static_cast<uint32_t>(n), static_cast<uint32_t>(counts_offset)};
+  l.count = groups;
+  l.workgroup = 256;
+  l.body = [&l] {
+    return kernel_store("store_count", l.buffers, 1, DType::Int64, Compute::I64) +
+           kernel_main(Grid::Invocations, 256) +
+           "  let end = select(uw(4u), buf0[idx + 1u], idx + 1u < uw(0u));\n"
+           "  store_count(uw(5u) + idx, vec2<u32>(end - buf0[idx], 0u));\n"
+           "}\n";
+  };
+  launch_kernel(ctx, l);
+}
+
+void value_range(Context& ctx, const SortInput& in, WGPUBuffer range) {
+  if (in.n == 0) return;
+  KernelLaunch l;
+  l.key = std::string("range:") + dtype_name(in.dtype);
+  l.buffers = {{in.buffer, Access::Read, false}, {range, Access::ReadWrite, true}};
+  l.uniforms = base_uniforms(in, false);
+  l.count = in.n;
+  l.workgroup = 256;
+  const DType dtype = in.dtype;
+  l.body = [&l, dtype] {
+    std::string s = kernel_load("load_in", l.buffers, 0, dtype) + key_function(dtype) +
+                    kernel_main(Grid::Invocations, 256) +
+                    "  let key = sort_key(load_in(uw(4u) + idx));\n"
+                    "  atomicMin(&buf1[0], key.x);\n"
+                    "  atomicMax(&buf1[1], key.x);\n";
+    if (compute_type_for(dtype) == Compute::I64)
+      s += "  if (key.x == 0x80000000u) { atomicMax(&buf1[2], key.y); }\n";
+    return s + "}\n";
+  };
+  launch_kernel(ctx, l);
+}
+
+void histogram(Context& ctx, const HistogramArgs& a) {
+  if (a.in.n == 0) return;
+  const bool weighted = a.weights != nullptr;
+  const Compute c = compute_type_for(a.in.dtype);
+  KernelLaunch l;
+  l.key = std::string("histogram:") + dtype_name(a.in.dtype) +
+          (weighted ? std::string(":weights:") + dtype_name(a.weights_dtype) : "");
+  const bool int_weights = weighted && !is_floating(a.weights_dtype);
+  const DType weights_dtype = a.weights_dtype;
+  l.buffers = {{a.in.buffer, Access::Read, false}, {a.counts, Access::ReadWrite, true}};
+  if (weighted) l.buffers.push_back({a.weights, Access::Read, false});
+  l.uniforms = {0, 0, 0, 0, static_cast<uint32_t>(a.in.offset), static_cast<uint32_t>(a.counts_offset),
+                static_cast<uint32_t>(a.weights_offset), a.bins, ScalarBits::from_f32(a.lo).lo,
+                ScalarBits::from_f32(a.hi).lo};
+  l.count = a.in.n;
+  l.workgroup = 256;
+  const DType dtype = a.in.dtype;
+  l.body = [&l, dtype, c, weighted, int_weights, weights_dtype] {
+    std::string s = kernel_load("load_in", l.buffers, 0, dtype) +
+                    (weighted ? kernel_load("load_weight", l.buffers, 2, weights_dtype) : "") +
+                    kernel_main(Grid::Invocations, 256) +
+                    "  let x = load_in(uw(4u) + idx);\n";
+    if (c == Compute::F32) {
+      // The CPU's linear binning: (x - lo) * bins / (hi - lo), the top edge closed.
+      // Half types compute each step in float and round to their own type, as the CPU does.
+      std::string rnd = "fn rnd(v: f32) -> f32 { return v; }\n";
+      if (dtype == DType::Float16) rnd = "fn rnd(v: f32) -> f32 { return f16_bits_to_f32(f32_to_f16_bits(v)); }\n";
+      if (dtype == DType::BFloat16) rnd = "fn rnd(v: f32) -> f32 { return bf16_bits_to_f32(f32_to_bf16_bits(v)); }\n";
+      s = rnd + s;
+      s += "  let lo = bitcast<f32>(uw(8u));\n"
+           "  let hi = bitcast<f32>(uw(9u));\n"
+           "  if (!(f32_ge(x, lo) && f32_le(x, hi))) { return; }\n"
+           "  let bins = uw(7u);\n"
+           "  let scaled = rnd(rnd(x - lo) * rnd(f32(bins)));\n"
+           "  let bin = min(u32(rnd(div_f32(scaled, rnd(hi - lo)))), bins - 1u);\n";
+    } else if (c == Compute::I64) {
+      s += "  let bin = x.x;\n";
+    } else {
+      s += "  let bin = u32(x);\n";
+    }
+    if (int_weights) {
+      s += "  let w = " + wgsl_convert(compute_type_for(weights_dtype), Compute::I64, "load_weight(uw(6u) + idx)") + ";\n"
+           "  let at = 2u * (uw(5u) + bin);\n"
+           "  let old = atomicAdd(&buf1[at], w.x);\n"
+           "  let carry = select(0u, 1u, old + w.x < old);\n"
+           "  atomicAdd(&buf1[at + 1u], w.y + carry);\n";
+    } else if (weighted) {
+      s += "  let w = load_weight(uw(6u) + idx);\n"
+           "  let at = uw(5u) + bin;\n"
+           "  loop {\n"
+           "    let old = atomicLoad(&buf1[at]);\n"
+           "    let r = atomicCompareExchangeWeak(&buf1[at], old, bitcast<u32>(bitcast<f32>(old) + w));\n"
+           "    if (r.exchanged) { break; }\n"
+           "  }\n";
+    } else {
+      s += "  atomicAdd(&buf1[uw(5u) + bin], 1u);\n";
+    }
+    return s + "}\n";
+  };
+  launch_kernel(ctx, l);
+}
+
+namespace {
+
+// `fn slice_less(a, b) -> bool`: slices a and b in sort-key order, then by number.
+std::string slice_compare(DType dtype) {
+  return key_function(dtype) +
+         "fn slice_less(a: u32, b: u32) -> bool {\n"
+         "  if (a == 0xffffffffu || b == 0xffffffffu) { return a < b; }\n"
+         "  let r = uw(5u);\n"
+         "  for (var c = 0u; c < r; c = c + 1u) {\n"
+         "    let ka = sort_key(load_in(uw(4u) + a * r + c));\n"
+         "    let kb = sort_key(load_in(uw(4u) + b * r + c));\n"
+         "    if (ka.x != kb.x) { return ka.x < kb.x; }\n"
+         "    if (ka.y != kb.y) { return ka.y < kb.y; }\n"
+         "  }\n"
+         "  return a < b;\n"
+         "}\n";
+}
+
+std::vector<uint32_t> slice_uniforms(const SortInput& in) {
+  std::vector<uint32_t> u(kWords, 0);
+  u[kInOffset] = static_cast<uint32_t>(in.offset);
+  u[kRowLen] = static_cast<uint32_t>(in.n);
+  u[kPadded] = static_cast<uint32_t>(sort_padded_length(in.rows));
+  return u;
+}
+
+void check_slices(const SortInput& in) {
+  if (in.offset + in.rows * in.n >= (1ull << 32) || in.rows >= (1ull << 31))
+    fail(ErrorKind::Unsupported, "torch_webgpu: unique over too many elements");
+}
+
+}  // namespace
+
+void sort_slices(Context& ctx, const SortInput& in, WGPUBuffer order) {
+  if (in.rows == 0) return;
+  check_slices(in);
+  const uint64_t padded = sort_padded_length(in.rows);
+  {
+    KernelLaunch l;
+    l.key = "slices:init";
+    l.buffers = {{order, Access::ReadWrite, false}};
+    l.uniforms = slice_uniforms(in);
+    l.uniforms[kTake] = static_cast<uint32_t>(in.rows);
+    l.count = padded;
+    l.workgroup = 256;
+    l.body = [] {
+      return kernel_main(Grid::Invocations, 256) +
+             "  buf0[idx] = select(0xffffffffu, idx, idx < uw(13u));\n}\n";
+    };
+    launch_kernel(ctx, l);
+  }
+  for (uint64_t k = 2; k <= padded; k *= 2) {
+    for (uint64_t j = k / 2; j >= 1; j /= 2) {
+      KernelLaunch l;
+      l.key = std::string("slices:step:") + dtype_name(in.dtype);
+      l.buffers = {{in.buffer, Access::Read, false}, {order, Access::ReadWrite, false}};
+      l.uniforms = slice_uniforms(in);
+      l.uniforms[kStageK] = static_cast<uint32_t>(k);
+      l.uniforms[kStageJ] = static_cast<uint32_t>(j);
+      l.count = padded / 2;
+      l.workgroup = 64;
+      const DType dtype = in.dtype;
+      l.body = [&l, dtype] {
+        return kernel_load("load_in", l.buffers, 0, dtype) + slice_compare(dtype) +
+               kernel_main(Grid::Invocations, 64) +
+               "  let j = uw(10u);\n"
+               "  let k = uw(9u);\n"
+               "  let lo = 2u * j * (idx / j) + (idx % j);\n"
+               "  let hi = lo + j;\n"
+               "  let ascending = (lo & k) == 0u;\n"
+               "  let a = buf1[lo];\n"
+               "  let b = buf1[hi];\n"
+               "  if (slice_less(b, a) == ascending) { buf1[lo] = b; buf1[hi] = a; }\n"
+               "}\n";
+      };
+      launch_kernel(ctx, l);
+    }
+  }
+}
+
+void slice_flags(Context& ctx, const SortInput& in, WGPUBuffer order, WGPUBuffer first) {
+  if (in.rows == 0) return;
+  check_slices(in);
+  const bool sorted = order != nullptr;
+  KernelLaunch l;
+  l.key = std::string("slices:flags:") + dtype_name(in.dtype) + (sorted ? ":sorted" : "");
+  l.buffers = {{in.buffer, Access::Read, false}, {first, Access::ReadWrite, false}};
+  if (sorted) l.buffers.push_back({order, Access::Read, false});
+  l.uniforms = slice_uniforms(in);
+  l.count = in.rows;
+  l.workgroup = 256;
+  const DType dtype = in.dtype;
+  l.body = [&l, dtype, sorted] {
+    std::string s = kernel_load("load_in", l.buffers, 0, dtype) + compare_functions(dtype);
+    s += sorted ? "fn at(i: u32) -> u32 { return buf2[i]; }\n" : "fn at(i: u32) -> u32 { return i; }\n";
+    return s + kernel_main(Grid::Invocations, 256) +
+           "  var start = idx == 0u;\n"
+           "  if (!start) {\n"
+           "    let r = uw(5u);\n"
+           "    let a = at(idx) * r + uw(4u);\n"
+           "    let b = at(idx - 1u) * r + uw(4u);\n"
+           "    for (var c = 0u; c < r; c = c + 1u) {\n"
+           "      if (!c_eq(load_in(a + c), load_in(b + c))) { start = true; break; }\n"
+           "    }\n"
+           "  }\n"
+           "  buf1[idx] = select(0u, 1u, start);\n"
+           "}\n";
+  };
+  launch_kernel(ctx, l);
+}
+
+void slice_scatter(Context& ctx, const SortInput& in, WGPUBuffer order, WGPUBuffer first,
+                   WGPUBuffer group, WGPUBuffer values, uint64_t values_offset,
+                   WGPUBuffer inverse, uint64_t inverse_offset, WGPUBuffer start) {
+  if (in.rows == 0) return;
+  check_slices(in);
+  const bool sorted = order != nullptr;
+  KernelLaunch l;
+  l.key = std::string("slices:scatter:") + dtype_name(in.dtype) + (sorted ? ":sorted" : "");
+  l.buffers = {{in.buffer, Access::Read, false},
+               {first, Access::Read, false},
+               {group, Access::Read, false},
+               {values, Access::ReadWrite, is_subword(in.dtype)},
+               {inverse, Access::ReadWrite, false},
+               {start, Access::ReadWrite, false}};
+  if (sorted) l.buffers.push_back({order, Access::Read, false});
+  l.uniforms = slice_uniforms(in);
+  l.uniforms[kValuesOffset] = static_cast<uint32_t>(values_offset);
+  l.uniforms[kIndicesOffset] = static_cast<uint32_t>(inverse_offset);
+  l.count = in.rows;
+  l.workgroup = 256;
+  const DType dtype = in.dtype;
+  l.body = [&l, dtype, sorted] {
+    std::string s = kernel_load("load_in", l.buffers, 0, dtype) +
+                    kernel_store("store_value", l.buffers, 3, dtype, compute_type_for(dtype)) +
+                    kernel_store("store_inverse", l.buffers, 4, DType::Int64, Compute::I64);
+    s += sorted ? "fn at(i: u32) -> u32 { return buf6[i]; }\n" : "fn at(i: u32) -> u32 { return i; }\n";
+    return s + kernel_main(Grid::Invocations, 256) +
+           "  let g = buf2[idx] - 1u;\n"
+           "  let orig = at(idx);\n"
+           "  store_inverse(uw(15u) + orig, vec2<u32>(g, 0u));\n"
+           "  if (buf1[idx] != 0u) {\n"
+           "    let r = uw(5u);\n"
+           "    for (var c = 0u; c < r; c = c + 1u) {\n"
+           "      store_value(uw(14u) + g * r + c, load_in(uw(4u) + orig * r + c));\n"
+           "    }\n"
+           "    buf5[g] = idx;\n"
+           "  }\n"
+           "}\n";
+  };
+  launch_kernel(ctx, l);
+}
+
+
+void quickselect_rows(Context& ctx, const SortInput& in, uint64_t k, WGPUBuffer scratch,
+                      WGPUBuffer values, uint64_t values_offset, WGPUBuffer indices,
+                      uint64_t indices_offset) {
+  if (in.rows == 0 || in.n == 0) return;
+  if (in.offset + in.rows * in.n >= (1ull << 32) || in.rows * in.n * 3 >= (1ull << 32))
+    fail(ErrorKind::Unsupported, "torch_webgpu: kthvalue over too many elements");
+  KernelLaunch l;
+  l.key = std::string("sort:quickselect:") + dtype_name(in.dtype);
+  l.buffers = {{in.buffer, Access::Read, false},
+               {scratch, Access::ReadWrite, false},
+               {values, Access::ReadWrite, is_subword(in.dtype)},
+               {indices, Access::ReadWrite, false}};
+  l.uniforms = base_uniforms(in, false);
+  l.uniforms[kPosition] = static_cast<uint32_t>(k);
+  l.uniforms[kValuesOffset] = static_cast<uint32_t>(values_offset);
+  l.uniforms[kIndicesOffset] = static_cast<uint32_t>(indices_offset);
+  l.count = in.rows;
+  l.workgroup = 64;
+  const DType dtype = in.dtype;
+  l.body = [&l, dtype] {
+    return kernel_load("load_in", l.buffers, 0, dtype) + key_function(dtype) +
+           entry_functions(1) + set_entry_function(1) +
+           kernel_main(Grid::Invocations, 64) +
+           "  let n = uw(5u);\n"
+           "  let k = uw(17u);\n"
+           "  let base = idx * n;\n"
+           "  let src = uw(4u) + idx * n;\n"
+           "  for (var i = 0u; i < n; i = i + 1u) { set_entry(base + i, vec3<u32>(sort_key(load_in(src + i)), i)); }\n"
+           "  // Positions are signed: the scan from the right may step below L.\n"
+           "  var L = 0;\n"
+           "  var R = i32(n) - 1;\n"
+           "  let kk = i32(k);\n"
+           "  loop {\n"
+           "    if (R <= L) { break; }\n"
+           "    if (R == L + 1) {\n"
+           "      if (key_gt(base, L, R)) { swap_entries(base, L, R); }\n"
+           "      break;\n"
+           "    }\n"
+           "    let P = (L + R) >> 1u;\n"
+           "    swap_entries(base, P, L + 1);\n"
+           "    if (key_gt(base, L + 1, R)) { swap_entries(base, L + 1, R); }\n"
+           "    if (key_gt(base, L, R)) { swap_entries(base, L, R); }\n"
+           "    if (key_gt(base, L + 1, L)) { swap_entries(base, L + 1, L); }\n"
+           "    var i = L + 1;\n"
+           "    var j = R;\n"
+           "    let piv = get_entry(base + u32(L)).xy;\n"
+           "    loop {\n"
+           "      i = i + 1;\n"
+           "      while (greater(piv, get_entry(base + u32(i)).xy)) { i = i + 1; }\n"
+           "      j = j - 1;\n"
+           "      while (greater(get_entry(base + u32(j)).xy, piv)) { j = j - 1; }\n"
+           "      if (j < i) { break; }\n"
+           "      swap_entries(base, i, j);\n"
+           "    }\n"
+           "    swap_entries(base, L, j);\n"
+           "    if (j <= kk) { L = i; }\n"
+           "    if (j >= kk) { R = j - 1; }\n"
+           "  }\n"
+           "  let at = get_entry(base + k).z;\n"
+           "  store_value(uw(14u) + idx, load_in(src + at));\n"
+           "  store_index(uw(15u) + idx, vec2<u32>(at, 0u));\n"
+           "}\n";
+  };
+  // Helpers the body uses (declared before main by prepending).
+  auto body = l.body;
+  l.body = [body, &l, dtype] {
+    std::string b = body();
+    const std::string helpers =
+        kernel_store("store_value", l.buffers, 2, dtype, compute_type_for(dtype)) +
+        kernel_store("store_index", l.buffers, 3, DType::Int64, Compute::I64) +
+        "fn greater(a: vec2<u32>, b: vec2<u32>) -> bool { return a.x > b.x || (a.x == b.x && a.y > b.y); }\n"
+        "fn key_gt(base: u32, a: i32, b: i32) -> bool { return greater(get_entry(base + u32(a)).xy, get_entry(base + u32(b)).xy); }\n"
+        "fn swap_entries(base: u32, a: i32, b: i32) {\n"
+        "  let ea = get_entry(base + u32(a));\n"
+        "  set_entry(base + u32(a), get_entry(base + u32(b)));\n"
+        "  set_entry(base + u32(b), ea);\n"
+        "}\n";
+    const size_t at = b.find("@compute");
+    return b.substr(0, at) + helpers + b.substr(at);
+  };
+  launch_kernel(ctx, l);
+}
+
+namespace {
+
+// The standard-library sorting steps over entries of one row (E/S read and write entry i
+// of the row at `base`; lt_e is the comparison), as WGSL.
+const char* kSerialSortFunctions = R"(
+fn E(base: u32, i: i32) -> vec3<u32> { return get_entry(base + u32(i)); }
+fn S(base: u32, i: i32, v: vec3<u32>) { set_entry(base + u32(i), v); }
+fn swap_at(base: u32, a: i32, b: i32) { let t = E(base, a); S(base, a, E(base, b)); S(base, b, t); }
+fn adjust_heap(base: u32, first: i32, top: i32, len: i32, value: vec3<u32>) {
+  var hole = top;
+  var second = top;
+  while (second < (len - 1) / 2) {
+    second = 2 * (second + 1);
+    if (lt_e(E(base, first + second), E(base, first + second - 1))) { second = second - 1; }
+    S(base, first + hole, E(base, first + second));
+    hole = second;
+  }
+  if ((len & 1) == 0 && second == (len - 2) / 2) {
+    second = 2 * (second + 1);
+    S(base, first + hole, E(base, first + second - 1));
+    hole = second - 1;
+  }
+  var parent = (hole - 1) / 2;
+  while (hole > top && lt_e(E(base, first + parent), value)) {
+    S(base, first + hole, E(base, first + parent));
+    hole = parent;
+    parent = (hole - 1) / 2;
+  }
+  S(base, first + hole, value);
+}
+fn make_heap(base: u32, first: i32, last: i32) {
+  let len = last - first;
+  if (len < 2) { return; }
+  var parent = (len - 2) / 2;
+  loop {
+    adjust_heap(base, first, parent, len, E(base, first + parent));
+    if (parent == 0) { return; }
+    parent = parent - 1;
+  }
+}
+fn pop_heap(base: u32, first: i32, last: i32, result: i32) {
+  let v = E(base, result);
+  S(base, result, E(base, first));
+  adjust_heap(base, first, 0, last - first, v);
+}
+fn heap_select(base: u32, first: i32, middle: i32, last: i32) {
+  make_heap(base, first, middle);
+  for (var i = middle; i < last; i = i + 1) {
+    if (lt_e(E(base, i), E(base, first))) { pop_heap(base, first, middle, i); }
+  }
+}
+fn sort_heap(base: u32, first: i32, last0: i32) {
+  var last = last0;
+  while (last - first > 1) {
+    last = last - 1;
+    pop_heap(base, first, last, last);
+  }
+}
+fn partition_pivot(base: u32, first: i32, last0: i32) -> i32 {
+  let x = first + 1;
+  let y = first + (last0 - first) / 2;
+  let z = last0 - 1;
+  var s = y;
+  if (lt_e(E(base, x), E(base, y))) {
+    if (lt_e(E(base, y), E(base, z))) { s = y; } else if (lt_e(E(base, x), E(base, z))) { s = z; } else { s = x; }
+  } else if (lt_e(E(base, x), E(base, z))) { s = x; } else if (lt_e(E(base, y), E(base, z))) { s = z; } else { s = y; }
+  swap_at(base, first, s);
+  var lo = first + 1;
+  var hi = last0;
+  loop {
+    while (lt_e(E(base, lo), E(base, first))) { lo = lo + 1; }
+    hi = hi - 1;
+    while (lt_e(E(base, first), E(base, hi))) { hi = hi - 1; }
+    if (!(lo < hi)) { return lo; }
+    swap_at(base, lo, hi);
+    lo = lo + 1;
+  }
+}
+fn linear_insert(base: u32, at: i32) {
+  let v = E(base, at);
+  var i = at;
+  var prev = at - 1;
+  while (lt_e(v, E(base, prev))) { S(base, i, E(base, prev)); i = prev; prev = prev - 1; }
+  S(base, i, v);
+}
+fn insertion_sort(base: u32, first: i32, last: i32) {
+  for (var i = first + 1; i < last; i = i + 1) {
+    let v = E(base, i);
+    if (lt_e(v, E(base, first))) {
+      for (var j = i; j > first; j = j - 1) { S(base, j, E(base, j - 1)); }
+      S(base, first, v);
+    } else {
+      linear_insert(base, i);
+    }
+  }
+}
+fn floor_log2(n: i32) -> i32 { return i32(firstLeadingBit(u32(n))); }
+fn std_sort(base: u32, first0: i32, last0: i32) {
+  if (last0 - first0 <= 1) { return; }
+  var stack: array<vec3<i32>, 40>;
+  var top = 1;
+  stack[0] = vec3<i32>(first0, last0, 2 * floor_log2(last0 - first0));
+  while (top > 0) {
+    top = top - 1;
+    let r = stack[top];
+    var first = r.x;
+    var last = r.y;
+    var depth = r.z;
+    loop {
+      if (last - first <= 16) { break; }
+      if (depth == 0) { heap_select(base, first, last, last); sort_heap(base, first, last); break; }
+      depth = depth - 1;
+      let cut = partition_pivot(base, first, last);
+      // Both sides continue at this depth on disjoint ranges: stack the larger.
+      if (cut - first < last - cut) {
+        stack[top] = vec3<i32>(cut, last, depth);
+        last = cut;
+      } else {
+        stack[top] = vec3<i32>(first, cut, depth);
+        first = cut;
+      }
+      top = top + 1;
+    }
+  }
+  if (last0 - first0 > 16) {
+    insertion_sort(base, first0, first0 + 16);
+    for (var i = first0 + 16; i < last0; i = i + 1) { linear_insert(base, i); }
+  } else {
+    insertion_sort(base, first0, last0);
+  }
+}
+fn nth_element(base: u32, first0: i32, nth: i32, last0: i32) {
+  if (first0 == last0 || nth == last0) { return; }
+  var first = first0;
+  var last = last0;
+  var depth = 2 * floor_log2(last - first);
+  while (last - first > 3) {
+    if (depth == 0) {
+      heap_select(base, first, nth + 1, last);
+      swap_at(base, first, nth);
+      return;
+    }
+    depth = depth - 1;
+    let cut = partition_pivot(base, first, last);
+    if (cut <= nth) { first = cut; } else { last = cut; }
+  }
+  insertion_sort(base, first, last);
+}
+)";
+
+}  // namespace
+
+void topk_small_rows(Context& ctx, const SortInput& in, uint64_t k, bool largest, bool sorted,
+                     WGPUBuffer scratch, WGPUBuffer values, uint64_t values_offset,
+                     WGPUBuffer indices, uint64_t indices_offset) {
+  if (in.rows == 0 || in.n == 0 || k == 0) return;
+  if (in.n > kTopkSerialMaxLength || in.offset + in.rows * in.n >= (1ull << 32) ||
+      in.rows * in.n * 3 >= (1ull << 32))
+    fail(ErrorKind::Unsupported, "torch_webgpu: topk rows too long for the serial kernel");
+  KernelLaunch l;
+  l.key = std::string("sort:topk_small:") + dtype_name(in.dtype);
+  l.buffers = {{in.buffer, Access::Read, false},
+               {scratch, Access::ReadWrite, false},
+               {values, Access::ReadWrite, is_subword(in.dtype)},
+               {indices, Access::ReadWrite, false}};
+  l.uniforms = base_uniforms(in, largest);
+  l.uniforms[kTake] = static_cast<uint32_t>(k);
+  l.uniforms[kFullSort] = sorted ? 1u : 0u;
+  l.uniforms[kValuesOffset] = static_cast<uint32_t>(values_offset);
+  l.uniforms[kIndicesOffset] = static_cast<uint32_t>(indices_offset);
+  l.count = in.rows;
+  l.workgroup = 64;
+  const DType dtype = in.dtype;
+  l.body = [&l, dtype] {
+    return kernel_load("load_in", l.buffers, 0, dtype) + key_function(dtype) +
+           entry_functions(1) + set_entry_function(1) +
+           kernel_store("store_value", l.buffers, 2, dtype, compute_type_for(dtype)) +
+           kernel_store("store_index", l.buffers, 3, DType::Int64, Compute::I64) +
+           // Keys order NaN above everything, as both of the CPU's comparisons do.
+           "fn lt_e(a: vec3<u32>, b: vec3<u32>) -> bool {\n"
+           "  if (uw(8u) != 0u) { return a.x > b.x || (a.x == b.x && a.y > b.y); }\n"
+           "  return a.x < b.x || (a.x == b.x && a.y < b.y);\n"
+           "}\n" + kSerialSortFunctions +
+           kernel_main(Grid::Invocations, 64) +
+           "  let n = i32(uw(5u));\n"
+           "  let k = i32(uw(13u));\n"
+           "  let base = idx * uw(5u);\n"
+           "  let src = uw(4u) + base;\n"
+           "  for (var i = 0; i < n; i = i + 1) { S(base, i, vec3<u32>(sort_key(load_in(src + u32(i))), u32(i))); }\n"
+           "  if (k * 64 <= n) {\n"
+           "    heap_select(base, 0, k, n);\n"
+           "    sort_heap(base, 0, k);\n"
+           "  } else {\n"
+           "    nth_element(base, 0, k - 1, n);\n"
+           "    if (uw(11u) != 0u) { std_sort(base, 0, k - 1); }\n"
+           "  }\n"
+           "  for (var i = 0; i < k; i = i + 1) {\n"
+           "    let at = E(base, i).z;\n"
+           "    store_value(uw(14u) + idx * u32(k) + u32(i), load_in(src + at));\n"
+           "    store_index(uw(15u) + idx * u32(k) + u32(i), vec2<u32>(at, 0u));\n"
+           "  }\n"
+           "}\n";
+  };
   launch_kernel(ctx, l);
 }
 

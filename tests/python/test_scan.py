@@ -1,0 +1,152 @@
+"""Scans (cumsum, cumprod, cummax, cummin, logcumsumexp) on webgpu against the CPU."""
+import pytest
+import torch
+
+from conftest import FLOAT_DTYPES, INT_DTYPES, assert_same, check, dev, make
+
+SCAN_DTYPES = FLOAT_DTYPES + INT_DTYPES + [torch.bool]
+
+
+@pytest.mark.parametrize("dtype", SCAN_DTYPES)
+@pytest.mark.parametrize("fn", [torch.cumsum, torch.cumprod])
+def test_cumsum_cumprod_dtypes(no_fallback, fn, dtype):
+    x = make((3, 9), dtype, low=-3, high=3)
+    if fn is torch.cumprod and dtype.is_floating_point:
+        x = make((3, 9), dtype, low=0.5, high=1.5)
+    for dim in (0, 1, -1):
+        check(fn, x, dim)
+
+
+@pytest.mark.parametrize("shape,dim", [((5,), 0), ((2, 3, 4), 1), ((2, 3, 4), -3), ((), 0),
+                                       ((0, 3), 1), ((3, 0), 1), ((1, 200), 1)])
+def test_cumsum_shapes(no_fallback, shape, dim):
+    check(torch.cumsum, make(shape, torch.float32), dim)
+    check(torch.cumprod, make(shape, torch.float32, low=0.9, high=1.1), dim)
+
+
+def test_cumsum_int_promotes_to_int64_and_dtype_arg(no_fallback):
+    x = make((4, 6), torch.int8, low=-100, high=100)
+    check(torch.cumsum, x, 1)                       # int64 result
+    check(torch.cumsum, x, 1, dtype=torch.int16)    # wraps like the CPU
+    check(torch.cumsum, make((4, 6), torch.float32), 0, dtype=torch.float16)
+    big = torch.tensor([2**40, 2**41, -(2**42), 7], dtype=torch.int64)
+    check(torch.cumsum, big, 0)
+    check(torch.cumprod, torch.tensor([3, 2**20, 2**20, 5]), 0)
+
+
+def test_cumsum_float_accuracy_long_row(no_fallback):
+    # The CPU accumulates float32 in double: compensated summation keeps us close.
+    x = torch.cat([torch.full((1,), 1e8), torch.ones(4000), torch.full((1,), -1e8), torch.ones(10)])
+    check(torch.cumsum, x, 0)
+
+
+def test_cumsum_noncontiguous_out_inplace(no_fallback):
+    base = make((6, 8), torch.float32)
+    x = base.t()[:, 1:5]  # non-contiguous with an offset
+    check(torch.cumsum, x, 0)
+    check(torch.cumsum, x, 1)
+    out = torch.empty(0)
+    actual = torch.cumsum(dev(x), 1, out=dev(out))
+    assert_same(actual, torch.cumsum(x, 1))
+    y = make((3, 5), torch.float32)
+    dy = dev(y)
+    dy.cumsum_(1)
+    assert_same(dy, y.cumsum(1))
+    with pytest.raises(RuntimeError):
+        torch.cumsum(dev(y), 0, dtype=torch.float32, out=dev(torch.empty(3, 5, dtype=torch.int64)))
+    with pytest.raises(IndexError):
+        torch.cumsum(dev(y), 2)
+
+
+def test_cumsum_nan_inf(no_fallback):
+    x = torch.tensor([1.0, float("inf"), 2.0, float("-inf"), 3.0, float("nan"), 4.0])
+    check(torch.cumsum, x, 0)
+    check(torch.cumprod, x, 0)
+    check(torch.cumprod, torch.tensor([2.0, 0.0, float("inf"), 1.0]), 0)
+
+
+@pytest.mark.parametrize("dtype", SCAN_DTYPES)
+@pytest.mark.parametrize("fn", [torch.cummax, torch.cummin])
+def test_cummax_cummin(no_fallback, fn, dtype):
+    x = make((4, 11), dtype, low=-3, high=3)  # many ties: the later index wins, as on the CPU
+    for dim in (0, 1, -2):
+        check(fn, x, dim, exact=True)
+
+
+def test_cummax_nan_and_scalar(no_fallback):
+    x = torch.tensor([1.0, 3.0, 3.0, 2.0, float("nan"), 5.0, float("nan"), 1.0])
+    check(torch.cummax, x, 0, exact=True)
+    check(torch.cummin, x, 0, exact=True)
+    check(torch.cummax, torch.tensor(2.5), 0, exact=True)
+    check(torch.cummin, torch.zeros(0, 3), 1, exact=True)
+    check(torch.cummax, make((5, 6), torch.float32).t(), 1, exact=True)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_logcumsumexp(no_fallback, dtype):
+    x = make((3, 10), dtype)
+    check(torch.logcumsumexp, x, 1)
+    check(torch.logcumsumexp, x, 0)
+    special = torch.tensor([float("-inf"), float("-inf"), 0.0, float("inf"), 1.0, float("nan"), 2.0])
+    check(torch.logcumsumexp, special.to(dtype), 0)
+    check(torch.logcumsumexp, torch.tensor(1.5, dtype=dtype), 0)
+
+
+def test_logcumsumexp_out_and_int_error(no_fallback):
+    x = make((4, 5), torch.float32)
+    out = dev(torch.empty(0))
+    torch.logcumsumexp(dev(x), 1, out=out)
+    assert_same(out, torch.logcumsumexp(x, 1))
+
+
+def test_logcumsumexp_int_errors_like_cpu():
+    check(torch.logcumsumexp, make((4,), torch.int64), 0)
+
+
+def test_float64_falls_back():
+    x = make((3, 4), torch.float64)
+    check(torch.cumsum, x, 1)
+    check(torch.cummax, x, 0)
+
+
+def test_scan_gradients():
+    x = make((3, 5), torch.float32, low=0.5, high=1.5)
+    for fn in (lambda t: t.cumsum(1), lambda t: t.cumprod(1), lambda t: t.cummax(0).values,
+               lambda t: t.logcumsumexp(1)):
+        xc = x.clone().requires_grad_()
+        xd = dev(x).requires_grad_()
+        fn(xc).sum().backward()
+        fn(xd).sum().backward()
+        assert_same(xd.grad, xc.grad, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64, torch.int32])
+def test_long_rows_blocked_scan(no_fallback, dtype):
+    # Rows of at least 4096 elements scan in blocks (aggregates, carries, rescan).
+    x = make((2, 5000), dtype, low=-3, high=3)
+    # Half results round once from a float accumulator: one-ulp differences at ties.
+    loose = {torch.float32: dict(rtol=1e-4, atol=1e-3), torch.float16: dict(rtol=2e-3, atol=1e-2)}
+    check(torch.cumsum, x, 1, tolerances=loose.get(dtype))
+    check(torch.cummax, x, 1, exact=True)
+    check(torch.cummin, x, 1, exact=True)
+    if dtype.is_floating_point:
+        check(torch.logcumsumexp, x, 1, tolerances=loose.get(dtype))
+        check(torch.cumprod, make((1, 4500), dtype, low=0.999, high=1.001), 1,
+              tolerances=dict(rtol=1e-3, atol=1e-4))
+    else:
+        check(torch.cumprod, make((1, 4500), dtype, low=-1, high=1), 1, exact=True)
+
+
+def test_long_row_nan_carry(no_fallback):
+    x = make((1, 9000), torch.float32)
+    x[0, 4100] = float("nan")
+    x[0, 7000] = float("nan")
+    check(torch.cummax, x, 1, exact=True)
+    check(torch.cumsum, x, 1, tolerances=dict(rtol=1e-4, atol=1e-3))
+
+
+def test_many_long_rows(no_fallback):
+    # More rows than the blocked path's threshold but rows longer than one invocation may
+    # loop (llvmpipe's 65535-iteration cap): still blocked.
+    x = make((65, 33000), torch.int32, low=-3, high=3)
+    check(torch.cumsum, x, 1, exact=True)
