@@ -312,6 +312,7 @@ void Context::create_device() {
   caps_.min_uniform_offset_alignment = l.minUniformBufferOffsetAlignment;
   caps_.min_storage_offset_alignment = l.minStorageBufferOffsetAlignment;
   caps_.max_uniform_binding_size = l.maxUniformBufferBindingSize;
+  if (adapter_desc_.name.find("llvmpipe") != std::string::npos) caps_.max_loop_iterations = 65535;
 
   if (cfg.debug) {
     WGPUSupportedFeatures supported = {};

@@ -49,6 +49,11 @@ struct DeviceCapabilities {
   uint32_t min_uniform_offset_alignment = 256;
   uint32_t min_storage_offset_alignment = 256;
   uint64_t max_uniform_binding_size = 0;
+  // Iterations one loop statement may run in one invocation before the driver silently
+  // leaves it (0: no limit). Mesa's llvmpipe stops loops after 65535 iterations, counted
+  // over the whole invocation: kernels that loop serially over a whole problem (per-matrix
+  // linear algebra, per-row sorts) check their bound against it and take another path.
+  uint64_t max_loop_iterations = 0;
 };
 
 class Context {
