@@ -102,3 +102,23 @@ def test_pool_errors(monkeypatch):
     assert not check(lambda t: F.max_pool2d(t, 2, 0), x)          # zero stride
     assert not check(lambda t: F.avg_pool2d(t, 2, divisor_override=0), x)
     assert not check(lambda t: F.adaptive_avg_pool2d(t, (1, 2, 3)), x)
+
+
+@pytest.mark.parametrize("k,d,p,s", [((2, 3), (1, 1), (0, 0), (1, 1)), ((3, 3), (2, 1), (1, 2), (2, 1)),
+                                     ((1, 2), (1, 2), (0, 1), (3, 2))])
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_unfold_fold(k, d, p, s, dtype):
+    x = make((2, 3, 7, 8), dtype)
+    tol = HALF_TOL[dtype]
+    forward_backward(lambda t: F.unfold(t, k, d, p, s), x, tol=tol, grad_tol=tol or None)
+    forward_backward(lambda t: F.unfold(t, k, d, p, s), x[0], tol=tol, grad_tol=tol or None)
+    cols = F.unfold(x.float(), k, d, p, s).to(dtype)
+    forward_backward(lambda t: F.fold(t, (7, 8), k, d, p, s), cols, tol=tol, grad_tol=tol or None)
+
+
+@pytest.mark.usefixtures("quiet_fallback")
+def test_unfold_fold_errors(monkeypatch):
+    monkeypatch.delenv("TORCH_WEBGPU_DISABLE_CPU_FALLBACK")
+    x = make((1, 2, 4, 4), torch.float32)
+    assert not check(lambda t: F.unfold(t, 5), x)
+    assert not check(lambda t: F.fold(t, (4, 4), 2), make((1, 7, 9), torch.float32))
