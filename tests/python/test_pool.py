@@ -122,3 +122,31 @@ def test_unfold_fold_errors(monkeypatch):
     x = make((1, 2, 4, 4), torch.float32)
     assert not check(lambda t: F.unfold(t, 5), x)
     assert not check(lambda t: F.fold(t, (4, 4), 2), make((1, 7, 9), torch.float32))
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_max_unpool(dtype):
+    x = make((2, 3, 8, 6), dtype)
+    y, idx = F.max_pool2d(x, 2, return_indices=True)
+    check(lambda a, i: F.max_unpool2d(a, i, 2), y, idx)
+    check(lambda a, i: F.max_unpool2d(a, i, 2, output_size=(9, 7)), y, idx)
+    check(lambda a, i: F.max_unpool2d(a, i, 2), y[0], idx[0])
+    x3 = make((1, 2, 4, 6, 4), dtype)
+    y3, idx3 = F.max_pool3d(x3, 2, return_indices=True)
+    check(lambda a, i: F.max_unpool3d(a, i, 2), y3, idx3)
+
+
+@pytest.mark.parametrize("groups", [1, 2, 3, 6])
+def test_channel_shuffle(groups):
+    x = make((2, 6, 3, 4), torch.float32)
+    check(lambda t: F.channel_shuffle(t, groups), x)
+    check(lambda t: F.channel_shuffle(t, groups), x.to(memory_format=torch.channels_last))
+    check(lambda t: F.channel_shuffle(t, groups), x[:, :, 0])
+
+
+@pytest.mark.usefixtures("quiet_fallback")
+def test_unpool_shuffle_errors(monkeypatch):
+    monkeypatch.delenv("TORCH_WEBGPU_DISABLE_CPU_FALLBACK")
+    y = make((1, 2, 2, 2), torch.float32)
+    assert not check(lambda a, i: F.max_unpool2d(a, i, 2), y, torch.full((1, 2, 2, 2), 99))
+    assert not check(lambda t: F.channel_shuffle(t, 4), make((2, 6, 3), torch.float32))
