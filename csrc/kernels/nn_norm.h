@@ -24,8 +24,9 @@ struct ElementMap {
   uint32_t r_div = 1, r_mod = 1, c_div = 1, c_mod = 1;
 };
 
-// y = x * s + (-s * mean) with s = rstd[r] * w[c], plus b[c] (layer_norm_form: the affine
-// step after normalizing, (x * rstd + (-rstd * mean)) * w + b, as the CPU's layer norm).
+// y = x * s + (b[c] - mean * s) with s = rstd[r] * w[c] (group/batch norm, as the CPU);
+// layer_norm_form: (x * rstd + (-rstd * mean)) * w + b with both affine parameters, else
+// (x - mean) * rstd * w + b, as the CPU's layer norm.
 // w/b may have a null buffer (absent). `stats` may be any float dtype.
 void norm_apply(Context& ctx, const Operand& x, const Operand& mean, const Operand& rstd,
                 const Operand& w, const Operand& b, const Operand& y, uint64_t count,

@@ -33,6 +33,11 @@ def test_layer_norm_constant_rows_match_cpu():
     x = torch.full((3, 4), 0.1)
     check(lambda x: torch.native_layer_norm(x, (4,), None, None, 1e-5), x)
     check(lambda x: F.layer_norm(x, (1,)), torch.randn(5, 1))
+    # Only one affine parameter: the CPU's other form, (x - mean) * rstd * w + b.
+    for w, b in [(None, torch.tensor([0.3])), (torch.tensor([1.7]), None),
+                 (torch.tensor([1.7]), torch.tensor([0.3]))]:
+        check(lambda x, w, b: torch.native_layer_norm(x, (1,), w, b, 1e-5),
+              torch.tensor([1.7648]), w, b, tolerances=dict(rtol=0, atol=1e-7))
 
 
 def test_layer_norm_half_with_float_params():
