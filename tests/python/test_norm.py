@@ -160,3 +160,10 @@ def test_batch_norm_empty_batch():
     want = torch.native_batch_norm(x, None, None, rm, rv, False, 0.1, 1e-5)
     for g, e in zip(got, want):
         assert_same(g, e)
+
+
+@pytest.mark.usefixtures("quiet_fallback")
+def test_batch_norm_training_empty_raises(monkeypatch):
+    monkeypatch.delenv("TORCH_WEBGPU_DISABLE_CPU_FALLBACK")
+    assert not check(lambda x, rm, rv: torch.native_batch_norm(x, None, None, rm, rv, True, 0.1, 1e-5),
+                     torch.zeros(0, 3, 4), torch.zeros(3), torch.ones(3))
