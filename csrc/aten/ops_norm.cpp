@@ -253,8 +253,9 @@ BatchGeometry batch_geometry(const Tensor& x) {
 }
 
 bool batch_native(const Tensor& input, const Tensor& w, const Tensor& b, const Tensor& rm,
-                  const Tensor& rv) {
+                  const Tensor& rv, bool training = false) {
   if (!stats_dtype(input, {&w, &b, &rm, &rv}) || input.dim() < 2) return false;
+  if (training && input.numel() == 0) return false;  // the CPU raises
   const int64_t C = input.size(1);
   for (const Tensor* p : {&w, &b, &rm, &rv})
     if (p->defined() && p->numel() != C) return false;
@@ -291,12 +292,6 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_impl(const Tensor& input, const Te
     return {y, at::empty({0}, x.options().dtype(sdt)), at::empty({0}, x.options().dtype(sdt))};
   }
   Tensor mean = f32_empty(x, g.C), invstd = f32_empty(x, g.C), m2 = f32_empty(x, g.C);
-  if (n == 0) {
-    // No values per channel: the CPU gives NaN statistics (0 / 0) and leaves y empty.
-    mean.fill_(std::numeric_limits<double>::quiet_NaN());
-    invstd.fill_(std::numeric_limits<double>::quiet_NaN());
-    return {y, mean.to(sdt), invstd.to(sdt)};
-  }
   TWGPU_TRY
   RuntimeLock lock;
   nn::RowLayout L{static_cast<uint64_t>(g.C), u32(n), u32(g.S), u32(g.C * g.S), u32(g.S)};
@@ -324,7 +319,7 @@ std::tuple<Tensor, Tensor, Tensor> native_batch_norm(const Tensor& input, const 
                                                      const OptT& running_var, bool training,
                                                      double momentum, double eps) {
   Tensor w = opt(weight), b = opt(bias), rm = opt(running_mean), rv = opt(running_var);
-  if (!batch_native(input, w, b, rm, rv) || (!training && (!rm.defined() || !rv.defined())))
+  if (!batch_native(input, w, b, rm, rv, training) || (!training && (!rm.defined() || !rv.defined())))
     return call_cpu_fallback<at::_ops::native_batch_norm>(input, weight, bias, running_mean,
                                                           running_var, training, momentum, eps);
   return batch_norm_impl(input, w, b, rm, rv, training, momentum, eps);
@@ -335,7 +330,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_legit(const Tensor& input, const O
                                                     Tensor& running_var, bool training,
                                                     double momentum, double eps) {
   Tensor w = opt(weight), b = opt(bias);
-  if (!batch_native(input, w, b, running_mean, running_var))
+  if (!batch_native(input, w, b, running_mean, running_var, training))
     return call_cpu_fallback<at::_ops::_native_batch_norm_legit>(
         input, weight, bias, running_mean, running_var, training, momentum, eps);
   return batch_norm_impl(input, w, b, running_mean, running_var, training, momentum, eps);
@@ -346,7 +341,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_legit_no_stats(const Tensor& input
                                                              bool training, double momentum,
                                                              double eps) {
   Tensor w = opt(weight), b = opt(bias), none;
-  if (!batch_native(input, w, b, none, none) || !training)
+  if (!batch_native(input, w, b, none, none, true) || !training)
     return call_cpu_fallback<at::_ops::_native_batch_norm_legit_no_stats>(input, weight, bias,
                                                                           training, momentum, eps);
   return batch_norm_impl(input, w, b, none, none, true, momentum, eps);
@@ -359,7 +354,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> batch_norm_with_update(const Tensor& 
                                                                   Tensor& running_var,
                                                                   double momentum, double eps) {
   Tensor w = opt(weight), b = opt(bias);
-  if (!batch_native(input, w, b, running_mean, running_var))
+  if (!batch_native(input, w, b, running_mean, running_var, true))
     return call_cpu_fallback<at::_ops::_batch_norm_with_update>(input, weight, bias, running_mean,
                                                                 running_var, momentum, eps);
   auto r = batch_norm_impl(input, w, b, running_mean, running_var, true, momentum, eps);

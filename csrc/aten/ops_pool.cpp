@@ -21,6 +21,9 @@
 #include <ATen/ops/max_pool2d_with_indices_ops.h>
 #include <ATen/ops/max_pool3d_with_indices_backward_ops.h>
 #include <ATen/ops/max_pool3d_with_indices_ops.h>
+#include <ATen/ops/channel_shuffle_ops.h>
+#include <ATen/ops/max_unpool2d_ops.h>
+#include <ATen/ops/max_unpool3d_ops.h>
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
@@ -382,9 +385,101 @@ Tensor& adaptive_max3d_backward_out(const Tensor& grad_out, const Tensor& self,
   return max_pool_backward(grad_out, self, indices, *p, grad_input);
 }
 
+// ---- max unpooling -------------------------------------------------------------------------
+
+// Unpools `self` ([N, C, *in] or [C, *in]) into `output_size`; false when not native, or
+// when an index is out of range (the CPU raises its error).
+bool unpool_native(const Tensor& self, const Tensor& indices, IntArrayRef output_size, int nd,
+                   Tensor& out) {
+  if (!nn_float(self) || indices.scalar_type() != at::kLong || indices.sizes() != self.sizes() ||
+      static_cast<int>(output_size.size()) != nd || (self.dim() != nd + 1 && self.dim() != nd + 2) ||
+      out.scalar_type() != self.scalar_type())
+    return false;
+  int64_t out_plane = 1, in_plane = 1, planes = 1;
+  for (int j = 0; j < nd; ++j) {
+    if (output_size[j] <= 0 || self.size(self.dim() - nd + j) <= 0) return false;
+    out_plane *= output_size[j];
+    in_plane *= self.size(self.dim() - nd + j);
+  }
+  for (int64_t d = 0; d < self.dim() - nd; ++d) planes *= self.size(d);
+  if (self.dim() == nd + 2 && self.size(1) == 0) return false;
+  std::vector<int64_t> shape(self.sizes().begin(), self.sizes().end() - nd);
+  shape.insert(shape.end(), output_size.begin(), output_size.end());
+  Tensor x = self.contiguous(), idx = indices.contiguous();
+  Tensor result = at::zeros(shape, x.options());
+  if (x.numel() > 0) {
+    Tensor bad = at::empty({1}, x.options().dtype(at::kFloat));
+    TWGPU_TRY
+    RuntimeLock lock;
+    nn::count_bad_indices(lock.ctx(), operand(idx), static_cast<uint64_t>(idx.numel()),
+                          u32(out_plane), operand(bad));
+    TWGPU_CATCH
+    if (bad.item<float>() > 0) return false;
+    TWGPU_TRY
+    RuntimeLock lock;
+    nn::max_unpool(lock.ctx(), operand(x), operand(idx), u32(planes), u32(in_plane),
+                   u32(out_plane), operand(result));
+    TWGPU_CATCH
+  }
+  at::native::resize_output(out, result.sizes());
+  out.copy_(result);
+  return true;
+}
+
+Tensor max_unpool2d(const Tensor& self, const Tensor& indices, IntArrayRef output_size) {
+  Tensor out = at::empty({0}, self.options());
+  if (!unpool_native(self, indices, output_size, 2, out))
+    return call_cpu_fallback<at::_ops::max_unpool2d>(self, indices, output_size);
+  return out;
+}
+Tensor& max_unpool2d_out(const Tensor& self, const Tensor& indices, IntArrayRef output_size,
+                         Tensor& out) {
+  if (!unpool_native(self, indices, output_size, 2, out))
+    return call_cpu_fallback<at::_ops::max_unpool2d_out>(self, indices, output_size, out);
+  return out;
+}
+bool unpool3d_args_ok(IntArrayRef stride, IntArrayRef padding) {
+  if (stride.size() != 3 || padding.size() != 3) return false;
+  for (int j = 0; j < 3; ++j)
+    if (stride[j] <= 0) return false;
+  return true;
+}
+Tensor max_unpool3d(const Tensor& self, const Tensor& indices, IntArrayRef output_size,
+                    IntArrayRef stride, IntArrayRef padding) {
+  Tensor out = at::empty({0}, self.options());
+  if (!unpool3d_args_ok(stride, padding) || !unpool_native(self, indices, output_size, 3, out))
+    return call_cpu_fallback<at::_ops::max_unpool3d>(self, indices, output_size, stride, padding);
+  return out;
+}
+Tensor& max_unpool3d_out(const Tensor& self, const Tensor& indices, IntArrayRef output_size,
+                         IntArrayRef stride, IntArrayRef padding, Tensor& out) {
+  if (!unpool3d_args_ok(stride, padding) || !unpool_native(self, indices, output_size, 3, out))
+    return call_cpu_fallback<at::_ops::max_unpool3d_out>(self, indices, output_size, stride,
+                                                         padding, out);
+  return out;
+}
+
+// channel_shuffle: a view, a transpose and a native copy.
+Tensor channel_shuffle(const Tensor& self, int64_t groups) {
+  if (self.dim() <= 2 || groups <= 0 || self.size(1) % groups != 0 || self.numel() == 0)
+    return call_cpu_fallback<at::_ops::channel_shuffle>(self, groups);
+  std::vector<int64_t> split = {self.size(0), groups, self.size(1) / groups};
+  split.insert(split.end(), self.sizes().begin() + 2, self.sizes().end());
+  return self.reshape(split)
+      .transpose(1, 2)
+      .contiguous()
+      .view(self.sizes())
+      .contiguous(self.suggest_memory_format());
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("max_unpool2d", TORCH_FN(max_unpool2d));
+  m.impl("max_unpool2d.out", TORCH_FN(max_unpool2d_out));
+  m.impl("max_unpool3d", TORCH_FN(max_unpool3d));
+  m.impl("max_unpool3d.out", TORCH_FN(max_unpool3d_out));
+  m.impl("channel_shuffle", TORCH_FN(channel_shuffle));
   m.impl("max_pool2d_with_indices.out", TORCH_FN(max_pool2d_out));
   m.impl("max_pool2d_with_indices_backward.grad_input", TORCH_FN(max_pool2d_backward_out));
   m.impl("max_pool3d_with_indices", TORCH_FN(max_pool3d));

@@ -19,10 +19,19 @@ const char* kind_name(PointLoss k) {
 }
 
 // `fn loss(i: u32) -> f32` with x = in0, t = in1, w = in2, the parameter pf(0).
-std::string loss_fn(PointLoss k, bool weighted) {
-  std::string s = "fn loss(i: u32) -> f32 {\n  let x = in0(i);\n  let t = in1(i);\n";
+// `fn rnd(v: f32) -> f32`: v rounded to the storage dtype (the CPU rounds MSE's
+// difference and square to half types one operation at a time).
+std::string round_fn(DType t) {
+  if (t == DType::Float16) return "fn rnd(v: f32) -> f32 { return f16_bits_to_f32(f32_to_f16_bits(v)); }\n";
+  if (t == DType::BFloat16) return "fn rnd(v: f32) -> f32 { return bf16_bits_to_f32(f32_to_bf16_bits(v)); }\n";
+  return "fn rnd(v: f32) -> f32 { return v; }\n";
+}
+
+std::string loss_fn(PointLoss k, bool weighted, DType dtype) {
+  std::string s = round_fn(dtype) +
+                  "fn loss(i: u32) -> f32 {\n  let x = in0(i);\n  let t = in1(i);\n";
   switch (k) {
-    case PointLoss::Mse: s += "  let d = x - t;\n  var l = d * d;\n"; break;
+    case PointLoss::Mse: s += "  let d = rnd(x - t);\n  var l = rnd(d * d);\n"; break;
     case PointLoss::SmoothL1:
       s += "  let z = abs(x - t);\n  let b = pf(0u);\n"
            "  var l = select(z - 0.5 * b, div_f32(0.5 * z * z, b), z < b);\n";
@@ -72,7 +81,7 @@ void point_loss(Context& ctx, PointLoss kind, const Operand& x, const Operand& t
   k.inputs = {x, t, or_dummy(w, x)};
   k.outputs = {out};
   k.params = {f32_bits(param), static_cast<uint32_t>(r), static_cast<uint32_t>(count)};
-  std::string body = loss_fn(kind, w.buffer != nullptr);
+  std::string body = loss_fn(kind, w.buffer != nullptr, x.dtype);
   if (r == Reduce::None) {
     k.body = body + "fn run(i: u32) { out0(i, loss(i)); }\n";
     launch_map(ctx, k, count);

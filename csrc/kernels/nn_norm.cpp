@@ -62,9 +62,11 @@ void norm_apply(Context& ctx, const Operand& x, const Operand& mean, const Opera
   std::string body = element_map_fn(0) +
                      "fn run(i: u32) {\n  let r = stat_row(i);\n  let c = chan(i);\n"
                      "  let x = in0(i);\n  let mu = in1(r);\n  let rs = in2(r);\n";
-  if (layer_norm_form) {
-    body += "  var y = x * rs + (-rs * mu);\n";
-    if (w.buffer || b.buffer) body += "  y = y * " + wv + " + " + bv + ";\n";
+  if (layer_norm_form && w.buffer && b.buffer) {
+    body += "  let y = (x * rs + (-rs * mu)) * " + wv + " + " + bv + ";\n";
+  } else if (layer_norm_form) {
+    // The CPU's layer norm without both affine parameters: (x - mean) * rstd * w + b.
+    body += "  let y = (x - mu) * rs * " + wv + " + " + bv + ";\n";
   } else {
     body += "  let s = rs * " + wv + ";\n  let y = x * s + (" + bv + " - mu * s);\n";
   }

@@ -24,8 +24,9 @@ struct ElementMap {
   uint32_t r_div = 1, r_mod = 1, c_div = 1, c_mod = 1;
 };
 
-// y = x * s + (-s * mean) with s = rstd[r] * w[c], plus b[c] (layer_norm_form: the affine
-// step after normalizing, (x * rstd + (-rstd * mean)) * w + b, as the CPU's layer norm).
+// y = x * s + (b[c] - mean * s) with s = rstd[r] * w[c] (group/batch norm, as the CPU);
+// layer_norm_form: (x * rstd + (-rstd * mean)) * w + b with both affine parameters, else
+// (x - mean) * rstd * w + b, as the CPU's layer norm.
 // w/b may have a null buffer (absent). `stats` may be any float dtype.
 void norm_apply(Context& ctx, const Operand& x, const Operand& mean, const Operand& rstd,
                 const Operand& w, const Operand& b, const Operand& y, uint64_t count,
@@ -41,11 +42,11 @@ void norm_running_update(Context& ctx, const Operand& mean, const Operand& m2,
                          const Operand& rv_out, uint64_t channels, float momentum,
                          uint64_t count);
 
-// Layer/group norm backward, per row r of `len` elements of x/dy (contiguous rows):
-// with g = dy * w[c] (c = (r % groups) * (len / w_div... see .cpp), ds = sum g * x,
-// db = sum g: cb[r] = (db * mean - ds) * rstd^3 / len, cc[r] = -cb * mean - db * rstd / len.
-// w channel of element k of row r: c = (r % groups) * per_group + k / c_div (layer norm:
-// groups = 1, per_group = 0, c_div = 1).
+// Layer/group norm backward, per row r of `len` elements of x/dy (contiguous rows): with
+// g = dy * w[c], ds = sum g * x and db = sum g over the row,
+// cb[r] = (db * mean - ds) * rstd^3 / len and cc[r] = -cb * mean - db * rstd / len.
+// The w channel of element k of row r is c = (r % groups) * per_group + k / c_div (layer
+// norm: groups = 1, per_group = 0, c_div = 1: c = k).
 void norm_backward_coeffs(Context& ctx, const Operand& dy, const Operand& x, const Operand& mean,
                           const Operand& rstd, const Operand& w, uint64_t rows, uint32_t len,
                           uint32_t groups, uint32_t per_group, uint32_t c_div,

@@ -139,3 +139,34 @@ void pool_avg_backward(Context& ctx, const Operand& grad_out, const PoolGeometry
 }
 
 }  // namespace twgpu::nn
+
+namespace twgpu::nn {
+
+void max_unpool(Context& ctx, const Operand& x, const Operand& indices, uint32_t planes,
+                uint32_t in_plane, uint32_t out_plane, const Operand& out) {
+  NnKernel k;
+  k.key = "max_unpool";
+  k.inputs = {x, indices};
+  k.outputs = {out};
+  k.params = {in_plane, out_plane};
+  k.body = "fn run(i: u32) {\n  let t = in1_i64(i);\n"
+           "  if (i64_is_neg(t) || t.y != 0u || t.x >= pu(1u)) { return; }\n"
+           "  out0((i / pu(0u)) * pu(1u) + t.x, in0(i));\n}\n";
+  launch_map(ctx, k, uint64_t(planes) * in_plane);
+}
+
+void count_bad_indices(Context& ctx, const Operand& indices, uint64_t count, uint32_t out_plane,
+                       const Operand& bad) {
+  NnKernel k;
+  k.key = "count_bad_indices";
+  k.inputs = {indices};
+  k.outputs = {bad};
+  k.params = {out_plane};
+  k.body = "fn terms(r: u32, k: u32, ph: u32, prev: vec2<f32>) -> vec2<f32> {\n"
+           "  let t = in0_i64(k);\n"
+           "  return vec2<f32>(select(0.0, 1.0, i64_is_neg(t) || t.y != 0u || t.x >= pu(0u)), 0.0);\n}\n"
+           "fn finish(r: u32, s0: vec2<f32>, s1: vec2<f32>) { out0(0u, s0.x); }\n";
+  launch_rows(ctx, k, 1, static_cast<uint32_t>(count), 1);
+}
+
+}  // namespace twgpu::nn

@@ -29,3 +29,15 @@ void pool_avg_backward(Context& ctx, const Operand& grad_out, const PoolGeometry
                        const Operand& grad_input);
 
 }  // namespace twgpu::nn
+
+namespace twgpu::nn {
+
+// Max unpooling: out[plane, indices[plane, i]] = x[plane, i] for x of [planes, in_plane]
+// and out (zeroed) of [planes, out_plane]; indices outside [0, out_plane) are skipped.
+void max_unpool(Context& ctx, const Operand& x, const Operand& indices, uint32_t planes,
+                uint32_t in_plane, uint32_t out_plane, const Operand& out);
+// bad[0] (f32) = the number of indices outside [0, out_plane).
+void count_bad_indices(Context& ctx, const Operand& indices, uint64_t count, uint32_t out_plane,
+                       const Operand& bad);
+
+}  // namespace twgpu::nn

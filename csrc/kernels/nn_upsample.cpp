@@ -40,7 +40,7 @@ const char* kCommon =
     "  let r = src_real(j, o, false);\n"
     "  let i0 = min(i32(floor(r)), I - 1);\n"
     "  let l1 = min(max(r - f32(i0), 0.0), 1.0);\n"
-    "  return Taps(i0, i0 + select(0, 1, i0 < I - 1), 1.0 - l1, l1);\n}\n"
+    "  return Taps(i0, i0 + select(0, 1, i0 < I - 1), wr(1.0 - l1), wr(l1));\n}\n"
     "fn cc1(x: f32) -> f32 { let A = -0.75; return ((A + 2.0) * x - (A + 3.0)) * x * x + 1.0; }\n"
     "fn cc2(x: f32) -> f32 { let A = -0.75; return ((A * x - 5.0 * A) * x + 8.0 * A) * x - 4.0 * A; }\n"
     // (first tap index, coefficients of taps first..first+3), taps clamped by the caller.
@@ -49,7 +49,7 @@ const char* kCommon =
     "  let I = in_size(j);\n  let r = src_real(j, o, true);\n"
     "  let i0 = min(i32(floor(r)), I - 1);\n"
     "  let t = min(max(r - f32(i0), 0.0), 1.0);\n"
-    "  return Cubic(i0 - 1, vec4<f32>(cc2(t + 1.0), cc1(t), cc1(1.0 - t), cc2(2.0 - t)));\n}\n"
+    "  return Cubic(i0 - 1, vec4<f32>(wr(cc2(t + 1.0)), wr(cc1(t)), wr(cc1(1.0 - t)), wr(cc2(2.0 - t))));\n}\n"
     "fn clampi(i: i32, j: u32) -> i32 { return clamp(i, 0, in_size(j) - 1); }\n";
 
 // Linear: the weighted taps over the op's dims, as nested sums (inner dim first).
@@ -100,6 +100,16 @@ std::string taps_header(Interp m) {
   return s;
 }
 
+// `fn wr(w: f32) -> f32`: an interpolation weight as the CPU stores it, in the input's
+// dtype: its generic upsampling kernels round the weights of half types (its bilinear 2-d
+// kernel keeps them in float).
+std::string weight_round(DType t, const UpsampleGeometry& g) {
+  if (g.mode == Interp::Linear && g.nd == 2) return "fn wr(w: f32) -> f32 { return w; }\n";
+  if (t == DType::Float16) return "fn wr(w: f32) -> f32 { return f16_bits_to_f32(f32_to_f16_bits(w)); }\n";
+  if (t == DType::BFloat16) return "fn wr(w: f32) -> f32 { return bf16_bits_to_f32(f32_to_bf16_bits(w)); }\n";
+  return "fn wr(w: f32) -> f32 { return w; }\n";
+}
+
 const char* mode_name(Interp m) {
   switch (m) {
     case Interp::Nearest: return "nearest";
@@ -118,7 +128,8 @@ void upsample_forward(Context& ctx, const Operand& x, const UpsampleGeometry& g,
   k.inputs = {x};
   k.outputs = {y};
   k.params = params(g);
-  std::string body = kCommon + std::string("fn run(idx: u32) {\n") + taps_header(g.mode);
+  std::string body = weight_round(x.dtype, g) + kCommon + std::string("fn run(idx: u32) {\n") +
+                     taps_header(g.mode);
   switch (g.mode) {
     case Interp::Nearest:
     case Interp::NearestExact: body += "  out0(idx, in0(in_index(o.x, d, h, w)));\n"; break;
@@ -144,7 +155,8 @@ void upsample_backward(Context& ctx, const Operand& grad_out, const UpsampleGeom
   k.outputs = {grad_input};
   k.accumulate = true;
   k.params = params(g);
-  std::string body = kCommon + std::string("fn run(idx: u32) {\n") + taps_header(g.mode) +
+  std::string body = weight_round(grad_out.dtype, g) + kCommon +
+                     std::string("fn run(idx: u32) {\n") + taps_header(g.mode) +
                      "  let g = in0(idx);\n";
   switch (g.mode) {
     case Interp::Nearest:

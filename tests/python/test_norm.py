@@ -1,0 +1,169 @@
+"""Native layer, group and batch normalization against the CPU: outputs and statistics
+(values and dtypes), gradients, running statistics, dtypes, non-contiguous inputs, empty
+batches and the CPU's errors. The CPU fallback is disabled: every op here runs natively."""
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from conftest import DEVICE, FLOAT_DTYPES, assert_same, check, dev, make
+from nn_helpers import forward_backward
+
+pytestmark = pytest.mark.usefixtures("no_fallback")
+
+STAT_TOL = {torch.float32: {}, torch.float16: dict(rtol=2e-3, atol=2e-3),
+            torch.bfloat16: dict(rtol=2e-2, atol=2e-2)}
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("affine", [False, True])
+@pytest.mark.parametrize("shape,normalized", [((6, 7), (7,)), ((2, 3, 5), (3, 5)), ((4, 1), (1,)),
+                                              ((3, 130), (130,)), ((0, 4), (4,))])
+def test_native_layer_norm(dtype, affine, shape, normalized):
+    x = make(shape, dtype)
+    w = make(normalized, dtype, seed=1) if affine else None
+    b = make(normalized, dtype, seed=2) if affine else None
+    check(lambda x, w, b: torch.native_layer_norm(x, normalized, w, b, 1e-5), x, w, b,
+          tolerances=STAT_TOL[dtype])
+
+
+def test_layer_norm_constant_rows_match_cpu():
+    # Rows equal to their mean: the CPU's x * rstd + (-rstd * mean) leaves rounding noise
+    # (not 0); the device computes the same expression.
+    x = torch.full((3, 4), 0.1)
+    check(lambda x: torch.native_layer_norm(x, (4,), None, None, 1e-5), x)
+    check(lambda x: F.layer_norm(x, (1,)), torch.randn(5, 1))
+    # Only one affine parameter: the CPU's other form, (x - mean) * rstd * w + b.
+    for w, b in [(None, torch.tensor([0.3])), (torch.tensor([1.7]), None),
+                 (torch.tensor([1.7]), torch.tensor([0.3]))]:
+        check(lambda x, w, b: torch.native_layer_norm(x, (1,), w, b, 1e-5),
+              torch.tensor([1.7648]), w, b, tolerances=dict(rtol=0, atol=1e-7))
+
+
+def test_layer_norm_half_with_float_params():
+    x = make((3, 4), torch.float16)
+    w, b = make((4,), torch.float32, seed=1), make((4,), torch.float32, seed=2)
+    check(lambda x, w, b: torch.native_layer_norm(x, (4,), w, b, 1e-5), x, w, b,
+          tolerances=STAT_TOL[torch.float16])
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("affine", [False, True])
+def test_layer_norm_gradients(dtype, affine):
+    m = nn.LayerNorm((5, 6), elementwise_affine=affine).to(dtype)
+    if affine:
+        with torch.no_grad():
+            m.weight.copy_(make((5, 6), dtype, seed=3))
+            m.bias.copy_(make((5, 6), dtype, seed=4))
+    md = nn.LayerNorm((5, 6), elementwise_affine=affine).to(dtype).to(DEVICE)
+    md.load_state_dict(m.state_dict())
+    x = make((3, 5, 6), dtype)
+    forward_backward(lambda t: (m if t.device.type == "cpu" else md)(t), x)
+    if affine:
+        tol = dict(rtol=1e-4, atol=1e-4) if dtype == torch.float32 else dict(rtol=5e-2, atol=5e-2)
+        assert_same(md.weight.grad, m.weight.grad, **tol)
+        assert_same(md.bias.grad, m.bias.grad, **tol)
+
+
+def test_layer_norm_non_contiguous():
+    x = make((5, 4, 6), torch.float32).transpose(0, 2)
+    forward_backward(lambda t: F.layer_norm(t, (5,)), x)
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("groups", [1, 2, 6])
+@pytest.mark.parametrize("affine", [False, True])
+def test_group_norm(dtype, groups, affine):
+    x = make((3, 6, 4, 5), dtype)
+    w = make((6,), dtype, seed=1) if affine else None
+    b = make((6,), dtype, seed=2) if affine else None
+    check(lambda x, w, b: torch.native_group_norm(x, w, b, 3, 6, 20, groups, 1e-5), x, w, b,
+          tolerances=STAT_TOL[dtype])
+    forward_backward(lambda x, w, b: F.group_norm(x, groups, w, b), x, w, b)
+
+
+def test_group_norm_empty_batch_and_errors():
+    check(lambda x: torch.native_group_norm(x, None, None, 0, 4, 3, 2, 1e-5),
+          torch.zeros(0, 4, 3))
+
+
+@pytest.mark.usefixtures("quiet_fallback")
+def test_norm_errors(monkeypatch):
+    monkeypatch.delenv("TORCH_WEBGPU_DISABLE_CPU_FALLBACK")
+    x = make((3, 6, 4), torch.float32)
+    assert not check(lambda x: F.layer_norm(x, (5,)), x)
+    assert not check(lambda x: F.group_norm(x, 4), x)
+    assert not check(lambda x, w: F.layer_norm(x, (4,), w), x, torch.ones(5))
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("train", [True, False])
+@pytest.mark.parametrize("affine", [False, True])
+def test_native_batch_norm(dtype, train, affine):
+    x = make((4, 3, 5), dtype)
+    w = make((3,), dtype, seed=1) if affine else None
+    b = make((3,), dtype, seed=2) if affine else None
+    rm, rv = make((3,), dtype, seed=3), make((3,), dtype, seed=4, low=0.5, high=2)
+    rm_d, rv_d = dev(rm), dev(rv)
+    got = torch.native_batch_norm(dev(x), dev(w), dev(b), rm_d, rv_d, train, 0.1, 1e-5)
+    want = torch.native_batch_norm(x, w, b, rm, rv, train, 0.1, 1e-5)
+    for g, e in zip(got, want):
+        assert_same(g, e, **STAT_TOL[dtype])
+    assert_same(rm_d, rm, **STAT_TOL[dtype])
+    assert_same(rv_d, rv, **STAT_TOL[dtype])
+
+
+def test_batch_norm_half_input_float_stats():
+    x = make((4, 3, 5), torch.float16)
+    rm, rv = torch.zeros(3), torch.ones(3)
+    rm_d, rv_d = dev(rm), dev(rv)
+    got = torch.native_batch_norm(dev(x), None, None, rm_d, rv_d, True, 0.3, 1e-5)
+    want = torch.native_batch_norm(x, None, None, rm, rv, True, 0.3, 1e-5)
+    for g, e in zip(got, want):
+        assert_same(g, e, **STAT_TOL[torch.float16])
+    assert_same(rm_d, rm, rtol=1e-3, atol=1e-3)
+    assert_same(rv_d, rv, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("module", ["bn1d", "bn1d_flat", "bn2d", "bn2d_cl", "bn2d_noaffine",
+                                    "bn2d_nostats", "bn3d"])
+@pytest.mark.parametrize("train", [True, False])
+def test_batch_norm_modules(module, train):
+    shape = {"bn1d": (4, 3, 5), "bn1d_flat": (6, 3), "bn2d": (2, 3, 4, 5), "bn2d_cl": (2, 3, 4, 5),
+             "bn2d_noaffine": (2, 3, 4, 5), "bn2d_nostats": (2, 3, 4, 5), "bn3d": (2, 3, 2, 3, 4)}[module]
+    ctor = {2: nn.BatchNorm1d, 3: nn.BatchNorm1d, 4: nn.BatchNorm2d, 5: nn.BatchNorm3d}[len(shape)]
+    kwargs = dict(affine=module != "bn2d_noaffine", track_running_stats=module != "bn2d_nostats")
+    m = ctor(3, **kwargs)
+    if kwargs["affine"]:
+        with torch.no_grad():
+            m.weight.copy_(make((3,), torch.float32, seed=5))
+            m.bias.copy_(make((3,), torch.float32, seed=6))
+    md = ctor(3, **kwargs).to(DEVICE)
+    md.load_state_dict(m.state_dict())
+    m.train(train)
+    md.train(train)
+    x = make(shape, torch.float32)
+    if module == "bn2d_cl":
+        x = x.to(memory_format=torch.channels_last)
+    forward_backward(lambda t: (m if t.device.type == "cpu" else md)(t), x)
+    for name, buf in m.named_buffers():
+        assert_same(dict(md.named_buffers())[name], buf, rtol=1e-5, atol=1e-6)
+    if kwargs["affine"]:
+        assert_same(md.weight.grad, m.weight.grad, rtol=1e-4, atol=1e-4)
+        assert_same(md.bias.grad, m.bias.grad, rtol=1e-4, atol=1e-4)
+
+
+def test_batch_norm_empty_batch():
+    x = torch.zeros(0, 3, 4)
+    rm, rv = torch.zeros(3), torch.ones(3)
+    got = torch.native_batch_norm(dev(x), None, None, dev(rm), dev(rv), False, 0.1, 1e-5)
+    want = torch.native_batch_norm(x, None, None, rm, rv, False, 0.1, 1e-5)
+    for g, e in zip(got, want):
+        assert_same(g, e)
+
+
+@pytest.mark.usefixtures("quiet_fallback")
+def test_batch_norm_training_empty_raises(monkeypatch):
+    monkeypatch.delenv("TORCH_WEBGPU_DISABLE_CPU_FALLBACK")
+    assert not check(lambda x, rm, rv: torch.native_batch_norm(x, None, None, rm, rv, True, 0.1, 1e-5),
+                     torch.zeros(0, 3, 4), torch.zeros(3), torch.ones(3))
