@@ -29,6 +29,7 @@
 #include <ATen/ops/isposinf_ops.h>
 #include <ATen/ops/log10_ops.h>
 #include <ATen/ops/log2_ops.h>
+#include <ATen/ops/logit_backward_ops.h>
 #include <ATen/ops/logit_ops.h>
 #include <ATen/ops/reciprocal_ops.h>
 #include <ATen/ops/round_ops.h>
@@ -86,14 +87,13 @@ TWGPU_UNARY_OUT(sinc_out, sinc_out, unary_float_op, "sinc")
 TWGPU_UNARY_OUT(sgn_out, sgn_out, unary_op, "sign")
 
 Tensor& round_decimals_out(const Tensor& a, int64_t decimals, Tensor& out) {
-  if (decimals == 0) return ::twgpu::aten::round_out(a, out);
   if (any_stored_only({&a, &out}))
     return call_cpu_fallback<at::_ops::round_decimals_out>(a, decimals, out);
   auto iter = TensorIterator::unary_op(out, a);
   if (!native_iter(iter)) return call_cpu_fallback<at::_ops::round_decimals_out>(a, decimals, out);
   // The CPU scales by 10^|decimals| in float: multiply then divide, or the reverse.
   float ten_pow = static_cast<float>(std::pow(10.0, static_cast<double>(std::abs(decimals))));
-  launch_on_iterator(iter, decimals > 0 ? "round_decimals_pos" : "round_decimals_neg",
+  launch_on_iterator(iter, decimals >= 0 ? "round_decimals_pos" : "round_decimals_neg",
                      common_compute(iter), ScalarBits::from_f32(ten_pow));
   return out;
 }
@@ -158,6 +158,24 @@ Tensor logit(const Tensor& a, std::optional<double> eps) {
 }
 Tensor& logit_(Tensor& a, std::optional<double> eps) { return ::twgpu::aten::logit_out(a, eps, a); }
 
+// (grad, input); the CPU reads eps in the tensor's type.
+Tensor& logit_backward_out(const Tensor& grad, const Tensor& x, std::optional<double> eps,
+                           Tensor& out) {
+  if (any_stored_only({&grad, &x, &out}))
+    return call_cpu_fallback<at::_ops::logit_backward_grad_input>(grad, x, eps, out);
+  auto iter = TensorIterator::binary_op(out, grad, x);
+  if (!native_iter(iter))
+    return call_cpu_fallback<at::_ops::logit_backward_grad_input>(grad, x, eps, out);
+  if (eps && *eps >= 0.0) {
+    c10::ScalarType t = iter.common_dtype();
+    launch_on_iterator(iter, "logit_eps_bwd", common_compute(iter), param_as(*eps, t),
+                       param_as(1.0 - *eps, t));
+  } else {
+    launch_on_iterator(iter, "logit_bwd", common_compute(iter));
+  }
+  return out;
+}
+
 // angle of a real tensor: pi for negatives, 0 otherwise, NaN kept.
 Tensor& angle_out(const Tensor& a, Tensor& out) {
   if (any_stored_only({&a, &out})) return call_cpu_fallback<at::_ops::angle_out>(a, out);
@@ -211,6 +229,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("logit", logit);
   m.impl("logit.out", logit_out);
   m.impl("logit_", logit_);
+  m.impl("logit_backward.grad_input", logit_backward_out);
   m.impl("angle", angle);
   m.impl("angle.out", angle_out);
 }

@@ -101,6 +101,8 @@ const ElementwiseOpDef kOps[] = {
     {"erfinv", 1, "erfinv_f32(a)", nullptr, nullptr, nullptr LIB},
     {"sinc", 1, "sinc_f32(a)", nullptr, nullptr, nullptr LIB},
     {"logit", 1, "logit_f32(a)", nullptr, nullptr, nullptr LIB},
+    {"logit_bwd", 2, "logit_bwd_f32(a, b)", nullptr, nullptr, nullptr LIB},  // a grad, b input
+    {"logit_eps_bwd", 2, "logit_eps_bwd_f32(a, b, p0, p1)", nullptr, nullptr, nullptr LIB},
     {"logit_eps", 1, "logit_eps_f32(a, p0, p1)", nullptr, nullptr, nullptr LIB},
     {"angle", 1, "select(select(0.0, 3.14159265358979323846, a < 0.0), a, is_nan(a))", nullptr, nullptr, nullptr},
     // Bit tests: exact for -0.0, NaN signs and subnormals whatever the driver flushes.
@@ -118,6 +120,8 @@ const ElementwiseOpDef kOps[] = {
     {"atan2", 2, "atan2_f32(a, b)", nullptr, nullptr, nullptr LIB},
     {"copysign", 2, "copysign_f32(a, b)", nullptr, nullptr, nullptr LIB},
     {"nextafter", 2, "nextafter_f32(a, b)", nullptr, nullptr, nullptr LIB},
+    {"nextafter_f16", 2, "nextafter_16(a, b, true)", nullptr, nullptr, nullptr LIB},
+    {"nextafter_bf16", 2, "nextafter_16(a, b, false)", nullptr, nullptr, nullptr LIB},
     {"hypot", 2, "hypot_f32(a, b)", nullptr, nullptr, nullptr LIB},
     {"logaddexp", 2, "logaddexp_f32(a, b)", nullptr, nullptr, nullptr LIB},
     {"logaddexp2", 2, "logaddexp2_f32(a, b)", nullptr, nullptr, nullptr LIB},
@@ -128,6 +132,10 @@ const ElementwiseOpDef kOps[] = {
     {"heaviside", 2, "heaviside_f32(a, b)", "select(select(0, 1, a > 0), b, a == 0)",
      "select(i64_from_bool(!i64_is_neg(a)), b, i64_is_zero(a))", nullptr LIB},
     {"clamp", 3, "clamp_f32(a, b, c)", "min(max(a, b), c)", "i64_min(i64_max(a, b), c)", nullptr LIB},
+    // Python-number bounds as parameters (already in the result dtype).
+    {"clamp_s", 1, "clamp_f32(a, p0, p1)", "min(max(a, p0), p1)", "i64_min(i64_max(a, p0), p1)", nullptr LIB},
+    {"clamp_min_s", 1, "clamp_min_f32(a, p0)", "max(a, p0)", "i64_max(a, p0)", nullptr LIB},
+    {"clamp_max_s", 1, "clamp_max_f32(a, p0)", "min(a, p0)", "i64_min(a, p0)", nullptr LIB},
     {"clamp_min", 2, "clamp_min_f32(a, b)", "max(a, b)", "i64_max(a, b)", nullptr LIB},
     {"clamp_max", 2, "clamp_max_f32(a, b)", "min(a, b)", "i64_min(a, b)", nullptr LIB},
     {"lerp", 3, "lerp_f32(a, b, c)", nullptr, nullptr, nullptr LIB},

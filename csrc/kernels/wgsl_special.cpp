@@ -259,6 +259,23 @@ fn nextafter_f32(a: f32, b: f32) -> f32 {
   let away = (kb > ka) == ((ua & 0x80000000u) == 0u);
   return bitcast<f32>(select(ua - 1u, ua + 1u, away));
 }
+// nextafter in a 16-bit format (half = true: float16, else bfloat16): a and b hold
+// values of that format exactly, so the step happens on its bits.
+fn nextafter_16(a: f32, b: f32, half: bool) -> f32 {
+  if (is_nan(a) || is_nan(b)) { return f32_nan(); }
+  var ua: u32;
+  var ub: u32;
+  if (half) { ua = f32_to_f16_bits(a); ub = f32_to_f16_bits(b); }
+  else { ua = f32_to_bf16_bits(a); ub = f32_to_bf16_bits(b); }
+  let ka = select(i32(ua), -i32(ua & 0x7fffu), (ua & 0x8000u) != 0u);
+  let kb = select(i32(ub), -i32(ub & 0x7fffu), (ub & 0x8000u) != 0u);
+  if (ka == kb) { return b; }
+  var r: u32;
+  if ((ua & 0x7fffu) == 0u) { r = (ub & 0x8000u) | 1u; }
+  else { r = select(ua - 1u, ua + 1u, (kb > ka) == ((ua & 0x8000u) == 0u)); }
+  if (half) { return f16_bits_to_f32(r); }
+  return bf16_bits_to_f32(r);
+}
 fn logaddexp_f32(a: f32, b: f32) -> f32 {
   if (is_nan(a) || is_nan(b)) { return f32_nan(); }
   if (is_inf(a) && a == b) { return a; }
@@ -279,13 +296,16 @@ fn xlog1py_f32(x: f32, y: f32) -> f32 {
   if (x == 0.0 && !is_nan(x)) { return 0.0; }
   return x * log1p_f32(y);
 }
+// On ties (+0 and -0) the first operand wins, as the CPU's fmax/fmin. (Compilers turn a
+// compare-and-select into their max, which orders zeros its own way: test bits first.)
+fn both_zero(a: f32, b: f32) -> bool { return ((bitcast<u32>(a) | bitcast<u32>(b)) & 0x7fffffffu) == 0u; }
 fn fmax_f32(a: f32, b: f32) -> f32 {
-  if (is_nan(a)) { return b; }
+  if (is_nan(a) || both_zero(a, b)) { return select(b, a, both_zero(a, b)); }
   if (is_nan(b)) { return a; }
   return max(a, b);
 }
 fn fmin_f32(a: f32, b: f32) -> f32 {
-  if (is_nan(a)) { return b; }
+  if (is_nan(a) || both_zero(a, b)) { return select(b, a, both_zero(a, b)); }
   if (is_nan(b)) { return a; }
   return min(a, b);
 }
@@ -299,6 +319,17 @@ fn logit_eps_f32(x: f32, lo: f32, hi: f32) -> f32 {
   var v = x;
   if (v < lo) { v = lo; } else if (v > hi) { v = hi; }
   return logit_f32(v);
+}
+fn logit_bwd_f32(dy: f32, x: f32) -> f32 {
+  if (is_nan(x)) { return x; }
+  if (x < 0.0 || x > 1.0) { return f32_nan(); }
+  if (x == 0.0 || x == 1.0) { return dy * f32_inf(); }
+  return div_f32(dy, x * (1.0 - x));
+}
+fn logit_eps_bwd_f32(dy: f32, x: f32, lo: f32, hi: f32) -> f32 {
+  if (is_nan(x)) { return x; }
+  if (x < lo || x > hi) { return 0.0; }
+  return div_f32(dy, x * (1.0 - x));
 }
 fn sinc_f32(x: f32) -> f32 {
   if (is_nan(x)) { return x; }
