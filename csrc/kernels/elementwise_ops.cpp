@@ -33,7 +33,8 @@ const ElementwiseOpDef kOps[] = {
     {"tanh", 1, "tanh_f32(a)", nullptr, nullptr, nullptr},
     {"sigmoid", 1, "sigmoid_f32(a)", nullptr, nullptr, nullptr},
     {"relu", 1, "relu_f32(a)", "max(a, 0)", "select(a, vec2<u32>(0u, 0u), i64_is_neg(a))", nullptr},
-    {"gelu", 1, "0.5 * a * (1.0 + erf_f32(a * 0.70710678118654752))", nullptr, nullptr, nullptr},
+    // gelu(+-inf) is NaN on the CPU (its erf evaluation gives NaN there).
+    {"gelu", 1, "select(0.5 * a * (1.0 + erf_f32(a * 0.70710678118654752)), f32_nan(), is_inf(a))", nullptr, nullptr, nullptr},
     {"gelu_tanh", 1, "0.5 * a * (1.0 + tanh_f32(0.79788456080286536 * (a + 0.044715 * a * a * a)))", nullptr, nullptr, nullptr},
     {"silu", 1, "a * sigmoid_f32(a)", nullptr, nullptr, nullptr},
     {"logical_not", 1, "select(1.0, 0.0, f32_truthy(a))", "select(0, 1, a == 0)", "i64_from_bool(i64_is_zero(a))", nullptr},
@@ -165,9 +166,9 @@ const ElementwiseOpDef kOps[] = {
     {"hardshrink", 1, "select(a, 0.0, a >= -p0 && a <= p0 && !is_nan(a))", nullptr, nullptr, nullptr},
     {"shrink_bwd", 2, "select(a, 0.0, b >= -p0 && b <= p0 && !is_nan(b))", nullptr, nullptr, nullptr},  // a grad, b input
     // threshold: a <= p0 ? p1 : a; threshold_backward: a input, b grad.
-    {"threshold", 1, "select(a, p1, f32_le(a, p0))", "select(a, p1, a <= p0)", "select(a, p1, !i64_lt(p0, a))", nullptr},
+    {"threshold", 1, "select(a, p1, f32_le(a, p0))", "select(a, p1, a <= p0)", "select(a, p1, !i64_lt(p0, a))", nullptr, false},
     {"threshold_bwd", 2, "select(b, 0.0, f32_le(a, p0))", "select(b, 0, a <= p0)",
-     "select(b, vec2<u32>(0u, 0u), !i64_lt(p0, a))", nullptr},
+     "select(b, vec2<u32>(0u, 0u), !i64_lt(p0, a))", nullptr, false},
     {"log_sigmoid", 1, "log_sigmoid_f32(a)", nullptr, nullptr, nullptr LIB},
     {"log_sigmoid_bwd", 2, "log_sigmoid_bwd_f32(a, b)", nullptr, nullptr, nullptr LIB},
     {"sigmoid_bwd", 2, "a * (1.0 - b) * b", nullptr, nullptr, nullptr},
@@ -176,6 +177,8 @@ const ElementwiseOpDef kOps[] = {
     {"gelu_tanh_bwd", 2, "gelu_tanh_bwd_f32(a, b)", nullptr, nullptr, nullptr LIB},
     {"silu_bwd", 2, "silu_bwd_f32(a, b)", nullptr, nullptr, nullptr LIB},
     {"glu", 2, "a * sigmoid_f32(b)", nullptr, nullptr, nullptr},
+    {"glu_bwd_first", 2, "a * sigmoid_f32(b)", nullptr, nullptr, nullptr},  // a grad, b second half
+    {"glu_bwd_second", 3, "glu_bwd_second_f32(a, b, c)", nullptr, nullptr, nullptr LIB},
     // prelu: a input, b weight; backward: a grad, b input, c weight.
     {"prelu", 2, "select(b * a, a, a > 0.0)", nullptr, nullptr, nullptr},
     {"prelu_bwd_input", 3, "select(c * a, a, b > 0.0)", nullptr, nullptr, nullptr},

@@ -389,8 +389,8 @@ fn hardswish_f32(x: f32) -> f32 {
   return div_f32(x * min(max(x + 3.0, 0.0), 6.0), 6.0);
 }
 fn hardswish_bwd_f32(g: f32, x: f32) -> f32 {
-  if (x < -3.0) { return 0.0; }
-  if (x <= 3.0) { return g * (div_f32(x, 3.0) + 0.5); }
+  if (x <= -3.0) { return 0.0; }
+  if (x < 3.0) { return g * (div_f32(x, 3.0) + 0.5); }
   return g;
 }
 fn log_sigmoid_f32(x: f32) -> f32 { return min(x, 0.0) - log1p_f32(exp_f32(-abs(x))); }
@@ -413,6 +413,11 @@ fn gelu_tanh_bwd_f32(g: f32, x: f32) -> f32 {
   let left = 0.5 * x;
   let right_d = left * (1.0 - t * t) * (beta * (1.0 + 3.0 * kappa * x2));
   return g * (0.5 * (1.0 + t) + right_d);
+}
+// glu backward: the gradient of the second half, g * a * s * (1 - s) with s = sigmoid(b).
+fn glu_bwd_second_f32(g: f32, a: f32, b: f32) -> f32 {
+  let s = sigmoid_f32(b);
+  return g * a * s * (1.0 - s);
 }
 fn silu_bwd_f32(g: f32, x: f32) -> f32 {
   let s = sigmoid_f32(x);
