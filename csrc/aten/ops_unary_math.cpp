@@ -21,6 +21,21 @@
 #include <ATen/ops/erfinv_ops.h>
 #include <ATen/ops/exp2_ops.h>
 #include <ATen/ops/floor_ops.h>
+#include <ATen/ops/digamma_ops.h>
+#include <ATen/ops/i0_ops.h>
+#include <ATen/ops/lgamma_ops.h>
+#include <ATen/ops/polygamma_ops.h>
+#include <ATen/ops/special_entr_ops.h>
+#include <ATen/ops/special_erfcx_ops.h>
+#include <ATen/ops/special_i0e_ops.h>
+#include <ATen/ops/special_i1_ops.h>
+#include <ATen/ops/special_i1e_ops.h>
+#include <ATen/ops/special_log_ndtr_ops.h>
+#include <ATen/ops/special_modified_bessel_i0_ops.h>
+#include <ATen/ops/special_modified_bessel_i1_ops.h>
+#include <ATen/ops/special_ndtri_ops.h>
+#include <ATen/ops/special_spherical_bessel_j0_ops.h>
+#include <ATen/ops/special_zeta_ops.h>
 #include <ATen/ops/frac_ops.h>
 #include <ATen/ops/isfinite_ops.h>
 #include <ATen/ops/isinf_ops.h>
@@ -83,6 +98,38 @@ TWGPU_UNARY_OUT(erf_out, erf_out, unary_float_op, "erf")
 TWGPU_UNARY_OUT(erfc_out, erfc_out, unary_float_op, "erfc")
 TWGPU_UNARY_OUT(erfinv_out, erfinv_out, unary_float_op, "erfinv")
 TWGPU_UNARY_OUT(sinc_out, sinc_out, unary_float_op, "sinc")
+TWGPU_UNARY_OUT(lgamma_out, lgamma_out, unary_float_op, "lgamma")
+TWGPU_UNARY_OUT(digamma_out, digamma_out, unary_float_op, "digamma")
+TWGPU_UNARY_OUT(i0_out, i0_out, unary_float_op, "i0")
+TWGPU_UNARY_OUT(i0e_out, special_i0e_out, unary_float_op, "i0e")
+TWGPU_UNARY_OUT(i1_out, special_i1_out, unary_float_op, "i1")
+TWGPU_UNARY_OUT(i1e_out, special_i1e_out, unary_float_op, "i1e")
+TWGPU_UNARY_OUT(modified_i0_out, special_modified_bessel_i0_out, unary_float_op, "i0")
+TWGPU_UNARY_OUT(modified_i1_out, special_modified_bessel_i1_out, unary_float_op, "i1")
+TWGPU_UNARY_OUT(erfcx_out, special_erfcx_out, unary_float_op, "erfcx")
+TWGPU_UNARY_OUT(ndtri_out, special_ndtri_out, unary_float_op, "ndtri")
+TWGPU_UNARY_OUT(log_ndtr_out, special_log_ndtr_out, unary_float_op, "log_ndtr")
+TWGPU_UNARY_OUT(entr_out, special_entr_out, unary_float_op, "entr")
+TWGPU_UNARY_OUT(spherical_j0_out, special_spherical_bessel_j0_out, unary_float_op, "spherical_j0")
+
+Tensor& polygamma_out(int64_t n, const Tensor& a, Tensor& out) {
+  TORCH_CHECK(n >= 0, "polygamma(n, x) does not support negative n.");
+  if (any_stored_only({&a, &out})) return call_cpu_fallback<at::_ops::polygamma_out>(n, a, out);
+  auto iter = TensorIterator::unary_float_op(out, a);
+  if (!native_iter(iter)) return call_cpu_fallback<at::_ops::polygamma_out>(n, a, out);
+  launch_on_iterator(iter, "polygamma", common_compute(iter),
+                     ScalarBits::from_f32(static_cast<float>(n)));
+  return out;
+}
+
+Tensor& zeta_out(const Tensor& s, const Tensor& q, Tensor& out) {
+  if (any_stored_only({&s, &q, &out})) return call_cpu_fallback<at::_ops::special_zeta_out>(s, q, out);
+  auto iter = TensorIterator::binary_float_op(out, s, q);
+  if (!native_iter(iter)) return call_cpu_fallback<at::_ops::special_zeta_out>(s, q, out);
+  launch_on_iterator(iter, "zeta", common_compute(iter));
+  return out;
+}
+
 // sgn of a real tensor is sign (complex inputs take the fallback above).
 TWGPU_UNARY_OUT(sgn_out, sgn_out, unary_op, "sign")
 
@@ -220,6 +267,21 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("erfinv.out", erfinv_out);
   m.impl("sinc.out", sinc_out);
   m.impl("sgn.out", sgn_out);
+  m.impl("lgamma.out", lgamma_out);
+  m.impl("digamma.out", digamma_out);
+  m.impl("polygamma.out", polygamma_out);
+  m.impl("special_zeta.out", zeta_out);
+  m.impl("i0.out", i0_out);
+  m.impl("special_i0e.out", i0e_out);
+  m.impl("special_i1.out", i1_out);
+  m.impl("special_i1e.out", i1e_out);
+  m.impl("special_modified_bessel_i0.out", modified_i0_out);
+  m.impl("special_modified_bessel_i1.out", modified_i1_out);
+  m.impl("special_erfcx.out", erfcx_out);
+  m.impl("special_ndtri.out", ndtri_out);
+  m.impl("special_log_ndtr.out", log_ndtr_out);
+  m.impl("special_entr.out", entr_out);
+  m.impl("special_spherical_bessel_j0.out", spherical_j0_out);
   m.impl("signbit.out", signbit_out);
   m.impl("isposinf.out", isposinf_out);
   m.impl("isneginf.out", isneginf_out);

@@ -11,9 +11,12 @@ namespace {
 // flush subnormals in compares (NVIDIA's Vulkan driver gives nan != 1 as false).
 #define CMP_F32(fn) "select(0.0, 1.0, " fn "(a, b))"
 #define CMP_I32(op) "select(0, 1, a " op " b)"
-// Ops whose expression calls the elementary-function library; NOBOOL also refuses bool.
-#define LIB , true, wgsl::kElementaryLib
-#define NOBOOL_LIB , false, wgsl::kElementaryLib
+// Ops whose expression calls the elementary-function library (LIB) or the special
+// functions (SPECIAL, which build on it).
+const char* const kElementary[] = {wgsl::kElementaryLib, nullptr};
+const char* const kSpecial[] = {wgsl::kElementaryLib, wgsl::kSpecialLib, nullptr};
+#define LIB , true, kElementary
+#define SPECIAL , true, kSpecial
 
 const ElementwiseOpDef kOps[] = {
     // name, arity, f32, i32, i64, raw[, accepts_bool]
@@ -117,6 +120,21 @@ const ElementwiseOpDef kOps[] = {
     // nan_to_num: p0 nan, p1 posinf, p2 neginf replacements, already in the dtype's range.
     {"nan_to_num", 1, "nan_to_num_f32(a, p0, p1, p2)", "a", "a", nullptr LIB},
 
+    // ---- special functions (ops_unary_math.cpp) ----
+    {"lgamma", 1, "lgamma_f32(a)", nullptr, nullptr, nullptr SPECIAL},
+    {"digamma", 1, "digamma_f32(a)", nullptr, nullptr, nullptr SPECIAL},
+    {"polygamma", 1, "polygamma_f32(p0, a)", nullptr, nullptr, nullptr SPECIAL},  // p0 = n
+    {"zeta", 2, "zeta_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
+    {"i0", 1, "i0_f32(a)", nullptr, nullptr, nullptr SPECIAL},
+    {"i0e", 1, "i0e_f32(a)", nullptr, nullptr, nullptr SPECIAL},
+    {"i1", 1, "i1_f32(a)", nullptr, nullptr, nullptr SPECIAL},
+    {"i1e", 1, "i1e_f32(a)", nullptr, nullptr, nullptr SPECIAL},
+    {"erfcx", 1, "erfcx_f32(a)", nullptr, nullptr, nullptr SPECIAL},
+    {"ndtri", 1, "ndtri_f32(a)", nullptr, nullptr, nullptr SPECIAL},
+    {"log_ndtr", 1, "log_ndtr_f32(a)", nullptr, nullptr, nullptr SPECIAL},
+    {"entr", 1, "entr_f32(a)", nullptr, nullptr, nullptr SPECIAL},
+    {"spherical_j0", 1, "spherical_j0_f32(a)", nullptr, nullptr, nullptr SPECIAL},
+
     // ---- more binary / ternary pointwise ops (ops_pointwise_ternary.cpp) ----
     {"atan2", 2, "atan2_f32(a, b)", nullptr, nullptr, nullptr LIB},
     {"copysign", 2, "copysign_f32(a, b)", nullptr, nullptr, nullptr LIB},
@@ -188,7 +206,7 @@ const ElementwiseOpDef kOps[] = {
 #undef CMP_F32
 #undef CMP_I32
 #undef LIB
-#undef NOBOOL_LIB
+#undef SPECIAL
 
 }  // namespace
 
