@@ -98,19 +98,32 @@ TWGPU_UNARY_OUT(erf_out, erf_out, unary_float_op, "erf")
 TWGPU_UNARY_OUT(erfc_out, erfc_out, unary_float_op, "erfc")
 TWGPU_UNARY_OUT(erfinv_out, erfinv_out, unary_float_op, "erfinv")
 TWGPU_UNARY_OUT(sinc_out, sinc_out, unary_float_op, "sinc")
+// Ops the CPU computes for float32 (and float64) only: half types raise as there.
+#define TWGPU_UNARY_FLOAT_ONLY_OUT(FN, OP, KERNEL)                                      \
+  Tensor& FN(const Tensor& a, Tensor& out) {                                            \
+    if (any_stored_only({&a, &out})) return call_cpu_fallback<at::_ops::OP>(a, out);    \
+    auto iter = TensorIterator::unary_float_op(out, a);                                 \
+    TORCH_CHECK_NOT_IMPLEMENTED(!at::isReducedFloatingType(iter.common_dtype()), "\"", \
+                                KERNEL, "_webgpu\" not implemented for '",              \
+                                c10::toString(iter.common_dtype()), "'");               \
+    if (!native_iter(iter)) return call_cpu_fallback<at::_ops::OP>(a, out);             \
+    launch_on_iterator(iter, KERNEL, common_compute(iter));                             \
+    return out;                                                                         \
+  }
+
 TWGPU_UNARY_OUT(lgamma_out, lgamma_out, unary_float_op, "lgamma")
 TWGPU_UNARY_OUT(digamma_out, digamma_out, unary_float_op, "digamma")
 TWGPU_UNARY_OUT(i0_out, i0_out, unary_float_op, "i0")
 TWGPU_UNARY_OUT(i0e_out, special_i0e_out, unary_float_op, "i0e")
 TWGPU_UNARY_OUT(i1_out, special_i1_out, unary_float_op, "i1")
 TWGPU_UNARY_OUT(i1e_out, special_i1e_out, unary_float_op, "i1e")
-TWGPU_UNARY_OUT(modified_i0_out, special_modified_bessel_i0_out, unary_float_op, "i0")
-TWGPU_UNARY_OUT(modified_i1_out, special_modified_bessel_i1_out, unary_float_op, "i1")
-TWGPU_UNARY_OUT(erfcx_out, special_erfcx_out, unary_float_op, "erfcx")
-TWGPU_UNARY_OUT(ndtri_out, special_ndtri_out, unary_float_op, "ndtri")
-TWGPU_UNARY_OUT(log_ndtr_out, special_log_ndtr_out, unary_float_op, "log_ndtr")
+TWGPU_UNARY_FLOAT_ONLY_OUT(modified_i0_out, special_modified_bessel_i0_out, "i0")
+TWGPU_UNARY_FLOAT_ONLY_OUT(modified_i1_out, special_modified_bessel_i1_out, "i1")
+TWGPU_UNARY_FLOAT_ONLY_OUT(erfcx_out, special_erfcx_out, "erfcx")
+TWGPU_UNARY_FLOAT_ONLY_OUT(ndtri_out, special_ndtri_out, "ndtri")
+TWGPU_UNARY_FLOAT_ONLY_OUT(log_ndtr_out, special_log_ndtr_out, "log_ndtr")
 TWGPU_UNARY_OUT(entr_out, special_entr_out, unary_float_op, "entr")
-TWGPU_UNARY_OUT(spherical_j0_out, special_spherical_bessel_j0_out, unary_float_op, "spherical_j0")
+TWGPU_UNARY_FLOAT_ONLY_OUT(spherical_j0_out, special_spherical_bessel_j0_out, "spherical_j0")
 
 Tensor& polygamma_out(int64_t n, const Tensor& a, Tensor& out) {
   TORCH_CHECK(n >= 0, "polygamma(n, x) does not support negative n.");
@@ -125,6 +138,9 @@ Tensor& polygamma_out(int64_t n, const Tensor& a, Tensor& out) {
 Tensor& zeta_out(const Tensor& s, const Tensor& q, Tensor& out) {
   if (any_stored_only({&s, &q, &out})) return call_cpu_fallback<at::_ops::special_zeta_out>(s, q, out);
   auto iter = TensorIterator::binary_float_op(out, s, q);
+  TORCH_CHECK_NOT_IMPLEMENTED(!at::isReducedFloatingType(iter.common_dtype()),
+                              "\"zeta_webgpu\" not implemented for '",
+                              c10::toString(iter.common_dtype()), "'");
   if (!native_iter(iter)) return call_cpu_fallback<at::_ops::special_zeta_out>(s, q, out);
   launch_on_iterator(iter, "zeta", common_compute(iter));
   return out;

@@ -448,7 +448,7 @@ fn lgamma1p_series(e: f32) -> f32 {
   p = 0.27058080842778454 + e * p;
   p = -0.40068563438653143 + e * p;
   p = 0.8224670334241132 + e * p;
-  return e * (-0.5772156649015329 + e * p);
+  return select(e * (-0.5772156649015329 + e * p), 0.0, e == 0.0);  // +0 at the zeros
 }
 // lgamma for x >= 1/4 (finite): the series near the zeros at 1 and 2, else Stirling's
 // series after shifting x up to 8.
@@ -611,8 +611,16 @@ fn bessel_i(ax: f32, nu: f32) -> f32 {
 }
 fn i0_f32(x: f32) -> f32 { if (is_nan(x)) { return x; } return bessel_i(abs(x), 0.0); }
 fn i0e_f32(x: f32) -> f32 { if (is_nan(x)) { return x; } return bessel_ie(abs(x), 0.0); }
-fn i1_f32(x: f32) -> f32 { if (is_nan(x)) { return x; } return with_sign_of(bessel_i(abs(x), 1.0), x); }
-fn i1e_f32(x: f32) -> f32 { if (is_nan(x)) { return x; } return with_sign_of(bessel_ie(abs(x), 1.0), x); }
+fn i1_f32(x: f32) -> f32 {
+  if (is_nan(x)) { return x; }
+  let r = bessel_i(abs(x), 1.0);
+  return select(r, -r, x < 0.0);
+}
+fn i1e_f32(x: f32) -> f32 {
+  if (is_nan(x)) { return x; }
+  let r = bessel_ie(abs(x), 1.0);
+  return select(r, -r, x < 0.0);
+}
 // exp(z^2) erfc(z) for z >= 0: the erfc fit of the prelude without its exp(-z^2) factor.
 fn erfcx_pos(z: f32) -> f32 {
   let t = div_f32(1.0, 1.0 + 0.5 * z);
@@ -667,6 +675,7 @@ fn ndtri_f32(p: f32) -> f32 {
   if (is_nan(p) || p < 0.0 || p > 1.0) { return f32_nan(); }
   if (p == 0.0) { return -f32_inf(); }
   if (p == 1.0) { return f32_inf(); }
+  if (p == 0.5) { return 0.0; }
   let q = select(p, 1.0 - p, p > 0.5);
   let w = -log_f32((2.0 * q) * (2.0 - 2.0 * q));
   var x = -1.4142135623730951 * erfinv_poly(w) * (1.0 - 2.0 * q);  // the lower-tail quantile

@@ -181,3 +181,65 @@ def test_gradients_through_native_ops():
         xd = dev(x).requires_grad_()
         fn(xd).backward(torch.ones_like(xd))
         assert_same(xd.grad, xc.grad, rtol=1e-4, atol=1e-5)
+
+
+# ---- special functions ----------------------------------------------------------------------
+
+SPECIAL_OPS = {
+    "lgamma": torch.lgamma,
+    "digamma": torch.digamma,
+    "trigamma": lambda x: torch.polygamma(1, x),
+    "polygamma2": lambda x: torch.polygamma(2, x),
+    "polygamma3": lambda x: torch.special.polygamma(3, x),
+    "i0": torch.i0,
+    "i0e": torch.special.i0e,
+    "i1": torch.special.i1,
+    "i1e": torch.special.i1e,
+    "modified_bessel_i0": torch.special.modified_bessel_i0,
+    "modified_bessel_i1": torch.special.modified_bessel_i1,
+    "erfcx": torch.special.erfcx,
+    "ndtri": torch.special.ndtri,
+    "ndtr": torch.special.ndtr,
+    "log_ndtr": torch.special.log_ndtr,
+    "entr": torch.special.entr,
+    "spherical_bessel_j0": torch.special.spherical_bessel_j0,
+    "zeta": lambda x: torch.special.zeta(x.abs() + 1.5, x.abs() + 0.25),
+}
+
+SPECIAL_INPUTS = [0.0, -0.0, math.inf, -math.inf, math.nan, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5,
+                  1.4616321, -2.5, -3.7, 1e-30, 1e-45, 1e-7, 1 - 1e-7, 1e-3, 0.999, 19.9, 20.1,
+                  -25.0, 88.5, 100.0, 1e4, 3e38, -1e30]
+
+
+def special_inputs():
+    g = torch.Generator().manual_seed(11)
+    return torch.cat([torch.tensor(SPECIAL_INPUTS), torch.randn(300, generator=g) * 3,
+                      torch.rand(200, generator=g) * 30, torch.rand(100, generator=g)])
+
+
+@pytest.mark.parametrize("name", list(SPECIAL_OPS))
+def test_special_float32(name):
+    fn = SPECIAL_OPS[name]
+    x = special_inputs()
+    if name == "zeta":
+        x = x[torch.isfinite(x) & (x.abs() < 1e3) & (x.abs() > 1e-3)]
+    assert_float_close(fn(dev(x)), fn(x), rtol=2e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.int64, torch.bool], ids=str)
+@pytest.mark.parametrize("name", ["lgamma", "digamma", "i0", "i1e", "erfcx", "ndtri", "entr",
+                                  "trigamma", "spherical_bessel_j0"])
+def test_special_dtypes(name, dtype):
+    x = make((4, 5), dtype, seed=12, low=0 if name == "ndtri" else None,
+             high=1 if name == "ndtri" else None)
+    check(SPECIAL_OPS[name], x)
+
+
+def test_special_errors_and_variants():
+    x = make((3, 4), torch.float32, seed=13, low=0.1, high=3)
+    check(lambda t: torch.polygamma(-1, t), x)
+    check(lambda t: t.lgamma_(), x)
+    check(lambda t: t.polygamma_(2), x)
+    check(lambda t: torch.special.zeta(t, 2.0), x + 1)
+    check(lambda t: torch.special.zeta(3.0, t), x)
+    check(lambda t: torch.lgamma(t, out=torch.empty(0, device=t.device)), x)
