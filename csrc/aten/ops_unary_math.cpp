@@ -36,6 +36,18 @@
 #include <ATen/ops/special_ndtri_ops.h>
 #include <ATen/ops/special_spherical_bessel_j0_ops.h>
 #include <ATen/ops/special_zeta_ops.h>
+#include <ATen/ops/special_chebyshev_polynomial_t_ops.h>
+#include <ATen/ops/special_chebyshev_polynomial_u_ops.h>
+#include <ATen/ops/special_chebyshev_polynomial_v_ops.h>
+#include <ATen/ops/special_chebyshev_polynomial_w_ops.h>
+#include <ATen/ops/special_shifted_chebyshev_polynomial_t_ops.h>
+#include <ATen/ops/special_shifted_chebyshev_polynomial_u_ops.h>
+#include <ATen/ops/special_shifted_chebyshev_polynomial_v_ops.h>
+#include <ATen/ops/special_shifted_chebyshev_polynomial_w_ops.h>
+#include <ATen/ops/special_hermite_polynomial_h_ops.h>
+#include <ATen/ops/special_hermite_polynomial_he_ops.h>
+#include <ATen/ops/special_laguerre_polynomial_l_ops.h>
+#include <ATen/ops/special_legendre_polynomial_p_ops.h>
 #include <ATen/ops/frac_ops.h>
 #include <ATen/ops/isfinite_ops.h>
 #include <ATen/ops/isinf_ops.h>
@@ -145,6 +157,32 @@ Tensor& zeta_out(const Tensor& s, const Tensor& q, Tensor& out) {
   launch_on_iterator(iter, "zeta", common_compute(iter));
   return out;
 }
+
+// Orthogonal polynomials P_n(x) with a tensor of degrees n (float32 only, as the CPU).
+#define TWGPU_POLY_OUT(FN, OP, KERNEL)                                                     \
+  Tensor& FN(const Tensor& x, const Tensor& n, Tensor& out) {                              \
+    if (any_stored_only({&x, &n, &out})) return call_cpu_fallback<at::_ops::OP>(x, n, out); \
+    auto iter = TensorIterator::binary_op(out, x, n);                                      \
+    TORCH_CHECK_NOT_IMPLEMENTED(c10::isFloatingType(iter.common_dtype()) &&                \
+                                    !at::isReducedFloatingType(iter.common_dtype()),       \
+                                "\"", KERNEL, "_webgpu\" not implemented for '",          \
+                                c10::toString(iter.common_dtype()), "'");                  \
+    if (!native_iter(iter)) return call_cpu_fallback<at::_ops::OP>(x, n, out);             \
+    launch_on_iterator(iter, KERNEL, common_compute(iter));                                \
+    return out;                                                                            \
+  }
+TWGPU_POLY_OUT(chebyshev_t_out, special_chebyshev_polynomial_t_out, "chebyshev_t")
+TWGPU_POLY_OUT(chebyshev_u_out, special_chebyshev_polynomial_u_out, "chebyshev_u")
+TWGPU_POLY_OUT(chebyshev_v_out, special_chebyshev_polynomial_v_out, "chebyshev_v")
+TWGPU_POLY_OUT(chebyshev_w_out, special_chebyshev_polynomial_w_out, "chebyshev_w")
+TWGPU_POLY_OUT(shifted_chebyshev_t_out, special_shifted_chebyshev_polynomial_t_out, "shifted_chebyshev_t")
+TWGPU_POLY_OUT(shifted_chebyshev_u_out, special_shifted_chebyshev_polynomial_u_out, "shifted_chebyshev_u")
+TWGPU_POLY_OUT(shifted_chebyshev_v_out, special_shifted_chebyshev_polynomial_v_out, "shifted_chebyshev_v")
+TWGPU_POLY_OUT(shifted_chebyshev_w_out, special_shifted_chebyshev_polynomial_w_out, "shifted_chebyshev_w")
+TWGPU_POLY_OUT(hermite_h_out, special_hermite_polynomial_h_out, "hermite_h")
+TWGPU_POLY_OUT(hermite_he_out, special_hermite_polynomial_he_out, "hermite_he")
+TWGPU_POLY_OUT(laguerre_l_out, special_laguerre_polynomial_l_out, "laguerre_l")
+TWGPU_POLY_OUT(legendre_p_out, special_legendre_polynomial_p_out, "legendre_p")
 
 // sgn of a real tensor is sign (complex inputs take the fallback above).
 TWGPU_UNARY_OUT(sgn_out, sgn_out, unary_op, "sign")
@@ -298,6 +336,18 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("special_log_ndtr.out", log_ndtr_out);
   m.impl("special_entr.out", entr_out);
   m.impl("special_spherical_bessel_j0.out", spherical_j0_out);
+  m.impl("special_chebyshev_polynomial_t.out", chebyshev_t_out);
+  m.impl("special_chebyshev_polynomial_u.out", chebyshev_u_out);
+  m.impl("special_chebyshev_polynomial_v.out", chebyshev_v_out);
+  m.impl("special_chebyshev_polynomial_w.out", chebyshev_w_out);
+  m.impl("special_shifted_chebyshev_polynomial_t.out", shifted_chebyshev_t_out);
+  m.impl("special_shifted_chebyshev_polynomial_u.out", shifted_chebyshev_u_out);
+  m.impl("special_shifted_chebyshev_polynomial_v.out", shifted_chebyshev_v_out);
+  m.impl("special_shifted_chebyshev_polynomial_w.out", shifted_chebyshev_w_out);
+  m.impl("special_hermite_polynomial_h.out", hermite_h_out);
+  m.impl("special_hermite_polynomial_he.out", hermite_he_out);
+  m.impl("special_laguerre_polynomial_l.out", laguerre_l_out);
+  m.impl("special_legendre_polynomial_p.out", legendre_p_out);
   m.impl("signbit.out", signbit_out);
   m.impl("isposinf.out", isposinf_out);
   m.impl("isneginf.out", isneginf_out);

@@ -135,6 +135,20 @@ const ElementwiseOpDef kOps[] = {
     {"entr", 1, "entr_f32(a)", nullptr, nullptr, nullptr SPECIAL},
     {"spherical_j0", 1, "spherical_j0_f32(a)", nullptr, nullptr, nullptr SPECIAL},
 
+    // Orthogonal polynomials: a = x, b = n.
+    {"chebyshev_t", 2, "chebyshev_t_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
+    {"chebyshev_u", 2, "chebyshev_u_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
+    {"chebyshev_v", 2, "chebyshev_v_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
+    {"chebyshev_w", 2, "chebyshev_w_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
+    {"shifted_chebyshev_t", 2, "shifted_chebyshev_t_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
+    {"shifted_chebyshev_u", 2, "shifted_chebyshev_u_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
+    {"shifted_chebyshev_v", 2, "shifted_chebyshev_v_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
+    {"shifted_chebyshev_w", 2, "shifted_chebyshev_w_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
+    {"hermite_h", 2, "hermite_h_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
+    {"hermite_he", 2, "hermite_he_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
+    {"laguerre_l", 2, "laguerre_l_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
+    {"legendre_p", 2, "legendre_p_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
+
     // ---- more binary / ternary pointwise ops (ops_pointwise_ternary.cpp) ----
     {"atan2", 2, "atan2_f32(a, b)", nullptr, nullptr, nullptr LIB},
     {"copysign", 2, "copysign_f32(a, b)", nullptr, nullptr, nullptr LIB},

@@ -215,3 +215,24 @@ def test_gradients(monkeypatch):
         fn(ad, bd).backward(torch.ones(4, device=DEVICE))
         assert_same(ad.grad, ac.grad, rtol=1e-4, atol=1e-5)
         assert_same(bd.grad, bc.grad, rtol=1e-4, atol=1e-5)
+
+
+# ---- orthogonal polynomials ------------------------------------------------------------------
+
+POLYNOMIALS = ["chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
+               "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t",
+               "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
+               "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he",
+               "laguerre_polynomial_l", "legendre_polynomial_p"]
+
+
+@pytest.mark.parametrize("name", POLYNOMIALS)
+def test_polynomials(name):
+    fn = getattr(torch.special, name)
+    x = torch.tensor([-1.0, 1.0, 0.0, 0.5, -0.3, 0.99, 1.5, -2.0, 0.25])
+    n = torch.tensor([0.0, 1.0, 2.0, 3.0, 5.0, 7.0, 9.0, 12.0, -1.0, -0.5, 2.7, math.nan])
+    xs, ns = torch.meshgrid(x, n, indexing="ij")
+    assert_same(fn(dev(xs), dev(ns)), fn(xs, ns), rtol=1e-4, atol=1e-4)
+    check(lambda t: fn(t, 4), x)  # n as a Python number
+    check(fn, x.long(), n.long())  # integer inputs: refused as on the CPU
+    check(fn, x.half(), n.half())
