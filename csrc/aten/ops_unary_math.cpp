@@ -36,6 +36,12 @@
 #include <ATen/ops/special_ndtri_ops.h>
 #include <ATen/ops/special_spherical_bessel_j0_ops.h>
 #include <ATen/ops/special_zeta_ops.h>
+#include <ATen/ops/special_bessel_j0_ops.h>
+#include <ATen/ops/special_bessel_j1_ops.h>
+#include <ATen/ops/special_modified_bessel_k0_ops.h>
+#include <ATen/ops/special_modified_bessel_k1_ops.h>
+#include <ATen/ops/special_scaled_modified_bessel_k0_ops.h>
+#include <ATen/ops/special_scaled_modified_bessel_k1_ops.h>
 #include <ATen/ops/special_chebyshev_polynomial_t_ops.h>
 #include <ATen/ops/special_chebyshev_polynomial_u_ops.h>
 #include <ATen/ops/special_chebyshev_polynomial_v_ops.h>
@@ -136,6 +142,12 @@ TWGPU_UNARY_FLOAT_ONLY_OUT(ndtri_out, special_ndtri_out, "ndtri")
 TWGPU_UNARY_FLOAT_ONLY_OUT(log_ndtr_out, special_log_ndtr_out, "log_ndtr")
 TWGPU_UNARY_OUT(entr_out, special_entr_out, unary_float_op, "entr")
 TWGPU_UNARY_FLOAT_ONLY_OUT(spherical_j0_out, special_spherical_bessel_j0_out, "spherical_j0")
+TWGPU_UNARY_FLOAT_ONLY_OUT(j0_out, special_bessel_j0_out, "j0")
+TWGPU_UNARY_FLOAT_ONLY_OUT(j1_out, special_bessel_j1_out, "j1")
+TWGPU_UNARY_FLOAT_ONLY_OUT(k0_out, special_modified_bessel_k0_out, "k0")
+TWGPU_UNARY_FLOAT_ONLY_OUT(k1_out, special_modified_bessel_k1_out, "k1")
+TWGPU_UNARY_FLOAT_ONLY_OUT(k0e_out, special_scaled_modified_bessel_k0_out, "k0e")
+TWGPU_UNARY_FLOAT_ONLY_OUT(k1e_out, special_scaled_modified_bessel_k1_out, "k1e")
 
 Tensor& polygamma_out(int64_t n, const Tensor& a, Tensor& out) {
   TORCH_CHECK(n >= 0, "polygamma(n, x) does not support negative n.");
@@ -336,6 +348,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("special_log_ndtr.out", log_ndtr_out);
   m.impl("special_entr.out", entr_out);
   m.impl("special_spherical_bessel_j0.out", spherical_j0_out);
+  m.impl("special_bessel_j0.out", j0_out);
+  m.impl("special_bessel_j1.out", j1_out);
+  m.impl("special_modified_bessel_k0.out", k0_out);
+  m.impl("special_modified_bessel_k1.out", k1_out);
+  m.impl("special_scaled_modified_bessel_k0.out", k0e_out);
+  m.impl("special_scaled_modified_bessel_k1.out", k1e_out);
   m.impl("special_chebyshev_polynomial_t.out", chebyshev_t_out);
   m.impl("special_chebyshev_polynomial_u.out", chebyshev_u_out);
   m.impl("special_chebyshev_polynomial_v.out", chebyshev_v_out);

@@ -135,6 +135,12 @@ const ElementwiseOpDef kOps[] = {
     {"entr", 1, "entr_f32(a)", nullptr, nullptr, nullptr SPECIAL},
     {"spherical_j0", 1, "spherical_j0_f32(a)", nullptr, nullptr, nullptr SPECIAL},
 
+    {"j0", 1, "j0_f32(a)", nullptr, nullptr, nullptr SPECIAL},
+    {"j1", 1, "j1_f32(a)", nullptr, nullptr, nullptr SPECIAL},
+    {"k0", 1, "k0_f32(a)", nullptr, nullptr, nullptr SPECIAL},
+    {"k1", 1, "k1_f32(a)", nullptr, nullptr, nullptr SPECIAL},
+    {"k0e", 1, "k0e_f32(a)", nullptr, nullptr, nullptr SPECIAL},
+    {"k1e", 1, "k1e_f32(a)", nullptr, nullptr, nullptr SPECIAL},
     // Orthogonal polynomials: a = x, b = n.
     {"chebyshev_t", 2, "chebyshev_t_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
     {"chebyshev_u", 2, "chebyshev_u_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},

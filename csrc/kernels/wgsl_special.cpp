@@ -918,6 +918,109 @@ fn legendre_p_f32(x: f32, nf: f32) -> f32 {
   }
   return r;
 }
+// ---- Bessel functions J0, J1 and K0, K1 ----
+// e^x K_nu(x) = int_0^inf e^(-x (cosh t - 1)) cosh(nu t) dt, nu = 0, 1, x > 0: the
+// integrand is even, analytic and falls double-exponentially, so the trapezoid rule
+// converges geometrically; the step shrinks as 1/sqrt(x) with the integrand's width.
+// (cosh t - 1 = 2 sinh^2(t/2) avoids cancellation.)
+fn bessel_k_scaled(x: f32, nu: f32) -> f32 {
+  // Tiny x (subnormals may be flushed in the products below): the leading terms,
+  // K0 = -log(x/2) - gamma, K1 = 1/x, exact in float32 here.
+  if (x < 1e-30) {
+    if (nu == 0.0) { return -log_f32(x) + (0.6931471805599453 - 0.5772156649015329); }
+    return div_f32(1.0, x);
+  }
+  let h = min(0.25, div_f32(0.5, sqrt(x)));
+  let tmax = acosh_f32(1.0 + div_f32(104.0, x));
+  var sum = 0.5;
+  for (var t = h; t <= tmax; t = t + h) {
+    let s = sinh_f32(0.5 * t);
+    let e = exp_f32(-2.0 * x * s * s);
+    sum = sum + select(e, e * cosh_f32(t), nu == 1.0);
+    if (e == 0.0) { break; }
+  }
+  return sum * h;
+}
+fn bessel_k_special(x: f32) -> f32 {
+  if (is_nan(x) || x < 0.0) { return f32_nan(); }
+  if (x == 0.0) { return f32_inf(); }
+  return 0.0;  // +inf
+}
+fn k0e_f32(x: f32) -> f32 {
+  if (!(x > 0.0) || is_inf(x)) { return bessel_k_special(x); }
+  return bessel_k_scaled(x, 0.0);
+}
+fn k1e_f32(x: f32) -> f32 {
+  if (!(x > 0.0) || is_inf(x)) { return bessel_k_special(x); }
+  return bessel_k_scaled(x, 1.0);
+}
+fn k0_f32(x: f32) -> f32 {
+  if (!(x > 0.0) || is_inf(x)) { return bessel_k_special(x); }
+  return bessel_k_scaled(x, 0.0) * exp_f32(-x);
+}
+fn k1_f32(x: f32) -> f32 {
+  if (!(x > 0.0) || is_inf(x)) { return bessel_k_special(x); }
+  return bessel_k_scaled(x, 1.0) * exp_f32(-x);
+}
+// J_n(x) for |x| <= 25 from J_n(x) = 1/(2 pi) int_0^(2 pi) cos(n t - x sin t) dt: a periodic
+// integrand, so the 64-point trapezoid rule is exact up to J_64(x)-sized aliasing terms.
+fn bessel_j_trapezoid(x: f32, n: f32) -> f32 {
+  var sum = 0.0;
+  for (var k = 0; k < 64; k = k + 1) {
+    let t = f32(k) * 0.09817477042468103;
+    sum = sum + cos_f32(n * t - x * sin_f32(t));
+  }
+  return sum * 0.015625;
+}
+// Hankel's expansion for x > 25: J_n = sqrt(2 / (pi x)) (P cos chi - Q sin chi) with
+// chi = x - (n/2 + 1/4) pi; cos chi and sin chi come from cos x and sin x exactly.
+fn bessel_j_hankel(x: f32, n: f32) -> f32 {
+  let mu = 4.0 * n * n;
+  var t = 1.0;
+  var p = 1.0;
+  var q = 0.0;
+  for (var k = 1; k < 16; k = k + 1) {
+    let kf = f32(k);
+    let odd = 2.0 * kf - 1.0;
+    t = t * div_f32(mu - odd * odd, 8.0 * kf * x);
+    let sgn = select(-1.0, 1.0, ((k / 2) & 1) == 0);
+    if ((k & 1) == 1) { q = q + sgn * t; } else { p = p + sgn * t; }
+    if (abs(t) < 1e-9) { break; }
+  }
+  let c = cos_f32(x);
+  let s = sin_f32(x);
+  var cchi: f32;
+  var schi: f32;
+  if (n == 0.0) { cchi = c + s; schi = s - c; } else { cchi = s - c; schi = -s - c; }
+  // cos/sin chi carry a factor sqrt(2), folded into sqrt(1 / (pi x)).
+  return (p * cchi - q * schi) * div_f32(0.56418958354775629, sqrt(x));
+}
+// Power series of J0, J1 / (x/2) for |x| < 1/2 (to the x^10 term).
+fn bessel_j_series(x: f32, nu: f32) -> f32 {
+  let y = -0.25 * x * x;
+  var term = 1.0;
+  var sum = 1.0;
+  for (var k = 1.0; k < 6.0; k = k + 1.0) {
+    term = term * div_f32(y, k * (k + nu));
+    sum = sum + term;
+  }
+  return sum;
+}
+fn j0_f32(x: f32) -> f32 {
+  if (is_nan(x) || is_inf(x)) { return f32_nan(); }  // the CPU's value at infinity
+  let ax = abs(x);
+  if (ax < 0.5) { return bessel_j_series(ax, 0.0); }
+  if (ax <= 25.0) { return bessel_j_trapezoid(ax, 0.0); }
+  return bessel_j_hankel(ax, 0.0);
+}
+fn j1_f32(x: f32) -> f32 {
+  if (is_nan(x) || is_inf(x)) { return f32_nan(); }
+  let ax = abs(x);
+  if (ax < 0.5) { return 0.5 * x * bessel_j_series(ax, 1.0); }
+  var r: f32;
+  if (ax <= 25.0) { r = bessel_j_trapezoid(ax, 1.0); } else { r = bessel_j_hankel(ax, 1.0); }
+  return select(r, -r, x < 0.0);
+}
 )WGSL";
 
 }  // namespace twgpu::wgsl
