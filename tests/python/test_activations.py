@@ -52,6 +52,10 @@ def edge_input():
 @pytest.mark.parametrize("name", list(ACTIVATIONS))
 def test_float32_edges(name):
     x = edge_input()
+    if name == "gelu":
+        # The CPU's vectorized GELU gives NaN at +inf (its scalar path the limit, inf, which
+        # the device gives too: test_elementwise checks it).
+        x = x[x != math.inf]
     fn = ACTIVATIONS[name]
     assert_same(fn(dev(x)), fn(x), rtol=1e-5, atol=1e-6)
 
