@@ -23,6 +23,8 @@
 #include <ATen/ops/floor_ops.h>
 #include <ATen/ops/digamma_ops.h>
 #include <ATen/ops/i0_ops.h>
+#include <ATen/ops/igamma_ops.h>
+#include <ATen/ops/igammac_ops.h>
 #include <ATen/ops/lgamma_ops.h>
 #include <ATen/ops/polygamma_ops.h>
 #include <ATen/ops/special_entr_ops.h>
@@ -158,6 +160,21 @@ Tensor& polygamma_out(int64_t n, const Tensor& a, Tensor& out) {
                      ScalarBits::from_f32(static_cast<float>(n)));
   return out;
 }
+
+// Regularized incomplete gamma functions.
+Tensor& igamma_impl(const Tensor& a, const Tensor& x, Tensor& out, bool upper) {
+  if (any_stored_only({&a, &x, &out}))
+    return upper ? call_cpu_fallback<at::_ops::igammac_out>(a, x, out)
+                 : call_cpu_fallback<at::_ops::igamma_out>(a, x, out);
+  auto iter = TensorIterator::binary_float_op(out, a, x);
+  if (!native_iter(iter))
+    return upper ? call_cpu_fallback<at::_ops::igammac_out>(a, x, out)
+                 : call_cpu_fallback<at::_ops::igamma_out>(a, x, out);
+  launch_on_iterator(iter, upper ? "igammac" : "igamma", common_compute(iter));
+  return out;
+}
+Tensor& igamma_out(const Tensor& a, const Tensor& x, Tensor& out) { return igamma_impl(a, x, out, false); }
+Tensor& igammac_out(const Tensor& a, const Tensor& x, Tensor& out) { return igamma_impl(a, x, out, true); }
 
 Tensor& zeta_out(const Tensor& s, const Tensor& q, Tensor& out) {
   if (any_stored_only({&s, &q, &out})) return call_cpu_fallback<at::_ops::special_zeta_out>(s, q, out);
@@ -337,6 +354,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("digamma.out", digamma_out);
   m.impl("polygamma.out", polygamma_out);
   m.impl("special_zeta.out", zeta_out);
+  m.impl("igamma.out", igamma_out);
+  m.impl("igammac.out", igammac_out);
   m.impl("i0.out", i0_out);
   m.impl("special_i0e.out", i0e_out);
   m.impl("special_i1.out", i1_out);

@@ -134,6 +134,8 @@ const ElementwiseOpDef kOps[] = {
     {"entr", 1, "entr_f32(a)", nullptr, nullptr, nullptr SPECIAL},
     {"spherical_j0", 1, "spherical_j0_f32(a)", nullptr, nullptr, nullptr SPECIAL},
 
+    {"igamma", 2, "igamma_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
+    {"igammac", 2, "igammac_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
     {"j0", 1, "j0_f32(a)", nullptr, nullptr, nullptr SPECIAL},
     {"j1", 1, "j1_f32(a)", nullptr, nullptr, nullptr SPECIAL},
     {"k0", 1, "k0_f32(a)", nullptr, nullptr, nullptr SPECIAL},

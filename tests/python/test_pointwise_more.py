@@ -236,3 +236,15 @@ def test_polynomials(name):
     check(lambda t: fn(t, 4), x)  # n as a Python number
     check(fn, x.long(), n.long())  # integer inputs: refused as on the CPU
     check(fn, x.half(), n.half())
+
+
+@pytest.mark.parametrize("op", [torch.igamma, torch.igammac])
+def test_incomplete_gamma(op):
+    a = torch.tensor([0.0, 0.5, 1.0, 2.5, 7.0, 15.0, math.inf, 3.0, -1.0, math.nan, 1.0, 4.0])
+    x = torch.tensor([0.5, 0.0, 1.0, 0.3, 12.0, 9.0, 1.0, math.inf, 1.0, 1.0, -1.0, 4.0])
+    check(op, a, x, tolerances=dict(rtol=1e-5, atol=1e-6))
+    g = torch.Generator().manual_seed(5)
+    a2 = torch.rand(200, generator=g) * 10 + 0.05
+    x2 = torch.rand(200, generator=g) * 15
+    check(op, a2, x2, tolerances=dict(rtol=2e-5, atol=2e-6))
+    check(op, a2.half(), x2.half())
