@@ -210,7 +210,9 @@ Tensor& lerp_tensor_out(const Tensor& self, const Tensor& end, const Tensor& wei
               " for `weight` but got dtype ", weight.dtype());
   if (any_stored_only({&self, &end, &weight, &out}))
     return call_cpu_fallback<at::_ops::lerp_Tensor_out>(self, end, weight, out);
+  // A 0-dim CPU weight is accepted, as on CUDA.
   auto iter = at::TensorIteratorConfig()
+                  .allow_cpu_scalars(true)
                   .add_output(out)
                   .add_const_input(self)
                   .add_const_input(end)

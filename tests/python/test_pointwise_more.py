@@ -174,6 +174,8 @@ def test_lerp_broadcast_errors_inplace():
     check(torch.lerp, a, make((4,), torch.float32, seed=18), make((3, 1), torch.float32, seed=19))
     check(torch.lerp, a, make((3, 4), torch.float16, seed=18), 0.5)  # dtype mismatch raises
     check(lambda x, y: x.lerp_(y, 0.5), a, make((3, 4), torch.float32, seed=20))
+    # A 0-dim CPU weight tensor is accepted.
+    check(lambda x, y: torch.lerp(x, y, torch.tensor(0.25)), a, a.flip(1))
     check(lambda x, y: torch.lerp(x, y, 0.5, out=torch.empty(0, device=x.device)), a, a.flip(0))
 
 
