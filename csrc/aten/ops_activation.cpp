@@ -6,7 +6,9 @@
 // Most are structured (`.out` / `.grad_input` only); hardtanh, hardswish, log_sigmoid and
 // _prelu_kernel are not, so each of their overloads is registered. Operand order follows
 // the CPU's iterators (noted per op where the kernel reads (grad, input) or (input, grad)).
+#include <ATen/Dispatch.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/glu_backward_ops.h>
 #include <ATen/ops/_prelu_kernel_backward_ops.h>
 #include <ATen/ops/_prelu_kernel_ops.h>
 #include <ATen/ops/clamp.h>
@@ -106,14 +108,24 @@ Tensor& leaky_relu_backward_out(const Tensor& grad, const Tensor& x, const c10::
   return out;
 }
 
-// hardtanh is clamp (native), refusing bool as the CPU does.
-Tensor& hardtanh_out(const Tensor& a, const c10::Scalar& min, const c10::Scalar& max, Tensor& out) {
+// hardtanh is clamp (native), refusing bool as the CPU does; integer tensors take
+// integer bounds (no promotion, the CPU's legacy behaviour).
+std::pair<c10::Scalar, c10::Scalar> hardtanh_bounds(const Tensor& a, const c10::Scalar& min,
+                                                    const c10::Scalar& max) {
   TORCH_CHECK(a.scalar_type() != at::kBool, "Bool inputs not supported for hardtanh");
-  return at::clamp_out(out, a, min, max);
+  if (!c10::isIntegralType(a.scalar_type(), /*includeBool=*/false)) return {min, max};
+  int64_t lo = min.toLong(), hi = max.toLong();
+  TORCH_CHECK(a.scalar_type() != at::kByte || (lo >= 0 && hi >= 0),
+              "cannot do hardtanh on an unsigned type with negative limits");
+  return {c10::Scalar(lo), c10::Scalar(hi)};
+}
+Tensor& hardtanh_out(const Tensor& a, const c10::Scalar& min, const c10::Scalar& max, Tensor& out) {
+  auto [lo, hi] = hardtanh_bounds(a, min, max);
+  return at::clamp_out(out, a, lo, hi);
 }
 Tensor hardtanh(const Tensor& a, const c10::Scalar& min, const c10::Scalar& max) {
-  TORCH_CHECK(a.scalar_type() != at::kBool, "Bool inputs not supported for hardtanh");
-  return at::clamp(a, min, max);
+  auto [lo, hi] = hardtanh_bounds(a, min, max);
+  return at::clamp(a, lo, hi);
 }
 Tensor& hardtanh_(Tensor& a, const c10::Scalar& min, const c10::Scalar& max) {
   return ::twgpu::aten::hardtanh_out(a, min, max, a);
@@ -220,6 +232,13 @@ Tensor& threshold_out(const Tensor& a, const c10::Scalar& threshold, const c10::
                       Tensor& out) {
   TWGPU_UNARY_ACT(threshold_out, a, threshold, value, out)
   c10::ScalarType t = iter.common_dtype();
+  if (t != at::kBool) {
+    // The CPU converts both with overflow checks (-2 for uint8 raises).
+    AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, t, "threshold_webgpu", [&] {
+      (void)threshold.to<scalar_t>();
+      (void)value.to<scalar_t>();
+    });
+  }
   launch_on_iterator(iter, "threshold", common_compute(iter), param_as(threshold, t), param_as(value, t));
   return out;
 }
@@ -308,6 +327,36 @@ Tensor& glu_out(const Tensor& self, int64_t dim, Tensor& out) {
   return out;
 }
 
+// glu_backward: the gradient of each half written into its half of grad_input.
+Tensor& glu_backward_out(const Tensor& grad, const Tensor& self, int64_t dim, Tensor& out) {
+  TORCH_CHECK(self.dim() > 0, "glu does not support 0-dimensional tensors");
+  const int64_t wrap_dim = c10::maybe_wrap_dim(dim, self.dim());
+  const int64_t n = self.size(wrap_dim);
+  TORCH_CHECK(n % 2 == 0, "Halving dimension must be even, but dimension ", wrap_dim, " is size ", n);
+  if (any_stored_only({&grad, &self, &out}) || !is_native_compute(self.scalar_type()))
+    return call_cpu_fallback<at::_ops::glu_backward_grad_input>(grad, self, dim, out);
+  at::native::resize_output(out, self.sizes());
+  if (self.numel() == 0) return out;
+  Tensor first = self.narrow(wrap_dim, 0, n / 2);
+  Tensor second = self.narrow(wrap_dim, n / 2, n / 2);
+  Tensor out_first = out.narrow(wrap_dim, 0, n / 2);
+  Tensor out_second = out.narrow(wrap_dim, n / 2, n / 2);
+  auto it1 = TensorIterator::binary_op(out_first, grad, second);
+  launch_on_iterator(it1, "glu_bwd_first", common_compute(it1));
+  auto it2 = at::TensorIteratorConfig()
+                 .add_output(out_second)
+                 .add_const_input(grad)
+                 .add_const_input(first)
+                 .add_const_input(second)
+                 .build();
+  launch_on_iterator(it2, "glu_bwd_second", common_compute(it2));
+  return out;
+}
+Tensor glu_backward(const Tensor& grad, const Tensor& self, int64_t dim) {
+  Tensor out = at::empty({0}, self.options());
+  return ::twgpu::aten::glu_backward_out(grad, self, dim, out);
+}
+
 // prelu's kernels (weight already broadcastable to the input).
 Tensor prelu_kernel(const Tensor& self, const Tensor& weight) {
   if (any_stored_only({&self, &weight})) return call_cpu_fallback<at::_ops::_prelu_kernel>(self, weight);
@@ -335,7 +384,6 @@ std::tuple<Tensor, Tensor> prelu_kernel_backward(const Tensor& grad, const Tenso
                 .add_output(grad_weight)
                 .add_const_input(grad)
                 .add_const_input(self)
-                .declare_static_shape(gi.shape())
                 .build();
   launch_on_iterator(gw, "prelu_bwd_weight", common_compute(gw));
   return {gi.output(), gw.output()};
@@ -377,6 +425,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("gelu_backward.grad_input", gelu_backward_out);
   m.impl("silu_backward.grad_input", silu_backward_out);
   m.impl("glu.out", glu_out);
+  m.impl("glu_backward", glu_backward);
+  m.impl("glu_backward.grad_input", glu_backward_out);
   m.impl("_prelu_kernel", prelu_kernel);
   m.impl("_prelu_kernel_backward", prelu_kernel_backward);
 }

@@ -2,6 +2,7 @@
 // nextafter, hypot, logaddexp(2), xlogy, xlog1py, fmax/fmin, heaviside, the clamp family,
 // lerp, addcmul, addcdiv and nan_to_num. All structured: `.out` only.
 #include <ATen/native/Resize.h>
+#include <ATen/native/TypeProperties.h>
 #include <ATen/ops/addcdiv_ops.h>
 #include <ATen/ops/addcmul_ops.h>
 #include <ATen/ops/atan2_ops.h>
@@ -81,48 +82,54 @@ Tensor& heaviside_out(const Tensor& a, const Tensor& values, Tensor& out) {
   return out;
 }
 
-// nextafter steps one float32 ulp; half types step in their own format, so they (and
-// float64) use the CPU.
+// nextafter steps one ulp of the common dtype: half types step on their own bits.
 Tensor& nextafter_out(const Tensor& a, const Tensor& b, Tensor& out) {
-  if (any_stored_only({&a, &b, &out}) || at::isReducedFloatingType(a.scalar_type()) ||
-      at::isReducedFloatingType(b.scalar_type()))
-    return call_cpu_fallback<at::_ops::nextafter_out>(a, b, out);
+  if (any_stored_only({&a, &b, &out})) return call_cpu_fallback<at::_ops::nextafter_out>(a, b, out);
   auto iter = TensorIterator::binary_op(out, a, b);
-  if (!native_iter(iter) || at::isReducedFloatingType(iter.common_dtype()))
-    return call_cpu_fallback<at::_ops::nextafter_out>(a, b, out);
-  launch_on_iterator(iter, "nextafter", common_compute(iter));
+  if (!native_iter(iter)) return call_cpu_fallback<at::_ops::nextafter_out>(a, b, out);
+  c10::ScalarType t = iter.common_dtype();
+  launch_on_iterator(iter, t == c10::kHalf       ? "nextafter_f16"
+                           : t == c10::kBFloat16 ? "nextafter_bf16"
+                                                 : "nextafter",
+                     common_compute(iter));
   return out;
 }
 
 // ---- clamp ------------------------------------------------------------------------------
 
 // clamp(self, min, max) with Python-number bounds: the bounds join type promotion as
-// wrapped numbers (an integer tensor clamped by 0.5 gives floats, as on the CPU), and
-// in-place clamping refuses a promotion.
+// Python numbers do (an integer tensor clamped by 0.5 gives floats, as on the CPU), and
+// in-place clamping refuses a promotion. The bounds become kernel parameters in the result
+// dtype.
 Tensor& clamp_scalar_impl(const Tensor& self, const std::optional<c10::Scalar>& min,
                           const std::optional<c10::Scalar>& max, Tensor& out) {
   TORCH_CHECK(min.has_value() || max.has_value(),
               "torch.clamp: At least one of 'min' or 'max' must not be None");
   TORCH_CHECK(!self.is_complex() && !(min && min->isComplex()) && !(max && max->isComplex()),
               "clamp is not supported for complex types");
-  if (any_stored_only({&self, &out}))
+  c10::ScalarType result = self.scalar_type();
+  if (!c10::isFloatingType(result)) {
+    at::native::ResultTypeState state = {};
+    state = at::native::update_result_type_state(self, state);
+    if (min) state = at::native::update_result_type_state(*min, state);
+    if (max) state = at::native::update_result_type_state(*max, state);
+    result = at::native::result_type(state);
+    TORCH_CHECK(result == self.scalar_type() || !out.defined() || !out.is_same(self),
+                "result type ", result, " can't be cast to the desired output type ",
+                self.dtype());
+  }
+  if (any_stored_only({&self, &out}) || !is_native_compute(result))
     return call_cpu_fallback<at::_ops::clamp_out>(self, min, max, out);
-  Tensor lo = min ? wrapped(*min) : Tensor();
-  Tensor hi = max ? wrapped(*max) : Tensor();
-  at::TensorIteratorConfig config;
-  config.set_check_mem_overlap(true)
-                    .add_output(out)
-                    .add_const_input(self)
-                    .allow_cpu_scalars(true)
-                    .promote_inputs_to_common_dtype(true)
-                    .cast_common_dtype_to_outputs(true)
-                    .enforce_safe_casting_to_output(true);
-  if (min) config.add_const_input(lo);
-  if (max) config.add_const_input(hi);
-  auto iter = config.build();
+  Tensor input = self.to(result);
+  auto iter = TensorIterator::unary_op(out, input);
   if (!native_iter(iter)) return call_cpu_fallback<at::_ops::clamp_out>(self, min, max, out);
-  launch_on_iterator(iter, min && max ? "clamp" : min ? "clamp_min" : "clamp_max",
-                     common_compute(iter));
+  Compute c = common_compute(iter);
+  if (min && max) {
+    launch_on_iterator(iter, "clamp_s", c, param_as(*min, result), param_as(*max, result));
+  } else {
+    launch_on_iterator(iter, min ? "clamp_min_s" : "clamp_max_s", c,
+                       param_as(min ? *min : *max, result));
+  }
   return out;
 }
 
@@ -203,7 +210,9 @@ Tensor& lerp_tensor_out(const Tensor& self, const Tensor& end, const Tensor& wei
               " for `weight` but got dtype ", weight.dtype());
   if (any_stored_only({&self, &end, &weight, &out}))
     return call_cpu_fallback<at::_ops::lerp_Tensor_out>(self, end, weight, out);
+  // A 0-dim CPU weight is accepted, as on CUDA.
   auto iter = at::TensorIteratorConfig()
+                  .allow_cpu_scalars(true)
                   .add_output(out)
                   .add_const_input(self)
                   .add_const_input(end)

@@ -21,6 +21,41 @@
 #include <ATen/ops/erfinv_ops.h>
 #include <ATen/ops/exp2_ops.h>
 #include <ATen/ops/floor_ops.h>
+#include <ATen/ops/digamma_ops.h>
+#include <ATen/ops/i0_ops.h>
+#include <ATen/ops/igamma_ops.h>
+#include <ATen/ops/igammac_ops.h>
+#include <ATen/ops/lgamma_ops.h>
+#include <ATen/ops/polygamma_ops.h>
+#include <ATen/ops/special_entr_ops.h>
+#include <ATen/ops/special_erfcx_ops.h>
+#include <ATen/ops/special_i0e_ops.h>
+#include <ATen/ops/special_i1_ops.h>
+#include <ATen/ops/special_i1e_ops.h>
+#include <ATen/ops/special_log_ndtr_ops.h>
+#include <ATen/ops/special_modified_bessel_i0_ops.h>
+#include <ATen/ops/special_modified_bessel_i1_ops.h>
+#include <ATen/ops/special_ndtri_ops.h>
+#include <ATen/ops/special_spherical_bessel_j0_ops.h>
+#include <ATen/ops/special_zeta_ops.h>
+#include <ATen/ops/special_bessel_j0_ops.h>
+#include <ATen/ops/special_bessel_j1_ops.h>
+#include <ATen/ops/special_modified_bessel_k0_ops.h>
+#include <ATen/ops/special_modified_bessel_k1_ops.h>
+#include <ATen/ops/special_scaled_modified_bessel_k0_ops.h>
+#include <ATen/ops/special_scaled_modified_bessel_k1_ops.h>
+#include <ATen/ops/special_chebyshev_polynomial_t_ops.h>
+#include <ATen/ops/special_chebyshev_polynomial_u_ops.h>
+#include <ATen/ops/special_chebyshev_polynomial_v_ops.h>
+#include <ATen/ops/special_chebyshev_polynomial_w_ops.h>
+#include <ATen/ops/special_shifted_chebyshev_polynomial_t_ops.h>
+#include <ATen/ops/special_shifted_chebyshev_polynomial_u_ops.h>
+#include <ATen/ops/special_shifted_chebyshev_polynomial_v_ops.h>
+#include <ATen/ops/special_shifted_chebyshev_polynomial_w_ops.h>
+#include <ATen/ops/special_hermite_polynomial_h_ops.h>
+#include <ATen/ops/special_hermite_polynomial_he_ops.h>
+#include <ATen/ops/special_laguerre_polynomial_l_ops.h>
+#include <ATen/ops/special_legendre_polynomial_p_ops.h>
 #include <ATen/ops/frac_ops.h>
 #include <ATen/ops/isfinite_ops.h>
 #include <ATen/ops/isinf_ops.h>
@@ -29,6 +64,7 @@
 #include <ATen/ops/isposinf_ops.h>
 #include <ATen/ops/log10_ops.h>
 #include <ATen/ops/log2_ops.h>
+#include <ATen/ops/logit_backward_ops.h>
 #include <ATen/ops/logit_ops.h>
 #include <ATen/ops/reciprocal_ops.h>
 #include <ATen/ops/round_ops.h>
@@ -82,18 +118,112 @@ TWGPU_UNARY_OUT(erf_out, erf_out, unary_float_op, "erf")
 TWGPU_UNARY_OUT(erfc_out, erfc_out, unary_float_op, "erfc")
 TWGPU_UNARY_OUT(erfinv_out, erfinv_out, unary_float_op, "erfinv")
 TWGPU_UNARY_OUT(sinc_out, sinc_out, unary_float_op, "sinc")
+// Ops the CPU computes for float32 (and float64) only: half types raise as there.
+#define TWGPU_UNARY_FLOAT_ONLY_OUT(FN, OP, KERNEL)                                      \
+  Tensor& FN(const Tensor& a, Tensor& out) {                                            \
+    if (any_stored_only({&a, &out})) return call_cpu_fallback<at::_ops::OP>(a, out);    \
+    auto iter = TensorIterator::unary_float_op(out, a);                                 \
+    TORCH_CHECK_NOT_IMPLEMENTED(!at::isReducedFloatingType(iter.common_dtype()), "\"", \
+                                KERNEL, "_webgpu\" not implemented for '",              \
+                                c10::toString(iter.common_dtype()), "'");               \
+    if (!native_iter(iter)) return call_cpu_fallback<at::_ops::OP>(a, out);             \
+    launch_on_iterator(iter, KERNEL, common_compute(iter));                             \
+    return out;                                                                         \
+  }
+
+TWGPU_UNARY_OUT(lgamma_out, lgamma_out, unary_float_op, "lgamma")
+TWGPU_UNARY_OUT(digamma_out, digamma_out, unary_float_op, "digamma")
+TWGPU_UNARY_OUT(i0_out, i0_out, unary_float_op, "i0")
+TWGPU_UNARY_OUT(i0e_out, special_i0e_out, unary_float_op, "i0e")
+TWGPU_UNARY_OUT(i1_out, special_i1_out, unary_float_op, "i1")
+TWGPU_UNARY_OUT(i1e_out, special_i1e_out, unary_float_op, "i1e")
+TWGPU_UNARY_FLOAT_ONLY_OUT(modified_i0_out, special_modified_bessel_i0_out, "i0")
+TWGPU_UNARY_FLOAT_ONLY_OUT(modified_i1_out, special_modified_bessel_i1_out, "i1")
+TWGPU_UNARY_FLOAT_ONLY_OUT(erfcx_out, special_erfcx_out, "erfcx")
+TWGPU_UNARY_FLOAT_ONLY_OUT(ndtri_out, special_ndtri_out, "ndtri")
+TWGPU_UNARY_FLOAT_ONLY_OUT(log_ndtr_out, special_log_ndtr_out, "log_ndtr")
+TWGPU_UNARY_OUT(entr_out, special_entr_out, unary_float_op, "entr")
+TWGPU_UNARY_FLOAT_ONLY_OUT(spherical_j0_out, special_spherical_bessel_j0_out, "spherical_j0")
+TWGPU_UNARY_FLOAT_ONLY_OUT(j0_out, special_bessel_j0_out, "j0")
+TWGPU_UNARY_FLOAT_ONLY_OUT(j1_out, special_bessel_j1_out, "j1")
+TWGPU_UNARY_FLOAT_ONLY_OUT(k0_out, special_modified_bessel_k0_out, "k0")
+TWGPU_UNARY_FLOAT_ONLY_OUT(k1_out, special_modified_bessel_k1_out, "k1")
+TWGPU_UNARY_FLOAT_ONLY_OUT(k0e_out, special_scaled_modified_bessel_k0_out, "k0e")
+TWGPU_UNARY_FLOAT_ONLY_OUT(k1e_out, special_scaled_modified_bessel_k1_out, "k1e")
+
+Tensor& polygamma_out(int64_t n, const Tensor& a, Tensor& out) {
+  TORCH_CHECK(n >= 0, "polygamma(n, x) does not support negative n.");
+  if (any_stored_only({&a, &out})) return call_cpu_fallback<at::_ops::polygamma_out>(n, a, out);
+  auto iter = TensorIterator::unary_float_op(out, a);
+  if (!native_iter(iter)) return call_cpu_fallback<at::_ops::polygamma_out>(n, a, out);
+  launch_on_iterator(iter, "polygamma", common_compute(iter),
+                     ScalarBits::from_f32(static_cast<float>(n)));
+  return out;
+}
+
+// Regularized incomplete gamma functions.
+Tensor& igamma_impl(const Tensor& a, const Tensor& x, Tensor& out, bool upper) {
+  if (any_stored_only({&a, &x, &out}))
+    return upper ? call_cpu_fallback<at::_ops::igammac_out>(a, x, out)
+                 : call_cpu_fallback<at::_ops::igamma_out>(a, x, out);
+  auto iter = TensorIterator::binary_float_op(out, a, x);
+  if (!native_iter(iter))
+    return upper ? call_cpu_fallback<at::_ops::igammac_out>(a, x, out)
+                 : call_cpu_fallback<at::_ops::igamma_out>(a, x, out);
+  launch_on_iterator(iter, upper ? "igammac" : "igamma", common_compute(iter));
+  return out;
+}
+Tensor& igamma_out(const Tensor& a, const Tensor& x, Tensor& out) { return igamma_impl(a, x, out, false); }
+Tensor& igammac_out(const Tensor& a, const Tensor& x, Tensor& out) { return igamma_impl(a, x, out, true); }
+
+Tensor& zeta_out(const Tensor& s, const Tensor& q, Tensor& out) {
+  if (any_stored_only({&s, &q, &out})) return call_cpu_fallback<at::_ops::special_zeta_out>(s, q, out);
+  auto iter = TensorIterator::binary_float_op(out, s, q);
+  TORCH_CHECK_NOT_IMPLEMENTED(!at::isReducedFloatingType(iter.common_dtype()),
+                              "\"zeta_webgpu\" not implemented for '",
+                              c10::toString(iter.common_dtype()), "'");
+  if (!native_iter(iter)) return call_cpu_fallback<at::_ops::special_zeta_out>(s, q, out);
+  launch_on_iterator(iter, "zeta", common_compute(iter));
+  return out;
+}
+
+// Orthogonal polynomials P_n(x) with a tensor of degrees n (float32 only, as the CPU).
+#define TWGPU_POLY_OUT(FN, OP, KERNEL)                                                     \
+  Tensor& FN(const Tensor& x, const Tensor& n, Tensor& out) {                              \
+    if (any_stored_only({&x, &n, &out})) return call_cpu_fallback<at::_ops::OP>(x, n, out); \
+    auto iter = TensorIterator::binary_op(out, x, n);                                      \
+    TORCH_CHECK_NOT_IMPLEMENTED(c10::isFloatingType(iter.common_dtype()) &&                \
+                                    !at::isReducedFloatingType(iter.common_dtype()),       \
+                                "\"", KERNEL, "_webgpu\" not implemented for '",          \
+                                c10::toString(iter.common_dtype()), "'");                  \
+    if (!native_iter(iter)) return call_cpu_fallback<at::_ops::OP>(x, n, out);             \
+    launch_on_iterator(iter, KERNEL, common_compute(iter));                                \
+    return out;                                                                            \
+  }
+TWGPU_POLY_OUT(chebyshev_t_out, special_chebyshev_polynomial_t_out, "chebyshev_t")
+TWGPU_POLY_OUT(chebyshev_u_out, special_chebyshev_polynomial_u_out, "chebyshev_u")
+TWGPU_POLY_OUT(chebyshev_v_out, special_chebyshev_polynomial_v_out, "chebyshev_v")
+TWGPU_POLY_OUT(chebyshev_w_out, special_chebyshev_polynomial_w_out, "chebyshev_w")
+TWGPU_POLY_OUT(shifted_chebyshev_t_out, special_shifted_chebyshev_polynomial_t_out, "shifted_chebyshev_t")
+TWGPU_POLY_OUT(shifted_chebyshev_u_out, special_shifted_chebyshev_polynomial_u_out, "shifted_chebyshev_u")
+TWGPU_POLY_OUT(shifted_chebyshev_v_out, special_shifted_chebyshev_polynomial_v_out, "shifted_chebyshev_v")
+TWGPU_POLY_OUT(shifted_chebyshev_w_out, special_shifted_chebyshev_polynomial_w_out, "shifted_chebyshev_w")
+TWGPU_POLY_OUT(hermite_h_out, special_hermite_polynomial_h_out, "hermite_h")
+TWGPU_POLY_OUT(hermite_he_out, special_hermite_polynomial_he_out, "hermite_he")
+TWGPU_POLY_OUT(laguerre_l_out, special_laguerre_polynomial_l_out, "laguerre_l")
+TWGPU_POLY_OUT(legendre_p_out, special_legendre_polynomial_p_out, "legendre_p")
+
 // sgn of a real tensor is sign (complex inputs take the fallback above).
 TWGPU_UNARY_OUT(sgn_out, sgn_out, unary_op, "sign")
 
 Tensor& round_decimals_out(const Tensor& a, int64_t decimals, Tensor& out) {
-  if (decimals == 0) return ::twgpu::aten::round_out(a, out);
   if (any_stored_only({&a, &out}))
     return call_cpu_fallback<at::_ops::round_decimals_out>(a, decimals, out);
   auto iter = TensorIterator::unary_op(out, a);
   if (!native_iter(iter)) return call_cpu_fallback<at::_ops::round_decimals_out>(a, decimals, out);
   // The CPU scales by 10^|decimals| in float: multiply then divide, or the reverse.
   float ten_pow = static_cast<float>(std::pow(10.0, static_cast<double>(std::abs(decimals))));
-  launch_on_iterator(iter, decimals > 0 ? "round_decimals_pos" : "round_decimals_neg",
+  launch_on_iterator(iter, decimals >= 0 ? "round_decimals_pos" : "round_decimals_neg",
                      common_compute(iter), ScalarBits::from_f32(ten_pow));
   return out;
 }
@@ -158,6 +288,24 @@ Tensor logit(const Tensor& a, std::optional<double> eps) {
 }
 Tensor& logit_(Tensor& a, std::optional<double> eps) { return ::twgpu::aten::logit_out(a, eps, a); }
 
+// (grad, input); the CPU reads eps in the tensor's type.
+Tensor& logit_backward_out(const Tensor& grad, const Tensor& x, std::optional<double> eps,
+                           Tensor& out) {
+  if (any_stored_only({&grad, &x, &out}))
+    return call_cpu_fallback<at::_ops::logit_backward_grad_input>(grad, x, eps, out);
+  auto iter = TensorIterator::binary_op(out, grad, x);
+  if (!native_iter(iter))
+    return call_cpu_fallback<at::_ops::logit_backward_grad_input>(grad, x, eps, out);
+  if (eps && *eps >= 0.0) {
+    c10::ScalarType t = iter.common_dtype();
+    launch_on_iterator(iter, "logit_eps_bwd", common_compute(iter), param_as(*eps, t),
+                       param_as(1.0 - *eps, t));
+  } else {
+    launch_on_iterator(iter, "logit_bwd", common_compute(iter));
+  }
+  return out;
+}
+
 // angle of a real tensor: pi for negatives, 0 otherwise, NaN kept.
 Tensor& angle_out(const Tensor& a, Tensor& out) {
   if (any_stored_only({&a, &out})) return call_cpu_fallback<at::_ops::angle_out>(a, out);
@@ -202,6 +350,41 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("erfinv.out", erfinv_out);
   m.impl("sinc.out", sinc_out);
   m.impl("sgn.out", sgn_out);
+  m.impl("lgamma.out", lgamma_out);
+  m.impl("digamma.out", digamma_out);
+  m.impl("polygamma.out", polygamma_out);
+  m.impl("special_zeta.out", zeta_out);
+  m.impl("igamma.out", igamma_out);
+  m.impl("igammac.out", igammac_out);
+  m.impl("i0.out", i0_out);
+  m.impl("special_i0e.out", i0e_out);
+  m.impl("special_i1.out", i1_out);
+  m.impl("special_i1e.out", i1e_out);
+  m.impl("special_modified_bessel_i0.out", modified_i0_out);
+  m.impl("special_modified_bessel_i1.out", modified_i1_out);
+  m.impl("special_erfcx.out", erfcx_out);
+  m.impl("special_ndtri.out", ndtri_out);
+  m.impl("special_log_ndtr.out", log_ndtr_out);
+  m.impl("special_entr.out", entr_out);
+  m.impl("special_spherical_bessel_j0.out", spherical_j0_out);
+  m.impl("special_bessel_j0.out", j0_out);
+  m.impl("special_bessel_j1.out", j1_out);
+  m.impl("special_modified_bessel_k0.out", k0_out);
+  m.impl("special_modified_bessel_k1.out", k1_out);
+  m.impl("special_scaled_modified_bessel_k0.out", k0e_out);
+  m.impl("special_scaled_modified_bessel_k1.out", k1e_out);
+  m.impl("special_chebyshev_polynomial_t.out", chebyshev_t_out);
+  m.impl("special_chebyshev_polynomial_u.out", chebyshev_u_out);
+  m.impl("special_chebyshev_polynomial_v.out", chebyshev_v_out);
+  m.impl("special_chebyshev_polynomial_w.out", chebyshev_w_out);
+  m.impl("special_shifted_chebyshev_polynomial_t.out", shifted_chebyshev_t_out);
+  m.impl("special_shifted_chebyshev_polynomial_u.out", shifted_chebyshev_u_out);
+  m.impl("special_shifted_chebyshev_polynomial_v.out", shifted_chebyshev_v_out);
+  m.impl("special_shifted_chebyshev_polynomial_w.out", shifted_chebyshev_w_out);
+  m.impl("special_hermite_polynomial_h.out", hermite_h_out);
+  m.impl("special_hermite_polynomial_he.out", hermite_he_out);
+  m.impl("special_laguerre_polynomial_l.out", laguerre_l_out);
+  m.impl("special_legendre_polynomial_p.out", legendre_p_out);
   m.impl("signbit.out", signbit_out);
   m.impl("isposinf.out", isposinf_out);
   m.impl("isneginf.out", isneginf_out);
@@ -211,6 +394,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("logit", logit);
   m.impl("logit.out", logit_out);
   m.impl("logit_", logit_);
+  m.impl("logit_backward.grad_input", logit_backward_out);
   m.impl("angle", angle);
   m.impl("angle.out", angle_out);
 }

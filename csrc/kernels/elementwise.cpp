@@ -161,7 +161,8 @@ class ElementwiseSource {
     src_ += wgsl::kFloatPrelude;
     src_ += wgsl::kInt64Prelude;  // conversions use it whenever an int64 operand is present
     src_ += wgsl::kMathPrelude;
-    if (def_.library) src_ += def_.library;  // the op's own helpers (special functions)
+    // The op's own helpers (special functions).
+    for (const char* const* lib = def_.library; lib && *lib; ++lib) src_ += *lib;
   }
 
   void op_function() {

@@ -11,9 +11,12 @@ namespace {
 // flush subnormals in compares (NVIDIA's Vulkan driver gives nan != 1 as false).
 #define CMP_F32(fn) "select(0.0, 1.0, " fn "(a, b))"
 #define CMP_I32(op) "select(0, 1, a " op " b)"
-// Ops whose expression calls the elementary-function library; NOBOOL also refuses bool.
-#define LIB , true, wgsl::kElementaryLib
-#define NOBOOL_LIB , false, wgsl::kElementaryLib
+// Ops whose expression calls the elementary-function library (LIB) or the special
+// functions (SPECIAL, which build on it).
+const char* const kElementary[] = {wgsl::kElementaryLib, nullptr};
+const char* const kSpecial[] = {wgsl::kElementaryLib, wgsl::kSpecialLib, nullptr};
+#define LIB , true, kElementary
+#define SPECIAL , true, kSpecial
 
 const ElementwiseOpDef kOps[] = {
     // name, arity, f32, i32, i64, raw[, accepts_bool]
@@ -101,6 +104,8 @@ const ElementwiseOpDef kOps[] = {
     {"erfinv", 1, "erfinv_f32(a)", nullptr, nullptr, nullptr LIB},
     {"sinc", 1, "sinc_f32(a)", nullptr, nullptr, nullptr LIB},
     {"logit", 1, "logit_f32(a)", nullptr, nullptr, nullptr LIB},
+    {"logit_bwd", 2, "logit_bwd_f32(a, b)", nullptr, nullptr, nullptr LIB},  // a grad, b input
+    {"logit_eps_bwd", 2, "logit_eps_bwd_f32(a, b, p0, p1)", nullptr, nullptr, nullptr LIB},
     {"logit_eps", 1, "logit_eps_f32(a, p0, p1)", nullptr, nullptr, nullptr LIB},
     {"angle", 1, "select(select(0.0, 3.14159265358979323846, a < 0.0), a, is_nan(a))", nullptr, nullptr, nullptr},
     // Bit tests: exact for -0.0, NaN signs and subnormals whatever the driver flushes.
@@ -114,10 +119,49 @@ const ElementwiseOpDef kOps[] = {
     // nan_to_num: p0 nan, p1 posinf, p2 neginf replacements, already in the dtype's range.
     {"nan_to_num", 1, "nan_to_num_f32(a, p0, p1, p2)", "a", "a", nullptr LIB},
 
+    // ---- special functions (ops_unary_math.cpp) ----
+    {"lgamma", 1, "lgamma_f32(a)", nullptr, nullptr, nullptr SPECIAL},
+    {"digamma", 1, "digamma_f32(a)", nullptr, nullptr, nullptr SPECIAL},
+    {"polygamma", 1, "polygamma_f32(p0, a)", nullptr, nullptr, nullptr SPECIAL},  // p0 = n
+    {"zeta", 2, "zeta_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
+    {"i0", 1, "i0_f32(a)", nullptr, nullptr, nullptr SPECIAL},
+    {"i0e", 1, "i0e_f32(a)", nullptr, nullptr, nullptr SPECIAL},
+    {"i1", 1, "i1_f32(a)", nullptr, nullptr, nullptr SPECIAL},
+    {"i1e", 1, "i1e_f32(a)", nullptr, nullptr, nullptr SPECIAL},
+    {"erfcx", 1, "erfcx_f32(a)", nullptr, nullptr, nullptr SPECIAL},
+    {"ndtri", 1, "ndtri_f32(a)", nullptr, nullptr, nullptr SPECIAL},
+    {"log_ndtr", 1, "log_ndtr_f32(a)", nullptr, nullptr, nullptr SPECIAL},
+    {"entr", 1, "entr_f32(a)", nullptr, nullptr, nullptr SPECIAL},
+    {"spherical_j0", 1, "spherical_j0_f32(a)", nullptr, nullptr, nullptr SPECIAL},
+
+    {"igamma", 2, "igamma_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
+    {"igammac", 2, "igammac_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
+    {"j0", 1, "j0_f32(a)", nullptr, nullptr, nullptr SPECIAL},
+    {"j1", 1, "j1_f32(a)", nullptr, nullptr, nullptr SPECIAL},
+    {"k0", 1, "k0_f32(a)", nullptr, nullptr, nullptr SPECIAL},
+    {"k1", 1, "k1_f32(a)", nullptr, nullptr, nullptr SPECIAL},
+    {"k0e", 1, "k0e_f32(a)", nullptr, nullptr, nullptr SPECIAL},
+    {"k1e", 1, "k1e_f32(a)", nullptr, nullptr, nullptr SPECIAL},
+    // Orthogonal polynomials: a = x, b = n.
+    {"chebyshev_t", 2, "chebyshev_t_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
+    {"chebyshev_u", 2, "chebyshev_u_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
+    {"chebyshev_v", 2, "chebyshev_v_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
+    {"chebyshev_w", 2, "chebyshev_w_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
+    {"shifted_chebyshev_t", 2, "shifted_chebyshev_t_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
+    {"shifted_chebyshev_u", 2, "shifted_chebyshev_u_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
+    {"shifted_chebyshev_v", 2, "shifted_chebyshev_v_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
+    {"shifted_chebyshev_w", 2, "shifted_chebyshev_w_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
+    {"hermite_h", 2, "hermite_h_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
+    {"hermite_he", 2, "hermite_he_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
+    {"laguerre_l", 2, "laguerre_l_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
+    {"legendre_p", 2, "legendre_p_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
+
     // ---- more binary / ternary pointwise ops (ops_pointwise_ternary.cpp) ----
     {"atan2", 2, "atan2_f32(a, b)", nullptr, nullptr, nullptr LIB},
     {"copysign", 2, "copysign_f32(a, b)", nullptr, nullptr, nullptr LIB},
     {"nextafter", 2, "nextafter_f32(a, b)", nullptr, nullptr, nullptr LIB},
+    {"nextafter_f16", 2, "nextafter_16(a, b, true)", nullptr, nullptr, nullptr LIB},
+    {"nextafter_bf16", 2, "nextafter_16(a, b, false)", nullptr, nullptr, nullptr LIB},
     {"hypot", 2, "hypot_f32(a, b)", nullptr, nullptr, nullptr LIB},
     {"logaddexp", 2, "logaddexp_f32(a, b)", nullptr, nullptr, nullptr LIB},
     {"logaddexp2", 2, "logaddexp2_f32(a, b)", nullptr, nullptr, nullptr LIB},
@@ -128,6 +172,10 @@ const ElementwiseOpDef kOps[] = {
     {"heaviside", 2, "heaviside_f32(a, b)", "select(select(0, 1, a > 0), b, a == 0)",
      "select(i64_from_bool(!i64_is_neg(a)), b, i64_is_zero(a))", nullptr LIB},
     {"clamp", 3, "clamp_f32(a, b, c)", "min(max(a, b), c)", "i64_min(i64_max(a, b), c)", nullptr LIB},
+    // Python-number bounds as parameters (already in the result dtype).
+    {"clamp_s", 1, "clamp_f32(a, p0, p1)", "min(max(a, p0), p1)", "i64_min(i64_max(a, p0), p1)", nullptr LIB},
+    {"clamp_min_s", 1, "clamp_min_f32(a, p0)", "max(a, p0)", "i64_max(a, p0)", nullptr LIB},
+    {"clamp_max_s", 1, "clamp_max_f32(a, p0)", "min(a, p0)", "i64_min(a, p0)", nullptr LIB},
     {"clamp_min", 2, "clamp_min_f32(a, b)", "max(a, b)", "i64_max(a, b)", nullptr LIB},
     {"clamp_max", 2, "clamp_max_f32(a, b)", "min(a, b)", "i64_min(a, b)", nullptr LIB},
     {"lerp", 3, "lerp_f32(a, b, c)", nullptr, nullptr, nullptr LIB},
@@ -157,9 +205,9 @@ const ElementwiseOpDef kOps[] = {
     {"hardshrink", 1, "select(a, 0.0, a >= -p0 && a <= p0 && !is_nan(a))", nullptr, nullptr, nullptr},
     {"shrink_bwd", 2, "select(a, 0.0, b >= -p0 && b <= p0 && !is_nan(b))", nullptr, nullptr, nullptr},  // a grad, b input
     // threshold: a <= p0 ? p1 : a; threshold_backward: a input, b grad.
-    {"threshold", 1, "select(a, p1, f32_le(a, p0))", "select(a, p1, a <= p0)", "select(a, p1, !i64_lt(p0, a))", nullptr},
+    {"threshold", 1, "select(a, p1, f32_le(a, p0))", "select(a, p1, a <= p0)", "select(a, p1, !i64_lt(p0, a))", nullptr, false},
     {"threshold_bwd", 2, "select(b, 0.0, f32_le(a, p0))", "select(b, 0, a <= p0)",
-     "select(b, vec2<u32>(0u, 0u), !i64_lt(p0, a))", nullptr},
+     "select(b, vec2<u32>(0u, 0u), !i64_lt(p0, a))", nullptr, false},
     {"log_sigmoid", 1, "log_sigmoid_f32(a)", nullptr, nullptr, nullptr LIB},
     {"log_sigmoid_bwd", 2, "log_sigmoid_bwd_f32(a, b)", nullptr, nullptr, nullptr LIB},
     {"sigmoid_bwd", 2, "a * (1.0 - b) * b", nullptr, nullptr, nullptr},
@@ -168,6 +216,8 @@ const ElementwiseOpDef kOps[] = {
     {"gelu_tanh_bwd", 2, "gelu_tanh_bwd_f32(a, b)", nullptr, nullptr, nullptr LIB},
     {"silu_bwd", 2, "silu_bwd_f32(a, b)", nullptr, nullptr, nullptr LIB},
     {"glu", 2, "a * sigmoid_f32(b)", nullptr, nullptr, nullptr},
+    {"glu_bwd_first", 2, "a * sigmoid_f32(b)", nullptr, nullptr, nullptr},  // a grad, b second half
+    {"glu_bwd_second", 3, "glu_bwd_second_f32(a, b, c)", nullptr, nullptr, nullptr LIB},
     // prelu: a input, b weight; backward: a grad, b input, c weight.
     {"prelu", 2, "select(b * a, a, a > 0.0)", nullptr, nullptr, nullptr},
     {"prelu_bwd_input", 3, "select(c * a, a, b > 0.0)", nullptr, nullptr, nullptr},
@@ -177,7 +227,7 @@ const ElementwiseOpDef kOps[] = {
 #undef CMP_F32
 #undef CMP_I32
 #undef LIB
-#undef NOBOOL_LIB
+#undef SPECIAL
 
 }  // namespace
 

@@ -18,8 +18,9 @@ struct ElementwiseOpDef {
   // False when a bool common dtype is refused even though i32 computes it (as the CPU
   // refuses abs, pow, remainder, shifts, ... on bool).
   bool accepts_bool = true;
-  // Extra WGSL the expression calls (a special-function library), or nullptr.
-  const char* library = nullptr;
+  // Extra WGSL the expression calls (special-function libraries, in dependency order), as a
+  // nullptr-terminated list, or nullptr.
+  const char* const* library = nullptr;
 
   const char* expression(Compute c) const {
     switch (c) {

@@ -194,6 +194,8 @@ const char* const kMathPrelude = R"WGSL(
 // compensated forms of log1p/expm1 are unreliable: near zero these use series instead.
 fn log1p_f32(x: f32) -> f32 {
   if (is_nan(x)) { return x; }
+  // Subnormals: log1p(x) = x (and the series below would flush them to zero).
+  if ((bitcast<u32>(x) & 0x7fffffffu) < 0x00800000u) { return x; }
   if (x < -1.0) { return f32_nan(); }
   if (x == -1.0) { return -f32_inf(); }
   if (is_inf(x)) { return x; }

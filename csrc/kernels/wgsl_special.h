@@ -8,5 +8,9 @@ namespace twgpu::wgsl {
 // exp/log families, inverse trig, hyperbolic functions, erfinv, hypot, nextafter,
 // logaddexp, logit, sinc, and the activation helpers (gelu/silu backward, ...).
 extern const char kElementaryLib[];
+// Special functions (needs kElementaryLib): lgamma, digamma, polygamma, Hurwitz zeta,
+// modified Bessel functions I0/I1 (and scaled), erfcx, ndtri, log_ndtr, entr, spherical
+// j0, orthogonal polynomials.
+extern const char kSpecialLib[];
 
 }  // namespace twgpu::wgsl
