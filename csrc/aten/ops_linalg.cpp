@@ -92,6 +92,17 @@ std::vector<int64_t> concat(std::vector<int64_t> a, std::initializer_list<int64_
   return a;
 }
 
+// False when a kernel whose busiest loop runs `iterations` times in one invocation would
+// meet the adapter's loop limit (llvmpipe): the caller computes on the CPU instead.
+bool loops_fit(double iterations) {
+  RuntimeLock lock;
+  uint64_t limit = lock.ctx().caps().max_loop_iterations;
+  return limit == 0 || iterations < 0.9 * static_cast<double>(limit);
+}
+double cube(int64_t a, int64_t b, int64_t c) {
+  return static_cast<double>(a) * static_cast<double>(b) * static_cast<double>(c);
+}
+
 void store(Tensor& out, const Tensor& value) {
   at::native::resize_output(out, value.sizes());
   out.copy_(value);
@@ -157,7 +168,7 @@ Tensor triangular(const Tensor& A, const Tensor& B, bool upper, bool left, bool 
 std::tuple<Tensor&, Tensor&, Tensor&> lu_factor_ex_out(const Tensor& A, bool pivot,
                                                        bool check_errors, Tensor& LU_,
                                                        Tensor& pivots, Tensor& info) {
-  if (!native({&A}) || !pivot)
+  if (!native({&A}) || !pivot || (A.dim() >= 2 && !loops_fit(cube(A.size(-2), A.size(-1), std::min(A.size(-2), A.size(-1))))))
     return call_cpu_fallback<at::_ops::linalg_lu_factor_ex_out>(A, pivot, check_errors, LU_,
                                                                 pivots, info);
   TORCH_CHECK(A.dim() >= 2, "torch.linalg.lu_factor: Expected tensor with 2 or more dimensions. Got size: ",
@@ -172,7 +183,7 @@ std::tuple<Tensor&, Tensor&, Tensor&> lu_factor_ex_out(const Tensor& A, bool piv
 
 Tensor& lu_solve_out(const Tensor& LU_, const Tensor& pivots, const Tensor& B, bool left,
                      bool adjoint, Tensor& out) {
-  if (!native({&LU_, &B}))
+  if (!native({&LU_, &B}) || !loops_fit(cube(LU_.size(-1), LU_.size(-1), 1)))
     return call_cpu_fallback<at::_ops::linalg_lu_solve_out>(LU_, pivots, B, left, adjoint, out);
   TORCH_CHECK(LU_.dim() >= 2 && LU_.size(-1) == LU_.size(-2),
               "linalg.lu_solve: A must be batches of square matrices, but they are ",
@@ -193,7 +204,7 @@ std::tuple<Tensor&, Tensor&, Tensor&, Tensor&> solve_ex_out(const Tensor& A, con
                                                             bool left, bool check_errors,
                                                             Tensor& result, Tensor& LU_,
                                                             Tensor& pivots, Tensor& info) {
-  if (!native({&A, &B}))
+  if (!native({&A, &B}) || !loops_fit(cube(A.size(-1), A.size(-1), A.size(-1))))
     return call_cpu_fallback<at::_ops::_linalg_solve_ex_result>(A, B, left, check_errors, result,
                                                                 LU_, pivots, info);
   bool vector_case = at::native::linalg_solve_is_vector_rhs(A, B);
@@ -212,7 +223,8 @@ std::tuple<Tensor&, Tensor&, Tensor&, Tensor&> solve_ex_out(const Tensor& A, con
 
 std::tuple<Tensor&, Tensor&> inv_ex_out(const Tensor& A, bool check_errors, Tensor& inverse,
                                         Tensor& info) {
-  if (!native({&A})) return call_cpu_fallback<at::_ops::linalg_inv_ex_inverse>(A, check_errors, inverse, info);
+  if (!native({&A}) || !loops_fit(cube(A.size(-1), A.size(-1), A.size(-1))))
+    return call_cpu_fallback<at::_ops::linalg_inv_ex_inverse>(A, check_errors, inverse, info);
   at::native::squareCheckInputs(A, "linalg.inv");
   LU r = lu_factor(A);
   Tensor eye = at::zeros(A.sizes(), A.options());
@@ -257,7 +269,8 @@ Det determinant(const Tensor& A, const char* name) {
 
 std::tuple<Tensor&, Tensor&, Tensor&> det_out(const Tensor& A, Tensor& result, Tensor& LU_,
                                               Tensor& pivots) {
-  if (!native({&A})) return call_cpu_fallback<at::_ops::_linalg_det_result>(A, result, LU_, pivots);
+  if (!native({&A}) || !loops_fit(cube(A.size(-1), A.size(-1), A.size(-1))))
+    return call_cpu_fallback<at::_ops::_linalg_det_result>(A, result, LU_, pivots);
   Det d = determinant(A, "linalg.det");
   store(result, d.det);
   store(LU_, d.lu.lu);
@@ -268,7 +281,7 @@ std::tuple<Tensor&, Tensor&, Tensor&> det_out(const Tensor& A, Tensor& result, T
 std::tuple<Tensor&, Tensor&, Tensor&, Tensor&> slogdet_out(const Tensor& A, Tensor& sign,
                                                            Tensor& logabsdet, Tensor& LU_,
                                                            Tensor& pivots) {
-  if (!native({&A}))
+  if (!native({&A}) || !loops_fit(cube(A.size(-1), A.size(-1), A.size(-1))))
     return call_cpu_fallback<at::_ops::_linalg_slogdet_sign>(A, sign, logabsdet, LU_, pivots);
   Det d = determinant(A, "linalg.slogdet");
   store(sign, d.sign);
@@ -280,7 +293,8 @@ std::tuple<Tensor&, Tensor&, Tensor&, Tensor&> slogdet_out(const Tensor& A, Tens
 
 std::tuple<Tensor&, Tensor&> cholesky_ex_out(const Tensor& A, bool upper, bool check_errors,
                                              Tensor& L, Tensor& info) {
-  if (!native({&A})) return call_cpu_fallback<at::_ops::linalg_cholesky_ex_L>(A, upper, check_errors, L, info);
+  if (!native({&A}) || !loops_fit(cube(A.size(-1), A.size(-1), A.size(-1))))
+    return call_cpu_fallback<at::_ops::linalg_cholesky_ex_L>(A, upper, check_errors, L, info);
   at::native::squareCheckInputs(A, "linalg.cholesky");
   // potrf reads one triangle: the upper factor of A is the transposed lower factor of A^T.
   auto [a, inf] = cholesky_lower(upper ? A.mT() : A);
@@ -306,7 +320,8 @@ std::pair<Tensor, Tensor> cholesky_lower(const Tensor& A) {
 
 // torch.cholesky (deprecated): raises on a matrix that is not positive-definite.
 Tensor cholesky_legacy(const Tensor& A, bool upper) {
-  if (!native({&A})) return call_cpu_fallback<at::_ops::cholesky>(A, upper);
+  if (!native({&A}) || !loops_fit(cube(A.size(-1), A.size(-1), A.size(-1))))
+    return call_cpu_fallback<at::_ops::cholesky>(A, upper);
   at::native::squareCheckInputs(A, "cholesky");
   auto [L, info] = cholesky_lower(upper ? A.mT() : A);
   at::_linalg_check_errors(info, "cholesky", A.dim() == 2);
@@ -315,7 +330,7 @@ Tensor cholesky_legacy(const Tensor& A, bool upper) {
 
 // X with A X = B, A = L L^T (or U^T U when upper), from the factor; batch dims equal.
 Tensor cholesky_solve_helper(const Tensor& B, const Tensor& factor, bool upper) {
-  if (!native({&B, &factor}))
+  if (!native({&B, &factor}) || !loops_fit(cube(factor.size(-1), factor.size(-1), 1)))
     return call_cpu_fallback<at::_ops::_cholesky_solve_helper>(B, factor, upper);
   Tensor L = upper ? factor.mT() : factor;  // A = L L^T either way
   Tensor y = triangular(L, B, /*upper=*/false, /*left=*/true, /*unit=*/false);
@@ -323,7 +338,8 @@ Tensor cholesky_solve_helper(const Tensor& B, const Tensor& factor, bool upper) 
 }
 
 Tensor cholesky_inverse_fn(const Tensor& factor, bool upper) {
-  if (!native({&factor})) return call_cpu_fallback<at::_ops::cholesky_inverse>(factor, upper);
+  if (!native({&factor}) || !loops_fit(cube(factor.size(-1), factor.size(-1), 1)))
+    return call_cpu_fallback<at::_ops::cholesky_inverse>(factor, upper);
   at::native::squareCheckInputs(factor, "cholesky_inverse");
   Tensor eye = at::zeros(factor.sizes(), factor.options());
   eye.diagonal(0, -2, -1).fill_(1);
@@ -331,7 +347,7 @@ Tensor cholesky_inverse_fn(const Tensor& factor, bool upper) {
 }
 
 Tensor& cholesky_inverse_out(const Tensor& factor, bool upper, Tensor& out) {
-  if (!native({&factor, &out}))
+  if (!native({&factor, &out}) || !loops_fit(cube(factor.size(-1), factor.size(-1), 1)))
     return call_cpu_fallback<at::_ops::cholesky_inverse_out>(factor, upper, out);
   store(out, cholesky_inverse_fn(factor, upper));
   return out;
@@ -375,7 +391,8 @@ Tensor eye_like(const Tensor& t, int64_t m, int64_t n) {
 }
 
 std::tuple<Tensor, Tensor> geqrf_fn(const Tensor& A) {
-  if (!native({&A})) return call_cpu_fallback<at::_ops::geqrf>(A);
+  if (!native({&A}) || (A.dim() >= 2 && !loops_fit(cube(A.size(-2), A.size(-1), A.size(-1)))))
+    return call_cpu_fallback<at::_ops::geqrf>(A);
   TORCH_CHECK(A.dim() >= 2, "torch.geqrf: input must have at least 2 dimensions.");
   auto [a, tau] = geqrf_(A);
   // LAPACK's layout, as the CPU returns it.
@@ -386,7 +403,8 @@ std::tuple<Tensor, Tensor> geqrf_fn(const Tensor& A) {
 }
 
 std::tuple<Tensor&, Tensor&> geqrf_out(const Tensor& A, Tensor& a, Tensor& tau) {
-  if (!native({&A, &a, &tau})) return call_cpu_fallback<at::_ops::geqrf_a>(A, a, tau);
+  if (!native({&A, &a, &tau}) || (A.dim() >= 2 && !loops_fit(cube(A.size(-2), A.size(-1), A.size(-1)))))
+    return call_cpu_fallback<at::_ops::geqrf_a>(A, a, tau);
   TORCH_CHECK(A.dim() >= 2, "torch.geqrf: input must have at least 2 dimensions.");
   auto [r, t] = geqrf_(A);
   store(a, r);
@@ -409,21 +427,22 @@ void check_householder(const Tensor& input, const Tensor& tau) {
 }
 
 Tensor householder_product(const Tensor& input, const Tensor& tau) {
-  if (!native({&input, &tau}))
+  if (!native({&input, &tau}) || (input.dim() >= 2 && !loops_fit(cube(input.size(-2), input.size(-1), 1))))
     return call_cpu_fallback<at::_ops::linalg_householder_product>(input, tau);
   check_householder(input, tau);
   return apply_q(input, tau, eye_like(input, input.size(-2), input.size(-1)), true, false);
 }
 
 Tensor& householder_product_out(const Tensor& input, const Tensor& tau, Tensor& out) {
-  if (!native({&input, &tau, &out}))
+  if (!native({&input, &tau, &out}) || (input.dim() >= 2 && !loops_fit(cube(input.size(-2), input.size(-1), 1))))
     return call_cpu_fallback<at::_ops::linalg_householder_product_out>(input, tau, out);
   store(out, householder_product(input, tau));
   return out;
 }
 
 Tensor ormqr_fn(const Tensor& A, const Tensor& tau, const Tensor& C, bool left, bool transpose) {
-  if (!native({&A, &tau, &C})) return call_cpu_fallback<at::_ops::ormqr>(A, tau, C, left, transpose);
+  if (!native({&A, &tau, &C}) || (A.dim() >= 2 && !loops_fit(cube(A.size(-2), A.size(-1), 1))))
+    return call_cpu_fallback<at::_ops::ormqr>(A, tau, C, left, transpose);
   TORCH_CHECK(A.dim() >= 2 && C.dim() >= 2, "torch.ormqr: input must have at least 2 dimensions.");
   int64_t m = left ? C.size(-2) : C.size(-1);
   TORCH_CHECK(A.size(-2) == m, "torch.ormqr: other.shape[", left ? -2 : -1,
@@ -434,14 +453,15 @@ Tensor ormqr_fn(const Tensor& A, const Tensor& tau, const Tensor& C, bool left, 
 
 Tensor& ormqr_out(const Tensor& A, const Tensor& tau, const Tensor& C, bool left, bool transpose,
                   Tensor& out) {
-  if (!native({&A, &tau, &C, &out}))
+  if (!native({&A, &tau, &C, &out}) || (A.dim() >= 2 && !loops_fit(cube(A.size(-2), A.size(-1), 1))))
     return call_cpu_fallback<at::_ops::ormqr_out>(A, tau, C, left, transpose, out);
   store(out, ormqr_fn(A, tau, C, left, transpose));
   return out;
 }
 
 std::tuple<Tensor&, Tensor&> qr_out(const Tensor& A, c10::string_view mode, Tensor& Q, Tensor& R) {
-  if (!native({&A})) return call_cpu_fallback<at::_ops::linalg_qr_out>(A, mode, Q, R);
+  if (!native({&A}) || (A.dim() >= 2 && !loops_fit(cube(A.size(-2), std::max(A.size(-1), A.size(-2)), A.size(-1)))))
+    return call_cpu_fallback<at::_ops::linalg_qr_out>(A, mode, Q, R);
   OutMeta<at::meta::structured_linalg_qr, 2>({&Q, &R}).meta(A, mode);
   int64_t m = A.size(-2), n = A.size(-1), k = std::min(m, n);
   bool complete = mode == "complete", compute_q = mode != "r";
@@ -470,7 +490,10 @@ std::tuple<Tensor&, Tensor&, Tensor&> svd_out(const Tensor& A, bool full_matrice
                                               bool compute_uv, std::optional<c10::string_view> driver,
                                               Tensor& U, Tensor& S, Tensor& Vh) {
   int64_t m = A.size(-2), n = A.size(-1), k = std::min(m, n);
-  if (!native({&A}))
+  // Jacobi: up to 40 sweeps over n(n-1)/2 column pairs of length m.
+  if (!native({&A}) || (A.dim() >= 2 && !loops_fit(20.0 * cube(std::max(A.size(-2), A.size(-1)),
+                                                                 std::min(A.size(-2), A.size(-1)),
+                                                                 std::min(A.size(-2), A.size(-1))))))
     return call_cpu_fallback<at::_ops::_linalg_svd_U>(A, full_matrices, compute_uv, driver, U, S, Vh);
   OutMeta<at::meta::structured__linalg_svd, 3>({&U, &S, &Vh}).meta(A, full_matrices, compute_uv, driver);
   // One-sided Jacobi wants m >= n: A^T = V S U^T otherwise.
@@ -500,7 +523,8 @@ std::tuple<Tensor&, Tensor&, Tensor&> svd_out(const Tensor& A, bool full_matrice
 
 std::tuple<Tensor&, Tensor&> eigh_out(const Tensor& A, c10::string_view uplo, bool compute_v,
                                       Tensor& w, Tensor& V) {
-  if (!native({&A})) return call_cpu_fallback<at::_ops::_linalg_eigh_eigenvalues>(A, uplo, compute_v, w, V);
+  if (!native({&A}) || (A.dim() >= 2 && !loops_fit(20.0 * cube(A.size(-1), A.size(-1), A.size(-1)))))
+    return call_cpu_fallback<at::_ops::_linalg_eigh_eigenvalues>(A, uplo, compute_v, w, V);
   OutMeta<at::meta::structured__linalg_eigh, 2>({&w, &V}).meta(A, uplo, compute_v);
   // Only one triangle is read, as LAPACK's syevd does: mirror it.
   bool lower = uplo == "L" || uplo == "l";
@@ -551,7 +575,7 @@ std::tuple<Tensor, Tensor, Tensor> unpack(const Tensor& lu, const Tensor& pivots
 std::tuple<Tensor&, Tensor&, Tensor&> lu_unpack_out(const Tensor& lu, const Tensor& pivots,
                                                     bool data, bool perm, Tensor& P, Tensor& L,
                                                     Tensor& U) {
-  if (!native({&lu}))
+  if (!native({&lu}) || !loops_fit(cube(lu.size(-2), 2, 1)))
     return call_cpu_fallback<at::_ops::lu_unpack_out>(lu, pivots, data, perm, P, L, U);
   OutMeta<at::meta::structured_lu_unpack, 3>({&P, &L, &U}).meta(lu, pivots, data, perm);
   auto [p, l, u] = unpack(lu, pivots, data, perm);
@@ -565,7 +589,7 @@ std::tuple<Tensor&, Tensor&, Tensor&> lu_unpack_out(const Tensor& lu, const Tens
 
 std::tuple<Tensor&, Tensor&, Tensor&> linalg_lu_out(const Tensor& A, bool pivot, Tensor& P,
                                                     Tensor& L, Tensor& U) {
-  if (!native({&A}) || !pivot)
+  if (!native({&A}) || !pivot || !loops_fit(cube(A.size(-2), A.size(-1), std::min(A.size(-2), A.size(-1)))))
     return call_cpu_fallback<at::_ops::linalg_lu_out>(A, pivot, P, L, U);
   OutMeta<at::meta::structured_linalg_lu, 3>({&P, &L, &U}).meta(A, pivot);
   LU r = lu_factor(A);
@@ -605,7 +629,7 @@ void check_triangular(const Tensor& A, const Tensor& B, bool left, const char* n
 }
 
 Tensor solve_triangular(const Tensor& A, const Tensor& B, bool upper, bool left, bool unit) {
-  if (!native({&A, &B}))
+  if (!native({&A, &B}) || !loops_fit(cube(A.size(-1), A.size(-1), 1)))
     return call_cpu_fallback<at::_ops::linalg_solve_triangular>(A, B, upper, left, unit);
   check_triangular(A, B, left, "linalg.solve_triangular");
   return triangular(A, B, upper, left, unit);
@@ -613,7 +637,7 @@ Tensor solve_triangular(const Tensor& A, const Tensor& B, bool upper, bool left,
 
 Tensor& solve_triangular_out(const Tensor& A, const Tensor& B, bool upper, bool left, bool unit,
                              Tensor& out) {
-  if (!native({&A, &B, &out}))
+  if (!native({&A, &B, &out}) || !loops_fit(cube(A.size(-1), A.size(-1), 1)))
     return call_cpu_fallback<at::_ops::linalg_solve_triangular_out>(A, B, upper, left, unit, out);
   check_triangular(A, B, left, "linalg.solve_triangular");
   store(out, triangular(A, B, upper, left, unit));
@@ -623,7 +647,7 @@ Tensor& solve_triangular_out(const Tensor& A, const Tensor& B, bool upper, bool 
 std::tuple<Tensor&, Tensor&> triangular_solve_out(const Tensor& B, const Tensor& A, bool upper,
                                                   bool transpose, bool unit, Tensor& X,
                                                   Tensor& M) {
-  if (!native({&A, &B}))
+  if (!native({&A, &B}) || !loops_fit(cube(A.size(-1), A.size(-1), 1)))
     return call_cpu_fallback<at::_ops::triangular_solve_X>(B, A, upper, transpose, unit, X, M);
   check_triangular(A, B, true, "torch.triangular_solve");
   Tensor a = transpose ? A.mT() : A;

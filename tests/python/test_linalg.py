@@ -238,3 +238,15 @@ def test_eigh(uplo):
     w, v = cpu(w), cpu(v)
     torch.testing.assert_close(v @ torch.diag_embed(w) @ v.mT, ref, **TOL)
     torch.testing.assert_close(cpu(torch.linalg.eigvalsh(dev(sym))), torch.linalg.eigvalsh(sym), **TOL)
+
+
+def test_large_matrices_are_right_on_every_adapter():
+    # llvmpipe stops a loop after 65535 iterations: per-matrix kernels larger than that
+    # compute on the CPU there (caps().max_loop_iterations); real GPUs run them natively.
+    a = well_conditioned(64, 64, seed=9)
+    torch.testing.assert_close(cpu(torch.linalg.inv(dev(a))), torch.linalg.inv(a), rtol=1e-3, atol=1e-3)
+    s = torch.linalg.svdvals(dev(a[:40, :30]))
+    torch.testing.assert_close(cpu(s), torch.linalg.svdvals(a[:40, :30]), rtol=1e-3, atol=1e-3)
+    sym = spd(48, 48)
+    torch.testing.assert_close(cpu(torch.linalg.eigvalsh(dev(sym))), torch.linalg.eigvalsh(sym),
+                               rtol=1e-3, atol=1e-3)
