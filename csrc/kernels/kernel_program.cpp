@@ -16,6 +16,7 @@ std::string kernel_header(const std::vector<KernelBuffer>& buffers, size_t unifo
   }
   s += "@group(0) @binding(" + std::to_string(buffers.size()) + ") var<uniform> U: Uniforms;\n";
   s += "fn uw(i: u32) -> u32 { return U.w[i >> 2u][i & 3u]; }\n";
+  s += "fn opaque_f32(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) ^ uw(3u)); }\n";
   s += wgsl::kFloatPrelude;
   s += wgsl::kInt64Prelude;
   s += wgsl::kMathPrelude;
@@ -63,6 +64,7 @@ void launch_kernel(Context& ctx, KernelLaunch& l) {
   l.uniforms[kWordCount] = static_cast<uint32_t>(l.count);
   l.uniforms[kWordPitch] = static_cast<uint32_t>(gx * workgroup);
   l.uniforms[kWordGroupsX] = static_cast<uint32_t>(gx);
+  l.uniforms[kWordZero] = 0;
 
   std::string key = l.key + "|wg" + std::to_string(workgroup) + "|u" + std::to_string(words);
   for (const auto& b : l.buffers)

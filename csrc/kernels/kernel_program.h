@@ -23,6 +23,7 @@ class Context;
 constexpr uint32_t kWordCount = 0;   // invocations (Grid::Invocations) or workgroups (Groups)
 constexpr uint32_t kWordPitch = 1;   // invocations per grid row: gid.x + gid.y * pitch
 constexpr uint32_t kWordGroupsX = 2; // workgroups per grid row: wid.x + wid.y * groups_x
+constexpr uint32_t kWordZero = 3;    // always 0: `opaque_f32(x)` hides x from the optimizer
 constexpr uint32_t kFirstUserWord = 4;
 
 // One storage binding, named `buf<i>` in WGSL in declaration order.
@@ -47,8 +48,10 @@ struct KernelLaunch {
   uint32_t workgroup = 0;              // 0: caps().workgroup_1d()
 };
 
-// The WGSL header for `buffers` and `uniform_words` uniforms: bindings, `uw()`, and the
-// float, int64 and math preludes (WGSL drops what a kernel does not call).
+// The WGSL header for `buffers` and `uniform_words` uniforms: bindings, `uw()`, the
+// float, int64 and math preludes (WGSL drops what a kernel does not call), and
+// `opaque_f32(x)`: x, through a uniform zero, so compilers that reassociate float math
+// (NVIDIA's) cannot fold compensated sums such as ((a + b) - a) - b to zero.
 std::string kernel_header(const std::vector<KernelBuffer>& buffers, size_t uniform_words);
 // `@compute ... fn main(...) {` with `idx` (Invocations) or `group` and `lid` (Groups)
 // defined; the caller closes the function.

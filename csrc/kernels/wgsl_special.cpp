@@ -344,11 +344,12 @@ fn clamp_f32(x: f32, lo: f32, hi: f32) -> f32 {
 }
 fn clamp_min_f32(x: f32, lo: f32) -> f32 {
   if (is_nan(x) || is_nan(lo)) { return f32_nan(); }
-  return max(x, lo);
+  // std::max(x, lo): x unless x < lo (drivers' max() may pick either zero of -0 and +0).
+  return select(x, lo, x < lo);
 }
 fn clamp_max_f32(x: f32, hi: f32) -> f32 {
   if (is_nan(x) || is_nan(hi)) { return f32_nan(); }
-  return min(x, hi);
+  return select(x, hi, hi < x);
 }
 fn lerp_f32(a: f32, b: f32, w: f32) -> f32 {
   if (abs(w) < 0.5) { return a + w * (b - a); }

@@ -173,3 +173,26 @@ def run_python(code, timeout=120, env=None):
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=timeout, env=full_env)
+
+
+_FLUSHES_SUBNORMALS = None
+
+
+def adapter_flushes_subnormals():
+    """True when the adapter flushes float32 subnormals in arithmetic (NVIDIA's Vulkan
+    driver does; WGSL allows it and gives no control)."""
+    global _FLUSHES_SUBNORMALS
+    if _FLUSHES_SUBNORMALS is None:
+        product = torch.tensor([-1e-40], device=DEVICE) * torch.tensor([1.5], device=DEVICE)
+        _FLUSHES_SUBNORMALS = bool(product.cpu().item() == 0)
+    return _FLUSHES_SUBNORMALS
+
+
+def ftz(t):
+    """`t` as a flushing adapter sees it: float subnormals become zeros of their sign (the
+    identity on adapters that keep subnormals). For inputs and expected outputs of tests
+    that probe subnormal values."""
+    if not adapter_flushes_subnormals() or not t.is_floating_point():
+        return t
+    sub = (t.abs() < torch.finfo(t.dtype).tiny) & (t != 0)
+    return torch.where(sub, torch.copysign(torch.zeros_like(t), t), t)

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from conftest import DEVICE, NATIVE_DTYPES, assert_same, check, dev, make
+from conftest import ftz, DEVICE, NATIVE_DTYPES, assert_same, check, dev, make
 
 pytestmark = pytest.mark.usefixtures("no_fallback")
 
@@ -57,7 +57,8 @@ def test_float32_edges(name):
     a, b = edge_pairs()
     if name == "heaviside":
         b = b.clone()
-    assert_float_close(BINARY[name](dev(a), dev(b)), BINARY[name](a, b))
+    a, b = ftz(a), ftz(b)  # subnormal inputs are zeros on adapters that flush them
+    assert_float_close(BINARY[name](dev(a), dev(b)), ftz(BINARY[name](a, b)))
 
 
 def test_nextafter_bits():
