@@ -252,10 +252,10 @@ Tensor& addbmm_(Tensor& self, const Tensor& batch1, const Tensor& batch2, const 
 Tensor& addmv_out(const Tensor& self, const Tensor& mat, const Tensor& vec,
                   const c10::Scalar& beta, const c10::Scalar& alpha, Tensor& out) {
   check_devices({&self, &mat, &vec, &out});
-  // The CPU kernel's check (torch 2.11's meta function does not make it).
-  TORCH_CHECK(self.scalar_type() == mat.scalar_type() && mat.scalar_type() == vec.scalar_type(),
-              "addmv input tensors must have the same dtype, but got ", self.scalar_type(), ", ",
-              mat.scalar_type(), ", and ", vec.scalar_type());
+  // Mixed dtypes: the CPU kernel raises (torch 2.11's meta function lets them through),
+  // with the message of the installed release.
+  if (self.scalar_type() != mat.scalar_type() || mat.scalar_type() != vec.scalar_type())
+    return call_cpu_fallback<at::_ops::addmv_out>(self, mat, vec, beta, alpha, out);
   OutMeta<at::meta::structured_addmv>(out).meta(self, mat, vec, beta, alpha);
   if (!all_gemm({&self, &mat, &vec, &out}) || alpha.isComplex() || beta.isComplex())
     return call_cpu_fallback<at::_ops::addmv_out>(self, mat, vec, beta, alpha, out);

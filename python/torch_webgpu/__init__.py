@@ -42,18 +42,24 @@ def _install_printing():
 _install_printing()
 
 
-def _run_backward_on_calling_thread():
-    # PyTorch's autograd engine runs device work on one thread per device. When Python
-    # exits right after a backward pass, that thread may still be dropping the finished
-    # graph task, whose saved thread-local state holds Python objects: decref'ing them
-    # while the interpreter finalizes kills the thread inside a destructor and aborts the
-    # process ("terminate called without an active exception"). Running backward on the
-    # calling thread removes the race (and keeps Dawn's GL context on one thread).
-    # TORCH_WEBGPU_AUTOGRAD_THREADS=1 keeps PyTorch's default.
-    import os
+def _settle_autograd_at_exit():
+    # PyTorch's autograd engine runs device work on a thread of its own, which drops a
+    # finished graph task a moment after backward() returns. The task's saved thread-local
+    # state holds Python objects: if the interpreter is already finalizing when that
+    # thread decrefs them, the thread is killed inside a destructor and the process aborts
+    # ("terminate called without an active exception"). A script that exits right after
+    # backward() hits that window about half the time. At exit (before finalization) give
+    # the thread a moment when the device was used. (Running backward on the calling
+    # thread instead would close the race, but PyTorch's engine then breaks CUDA backward
+    # in the same process.)
+    import atexit
+    import time
 
-    if os.environ.get("TORCH_WEBGPU_AUTOGRAD_THREADS", "0") != "1":
-        torch._C._set_multithreading_enabled(False)
+    def settle():
+        if _C.is_initialized():
+            time.sleep(0.05)
+
+    atexit.register(settle)
 
 
-_run_backward_on_calling_thread()
+_settle_autograd_at_exit()

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from conftest import ftz, DEVICE, NATIVE_DTYPES, assert_same, check, dev, make
+from conftest import adapter_flushes_subnormals, ftz, DEVICE, NATIVE_DTYPES, assert_same, check, dev, make
 
 pytestmark = pytest.mark.usefixtures("no_fallback")
 
@@ -43,11 +43,11 @@ def edge_pairs():
     return torch.cat([a.flatten(), ra]), torch.cat([b.flatten(), rb])
 
 
-def assert_float_close(actual, expected, rtol=1e-5, atol=1e-6):
+def assert_float_close(actual, expected, rtol=1e-5, atol=1e-6, zero_sign=True):
     a = actual.cpu()
     assert actual.device.type == DEVICE and a.dtype == expected.dtype
     close = torch.isclose(a, expected, rtol=rtol, atol=atol, equal_nan=True)
-    same_sign = (torch.signbit(a) == torch.signbit(expected)) | (expected != 0)
+    same_sign = (torch.signbit(a) == torch.signbit(expected)) | (expected != 0) | (not zero_sign)
     bad = ~(close & same_sign)
     assert not bad.any(), [(i, a[i].item(), expected[i].item()) for i in bad.nonzero().flatten()[:8]]
 
@@ -58,7 +58,10 @@ def test_float32_edges(name):
     if name == "heaviside":
         b = b.clone()
     a, b = ftz(a), ftz(b)  # subnormal inputs are zeros on adapters that flush them
-    assert_float_close(BINARY[name](dev(a), dev(b)), ftz(BINARY[name](a, b)))
+    # clamp(-0.0, min=+0.0): the CPU keeps the first zero; NVIDIA's compiler turns the
+    # comparison into max(), which may give either (CUDA's fmax does too).
+    zero_sign = not (name.startswith("clamp") and ftz is not None and adapter_flushes_subnormals())
+    assert_float_close(BINARY[name](dev(a), dev(b)), ftz(BINARY[name](a, b)), zero_sign=zero_sign)
 
 
 def test_nextafter_bits():
