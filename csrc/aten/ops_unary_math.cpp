@@ -191,7 +191,7 @@ Tensor& zeta_out(const Tensor& s, const Tensor& q, Tensor& out) {
 #define TWGPU_POLY_OUT(FN, OP, KERNEL)                                                     \
   Tensor& FN(const Tensor& x, const Tensor& n, Tensor& out) {                              \
     if (any_stored_only({&x, &n, &out})) return call_cpu_fallback<at::_ops::OP>(x, n, out); \
-    auto iter = TensorIterator::binary_op(out, x, n);                                      \
+    auto iter = TensorIterator::binary_float_op(out, x, n);                                    \
     TORCH_CHECK_NOT_IMPLEMENTED(c10::isFloatingType(iter.common_dtype()) &&                \
                                     !at::isReducedFloatingType(iter.common_dtype()),       \
                                 "\"", KERNEL, "_webgpu\" not implemented for '",          \
