@@ -73,6 +73,9 @@
 #include <numeric>
 
 #include "aten/cpu_fallback.h"
+#include <ATen/ops/all.h>
+#include <ATen/ops/eq.h>
+
 #include "aten/structured_meta.h"
 #include "aten/webgpu_tensor.h"
 #include "kernels/reduce.h"
@@ -834,10 +837,21 @@ Tensor& log_softmax_backward_out(const Tensor& grad, const Tensor& output, int64
   return out;
 }
 
+// torch.equal: same size and every element equal (NaN never is), from native eq and all;
+// one bool comes back to the host, as on CUDA.
+bool equal(const Tensor& a, const Tensor& b) {
+  TORCH_CHECK(a.device() == b.device(), "Cannot compare two tensors on different devices. Got: ",
+              a.device(), " and ", b.device());
+  if (!a.is_same_size(b)) return false;
+  if (a.numel() == 0) return true;
+  return at::eq(a, b).all().item<bool>();
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("sum.IntList_out", TORCH_FN(sum_out));
+  m.impl("equal", TORCH_FN(equal));
   m.impl("mean.out", TORCH_FN(mean_out));
   m.impl("prod.int_out", TORCH_FN(prod_int_out));
   m.impl("prod", TORCH_FN(prod_all));

@@ -428,3 +428,16 @@ def test_var_warns_like_the_cpu():
             result = fn(torch.ones(1, 3, device=DEVICE), 0)
         expected = fn(torch.ones(1, 3), 0)
         assert_same(result, expected)
+
+
+def test_equal():
+    a = torch.tensor([[1.0, 2.0], [3.0, float("nan")]])
+    d = a.to(DEVICE)
+    assert torch.equal(d[:, :1], a[:, :1].to(DEVICE)) is True
+    assert torch.equal(d, d) is torch.equal(a, a) is False  # NaN is never equal
+    assert torch.equal(d[0], torch.tensor([1.0, 3.0]).to(DEVICE)) is False
+    assert torch.equal(d, d[:1]) is False  # sizes differ
+    assert torch.equal(d[:, :1], torch.tensor([[1], [3]]).to(DEVICE)) is torch.equal(a[:, :1], torch.tensor([[1], [3]]))
+    assert torch.equal(torch.empty(0, device=DEVICE), torch.empty(0, device=DEVICE)) is True
+    with pytest.raises(RuntimeError, match="different devices"):
+        torch.equal(d, a)
