@@ -73,15 +73,6 @@ using at::TensorIterator;
 
 // ---- binary ----------------------------------------------------------------------------
 
-#define TWGPU_BINARY_OUT(FN, OP, BUILDER, KERNEL)                              \
-  Tensor& FN(const Tensor& a, const Tensor& b, Tensor& out) {                 \
-    if (any_stored_only({&a, &b, &out}))                                       \
-      return call_cpu_fallback<at::_ops::OP>(a, b, out);                       \
-    auto iter = TensorIterator::BUILDER(out, a, b);                            \
-    if (!native_iter(iter)) return call_cpu_fallback<at::_ops::OP>(a, b, out); \
-    launch_on_iterator(iter, KERNEL, common_compute(iter));                    \
-    return out;                                                                \
-  }
 
 #define TWGPU_COMPARISON_OUT(NAME, KERNEL)                                                    \
   TWGPU_BINARY_OUT(NAME##_tensor_out, NAME##_Tensor_out, comparison_op, KERNEL)               \
@@ -250,14 +241,6 @@ Tensor remainder_scalar_tensor(const c10::Scalar& self, const Tensor& other) {
 
 // ---- unary -----------------------------------------------------------------------------
 
-#define TWGPU_UNARY_OUT(FN, OP, BUILDER, KERNEL)                                \
-  Tensor& FN(const Tensor& a, Tensor& out) {                                    \
-    if (any_stored_only({&a, &out})) return call_cpu_fallback<at::_ops::OP>(a, out); \
-    auto iter = TensorIterator::BUILDER(out, a);                                \
-    if (!native_iter(iter)) return call_cpu_fallback<at::_ops::OP>(a, out);     \
-    launch_on_iterator(iter, KERNEL, common_compute(iter));                     \
-    return out;                                                                 \
-  }
 
 TWGPU_UNARY_OUT(abs_out, abs_out, unary_op, "abs")
 TWGPU_UNARY_OUT(sign_out, sign_out, unary_op, "sign")

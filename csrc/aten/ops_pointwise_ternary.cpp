@@ -35,15 +35,6 @@ namespace {
 using at::Tensor;
 using at::TensorIterator;
 
-#define TWGPU_BINARY_OUT(FN, OP, BUILDER, KERNEL)                              \
-  Tensor& FN(const Tensor& a, const Tensor& b, Tensor& out) {                 \
-    if (any_stored_only({&a, &b, &out}))                                       \
-      return call_cpu_fallback<at::_ops::OP>(a, b, out);                       \
-    auto iter = TensorIterator::BUILDER(out, a, b);                            \
-    if (!native_iter(iter)) return call_cpu_fallback<at::_ops::OP>(a, b, out); \
-    launch_on_iterator(iter, KERNEL, common_compute(iter));                    \
-    return out;                                                                \
-  }
 
 TWGPU_BINARY_OUT(atan2_out, atan2_out, binary_float_op, "atan2")
 TWGPU_BINARY_OUT(copysign_out, copysign_out, binary_float_op, "copysign")

@@ -87,14 +87,6 @@ namespace {
 using at::Tensor;
 using at::TensorIterator;
 
-#define TWGPU_UNARY_OUT(FN, OP, BUILDER, KERNEL)                                     \
-  Tensor& FN(const Tensor& a, Tensor& out) {                                         \
-    if (any_stored_only({&a, &out})) return call_cpu_fallback<at::_ops::OP>(a, out); \
-    auto iter = TensorIterator::BUILDER(out, a);                                     \
-    if (!native_iter(iter)) return call_cpu_fallback<at::_ops::OP>(a, out);          \
-    launch_on_iterator(iter, KERNEL, common_compute(iter));                          \
-    return out;                                                                      \
-  }
 
 TWGPU_UNARY_OUT(reciprocal_out, reciprocal_out, unary_float_op, "reciprocal")
 TWGPU_UNARY_OUT(floor_out, floor_out, unary_op, "floor")

@@ -41,4 +41,26 @@ inline ScalarBits param_as(const c10::Scalar& s, c10::ScalarType t) {
   return scalar_bits(cast_scalar(s, t), compute_type_of(t));
 }
 
+// `.out` kernels of structured unary / binary ops: the TensorIterator builder ATen's meta
+// uses (unary_op, unary_float_op, binary_op, binary_float_op, comparison_op), the CPU
+// fallback for dtypes the device only stores. Used inside namespace twgpu::aten.
+#define TWGPU_UNARY_OUT(FN, OP, BUILDER, KERNEL)                                \
+  at::Tensor& FN(const at::Tensor& a, at::Tensor& out) {                                    \
+    if (any_stored_only({&a, &out})) return call_cpu_fallback<at::_ops::OP>(a, out); \
+    auto iter = at::TensorIterator::BUILDER(out, a);                                \
+    if (!native_iter(iter)) return call_cpu_fallback<at::_ops::OP>(a, out);     \
+    launch_on_iterator(iter, KERNEL, common_compute(iter));                     \
+    return out;                                                                 \
+  }
+
+#define TWGPU_BINARY_OUT(FN, OP, BUILDER, KERNEL)                              \
+  at::Tensor& FN(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {                 \
+    if (any_stored_only({&a, &b, &out}))                                       \
+      return call_cpu_fallback<at::_ops::OP>(a, b, out);                       \
+    auto iter = at::TensorIterator::BUILDER(out, a, b);                            \
+    if (!native_iter(iter)) return call_cpu_fallback<at::_ops::OP>(a, b, out); \
+    launch_on_iterator(iter, KERNEL, common_compute(iter));                    \
+    return out;                                                                \
+  }
+
 }  // namespace twgpu::aten

@@ -202,11 +202,10 @@ fn atanh_f32(x: f32) -> f32 {
 }
 // erfinv from M. Giles, "Approximating the erfinv function" (GPU Computing Gems, 2011):
 // single-precision polynomials in w = -log(1 - x^2).
-fn erfinv_f32(x: f32) -> f32 {
-  let ax = abs(x);
-  if (is_nan(x) || ax > 1.0) { return f32_nan(); }
-  if (ax == 1.0) { return with_sign_of(f32_inf(), x); }
-  var w = -log_f32((1.0 - ax) * (1.0 + ax));
+// Giles' erfinv polynomial in w = -log(1 - x^2) without the factor x; erfinv
+// and ndtri share it.
+fn erfinv_poly(w0: f32) -> f32 {
+  var w = w0;
   var p: f32;
   if (w < 5.0) {
     w = w - 2.5;
@@ -231,7 +230,13 @@ fn erfinv_f32(x: f32) -> f32 {
     p = 1.00167406 + p * w;
     p = 2.83297682 + p * w;
   }
-  return p * x;
+  return p;
+}
+fn erfinv_f32(x: f32) -> f32 {
+  let ax = abs(x);
+  if (is_nan(x) || ax > 1.0) { return f32_nan(); }
+  if (ax == 1.0) { return with_sign_of(f32_inf(), x); }
+  return erfinv_poly(-log_f32((1.0 - ax) * (1.0 + ax))) * x;
 }
 // hypot scaled by the larger magnitude; an infinity wins over NaN, as in C.
 fn hypot_f32(a: f32, b: f32) -> f32 {
@@ -640,35 +645,6 @@ fn log_ndtr_f32(x: f32) -> f32 {
   let t = x * 0.70710678118654752;
   if (x < -1.0) { return log_f32(0.5 * erfcx_pos(-t)) - t * t; }
   return log1p_f32(-0.5 * erfc_f32(t));
-}
-// Giles' erfinv polynomial in w = -log(1 - x^2) (see erfinv_f32), without the factor x.
-fn erfinv_poly(w0: f32) -> f32 {
-  var w = w0;
-  var p: f32;
-  if (w < 5.0) {
-    w = w - 2.5;
-    p = 2.81022636e-08;
-    p = 3.43273939e-07 + p * w;
-    p = -3.5233877e-06 + p * w;
-    p = -4.39150654e-06 + p * w;
-    p = 0.00021858087 + p * w;
-    p = -0.00125372503 + p * w;
-    p = -0.00417768164 + p * w;
-    p = 0.246640727 + p * w;
-    p = 1.50140941 + p * w;
-  } else {
-    w = sqrt(w) - 3.0;
-    p = -0.000200214257;
-    p = 0.000100950558 + p * w;
-    p = 0.00134934322 + p * w;
-    p = -0.00367342844 + p * w;
-    p = 0.00573950773 + p * w;
-    p = -0.0076224613 + p * w;
-    p = 0.00943887047 + p * w;
-    p = 1.00167406 + p * w;
-    p = 2.83297682 + p * w;
-  }
-  return p;
 }
 // The inverse normal CDF: sqrt(2) erfinv(2p - 1), with 1 - |2p - 1| = 2q formed exactly
 // (q = min(p, 1 - p)); deep in the tail, Newton steps on log_ndtr refine it.
