@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <set>
+#include <sstream>
 
 #include "aten/generator.h"
 
@@ -89,6 +90,26 @@ void check_same_device(const c10::OperatorHandle& op, const torch::jit::Stack* s
               other_arg, "' of ", schema.operator_name(), ")");
 }
 
+// "float[5, 5] webgpu, double[] webgpu": what reached the fallback, for its error message
+// (which dtype or device made the call non-native).
+std::string describe_tensor_args(const c10::OperatorHandle& op, const torch::jit::Stack* stack) {
+  size_t n = op.schema().arguments().size();
+  std::ostringstream os;
+  const char* sep = "";
+  auto add = [&](const at::Tensor& t) {
+    if (!t.defined()) return;
+    os << sep << t.scalar_type() << t.sizes() << " " << t.device().type();
+    sep = ", ";
+  };
+  for (size_t i = stack->size() - n; i < stack->size(); ++i) {
+    const c10::IValue& v = (*stack)[i];
+    if (v.isTensor()) add(v.toTensor());
+    else if (v.isTensorList())
+      for (const at::Tensor& t : v.toTensorVector()) add(t);
+  }
+  return os.str();
+}
+
 }  // namespace
 
 void webgpu_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -98,7 +119,8 @@ void webgpu_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack
   TORCH_CHECK_NOT_IMPLEMENTED(
       !env_flag("TORCH_WEBGPU_DISABLE_CPU_FALLBACK", false), "The operator '", op_name,
       "' is not implemented natively for the WebGPU device, and the CPU fallback is "
-      "disabled (TORCH_WEBGPU_DISABLE_CPU_FALLBACK=1).");
+      "disabled (TORCH_WEBGPU_DISABLE_CPU_FALLBACK=1); tensor arguments: ",
+      describe_tensor_args(op, stack), ".");
   bool first;
   {
     std::lock_guard<std::mutex> lock(g_seen_mutex);

@@ -37,6 +37,7 @@
 #include <ATen/ops/logical_xor_ops.h>
 #include <ATen/ops/lt_ops.h>
 #include <ATen/ops/maximum_ops.h>
+#include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/minimum_ops.h>
 #include <ATen/ops/mul_ops.h>
 #include <ATen/ops/ne_ops.h>
@@ -123,17 +124,18 @@ Tensor& floor_divide_(Tensor& self, const Tensor& other) {
 }
 
 // add/sub: out = a ± alpha * b
-Tensor& add_sub_out(const char* kernel, const Tensor& a, const Tensor& b, const c10::Scalar& alpha,
-                    Tensor& out, bool is_sub) {
-  if (is_sub) at::native::sub_check(a, b);
-  if (any_stored_only({&a, &b, &out}) || alpha.isComplex())
-    return is_sub ? call_cpu_fallback<at::_ops::sub_out>(a, b, alpha, out)
-                  : call_cpu_fallback<at::_ops::add_out>(a, b, alpha, out);
+Tensor& add_sub_out(const char* kernel, const Tensor& a_in, const Tensor& b_in,
+                    const c10::Scalar& alpha, Tensor& out, bool is_sub) {
+  if (is_sub) at::native::sub_check(a_in, b_in);
+  auto fallback = [&]() -> Tensor& {
+    return is_sub ? call_cpu_fallback<at::_ops::sub_out>(a_in, b_in, alpha, out)
+                  : call_cpu_fallback<at::_ops::add_out>(a_in, b_in, alpha, out);
+  };
+  Tensor a = host_scalar_if_stored(a_in), b = host_scalar_if_stored(b_in);
+  if (any_stored_only({&a, &b, &out}) || alpha.isComplex()) return fallback();
   auto iter = TensorIterator::binary_op(out, a, b);
   at::native::alpha_check(iter.common_dtype(), alpha);
-  if (!native_iter(iter))
-    return is_sub ? call_cpu_fallback<at::_ops::sub_out>(a, b, alpha, out)
-                  : call_cpu_fallback<at::_ops::add_out>(a, b, alpha, out);
+  if (!native_iter(iter)) return fallback();
   Compute c = common_compute(iter);
   launch_on_iterator(iter, kernel, c, scalar_bits(alpha, c));
   return out;
@@ -321,7 +323,19 @@ Tensor& relu_(Tensor& self) {
 
 // ---- where ----------------------------------------------------------------------------
 
-Tensor& where_out(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& out) {
+// where's iterator keeps each operand's dtype (its common dtype is cond's bool), so a 0-dim
+// value on the CPU, or in a dtype the device only stores, becomes a device 0-dim tensor of
+// the result dtype: the value the CPU would cast it to.
+Tensor where_value(const Tensor& t, c10::ScalarType result, const Tensor& out) {
+  bool host = t.dim() == 0 && t.device().is_cpu();
+  bool stored = t.dim() == 0 && t.device().type() == kDeviceType &&
+                !is_native_compute(t.scalar_type()) && !c10::isComplexType(t.scalar_type());
+  if ((host || stored) && is_native_compute(result) && out.device().type() == kDeviceType)
+    return at::scalar_tensor(t.item(), out.options().dtype(result));
+  return t;
+}
+
+Tensor& where_out(const Tensor& cond, const Tensor& a_in, const Tensor& b_in, Tensor& out) {
   if (cond.scalar_type() == c10::kByte) {
     // Accepted with a deprecation warning, as on the CPU (the kernel tests cond != 0).
     TORCH_WARN_ONCE(
@@ -332,11 +346,12 @@ Tensor& where_out(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& 
                 "where expected condition to be a boolean tensor, but got a tensor with dtype ",
                 cond.scalar_type());
   }
-  c10::ScalarType result = at::result_type(a, b);
+  c10::ScalarType result = at::result_type(a_in, b_in);
   TORCH_CHECK(out.scalar_type() == result, "Expected out type to be ", result, " but got ",
               out.scalar_type());
+  Tensor a = where_value(a_in, result, out), b = where_value(b_in, result, out);
   if (any_stored_only({&a, &b, &out}))
-    return call_cpu_fallback<at::_ops::where_self_out>(cond, a, b, out);
+    return call_cpu_fallback<at::_ops::where_self_out>(cond, a_in, b_in, out);
   auto iter = at::TensorIteratorConfig()
                   .check_all_same_dtype(false)
                   .allow_cpu_scalars(true)
@@ -345,7 +360,7 @@ Tensor& where_out(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& 
                   .add_const_input(a)
                   .add_const_input(b)
                   .build();
-  if (!native_iter(iter)) return call_cpu_fallback<at::_ops::where_self_out>(cond, a, b, out);
+  if (!native_iter(iter)) return call_cpu_fallback<at::_ops::where_self_out>(cond, a_in, b_in, out);
   launch_on_iterator(iter, "where", compute_type_of(result));
   return out;
 }

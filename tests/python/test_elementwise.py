@@ -122,6 +122,10 @@ def test_where_all_dtypes(dtype):
     check(lambda c, a: torch.where(c, a, 0), c, a, exact=True)
     check(lambda c, b: torch.where(c, 1, b), c, b, exact=True)
     check(lambda c: torch.where(c, 1.5, -2.0), c, exact=True)
+    # 0-dim CPU tensors (not Python numbers) are values too, cast to the result dtype.
+    for value in (torch.tensor(3), torch.tensor(-0.7), torch.tensor(True)):
+        check(lambda c, a: torch.where(c, a, value), c, a, exact=True)
+        check(lambda c, a: torch.where(c, value, a), c, a, exact=True)
     # A uint8 condition is deprecated but accepted (with a warning); other dtypes are refused.
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "where received a uint8 condition")

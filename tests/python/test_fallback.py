@@ -60,16 +60,32 @@ def test_warn_env_zero_silences(fresh_fallback_warnings, monkeypatch):
 def test_disable_fallback_raises(fresh_fallback_warnings, monkeypatch):
     monkeypatch.setenv("TORCH_WEBGPU_DISABLE_CPU_FALLBACK", "1")
     x = make((3, 3), torch.float32, seed=4).to(DEVICE)
-    with pytest.raises(NotImplementedError, match=r"aten::linalg_matrix_exp"):
-        torch.linalg.matrix_exp(x)
+    # float64 only lives on the device; its math runs on the CPU. The message names the op
+    # and the tensors that reached the fallback.
+    with pytest.raises(NotImplementedError,
+                       match=r"aten::exp.out.*tensor arguments: Double\[3, 3\] webgpu"):
+        torch.exp(x.double())
     with pytest.raises(NotImplementedError, match="TORCH_WEBGPU_DISABLE_CPU_FALLBACK"):
         torch.fft.rfft(x)
     # Native ops keep working, and re-enabling brings the fallback back.
     assert_same(x + 1, x.cpu() + 1)
     assert_same(x @ x, x.cpu() @ x.cpu())
     monkeypatch.setenv("TORCH_WEBGPU_DISABLE_CPU_FALLBACK", "0")
-    with pytest.warns(UserWarning, match="aten::linalg_matrix_exp"):
-        assert_same(torch.linalg.matrix_exp(x), torch.linalg.matrix_exp(x.cpu()))
+    with pytest.warns(UserWarning, match="aten::exp.out"):
+        assert_same(torch.exp(x.double()), torch.exp(x.cpu().double()))
+
+
+@pytest.mark.parametrize("op", [torch.mul, torch.maximum, torch.sub])
+def test_float64_device_scalar_operand_stays_native(monkeypatch, op):
+    # A 0-dim float64 tensor on the device with float32 tensors computes in float32, as on
+    # the CPU: its value travels as a kernel parameter, no fallback needed.
+    monkeypatch.setenv("TORCH_WEBGPU_DISABLE_CPU_FALLBACK", "1")
+    x = make((4, 3), torch.float32, seed=5)
+    s = torch.tensor(1.0 / 3.0, dtype=torch.float64)
+    assert_same(op(x.to(DEVICE), s.to(DEVICE)), op(x, s))
+    assert_same(op(s.to(DEVICE), x.to(DEVICE)), op(s, x))
+    cond = x > 0
+    assert_same(torch.where(cond.to(DEVICE), x.to(DEVICE), s.to(DEVICE)), torch.where(cond, x, s))
 
 
 # float64 computes on the CPU (stored-only on the device): these run through the fallback.
