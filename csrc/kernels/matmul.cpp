@@ -88,56 +88,81 @@ std::string gemm_common(const GemmDesc& d, const std::vector<KernelBuffer>& bufs
   return s;
 }
 
-// 32x32 output tile per workgroup of 64 invocations, each holding a 4x4 register block
-// (rows ty + 8i, columns tx + 8j); K advances 16 at a time through shared memory.
-std::string tiled_body(const Arith& ar) {
+// Shared-memory tiles: a workgroup of wx*wy invocations computes a tm x tn output tile;
+// invocation (tx, ty) holds a (tm/wy) x (tn/wx) register block at rows ty + wy*i and
+// columns tx + wx*j (so neighbours read neighbouring shared words). K advances bk at a
+// time. Tile loads walk the operand's contiguous dimension (a_k_fast / b_k_fast: the K
+// stride is the unit one) so neighbouring invocations read neighbouring addresses; shared
+// rows are padded by 4 words so those transposing stores spread over banks.
+struct TileShape {
+  uint32_t tm, tn, bk, wx, wy;
+  bool a_k_fast, b_k_fast;
+  uint32_t threads() const { return wx * wy; }
+  std::string key() const {
+    return std::to_string(tm) + "x" + std::to_string(tn) + "x" + std::to_string(bk) +
+           (a_k_fast ? "k" : "m") + (b_k_fast ? "k" : "n");
+  }
+};
+constexpr TileShape kSmallTile{32, 32, 16, 8, 8, false, false};
+constexpr TileShape kLargeTile{128, 128, 8, 16, 16, false, false};
+
+std::string tiled_body(const Arith& ar, const TileShape& t) {
   const std::string T = ar.type(), Z = ar.zero();
+  const uint32_t rm = t.tm / t.wy, rn = t.tn / t.wx, sa_row = t.tm + 4, sb_row = t.tn + 4;
+  auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
   std::string s;
-  s += "var<workgroup> sa: array<" + T + ", 512>;\n";  // [k][m]
-  s += "var<workgroup> sb: array<" + T + ", 512>;\n";  // [k][n]
-  s += kernel_main(Grid::Groups, 64);
+  s += "var<workgroup> sa: array<" + T + ", " + std::to_string(t.bk * sa_row) + ">;\n";  // [k][m]
+  s += "var<workgroup> sb: array<" + T + ", " + std::to_string(t.bk * sb_row) + ">;\n";  // [k][n]
+  s += kernel_main(Grid::Groups, t.threads());
   s += "  let valid = group < uw(0u);\n"
        "  let g = select(0u, group, valid);\n"
        "  let b = g / uw(9u);\n  let t = g % uw(9u);\n"
-       "  let row0 = (t / uw(8u)) * 32u;\n  let col0 = (t % uw(8u)) * 32u;\n"
+       "  let row0 = (t / uw(8u)) * " + n(t.tm) + ";\n  let col0 = (t % uw(8u)) * " + n(t.tn) + ";\n"
        "  let bo = b / uw(7u);\n  let bi = b % uw(7u);\n"
-       "  let tx = lid % 8u;\n  let ty = lid / 8u;\n"
+       "  let tx = lid % " + n(t.wx) + ";\n  let ty = lid / " + n(t.wx) + ";\n"
        "  let M = uw(4u);\n  let N = uw(5u);\n  let K = uw(6u);\n"
        "  let abase = batch_base(16u, bo, bi);\n  let bbase = batch_base(21u, bo, bi);\n";
-  s += "  var acc: array<" + T + ", 16>;\n";
-  s += "  for (var i = 0u; i < 16u; i = i + 1u) { acc[i] = " + Z + "; }\n";
-  s += "  for (var k0 = 0u; k0 < K; k0 = k0 + 16u) {\n"
-       "    for (var e = 0u; e < 8u; e = e + 1u) {\n"
-       "      let idx = lid + e * 64u;\n"
-       "      let ak = idx % 16u;\n      let am = idx / 16u;\n"
-       "      var av = " + Z + ";\n"
+  s += "  var acc: array<" + T + ", " + std::to_string(rm * rn) + ">;\n";
+  s += "  for (var i = 0u; i < " + n(rm * rn) + "; i = i + 1u) { acc[i] = " + Z + "; }\n";
+  s += "  for (var k0 = 0u; k0 < K; k0 = k0 + " + n(t.bk) + ") {\n"
+       "    for (var e = 0u; e < " + n(t.tm * t.bk / t.threads()) + "; e = e + 1u) {\n"
+       "      let idx = lid + e * " + n(t.threads()) + ";\n";
+  s += t.a_k_fast ? "      let ak = idx % " + n(t.bk) + ";\n      let am = idx / " + n(t.bk) + ";\n"
+                  : "      let am = idx % " + n(t.tm) + ";\n      let ak = idx / " + n(t.tm) + ";\n";
+  s += "      var av = " + Z + ";\n"
        "      if (valid && row0 + am < M && k0 + ak < K) {\n"
        "        av = load_a(abase + (row0 + am) * uw(19u) + (k0 + ak) * uw(20u));\n      }\n"
-       "      sa[ak * 32u + am] = av;\n"
-       "      let bn = idx % 32u;\n      let bk = idx / 32u;\n"
-       "      var bv = " + Z + ";\n"
+       "      sa[ak * " + n(sa_row) + " + am] = av;\n"
+       "    }\n"
+       "    for (var e = 0u; e < " + n(t.tn * t.bk / t.threads()) + "; e = e + 1u) {\n"
+       "      let idx = lid + e * " + n(t.threads()) + ";\n";
+  s += t.b_k_fast ? "      let bk = idx % " + n(t.bk) + ";\n      let bn = idx / " + n(t.bk) + ";\n"
+                  : "      let bn = idx % " + n(t.tn) + ";\n      let bk = idx / " + n(t.tn) + ";\n";
+  s += "      var bv = " + Z + ";\n"
        "      if (valid && k0 + bk < K && col0 + bn < N) {\n"
        "        bv = load_b(bbase + (k0 + bk) * uw(24u) + (col0 + bn) * uw(25u));\n      }\n"
-       "      sb[bk * 32u + bn] = bv;\n"
+       "      sb[bk * " + n(sb_row) + " + bn] = bv;\n"
        "    }\n"
        "    workgroupBarrier();\n"
-       "    let kn = min(16u, K - k0);\n"
+       "    let kn = min(" + n(t.bk) + ", K - k0);\n"
        "    for (var kk = 0u; kk < kn; kk = kk + 1u) {\n"
-       "      var ra: array<" + T + ", 4>;\n      var rb: array<" + T + ", 4>;\n"
-       "      for (var i = 0u; i < 4u; i = i + 1u) {\n"
-       "        ra[i] = sa[kk * 32u + ty + 8u * i];\n        rb[i] = sb[kk * 32u + tx + 8u * i];\n"
-       "      }\n"
-       "      for (var i = 0u; i < 4u; i = i + 1u) {\n"
-       "        for (var j = 0u; j < 4u; j = j + 1u) {\n"
-       "          acc[i * 4u + j] = " + ar.mac("acc[i * 4u + j]", "ra[i]", "rb[j]") + ";\n"
+       "      var ra: array<" + T + ", " + std::to_string(rm) + ">;\n"
+       "      var rb: array<" + T + ", " + std::to_string(rn) + ">;\n"
+       "      for (var i = 0u; i < " + n(rm) + "; i = i + 1u) { ra[i] = sa[kk * " + n(sa_row) +
+       " + ty + " + n(t.wy) + " * i]; }\n"
+       "      for (var j = 0u; j < " + n(rn) + "; j = j + 1u) { rb[j] = sb[kk * " + n(sb_row) +
+       " + tx + " + n(t.wx) + " * j]; }\n"
+       "      for (var i = 0u; i < " + n(rm) + "; i = i + 1u) {\n"
+       "        for (var j = 0u; j < " + n(rn) + "; j = j + 1u) {\n"
+       "          acc[i * " + n(rn) + " + j] = " + ar.mac("acc[i * " + n(rn) + " + j]", "ra[i]", "rb[j]") + ";\n"
        "        }\n      }\n    }\n"
        "    workgroupBarrier();\n"
        "  }\n"
        "  if (valid) {\n"
-       "    for (var i = 0u; i < 4u; i = i + 1u) {\n"
-       "      for (var j = 0u; j < 4u; j = j + 1u) {\n"
-       "        let r = row0 + ty + 8u * i;\n        let c = col0 + tx + 8u * j;\n"
-       "        if (r < M && c < N) { finish(bo, bi, r, c, acc[i * 4u + j]); }\n"
+       "    for (var i = 0u; i < " + n(rm) + "; i = i + 1u) {\n"
+       "      for (var j = 0u; j < " + n(rn) + "; j = j + 1u) {\n"
+       "        let r = row0 + ty + " + n(t.wy) + " * i;\n        let c = col0 + tx + " + n(t.wx) + " * j;\n"
+       "        if (r < M && c < N) { finish(bo, bi, r, c, acc[i * " + n(rn) + " + j]); }\n"
        "      }\n    }\n  }\n}\n";
   return s;
 }
@@ -222,13 +247,7 @@ std::string reduce_body(const Arith& ar) {
 
 // Software adapters (llvmpipe, lavapipe, SwiftShader) run workgroups on CPU cores: shared
 // memory buys nothing there and barriers cost, so large products use register blocks.
-// TORCH_WEBGPU_GEMM_VARIANT=tiled|block overrides the choice (tests cover both).
 bool cpu_adapter(Context& ctx) {
-  if (const char* force = std::getenv("TORCH_WEBGPU_GEMM_VARIANT")) {
-    const std::string f = force;
-    if (f == "tiled") return false;
-    if (f == "block") return true;
-  }
   const AdapterDescription& a = ctx.adapter();
   if (a.adapter_type == "CPU") return true;
   for (const char* soft : {"llvmpipe", "lavapipe", "SwiftShader", "swiftshader"})
@@ -244,16 +263,32 @@ void gemm(Context& ctx, const GemmDesc& d) {
   if (outputs == 0) return;
   const bool has_c = d.c.buffer != nullptr;
 
+  // TORCH_WEBGPU_GEMM_VARIANT=tiled|tiled_large|block overrides the choice for large
+  // products (tests cover each).
+  std::string force;
+  if (const char* f = std::getenv("TORCH_WEBGPU_GEMM_VARIANT")) force = f;
   Variant v;
   if (d.m >= 16 && d.n >= 16)
-    v = cpu_adapter(ctx) ? Variant::Block : Variant::Tiled;
+    v = force == "block" || (force.empty() && cpu_adapter(ctx)) ? Variant::Block : Variant::Tiled;
   else if (d.k >= 256 && outputs <= 4096)
     v = Variant::Reduce;
   else
     v = Variant::PerOutput;
 
-  const uint64_t tile = v == Variant::Block ? 4 : 32;
-  const uint64_t tiles_m = (d.m + tile - 1) / tile, tiles_n = (d.n + tile - 1) / tile;
+  // Large tiles reuse each loaded element 8x more, but a product needs enough of them to
+  // fill the GPU: 128x128 tiles once there are at least 64 (float32 compute only).
+  TileShape shape = kSmallTile;
+  auto count_tiles = [&](uint64_t tm, uint64_t tn) {
+    return batch * ((d.m + tm - 1) / tm) * ((d.n + tn - 1) / tn);
+  };
+  if (v == Variant::Tiled && d.compute == Compute::F32 &&
+      (force == "tiled_large" || (force.empty() && count_tiles(128, 128) >= 64)))
+    shape = kLargeTile;
+  shape.a_k_fast = d.a.cols == 1 && d.a.rows != 1;
+  shape.b_k_fast = d.b.rows == 1 && d.b.cols != 1;
+
+  const uint64_t tile_m = v == Variant::Block ? 4 : shape.tm, tile_n = v == Variant::Block ? 4 : shape.tn;
+  const uint64_t tiles_m = (d.m + tile_m - 1) / tile_m, tiles_n = (d.n + tile_n - 1) / tile_n;
   std::vector<uint32_t> u(kOperands + 20, 0);
   u[kM] = u32_or_fail(d.m, "size");
   u[kN] = u32_or_fail(d.n, "size");
@@ -278,10 +313,10 @@ void gemm(Context& ctx, const GemmDesc& d) {
   // invocations: their stores are atomic.
   l.buffers.push_back({d.out.buffer, Access::ReadWrite, is_subword(d.out.dtype)});
   l.uniforms = u;
-  const char* vname = v == Variant::Tiled   ? "tiled"
-                      : v == Variant::Block ? "block"
-                      : v == Variant::Reduce ? "reduce"
-                                             : "per_out";
+  const std::string vname = v == Variant::Tiled    ? "tiled" + shape.key()
+                            : v == Variant::Block  ? "block"
+                            : v == Variant::Reduce ? "reduce"
+                                                   : "per_out";
   l.key = std::string("gemm:") + vname + ":" + dtype_name(d.a.dtype) + "," +
           dtype_name(d.b.dtype) + "," + (has_c ? dtype_name(d.c.dtype) : "-") + "," +
           dtype_name(d.out.dtype) + ":" + compute_name(d.compute);
@@ -292,13 +327,13 @@ void gemm(Context& ctx, const GemmDesc& d) {
   } else {
     l.grid = Grid::Groups;
     l.count = v == Variant::Tiled ? batch * tiles_m * tiles_n : outputs;
-    l.workgroup = 64;
+    l.workgroup = v == Variant::Tiled ? shape.threads() : 64;
   }
   Arith ar{d.compute};
   const GemmDesc desc = d;
-  l.body = [&, desc, has_c, v, ar] {
+  l.body = [&, desc, has_c, v, ar, shape] {
     std::string s = gemm_common(desc, l.buffers, has_c);
-    if (v == Variant::Tiled) s += tiled_body(ar);
+    if (v == Variant::Tiled) s += tiled_body(ar, shape);
     else if (v == Variant::Block) s += block_body(ar);
     else if (v == Variant::Reduce) s += reduce_body(ar);
     else s += per_output_body(ar);

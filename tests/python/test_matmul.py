@@ -389,19 +389,25 @@ def test_addr_errors(quiet_fallback):
     check(torch.addr, torch.randn(2, 3), torch.randn(2).half(), torch.randn(3))
 
 
-def test_shared_memory_tiles_variant():
-    """Software adapters default to register blocks; the shared-memory tiled kernel (the
-    GPU path) must agree with the CPU too."""
+@pytest.mark.parametrize("variant", ["tiled", "tiled_large"])
+def test_shared_memory_tiles_variant(variant):
+    """Software adapters default to register blocks; the shared-memory tiled kernels (the
+    GPU path: 32x32 tiles, and 128x128 tiles for large float32 products) must agree with
+    the CPU too, for every operand layout (their tile loads follow the unit stride)."""
     code = (
         "import torch, torch_webgpu\n"
         "for dt in (torch.float32, torch.float16, torch.int64, torch.int8):\n"
-        "    for (b, m, k, n) in ((1, 33, 17, 40), (2, 64, 70, 31), (3, 16, 0, 16)):\n"
-        "        a = torch.randint(-3, 4, (b, m, k)).to(dt)\n"
-        "        c = torch.randint(-3, 4, (b, n, k)).to(dt).transpose(1, 2)\n"
+        "    for (b, m, k, n, ta, tb) in ((1, 33, 17, 40, 0, 1), (2, 64, 70, 31, 1, 0),\n"
+        "                                 (3, 16, 0, 16, 0, 0), (2, 130, 20, 129, 1, 1),\n"
+        "                                 (1, 128, 9, 136, 0, 0)):\n"
+        "        a = torch.randint(-3, 4, (b, k, m) if ta else (b, m, k)).to(dt)\n"
+        "        a = a.transpose(1, 2) if ta else a\n"
+        "        c = torch.randint(-3, 4, (b, n, k) if tb else (b, k, n)).to(dt)\n"
+        "        c = c.transpose(1, 2) if tb else c\n"
         "        r = torch.bmm(a.to('webgpu'), c.to('webgpu')).cpu()\n"
-        "        assert torch.equal(r, torch.bmm(a, c)), (dt, b, m, k, n)\n"
+        "        assert torch.equal(r, torch.bmm(a, c)), (dt, b, m, k, n, ta, tb)\n"
         "print('ok')\n")
-    result = run_python(code, env={"TORCH_WEBGPU_GEMM_VARIANT": "tiled",
+    result = run_python(code, env={"TORCH_WEBGPU_GEMM_VARIANT": variant,
                                     "TORCH_WEBGPU_DISABLE_CPU_FALLBACK": "1"})
     assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-2000:]
 
