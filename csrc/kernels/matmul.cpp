@@ -122,8 +122,11 @@ std::string tiled_body(const Arith& ar, const TileShape& t) {
        "  let tx = lid % " + n(t.wx) + ";\n  let ty = lid / " + n(t.wx) + ";\n"
        "  let M = uw(4u);\n  let N = uw(5u);\n  let K = uw(6u);\n"
        "  let abase = batch_base(16u, bo, bi);\n  let bbase = batch_base(21u, bo, bi);\n";
-  s += "  var acc: array<" + T + ", " + std::to_string(rm * rn) + ">;\n";
-  s += "  for (var i = 0u; i < " + n(rm * rn) + "; i = i + 1u) { acc[i] = " + Z + "; }\n";
+  // Register blocks as named scalars with unrolled loops: drivers keep dynamically
+  // indexed private arrays in (slow) local memory.
+  auto acc = [](uint32_t i, uint32_t j) { return "c" + std::to_string(i) + "_" + std::to_string(j); };
+  for (uint32_t i = 0; i < rm; ++i)
+    for (uint32_t j = 0; j < rn; ++j) s += "  var " + acc(i, j) + " = " + Z + ";\n";
   s += "  for (var k0 = 0u; k0 < K; k0 = k0 + " + n(t.bk) + ") {\n"
        "    for (var e = 0u; e < " + n(t.tm * t.bk / t.threads()) + "; e = e + 1u) {\n"
        "      let idx = lid + e * " + n(t.threads()) + ";\n";
@@ -144,26 +147,25 @@ std::string tiled_body(const Arith& ar, const TileShape& t) {
        "      sb[bk * " + n(sb_row) + " + bn] = bv;\n"
        "    }\n"
        "    workgroupBarrier();\n"
-       "    let kn = min(" + n(t.bk) + ", K - k0);\n"
-       "    for (var kk = 0u; kk < kn; kk = kk + 1u) {\n"
-       "      var ra: array<" + T + ", " + std::to_string(rm) + ">;\n"
-       "      var rb: array<" + T + ", " + std::to_string(rn) + ">;\n"
-       "      for (var i = 0u; i < " + n(rm) + "; i = i + 1u) { ra[i] = sa[kk * " + n(sa_row) +
-       " + ty + " + n(t.wy) + " * i]; }\n"
-       "      for (var j = 0u; j < " + n(rn) + "; j = j + 1u) { rb[j] = sb[kk * " + n(sb_row) +
-       " + tx + " + n(t.wx) + " * j]; }\n"
-       "      for (var i = 0u; i < " + n(rm) + "; i = i + 1u) {\n"
-       "        for (var j = 0u; j < " + n(rn) + "; j = j + 1u) {\n"
-       "          acc[i * " + n(rn) + " + j] = " + ar.mac("acc[i * " + n(rn) + " + j]", "ra[i]", "rb[j]") + ";\n"
-       "        }\n      }\n    }\n"
+       // Shared entries past K hold zeros in both operands, so every step runs all bk.
+    "    for (var kk = 0u; kk < " + n(t.bk) + "; kk = kk + 1u) {\n";
+  for (uint32_t i = 0; i < rm; ++i)
+    s += "      let a" + std::to_string(i) + " = sa[kk * " + n(sa_row) + " + ty + " + n(t.wy * i) + "];\n";
+  for (uint32_t j = 0; j < rn; ++j)
+    s += "      let b" + std::to_string(j) + " = sb[kk * " + n(sb_row) + " + tx + " + n(t.wx * j) + "];\n";
+  for (uint32_t i = 0; i < rm; ++i)
+    for (uint32_t j = 0; j < rn; ++j)
+      s += "      " + acc(i, j) + " = " + ar.mac(acc(i, j), "a" + std::to_string(i), "b" + std::to_string(j)) + ";\n";
+  s += "    }\n"
        "    workgroupBarrier();\n"
        "  }\n"
-       "  if (valid) {\n"
-       "    for (var i = 0u; i < " + n(rm) + "; i = i + 1u) {\n"
-       "      for (var j = 0u; j < " + n(rn) + "; j = j + 1u) {\n"
-       "        let r = row0 + ty + " + n(t.wy) + " * i;\n        let c = col0 + tx + " + n(t.wx) + " * j;\n"
-       "        if (r < M && c < N) { finish(bo, bi, r, c, acc[i * " + n(rn) + " + j]); }\n"
-       "      }\n    }\n  }\n}\n";
+       "  if (valid) {\n";
+  for (uint32_t i = 0; i < rm; ++i)
+    for (uint32_t j = 0; j < rn; ++j)
+      s += "    if (row0 + ty + " + n(t.wy * i) + " < M && col0 + tx + " + n(t.wx * j) +
+           " < N) { finish(bo, bi, row0 + ty + " + n(t.wy * i) + ", col0 + tx + " + n(t.wx * j) +
+           ", " + acc(i, j) + "); }\n";
+  s += "  }\n}\n";
   return s;
 }
 
