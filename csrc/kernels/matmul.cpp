@@ -104,6 +104,7 @@ struct TileShape {
   }
 };
 constexpr TileShape kSmallTile{32, 32, 16, 8, 8, false, false};
+constexpr TileShape kMediumTile{64, 64, 16, 16, 16, false, false};
 constexpr TileShape kLargeTile{128, 128, 8, 16, 16, false, false};
 
 std::string tiled_body(const Arith& ar, const TileShape& t) {
@@ -265,7 +266,7 @@ void gemm(Context& ctx, const GemmDesc& d) {
   if (outputs == 0) return;
   const bool has_c = d.c.buffer != nullptr;
 
-  // TORCH_WEBGPU_GEMM_VARIANT=tiled|tiled_large|block overrides the choice for large
+  // TORCH_WEBGPU_GEMM_VARIANT=tiled|tiled_medium|tiled_large|block overrides the choice for large
   // products (tests cover each).
   std::string force;
   if (const char* f = std::getenv("TORCH_WEBGPU_GEMM_VARIANT")) force = f;
@@ -277,15 +278,19 @@ void gemm(Context& ctx, const GemmDesc& d) {
   else
     v = Variant::PerOutput;
 
-  // Large tiles reuse each loaded element 8x more, but a product needs enough of them to
-  // fill the GPU: 128x128 tiles once there are at least 64 (float32 compute only).
+  // Larger tiles reuse each loaded element more, but a product needs enough of them to
+  // fill the GPU (the thresholds suit a GPU of ~100 compute units; measured on an H200):
+  // the largest float32 tile that still gives at least 128 workgroups.
   TileShape shape = kSmallTile;
-  auto count_tiles = [&](uint64_t tm, uint64_t tn) {
-    return batch * ((d.m + tm - 1) / tm) * ((d.n + tn - 1) / tn);
+  auto count_tiles = [&](const TileShape& t) {
+    return batch * ((d.m + t.tm - 1) / t.tm) * ((d.n + t.tn - 1) / t.tn);
   };
-  if (v == Variant::Tiled && d.compute == Compute::F32 &&
-      (force == "tiled_large" || (force.empty() && count_tiles(128, 128) >= 64)))
-    shape = kLargeTile;
+  if (v == Variant::Tiled && d.compute == Compute::F32) {
+    if (force == "tiled_large" || (force.empty() && count_tiles(kLargeTile) >= 128))
+      shape = kLargeTile;
+    else if (force == "tiled_medium" || (force.empty() && count_tiles(kMediumTile) >= 128))
+      shape = kMediumTile;
+  }
   shape.a_k_fast = d.a.cols == 1 && d.a.rows != 1;
   shape.b_k_fast = d.b.rows == 1 && d.b.cols != 1;
 

@@ -389,10 +389,10 @@ def test_addr_errors(quiet_fallback):
     check(torch.addr, torch.randn(2, 3), torch.randn(2).half(), torch.randn(3))
 
 
-@pytest.mark.parametrize("variant", ["tiled", "tiled_large"])
+@pytest.mark.parametrize("variant", ["tiled", "tiled_medium", "tiled_large"])
 def test_shared_memory_tiles_variant(variant):
     """Software adapters default to register blocks; the shared-memory tiled kernels (the
-    GPU path: 32x32 tiles, and 128x128 tiles for large float32 products) must agree with
+    GPU path: 32x32 tiles, 64x64 and 128x128 tiles for larger float32 products) must agree with
     the CPU too, for every operand layout (their tile loads follow the unit stride)."""
     code = (
         "import torch, torch_webgpu\n"
