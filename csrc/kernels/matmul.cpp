@@ -280,13 +280,15 @@ void gemm(Context& ctx, const GemmDesc& d) {
 
   // Larger tiles reuse each loaded element more, but a product needs enough of them to
   // fill the GPU (the thresholds suit a GPU of ~100 compute units; measured on an H200):
-  // the largest float32 tile that still gives at least 128 workgroups.
+  // the largest float32 tile that still gives at least 128 workgroups (and that the
+  // product fills: 128x128 tiles on a 64-row product would idle half their invocations).
   TileShape shape = kSmallTile;
   auto count_tiles = [&](const TileShape& t) {
     return batch * ((d.m + t.tm - 1) / t.tm) * ((d.n + t.tn - 1) / t.tn);
   };
   if (v == Variant::Tiled && d.compute == Compute::F32) {
-    if (force == "tiled_large" || (force.empty() && count_tiles(kLargeTile) >= 128))
+    if (force == "tiled_large" ||
+        (force.empty() && d.m >= 128 && d.n >= 128 && count_tiles(kLargeTile) >= 128))
       shape = kLargeTile;
     else if (force == "tiled_medium" || (force.empty() && count_tiles(kMediumTile) >= 128))
       shape = kMediumTile;
