@@ -396,23 +396,30 @@ void conv_im2col(Context& ctx, const ConvGeometry& g, WGPUBuffer x, uint64_t x_o
   l.body = [&, x_dtype] {
     std::string s = kernel_load("load_x", l.buffers, 0, x_dtype);
     s += kernel_main(Grid::Invocations, 64);
-    // idx -> (n, g, c, k0, k1, k2, o0, o1, o2), last fastest.
-    s += "  var rest = idx;\n"
-         "  var o: array<u32, 3>;\n  var k: array<u32, 3>;\n"
-         "  for (var d = 2; d >= 0; d = d - 1) { o[d] = rest % uw(12u + u32(d)); rest = rest / uw(12u + u32(d)); }\n"
-         "  let l = (o[0] * uw(13u) + o[1]) * uw(14u) + o[2];\n"
-         "  for (var d = 2; d >= 0; d = d - 1) { k[d] = rest % uw(16u + u32(d)); rest = rest / uw(16u + u32(d)); }\n"
-         "  let kidx = (k[0] * uw(17u) + k[1]) * uw(18u) + k[2];\n"
+    // idx -> (n, g, c, k0, k1, k2, o0, o1, o2), last fastest. Per-dimension code is
+    // unrolled here: drivers keep loop-indexed private arrays in local memory.
+    auto w = [](uint32_t word) { return "uw(" + std::to_string(word) + "u)"; };
+    s += "  var rest = idx;\n";
+    for (int d = 2; d >= 0; --d)
+      s += "  let o" + std::to_string(d) + " = rest % " + w(kCvYs + d) + ";\n  rest = rest / " +
+           w(kCvYs + d) + ";\n";
+    for (int d = 2; d >= 0; --d)
+      s += "  let k" + std::to_string(d) + " = rest % " + w(kCvKs + d) + ";\n  rest = rest / " +
+           w(kCvKs + d) + ";\n";
+    s += "  let l = (o0 * uw(13u) + o1) * uw(14u) + o2;\n"
+         "  let kidx = (k0 * uw(17u) + k1) * uw(18u) + k2;\n"
          "  let c = rest % uw(6u);\n  rest = rest / uw(6u);\n"
          "  let g = rest % uw(5u);\n  let n = rest / uw(5u);\n"
          "  let r = c * (uw(16u) * uw(17u) * uw(18u)) + kidx;\n"
-         "  var v = 0.0;\n  var inside = true;\n  var xi = 0u;\n"
-         "  for (var d = 0u; d < 3u; d = d + 1u) {\n"
-         "    let p = i32(o[d] * uw(20u + d) + k[d] * uw(28u + d)) - i32(uw(24u + d));\n"
-         "    if (p < 0 || p >= i32(uw(8u + d))) { inside = false; }\n"
-         "    xi = xi * uw(8u + d) + u32(max(p, 0));\n"
-         "  }\n"
-         "  if (inside) {\n"
+         "  var v = 0.0;\n  var inside = true;\n  var xi = 0u;\n";
+    for (int d = 0; d < 3; ++d) {
+      const std::string D = std::to_string(d);
+      s += "  let p" + D + " = i32(o" + D + " * " + w(kCvStride + d) + " + k" + D + " * " +
+           w(kCvDil + d) + ") - i32(" + w(kCvPad + d) + ");\n"
+           "  if (p" + D + " < 0 || p" + D + " >= i32(" + w(kCvXs + d) + ")) { inside = false; }\n"
+           "  xi = xi * " + w(kCvXs + d) + " + u32(max(p" + D + ", 0));\n";
+    }
+    s += "  if (inside) {\n"
          "    let ch = (n * uw(5u) + g) * uw(6u) + c;\n"
          "    v = load_x(uw(36u) + ch * (uw(8u) * uw(9u) * uw(10u)) + xi);\n"
          "  }\n"
@@ -453,24 +460,32 @@ void conv_col2im(Context& ctx, const ConvGeometry& g, WGPUBuffer col, const ColL
       s += "fn rnd(x: f32) -> f32 { return x; }\n";
     s += kernel_main(Grid::Invocations, 64);
     // idx -> (n, g, c, i0, i1, i2); sum over kernel taps k with
-    // o = (i + pad - k * dil) / stride integral and inside Y.
-    s += "  var rest = idx;\n  var i: array<u32, 3>;\n"
-         "  for (var d = 2; d >= 0; d = d - 1) { i[d] = rest % uw(8u + u32(d)); rest = rest / uw(8u + u32(d)); }\n"
-         "  let c = rest % uw(6u);\n  rest = rest / uw(6u);\n"
+    // o = (i + pad - k * dil) / stride integral and inside Y. Dimensions unrolled (see
+    // im2col).
+    auto w = [](uint32_t word) { return "uw(" + std::to_string(word) + "u)"; };
+    s += "  var rest = idx;\n";
+    for (int d = 2; d >= 0; --d)
+      s += "  let i" + std::to_string(d) + " = rest % " + w(kCvXs + d) + ";\n  rest = rest / " +
+           w(kCvXs + d) + ";\n";
+    s += "  let c = rest % uw(6u);\n  rest = rest / uw(6u);\n"
          "  let g = rest % uw(5u);\n  let n = rest / uw(5u);\n"
          "  let taps = uw(16u) * uw(17u) * uw(18u);\n"
          "  let base = n * uw(32u) + g * uw(33u);\n"
          "  var acc = 0.0;\n"
          "  for (var t = 0u; t < taps; t = t + 1u) {\n"
-         "    var k: array<u32, 3>;\n"
-         "    k[2] = t % uw(18u);\n    k[1] = (t / uw(18u)) % uw(17u);\n    k[0] = t / (uw(18u) * uw(17u));\n"
-         "    var ok = true;\n    var l = 0u;\n"
-         "    for (var d = 0u; d < 3u; d = d + 1u) {\n"
-         "      let q = i32(i[d] + uw(24u + d)) - i32(k[d] * uw(28u + d));\n"
-         "      let s = i32(uw(20u + d));\n"
-         "      if (q < 0 || q % s != 0 || q / s >= i32(uw(12u + d))) { ok = false; }\n"
-         "      l = l * uw(12u + d) + u32(max(q, 0) / s);\n"
-         "    }\n"
+         "    let k2 = t % uw(18u);\n    let k1 = (t / uw(18u)) % uw(17u);\n"
+         "    let k0 = t / (uw(18u) * uw(17u));\n"
+         "    var ok = true;\n    var l = 0u;\n";
+    for (int d = 0; d < 3; ++d) {
+      const std::string D = std::to_string(d);
+      s += "    let q" + D + " = i32(i" + D + " + " + w(kCvPad + d) + ") - i32(k" + D + " * " +
+           w(kCvDil + d) + ");\n"
+           "    let s" + D + " = i32(" + w(kCvStride + d) + ");\n"
+           "    if (q" + D + " < 0 || q" + D + " % s" + D + " != 0 || q" + D + " / s" + D +
+           " >= i32(" + w(kCvYs + d) + ")) { ok = false; }\n"
+           "    l = l * " + w(kCvYs + d) + " + u32(max(q" + D + ", 0) / s" + D + ");\n";
+    }
+    s +=
          "    if (ok) {\n"
          "      let r = c * taps + t;\n"
          "      acc = rnd(acc + rnd(bitcast<f32>(buf0[base + r * uw(34u) + l * uw(35u)])));\n"
