@@ -359,6 +359,9 @@ namespace {
 constexpr uint32_t kCvBatch = 4, kCvGroups = 5, kCvCx = 6, kCvXs = 8, kCvYs = 12, kCvKs = 16,
                    kCvStride = 20, kCvPad = 24, kCvDil = 28, kCvCol = 32, kCvXOff = 36;
 
+// im2col: consecutive outputs along the last spatial dimension one invocation writes.
+constexpr uint32_t kIm2colRun = 4;
+
 std::vector<uint32_t> conv_uniforms(const ConvGeometry& g, const ColLayout& c, uint64_t x_off) {
   std::vector<uint32_t> u(kCvXOff + 4, 0);
   u[kCvBatch] = g.batch;
@@ -384,46 +387,59 @@ std::vector<uint32_t> conv_uniforms(const ConvGeometry& g, const ColLayout& c, u
 
 void conv_im2col(Context& ctx, const ConvGeometry& g, WGPUBuffer x, uint64_t x_offset,
                  DType x_dtype, WGPUBuffer col, const ColLayout& layout) {
-  const uint64_t count = uint64_t(g.batch) * g.groups * g.rows() * g.y_spatial();
+  const uint64_t chunks = (uint64_t(g.ys[2]) + kIm2colRun - 1) / kIm2colRun;
+  const uint64_t count = uint64_t(g.batch) * g.groups * g.rows() * g.ys[0] * g.ys[1] * chunks;
   if (count == 0) return;
   u32_or_fail(uint64_t(g.batch) * g.groups * g.cx * g.x_spatial(), "input");
   KernelLaunch l;
   l.key = std::string("conv:im2col:") + dtype_name(x_dtype);
   l.buffers = {{x, Access::Read, false}, {col, Access::ReadWrite, false}};
   l.uniforms = conv_uniforms(g, layout, x_offset);
+  l.uniforms.resize(kCvXOff + 2, 0);
+  l.uniforms[kCvXOff + 1] = static_cast<uint32_t>(chunks);
   l.count = count;
   l.workgroup = 64;
   l.body = [&, x_dtype] {
     std::string s = kernel_load("load_x", l.buffers, 0, x_dtype);
     s += kernel_main(Grid::Invocations, 64);
-    // idx -> (n, g, c, k0, k1, k2, o0, o1, o2), last fastest. Per-dimension code is
-    // unrolled here: drivers keep loop-indexed private arrays in local memory.
+    // idx -> (n, g, c, k0, k1, k2, o0, o1, chunk of kIm2colRun o2 values), last fastest:
+    // the index arithmetic (integer division is slow on GPUs) is shared by the run.
+    // Per-dimension code is unrolled: drivers keep loop-indexed private arrays in local
+    // memory.
     auto w = [](uint32_t word) { return "uw(" + std::to_string(word) + "u)"; };
-    s += "  var rest = idx;\n";
-    for (int d = 2; d >= 0; --d)
+    s += "  var rest = idx;\n"
+         "  let chunk = rest % uw(37u);\n  rest = rest / uw(37u);\n";
+    for (int d = 1; d >= 0; --d)
       s += "  let o" + std::to_string(d) + " = rest % " + w(kCvYs + d) + ";\n  rest = rest / " +
            w(kCvYs + d) + ";\n";
     for (int d = 2; d >= 0; --d)
       s += "  let k" + std::to_string(d) + " = rest % " + w(kCvKs + d) + ";\n  rest = rest / " +
            w(kCvKs + d) + ";\n";
-    s += "  let l = (o0 * uw(13u) + o1) * uw(14u) + o2;\n"
-         "  let kidx = (k0 * uw(17u) + k1) * uw(18u) + k2;\n"
+    s += "  let kidx = (k0 * uw(17u) + k1) * uw(18u) + k2;\n"
          "  let c = rest % uw(6u);\n  rest = rest / uw(6u);\n"
          "  let g = rest % uw(5u);\n  let n = rest / uw(5u);\n"
          "  let r = c * (uw(16u) * uw(17u) * uw(18u)) + kidx;\n"
-         "  var v = 0.0;\n  var inside = true;\n  var xi = 0u;\n";
-    for (int d = 0; d < 3; ++d) {
+         "  let ch = (n * uw(5u) + g) * uw(6u) + c;\n"
+         "  let xbase = uw(36u) + ch * (uw(8u) * uw(9u) * uw(10u));\n"
+         "  let cbase = n * uw(32u) + g * uw(33u) + r * uw(34u);\n";
+    for (int d = 0; d < 2; ++d) {
       const std::string D = std::to_string(d);
       s += "  let p" + D + " = i32(o" + D + " * " + w(kCvStride + d) + " + k" + D + " * " +
-           w(kCvDil + d) + ") - i32(" + w(kCvPad + d) + ");\n"
-           "  if (p" + D + " < 0 || p" + D + " >= i32(" + w(kCvXs + d) + ")) { inside = false; }\n"
-           "  xi = xi * " + w(kCvXs + d) + " + u32(max(p" + D + ", 0));\n";
+           w(kCvDil + d) + ") - i32(" + w(kCvPad + d) + ");\n";
     }
-    s += "  if (inside) {\n"
-         "    let ch = (n * uw(5u) + g) * uw(6u) + c;\n"
-         "    v = load_x(uw(36u) + ch * (uw(8u) * uw(9u) * uw(10u)) + xi);\n"
-         "  }\n"
-         "  buf1[n * uw(32u) + g * uw(33u) + r * uw(34u) + l * uw(35u)] = bitcast<u32>(v);\n}\n";
+    s += "  let rows_inside = p0 >= 0 && p0 < i32(uw(8u)) && p1 >= 0 && p1 < i32(uw(9u));\n"
+         "  let xrow = xbase + (u32(max(p0, 0)) * uw(9u) + u32(max(p1, 0))) * uw(10u);\n"
+         "  let lrow = (o0 * uw(13u) + o1) * uw(14u);\n";
+    for (uint32_t j = 0; j < kIm2colRun; ++j) {
+      s += "  {\n    let o2 = chunk * " + std::to_string(kIm2colRun) + "u + " + std::to_string(j) + "u;\n"
+           "    if (o2 < uw(14u)) {\n"
+           "      let p2 = i32(o2 * uw(22u) + k2 * uw(30u)) - i32(uw(26u));\n"
+           "      var v = 0.0;\n"
+           "      if (rows_inside && p2 >= 0 && p2 < i32(uw(10u))) { v = load_x(xrow + u32(p2)); }\n"
+           "      buf1[cbase + (lrow + o2) * uw(35u)] = bitcast<u32>(v);\n"
+           "    }\n  }\n";
+    }
+    s += "}\n";
     return s;
   };
   launch_kernel(ctx, l);
