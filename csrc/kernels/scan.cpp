@@ -114,12 +114,12 @@ std::string state_functions(ScanOp op, Compute c) {
          "fn st_unpack(w: vec4<u32>) -> St { return St(" + sub(unpack_v, "W", "w") + "); }\n";
 }
 
-// Rows at least this long, when there are few of them (or longer than one invocation may
-// loop: Mesa's llvmpipe stops every loop of an invocation after 65535 iterations in all),
-// scan in blocks of kBlock elements:
+// Rows at least this long, unless there are enough rows to fill a GPU with one invocation
+// each (or always when longer than one invocation may loop: Mesa's llvmpipe stops every
+// loop of an invocation after 65535 iterations in all), scan in blocks of kBlock elements:
 // block aggregates, a per-row scan of the aggregates, then each block again from its carry.
-constexpr uint64_t kBlockedMinLength = 4096;
-constexpr uint64_t kBlockedMaxRows = 64;
+constexpr uint64_t kBlockedMinLength = 1024;
+constexpr uint64_t kBlockedMaxRows = 16384;
 constexpr uint64_t kBlock = 256;
 constexpr uint64_t kMaxSerial = 32768;  // loop iterations one invocation may safely run
 
@@ -227,7 +227,7 @@ void scan_rows(Context& ctx, const ScanArgs& a) {
   if (a.rows == 0 || a.n == 0) return;
   if (a.in_offset + a.rows * a.n >= (1ull << 32) || a.out_offset + a.rows * a.n >= (1ull << 32))
     fail(ErrorKind::Unsupported, "torch_webgpu: scan over too many elements");
-  if ((a.n >= kBlockedMinLength && a.rows <= kBlockedMaxRows) || a.n > kMaxSerial)
+  if ((a.n >= kBlockedMinLength && a.rows < kBlockedMaxRows) || a.n > kMaxSerial)
     return scan_rows_blocked(ctx, a);
   const Compute c = compute_type_for(a.dtype);
   const bool with_indices = a.op == ScanOp::Max || a.op == ScanOp::Min;
