@@ -44,7 +44,12 @@
 #include <ATen/ops/stack.h>
 #include <ATen/ops/sub.h>
 #include <ATen/ops/zeros.h>
+#include <ATen/ops/abs.h>
+#include <ATen/ops/amax.h>
 #include <ATen/ops/any.h>
+#include <ATen/ops/linalg_pinv_ops.h>
+#include <ATen/ops/maximum.h>
+#include <ATen/ops/_linalg_eigh.h>
 #include <ATen/ops/eq.h>
 #include <ATen/ops/full.h>
 #include <ATen/ops/gt.h>
@@ -848,6 +853,53 @@ std::tuple<Tensor&, Tensor&, Tensor&, Tensor&> lstsq_out(const Tensor& A, const 
   return {solution, residuals, rank, singular_values};
 }
 
+
+// ---- pseudo-inverse ------------------------------------------------------------------
+
+// pinv from the native SVD (or eigh when hermitian): V diag(1/s) U^T over the singular
+// values above max(atol, rtol * s_max). The tolerances arrive as float64 tensors (ATen's
+// float overloads make them); they are compared in float32 here.
+Tensor pinv(const Tensor& A, const std::optional<Tensor>& atol_opt,
+            const std::optional<Tensor>& rtol_opt, bool hermitian) {
+  auto t = A.scalar_type();
+  TORCH_CHECK((t == c10::kDouble || t == c10::kFloat || t == c10::kComplexFloat || t == c10::kComplexDouble) &&
+                  A.dim() >= 2,
+              "linalg.pinv(", t, "{", A.sizes(), "}): expected a tensor with 2 or more dimensions "
+              "of float, double, cfloat or cdouble types");
+  bool tolerances_real = true;
+  for (const auto* o : {&atol_opt, &rtol_opt})
+    if (o->has_value() && (o->value().is_complex() || o->value().device() != A.device())) tolerances_real = false;
+  int64_t m = A.size(-2), n = A.size(-1);
+  if (!native({&A}) || !tolerances_real ||
+      (A.numel() > 0 && !loops_fit(20.0 * cube(std::max(m, n), std::min(m, n), std::min(m, n)))))
+    return call_cpu_fallback<at::_ops::linalg_pinv_atol_rtol_tensor>(A, atol_opt, rtol_opt, hermitian);
+  if (A.numel() == 0) {
+    std::vector<int64_t> shape(A.sizes().begin(), A.sizes().end());
+    std::swap(shape[shape.size() - 1], shape[shape.size() - 2]);
+    return at::zeros(shape, A.options());
+  }
+  auto f32 = A.options();
+  Tensor atol = atol_opt.has_value() ? atol_opt->to(c10::kFloat) : at::zeros({}, f32);
+  Tensor rtol;
+  if (rtol_opt.has_value()) {
+    rtol = rtol_opt->to(c10::kFloat);
+  } else {
+    Tensor dflt = at::full({}, std::numeric_limits<float>::epsilon() * static_cast<double>(std::max(m, n)), f32);
+    rtol = atol_opt.has_value() ? at::where(at::gt(atol, 0), at::zeros({}, f32), dflt) : dflt;
+  }
+  if (!hermitian) {
+    auto [U, S, Vh] = at::_linalg_svd(A, /*full_matrices=*/false, /*compute_uv=*/true);
+    Tensor tol = at::maximum(atol.unsqueeze(-1), at::mul(rtol.unsqueeze(-1), S.narrow(-1, 0, 1)));
+    Tensor inv = at::where(at::gt(S, tol), at::reciprocal(S), at::zeros({}, f32));
+    return at::matmul(at::mul(Vh.mT(), inv.unsqueeze(-2)), U.mT());
+  }
+  auto [w, V] = at::_linalg_eigh(A, "L", /*compute_v=*/true);
+  Tensor w_abs = at::abs(w);
+  Tensor tol = at::maximum(atol.unsqueeze(-1), at::mul(rtol.unsqueeze(-1), at::amax(w_abs, -1, true)));
+  Tensor inv = at::where(at::gt(w_abs, tol), at::reciprocal(w), at::zeros({}, f32));
+  return at::matmul(at::mul(V, inv.unsqueeze(-2)), V.mT());
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -878,6 +930,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("linalg_lu.out", linalg_lu_out);
   m.impl("linalg_cross.out", cross_out);
   m.impl("linalg_lstsq.out", lstsq_out);
+  m.impl("linalg_pinv.atol_rtol_tensor", pinv);
 }
 
 }  // namespace twgpu::aten

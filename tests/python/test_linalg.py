@@ -410,3 +410,34 @@ def test_matrix_exp_gradient():
         torch.linalg.matrix_exp(x).sum().backward()
         grads.append(cpu(x.grad))
     torch.testing.assert_close(grads[1], grads[0], rtol=1e-4, atol=1e-4)
+
+
+# ---- pseudo-inverse --------------------------------------------------------------------
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (2, 4, 4), (0, 3), (2, 0, 3)])
+def test_pinv(shape):
+    a = torch.randn(*shape, generator=torch.Generator().manual_seed(15))
+    torch.testing.assert_close(cpu(torch.linalg.pinv(dev(a))), torch.linalg.pinv(a), **TOL)
+    torch.testing.assert_close(cpu(torch.linalg.pinv(dev(a), rtol=0.3)), torch.linalg.pinv(a, rtol=0.3), **TOL)
+    torch.testing.assert_close(cpu(torch.linalg.pinv(dev(a), atol=0.5)), torch.linalg.pinv(a, atol=0.5), **TOL)
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_pinv_hermitian_and_rank_deficient():
+    g = torch.Generator().manual_seed(16)
+    x = torch.randn(2, 5, 3, generator=g)
+    sym = x @ x.mT  # rank 3 of 5
+    torch.testing.assert_close(cpu(torch.linalg.pinv(dev(sym), hermitian=True)),
+                               torch.linalg.pinv(sym, hermitian=True), rtol=1e-3, atol=1e-4)
+    torch.testing.assert_close(cpu(torch.linalg.pinv(dev(sym))), torch.linalg.pinv(sym), rtol=1e-3, atol=1e-4)
+
+
+def test_pinv_gradient():
+    a = torch.randn(4, 3, generator=torch.Generator().manual_seed(17))
+    grads = []
+    for device in ("cpu", DEVICE):
+        x = a.clone().to(device).requires_grad_()
+        torch.linalg.pinv(x).sum().backward()
+        grads.append(cpu(x.grad))
+    torch.testing.assert_close(grads[1], grads[0], rtol=1e-3, atol=1e-3)
