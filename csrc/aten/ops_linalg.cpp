@@ -47,6 +47,10 @@
 #include <ATen/ops/abs.h>
 #include <ATen/ops/amax.h>
 #include <ATen/ops/any.h>
+#include <ATen/ops/linalg_ldl_factor_ex_meta.h>
+#include <ATen/ops/linalg_ldl_factor_ex_ops.h>
+#include <ATen/ops/linalg_ldl_solve_meta.h>
+#include <ATen/ops/linalg_ldl_solve_ops.h>
 #include <ATen/ops/linalg_pinv_ops.h>
 #include <ATen/ops/maximum.h>
 #include <ATen/ops/_linalg_eigh.h>
@@ -900,6 +904,64 @@ Tensor pinv(const Tensor& A, const std::optional<Tensor>& atol_opt,
   return at::matmul(at::mul(V, inv.unsqueeze(-2)), V.mT());
 }
 
+
+// ---- symmetric indefinite (Bunch-Kaufman LDL^T) --------------------------------------
+
+std::tuple<Tensor&, Tensor&, Tensor&> ldl_factor_ex_out(const Tensor& A, bool hermitian,
+                                                        bool check_errors, Tensor& LD,
+                                                        Tensor& pivots, Tensor& info) {
+  if (!native({&A}) || (A.dim() >= 2 && !loops_fit(cube(A.size(-1), A.size(-1), A.size(-1)))))
+    return call_cpu_fallback<at::_ops::linalg_ldl_factor_ex_out>(A, hermitian, check_errors, LD,
+                                                                pivots, info);
+  OutMeta<at::meta::structured_linalg_ldl_factor_ex, 3>({&LD, &pivots, &info}).meta(A, hermitian, check_errors);
+  if (A.numel() == 0) {
+    info.zero_();
+    return {LD, pivots, info};
+  }
+  // sytrf reads the lower triangle; for real matrices hermitian changes nothing.
+  Tensor a = fresh(at::tril(A));
+  auto batch = batch_shape(A);
+  int64_t n = A.size(-1);
+  Tensor piv = at::empty(concat(batch, {n}), A.options().dtype(c10::kInt));
+  Tensor inf = at::empty(batch, A.options().dtype(c10::kInt));
+  TWGPU_TRY
+  RuntimeLock lock;
+  ::twgpu::ldl_factor(lock.ctx(), matrices(a), matrices(piv), matrices(inf), u32(product(batch)), u32(n));
+  TWGPU_CATCH
+  LD.copy_(a);
+  pivots.copy_(piv);
+  info.copy_(inf);
+  if (check_errors) at::_linalg_check_errors(info, "torch.linalg.ldl_factor_ex", A.dim() == 2);
+  return {LD, pivots, info};
+}
+
+Tensor& ldl_solve_out(const Tensor& LD, const Tensor& pivots, const Tensor& B, bool hermitian,
+                      Tensor& out) {
+  if (!native({&LD, &B}) || !pivots.defined() || pivots.device() != LD.device() ||
+      (LD.dim() >= 2 && !loops_fit(cube(LD.size(-1), LD.size(-1), 1))))
+    return call_cpu_fallback<at::_ops::linalg_ldl_solve_out>(LD, pivots, B, hermitian, out);
+  OutMeta<at::meta::structured_linalg_ldl_solve>(out).meta(LD, pivots, B, hermitian);
+  if (LD.numel() == 0 || pivots.numel() == 0 || out.numel() == 0) return out;
+  int64_t n = LD.size(-1), k = B.size(-1);
+  auto batch = batch_shape(out);
+  // The CPU indexes LD by the result's batch; broadcasting LD is the same where it works.
+  std::vector<int64_t> ld_batch = batch_shape(LD);
+  try {
+    if (at::infer_size(ld_batch, batch) != batch) return call_cpu_fallback<at::_ops::linalg_ldl_solve_out>(LD, pivots, B, hermitian, out);
+  } catch (const c10::Error&) {
+    return call_cpu_fallback<at::_ops::linalg_ldl_solve_out>(LD, pivots, B, hermitian, out);
+  }
+  Tensor x = fresh(B.expand(concat(batch, {n, k})));
+  Tensor ld = fresh(LD.expand(concat(batch, {n, n})));
+  Tensor p = fresh(pivots.expand(concat(batch, {n})), c10::kInt);
+  TWGPU_TRY
+  RuntimeLock lock;
+  ::twgpu::ldl_solve(lock.ctx(), matrices(ld), matrices(p), matrices(x), u32(product(batch)), u32(n), u32(k));
+  TWGPU_CATCH
+  out.copy_(x);
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -931,6 +993,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("linalg_cross.out", cross_out);
   m.impl("linalg_lstsq.out", lstsq_out);
   m.impl("linalg_pinv.atol_rtol_tensor", pinv);
+  m.impl("linalg_ldl_factor_ex.out", ldl_factor_ex_out);
+  m.impl("linalg_ldl_solve.out", ldl_solve_out);
 }
 
 }  // namespace twgpu::aten

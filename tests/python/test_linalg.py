@@ -441,3 +441,81 @@ def test_pinv_gradient():
         torch.linalg.pinv(x).sum().backward()
         grads.append(cpu(x.grad))
     torch.testing.assert_close(grads[1], grads[0], rtol=1e-3, atol=1e-3)
+
+
+# ---- Bunch-Kaufman LDL^T ---------------------------------------------------------------
+
+def symmetric_indefinite(*shape, seed=0, symmetric=True):
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+    return x + x.mT if symmetric else x  # only the lower triangle is read
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("shape", [(1, 1), (2, 2), (5, 5), (4, 6, 6), (2, 3, 9, 9), (0, 4, 4), (3, 0, 0)])
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_ldl_factor_pivots_match_lapack(shape, symmetric):
+    a = symmetric_indefinite(*shape, seed=18, symmetric=symmetric)
+    got = torch.linalg.ldl_factor_ex(dev(a))
+    ref = torch.linalg.ldl_factor_ex(a)
+    assert torch.equal(cpu(got.pivots), ref.pivots) and torch.equal(cpu(got.info), ref.info)
+    torch.testing.assert_close(cpu(got.LD), ref.LD, **TOL)
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_ldl_two_by_two_pivots_and_zero_columns():
+    a = torch.tensor([[0.0, 1.0, 2.0], [1.0, 0.0, 3.0], [2.0, 3.0, 0.0]])  # needs 2x2 blocks
+    got, ref = torch.linalg.ldl_factor_ex(dev(a)), torch.linalg.ldl_factor_ex(a)
+    assert (ref.pivots < 0).any() and torch.equal(cpu(got.pivots), ref.pivots)
+    torch.testing.assert_close(cpu(got.LD), ref.LD, **TOL)
+    z = torch.zeros(2, 3, 3)
+    got, ref = torch.linalg.ldl_factor_ex(dev(z)), torch.linalg.ldl_factor_ex(z)
+    assert torch.equal(cpu(got.info), ref.info) and torch.equal(cpu(got.pivots), ref.pivots)
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("ld_batch,b_shape", [((), (5, 2)), ((3,), (3, 5, 1)), ((3,), (5, 4)),
+                                              ((), (2, 5, 3)), ((3,), (1, 5, 2)), ((2,), (2, 5, 0))])
+def test_ldl_solve(ld_batch, b_shape):
+    a = symmetric_indefinite(*ld_batch, 5, 5, seed=19)
+    LD, piv = torch.linalg.ldl_factor(a)
+    b = torch.randn(*b_shape, generator=torch.Generator().manual_seed(20))
+    got = torch.linalg.ldl_solve(dev(LD), dev(piv), dev(b))
+    torch.testing.assert_close(cpu(got), torch.linalg.ldl_solve(LD, piv, b), **TOL)
+    # int64 pivots are accepted as well
+    got = torch.linalg.ldl_solve(dev(LD), dev(piv.long()), dev(b))
+    torch.testing.assert_close(cpu(got), torch.linalg.ldl_solve(LD, piv, b), **TOL)
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_ldl_non_contiguous_and_out():
+    base = symmetric_indefinite(2, 8, 8, seed=21)
+    a = base[:, 1:7, 1:7].mT
+    LD, piv, info = (torch.empty(0, device=DEVICE), torch.empty(0, dtype=torch.int32, device=DEVICE),
+                     torch.empty(0, dtype=torch.int32, device=DEVICE))
+    res = torch.linalg.ldl_factor_ex(dev(base)[:, 1:7, 1:7].mT, out=(LD, piv, info))
+    ref = torch.linalg.ldl_factor_ex(a)
+    assert res.LD is LD and torch.equal(cpu(piv), ref.pivots)
+    torch.testing.assert_close(cpu(LD), ref.LD, **TOL)
+    b = torch.randn(2, 3, 6).mT
+    out = torch.empty(0, device=DEVICE)
+    torch.linalg.ldl_solve(LD, piv, dev(b), out=out)
+    torch.testing.assert_close(cpu(out), torch.linalg.ldl_solve(ref.LD, ref.pivots, b), **TOL)
+
+
+def test_ldl_errors_match_the_cpu():
+    LD, piv = torch.linalg.ldl_factor(torch.eye(3))
+    cases = [
+        (lambda d: torch.linalg.ldl_factor(d(torch.zeros(3, 4))), "A must be batches of square matrices"),
+        (lambda d: torch.linalg.ldl_solve(d(LD), d(piv.float()), d(torch.randn(3, 2))),
+         "Expected pivots to be integers"),
+        (lambda d: torch.linalg.ldl_solve(d(LD), d(piv), d(torch.randn(4, 2))), "Incompatible matrix sizes"),
+        (lambda d: torch.linalg.ldl_solve(d(LD), d(piv[:2]), d(torch.randn(3, 2))),
+         r"Expected LD.shape\[:-1\] and pivots.shape to be the same"),
+    ]
+    for fn, msg in cases:
+        with pytest.raises(RuntimeError, match=msg):
+            fn(lambda t: t)
+        with pytest.raises(RuntimeError, match=msg):
+            fn(dev)
+    with pytest.raises(RuntimeError):  # check_errors on a zero pivot column, as the CPU
+        torch.linalg.ldl_factor(dev(torch.zeros(3, 3)))
