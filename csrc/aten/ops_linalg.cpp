@@ -847,7 +847,8 @@ std::tuple<Tensor&, Tensor&, Tensor&, Tensor&> lstsq_out(const Tensor& A, const 
   if (rank.scalar_type() != c10::kLong || rank.device() != A.device()) return fallback();
   double rc = rcond.has_value()
                   ? *rcond
-                  : std::numeric_limits<float>::epsilon() * static_cast<double>(std::max(A.size(-2), A.size(-1)));
+                  : std::numeric_limits<float>::epsilon() *
+                        static_cast<double>(std::max(A.size(-2), A.size(-1)));
   std::optional<Lstsq> r = lstsq_native(A, B2, rc, name);
   if (!r) return fallback();
   store(solution, vector_case ? r->solution.squeeze(-1) : r->solution);
@@ -866,13 +867,14 @@ std::tuple<Tensor&, Tensor&, Tensor&, Tensor&> lstsq_out(const Tensor& A, const 
 Tensor pinv(const Tensor& A, const std::optional<Tensor>& atol_opt,
             const std::optional<Tensor>& rtol_opt, bool hermitian) {
   auto t = A.scalar_type();
-  TORCH_CHECK((t == c10::kDouble || t == c10::kFloat || t == c10::kComplexFloat || t == c10::kComplexDouble) &&
-                  A.dim() >= 2,
+  TORCH_CHECK((t == c10::kDouble || t == c10::kFloat || t == c10::kComplexFloat ||
+               t == c10::kComplexDouble) && A.dim() >= 2,
               "linalg.pinv(", t, "{", A.sizes(), "}): expected a tensor with 2 or more dimensions "
               "of float, double, cfloat or cdouble types");
   bool tolerances_real = true;
   for (const auto* o : {&atol_opt, &rtol_opt})
-    if (o->has_value() && (o->value().is_complex() || o->value().device() != A.device())) tolerances_real = false;
+    if (o->has_value() && (o->value().is_complex() || o->value().device() != A.device()))
+      tolerances_real = false;
   int64_t m = A.size(-2), n = A.size(-1);
   if (!native({&A}) || !tolerances_real ||
       (A.numel() > 0 && !loops_fit(20.0 * cube(std::max(m, n), std::min(m, n), std::min(m, n)))))
@@ -888,7 +890,8 @@ Tensor pinv(const Tensor& A, const std::optional<Tensor>& atol_opt,
   if (rtol_opt.has_value()) {
     rtol = rtol_opt->to(c10::kFloat);
   } else {
-    Tensor dflt = at::full({}, std::numeric_limits<float>::epsilon() * static_cast<double>(std::max(m, n)), f32);
+    double eps = std::numeric_limits<float>::epsilon();
+    Tensor dflt = at::full({}, eps * static_cast<double>(std::max(m, n)), f32);
     rtol = atol_opt.has_value() ? at::where(at::gt(atol, 0), at::zeros({}, f32), dflt) : dflt;
   }
   if (!hermitian) {
@@ -913,7 +916,8 @@ std::tuple<Tensor&, Tensor&, Tensor&> ldl_factor_ex_out(const Tensor& A, bool he
   if (!native({&A}) || (A.dim() >= 2 && !loops_fit(cube(A.size(-1), A.size(-1), A.size(-1)))))
     return call_cpu_fallback<at::_ops::linalg_ldl_factor_ex_out>(A, hermitian, check_errors, LD,
                                                                 pivots, info);
-  OutMeta<at::meta::structured_linalg_ldl_factor_ex, 3>({&LD, &pivots, &info}).meta(A, hermitian, check_errors);
+  OutMeta<at::meta::structured_linalg_ldl_factor_ex, 3>({&LD, &pivots, &info})
+      .meta(A, hermitian, check_errors);
   if (A.numel() == 0) {
     info.zero_();
     return {LD, pivots, info};
@@ -935,22 +939,29 @@ std::tuple<Tensor&, Tensor&, Tensor&> ldl_factor_ex_out(const Tensor& A, bool he
   return {LD, pivots, info};
 }
 
+// True when batch dims `from` broadcast to exactly `to`.
+bool broadcasts_to(const std::vector<int64_t>& from, const std::vector<int64_t>& to) {
+  try {
+    return at::infer_size(from, to) == to;
+  } catch (const c10::Error&) {
+    return false;
+  }
+}
+
 Tensor& ldl_solve_out(const Tensor& LD, const Tensor& pivots, const Tensor& B, bool hermitian,
                       Tensor& out) {
+  auto fallback = [&]() -> Tensor& {
+    return call_cpu_fallback<at::_ops::linalg_ldl_solve_out>(LD, pivots, B, hermitian, out);
+  };
   if (!native({&LD, &B}) || !pivots.defined() || pivots.device() != LD.device() ||
       (LD.dim() >= 2 && !loops_fit(cube(LD.size(-1), LD.size(-1), 1))))
-    return call_cpu_fallback<at::_ops::linalg_ldl_solve_out>(LD, pivots, B, hermitian, out);
+    return fallback();
   OutMeta<at::meta::structured_linalg_ldl_solve>(out).meta(LD, pivots, B, hermitian);
   if (LD.numel() == 0 || pivots.numel() == 0 || out.numel() == 0) return out;
   int64_t n = LD.size(-1), k = B.size(-1);
   auto batch = batch_shape(out);
-  // The CPU indexes LD by the result's batch; broadcasting LD is the same where it works.
-  std::vector<int64_t> ld_batch = batch_shape(LD);
-  try {
-    if (at::infer_size(ld_batch, batch) != batch) return call_cpu_fallback<at::_ops::linalg_ldl_solve_out>(LD, pivots, B, hermitian, out);
-  } catch (const c10::Error&) {
-    return call_cpu_fallback<at::_ops::linalg_ldl_solve_out>(LD, pivots, B, hermitian, out);
-  }
+  // The CPU indexes LD by the result's batch; broadcasting LD agrees wherever that works.
+  if (!broadcasts_to(batch_shape(LD), batch)) return fallback();
   Tensor x = fresh(B.expand(concat(batch, {n, k})));
   Tensor ld = fresh(LD.expand(concat(batch, {n, n})));
   Tensor p = fresh(pivots.expand(concat(batch, {n})), c10::kInt);

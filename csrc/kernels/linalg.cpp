@@ -534,7 +534,8 @@ void ldl_factor(Context& ctx, MatrixBatch a, MatrixBatch pivots, MatrixBatch inf
           let wk = d21 * (d11 * A(base + j * n + k) - A(base + j * n + k + 1u));
           let wkp1 = d21 * (d22 * A(base + j * n + k + 1u) - A(base + j * n + k));
           for (var i = j; i < n; i = i + 1u) {
-            setA(base + i * n + j, A(base + i * n + j) - A(base + i * n + k) * wk - A(base + i * n + k + 1u) * wkp1);
+            let v = A(base + i * n + j) - A(base + i * n + k) * wk;
+            setA(base + i * n + j, v - A(base + i * n + k + 1u) * wkp1);
           }
           setA(base + j * n + k, wk);
           setA(base + j * n + k + 1u, wkp1);
@@ -578,10 +579,11 @@ void ldl_solve(Context& ctx, MatrixBatch ld, MatrixBatch pivots, MatrixBatch b, 
       r = r + 1u;
     } else {
       let p = u32(-piv - 1);
-      if (p != r + 1u) { let t = B(b0 + (r + 1u) * k); setB(b0 + (r + 1u) * k, B(b0 + p * k)); setB(b0 + p * k, t); }
+      let r1 = r + 1u;
+      if (p != r1) { let t = B(b0 + r1 * k); setB(b0 + r1 * k, B(b0 + p * k)); setB(b0 + p * k, t); }
       let b1 = B(b0 + r * k); let b2 = B(b0 + (r + 1u) * k);
       for (var i = r + 2u; i < n; i = i + 1u) { setB(b0 + i * k, B(b0 + i * k) - L(a0 + i * n + r) * b1); }
-      for (var i = r + 2u; i < n; i = i + 1u) { setB(b0 + i * k, B(b0 + i * k) - L(a0 + i * n + r + 1u) * b2); }
+      for (var i = r + 2u; i < n; i = i + 1u) { setB(b0 + i * k, B(b0 + i * k) - L(a0 + i * n + r1) * b2); }
       let akm1k = L(a0 + (r + 1u) * n + r);
       let akm1 = div_f32(L(a0 + r * n + r), akm1k);
       let ak = div_f32(L(a0 + (r + 1u) * n + r + 1u), akm1k);
