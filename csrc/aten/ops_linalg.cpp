@@ -753,7 +753,10 @@ std::optional<Lstsq> lstsq_native(const Tensor& A, const Tensor& B2, double rcon
   // LAPACK's quick returns on degenerate matrices differ per driver: leave them to the CPU.
   if (!empty_batch && (m == 0 || n == 0 || k == 0)) return std::nullopt;
   int64_t big = std::max(m, n);
-  if (!empty_batch && !loops_fit(20.0 * cube(big, big, p))) return std::nullopt;
+  // Householder QR of the long side; the rank-revealing drivers also run a Jacobi SVD.
+  if (!empty_batch && (!loops_fit(cube(big, big, p)) ||
+                       (driver != "gels" && !loops_fit(20.0 * cube(big, p, p)))))
+    return std::nullopt;
   bool svd_driver = driver == "gelsd" || driver == "gelss";
   if (svd_driver && !(rcond > 0 && rcond < 1)) return std::nullopt;  // LAPACK substitutes eps
 
