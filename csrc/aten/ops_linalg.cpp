@@ -44,7 +44,35 @@
 #include <ATen/ops/stack.h>
 #include <ATen/ops/sub.h>
 #include <ATen/ops/zeros.h>
+#include <ATen/ops/abs.h>
+#include <ATen/ops/amax.h>
+#include <ATen/ops/any.h>
+#include <ATen/ops/linalg_ldl_factor_ex_meta.h>
+#include <ATen/ops/linalg_ldl_factor_ex_ops.h>
+#include <ATen/ops/linalg_ldl_solve_meta.h>
+#include <ATen/ops/linalg_ldl_solve_ops.h>
+#include <ATen/ops/linalg_pinv_ops.h>
+#include <ATen/ops/maximum.h>
+#include <ATen/ops/_linalg_eigh.h>
+#include <ATen/ops/eq.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/gt.h>
+#include <ATen/ops/linalg_lstsq_ops.h>
+#include <ATen/ops/linalg_svdvals.h>
+#include <ATen/ops/_linalg_svd.h>
+#include <ATen/ops/matmul.h>
+#include <ATen/ops/reciprocal.h>
+#include <ATen/ops/sum.h>
+#include <ATen/ops/tensor.h>
+#include <ATen/ops/where.h>
+#include <ATen/ops/zeros_like.h>
 #include <torch/library.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <limits>
+#include <optional>
 
 #include "aten/cpu_fallback.h"
 #include "aten/structured_meta.h"
@@ -658,6 +686,296 @@ std::tuple<Tensor&, Tensor&> triangular_solve_out(const Tensor& B, const Tensor&
   return {X, M};
 }
 
+
+// ---- least squares -------------------------------------------------------------------
+
+// What the CPU's LAPACK drivers return (gels: QR/LQ, no rank; gelsy: QR with column
+// pivoting, rank from a condition estimate; gelsd/gelss: SVD, rank and singular values).
+// Natively: full-rank problems by Householder QR (tall: R x = Q^T b; wide: the
+// minimum-norm solution from the QR of A^T), and gelsd/gelss problems of clearly lower
+// rank by the truncated SVD. Whenever the rank LAPACK would report is not certain from
+// the singular values (near the rcond threshold; gelsy on ill-conditioned input), or gels
+// meets an exactly singular R, the CPU computes the whole call.
+
+struct Lstsq {
+  Tensor solution, residuals, rank, singular_values;
+};
+
+// Upper bound of cond(R11) / cond(A) for the leading k x k block R11 (any k <= rank) of
+// A P = Q R by QR with column pivoting, A m x n: 1 when m >= n (R11's columns are a
+// subset of R's); for wide A from |r_kk| >= sigma_k / sqrt(n - k + 1) (the pivot is the
+// largest remaining column) and the bound sqrt(4^k + 6k - 1) / 3 on the inverse of a unit
+// triangular matrix with entries <= 1 (pivoted R's rows scaled by their diagonal).
+double pivoted_block_growth(int64_t m, int64_t n) {
+  if (m >= n) return 1.0;
+  double k = static_cast<double>(m);
+  return std::sqrt(std::pow(4.0, k) + 6.0 * k - 1.0) / 3.0 * std::sqrt(static_cast<double>(n));
+}
+
+struct QRSolution {
+  Tensor x, residuals, r_diagonal;
+};
+
+// Full-rank least squares by QR for every matrix of A (batch, m, n), B (batch, m, k);
+// residuals (batch, k) when m > n and `residuals`, else undefined; R's diagonal.
+QRSolution qr_least_squares(const Tensor& A, const Tensor& B, bool residuals) {
+  int64_t m = A.size(-2), n = A.size(-1);
+  if (m >= n) {
+    auto [a, tau] = geqrf_(A);
+    Tensor c = apply_q(a, tau, B, /*left=*/true, /*transpose=*/true);  // Q^T B
+    Tensor r = a.narrow(-2, 0, n);
+    Tensor x = triangular(r, c.narrow(-2, 0, n), /*upper=*/true, /*left=*/true, /*unit=*/false);
+    Tensor res;
+    if (residuals && m > n) res = at::sum(at::mul(c.narrow(-2, n, m - n), c.narrow(-2, n, m - n)), -2);
+    return {x, res, r.diagonal(0, -2, -1)};
+  }
+  // A^T = Q R  =>  A = R^T Q^T; the minimum-norm x = Q [R^-T B; 0].
+  auto [a, tau] = geqrf_(A.mT());
+  Tensor r = a.narrow(-2, 0, m);
+  Tensor y = triangular(r.mT(), B, /*upper=*/false, /*left=*/true, /*unit=*/false);
+  auto batch = batch_shape(B);
+  Tensor padded = at::cat({y, at::zeros(concat(batch, {n - m, B.size(-1)}), B.options())}, -2);
+  return {apply_q(a, tau, padded, /*left=*/true, /*transpose=*/false), Tensor(), r.diagonal(0, -2, -1)};
+}
+
+// Native least squares, or nullopt where the CPU must answer (see above).
+std::optional<Lstsq> lstsq_native(const Tensor& A, const Tensor& B2, double rcond,
+                                  const std::string& driver) {
+  int64_t m = A.size(-2), n = A.size(-1), k = B2.size(-1), p = std::min(m, n);
+  auto a_batch = batch_shape(A);
+  std::vector<int64_t> batch;
+  try {
+    batch = at::infer_size(a_batch, batch_shape(B2));
+  } catch (const c10::Error&) {
+    return std::nullopt;  // the CPU raises its own error
+  }
+  bool empty_batch = product(batch) == 0 || product(a_batch) == 0;
+  // LAPACK's quick returns on degenerate matrices differ per driver: leave them to the CPU.
+  if (!empty_batch && (m == 0 || n == 0 || k == 0)) return std::nullopt;
+  int64_t big = std::max(m, n);
+  // Householder QR of the long side; the rank-revealing drivers also run a Jacobi SVD.
+  if (!empty_batch && (!loops_fit(cube(big, big, p)) ||
+                       (driver != "gels" && !loops_fit(20.0 * cube(big, p, p)))))
+    return std::nullopt;
+  bool svd_driver = driver == "gelsd" || driver == "gelss";
+  if (svd_driver && !(rcond > 0 && rcond < 1)) return std::nullopt;  // LAPACK substitutes eps
+
+  Lstsq r;
+  auto opts = A.options();
+  r.residuals = at::empty({0}, opts);
+  r.rank = driver == "gels" ? at::empty({0}, opts.dtype(c10::kLong))
+                            : at::full(a_batch, p, opts.dtype(c10::kLong));
+  r.singular_values = svd_driver ? at::empty(concat(a_batch, {p}), opts) : at::empty({0}, opts);
+  Tensor Ae = A.expand(concat(batch, {m, n})), Be = B2.expand(concat(batch, {m, k}));
+  if (empty_batch) {
+    r.solution = at::empty(concat(batch, {n, k}), opts);
+    if (m > n && driver != "gelsy") r.residuals = at::empty(concat(batch, {k}), opts);
+    return r;
+  }
+
+  bool full_rank = true;
+  Tensor s;  // singular values, descending (A's batch)
+  std::vector<int64_t> ranks;
+  if (driver != "gels") {
+    s = at::linalg_svdvals(A);
+    Tensor sh = s.reshape({-1, p}).cpu();
+    auto acc = sh.accessor<float, 2>();
+    double eps = std::numeric_limits<float>::epsilon();
+    for (int64_t b = 0; b < sh.size(0); ++b) {
+      double s1 = acc[b][0], sp = acc[b][p - 1];
+      if (!std::isfinite(s1)) return std::nullopt;
+      if (driver == "gelsy") {
+        // Full rank when even an upper bound of R11's condition number stays well below
+        // 1/rcond: gelsy's estimate never exceeds the true condition number.
+        if (!(sp > 0) || s1 / sp * pivoted_block_growth(m, n) * 10.0 >= 1.0 / rcond) return std::nullopt;
+        continue;
+      }
+      double thr = rcond * s1, margin = 16.0 * eps * static_cast<double>(big) * s1;
+      int64_t rk = 0;
+      for (int64_t i = 0; i < p; ++i) {
+        if (std::abs(acc[b][i] - thr) <= margin) return std::nullopt;  // rank uncertain
+        if (acc[b][i] > thr) ++rk;
+      }
+      if (rk < p) full_rank = false;
+      ranks.push_back(rk);
+    }
+    if (svd_driver) {
+      r.singular_values = s;
+      r.rank = at::tensor(ranks, at::TensorOptions().dtype(c10::kLong)).reshape(a_batch).to(A.device());
+    }
+  }
+
+  bool want_residuals = m > n && driver != "gelsy" && full_rank;
+  if (full_rank) {
+    QRSolution q = qr_least_squares(Ae, Be, want_residuals);
+    // gels: LAPACK reports an exactly singular R (or returns zeros for a zero matrix).
+    if (driver == "gels" && at::eq(q.r_diagonal, 0).any().item<bool>()) return std::nullopt;
+    r.solution = q.x;
+    if (want_residuals) r.residuals = q.residuals;
+  } else {
+    // Truncated SVD: x = V_r S_r^-1 U_r^T B with the singular values above the threshold.
+    auto [U, S, Vh] = at::_linalg_svd(A, /*full_matrices=*/false, /*compute_uv=*/true);
+    Tensor keep = at::gt(S, at::mul(S.narrow(-1, 0, 1), rcond));
+    Tensor inv = at::where(keep, at::reciprocal(S), at::zeros_like(S));
+    Tensor ub = at::matmul(U.mT(), Be);  // (batch, p, k)
+    r.solution = at::matmul(Vh.mT(), at::mul(ub, inv.unsqueeze(-1)));
+  }
+  return r;
+}
+
+std::tuple<Tensor&, Tensor&, Tensor&, Tensor&> lstsq_out(const Tensor& A, const Tensor& B,
+                                                         std::optional<double> rcond,
+                                                         std::optional<c10::string_view> driver,
+                                                         Tensor& solution, Tensor& residuals,
+                                                         Tensor& rank, Tensor& singular_values) {
+  auto fallback = [&]() -> std::tuple<Tensor&, Tensor&, Tensor&, Tensor&> {
+    return call_cpu_fallback<at::_ops::linalg_lstsq_out>(A, B, rcond, driver, solution, residuals,
+                                                        rank, singular_values);
+  };
+  if (!native({&A, &B}) || A.dim() < 2 || B.dim() < 1) return fallback();
+  int64_t dim_diff = A.dim() - B.dim();
+  bool vector_case = at::native::linalg_solve_is_vector_rhs(A, B);
+  // Only the matrix and vector right-hand sides (other shapes: the CPU's own errors).
+  if (!(dim_diff == 0 || (dim_diff == 1 && vector_case))) return fallback();
+  Tensor B2 = vector_case ? B.unsqueeze(-1) : B;
+  TORCH_CHECK(A.size(-2) == B2.size(-2),
+              vector_case ? "torch.linalg.lstsq: input.size(-2) should match other.size(-1)"
+                          : "torch.linalg.lstsq: input.size(-2) should match other.size(-2)");
+  std::string name = driver.has_value() ? std::string(*driver) : std::string("gelsy");
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+  TORCH_CHECK(name == "gels" || name == "gelsy" || name == "gelsd" || name == "gelss",
+              "torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, gelsd, gelss)");
+  for (const Tensor* o : {&solution, &residuals, &singular_values})
+    if (o->scalar_type() != c10::kFloat || o->device() != A.device()) return fallback();
+  if (rank.scalar_type() != c10::kLong || rank.device() != A.device()) return fallback();
+  double rc = rcond.has_value()
+                  ? *rcond
+                  : std::numeric_limits<float>::epsilon() *
+                        static_cast<double>(std::max(A.size(-2), A.size(-1)));
+  std::optional<Lstsq> r = lstsq_native(A, B2, rc, name);
+  if (!r) return fallback();
+  store(solution, vector_case ? r->solution.squeeze(-1) : r->solution);
+  store(residuals, r->residuals);
+  store(rank, r->rank);
+  store(singular_values, r->singular_values);
+  return {solution, residuals, rank, singular_values};
+}
+
+
+// ---- pseudo-inverse ------------------------------------------------------------------
+
+// pinv from the native SVD (or eigh when hermitian): V diag(1/s) U^T over the singular
+// values above max(atol, rtol * s_max). The tolerances arrive as float64 tensors (ATen's
+// float overloads make them); they are compared in float32 here.
+Tensor pinv(const Tensor& A, const std::optional<Tensor>& atol_opt,
+            const std::optional<Tensor>& rtol_opt, bool hermitian) {
+  auto t = A.scalar_type();
+  TORCH_CHECK((t == c10::kDouble || t == c10::kFloat || t == c10::kComplexFloat ||
+               t == c10::kComplexDouble) && A.dim() >= 2,
+              "linalg.pinv(", t, "{", A.sizes(), "}): expected a tensor with 2 or more dimensions "
+              "of float, double, cfloat or cdouble types");
+  bool tolerances_real = true;
+  for (const auto* o : {&atol_opt, &rtol_opt})
+    if (o->has_value() && (o->value().is_complex() || o->value().device() != A.device()))
+      tolerances_real = false;
+  int64_t m = A.size(-2), n = A.size(-1);
+  if (!native({&A}) || !tolerances_real ||
+      (A.numel() > 0 && !loops_fit(20.0 * cube(std::max(m, n), std::min(m, n), std::min(m, n)))))
+    return call_cpu_fallback<at::_ops::linalg_pinv_atol_rtol_tensor>(A, atol_opt, rtol_opt, hermitian);
+  if (A.numel() == 0) {
+    std::vector<int64_t> shape(A.sizes().begin(), A.sizes().end());
+    std::swap(shape[shape.size() - 1], shape[shape.size() - 2]);
+    return at::zeros(shape, A.options());
+  }
+  auto f32 = A.options();
+  Tensor atol = atol_opt.has_value() ? atol_opt->to(c10::kFloat) : at::zeros({}, f32);
+  Tensor rtol;
+  if (rtol_opt.has_value()) {
+    rtol = rtol_opt->to(c10::kFloat);
+  } else {
+    double eps = std::numeric_limits<float>::epsilon();
+    Tensor dflt = at::full({}, eps * static_cast<double>(std::max(m, n)), f32);
+    rtol = atol_opt.has_value() ? at::where(at::gt(atol, 0), at::zeros({}, f32), dflt) : dflt;
+  }
+  if (!hermitian) {
+    auto [U, S, Vh] = at::_linalg_svd(A, /*full_matrices=*/false, /*compute_uv=*/true);
+    Tensor tol = at::maximum(atol.unsqueeze(-1), at::mul(rtol.unsqueeze(-1), S.narrow(-1, 0, 1)));
+    Tensor inv = at::where(at::gt(S, tol), at::reciprocal(S), at::zeros({}, f32));
+    return at::matmul(at::mul(Vh.mT(), inv.unsqueeze(-2)), U.mT());
+  }
+  auto [w, V] = at::_linalg_eigh(A, "L", /*compute_v=*/true);
+  Tensor w_abs = at::abs(w);
+  Tensor tol = at::maximum(atol.unsqueeze(-1), at::mul(rtol.unsqueeze(-1), at::amax(w_abs, -1, true)));
+  Tensor inv = at::where(at::gt(w_abs, tol), at::reciprocal(w), at::zeros({}, f32));
+  return at::matmul(at::mul(V, inv.unsqueeze(-2)), V.mT());
+}
+
+
+// ---- symmetric indefinite (Bunch-Kaufman LDL^T) --------------------------------------
+
+std::tuple<Tensor&, Tensor&, Tensor&> ldl_factor_ex_out(const Tensor& A, bool hermitian,
+                                                        bool check_errors, Tensor& LD,
+                                                        Tensor& pivots, Tensor& info) {
+  if (!native({&A}) || (A.dim() >= 2 && !loops_fit(cube(A.size(-1), A.size(-1), A.size(-1)))))
+    return call_cpu_fallback<at::_ops::linalg_ldl_factor_ex_out>(A, hermitian, check_errors, LD,
+                                                                pivots, info);
+  OutMeta<at::meta::structured_linalg_ldl_factor_ex, 3>({&LD, &pivots, &info})
+      .meta(A, hermitian, check_errors);
+  if (A.numel() == 0) {
+    info.zero_();
+    return {LD, pivots, info};
+  }
+  // sytrf reads the lower triangle; for real matrices hermitian changes nothing.
+  Tensor a = fresh(at::tril(A));
+  auto batch = batch_shape(A);
+  int64_t n = A.size(-1);
+  Tensor piv = at::empty(concat(batch, {n}), A.options().dtype(c10::kInt));
+  Tensor inf = at::empty(batch, A.options().dtype(c10::kInt));
+  TWGPU_TRY
+  RuntimeLock lock;
+  ::twgpu::ldl_factor(lock.ctx(), matrices(a), matrices(piv), matrices(inf), u32(product(batch)), u32(n));
+  TWGPU_CATCH
+  LD.copy_(a);
+  pivots.copy_(piv);
+  info.copy_(inf);
+  if (check_errors) at::_linalg_check_errors(info, "torch.linalg.ldl_factor_ex", A.dim() == 2);
+  return {LD, pivots, info};
+}
+
+// True when batch dims `from` broadcast to exactly `to`.
+bool broadcasts_to(const std::vector<int64_t>& from, const std::vector<int64_t>& to) {
+  try {
+    return at::infer_size(from, to) == to;
+  } catch (const c10::Error&) {
+    return false;
+  }
+}
+
+Tensor& ldl_solve_out(const Tensor& LD, const Tensor& pivots, const Tensor& B, bool hermitian,
+                      Tensor& out) {
+  auto fallback = [&]() -> Tensor& {
+    return call_cpu_fallback<at::_ops::linalg_ldl_solve_out>(LD, pivots, B, hermitian, out);
+  };
+  if (!native({&LD, &B}) || !pivots.defined() || pivots.device() != LD.device() ||
+      (LD.dim() >= 2 && !loops_fit(cube(LD.size(-1), LD.size(-1), 1))))
+    return fallback();
+  OutMeta<at::meta::structured_linalg_ldl_solve>(out).meta(LD, pivots, B, hermitian);
+  if (LD.numel() == 0 || pivots.numel() == 0 || out.numel() == 0) return out;
+  int64_t n = LD.size(-1), k = B.size(-1);
+  auto batch = batch_shape(out);
+  // The CPU indexes LD by the result's batch; broadcasting LD agrees wherever that works.
+  if (!broadcasts_to(batch_shape(LD), batch)) return fallback();
+  Tensor x = fresh(B.expand(concat(batch, {n, k})));
+  Tensor ld = fresh(LD.expand(concat(batch, {n, n})));
+  Tensor p = fresh(pivots.expand(concat(batch, {n})), c10::kInt);
+  TWGPU_TRY
+  RuntimeLock lock;
+  ::twgpu::ldl_solve(lock.ctx(), matrices(ld), matrices(p), matrices(x), u32(product(batch)), u32(n), u32(k));
+  TWGPU_CATCH
+  out.copy_(x);
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -687,6 +1005,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_linalg_eigh.eigenvalues", eigh_out);
   m.impl("linalg_lu.out", linalg_lu_out);
   m.impl("linalg_cross.out", cross_out);
+  m.impl("linalg_lstsq.out", lstsq_out);
+  m.impl("linalg_pinv.atol_rtol_tensor", pinv);
+  m.impl("linalg_ldl_factor_ex.out", ldl_factor_ex_out);
+  m.impl("linalg_ldl_solve.out", ldl_solve_out);
 }
 
 }  // namespace twgpu::aten

@@ -445,4 +445,182 @@ void jacobi_eigh(Context& ctx, MatrixBatch a, MatrixBatch v, MatrixBatch w, uint
       uniforms({n}, {a.offset, v.offset, w.offset}), batch, body);
 }
 
+void ldl_factor(Context& ctx, MatrixBatch a, MatrixBatch pivots, MatrixBatch info, uint32_t batch,
+                uint32_t n) {
+  // Matrix element (i, j), i >= j, is A(base + i * n + j); only those are read or written.
+  std::string body = f32_access("A", 0) + i32_access("P", 1) + i32_access("I", 2) +
+                     kernel_main(Grid::Invocations, 64) + R"(
+  let n = uw(4u);
+  let base = idx * n * n;
+  let alpha = 0.6403882032022076;  // (1 + sqrt(17)) / 8
+  var info = 0;
+  var k = 0u;
+  loop {
+    if (k >= n) { break; }
+    var kstep = 1u;
+    var kp = k;
+    let absakk = abs(A(base + k * n + k));
+    // The first largest |a(i, k)| below the diagonal (isamax).
+    var imax = k;
+    var colmax = 0.0;
+    for (var i = k + 1u; i < n; i = i + 1u) {
+      let v = abs(A(base + i * n + k));
+      if (i == k + 1u || v > colmax) { colmax = v; imax = i; }
+    }
+    if (max(absakk, colmax) == 0.0 || is_nan(absakk)) {
+      if (info == 0) { info = i32(k + 1u); }
+    } else {
+      if (!(absakk >= alpha * colmax)) {
+        // The largest off-diagonal entry in row / column imax.
+        var rowmax = 0.0;
+        for (var j = k; j < imax; j = j + 1u) {
+          let v = abs(A(base + imax * n + j));
+          if (j == k || v > rowmax) { rowmax = v; }
+        }
+        var cmax = 0.0;
+        for (var i = imax + 1u; i < n; i = i + 1u) {
+          let v = abs(A(base + i * n + imax));
+          if (i == imax + 1u || v > cmax) { cmax = v; }
+        }
+        if (imax + 1u < n) { rowmax = max(rowmax, cmax); }
+        if (absakk >= alpha * colmax * div_f32(colmax, rowmax)) {
+          kp = k;
+        } else if (abs(A(base + imax * n + imax)) >= alpha * rowmax) {
+          kp = imax;
+        } else {
+          kp = imax;
+          kstep = 2u;
+        }
+      }
+      let kk = k + kstep - 1u;
+      if (kp != kk) {
+        // Interchange rows and columns kk and kp of the trailing lower triangle.
+        for (var i = kp + 1u; i < n; i = i + 1u) {
+          let t = A(base + i * n + kk);
+          setA(base + i * n + kk, A(base + i * n + kp));
+          setA(base + i * n + kp, t);
+        }
+        for (var j = kk + 1u; j < kp; j = j + 1u) {
+          let t = A(base + j * n + kk);
+          setA(base + j * n + kk, A(base + kp * n + j));
+          setA(base + kp * n + j, t);
+        }
+        let t = A(base + kk * n + kk);
+        setA(base + kk * n + kk, A(base + kp * n + kp));
+        setA(base + kp * n + kp, t);
+        if (kstep == 2u) {
+          let t2 = A(base + (k + 1u) * n + k);
+          setA(base + (k + 1u) * n + k, A(base + kp * n + k));
+          setA(base + kp * n + k, t2);
+        }
+      }
+      if (kstep == 1u) {
+        // A22 -= x x^T / d, then x /= d (syr, scal)
+        let d11 = div_f32(1.0, A(base + k * n + k));
+        for (var j = k + 1u; j < n; j = j + 1u) {
+          let t = -d11 * A(base + j * n + k);
+          for (var i = j; i < n; i = i + 1u) {
+            setA(base + i * n + j, A(base + i * n + j) + A(base + i * n + k) * t);
+          }
+        }
+        for (var i = k + 1u; i < n; i = i + 1u) { setA(base + i * n + k, d11 * A(base + i * n + k)); }
+      } else if (k + 2u < n) {
+        var d21 = A(base + (k + 1u) * n + k);
+        let d11 = div_f32(A(base + (k + 1u) * n + k + 1u), d21);
+        let d22 = div_f32(A(base + k * n + k), d21);
+        let t = div_f32(1.0, d11 * d22 - 1.0);
+        d21 = div_f32(t, d21);
+        for (var j = k + 2u; j < n; j = j + 1u) {
+          let wk = d21 * (d11 * A(base + j * n + k) - A(base + j * n + k + 1u));
+          let wkp1 = d21 * (d22 * A(base + j * n + k + 1u) - A(base + j * n + k));
+          for (var i = j; i < n; i = i + 1u) {
+            let v = A(base + i * n + j) - A(base + i * n + k) * wk;
+            setA(base + i * n + j, v - A(base + i * n + k + 1u) * wkp1);
+          }
+          setA(base + j * n + k, wk);
+          setA(base + j * n + k + 1u, wkp1);
+        }
+      }
+    }
+    if (kstep == 1u) {
+      setP(idx * n + k, i32(kp + 1u));
+    } else {
+      setP(idx * n + k, -i32(kp + 1u));
+      setP(idx * n + k + 1u, -i32(kp + 1u));
+    }
+    k = k + kstep;
+  }
+  setI(idx, info);
+}
+)";
+  run(ctx, "ldl_factor", {rw(a.buffer), rw(pivots.buffer), rw(info.buffer)},
+      uniforms({n}, {a.offset, pivots.offset, info.offset}), batch, body);
+}
+
+void ldl_solve(Context& ctx, MatrixBatch ld, MatrixBatch pivots, MatrixBatch b, uint32_t batch,
+               uint32_t n, uint32_t k) {
+  // One invocation per (matrix, right-hand column); x[i] is B's element (i, c).
+  std::string body = f32_access("L", 0, false) + i32_access("P", 1, false) + f32_access("B", 2) +
+                     kernel_main(Grid::Invocations, 64) + R"(
+  let n = uw(4u); let k = uw(5u);
+  let mat = idx / k; let c = idx % k;
+  let a0 = mat * n * n; let b0 = mat * n * k + c; let p0 = mat * n;
+  // L D y = P b, forward over the 1x1 and 2x2 blocks.
+  var r = 0u;
+  loop {
+    if (r >= n) { break; }
+    let piv = P(p0 + r);
+    if (piv > 0) {
+      let p = u32(piv - 1);
+      if (p != r) { let t = B(b0 + r * k); setB(b0 + r * k, B(b0 + p * k)); setB(b0 + p * k, t); }
+      let br = B(b0 + r * k);
+      for (var i = r + 1u; i < n; i = i + 1u) { setB(b0 + i * k, B(b0 + i * k) - L(a0 + i * n + r) * br); }
+      setB(b0 + r * k, br * div_f32(1.0, L(a0 + r * n + r)));
+      r = r + 1u;
+    } else {
+      let p = u32(-piv - 1);
+      let r1 = r + 1u;
+      if (p != r1) { let t = B(b0 + r1 * k); setB(b0 + r1 * k, B(b0 + p * k)); setB(b0 + p * k, t); }
+      let b1 = B(b0 + r * k); let b2 = B(b0 + (r + 1u) * k);
+      for (var i = r + 2u; i < n; i = i + 1u) { setB(b0 + i * k, B(b0 + i * k) - L(a0 + i * n + r) * b1); }
+      for (var i = r + 2u; i < n; i = i + 1u) { setB(b0 + i * k, B(b0 + i * k) - L(a0 + i * n + r1) * b2); }
+      let akm1k = L(a0 + (r + 1u) * n + r);
+      let akm1 = div_f32(L(a0 + r * n + r), akm1k);
+      let ak = div_f32(L(a0 + (r + 1u) * n + r + 1u), akm1k);
+      let denom = akm1 * ak - 1.0;
+      let bkm1 = div_f32(b1, akm1k);
+      let bk = div_f32(b2, akm1k);
+      setB(b0 + r * k, div_f32(ak * bkm1 - bk, denom));
+      setB(b0 + (r + 1u) * k, div_f32(akm1 * bk - bkm1, denom));
+      r = r + 2u;
+    }
+  }
+  // L^T x = y, backward, undoing the interchanges.
+  var q = i32(n) - 1;
+  loop {
+    if (q < 0) { break; }
+    let rr = u32(q);
+    let piv = P(p0 + rr);
+    var s = B(b0 + rr * k);
+    for (var i = rr + 1u; i < n; i = i + 1u) { s = s - L(a0 + i * n + rr) * B(b0 + i * k); }
+    setB(b0 + rr * k, s);
+    if (piv > 0) {
+      let p = u32(piv - 1);
+      if (p != rr) { let t = B(b0 + rr * k); setB(b0 + rr * k, B(b0 + p * k)); setB(b0 + p * k, t); }
+      q = q - 1;
+    } else {
+      var s2 = B(b0 + (rr - 1u) * k);
+      for (var i = rr + 1u; i < n; i = i + 1u) { s2 = s2 - L(a0 + i * n + rr - 1u) * B(b0 + i * k); }
+      setB(b0 + (rr - 1u) * k, s2);
+      let p = u32(-piv - 1);
+      if (p != rr) { let t = B(b0 + rr * k); setB(b0 + rr * k, B(b0 + p * k)); setB(b0 + p * k, t); }
+      q = q - 2;
+    }
+  }
+}
+)";
+  run(ctx, "ldl_solve", {ro(ld.buffer), ro(pivots.buffer), rw(b.buffer)},
+      uniforms({n, k}, {ld.offset, pivots.offset, b.offset}), uint64_t(batch) * k, body);
+}
+
 }  // namespace twgpu

@@ -65,4 +65,14 @@ void jacobi_svd(Context& ctx, MatrixBatch a, MatrixBatch v, MatrixBatch s, uint3
 void jacobi_eigh(Context& ctx, MatrixBatch a, MatrixBatch v, MatrixBatch w, uint32_t batch,
                  uint32_t n);
 
+// Bunch-Kaufman LDL^T of symmetric a (batch, n, n) in place, reading and writing its lower
+// triangle as LAPACK's sytf2 (uplo 'L') does, with its pivot choices and conventions:
+// pivots (batch, n) int32 1-based, negative for both rows of a 2x2 block; info (batch)
+// int32: 0, or k+1 for the first zero (or NaN) pivot column k.
+void ldl_factor(Context& ctx, MatrixBatch a, MatrixBatch pivots, MatrixBatch info,
+                uint32_t batch, uint32_t n);
+// In place on b (batch, n, k): solves A X = B from ldl_factor's output (sytrs, 'L').
+void ldl_solve(Context& ctx, MatrixBatch ld, MatrixBatch pivots, MatrixBatch b, uint32_t batch,
+               uint32_t n, uint32_t k);
+
 }  // namespace twgpu

@@ -1,7 +1,9 @@
 """Native dense linear algebra (float32): LU and its solves, inverse, determinants,
-Cholesky, triangular solves, against PyTorch on the CPU."""
+Cholesky, triangular solves, QR, SVD, eigh, least squares and the matrix exponential,
+against PyTorch on the CPU."""
 import pytest
 import torch
+import torch_webgpu
 
 from conftest import DEVICE, cpu, dev
 
@@ -250,3 +252,270 @@ def test_large_matrices_are_right_on_every_adapter():
     sym = spd(48, 48)
     torch.testing.assert_close(cpu(torch.linalg.eigvalsh(dev(sym))), torch.linalg.eigvalsh(sym),
                                rtol=1e-3, atol=1e-3)
+
+
+# ---- least squares ---------------------------------------------------------------------
+
+def lstsq_pair(a, b, **kw):
+    return torch.linalg.lstsq(dev(a), dev(b), **kw), torch.linalg.lstsq(a, b, **kw)
+
+
+def assert_lstsq_close(got, ref, tol=TOL):
+    for name in ("solution", "residuals", "rank", "singular_values"):
+        g, r = cpu(getattr(got, name)), getattr(ref, name)
+        assert g.dtype == r.dtype and g.shape == r.shape, (name, g.dtype, g.shape, r.dtype, r.shape)
+        torch.testing.assert_close(g, r, **tol)
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("driver", [None, "gels", "gelsy", "gelsd", "gelss", "GELSY"])
+@pytest.mark.parametrize("a_shape,b_shape", [
+    ((5, 3), (5, 2)), ((4, 4), (4, 3)), ((3, 5), (3, 2)), ((2, 6, 4), (2, 6, 3)),
+    ((3, 2, 4), (3, 2, 1)), ((6, 3), (6,)), ((2, 3, 5), (2, 3)), ((2, 1, 5, 3), (1, 3, 5, 2)),
+    ((1, 5, 3), (2, 5, 2)), ((3, 5, 3), (1, 5, 2)), ((0, 5, 3), (0, 5, 2))])
+def test_lstsq_matches_lapack_drivers(driver, a_shape, b_shape):
+    a = torch.randn(*a_shape, generator=torch.Generator().manual_seed(3))
+    b = torch.randn(*b_shape, generator=torch.Generator().manual_seed(4))
+    got, ref = lstsq_pair(a, b, driver=driver)
+    assert_lstsq_close(got, ref)
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_lstsq_non_contiguous_inputs_and_rcond():
+    base = torch.randn(3, 8, 10, generator=torch.Generator().manual_seed(5))
+    a = base[:, 1:7, ::3]  # (3, 6, 4), strided, offset
+    b = torch.randn(3, 4, 6, generator=torch.Generator().manual_seed(6)).mT
+    for driver in ("gels", "gelsy", "gelsd"):
+        got = torch.linalg.lstsq(dev(base)[:, 1:7, ::3], dev(b.mT.contiguous()).mT, driver=driver, rcond=1e-3)
+        assert_lstsq_close(got, torch.linalg.lstsq(a, b, driver=driver, rcond=1e-3))
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("driver", ["gelsd", "gelss"])
+def test_lstsq_clearly_rank_deficient_by_svd(driver):
+    # rank 2 (a third singular value far below rcond * s1): truncated SVD, no residuals
+    g = torch.Generator().manual_seed(7)
+    u, _ = torch.linalg.qr(torch.randn(6, 3, generator=g))
+    v, _ = torch.linalg.qr(torch.randn(3, 3, generator=g))
+    a = u @ torch.diag(torch.tensor([3.0, 1.0, 1e-6])) @ v.mT
+    b = torch.randn(6, 2, generator=g)
+    got, ref = lstsq_pair(a, b, driver=driver, rcond=1e-3)
+    assert cpu(got.rank).item() == ref.rank.item() == 2
+    assert_lstsq_close(got, ref)
+
+
+def test_lstsq_uncertain_rank_goes_to_the_cpu():
+    # exactly rank-deficient: gelsy's rank estimate can't be reproduced -> CPU, same answer
+    a = torch.randn(5, 3, generator=torch.Generator().manual_seed(8))
+    a[:, 2] = a[:, 0] + a[:, 1]
+    b = torch.randn(5, 2, generator=torch.Generator().manual_seed(9))
+    torch_webgpu._C.reset_fallback_ops_seen()
+    for driver in ("gelsy", "gelsd"):
+        got, ref = lstsq_pair(a, b, driver=driver)
+        assert cpu(got.rank).item() == ref.rank.item() == 2
+        assert_lstsq_close(got, ref, tol=dict(rtol=1e-3, atol=1e-3))
+    assert "aten::linalg_lstsq.out" in torch_webgpu._C.fallback_ops_seen()
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_lstsq_out_variant():
+    a = torch.randn(2, 5, 3, generator=torch.Generator().manual_seed(14))
+    b = torch.randn(2, 5, 2)
+    outs = [torch.empty(0, device=DEVICE), torch.empty(0, device=DEVICE),
+            torch.empty(0, dtype=torch.long, device=DEVICE), torch.empty(0, device=DEVICE)]
+    res = torch.linalg.lstsq(dev(a), dev(b), driver="gelsd", out=tuple(outs))
+    ref = torch.linalg.lstsq(a, b, driver="gelsd")
+    assert all(r is o for r, o in zip(res, outs))
+    for o, r in zip(outs, ref):
+        torch.testing.assert_close(cpu(o), r, **TOL)
+
+
+def test_lstsq_errors_match_the_cpu():
+    a = torch.randn(5, 3)
+    cases = [
+        (a, torch.randn(4, 2), {}, r"input.size\(-2\) should match other.size\(-2\)"),
+        (a, torch.randn(4), {}, r"input.size\(-2\) should match other.size\(-1\)"),
+        (a, torch.randn(5, 2), dict(driver="foo"), r"parameter `driver` should be one of"),
+        (torch.randn(5), torch.randn(5), {}, "input must have at least 2 dimensions"),
+        (a, torch.randn(5, 2).double(), {}, "Expected input and other to have the same dtype"),
+    ]
+    for x, y, kw, msg in cases:
+        with pytest.raises(RuntimeError, match=msg):
+            torch.linalg.lstsq(x, y, **kw)
+        with pytest.raises(RuntimeError, match=msg):
+            torch.linalg.lstsq(dev(x), dev(y), **kw)
+
+
+def test_lstsq_gradients():
+    a = torch.randn(2, 5, 3, generator=torch.Generator().manual_seed(14))
+    b = torch.randn(2, 5, 2)
+    grads = []
+    for device in ("cpu", DEVICE):
+        x = a.clone().to(device).requires_grad_()
+        y = b.clone().to(device).requires_grad_()
+        sol, res, _, _ = torch.linalg.lstsq(x, y, driver="gels")
+        (sol.sum() + res.sum()).backward()
+        grads.append((cpu(x.grad), cpu(y.grad)))
+    torch.testing.assert_close(grads[1], grads[0], rtol=1e-3, atol=1e-3)
+
+
+# ---- matrix exponential ----------------------------------------------------------------
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("shape", [(5, 5), (3, 4, 4), (2, 2, 3, 3), (1, 1), (3, 1, 1), (0, 0),
+                                   (2, 0, 0), (0, 3, 3)])
+def test_matrix_exp(shape):
+    a = torch.randn(*shape, generator=torch.Generator().manual_seed(10))
+    torch.testing.assert_close(cpu(torch.linalg.matrix_exp(dev(a))), torch.linalg.matrix_exp(a),
+                               rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_matrix_exp_every_degree_in_one_batch():
+    # norms from 1e-9 to 40: degrees 1..18 and several squarings, grouped per batch member
+    a = torch.randn(4, 4, generator=torch.Generator().manual_seed(11))
+    a = a / a.abs().sum(0).max()
+    scales = torch.tensor([0.0, 1e-9, 1e-4, 3e-2, 0.5, 1.2, 2.5, 10.0, 40.0])
+    batch = a * scales[:, None, None]
+    got = cpu(torch.matrix_exp(dev(batch)))
+    torch.testing.assert_close(got, torch.linalg.matrix_exp(batch), rtol=1e-5, atol=1e-5)
+    assert torch.equal(got[0], torch.eye(4))
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_matrix_exp_non_contiguous():
+    base = torch.randn(3, 6, 6, generator=torch.Generator().manual_seed(12))
+    a = base[:, ::2, 1::2]
+    torch.testing.assert_close(cpu(torch.linalg.matrix_exp(dev(base)[:, ::2, 1::2])),
+                               torch.linalg.matrix_exp(a), rtol=1e-5, atol=1e-5)
+
+
+def test_matrix_exp_errors_and_float64():
+    for x, msg in [(torch.randn(3, 4), "A must be batches of square matrices"),
+                   (torch.randn(3), "at least 2 dimensions"),
+                   (torch.ones(3, 3, dtype=torch.long), "Expected a floating point or complex tensor")]:
+        with pytest.raises(RuntimeError, match=msg):
+            torch.linalg.matrix_exp(x)
+        with pytest.raises(RuntimeError, match=msg):
+            torch.linalg.matrix_exp(dev(x))
+    a = torch.randn(3, 3, dtype=torch.float64)
+    torch.testing.assert_close(cpu(torch.linalg.matrix_exp(dev(a))), torch.linalg.matrix_exp(a))
+
+
+def test_matrix_exp_gradient():
+    a = torch.randn(2, 3, 3, generator=torch.Generator().manual_seed(13))
+    grads = []
+    for device in ("cpu", DEVICE):
+        x = a.clone().to(device).requires_grad_()
+        torch.linalg.matrix_exp(x).sum().backward()
+        grads.append(cpu(x.grad))
+    torch.testing.assert_close(grads[1], grads[0], rtol=1e-4, atol=1e-4)
+
+
+# ---- pseudo-inverse --------------------------------------------------------------------
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (2, 4, 4), (0, 3), (2, 0, 3)])
+def test_pinv(shape):
+    a = torch.randn(*shape, generator=torch.Generator().manual_seed(15))
+    torch.testing.assert_close(cpu(torch.linalg.pinv(dev(a))), torch.linalg.pinv(a), **TOL)
+    torch.testing.assert_close(cpu(torch.linalg.pinv(dev(a), rtol=0.3)), torch.linalg.pinv(a, rtol=0.3), **TOL)
+    torch.testing.assert_close(cpu(torch.linalg.pinv(dev(a), atol=0.5)), torch.linalg.pinv(a, atol=0.5), **TOL)
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_pinv_hermitian_and_rank_deficient():
+    g = torch.Generator().manual_seed(16)
+    x = torch.randn(2, 5, 3, generator=g)
+    sym = x @ x.mT  # rank 3 of 5
+    torch.testing.assert_close(cpu(torch.linalg.pinv(dev(sym), hermitian=True)),
+                               torch.linalg.pinv(sym, hermitian=True), rtol=1e-3, atol=1e-4)
+    torch.testing.assert_close(cpu(torch.linalg.pinv(dev(sym))), torch.linalg.pinv(sym), rtol=1e-3, atol=1e-4)
+
+
+def test_pinv_gradient():
+    a = torch.randn(4, 3, generator=torch.Generator().manual_seed(17))
+    grads = []
+    for device in ("cpu", DEVICE):
+        x = a.clone().to(device).requires_grad_()
+        torch.linalg.pinv(x).sum().backward()
+        grads.append(cpu(x.grad))
+    torch.testing.assert_close(grads[1], grads[0], rtol=1e-3, atol=1e-3)
+
+
+# ---- Bunch-Kaufman LDL^T ---------------------------------------------------------------
+
+def symmetric_indefinite(*shape, seed=0, symmetric=True):
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+    return x + x.mT if symmetric else x  # only the lower triangle is read
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("shape", [(1, 1), (2, 2), (5, 5), (4, 6, 6), (2, 3, 9, 9), (0, 4, 4), (3, 0, 0)])
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_ldl_factor_pivots_match_lapack(shape, symmetric):
+    a = symmetric_indefinite(*shape, seed=18, symmetric=symmetric)
+    got = torch.linalg.ldl_factor_ex(dev(a))
+    ref = torch.linalg.ldl_factor_ex(a)
+    assert torch.equal(cpu(got.pivots), ref.pivots) and torch.equal(cpu(got.info), ref.info)
+    torch.testing.assert_close(cpu(got.LD), ref.LD, **TOL)
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_ldl_two_by_two_pivots_and_zero_columns():
+    a = torch.tensor([[0.0, 1.0, 2.0], [1.0, 0.0, 3.0], [2.0, 3.0, 0.0]])  # needs 2x2 blocks
+    got, ref = torch.linalg.ldl_factor_ex(dev(a)), torch.linalg.ldl_factor_ex(a)
+    assert (ref.pivots < 0).any() and torch.equal(cpu(got.pivots), ref.pivots)
+    torch.testing.assert_close(cpu(got.LD), ref.LD, **TOL)
+    z = torch.zeros(2, 3, 3)
+    got, ref = torch.linalg.ldl_factor_ex(dev(z)), torch.linalg.ldl_factor_ex(z)
+    assert torch.equal(cpu(got.info), ref.info) and torch.equal(cpu(got.pivots), ref.pivots)
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("ld_batch,b_shape", [((), (5, 2)), ((3,), (3, 5, 1)), ((3,), (5, 4)),
+                                              ((), (2, 5, 3)), ((3,), (1, 5, 2)), ((2,), (2, 5, 0))])
+def test_ldl_solve(ld_batch, b_shape):
+    a = symmetric_indefinite(*ld_batch, 5, 5, seed=19)
+    LD, piv = torch.linalg.ldl_factor(a)
+    b = torch.randn(*b_shape, generator=torch.Generator().manual_seed(20))
+    got = torch.linalg.ldl_solve(dev(LD), dev(piv), dev(b))
+    torch.testing.assert_close(cpu(got), torch.linalg.ldl_solve(LD, piv, b), **TOL)
+    # int64 pivots are accepted as well
+    got = torch.linalg.ldl_solve(dev(LD), dev(piv.long()), dev(b))
+    torch.testing.assert_close(cpu(got), torch.linalg.ldl_solve(LD, piv, b), **TOL)
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_ldl_non_contiguous_and_out():
+    base = symmetric_indefinite(2, 8, 8, seed=21)
+    a = base[:, 1:7, 1:7].mT
+    LD, piv, info = (torch.empty(0, device=DEVICE), torch.empty(0, dtype=torch.int32, device=DEVICE),
+                     torch.empty(0, dtype=torch.int32, device=DEVICE))
+    res = torch.linalg.ldl_factor_ex(dev(base)[:, 1:7, 1:7].mT, out=(LD, piv, info))
+    ref = torch.linalg.ldl_factor_ex(a)
+    assert res.LD is LD and torch.equal(cpu(piv), ref.pivots)
+    torch.testing.assert_close(cpu(LD), ref.LD, **TOL)
+    b = torch.randn(2, 3, 6).mT
+    out = torch.empty(0, device=DEVICE)
+    torch.linalg.ldl_solve(LD, piv, dev(b), out=out)
+    torch.testing.assert_close(cpu(out), torch.linalg.ldl_solve(ref.LD, ref.pivots, b), **TOL)
+
+
+def test_ldl_errors_match_the_cpu():
+    LD, piv = torch.linalg.ldl_factor(torch.eye(3))
+    cases = [
+        (lambda d: torch.linalg.ldl_factor(d(torch.zeros(3, 4))), "A must be batches of square matrices"),
+        (lambda d: torch.linalg.ldl_solve(d(LD), d(piv.float()), d(torch.randn(3, 2))),
+         "Expected pivots to be integers"),
+        (lambda d: torch.linalg.ldl_solve(d(LD), d(piv), d(torch.randn(4, 2))), "Incompatible matrix sizes"),
+        (lambda d: torch.linalg.ldl_solve(d(LD), d(piv[:2]), d(torch.randn(3, 2))),
+         r"Expected LD.shape\[:-1\] and pivots.shape to be the same"),
+    ]
+    for fn, msg in cases:
+        with pytest.raises(RuntimeError, match=msg):
+            fn(lambda t: t)
+        with pytest.raises(RuntimeError, match=msg):
+            fn(dev)
+    with pytest.raises(RuntimeError):  # check_errors on a zero pivot column, as the CPU
+        torch.linalg.ldl_factor(dev(torch.zeros(3, 3)))
