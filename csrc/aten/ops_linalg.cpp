@@ -51,6 +51,7 @@
 #include <ATen/ops/linalg_ldl_factor_ex_ops.h>
 #include <ATen/ops/linalg_ldl_solve_meta.h>
 #include <ATen/ops/linalg_ldl_solve_ops.h>
+#include <ATen/ops/linalg_matrix_rank_ops.h>
 #include <ATen/ops/linalg_pinv_ops.h>
 #include <ATen/ops/maximum.h>
 #include <ATen/ops/_linalg_eigh.h>
@@ -864,6 +865,35 @@ std::tuple<Tensor&, Tensor&, Tensor&, Tensor&> lstsq_out(const Tensor& A, const 
 
 // ---- pseudo-inverse ------------------------------------------------------------------
 
+// atol and rtol of pinv / matrix_rank in float32, with ATen's defaults: rtol = eps *
+// max(m, n) unless only a positive atol is given.
+std::pair<Tensor, Tensor> float_tolerances(const Tensor& A, const std::optional<Tensor>& atol_opt,
+                                           const std::optional<Tensor>& rtol_opt) {
+  auto f32 = A.options();
+  int64_t m = A.size(-2), n = A.size(-1);
+  Tensor atol = atol_opt.has_value() ? atol_opt->to(c10::kFloat) : at::zeros({}, f32);
+  Tensor rtol;
+  if (rtol_opt.has_value()) {
+    rtol = rtol_opt->to(c10::kFloat);
+  } else {
+    double eps = std::numeric_limits<float>::epsilon();
+    Tensor dflt = at::full({}, eps * static_cast<double>(std::max(m, n)), f32);
+    rtol = atol_opt.has_value() ? at::where(at::gt(atol, 0), at::zeros({}, f32), dflt) : dflt;
+  }
+  return {atol, rtol};
+}
+
+// True when pinv / matrix_rank can run natively on A with these tolerances.
+bool spectral_native(const Tensor& A, const std::optional<Tensor>& atol_opt,
+                     const std::optional<Tensor>& rtol_opt) {
+  for (const auto* o : {&atol_opt, &rtol_opt})
+    if (o->has_value() && (o->value().is_complex() || o->value().device() != A.device()))
+      return false;
+  int64_t m = A.size(-2), n = A.size(-1);
+  return native({&A}) &&
+         (A.numel() == 0 || loops_fit(20.0 * cube(std::max(m, n), std::min(m, n), std::min(m, n))));
+}
+
 // pinv from the native SVD (or eigh when hermitian): V diag(1/s) U^T over the singular
 // values above max(atol, rtol * s_max). The tolerances arrive as float64 tensors (ATen's
 // float overloads make them); they are compared in float32 here.
@@ -874,29 +904,15 @@ Tensor pinv(const Tensor& A, const std::optional<Tensor>& atol_opt,
                t == c10::kComplexDouble) && A.dim() >= 2,
               "linalg.pinv(", t, "{", A.sizes(), "}): expected a tensor with 2 or more dimensions "
               "of float, double, cfloat or cdouble types");
-  bool tolerances_real = true;
-  for (const auto* o : {&atol_opt, &rtol_opt})
-    if (o->has_value() && (o->value().is_complex() || o->value().device() != A.device()))
-      tolerances_real = false;
-  int64_t m = A.size(-2), n = A.size(-1);
-  if (!native({&A}) || !tolerances_real ||
-      (A.numel() > 0 && !loops_fit(20.0 * cube(std::max(m, n), std::min(m, n), std::min(m, n)))))
+  if (!spectral_native(A, atol_opt, rtol_opt))
     return call_cpu_fallback<at::_ops::linalg_pinv_atol_rtol_tensor>(A, atol_opt, rtol_opt, hermitian);
   if (A.numel() == 0) {
     std::vector<int64_t> shape(A.sizes().begin(), A.sizes().end());
     std::swap(shape[shape.size() - 1], shape[shape.size() - 2]);
     return at::zeros(shape, A.options());
   }
+  auto [atol, rtol] = float_tolerances(A, atol_opt, rtol_opt);
   auto f32 = A.options();
-  Tensor atol = atol_opt.has_value() ? atol_opt->to(c10::kFloat) : at::zeros({}, f32);
-  Tensor rtol;
-  if (rtol_opt.has_value()) {
-    rtol = rtol_opt->to(c10::kFloat);
-  } else {
-    double eps = std::numeric_limits<float>::epsilon();
-    Tensor dflt = at::full({}, eps * static_cast<double>(std::max(m, n)), f32);
-    rtol = atol_opt.has_value() ? at::where(at::gt(atol, 0), at::zeros({}, f32), dflt) : dflt;
-  }
   if (!hermitian) {
     auto [U, S, Vh] = at::_linalg_svd(A, /*full_matrices=*/false, /*compute_uv=*/true);
     Tensor tol = at::maximum(atol.unsqueeze(-1), at::mul(rtol.unsqueeze(-1), S.narrow(-1, 0, 1)));
@@ -908,6 +924,37 @@ Tensor pinv(const Tensor& A, const std::optional<Tensor>& atol_opt,
   Tensor tol = at::maximum(atol.unsqueeze(-1), at::mul(rtol.unsqueeze(-1), at::amax(w_abs, -1, true)));
   Tensor inv = at::where(at::gt(w_abs, tol), at::reciprocal(w), at::zeros({}, f32));
   return at::matmul(at::mul(V, inv.unsqueeze(-2)), V.mT());
+}
+
+
+// The number of singular values (|eigenvalues| when hermitian) above
+// max(atol, rtol * largest), as int64 per matrix.
+Tensor matrix_rank(const Tensor& A, const std::optional<Tensor>& atol_opt,
+                   const std::optional<Tensor>& rtol_opt, bool hermitian) {
+  TORCH_CHECK(A.dim() >= 2, "torch.linalg.matrix_rank: The input tensor input must have at least 2 "
+              "dimensions.");
+  TORCH_CHECK(at::isFloatingType(A.scalar_type()) || at::isComplexType(A.scalar_type()),
+              "torch.linalg.matrix_rank: Expected a floating point or complex tensor as input. "
+              "Got ", A.scalar_type());
+  if (!spectral_native(A, atol_opt, rtol_opt))
+    return call_cpu_fallback<at::_ops::linalg_matrix_rank_atol_rtol_tensor>(A, atol_opt, rtol_opt,
+                                                                              hermitian);
+  if (A.size(-1) == 0 || A.size(-2) == 0)
+    return at::zeros(batch_shape(A), A.options().dtype(c10::kLong));
+  auto [atol, rtol] = float_tolerances(A, atol_opt, rtol_opt);
+  Tensor S = hermitian ? at::abs(std::get<0>(at::_linalg_eigh(A, "L", /*compute_v=*/false)))
+                       : std::get<1>(at::_linalg_svd(A, false, /*compute_uv=*/false));
+  Tensor tol = at::maximum(atol.unsqueeze(-1), at::mul(rtol.unsqueeze(-1), at::amax(S, -1, true)));
+  return at::sum(at::gt(S, tol), -1, false, c10::kLong);
+}
+
+Tensor matrix_rank_float(const Tensor& A, std::optional<double> atol, std::optional<double> rtol,
+                         bool hermitian) {
+  auto as_tensor = [&](std::optional<double> v) -> std::optional<Tensor> {
+    if (!v.has_value()) return std::nullopt;
+    return at::full({}, *v, A.options().dtype(c10::kDouble));
+  };
+  return matrix_rank(A, as_tensor(atol), as_tensor(rtol), hermitian);
 }
 
 
@@ -1007,6 +1054,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("linalg_cross.out", cross_out);
   m.impl("linalg_lstsq.out", lstsq_out);
   m.impl("linalg_pinv.atol_rtol_tensor", pinv);
+  m.impl("linalg_matrix_rank.atol_rtol_tensor", matrix_rank);
+  m.impl("linalg_matrix_rank.atol_rtol_float", matrix_rank_float);
   m.impl("linalg_ldl_factor_ex.out", ldl_factor_ex_out);
   m.impl("linalg_ldl_solve.out", ldl_solve_out);
 }

@@ -443,6 +443,27 @@ def test_pinv_gradient():
     torch.testing.assert_close(grads[1], grads[0], rtol=1e-3, atol=1e-3)
 
 
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("hermitian", [False, True])
+def test_matrix_rank(hermitian):
+    g = torch.Generator().manual_seed(18)
+    x = torch.randn(3, 6, 2, generator=g)
+    cases = [x @ x.mT,                                    # rank 2 of 6
+             torch.randn(2, 5, 5, generator=g),           # full rank
+             torch.zeros(4, 4), torch.zeros(2, 0, 0), torch.zeros(0, 3, 3)]
+    if not hermitian:
+        cases += [torch.randn(4, 7, generator=g), torch.zeros(2, 3, 0)]
+    for a in cases:
+        for kw in ({}, {"atol": 1.0}, {"rtol": 0.5}, {"atol": 0.1, "rtol": 0.2},
+                   {"atol": torch.tensor(0.5), "rtol": torch.tensor(0.1)}):
+            dkw = {k: dev(v) if isinstance(v, torch.Tensor) else v for k, v in kw.items()}
+            actual = torch.linalg.matrix_rank(dev(a), hermitian=hermitian, **dkw)
+            expected = torch.linalg.matrix_rank(a, hermitian=hermitian, **kw)
+            assert actual.device.type == DEVICE and torch.equal(cpu(actual), expected), (a.shape, kw)
+    with pytest.raises(RuntimeError, match="at least 2 dimensions"):
+        torch.linalg.matrix_rank(dev(torch.ones(3)))
+
+
 # ---- Bunch-Kaufman LDL^T ---------------------------------------------------------------
 
 def symmetric_indefinite(*shape, seed=0, symmetric=True):
