@@ -17,6 +17,10 @@
 #include <ATen/ops/avg_pool3d_backward_ops.h>
 #include <ATen/ops/avg_pool3d_ops.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/fractional_max_pool2d_backward_ops.h>
+#include <ATen/ops/fractional_max_pool2d_ops.h>
+#include <ATen/ops/fractional_max_pool3d_backward_ops.h>
+#include <ATen/ops/fractional_max_pool3d_ops.h>
 #include <ATen/ops/max_pool2d_with_indices_backward_ops.h>
 #include <ATen/ops/max_pool2d_with_indices_ops.h>
 #include <ATen/ops/max_pool3d_with_indices_backward_ops.h>
@@ -385,6 +389,94 @@ Tensor& adaptive_max3d_backward_out(const Tensor& grad_out, const Tensor& self,
   return max_pool_backward(grad_out, self, indices, *p, grad_input);
 }
 
+// ---- fractional max pooling ---------------------------------------------------------------
+
+// Geometry of a fractional pool over nd spatial dims, or nullopt where the CPU would raise.
+std::optional<Pool> fractional_pool(const Tensor& x, int nd, IntArrayRef ks, IntArrayRef os) {
+  Pool p;
+  if (!nn_float(x) || !split_input(x, nd, p) || static_cast<int>(ks.size()) != nd ||
+      static_cast<int>(os.size()) != nd)
+    return std::nullopt;
+  for (int j = 0; j < nd; ++j) {
+    const int jj = 3 - nd + j;
+    const int64_t in = p.g.in[jj];
+    // The CPU's checks: o + k - 1 <= in for 2-d, < in for 3-d.
+    const int64_t reach = os[j] + ks[j] - 1;
+    if (ks[j] <= 0 || os[j] <= 0 || reach > in || (nd == 3 && reach == in)) return std::nullopt;
+    p.g.k[jj] = u32(ks[j]);
+    p.g.out[jj] = u32(os[j]);
+    p.out_shape.push_back(os[j]);
+  }
+  return p;
+}
+
+// Which sample moves which dim, as the CPU reads them: 2-d (W, H), 3-d (T, H, W).
+nn::FractionalSamples fractional_samples(int nd, const Tensor& samples) {
+  nn::FractionalSamples f;
+  f.per_plane = static_cast<uint32_t>(nd);
+  if (nd == 3) f.index[0] = 0, f.index[1] = 1, f.index[2] = 2;
+  f.round = to_dtype_or_throw(samples.scalar_type());
+  return f;
+}
+
+template <int ND>
+std::tuple<Tensor&, Tensor&> fractional_out(const Tensor& self, IntArrayRef ks, IntArrayRef os,
+                                            const Tensor& samples, Tensor& out, Tensor& indices) {
+  auto fallback = [&]() -> std::tuple<Tensor&, Tensor&> {
+    if constexpr (ND == 2)
+      return call_cpu_fallback<at::_ops::fractional_max_pool2d_output>(self, ks, os, samples, out, indices);
+    else
+      return call_cpu_fallback<at::_ops::fractional_max_pool3d_output>(self, ks, os, samples, out, indices);
+  };
+  auto p = fractional_pool(self, ND, ks, os);
+  // samples: [N (1 unbatched), C, ND] of the input's dtype.
+  const int64_t batch = self.dim() == ND + 2 ? self.size(0) : 1;
+  const int64_t channels = self.size(self.dim() - ND - 1);
+  if (!p || out.scalar_type() != self.scalar_type() || indices.scalar_type() != at::kLong ||
+      samples.scalar_type() != self.scalar_type() || samples.dim() != 3 ||
+      samples.size(0) < batch || samples.size(1) < channels || samples.size(2) != ND ||
+      samples.device() != self.device())
+    return fallback();
+  at::native::resize_output(out, p->out_shape);
+  at::native::resize_output(indices, p->out_shape);
+  if (out.numel() == 0) return {out, indices};
+  Tensor x = self.contiguous();
+  Tensor u = samples.narrow(0, 0, batch).narrow(1, 0, channels).contiguous();
+  into(out, {&self, &samples}, [&](Tensor& y) {
+    into(indices, {&self, &samples}, [&](Tensor& idx) {
+      TWGPU_TRY
+      RuntimeLock lock;
+      nn::pool_max_fractional(lock.ctx(), operand(x), operand(u), p->g, fractional_samples(ND, u),
+                              operand(y), operand(idx));
+      TWGPU_CATCH
+    });
+  });
+  return {out, indices};
+}
+
+template <int ND>
+Tensor& fractional_backward_out(const Tensor& grad_out, const Tensor& self, IntArrayRef ks,
+                                IntArrayRef os, const Tensor& indices, Tensor& grad_input) {
+  auto p = fractional_pool(self, ND, ks, os);
+  if (!p || !grad_matches(grad_out, self, *p) || indices.scalar_type() != at::kLong ||
+      indices.sizes() != grad_out.sizes()) {
+    if constexpr (ND == 2)
+      return call_cpu_fallback<at::_ops::fractional_max_pool2d_backward_grad_input>(
+          grad_out, self, ks, os, indices, grad_input);
+    else
+      return call_cpu_fallback<at::_ops::fractional_max_pool3d_backward_grad_input>(
+          grad_out, self, ks, os, indices, grad_input);
+  }
+  return max_pool_backward(grad_out, self, indices, *p, grad_input);
+}
+
+template <int ND>
+Tensor fractional_backward(const Tensor& grad_out, const Tensor& self, IntArrayRef ks,
+                           IntArrayRef os, const Tensor& indices) {
+  Tensor gi = at::empty({0}, self.options());
+  return fractional_backward_out<ND>(grad_out, self, ks, os, indices, gi);
+}
+
 // ---- max unpooling -------------------------------------------------------------------------
 
 // Unpools `self` ([N, C, *in] or [C, *in]) into `output_size`; false when not native, or
@@ -494,6 +586,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_adaptive_avg_pool2d_backward", TORCH_FN(adaptive_avg2d_backward));
   m.impl("_adaptive_avg_pool3d", TORCH_FN(adaptive_avg3d));
   m.impl("_adaptive_avg_pool3d_backward", TORCH_FN(adaptive_avg3d_backward));
+  m.impl("fractional_max_pool2d.output", TORCH_FN(fractional_out<2>));
+  m.impl("fractional_max_pool3d.output", TORCH_FN(fractional_out<3>));
+  m.impl("fractional_max_pool2d_backward.grad_input", TORCH_FN(fractional_backward_out<2>));
+  m.impl("fractional_max_pool3d_backward.grad_input", TORCH_FN(fractional_backward_out<3>));
+  m.impl("fractional_max_pool2d_backward", TORCH_FN(fractional_backward<2>));
+  m.impl("fractional_max_pool3d_backward", TORCH_FN(fractional_backward<3>));
   m.impl("adaptive_max_pool2d.out", TORCH_FN(adaptive_max2d_out));
   m.impl("adaptive_max_pool2d_backward.grad_input", TORCH_FN(adaptive_max2d_backward_out));
   m.impl("adaptive_max_pool3d.out", TORCH_FN(adaptive_max3d_out));

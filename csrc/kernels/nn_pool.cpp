@@ -58,6 +58,23 @@ const char* kWindows =
     "  let ID = in_size(0);\n  let IH = in_size(1);\n  let IW = in_size(2);\n"
     "  let base = o.x * plane_size();\n";
 
+// Max over the window (wd, wh, ww) of output idx; NaN wins (the last one); out0 gets the
+// value, out1 the flat D*H*W position.
+const char* kMaxOverWindow =
+    "  var m = -f32_inf();\n  var mi = -1;\n"
+    "  for (var a = 0; a < wd.z; a = a + 1) {\n"
+    "    let id = wd.x + a * wd.y;\n    if (id < 0 || id >= ID) { continue; }\n"
+    "    for (var b = 0; b < wh.z; b = b + 1) {\n"
+    "      let ih = wh.x + b * wh.y;\n      if (ih < 0 || ih >= IH) { continue; }\n"
+    "      for (var c = 0; c < ww.z; c = c + 1) {\n"
+    "        let iw = ww.x + c * ww.y;\n        if (iw < 0 || iw >= IW) { continue; }\n"
+    "        let pos = (id * IH + ih) * IW + iw;\n"
+    "        let v = in0(base + u32(pos));\n"
+    "        if (mi < 0) { mi = pos; }\n"
+    "        if (v > m || is_nan(v)) { m = v; mi = pos; }\n"
+    "      }\n    }\n  }\n"
+    "  out0(idx, m);\n  out1(idx, max(mi, 0));\n}\n";
+
 }  // namespace
 
 void pool_max_forward(Context& ctx, const Operand& x, const PoolGeometry& g, const Operand& y,
@@ -67,20 +84,48 @@ void pool_max_forward(Context& ctx, const Operand& x, const PoolGeometry& g, con
   k.inputs = {x};
   k.outputs = {y, indices};
   k.params = pool_params(g);
-  k.body = window_fns(g.adaptive) + "fn run(idx: u32) {\n" + kWindows +
-           "  var m = -f32_inf();\n  var mi = -1;\n"
-           "  for (var a = 0; a < wd.z; a = a + 1) {\n"
-           "    let id = wd.x + a * wd.y;\n    if (id < 0 || id >= ID) { continue; }\n"
-           "    for (var b = 0; b < wh.z; b = b + 1) {\n"
-           "      let ih = wh.x + b * wh.y;\n      if (ih < 0 || ih >= IH) { continue; }\n"
-           "      for (var c = 0; c < ww.z; c = c + 1) {\n"
-           "        let iw = ww.x + c * ww.y;\n        if (iw < 0 || iw >= IW) { continue; }\n"
-           "        let pos = (id * IH + ih) * IW + iw;\n"
-           "        let v = in0(base + u32(pos));\n"
-           "        if (mi < 0) { mi = pos; }\n"
-           "        if (v > m || is_nan(v)) { m = v; mi = pos; }\n"
-           "      }\n    }\n  }\n"
-           "  out0(idx, m);\n  out1(idx, max(mi, 0));\n}\n";
+  k.body = window_fns(g.adaptive) + "fn run(idx: u32) {\n" + kWindows + kMaxOverWindow;
+  launch_map(ctx, k, g.out_count());
+}
+
+void pool_max_fractional(Context& ctx, const Operand& x, const Operand& samples,
+                         const PoolGeometry& g, const FractionalSamples& f, const Operand& y,
+                         const Operand& indices) {
+  NnKernel k;
+  k.key = std::string("pool_max_fractional") + (f.round == DType::Float16    ? "h"
+                                                : f.round == DType::BFloat16 ? "b"
+                                                                             : "");
+  k.inputs = {x, samples};
+  k.outputs = {y, indices};
+  k.params = pool_params(g);
+  k.params.push_back(f.per_plane);
+  for (int j = 0; j < 3; ++j) k.params.push_back(static_cast<uint32_t>(f.index[j]));
+  // The CPU computes the window starts in the samples' dtype: half types round after
+  // every operation.
+  std::string round = "fn rnd(v: f32) -> f32 { return v; }\n";
+  if (f.round == DType::Float16)
+    round = "fn rnd(v: f32) -> f32 { return f16_bits_to_f32(f32_to_f16_bits(v)); }\n";
+  if (f.round == DType::BFloat16)
+    round = "fn rnd(v: f32) -> f32 { return bf16_bits_to_f32(f32_to_bf16_bits(v)); }\n";
+  // Window o along dim j: start int((o + u) * alpha) - int(u * alpha) with
+  // alpha = (I - k) / (O - 1), the last window flush with the end; k taps of step 1.
+  k.body = round + window_fns(false) +
+           "var<private> plane: u32 = 0u;\n"
+           "fn window_frac(j: u32, o: i32) -> vec4<i32> {\n"
+           "  let k = pi(7u + j);\n  let I = in_size(j);\n  let O = out_size(j);\n"
+           "  var a = I - k;\n"
+           "  if (o < O - 1) {\n"
+           "    let u = in1(plane * pu(21u) + pu(22u + j));\n"
+           "    let alpha = rnd(div_f32(rnd(f32(I - k)), rnd(f32(O - 1))));\n"
+           "    a = i32(rnd(rnd(f32(o) + u) * alpha)) - i32(rnd(u * alpha));\n"
+           "  }\n"
+           "  return vec4<i32>(a, 1, k, k);\n}\n"
+           "fn run(idx: u32) {\n"
+           "  let o = out_pos(idx);\n  plane = o.x;\n"
+           "  let wd = window_frac(0u, i32(o.y));\n  let wh = window_frac(1u, i32(o.z));\n"
+           "  let ww = window_frac(2u, i32(o.w));\n"
+           "  let ID = in_size(0);\n  let IH = in_size(1);\n  let IW = in_size(2);\n"
+           "  let base = o.x * plane_size();\n" + kMaxOverWindow;
   launch_map(ctx, k, g.out_count());
 }
 

@@ -17,6 +17,17 @@ struct PoolGeometry {
 // Max over each window, NaN wins; `indices` (int64) is the flat D*H*W input position.
 void pool_max_forward(Context& ctx, const Operand& x, const PoolGeometry& g, const Operand& y,
                       const Operand& indices);
+// Fractional max pooling: windows of k taps starting at pseudo-random offsets drawn from
+// `samples` ([planes, per_plane] floats in [0, 1)): sample index[j] moves dim j (D, H, W;
+// -1 for none), its start arithmetic rounded to `round` (the samples' dtype) as the CPU.
+struct FractionalSamples {
+  uint32_t per_plane = 2;
+  int32_t index[3] = {-1, 1, 0};
+  DType round = DType::Float32;
+};
+void pool_max_fractional(Context& ctx, const Operand& x, const Operand& samples,
+                         const PoolGeometry& g, const FractionalSamples& f, const Operand& y,
+                         const Operand& indices);
 // grad_input[plane, indices] += grad_out (grad_input: zeroed float32).
 void pool_max_backward(Context& ctx, const Operand& grad_out, const Operand& indices,
                        const PoolGeometry& g, const Operand& grad_input);

@@ -150,3 +150,35 @@ def test_unpool_shuffle_errors(monkeypatch):
     y = make((1, 2, 2, 2), torch.float32)
     assert not check(lambda a, i: F.max_unpool2d(a, i, 2), y, torch.full((1, 2, 2, 2), 99))
     assert not check(lambda t: F.channel_shuffle(t, 4), make((2, 6, 3), torch.float32))
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("shape,k,out", [((2, 3, 9, 13), (2, 3), (4, 5)), ((3, 9, 13), (3, 2), (7, 6)),
+                                         ((1, 1, 8, 8), (2, 1), (7, 8)),
+                                         ((2, 2, 7, 9, 13), (2, 2, 3), (3, 4, 5)),
+                                         ((2, 7, 9, 13), (1, 2, 3), (6, 7, 10))])
+def test_fractional_max_pool(dtype, shape, k, out):
+    # Given samples fix the windows: values, indices and gradients equal the CPU's (the
+    # window starts are computed in the samples' dtype, rounding as the CPU does).
+    nd = len(k)
+    batch = shape[0] if len(shape) == nd + 2 else 1
+    x = make(shape, dtype, seed=7)
+    x.view(-1)[5] = float("nan")
+    u = torch.rand(batch, shape[-nd - 1], nd, generator=torch.Generator().manual_seed(8)).to(dtype)
+    fn = F.fractional_max_pool2d if nd == 2 else F.fractional_max_pool3d
+    forward_backward(lambda t, s: fn(t, k, output_size=out, return_indices=True, _random_samples=s),
+                     x, u, frozen=(1,), tol=HALF_TOL[dtype], grad_tol=HALF_TOL[dtype])
+
+
+def test_fractional_max_pool_random_and_errors(monkeypatch):
+    # Without samples, F draws them on the device: shapes and a valid max per window.
+    x = make((2, 3, 10, 10), torch.float32, seed=9)
+    y, idx = F.fractional_max_pool2d(x.to("webgpu"), 3, output_ratio=(0.5, 0.5), return_indices=True)
+    assert y.shape == (2, 3, 5, 5) and idx.dtype == torch.int64
+    assert torch.equal(x.view(2, 3, -1).gather(2, idx.cpu().view(2, 3, -1)).view(2, 3, 5, 5), y.cpu())
+    monkeypatch.delenv("TORCH_WEBGPU_DISABLE_CPU_FALLBACK")
+    u = torch.rand(1, 1, 2)
+    assert not check(lambda t: torch.ops.aten.fractional_max_pool2d(t, (2, 1), (8, 8), u),
+                     make((1, 1, 8, 8), torch.float32))  # pool too large for the input
+    assert not check(lambda t: torch.ops.aten.fractional_max_pool3d(t, (2, 1, 1), (7, 7, 7), torch.rand(1, 1, 3)),
+                     make((1, 1, 8, 8, 8), torch.float32))
