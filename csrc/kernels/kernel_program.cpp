@@ -73,6 +73,12 @@ void launch_kernel(Context& ctx, KernelLaunch& l) {
     ProgramDesc desc;
     desc.label = key;
     desc.wgsl = kernel_header(l.buffers, words) + l.body();
+    // The grid assumes the body's workgroup size: a mismatch would silently skip or
+    // repeat invocations.
+    if (desc.wgsl.find("@workgroup_size(" + std::to_string(workgroup) + ")") == std::string::npos)
+      fail(ErrorKind::Internal, "torch_webgpu: kernel '" + l.key +
+                                    "' declares another workgroup size than it launches with (" +
+                                    std::to_string(workgroup) + ")");
     for (const auto& b : l.buffers) desc.storage.push_back(b.access);
     desc.uniform_bytes = static_cast<uint32_t>(words * 4);
     return desc;
