@@ -19,18 +19,29 @@ std::string grid_key(const char* what, const GridGeometry& g) {
 // `source` applies the padding mode too; both return (coordinate, d coordinate / d grid
 // value). `pad_coord` is the padding alone (bicubic taps). `inside` bounds-checks an
 // integral coordinate, `at` is the input element of a (x, y, z) pixel of plane `base`.
-std::string coordinate_helpers(const GridGeometry& g) {
-  std::string s;
+// `R(v)`: v rounded to the storage dtype. The CPU computes half types one rounded
+// operation at a time (coordinates, weights, sums); every step here rounds the same way
+// (a no-op for float32).
+std::string round_fn(DType t) {
+  if (t == DType::Float16) return "fn R(v: f32) -> f32 { return f16_bits_to_f32(f32_to_f16_bits(v)); }\n";
+  if (t == DType::BFloat16) return "fn R(v: f32) -> f32 { return bf16_bits_to_f32(f32_to_bf16_bits(v)); }\n";
+  return "fn R(v: f32) -> f32 { return v; }\n";
+}
+
+std::string coordinate_helpers(const GridGeometry& g, DType dtype) {
+  std::string s = round_fn(dtype);
   if (g.align_corners) {
     s += "fn unnorm(c: f32, size: u32) -> vec2<f32> {\n"
-         "  return vec2<f32>(((c + 1.0) * 0.5) * f32(size - 1u), f32(size - 1u) * 0.5);\n}\n";
+         "  let s1 = R(f32(size - 1u));\n"
+         "  return vec2<f32>(R(R(R(c + 1.0) * 0.5) * s1), R(s1 * 0.5));\n}\n";
   } else {
     s += "fn unnorm(c: f32, size: u32) -> vec2<f32> {\n"
-         "  return vec2<f32>(((c + 1.0) * f32(size) - 1.0) * 0.5, f32(size) * 0.5);\n}\n";
+         "  let s0 = R(f32(size));\n"
+         "  return vec2<f32>(R(R(R(R(c + 1.0) * s0) - 1.0) * 0.5), R(s0 * 0.5));\n}\n";
   }
   // Borders count as outside for the gradient (as on the CPU).
   s += "fn clip_g(x: f32, size: u32) -> vec2<f32> {\n"
-       "  let hi = f32(size - 1u);\n"
+       "  let hi = R(f32(size - 1u));\n"
        "  if (x <= 0.0) { return vec2<f32>(0.0, 0.0); }\n"
        "  if (x >= hi) { return vec2<f32>(hi, 0.0); }\n"
        "  return vec2<f32>(x, 1.0);\n}\n";
@@ -40,18 +51,19 @@ std::string coordinate_helpers(const GridGeometry& g) {
   s += "fn reflect_g(x: f32, size: u32) -> vec2<f32> {\n";
   if (g.align_corners) {
     s += "  if (size <= 1u) { return vec2<f32>(0.0, 0.0); }\n"
-         "  let lo = 0.0;\n  let span = f32(size - 1u);\n";
+         "  let lo = 0.0;\n  let span = R(R(f32(2u * (size - 1u))) * 0.5);\n";
   } else {
-    s += "  let lo = -0.5;\n  let span = f32(size);\n";
+    s += "  let lo = -0.5;\n  let span = R(R(f32(2u * size)) * 0.5);\n";
   }
-  s += "  var v = x - lo;\n  var sign = 1.0;\n"
+  s += "  var v = R(x - lo);\n  var sign = 1.0;\n"
        "  if (v < 0.0) { v = -v; sign = -1.0; }\n"
-       "  let flips = floor(div_f32(v, span));\n"
-       "  var extra = v - flips * span;\n"
+       "  let q = div_f32(v, span);\n"
+       "  let flips = floor(R(q));\n"
+       "  var extra = v - floor(q) * span;\n"
        "  if (extra < 0.0) { extra = extra + span; }\n"
        "  if (extra >= span) { extra = extra - span; }\n"
-       "  if (flips - 2.0 * floor(flips * 0.5) == 0.0) { return vec2<f32>(extra + lo, sign); }\n"
-       "  return vec2<f32>(span - extra + lo, -sign);\n}\n";
+       "  if (flips - 2.0 * floor(flips * 0.5) == 0.0) { return vec2<f32>(R(extra + lo), sign); }\n"
+       "  return vec2<f32>(R(R(span - extra) + lo), -sign);\n}\n";
   s += "fn source(c: f32, size: u32) -> vec2<f32> {\n  let u = unnorm(c, size);\n";
   switch (g.padding) {
     case GridPadding::Zeros: s += "  return u;\n"; break;
@@ -75,16 +87,17 @@ std::string coordinate_helpers(const GridGeometry& g) {
        "  return base + (u32(z) * pu(4u) + u32(y)) * pu(3u) + u32(x);\n}\n";
   // Cubic convolution weights (A = -0.75) of the taps at -1, 0, 1, 2 for fraction t, and
   // their derivatives as the CPU writes them (d weight / d distance: minus d / dt).
-  s += "fn cubic1(x: f32) -> f32 { return ((1.25 * x) - 2.25) * x * x + 1.0; }\n"
-       "fn cubic2(x: f32) -> f32 { return ((-0.75 * x + 3.75) * x - 6.0) * x + 3.0; }\n"
+  s += "fn cubic1(x: f32) -> f32 { return R(R(R(R(R(1.25 * x) - 2.25) * x) * x) + 1.0); }\n"
+       "fn cubic2(x: f32) -> f32 { return R(R(R(R(R(R(-0.75 * x) + 3.75) * x) - 6.0) * x) + 3.0); }\n"
        "fn cubic_coeffs(t: f32) -> vec4<f32> {\n"
-       "  return vec4<f32>(cubic2(t + 1.0), cubic1(t), cubic1(1.0 - t), cubic2(2.0 - t));\n}\n"
+       "  let u = R(1.0 - t);\n"
+       "  return vec4<f32>(cubic2(R(t + 1.0)), cubic1(t), cubic1(u), cubic2(R(u + 1.0)));\n}\n"
        "fn cubic_grads(t: f32) -> vec4<f32> {\n"
        "  let x0 = -1.0 - t;\n  let x1 = -t;\n  let x2 = 1.0 - t;\n  let x3 = 2.0 - t;\n"
        "  return vec4<f32>((2.25 * x0 + 7.5) * x0 + 6.0, (-3.75 * x1 - 4.5) * x1,\n"
        "                   (3.75 * x2 - 4.5) * x2, (-2.25 * x3 + 7.5) * x3 - 6.0);\n}\n"
        "fn tap_index(base: u32, x: f32, y: f32) -> u32 {\n"
-       "  let px = trunc(pad_coord(x, pu(3u)));\n  let py = trunc(pad_coord(y, pu(4u)));\n"
+       "  let px = trunc(pad_coord(R(x), pu(3u)));\n  let py = trunc(pad_coord(R(y), pu(4u)));\n"
        "  if (inside(px, pu(3u)) && inside(py, pu(4u))) { return at(base, px, py, 0.0); }\n"
        "  return 0xffffffffu;\n}\n";
   return s;
@@ -121,9 +134,9 @@ std::string linear_corners(const GridGeometry& g, const std::string& per_corner)
       "    let hx = (k & 1u) != 0u;\n    let hy = (k & 2u) != 0u;\n    let hz = (k & 4u) != 0u;\n"
       "    let cx = select(x0, x0 + 1.0, hx);\n    let cy = select(y0, y0 + 1.0, hy);\n"
       "    let cz = select(z0, z0 + 1.0, hz);\n"
-      "    let wx = select(x0 + 1.0 - sx, sx - x0, hx);\n"
-      "    let wy = select(y0 + 1.0 - sy, sy - y0, hy);\n"
-      "    let wz = select(z0 + 1.0 - sz, sz - z0, hz);\n"
+      "    let wx = select(R(R(x0 + 1.0) - sx), R(sx - x0), hx);\n"
+      "    let wy = select(R(R(y0 + 1.0) - sy), R(sy - y0), hy);\n"
+      "    let wz = select(R(R(z0 + 1.0) - sz), R(sz - z0), hz);\n"
       "    let sgx = select(-1.0, 1.0, hx);\n    let sgy = select(-1.0, 1.0, hy);\n"
       "    let sgz = select(-1.0, 1.0, hz);\n"
       "    var ci = 0xffffffffu;\n"
@@ -143,7 +156,7 @@ void grid_sample_forward(Context& ctx, const Operand& input, const Operand& grid
   k.outputs = {out};
   k.params = grid_params(g);
   const bool three = g.nd == 3;
-  std::string s = coordinate_helpers(g) +
+  std::string s = coordinate_helpers(g, input.dtype) +
                   "fn run(e: u32) {\n"
                   "  let P = pu(2u);\n  let p = e % P;\n  let nc = e / P;\n  let n = nc / pu(1u);\n"
                   "  let gb = (n * P + p) * " + std::to_string(g.nd) + "u;\n"
@@ -152,8 +165,8 @@ void grid_sample_forward(Context& ctx, const Operand& input, const Operand& grid
   switch (g.interp) {
     case GridInterp::Bilinear:
       s += "  var v = 0.0;\n" +
-           linear_corners(g, std::string("    if (ci != 0xffffffffu) { v = v + in0(ci) * (wx * wy") +
-                                 (three ? " * wz" : "") + "); }\n") +
+           linear_corners(g, std::string("    if (ci != 0xffffffffu) { v = R(v + R(in0(ci) * ") +
+                                 (three ? "R(R(wx * wy) * wz)" : "R(wx * wy)") + ")); }\n") +
            "  out0(e, v);\n";
       break;
     case GridInterp::Nearest:
@@ -163,7 +176,7 @@ void grid_sample_forward(Context& ctx, const Operand& input, const Operand& grid
       break;
     case GridInterp::Bicubic:
       s += "  let x0 = floor(sx);\n  let y0 = floor(sy);\n"
-           "  let cx = cubic_coeffs(sx - x0);\n  let cy = cubic_coeffs(sy - y0);\n"
+           "  let cx = cubic_coeffs(R(sx - x0));\n  let cy = cubic_coeffs(R(sy - y0));\n"
            "  var v = 0.0;\n"
            "  for (var j = 0u; j < 4u; j = j + 1u) {\n"
            "    var row = 0.0;\n"
@@ -171,9 +184,9 @@ void grid_sample_forward(Context& ctx, const Operand& input, const Operand& grid
            "      let ti = tap_index(base, x0 - 1.0 + f32(i), y0 - 1.0 + f32(j));\n"
            "      var val = 0.0;\n"
            "      if (ti != 0xffffffffu) { val = in0(ti); }\n"
-           "      row = row + val * cx[i];\n"
+           "      row = R(row + R(val * cx[i]));\n"
            "    }\n"
-           "    v = v + row * cy[j];\n"
+           "    v = R(v + R(row * cy[j]));\n"
            "  }\n"
            "  out0(e, v);\n";
       break;
@@ -193,7 +206,7 @@ void grid_sample_backward(Context& ctx, const Operand& grad_out, const Operand& 
   k.accumulate = true;
   k.params = grid_params(g);
   const bool three = g.nd == 3;
-  std::string s = coordinate_helpers(g);
+  std::string s = coordinate_helpers(g, input.dtype);
   s += with_input ? "fn add_in(i: u32, v: f32) { if (v != 0.0) { acc0(i, v); } }\n"
                     "fn add_grid(i: u32, v: f32) { acc1(i, v); }\n"
                   : "fn add_in(i: u32, v: f32) { }\n"
@@ -235,8 +248,8 @@ void grid_sample_backward(Context& ctx, const Operand& grad_out, const Operand& 
           "      }\n"
           "    }\n";
       s += "  let x0 = floor(sx);\n  let y0 = floor(sy);\n"
-           "  let cx = cubic_coeffs(sx - x0);\n  let cy = cubic_coeffs(sy - y0);\n"
-           "  let dx = cubic_grads(sx - x0);\n  let dy = cubic_grads(sy - y0);\n";
+           "  let cx = cubic_coeffs(R(sx - x0));\n  let cy = cubic_coeffs(R(sy - y0));\n"
+           "  let dx = cubic_grads(R(sx - x0));\n  let dy = cubic_grads(R(sy - y0));\n";
       break;
   }
   s += "  for (var c = 0u; c < pu(1u); c = c + 1u) {\n"
