@@ -8,7 +8,10 @@
 // fallback, which raises its own errors.
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/_embedding_bag_forward_only_ops.h>
+#include <ATen/ops/_embedding_bag_backward_ops.h>
+#include <ATen/ops/_embedding_bag_dense_backward_ops.h>
 #include <ATen/ops/_embedding_bag_ops.h>
+#include <ATen/ops/_embedding_bag_per_sample_weights_backward_ops.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
@@ -125,11 +128,159 @@ Bags embedding_bag_forward_only(const Tensor& weight, const Tensor& indices, con
       weight, indices, offsets, scale_grad_by_freq, mode, sparse, psw, include_last_offset, padding_idx);
 }
 
+// ---- backward ------------------------------------------------------------------------
+
+// Index tensors in one type (int64 when they differ, as on the CPU), contiguous.
+std::vector<Tensor> index_operands(std::vector<Tensor> ts) {
+  bool same = true;
+  for (const auto& t : ts) same = same && (!t.defined() || t.scalar_type() == ts[0].scalar_type());
+  for (auto& t : ts) {
+    if (!t.defined()) continue;
+    if (!same) t = t.to(at::kLong);
+    t = t.contiguous();
+  }
+  return ts;
+}
+
+// offset2bag as the forward's fast path leaves it (empty) recomputed from the offsets.
+Tensor full_offset2bag(Context& ctx, const Tensor& offset2bag, const Tensor& indices,
+                       const Tensor& offsets) {
+  if (offset2bag.numel() != 0 || indices.numel() == 0) return offset2bag;
+  Tensor o2b = at::empty({indices.numel()}, indices.options());
+  nn::BagGeometry g;
+  g.indices = u32(indices.numel());
+  g.offsets = g.bags = u32(offsets.numel());
+  nn::embedding_bag_aux(ctx, operand(indices), operand(offsets), g, operand(o2b), nn::Operand{});
+  return o2b;
+}
+
+// The weight gradient, or nullopt when not native. `offsets` is only needed when
+// offset2bag is empty (then it must be defined).
+std::optional<Tensor> dense_backward(const Tensor& grad_in, const Tensor& indices_in,
+                                     const Tensor& offsets_in, const Tensor& offset2bag_in,
+                                     const Tensor& bag_size_in, const Tensor& max_indices_in,
+                                     int64_t num_weights, bool scale_grad_by_freq, int64_t mode,
+                                     const OptT& psw_opt, int64_t padding_idx) {
+  Tensor psw = psw_opt.has_value() ? *psw_opt : Tensor();
+  // scale_grad_by_freq: the CPU's own kernel (its per-index counts).
+  if (!nn_float(grad_in) || grad_in.dim() != 2 || scale_grad_by_freq || mode < 0 || mode > 2 ||
+      indices_in.dim() != 1 || !index_type(indices_in) || num_weights <= 0 ||
+      num_weights * grad_in.size(1) > INT32_MAX || grad_in.numel() > INT32_MAX)
+    return std::nullopt;
+  if (psw.defined() && (mode != 0 || psw.scalar_type() != grad_in.scalar_type() ||
+                        psw.numel() != indices_in.numel()))
+    return std::nullopt;
+  for (const Tensor* t : {&offsets_in, &offset2bag_in, &bag_size_in, &max_indices_in})
+    if (t->defined() && (!index_type(*t) || t->device() != grad_in.device())) return std::nullopt;
+  const int64_t bags = grad_in.size(0), dim = grad_in.size(1);
+  if (mode == 2) {
+    if (!max_indices_in.defined() || max_indices_in.sizes() != grad_in.sizes() ||
+        !bag_size_in.defined() || bag_size_in.numel() != bags)
+      return std::nullopt;
+  } else {
+    if (mode == 1 && (!bag_size_in.defined() || bag_size_in.numel() != bags)) return std::nullopt;
+    if (offset2bag_in.numel() != indices_in.numel() &&
+        !(offset2bag_in.numel() == 0 && offsets_in.defined() && offsets_in.dim() == 1))
+      return std::nullopt;
+  }
+  auto ix = index_operands({indices_in, offsets_in, offset2bag_in, bag_size_in, max_indices_in});
+  Tensor grad = grad_in.contiguous();
+  Tensor gw = at::zeros({num_weights, dim}, grad.options().dtype(at::kFloat));
+  nn::BagGeometry g;
+  g.num_weights = u32(num_weights);
+  g.dim = u32(dim);
+  g.indices = u32(ix[0].numel());
+  g.bags = u32(bags);
+  g.mode = static_cast<nn::BagMode>(mode);
+  g.padding_idx = padding_idx;
+  if (gw.numel() > 0 && grad.numel() > 0) {
+    TWGPU_TRY
+    RuntimeLock lock;
+    Context& ctx = lock.ctx();
+    if (mode == 2) {
+      nn::embedding_bag_backward_max(ctx, operand(grad), operand(ix[3]), operand(ix[4]), g, operand(gw));
+    } else if (g.indices > 0) {
+      Tensor o2b = full_offset2bag(ctx, ix[2], ix[0], ix[1]);
+      Tensor p = psw.defined() ? psw.contiguous() : psw;
+      nn::embedding_bag_backward_sum(ctx, operand(grad), operand(ix[0]), operand(o2b),
+                                     mode == 1 ? operand(ix[3]) : nn::Operand{}, operand(p), g,
+                                     operand(gw));
+    }
+    TWGPU_CATCH
+  }
+  return grad.scalar_type() == at::kFloat ? gw : gw.to(grad.scalar_type());
+}
+
+Tensor embedding_bag_backward(const Tensor& grad, const Tensor& indices, const Tensor& offsets,
+                              const Tensor& offset2bag, const Tensor& bag_size,
+                              const Tensor& max_indices, c10::SymInt num_weights,
+                              bool scale_grad_by_freq, int64_t mode, bool sparse,
+                              const OptT& psw, int64_t padding_idx) {
+  const int64_t nw = num_weights.guard_int(__FILE__, __LINE__);
+  if (!sparse && offsets.dim() == 1 && index_type(offsets)) {
+    if (auto r = dense_backward(grad, indices, offsets, offset2bag, bag_size, max_indices, nw,
+                                scale_grad_by_freq, mode, psw, padding_idx))
+      return *r;
+  }
+  return call_cpu_fallback<at::_ops::_embedding_bag_backward>(grad, indices, offsets, offset2bag, bag_size,
+                                                              max_indices, nw, scale_grad_by_freq,
+                                                              mode, sparse, psw, padding_idx);
+}
+
+Tensor embedding_bag_dense_backward(const Tensor& grad, const Tensor& indices,
+                                    const Tensor& offset2bag, const Tensor& bag_size,
+                                    const Tensor& max_indices, c10::SymInt num_weights,
+                                    bool scale_grad_by_freq, int64_t mode, const OptT& psw,
+                                    int64_t padding_idx) {
+  const int64_t nw = num_weights.guard_int(__FILE__, __LINE__);
+  if (auto r = dense_backward(grad, indices, Tensor(), offset2bag, bag_size, max_indices, nw,
+                              scale_grad_by_freq, mode, psw, padding_idx))
+    return *r;
+  return call_cpu_fallback<at::_ops::_embedding_bag_dense_backward>(
+      grad, indices, offset2bag, bag_size, max_indices, nw, scale_grad_by_freq, mode, psw,
+      padding_idx);
+}
+
+Tensor embedding_bag_psw_backward(const Tensor& grad, const Tensor& weight, const Tensor& indices,
+                                  const Tensor& offsets, const Tensor& offset2bag, int64_t mode,
+                                  int64_t padding_idx) {
+  const bool native = mode == 0 && nn_float(grad) && grad.dim() == 2 && weight.dim() == 2 &&
+                      weight.scalar_type() == grad.scalar_type() && weight.size(1) == grad.size(1) &&
+                      indices.dim() == 1 && offsets.dim() == 1 && index_type(indices) &&
+                      index_type(offsets) && index_type(offset2bag) &&
+                      (offset2bag.numel() == indices.numel() || offset2bag.numel() == 0) &&
+                      weight.numel() > 0 && weight.numel() <= INT32_MAX && grad.numel() <= INT32_MAX;
+  if (!native)
+    return call_cpu_fallback<at::_ops::_embedding_bag_per_sample_weights_backward>(
+        grad, weight, indices, offsets, offset2bag, mode, padding_idx);
+  Tensor out = at::zeros({indices.numel()}, grad.options());
+  if (indices.numel() == 0 || grad.numel() == 0) return out;
+  auto ix = index_operands({indices, offsets, offset2bag});
+  Tensor gr = grad.contiguous(), w = weight.contiguous();
+  nn::BagGeometry g;
+  g.num_weights = u32(weight.size(0));
+  g.dim = u32(weight.size(1));
+  g.indices = u32(indices.numel());
+  g.bags = u32(grad.size(0));
+  g.padding_idx = padding_idx;
+  TWGPU_TRY
+  RuntimeLock lock;
+  Context& ctx = lock.ctx();
+  Tensor o2b = full_offset2bag(ctx, ix[2], ix[0], ix[1]);
+  nn::embedding_bag_psw_backward(ctx, operand(gr), operand(w), operand(ix[0]), operand(o2b), g,
+                                 operand(out));
+  TWGPU_CATCH
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_embedding_bag", TORCH_FN(embedding_bag));
   m.impl("_embedding_bag_forward_only", TORCH_FN(embedding_bag_forward_only));
+  m.impl("_embedding_bag_backward", TORCH_FN(embedding_bag_backward));
+  m.impl("_embedding_bag_dense_backward", TORCH_FN(embedding_bag_dense_backward));
+  m.impl("_embedding_bag_per_sample_weights_backward", TORCH_FN(embedding_bag_psw_backward));
 }
 
 }  // namespace twgpu::aten

@@ -159,4 +159,71 @@ void embedding_bag_aux(Context& ctx, const Operand& indices, const Operand& offs
   launch_map(ctx, k, (with_o2b ? uint64_t(g.indices) : 0) + (with_sizes ? g.bags : 0));
 }
 
+// Backward kernels: in0 grad, in1 indices (row_of), in2 offset2bag, ...
+static const char* kBagOf =
+    "fn bag_of(j: u32) -> u32 {\n"
+    "  let b = in2(j);\n"
+    "  if (b < 0 || u32(b) >= pu(4u)) { return 0xffffffffu; }\n"
+    "  return u32(b);\n}\n";
+
+void embedding_bag_backward_sum(Context& ctx, const Operand& grad, const Operand& indices,
+                                const Operand& offset2bag, const Operand& bag_size,
+                                const Operand& psw, const BagGeometry& g,
+                                const Operand& grad_weight) {
+  NnKernel k;
+  const bool weighted = psw.buffer != nullptr, mean = g.mode == BagMode::Mean;
+  k.key = std::string("embedding_bag_bwd_sum") + (mean ? "_mean" : "") + (weighted ? "_psw" : "");
+  k.inputs = {grad, indices, offset2bag, mean ? bag_size : offset2bag, weighted ? psw : grad};
+  k.outputs = {grad_weight};
+  k.accumulate = true;
+  k.params = bag_params(g);
+  std::string s = std::string(kBagCommon) + kBagOf +
+                  "fn run(e: u32) {\n"
+                  "  let j = e / pu(1u);\n  let d = e % pu(1u);\n"
+                  "  let r = row_of(j);\n  let b = bag_of(j);\n"
+                  "  if (r == 0xffffffffu || b == 0xffffffffu) { return; }\n"
+                  "  var v = in0(b * pu(1u) + d);\n";
+  if (weighted) s += "  v = v * in4(j);\n";
+  // The CPU scales by the rounded reciprocal of the bag size.
+  if (mean) s += "  let n = in3(b);\n  if (n != 0) { v = v * div_f32(1.0, f32(n)); }\n";
+  k.body = s + "  acc0(r * pu(1u) + d, v);\n}\n";
+  launch_map(ctx, k, uint64_t(g.indices) * g.dim);
+}
+
+void embedding_bag_backward_max(Context& ctx, const Operand& grad, const Operand& bag_size,
+                                const Operand& max_indices, const BagGeometry& g,
+                                const Operand& grad_weight) {
+  NnKernel k;
+  k.key = "embedding_bag_bwd_max";
+  k.inputs = {grad, bag_size, max_indices};
+  k.outputs = {grad_weight};
+  k.accumulate = true;
+  k.params = bag_params(g);
+  k.body = "fn run(e: u32) {\n"
+           "  let b = e / pu(1u);\n"
+           "  if (in1(b) == 0) { return; }\n"
+           "  let r = in2(e);\n"
+           "  if (r < 0 || u32(r) >= pu(0u)) { return; }\n"
+           "  acc0(u32(r) * pu(1u) + e % pu(1u), in0(e));\n}\n";
+  launch_map(ctx, k, uint64_t(g.bags) * g.dim);
+}
+
+void embedding_bag_psw_backward(Context& ctx, const Operand& grad, const Operand& weight,
+                                const Operand& indices, const Operand& offset2bag,
+                                const BagGeometry& g, const Operand& out) {
+  NnKernel k;
+  k.key = "embedding_bag_psw_bwd";
+  k.inputs = {grad, indices, offset2bag, weight};
+  k.outputs = {out};
+  k.params = bag_params(g);
+  k.body = std::string(kBagCommon) + kBagOf +
+           "fn run(j: u32) {\n"
+           "  let r = row_of(j);\n  let b = bag_of(j);\n"
+           "  if (r == 0xffffffffu || b == 0xffffffffu) { out0(j, 0.0); return; }\n"
+           "  var s = 0.0;\n"
+           "  for (var d = 0u; d < pu(1u); d = d + 1u) { s = s + in0(b * pu(1u) + d) * in3(r * pu(1u) + d); }\n"
+           "  out0(j, s);\n}\n";
+  launch_map(ctx, k, g.indices);
+}
+
 }  // namespace twgpu::nn

@@ -38,4 +38,20 @@ void embedding_bag_forward(Context& ctx, const Operand& weight, const Operand& i
 void embedding_bag_aux(Context& ctx, const Operand& indices, const Operand& offsets,
                        const BagGeometry& g, const Operand& offset2bag, const Operand& bag_size);
 
+// Backward. grad [bags, dim]; grad_weight: f32, zeroed, [num_weights, dim] (atomic adds).
+// Sum/mean: every entry j adds grad[offset2bag[j]] (times psw[j], or over the bag's size
+// for mean) to its row; padding rows get nothing.
+void embedding_bag_backward_sum(Context& ctx, const Operand& grad, const Operand& indices,
+                                const Operand& offset2bag, const Operand& bag_size,
+                                const Operand& psw, const BagGeometry& g,
+                                const Operand& grad_weight);
+// Max: grad[b, d] goes to row max_indices[b, d] for non-empty bags.
+void embedding_bag_backward_max(Context& ctx, const Operand& grad, const Operand& bag_size,
+                                const Operand& max_indices, const BagGeometry& g,
+                                const Operand& grad_weight);
+// Gradient of per_sample_weights: out[j] = <grad[offset2bag[j]], weight[indices[j]]>.
+void embedding_bag_psw_backward(Context& ctx, const Operand& grad, const Operand& weight,
+                                const Operand& indices, const Operand& offset2bag,
+                                const BagGeometry& g, const Operand& out);
+
 }  // namespace twgpu::nn
