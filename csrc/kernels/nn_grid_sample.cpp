@@ -34,10 +34,30 @@ std::string coordinate_helpers(const GridGeometry& g, DType dtype) {
     s += "fn unnorm(c: f32, size: u32) -> vec2<f32> {\n"
          "  let s1 = R(f32(size - 1u));\n"
          "  return vec2<f32>(R(R(R(c + 1.0) * 0.5) * s1), R(s1 * 0.5));\n}\n";
+  } else if (g.nd == 2 && dtype == DType::Float32) {
+    // The CPU's vectorized 2-d float kernel computes (c + 1) * (size / 2) - 0.5 with a
+    // fused multiply-add (one rounding): the exact product as a sum of two floats
+    // (Dekker), then one rounded sum. opaque_f32 keeps the compiler from fusing or
+    // reassociating the steps.
+    s += "fn split_f32(a: f32) -> vec2<f32> {\n"
+         "  let t = opaque_f32(4097.0 * a);\n  let hi = opaque_f32(t - opaque_f32(t - a));\n"
+         "  return vec2<f32>(hi, a - hi);\n}\n"
+         "fn unnorm(c: f32, size: u32) -> vec2<f32> {\n"
+         "  let a = c + 1.0;\n  let b = f32(size) * 0.5;\n"
+         "  let p = opaque_f32(a * b);\n"
+         "  let sa = split_f32(a);\n  let sb = split_f32(b);\n"
+         "  let err = ((opaque_f32(sa.x * sb.x) - p) + opaque_f32(sa.x * sb.y) + opaque_f32(sa.y * sb.x)) +"
+         " opaque_f32(sa.y * sb.y);\n"
+         // p - 0.5 exactly as s + e (TwoSum), then one rounding of s + (e + err).
+         "  let s = opaque_f32(p - 0.5);\n"
+         "  let bb = opaque_f32(s - p);\n"
+         "  let e = opaque_f32(p - opaque_f32(s - bb)) + opaque_f32(-0.5 - bb);\n"
+         "  return vec2<f32>(opaque_f32(s + opaque_f32(e + err)), b);\n}\n";
   } else {
     s += "fn unnorm(c: f32, size: u32) -> vec2<f32> {\n"
          "  let s0 = R(f32(size));\n"
-         "  return vec2<f32>(R(R(R(R(c + 1.0) * s0) - 1.0) * 0.5), R(s0 * 0.5));\n}\n";
+         // (opaque: a fused multiply-add would round once where the CPU rounds twice)
+         "  return vec2<f32>(R(R(opaque_f32(R(R(c + 1.0) * s0)) - 1.0) * 0.5), R(s0 * 0.5));\n}\n";
   }
   // Borders count as outside for the gradient (as on the CPU).
   s += "fn clip_g(x: f32, size: u32) -> vec2<f32> {\n"
@@ -55,15 +75,16 @@ std::string coordinate_helpers(const GridGeometry& g, DType dtype) {
   } else {
     s += "  let lo = -0.5;\n  let span = R(R(f32(2u * size)) * 0.5);\n";
   }
-  s += "  var v = R(x - lo);\n  var sign = 1.0;\n"
+  // opaque_f32 pins the order of the rounded steps (shader compilers reassociate).
+  s += "  var v = opaque_f32(R(x - lo));\n  var sign = 1.0;\n"
        "  if (v < 0.0) { v = -v; sign = -1.0; }\n"
        "  let q = div_f32(v, span);\n"
        "  let flips = floor(R(q));\n"
-       "  var extra = v - floor(q) * span;\n"
-       "  if (extra < 0.0) { extra = extra + span; }\n"
-       "  if (extra >= span) { extra = extra - span; }\n"
+       "  var extra = opaque_f32(v - floor(q) * span);\n"
+       "  if (extra < 0.0) { extra = opaque_f32(extra + span); }\n"
+       "  if (extra >= span) { extra = opaque_f32(extra - span); }\n"
        "  if (flips - 2.0 * floor(flips * 0.5) == 0.0) { return vec2<f32>(R(extra + lo), sign); }\n"
-       "  return vec2<f32>(R(R(span - extra) + lo), -sign);\n}\n";
+       "  return vec2<f32>(R(opaque_f32(R(span - extra)) + lo), -sign);\n}\n";
   s += "fn source(c: f32, size: u32) -> vec2<f32> {\n  let u = unnorm(c, size);\n";
   switch (g.padding) {
     case GridPadding::Zeros: s += "  return u;\n"; break;
