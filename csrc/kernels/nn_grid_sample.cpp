@@ -15,10 +15,6 @@ std::string grid_key(const char* what, const GridGeometry& g) {
          std::to_string(int(g.padding)) + (g.align_corners ? "_ac" : "");
 }
 
-// Coordinate helpers, as in ATen's GridSampler.h: `unnorm` maps [-1, 1] to pixel space,
-// `source` applies the padding mode too; both return (coordinate, d coordinate / d grid
-// value). `pad_coord` is the padding alone (bicubic taps). `inside` bounds-checks an
-// integral coordinate, `at` is the input element of a (x, y, z) pixel of plane `base`.
 // `R(v)`: v rounded to the storage dtype. The CPU computes half types one rounded
 // operation at a time (coordinates, weights, sums); every step here rounds the same way
 // (a no-op for float32).
@@ -28,6 +24,10 @@ std::string round_fn(DType t) {
   return "fn R(v: f32) -> f32 { return v; }\n";
 }
 
+// Coordinate helpers, as in ATen's GridSampler.h: `unnorm` maps [-1, 1] to pixel space,
+// `source` applies the padding mode too; both return (coordinate, d coordinate / d grid
+// value). `pad_coord` is the padding alone (bicubic taps). `inside` bounds-checks an
+// integral coordinate, `at` is the input element of a (x, y, z) pixel of plane `base`.
 std::string coordinate_helpers(const GridGeometry& g, DType dtype) {
   std::string s = round_fn(dtype);
   if (g.align_corners) {
@@ -45,6 +45,7 @@ std::string coordinate_helpers(const GridGeometry& g, DType dtype) {
          "fn unnorm(c: f32, size: u32) -> vec2<f32> {\n"
          "  let a = c + 1.0;\n  let b = f32(size) * 0.5;\n"
          "  let p = opaque_f32(a * b);\n"
+         "  if (!(abs(a) < 1e30)) { return vec2<f32>(p - 0.5, b); }\n"  // (the split would overflow)
          "  let sa = split_f32(a);\n  let sb = split_f32(b);\n"
          "  let err = ((opaque_f32(sa.x * sb.x) - p) + opaque_f32(sa.x * sb.y) + opaque_f32(sa.y * sb.x)) +"
          " opaque_f32(sa.y * sb.y);\n"
@@ -59,10 +60,11 @@ std::string coordinate_helpers(const GridGeometry& g, DType dtype) {
          // (opaque: a fused multiply-add would round once where the CPU rounds twice)
          "  return vec2<f32>(R(R(opaque_f32(R(R(c + 1.0) * s0)) - 1.0) * 0.5), R(s0 * 0.5));\n}\n";
   }
-  // Borders count as outside for the gradient (as on the CPU).
+  // Borders count as outside for the gradient (as on the CPU); NaN clips to 0 (as in the
+  // CPU's vectorized kernel).
   s += "fn clip_g(x: f32, size: u32) -> vec2<f32> {\n"
        "  let hi = R(f32(size - 1u));\n"
-       "  if (x <= 0.0) { return vec2<f32>(0.0, 0.0); }\n"
+       "  if (x <= 0.0 || is_nan(x)) { return vec2<f32>(0.0, 0.0); }\n"
        "  if (x >= hi) { return vec2<f32>(hi, 0.0); }\n"
        "  return vec2<f32>(x, 1.0);\n}\n";
   // Reflection about the borders (pixel centres when aligned, pixel edges otherwise).
@@ -185,9 +187,12 @@ void grid_sample_forward(Context& ctx, const Operand& input, const Operand& grid
                   source_coords(g, "in1");
   switch (g.interp) {
     case GridInterp::Bilinear:
+      // Corners outside add 0 * weight (NaN for a NaN coordinate, as on the CPU).
       s += "  var v = 0.0;\n" +
-           linear_corners(g, std::string("    if (ci != 0xffffffffu) { v = R(v + R(in0(ci) * ") +
-                                 (three ? "R(R(wx * wy) * wz)" : "R(wx * wy)") + ")); }\n") +
+           linear_corners(g, std::string("    var val = 0.0;\n"
+                                         "    if (ci != 0xffffffffu) { val = in0(ci); }\n"
+                                         "    v = R(v + R(val * ") +
+                                 (three ? "R(R(wx * wy) * wz)" : "R(wx * wy)") + "));\n") +
            "  out0(e, v);\n";
       break;
     case GridInterp::Nearest:

@@ -154,3 +154,16 @@ def test_errors_match_cpu():
         with pytest.raises(RuntimeError) as dev_err:
             case(DEVICE)
         assert str(cpu_err.value).split("\n")[0] == str(dev_err.value).split("\n")[0]
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("align", [False, True])
+def test_special_coordinates(align):
+    # NaN, infinite and huge grid values: no out-of-bounds reads, the CPU's 2-d results.
+    x = make((1, 2, 3, 4), torch.float32)
+    inf, nan = float("inf"), float("nan")
+    gr = torch.tensor([[[[nan, 0.2], [inf, -inf], [1e38, -1e38], [0.3, 0.1], [-1.0, 1.0], [1.0, -1.0]]]])
+    for mode in ["bilinear", "nearest", "bicubic"]:
+        for padding in PADDINGS:
+            y = F.grid_sample(x.to(DEVICE), gr.to(DEVICE), mode=mode, padding_mode=padding, align_corners=align)
+            assert_same(y, F.grid_sample(x, gr, mode=mode, padding_mode=padding, align_corners=align))
