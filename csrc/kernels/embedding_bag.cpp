@@ -1,0 +1,229 @@
+#include "kernels/embedding_bag.h"
+
+#include "kernels/kernel_program.h"
+#include "runtime/device_checks.h"
+#include "runtime/runtime.h"
+
+namespace twgpu::nn {
+
+namespace {
+
+// Params: 0 num_weights, 1 dim, 2 indices, 3 offsets, 4 bags, 5 padding index (i32; -1
+// none), 6 offsets_end. Bag b covers [start(b), end): `sum_end` is the next offset (the
+// end of the list for the last offset), `bag_end` the CPU's offset2bag end, the next
+// offset only below `bags`. They differ only when include_last_offset is given a last
+// offset short of the list's end.
+std::vector<uint32_t> bag_params(const BagGeometry& g) {
+  const int64_t pad = g.padding_idx >= 0 && g.padding_idx < g.num_weights ? g.padding_idx : -1;
+  return {g.num_weights, g.dim, g.indices, g.offsets, g.bags,
+          static_cast<uint32_t>(static_cast<int32_t>(pad)), g.offsets_end ? 1u : 0u};
+}
+
+// Offsets = in2, indices = in1.
+const char* kBagCommon =
+    "fn offset_at(b: u32) -> u32 {\n"
+    "  let v = in2(b);\n"
+    "  if (v < 0) { return 0u; }\n"
+    "  return min(u32(v), pu(2u));\n}\n"
+    "fn sum_end(b: u32) -> u32 { if (b + 1u < pu(3u)) { return max(offset_at(b + 1u), offset_at(b)); } return pu(2u); }\n"
+    "fn bag_end(b: u32) -> u32 { if (b + 1u < pu(4u)) { return max(offset_at(b + 1u), offset_at(b)); } return pu(2u); }\n"
+    // The weight row of entry i: 0xffffffff when out of range or the padding row.
+    "fn row_of(i: u32) -> u32 {\n"
+    "  let v = in1(i);\n"
+    "  if (v < 0 || u32(v) >= pu(0u) || v == pi(5u)) { return 0xffffffffu; }\n"
+    "  return u32(v);\n}\n";
+
+}  // namespace
+
+void embedding_bag_check(Context& ctx, const Operand& indices, const Operand& offsets,
+                         const BagGeometry& g, uint32_t index_code, uint32_t offset_code) {
+  const uint64_t count = uint64_t(g.indices) + g.offsets;
+  if (count == 0) return;
+  KernelLaunch l;
+  l.key = std::string("embedding_bag_check|") + dtype_name(indices.dtype) + "|" + dtype_name(offsets.dtype);
+  l.buffers = {{indices.buffer, Access::Read, false},
+               {offsets.buffer, Access::Read, false},
+               {ctx.checks().arm(), Access::ReadWrite, true}};
+  l.uniforms = {0, 0, 0, 0, static_cast<uint32_t>(indices.offset), static_cast<uint32_t>(offsets.offset),
+                g.indices, g.num_weights, index_code, offset_code};
+  l.count = count;
+  const uint32_t wg = ctx.caps().workgroup_1d();
+  l.workgroup = wg;
+  std::vector<KernelBuffer> bufs = l.buffers;
+  const DType it = indices.dtype, ot = offsets.dtype;
+  auto widen = [](const std::string& name, DType t) {
+    return "fn " + name + "(i: u32) -> vec2<u32> { return " +
+           (t == DType::Int64 ? "raw_" + name + "(i)" : "i64_from_i32(raw_" + name + "(i))") + "; }\n";
+  };
+  l.body = [bufs, it, ot, wg, widen] {
+    return kernel_load("raw_ix", bufs, 0, it) + kernel_load("raw_off", bufs, 1, ot) + widen("ix", it) +
+           widen("off", ot) +
+           "fn bad_u32(v: vec2<u32>, limit: u32) -> bool { return i64_is_neg(v) || v.y != 0u || v.x > limit; }\n" +
+           kernel_main(Grid::Invocations, wg) +
+           "  if (idx < uw(6u)) {\n"
+           "    let v = ix(idx + uw(4u));\n"
+           "    if (i64_is_neg(v) || v.y != 0u || v.x >= uw(7u)) { atomicMax(&buf2[0], uw(8u)); }\n"
+           "    return;\n  }\n"
+           "  let b = idx - uw(6u);\n"
+           "  let v = off(b + uw(5u));\n"
+           "  var bad = bad_u32(v, uw(6u));\n"
+           "  if (b == 0u && !i64_is_zero(v)) { bad = true; }\n"
+           "  if (b > 0u && i64_lt(v, off(b - 1u + uw(5u)))) { bad = true; }\n"
+           "  if (bad) { atomicMax(&buf2[0], uw(9u)); }\n}\n";
+  };
+  launch_kernel(ctx, l);
+  if (DeviceChecks::synchronous()) ctx.recorder().synchronize();
+}
+
+void embedding_bag_forward(Context& ctx, const Operand& weight, const Operand& indices,
+                           const Operand& offsets, const Operand& psw, const BagGeometry& g,
+                           const Operand& output, const Operand& max_indices) {
+  NnKernel k;
+  const bool weighted = psw.buffer != nullptr;
+  k.key = std::string("embedding_bag_m") + std::to_string(int(g.mode)) + (weighted ? "_psw" : "");
+  k.inputs = {weight, indices, offsets, weighted ? psw : Operand{weight.buffer, 0, weight.dtype}};
+  k.outputs = {output};
+  if (g.mode == BagMode::Max) k.outputs.push_back(max_indices);
+  k.params = bag_params(g);
+  std::string s = std::string(kBagCommon) +
+                  "fn run(e: u32) {\n"
+                  "  let b = e / pu(1u);\n  let d = e % pu(1u);\n  let start = offset_at(b);\n";
+  if (g.mode == BagMode::Max) {
+    // The first largest value (NaN wins, as on the CPU); empty bags give 0 and index 0.
+    s += "  var best = 0.0;\n  var arg = -1;\n"
+         "  for (var i = start; i < bag_end(b); i = i + 1u) {\n"
+         "    let r = row_of(i);\n"
+         "    if (r == 0xffffffffu) { continue; }\n"
+         "    let v = in0(r * pu(1u) + d);\n"
+         "    if (arg < 0 || (!is_nan(best) && (is_nan(v) || v > best))) { best = v; arg = i32(r); }\n"
+         "  }\n"
+         "  out0(e, best);\n  out1(e, max(arg, 0));\n}\n";
+  } else {
+    s += "  var acc = 0.0;\n"
+         "  let stop = select(bag_end(b), sum_end(b), pu(6u) != 0u);\n"
+         "  for (var i = start; i < stop; i = i + 1u) {\n"
+         "    let r = row_of(i);\n"
+         "    if (r == 0xffffffffu) { continue; }\n"
+         "    acc = acc + in0(r * pu(1u) + d)" + std::string(weighted ? " * in3(i)" : "") + ";\n"
+         "  }\n";
+    if (g.mode == BagMode::Mean) {
+      // Divided by the bag's non-padding entries (0 for an empty bag).
+      s += "  var n = 0u;\n"
+           "  for (var i = start; i < bag_end(b); i = i + 1u) {\n"
+           "    let v = in1(i);\n"
+           "    if (v != pi(5u) || pi(5u) < 0) { n = n + 1u; }\n"
+           "  }\n"
+           "  if (n > 0u) { acc = div_f32(acc, f32(n)); } else { acc = 0.0; }\n";
+    }
+    s += "  out0(e, acc);\n}\n";
+  }
+  k.body = s;
+  launch_map(ctx, k, uint64_t(g.bags) * g.dim);
+}
+
+void embedding_bag_aux(Context& ctx, const Operand& indices, const Operand& offsets,
+                       const BagGeometry& g, const Operand& offset2bag, const Operand& bag_size) {
+  // Elements [0, indices): offset2bag, the number of offsets 1..bags-1 at or before i
+  // (binary search: the offsets are sorted, the check reports them otherwise); then
+  // [indices, indices + bags): bag sizes.
+  const bool with_o2b = offset2bag.buffer != nullptr, with_sizes = bag_size.buffer != nullptr;
+  if (!with_o2b && !with_sizes) return;
+  NnKernel k;
+  k.key = std::string("embedding_bag_aux") + (with_o2b ? "_o2b" : "") + (with_sizes ? "_sizes" : "");
+  k.inputs = {indices, indices, offsets};
+  if (with_o2b) k.outputs.push_back(offset2bag);
+  if (with_sizes) k.outputs.push_back(bag_size);
+  k.params = bag_params(g);
+  const std::string o2b = with_o2b ? "out0" : "", sizes = with_o2b ? "out1" : "out0";
+  std::string s = std::string(kBagCommon) + "fn run(e: u32) {\n  let first = " +
+                  (with_o2b ? "pu(2u)" : "0u") + ";\n";
+  if (with_o2b) {
+    s += "  if (e < first) {\n"
+         "    var lo = 1u;\n    var hi = max(pu(4u), 1u);\n"
+         "    loop {\n"
+         "      if (lo >= hi) { break; }\n"
+         "      let mid = (lo + hi) / 2u;\n"
+         "      if (offset_at(mid) <= e) { lo = mid + 1u; } else { hi = mid; }\n"
+         "    }\n"
+         "    " + o2b + "(e, i32(lo - 1u));\n    return;\n  }\n";
+  }
+  if (with_sizes) {
+    s += "  let b = e - first;\n  var n = 0;\n"
+         "  for (var i = offset_at(b); i < bag_end(b); i = i + 1u) {\n"
+         "    let v = in1(i);\n"
+         "    if (v != pi(5u) || pi(5u) < 0) { n = n + 1; }\n"
+         "  }\n"
+         "  " + sizes + "(b, n);\n";
+  }
+  k.body = s + "}\n";
+  launch_map(ctx, k, (with_o2b ? uint64_t(g.indices) : 0) + (with_sizes ? g.bags : 0));
+}
+
+// Backward kernels: in0 grad, in1 indices (row_of), in2 offset2bag, ...
+static const char* kBagOf =
+    "fn bag_of(j: u32) -> u32 {\n"
+    "  let b = in2(j);\n"
+    "  if (b < 0 || u32(b) >= pu(4u)) { return 0xffffffffu; }\n"
+    "  return u32(b);\n}\n";
+
+void embedding_bag_backward_sum(Context& ctx, const Operand& grad, const Operand& indices,
+                                const Operand& offset2bag, const Operand& bag_size,
+                                const Operand& psw, const BagGeometry& g,
+                                const Operand& grad_weight) {
+  NnKernel k;
+  const bool weighted = psw.buffer != nullptr, mean = g.mode == BagMode::Mean;
+  k.key = std::string("embedding_bag_bwd_sum") + (mean ? "_mean" : "") + (weighted ? "_psw" : "");
+  k.inputs = {grad, indices, offset2bag, mean ? bag_size : offset2bag, weighted ? psw : grad};
+  k.outputs = {grad_weight};
+  k.accumulate = true;
+  k.params = bag_params(g);
+  std::string s = std::string(kBagCommon) + kBagOf +
+                  "fn run(e: u32) {\n"
+                  "  let j = e / pu(1u);\n  let d = e % pu(1u);\n"
+                  "  let r = row_of(j);\n  let b = bag_of(j);\n"
+                  "  if (r == 0xffffffffu || b == 0xffffffffu) { return; }\n"
+                  "  var v = in0(b * pu(1u) + d);\n";
+  if (weighted) s += "  v = v * in4(j);\n";
+  // The CPU scales by the rounded reciprocal of the bag size.
+  if (mean) s += "  let n = in3(b);\n  if (n != 0) { v = v * div_f32(1.0, f32(n)); }\n";
+  k.body = s + "  acc0(r * pu(1u) + d, v);\n}\n";
+  launch_map(ctx, k, uint64_t(g.indices) * g.dim);
+}
+
+void embedding_bag_backward_max(Context& ctx, const Operand& grad, const Operand& bag_size,
+                                const Operand& max_indices, const BagGeometry& g,
+                                const Operand& grad_weight) {
+  NnKernel k;
+  k.key = "embedding_bag_bwd_max";
+  k.inputs = {grad, bag_size, max_indices};
+  k.outputs = {grad_weight};
+  k.accumulate = true;
+  k.params = bag_params(g);
+  k.body = "fn run(e: u32) {\n"
+           "  let b = e / pu(1u);\n"
+           "  if (in1(b) == 0) { return; }\n"
+           "  let r = in2(e);\n"
+           "  if (r < 0 || u32(r) >= pu(0u)) { return; }\n"
+           "  acc0(u32(r) * pu(1u) + e % pu(1u), in0(e));\n}\n";
+  launch_map(ctx, k, uint64_t(g.bags) * g.dim);
+}
+
+void embedding_bag_psw_backward(Context& ctx, const Operand& grad, const Operand& weight,
+                                const Operand& indices, const Operand& offset2bag,
+                                const BagGeometry& g, const Operand& out) {
+  NnKernel k;
+  k.key = "embedding_bag_psw_bwd";
+  k.inputs = {grad, indices, offset2bag, weight};
+  k.outputs = {out};
+  k.params = bag_params(g);
+  k.body = std::string(kBagCommon) + kBagOf +
+           "fn run(j: u32) {\n"
+           "  let r = row_of(j);\n  let b = bag_of(j);\n"
+           "  if (r == 0xffffffffu || b == 0xffffffffu) { out0(j, 0.0); return; }\n"
+           "  var s = 0.0;\n"
+           "  for (var d = 0u; d < pu(1u); d = d + 1u) { s = s + in0(b * pu(1u) + d) * in3(r * pu(1u) + d); }\n"
+           "  out0(j, s);\n}\n";
+  launch_map(ctx, k, g.indices);
+}
+
+}  // namespace twgpu::nn
