@@ -205,14 +205,44 @@ std::string move_bits(DType dtype, const std::string& src, const std::string& sr
   return s;
 }
 
+// Elements of 4 or 8 bytes one gather invocation moves when the innermost dim is a
+// unit-stride run in target and values that no index varies along (rows gathered whole,
+// as in index_select or embedding lookups): 16 bytes, one index resolution for all.
+int gather_run(const IndexedLaunch& l) {
+  if (l.has_mask || l.use_scalar || l.shape.empty()) return 1;
+  const int size = element_size(l.values.dtype);
+  if (size != 4 && size != 8) return 1;
+  const int run = 16 / size;
+  const size_t last = l.shape.size() - 1;
+  if (l.shape[last] % run != 0 || l.target.strides[last] != 1 || l.values.strides[last] != 1)
+    return 1;
+  for (const IndexArg& ix : l.indices)
+    if (ix.index.strides[last] != 0) return 1;
+  return run;
+}
+
 }  // namespace
 
-void indexed_gather(Context& ctx, const IndexedLaunch& l) {
-  const bool sub = is_subword(l.values.dtype);
+void indexed_gather(Context& ctx, const IndexedLaunch& launch) {
+  const bool sub = is_subword(launch.values.dtype);
+  const int run = gather_run(launch);
+  IndexedLaunch l = launch;
+  if (run > 1) {
+    const size_t last = l.shape.size() - 1;
+    l.shape[last] /= run;
+    l.target.strides[last] = run;
+    l.values.strides[last] = run;
+  }
   Common c = build_common(ctx, l, Access::Read, false, Access::ReadWrite, sub);
-  std::string tail = move_bits(l.values.dtype, "buf0", "to", "buf" + std::to_string(c.values_binding), "vo", sub);
-  finish(ctx, c, l, "index_gather|" + c.key, "", tail);
+  std::string tail;
+  for (int e = 0; e < run; ++e) {
+    const std::string off = e ? " + " + std::to_string(e) + "u" : "";
+    tail += "  {\n" + move_bits(l.values.dtype, "buf0", "to" + off, "buf" + std::to_string(c.values_binding),
+                                "vo" + off, sub) + "  }\n";
+  }
+  finish(ctx, c, l, "index_gather|r" + std::to_string(run) + "|" + c.key, "", tail);
 }
+
 
 bool indexed_scatter_supports(DType dtype, IndexCombine combine) {
   if (combine == IndexCombine::Assign) return true;

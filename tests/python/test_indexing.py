@@ -58,6 +58,18 @@ def test_index_select_dims(dim, index_dtype):
     check(lambda x, i: torch.index_select(x, dim, i), noncontig(x), noncontig(i.view(2, 3)).reshape(-1)[:5], exact=True)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.int64, torch.float16])
+@pytest.mark.parametrize("row", [4, 8, 6, 2])
+def test_index_select_whole_rows(dtype, row):
+    # Rows gathered whole move 16 bytes per invocation when their length allows it.
+    x = make((9, 3, row), dtype)
+    i = rand_index((7,), 9)
+    check(lambda x, i: x.index_select(0, i), x, i, exact=True)
+    check(lambda x, i: x.index_select(1, i), x, rand_index((5,), 3), exact=True)
+    check(lambda x, i: x[i], x[:, 1], i, exact=True)  # rows with an offset and a row stride
+    check(lambda w, i: torch.nn.functional.embedding(i, w), x[:, 0], i.view(7, 1), exact=True)
+
+
 def test_index_select_edge_cases():
     x = make((3, 4), torch.float32)
     check(lambda x, i: x.index_select(0, i), x, torch.tensor([], dtype=torch.long), exact=True)
