@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <string>
 
 #include "kernels/kernel_program.h"
@@ -398,9 +399,15 @@ void launch_softmax(Context& ctx, const SoftmaxSpec& spec, const ReduceShape& sh
   l.grid = groups ? Grid::Groups : Grid::Invocations;
   l.count = rows;
   l.workgroup = wg;
+  // Rows of at most 16 elements per invocation are read once into registers (named
+  // values: loop-indexed arrays would live in local memory), not once per pass.
+  uint32_t cached = 0;
+  if (groups)
+    for (uint32_t r : {2u, 4u, 8u, 16u})
+      if (!cached && shape.reduce <= uint64_t(wg) * r) cached = r;
   l.key = std::string("softmax:") + std::to_string(static_cast<int>(spec.kind)) + ":" +
           dtype_name(spec.in) + "," + dtype_name(spec.in2) + ">" + dtype_name(spec.out) +
-          (groups ? ":g" : ":i");
+          (groups ? ":g" : ":i") + std::to_string(cached);
   l.body = [&]() {
     std::string s = kernel_load("load_a", l.buffers, 0, spec.in);
     if (backward) s += kernel_load("load_b", l.buffers, 1, spec.in2);
@@ -446,6 +453,55 @@ void launch_softmax(Context& ctx, const SoftmaxSpec& spec, const ReduceShape& sh
       if (!groups) return std::string();
       return "  " + var + " = " + (max ? "wg_max(" : "wg_sum(") + var + ", lid);\n";
     };
+    if (cached) {
+      // Element q of this invocation: j = lid + q * wg, held in a<q> (and b<q>).
+      auto each = [&](const std::function<std::string(const std::string&)>& stmt) {
+        std::string out;
+        for (uint32_t q = 0; q < cached; ++q) out += stmt(std::to_string(q));
+        return out;
+      };
+      s += each([&](const std::string& q) {
+        std::string t = "  let j" + q + " = lid + " + q + "u * " + G + "u;\n  let in" + q + " = j" + q +
+                        " < n;\n  let k" + q + " = base + select(0u, j" + q + ", in" + q + ") * step;\n"
+                        "  let a" + q + " = select(0.0, xa(k" + q + "), in" + q + ");\n";
+        if (backward) t += "  let b" + q + " = select(0.0, xb(k" + q + "), in" + q + ");\n";
+        return t;
+      });
+      auto put_all = [&](const std::string& value_of_q) {
+        return each([&](const std::string& q) {
+          std::string v = value_of_q;
+          for (size_t p = v.find('#'); p != std::string::npos; p = v.find('#', p + q.size())) v.replace(p, 1, q);
+          return "  if (in" + q + ") { put(k" + q + ", " + v + "); }\n";
+        });
+      };
+      switch (spec.kind) {
+        case SoftmaxKind::Softmax:
+        case SoftmaxKind::LogSoftmax:
+          s += "  var m = -f32_inf();\n" +
+               each([](const std::string& q) { return "  if (in" + q + ") { m = nan_max(m, a" + q + "); }\n"; }) +
+               total("m", true);
+          s += "  var t = 0.0;\n" +
+               each([](const std::string& q) { return "  if (in" + q + ") { t = t + exp(a" + q + " - m); }\n"; }) +
+               total("t", false);
+          if (spec.kind == SoftmaxKind::Softmax)
+            s += "  let inv = div_f32(1.0, t);\n" + put_all("exp(a# - m) * inv");
+          else
+            s += "  let lt = log(t);\n" + put_all("(a# - m) - lt");
+          break;
+        case SoftmaxKind::SoftmaxBackward:
+          s += "  var t = 0.0;\n" +
+               each([](const std::string& q) { return "  t = t + a" + q + " * b" + q + ";\n"; }) + total("t", false);
+          s += put_all("b# * (a# - t)");
+          break;
+        case SoftmaxKind::LogSoftmaxBackward:
+          s += "  var t = 0.0;\n" +
+               each([](const std::string& q) { return "  t = t + a" + q + ";\n"; }) + total("t", false);
+          s += put_all("a# - exp(b#) * t");
+          break;
+      }
+      s += "}\n";
+      return s;
+    }
     switch (spec.kind) {
       case SoftmaxKind::Softmax:
       case SoftmaxKind::LogSoftmax:
