@@ -24,9 +24,13 @@ def sync(device):
     torch.cuda.synchronize() if device == "cuda" else torch.webgpu.synchronize()
 
 
-def best_ms(fn, device, reps=5, inner=5):
-    fn()
-    sync(device)
+def best_ms(fn, device, reps=5, inner=10, warmup_s=0.2):
+    # Run for a while first: a GPU idle a moment ago runs at low clocks, and short bursts
+    # would measure the ramp-up rather than the kernel (same warm-up for both devices).
+    start = time.perf_counter()
+    while time.perf_counter() - start < warmup_s:
+        fn()
+        sync(device)
     best = float("inf")
     for _ in range(reps):
         start = time.perf_counter()

@@ -1,7 +1,7 @@
 """One representative op per kernel family, ours (webgpu) vs CUDA in the same process.
 
-For each op: milliseconds per call on webgpu and on CUDA (best of several timed batches,
-each ended by a synchronize) and the ratio CUDA time / our time (1.0 = as fast as CUDA).
+For each op: milliseconds per call on webgpu and on CUDA (after 0.2 s of warm-up, the best
+of five timed batches of ten calls, each ended by a synchronize) and the ratio CUDA time / our time (1.0 = as fast as CUDA).
 Without CUDA, only our times print. Shapes are moderate so the software adapter can run
 it too (--scale 0.25 shrinks every size there).
 
@@ -22,9 +22,13 @@ def sync(device):
         torch.webgpu.synchronize()
 
 
-def best_ms(fn, device, reps=5, inner=5):
-    fn()
-    sync(device)
+def best_ms(fn, device, reps=5, inner=10, warmup_s=0.2):
+    # Run for a while first: a GPU idle a moment ago runs at low clocks, and short bursts
+    # would measure the ramp-up rather than the kernel (same warm-up for both devices).
+    start = time.perf_counter()
+    while time.perf_counter() - start < warmup_s:
+        fn()
+        sync(device)
     best = float("inf")
     for _ in range(reps):
         start = time.perf_counter()
