@@ -7,6 +7,7 @@
 // CPU accumulates float32 arange in double, so the last bit can differ, as on CUDA).
 // float64/complex, integer logspace (a double pow) and integer linspace beyond 2**51 go to
 // the CPU fallback.
+#include <ATen/AccumulateType.h>
 #include <ATen/Dispatch.h>
 #include <ATen/ops/arange.h>
 #include <ATen/ops/arange_ops.h>
@@ -22,6 +23,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <optional>
 
 #include "aten/cpu_fallback.h"
 #include "aten/webgpu_tensor.h"
@@ -34,6 +37,33 @@ namespace {
 // gives the result's size, without the resize warnings of the meta kernels.
 at::Tensor meta_out(const at::Tensor& out) {
   return at::empty({0}, out.options().device(c10::kMeta));
+}
+
+// The element count of arange / range as the CPU's kernels compute it (in the output's
+// accumulation type), or nullopt when the CPU would raise: the caller then runs the meta
+// function (PyTorch's Python one, slow) for its error. The common case stays in C++.
+std::optional<int64_t> range_count(const c10::Scalar& start, const c10::Scalar& end,
+                                   const c10::Scalar& step, c10::ScalarType t, bool inclusive) {
+  std::optional<int64_t> count;
+  AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, t, "range_count", [&] {
+    using acc_t = at::acc_type<scalar_t, false>;
+    const acc_t xstart = start.to<acc_t>(), xend = end.to<acc_t>(), xstep = step.to<acc_t>();
+    if (!(xstep > 0 || xstep < 0)) return;
+    if (!std::isfinite(static_cast<double>(xstart)) || !std::isfinite(static_cast<double>(xend))) return;
+    if (!((xstep > 0 && xend >= xstart) || (xstep < 0 && xend <= xstart))) return;
+    double size_d;
+    if (inclusive) {
+      size_d = static_cast<double>(static_cast<int64_t>(((xend - xstart) / xstep) + 1));
+    } else if constexpr (std::is_same_v<scalar_t, int64_t>) {
+      const int64_t sgn = (xstep > 0) - (xstep < 0);
+      size_d = static_cast<double>((xend - xstart + xstep - sgn) / xstep);  // integer division
+    } else {
+      size_d = std::ceil(static_cast<double>(end.to<double>() - start.to<double>()) / step.to<double>());
+    }
+    if (!(size_d >= 0 && size_d <= static_cast<double>(std::numeric_limits<int64_t>::max()))) return;
+    count = static_cast<int64_t>(size_d);
+  });
+  return count;
 }
 
 // The CPU's 1-D factories resize `out` only when its element count differs (an out of the
@@ -91,9 +121,13 @@ at::Tensor& arange_out(const c10::Scalar& start, const c10::Scalar& end, const c
     return call_cpu_fallback<at::_ops::arange_start_out>(start, end, step, out);
   TORCH_CHECK_NOT_IMPLEMENTED(out.scalar_type() != at::kBool,
                               "\"arange_webgpu\" not implemented for 'Bool'");
-  at::Tensor twin = meta_out(out);
-  at::arange_out(twin, start, end, step);
-  resize_1d(out, twin.numel(), /*warn=*/true);
+  std::optional<int64_t> n = range_count(start, end, step, out.scalar_type(), false);
+  if (!n) {
+    at::Tensor twin = meta_out(out);
+    at::arange_out(twin, start, end, step);
+    n = twin.numel();
+  }
+  resize_1d(out, *n, /*warn=*/true);
   fill_affine(out, start, step);
   return out;
 }
@@ -104,9 +138,13 @@ at::Tensor& range_out(const c10::Scalar& start, const c10::Scalar& end, const c1
     return call_cpu_fallback<at::_ops::range_out>(start, end, step, out);
   TORCH_CHECK_NOT_IMPLEMENTED(out.scalar_type() != at::kBool,
                               "\"range_webgpu\" not implemented for 'Bool'");
-  at::Tensor twin = meta_out(out);
-  at::range_out(twin, start, end, step);
-  resize_1d(out, twin.numel(), /*warn=*/false);
+  std::optional<int64_t> n = range_count(start, end, step, out.scalar_type(), true);
+  if (!n) {
+    at::Tensor twin = meta_out(out);
+    at::range_out(twin, start, end, step);
+    n = twin.numel();
+  }
+  resize_1d(out, *n, /*warn=*/false);
   fill_affine(out, start, step);
   return out;
 }
@@ -165,8 +203,10 @@ at::Tensor& linspace_out(const c10::Scalar& start, const c10::Scalar& end, int64
   if (c10::isIntegralType(t, /*includeBool=*/false) && !start.isComplex() && !end.isComplex()) {
     RangeFill r;
     if (steps <= 1 || integer_linspace(r, t, start, end, steps)) {
-      at::Tensor twin = meta_out(out);
-      at::linspace_out(twin, start, end, steps);
+      if (steps < 0) {  // the meta function raises the CPU's error
+        at::Tensor twin = meta_out(out);
+        at::linspace_out(twin, start, end, steps);
+      }
       resize_1d(out, steps, /*warn=*/false);
       if (steps == 1) out.fill_(start);
       if (steps > 1) fill_range(out, r);
@@ -175,8 +215,10 @@ at::Tensor& linspace_out(const c10::Scalar& start, const c10::Scalar& end, int64
   }
   if (!is_half_or_float(t) || start.isComplex() || end.isComplex())
     return call_cpu_fallback<at::_ops::linspace_out>(start, end, steps, out);
-  at::Tensor twin = meta_out(out);
-  at::linspace_out(twin, start, end, steps);
+  if (steps < 0) {
+    at::Tensor twin = meta_out(out);
+    at::linspace_out(twin, start, end, steps);
+  }
   resize_1d(out, steps, /*warn=*/false);
   if (steps == 1) {
     out.fill_(start);
@@ -193,8 +235,10 @@ at::Tensor& logspace_out(const c10::Scalar& start, const c10::Scalar& end, int64
                          double base, at::Tensor& out) {
   if (!is_half_or_float(out.scalar_type()) || start.isComplex() || end.isComplex())
     return call_cpu_fallback<at::_ops::logspace_out>(start, end, steps, base, out);
-  at::Tensor twin = meta_out(out);
-  at::logspace_out(twin, start, end, steps, base);
+  if (steps < 0) {
+    at::Tensor twin = meta_out(out);
+    at::logspace_out(twin, start, end, steps, base);
+  }
   resize_1d(out, steps, /*warn=*/false);
   if (steps == 1) {
     out.fill_(std::pow(base, start.to<double>()));

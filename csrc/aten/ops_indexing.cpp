@@ -76,6 +76,27 @@ Tensor meta(const Tensor& t) {
 // An empty meta tensor for out= checks (dtype only; shape is ours to set).
 Tensor meta_out(const Tensor& out) { return at::empty({0}, out.options().device(at::kMeta)); }
 
+// The meta functions of several indexing ops are PyTorch's Python ones (torch._meta_
+// registrations): tens of microseconds per call. Arguments these predicates accept pass
+// them for sure, so only the others run them (to raise PyTorch's errors).
+bool dim_ok(const Tensor& t, int64_t dim) {
+  const int64_t n = std::max<int64_t>(t.dim(), 1);
+  return dim >= -n && dim < n;
+}
+bool index_vector(const Tensor& index, bool allow_int) {
+  return index.dim() <= 1 &&
+         (index.scalar_type() == at::kLong || (allow_int && index.scalar_type() == at::kInt));
+}
+// source has self's dtype and shape, but index.numel() entries along dim.
+bool source_fits(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source) {
+  if (source.scalar_type() != self.scalar_type() || self.dim() == 0 || source.dim() != self.dim())
+    return false;
+  const int64_t d = c10::maybe_wrap_dim(dim, self.dim());
+  for (int64_t k = 0; k < self.dim(); ++k)
+    if (source.size(k) != (k == d ? index.numel() : self.size(k))) return false;
+  return true;
+}
+
 // Kernels walk at most kIndexMaxDims dims; more go to the CPU fallback.
 bool fits(const Tensor& t) { return t.dim() <= kIndexMaxDims; }
 bool holdable(const Tensor& t) { return to_dtype(t.scalar_type()).has_value() && fits(t); }
@@ -205,7 +226,8 @@ Tensor& gather_out(const Tensor& self, int64_t dim, const Tensor& index, bool sp
 
 Tensor& index_select_out(const Tensor& self, int64_t dim, const Tensor& index, Tensor& out) {
   TORCH_CHECK_INDEX(index.dim() <= 1, "index_select(): Index is supposed to be a vector");
-  {
+  if (!(index_vector(index, true) && dim_ok(self, dim) && out.scalar_type() == self.scalar_type() &&
+        (self.dim() > 0 || index.numel() == 1))) {
     Tensor mo = meta_out(out);
     at::index_select_out(mo, meta(self), dim, meta(index));
   }
@@ -229,7 +251,8 @@ Tensor index_select(const Tensor& self, int64_t dim, const Tensor& index) {
 }
 
 Tensor& take_out(const Tensor& self, const Tensor& index, Tensor& out) {
-  {
+  if (!(index.scalar_type() == at::kLong && out.scalar_type() == self.scalar_type() &&
+        (self.numel() > 0 || index.numel() == 0))) {
     Tensor mo = meta_out(out);
     at::_ops::take_out::call(meta(self), meta(index), mo);
   }
@@ -528,7 +551,8 @@ Dims source_shape(const Tensor& self, const Tensor& source) {
 
 Tensor& index_add_out(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source,
                       const c10::Scalar& alpha, Tensor& out) {
-  {
+  if (!(index_vector(index, true) && dim_ok(self, dim) && source_fits(self, dim, index, source) &&
+        out.scalar_type() == self.scalar_type() && !alpha.isComplex())) {
     Tensor mo = meta_out(out);
     at::index_add_out(mo, meta(self), dim, meta(index), meta(source), alpha);
   }
@@ -548,7 +572,8 @@ Tensor& index_add_out(const Tensor& self, int64_t dim, const Tensor& index, cons
 }
 
 Tensor& index_copy_out(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source, Tensor& out) {
-  {
+  if (!(index_vector(index, false) && dim_ok(self, dim) && source_fits(self, dim, index, source) &&
+        out.scalar_type() == self.scalar_type())) {
     Tensor mo = meta_out(out);
     at::index_copy_out(mo, meta(self), dim, meta(index), meta(source));
   }
@@ -565,7 +590,7 @@ Tensor& index_copy_out(const Tensor& self, int64_t dim, const Tensor& index, con
 }
 
 Tensor& index_fill_scalar_(Tensor& self, int64_t dim, const Tensor& index, const c10::Scalar& value) {
-  {
+  if (!(index_vector(index, false) && dim_ok(self, dim) && !value.isComplex())) {
     Tensor m = meta(self);
     at::_ops::index_fill__int_Scalar::call(m, dim, meta(index), value);
   }
@@ -790,7 +815,11 @@ Tensor& index_put_impl_(Tensor& self, const c10::List<std::optional<Tensor>>& in
 Tensor& masked_fill_scalar_(Tensor& self, const Tensor& mask, const c10::Scalar& value) {
   TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_fill_ only supports boolean masks, but got mask with dtype ",
               mask.scalar_type());
-  {
+  // A mask that broadcasts to self's own shape passes the meta function.
+  bool mask_fits = mask.dim() <= self.dim();
+  for (int64_t k = 1; mask_fits && k <= mask.dim(); ++k)
+    mask_fits = mask.size(-k) == 1 || mask.size(-k) == self.size(-k);
+  if (!(mask_fits && !value.isComplex())) {
     Tensor m = meta(self);
     at::_ops::masked_fill__Scalar::call(m, meta(mask), value);
   }
