@@ -152,7 +152,8 @@ const ElementwiseOpDef kOps[] = {
     {"shifted_chebyshev_v", 2, "shifted_chebyshev_v_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
     {"shifted_chebyshev_w", 2, "shifted_chebyshev_w_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
     {"hermite_h", 2, "hermite_h_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
-    {"hermite_he", 2, "hermite_he_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
+    // p0: a runtime zero (the host leaves it at its default 0), see mul_sub_fused.
+    {"hermite_he", 2, "hermite_he_f32(a, b, p0)", nullptr, nullptr, nullptr SPECIAL},
     {"laguerre_l", 2, "laguerre_l_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
     {"legendre_p", 2, "legendre_p_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
 

@@ -839,8 +839,38 @@ fn hermite_h_f32(x: f32, nf: f32) -> f32 {
   }
   return r;
 }
-// Probabilists' Hermite: He_{k+1} = x He_k - k He_{k-1}.
-fn hermite_he_f32(x: f32, nf: f32) -> f32 {
+// a * b - h exactly, for h = a * b rounded (finite): the product of the 24-bit mantissas
+// is formed in 64-bit integers, so no fused multiply-add is needed from the driver.
+fn mul_residual(a: f32, b: f32, h: f32) -> f32 {
+  if (!is_finite(h) || h == 0.0) { return 0.0; }
+  let da = f32_decompose(bitcast<u32>(a) & 0x7fffffffu);
+  let db = f32_decompose(bitcast<u32>(b) & 0x7fffffffu);
+  let dh = f32_decompose(bitcast<u32>(h) & 0x7fffffffu);
+  let s = da.y + db.y;
+  let d = dh.y - s;
+  // d <= 0: h holds the product exactly; d > 30: the residual is below h's subnormal ulp.
+  if (d <= 0 || d > 30) { return 0.0; }
+  let prod = u32_mul_wide(u32(da.x), u32(db.x));
+  let diff = i64_sub(prod, i64_shl(vec2<u32>(u32(dh.x), 0u), vec2<u32>(u32(d), 0u)));
+  let r = ldexp_wide(f32(bitcast<i32>(diff.x)), s);
+  return select(r, -r, sign_bit(h));
+}
+// fma(a, b, -c) as the CPU's contracted `a * b - c` gives it: a * b = h + e exactly, then
+// h - c = t + err exactly (Knuth's two-sum), and one final rounding of t + (err + e).
+// `zero` is a runtime 0 (a kernel parameter): t passes through it as bits, so compilers
+// that reassociate float math cannot fold err to 0.
+fn mul_sub_fused(a: f32, b: f32, c: f32, zero: f32) -> f32 {
+  let h = a * b;
+  if (!is_finite(h) || !is_finite(c)) { return h - c; }
+  let e = mul_residual(a, b, h);
+  let t = bitcast<f32>(bitcast<u32>(h - c) ^ bitcast<u32>(zero));
+  let bb = t - h;
+  let err = (h - (t - bb)) + (-c - bb);
+  return t + (err + e);
+}
+// Probabilists' Hermite: He_{k+1} = x He_k - k He_{k-1}, with the CPU build's contraction
+// of x He_k - (k He_{k-1}) into one fused multiply-add (zero: see mul_sub_fused).
+fn hermite_he_f32(x: f32, nf: f32, zero: f32) -> f32 {
   let n = poly_degree(nf);
   if (n < 0.0) { return 0.0; }
   if (n == 0.0) { return 1.0; }
@@ -849,7 +879,7 @@ fn hermite_he_f32(x: f32, nf: f32) -> f32 {
   var q = x;
   var r = q;
   for (var k = 1.0; k < n; k = k + 1.0) {
-    r = x * q - k * p;
+    r = mul_sub_fused(x, q, k * p, zero);
     p = q;
     q = r;
     if (!is_finite(r)) { break; }
