@@ -57,6 +57,7 @@
 #include <ATen/ops/special_laguerre_polynomial_l_ops.h>
 #include <ATen/ops/special_legendre_polynomial_p_ops.h>
 #include <ATen/ops/frac_ops.h>
+#include <ATen/ops/frexp_ops.h>
 #include <ATen/ops/isfinite_ops.h>
 #include <ATen/ops/isinf_ops.h>
 #include <ATen/ops/isnan_ops.h>
@@ -79,7 +80,9 @@
 #include <cmath>
 
 #include "aten/cpu_fallback.h"
+#include "aten/nn_common.h"
 #include "aten/pointwise_common.h"
+#include "kernels/float_decompose.h"
 
 namespace twgpu::aten {
 namespace {
@@ -298,6 +301,34 @@ Tensor& logit_backward_out(const Tensor& grad, const Tensor& x, std::optional<do
   return out;
 }
 
+// frexp (mantissa, int32 exponent) with the CPU's checks; the functional form is a
+// composite over this one. The kernel writes fresh contiguous tensors, then the outputs
+// are resized and filled (they may be non-contiguous or overlap nothing we read).
+std::tuple<Tensor&, Tensor&> frexp_out(const Tensor& self, Tensor& mantissa, Tensor& exponent) {
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()),
+              "torch.frexp() only supports floating-point dtypes");
+  TORCH_CHECK(mantissa.dtype() == self.dtype(), "torch.frexp() expects mantissa to have dtype ",
+              self.dtype(), " but got ", mantissa.dtype());
+  TORCH_CHECK(exponent.dtype() == at::kInt,
+              "torch.frexp() expects exponent to have int dtype but got ", exponent.dtype());
+  if (any_stored_only({&self, &mantissa, &exponent}))
+    return call_cpu_fallback<at::_ops::frexp_Tensor_out>(self, mantissa, exponent);
+  TWGPU_TRY
+  Tensor x = self.contiguous();
+  Tensor m = at::empty(self.sizes(), self.options().memory_format(c10::MemoryFormat::Contiguous));
+  Tensor e = at::empty(self.sizes(), self.options().dtype(at::kInt).memory_format(c10::MemoryFormat::Contiguous));
+  if (x.numel() > 0) {
+    RuntimeLock lock;
+    frexp_kernel(lock.ctx(), operand(x), operand(m), operand(e), static_cast<uint64_t>(x.numel()));
+  }
+  at::native::resize_output(mantissa, self.sizes());
+  at::native::resize_output(exponent, self.sizes());
+  mantissa.copy_(m);
+  exponent.copy_(e);
+  TWGPU_CATCH
+  return std::forward_as_tuple(mantissa, exponent);
+}
+
 // angle of a real tensor: pi for negatives, 0 otherwise, NaN kept.
 Tensor& angle_out(const Tensor& a, Tensor& out) {
   if (any_stored_only({&a, &out})) return call_cpu_fallback<at::_ops::angle_out>(a, out);
@@ -389,6 +420,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("logit_backward.grad_input", logit_backward_out);
   m.impl("angle", angle);
   m.impl("angle.out", angle_out);
+  m.impl("frexp.Tensor_out", frexp_out);
 }
 
 }  // namespace twgpu::aten

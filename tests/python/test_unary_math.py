@@ -253,3 +253,45 @@ def test_special_errors_and_variants():
     check(lambda t: torch.special.zeta(t, 2.0), x + 1)
     check(lambda t: torch.special.zeta(3.0, t), x)
     check(lambda t: torch.lgamma(t, out=torch.empty(0, device=t.device)), x)
+
+
+# ---- frexp -------------------------------------------------------------------------------
+
+FREXP_VALUES = [0.0, -0.0, math.inf, -math.inf, math.nan, 1.0, -1.0, 0.75, -5.0, 3e38, 1e-40,
+                -3e-45, 1.17549435e-38, 6e-5, 1e-7, -3e-8, 65504.0, 1e-39, 12345.678]
+
+
+def assert_frexp_same(got, want):
+    (gm, ge), (wm, we) = got, want
+    assert gm.device.type == DEVICE and gm.dtype == wm.dtype and ge.dtype == torch.int32
+    gm, ge = gm.cpu(), ge.cpu()
+    assert torch.equal(ge, we)
+    assert torch.equal(torch.isnan(gm), torch.isnan(wm))
+    keep = ~torch.isnan(wm)  # NaN payload signs may differ after a half conversion
+    assert torch.equal(gm[keep], wm[keep]) and torch.equal(gm[keep].signbit(), wm[keep].signbit())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_frexp_exact(dtype):
+    x = torch.cat([torch.tensor(FREXP_VALUES), torch.randn(200, generator=torch.Generator().manual_seed(3)) * 1e3])
+    x = x.to(dtype)
+    # Subnormal bit patterns are read as bits: exact even where arithmetic flushes them.
+    assert_frexp_same(torch.frexp(dev(x)), torch.frexp(x))
+
+
+def test_frexp_shapes_out_and_errors():
+    x = make((4, 6), torch.float32, seed=21) * 100
+    for t in [x[:, ::2], x.t(), x[1:, 2:], x[0, 0], x[:0]]:
+        assert_frexp_same(torch.frexp(dev(t)), torch.frexp(t))
+    m = torch.empty(6, 4, device=DEVICE).t()
+    e = torch.empty(0, dtype=torch.int32, device=DEVICE)
+    res = torch.frexp(dev(x), out=(m, e))
+    assert res[0] is m and res[1] is e
+    assert_frexp_same((m, e), torch.frexp(x))
+    with pytest.raises(RuntimeError, match="only supports floating-point"):
+        torch.frexp(dev(torch.arange(4)))
+    with pytest.raises(RuntimeError, match="exponent to have int dtype"):
+        torch.frexp(dev(x), out=(torch.empty(0, device=DEVICE), torch.empty(0, device=DEVICE)))
+    with pytest.raises(RuntimeError, match="mantissa to have dtype"):
+        torch.frexp(dev(x), out=(torch.empty(0, device=DEVICE, dtype=torch.half),
+                                 torch.empty(0, device=DEVICE, dtype=torch.int32)))
