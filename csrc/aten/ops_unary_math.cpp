@@ -40,6 +40,9 @@
 #include <ATen/ops/special_zeta_ops.h>
 #include <ATen/ops/special_bessel_j0_ops.h>
 #include <ATen/ops/special_bessel_j1_ops.h>
+#include <ATen/ops/special_bessel_y0_ops.h>
+#include <ATen/ops/special_bessel_y1_ops.h>
+#include <ATen/ops/special_airy_ai_ops.h>
 #include <ATen/ops/special_modified_bessel_k0_ops.h>
 #include <ATen/ops/special_modified_bessel_k1_ops.h>
 #include <ATen/ops/special_scaled_modified_bessel_k0_ops.h>
@@ -141,6 +144,9 @@ TWGPU_UNARY_OUT(entr_out, special_entr_out, unary_float_op, "entr")
 TWGPU_UNARY_FLOAT_ONLY_OUT(spherical_j0_out, special_spherical_bessel_j0_out, "spherical_j0")
 TWGPU_UNARY_FLOAT_ONLY_OUT(j0_out, special_bessel_j0_out, "j0")
 TWGPU_UNARY_FLOAT_ONLY_OUT(j1_out, special_bessel_j1_out, "j1")
+TWGPU_UNARY_FLOAT_ONLY_OUT(y0_out, special_bessel_y0_out, "y0")
+TWGPU_UNARY_FLOAT_ONLY_OUT(y1_out, special_bessel_y1_out, "y1")
+TWGPU_UNARY_FLOAT_ONLY_OUT(airy_ai_out, special_airy_ai_out, "airy_ai")
 TWGPU_UNARY_FLOAT_ONLY_OUT(k0_out, special_modified_bessel_k0_out, "k0")
 TWGPU_UNARY_FLOAT_ONLY_OUT(k1_out, special_modified_bessel_k1_out, "k1")
 TWGPU_UNARY_FLOAT_ONLY_OUT(k0e_out, special_scaled_modified_bessel_k0_out, "k0e")
@@ -392,6 +398,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("special_spherical_bessel_j0.out", spherical_j0_out);
   m.impl("special_bessel_j0.out", j0_out);
   m.impl("special_bessel_j1.out", j1_out);
+  m.impl("special_bessel_y0.out", y0_out);
+  m.impl("special_bessel_y1.out", y1_out);
+  m.impl("special_airy_ai.out", airy_ai_out);
   m.impl("special_modified_bessel_k0.out", k0_out);
   m.impl("special_modified_bessel_k1.out", k1_out);
   m.impl("special_scaled_modified_bessel_k0.out", k0e_out);

@@ -926,7 +926,7 @@ fn legendre_p_f32(x: f32, nf: f32) -> f32 {
   return r;
 }
 // ---- Bessel functions J0, J1 and K0, K1 ----
-// e^x K_nu(x) = int_0^inf e^(-x (cosh t - 1)) cosh(nu t) dt, nu = 0, 1, x > 0: the
+// e^x K_nu(x) = int_0^inf e^(-x (cosh t - 1)) cosh(nu t) dt, x > 0 (nu = 0, 1, 1/3): the
 // integrand is even, analytic and falls double-exponentially, so the trapezoid rule
 // converges geometrically; the step shrinks as 1/sqrt(x) with the integrand's width.
 // (cosh t - 1 = 2 sinh^2(t/2) avoids cancellation.)
@@ -943,7 +943,7 @@ fn bessel_k_scaled(x: f32, nu: f32) -> f32 {
   for (var t = h; t <= tmax; t = t + h) {
     let s = sinh_f32(0.5 * t);
     let e = exp_f32(-2.0 * x * s * s);
-    sum = sum + select(e, e * cosh_f32(t), nu == 1.0);
+    sum = sum + select(e, e * cosh_f32(nu * t), nu != 0.0);
     if (e == 0.0) { break; }
   }
   return sum * h;
@@ -1027,6 +1027,168 @@ fn j1_f32(x: f32) -> f32 {
   var r: f32;
   if (ax <= 25.0) { r = bessel_j_trapezoid(ax, 1.0); } else { r = bessel_j_hankel(ax, 1.0); }
   return select(r, -r, x < 0.0);
+}
+// ---- Bessel functions of the second kind Y0, Y1 ----
+// For 0 < x < 10, Neumann's expansions over Bessel functions of the first kind,
+//   Y0 = (2/pi) (log(x/2) + gamma) J0 - (4/pi) sum_k>=1 (-1)^k J_2k / k,
+//   Y1 = (2/pi) (log(x/2) + gamma) J1 - (2/pi) J0 / x + (2/pi) sum_k>=1 (-1)^k (J_2k-1 - J_2k+1) / k,
+// (the second is minus the derivative of the first), whose terms stay below 1 in size, so
+// nothing cancels badly. Every J_n comes from one 64-node trapezoid rule of
+// J_n = 1/(2 pi) int_0^2pi cos(n t - x sin t) dt, exact up to J_(64-n)(x)-sized aliasing:
+// per node, sum_k (-1)^k e^(i (2k t - x sin t)) / k is accumulated by rotating e^(-i x sin t)
+// by e^(2it); its real part gives the J_2k sum and, as J_2k-1 - J_2k+1 picks
+// 2 sin t sin(2k t - x sin t), its imaginary part the Y1 sum. J_n(x) < 1e-10 past n = 33
+// here, so 16 terms do. Returns (Y0, Y1).
+fn bessel_y_neumann(x: f32) -> vec2<f32> {
+  var j0 = 0.0;
+  var j1 = 0.0;
+  var a = 0.0;
+  var b = 0.0;
+  for (var p = 0; p < 64; p = p + 1) {
+    let t = f32(p) * 0.09817477042468103;
+    let st = sin_f32(t);
+    let ct = cos_f32(t);
+    let phi = x * st;
+    let c = cos_f32(phi);
+    let s = sin_f32(phi);
+    j0 = j0 + c;
+    j1 = j1 + (ct * c + st * s);
+    let wr = ct * ct - st * st;
+    let wi = 2.0 * st * ct;
+    var zr = c;
+    var zi = -s;
+    var sr = 0.0;
+    var si = 0.0;
+    for (var k = 1; k <= 16; k = k + 1) {
+      let nr = zr * wr - zi * wi;
+      zi = zr * wi + zi * wr;
+      zr = nr;
+      let wk = select(1.0, -1.0, (k & 1) == 1) / f32(k);
+      sr = sr + wk * zr;
+      si = si + wk * zi;
+    }
+    a = a + sr;
+    b = b + st * si;
+  }
+  j0 = j0 * 0.015625;
+  j1 = j1 * 0.015625;
+  // (2/pi) (log(x/2) + gamma)
+  let l = (log_f32(x) + (0.5772156649015329 - 0.6931471805599453)) * 0.6366197723675814;
+  let y0 = l * j0 - 1.2732395447351628 * (a * 0.015625);
+  let y1 = l * j1 - div_f32(0.6366197723675814 * j0, x) + 1.2732395447351628 * (b * 0.015625);
+  return vec2<f32>(y0, y1);
+}
+// Hankel's expansion for x >= 10 (terms fall to e^(-2x), below 1e-8 here):
+// Y_n = sqrt(2 / (pi x)) (P sin chi + Q cos chi), chi = x - (n/2 + 1/4) pi, with cos chi and
+// sin chi formed from cos x and sin x.
+fn bessel_y_hankel(x: f32, n: f32) -> f32 {
+  let mu = 4.0 * n * n;
+  var t = 1.0;
+  var p = 1.0;
+  var q = 0.0;
+  for (var k = 1; k < 28; k = k + 1) {
+    let kf = f32(k);
+    let odd = 2.0 * kf - 1.0;
+    t = t * div_f32(mu - odd * odd, 8.0 * kf * x);
+    let sgn = select(-1.0, 1.0, ((k / 2) & 1) == 0);
+    if ((k & 1) == 1) { q = q + sgn * t; } else { p = p + sgn * t; }
+    if (abs(t) < 1e-10) { break; }
+  }
+  let c = cos_f32(x);
+  let s = sin_f32(x);
+  var cchi: f32;
+  var schi: f32;
+  if (n == 0.0) { cchi = c + s; schi = s - c; } else { cchi = s - c; schi = -s - c; }
+  return (p * schi + q * cchi) * div_f32(0.56418958354775629, sqrt(x));
+}
+// The CPU's values off the positive axis: -inf at +-0, NaN below 0 and at +inf.
+fn bessel_y_special(x: f32) -> f32 {
+  if (x == 0.0) { return -f32_inf(); }
+  return f32_nan();
+}
+fn y0_f32(x: f32) -> f32 {
+  if (!(x > 0.0) || is_nan(x) || is_inf(x)) { return bessel_y_special(x); }
+  if (x < 10.0) { return bessel_y_neumann(x).x; }
+  return bessel_y_hankel(x, 0.0);
+}
+fn y1_f32(x: f32) -> f32 {
+  if (!(x > 0.0) || is_nan(x) || is_inf(x)) { return bessel_y_special(x); }
+  if (x < 10.0) { return bessel_y_neumann(x).y; }
+  return bessel_y_hankel(x, 1.0);
+}
+// ---- Airy function Ai ----
+// -6.5 <= x <= 2.5: Taylor series about the nearest integer c in [-6, 2] (|h| <= 1/2),
+// from Ai(c), Ai'(c) and Ai'' = x Ai, i.e. (k + 2)(k + 1) a_(k+2) = c a_k + a_(k-1).
+fn airy_taylor(x: f32) -> f32 {
+  let c = clamp(round(x), -6.0, 2.0);
+  let h = x - c;
+  let i = i32(c) + 6;
+  var ai = array<f32, 9>(-0.3291451736298231, 0.3507610090241142, -0.07026553294928964,
+      -0.37881429367765806, 0.22740742820168564, 0.5355608832923522, 0.3550280538878172,
+      0.13529241631288147, 0.03492413042327436);
+  var dai = array<f32, 9>(0.3459354872813428, 0.3271928185544436, -0.7906285753685814,
+      0.314583769216599, 0.618259020741691, -0.010160567116645175, -0.2588194037928068,
+      -0.15914744129679328, -0.05309038443365388);
+  var prev = 0.0;     // a_(k-1)
+  var cur = ai[i];    // a_k
+  var next = dai[i];  // a_(k+1)
+  var sum = cur + next * h;
+  var hk = h;
+  for (var k = 0; k < 26; k = k + 1) {
+    let kf = f32(k);
+    let a2 = (c * cur + prev) / ((kf + 2.0) * (kf + 1.0));
+    prev = cur;
+    cur = next;
+    next = a2;
+    hk = hk * h;
+    sum = sum + a2 * hk;
+  }
+  return sum;
+}
+// The phase zeta + pi/4 rounded as the CPU rounds it (its error, up to half an ulp of a
+// phase in the hundreds, dominates the CPU's result far out): zeta = (2z) sqrt(z) / 3 in
+// float steps, then zeta + pi/4 formed in double and rounded once to float. The sum is
+// rounded to the float grid U of its binade exactly: zeta / U and the integer part of
+// (pi/4) / U are exact, the remaining fractions decide the last unit.
+fn airy_phase(z: f32) -> f32 {
+  let a = div_f32((2.0 * z) * sqrt(z), 3.0);
+  let c_hi = 0.785398185253143310546875;  // pi/4 rounded to float
+  let c_lo = -2.1855695031547384e-08;     // pi/4 - c_hi
+  let e = f32_decompose(bitcast<u32>(a + c_hi)).y;  // U = 2^e
+  let q = ldexp(a, -e);
+  let r = ldexp(c_hi, -e);
+  let whole = floor(q) + floor(r);
+  let frac = (q - floor(q)) + (r - floor(r)) + ldexp(c_lo, -e);
+  return ldexp(whole + round(frac), e);
+}
+fn airy_ai_f32(x: f32) -> f32 {
+  if (is_nan(x) || is_inf(x)) { return f32_nan(); }  // the CPU's values at +-inf
+  if (x > 25.77) { return 0.0; }                        // the CPU's cutoff (Ai < 2e-39)
+  if (x > 2.5) {
+    // Ai(x) = sqrt(x / 3) / pi K_1/3(zeta), zeta = 2/3 x^(3/2).
+    let zeta = 0.6666666666666667 * x * sqrt(x);
+    return sqrt(x * 0.3333333333333333) * 0.3183098861837907 *
+           (bessel_k_scaled(zeta, 0.3333333333333333) * exp_f32(-zeta));
+  }
+  if (x >= -6.5) { return airy_taylor(x); }
+  // x < -6.5: Ai(-z) = (sin theta P - cos theta Q) / (sqrt(pi) z^(1/4)), theta = zeta + pi/4,
+  // zeta = 2/3 z^(3/2), P and Q the asymptotic series in 1/zeta with
+  // u_k = u_(k-1) (6k-5)(6k-3)(6k-1) / (216 k (2k-1)).
+  let z = -x;
+  let iz = div_f32(1.5, z * sqrt(z));
+  var u = 1.0;
+  var p = 1.0;
+  var q = 0.0;
+  for (var k = 1; k < 20; k = k + 1) {
+    let kf = f32(k);
+    u = u * iz * div_f32((6.0 * kf - 5.0) * (6.0 * kf - 3.0) * (6.0 * kf - 1.0),
+                         216.0 * kf * (2.0 * kf - 1.0));
+    let sgn = select(-1.0, 1.0, ((k / 2) & 1) == 0);
+    if ((k & 1) == 1) { q = q + sgn * u; } else { p = p + sgn * u; }
+    if (u < 1e-10) { break; }
+  }
+  let theta = airy_phase(z);
+  return (sin_f32(theta) * p - cos_f32(theta) * q) * div_f32(0.56418958354775629, sqrt(sqrt(z)));
 }
 // ---- regularized incomplete gamma functions P(a, x) (igamma) and Q(a, x) (igammac):
 // the power series where x < a + 1, else the continued fraction (modified Lentz), both

@@ -207,6 +207,9 @@ SPECIAL_OPS = {
     "zeta": lambda x: torch.special.zeta(x.abs() + 1.5, x.abs() + 0.25),
     "bessel_j0": torch.special.bessel_j0,
     "bessel_j1": torch.special.bessel_j1,
+    "bessel_y0": torch.special.bessel_y0,
+    "bessel_y1": torch.special.bessel_y1,
+    "airy_ai": torch.special.airy_ai,
     "modified_bessel_k0": torch.special.modified_bessel_k0,
     "modified_bessel_k1": torch.special.modified_bessel_k1,
     "scaled_modified_bessel_k0": torch.special.scaled_modified_bessel_k0,
@@ -238,7 +241,8 @@ def test_special_float32(name):
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.int64, torch.bool], ids=str)
 @pytest.mark.parametrize("name", ["lgamma", "digamma", "i0", "i1e", "erfcx", "ndtri", "entr",
-                                  "trigamma", "spherical_bessel_j0"])
+                                  "trigamma", "spherical_bessel_j0", "bessel_y0", "bessel_y1",
+                                  "airy_ai"])
 def test_special_dtypes(name, dtype):
     x = make((4, 5), dtype, seed=12, low=0 if name == "ndtri" else None,
              high=1 if name == "ndtri" else None)
@@ -295,3 +299,18 @@ def test_frexp_shapes_out_and_errors():
     with pytest.raises(RuntimeError, match="mantissa to have dtype"):
         torch.frexp(dev(x), out=(torch.empty(0, device=DEVICE, dtype=torch.half),
                                  torch.empty(0, device=DEVICE, dtype=torch.int32)))
+
+
+@pytest.mark.parametrize("name", ["bessel_y0", "bessel_y1", "airy_ai"])
+def test_bessel_y_airy_ranges(name):
+    # Every branch and its edges: Neumann/Hankel at 10 for Y, Taylor centres from -6.5 to
+    # 2.5, the K_1/3 integral above, the asymptotic series below, and the CPU's cutoff at 25.77.
+    fn = SPECIAL_OPS[name]
+    x = torch.cat([torch.linspace(-12, 30, 1681), torch.tensor(
+        [9.999, 10.0, 10.001, 2.5, 2.5001, -6.5, -6.5001, 25.77, 25.78, 1e-3, 1e-20, 1e-38])])
+    assert_float_close(fn(dev(x)), fn(x), rtol=2e-6, atol=1e-5)
+    check(fn, x[:1681].reshape(41, 41)[::2, 1::3])  # non-contiguous
+    check(fn, torch.tensor(3.5))  # 0-dim
+    check(fn, torch.empty(0, 3))
+    check(lambda t: fn(t, out=torch.empty(0, device=t.device)), x[:7])
+    check(fn, x.half())  # refused as on the CPU
