@@ -690,8 +690,9 @@ fn spherical_j0_f32(x: f32) -> f32 {
 // to int64): the CPU's recurrences, with its trigonometric forms for large n inside
 // [-1, 1]. Loops stop early once the value overflows.
 fn poly_degree(n: f32) -> f32 {
-  // Truncated toward zero first, as the int64 conversion does (-0.5 is degree 0).
-  if (is_nan(n) || trunc(n) < 0.0) { return -1.0; }
+  // Truncated toward zero first, as the int64 conversion does (-0.5 is degree 0). NaN and
+  // values from 2^63 up convert to INT64_MIN on the CPU (x86), a negative degree.
+  if (is_nan(n) || trunc(n) < 0.0 || n >= 9.2233720368547758e18) { return -1.0; }
   return min(trunc(n), 1000000.0);
 }
 fn is_even_f(n: f32) -> bool { return (u32(n) & 1u) == 0u; }
@@ -882,7 +883,8 @@ fn hermite_he_f32(x: f32, nf: f32, zero: f32) -> f32 {
     r = mul_sub_fused(x, q, k * p, zero);
     p = q;
     q = r;
-    if (!is_finite(r)) { break; }
+    // The CPU runs on past an overflow, where inf - inf soon gives NaN: stop only there.
+    if (is_nan(r)) { break; }
   }
   return r;
 }
@@ -1079,8 +1081,9 @@ fn bessel_y_neumann(x: f32) -> vec2<f32> {
   return vec2<f32>(y0, y1);
 }
 // Hankel's expansion for x >= 10 (terms fall to e^(-2x), below 1e-8 here):
-// Y_n = sqrt(2 / (pi x)) (P sin chi + Q cos chi), chi = x - (n/2 + 1/4) pi, with cos chi and
-// sin chi formed from cos x and sin x.
+// Y_n = sqrt(2 / (pi x)) (P sin chi + Q cos chi), chi = x - (n/2 + 1/4) pi. chi is rounded
+// as the CPU rounds it, x minus (n/2 + 1/4) pi in float: far out that rounding (half an ulp
+// of x) is what the CPU's value follows.
 fn bessel_y_hankel(x: f32, n: f32) -> f32 {
   let mu = 4.0 * n * n;
   var t = 1.0;
@@ -1094,12 +1097,8 @@ fn bessel_y_hankel(x: f32, n: f32) -> f32 {
     if ((k & 1) == 1) { q = q + sgn * t; } else { p = p + sgn * t; }
     if (abs(t) < 1e-10) { break; }
   }
-  let c = cos_f32(x);
-  let s = sin_f32(x);
-  var cchi: f32;
-  var schi: f32;
-  if (n == 0.0) { cchi = c + s; schi = s - c; } else { cchi = s - c; schi = -s - c; }
-  return (p * schi + q * cchi) * div_f32(0.56418958354775629, sqrt(x));
+  let chi = x - select(0.785398185253143310546875, 2.35619449615478515625, n == 1.0);
+  return (p * sin_f32(chi) + q * cos_f32(chi)) * div_f32(0.79788456080286536, sqrt(x));
 }
 // The CPU's values off the positive axis: -inf at +-0, NaN below 0 and at +inf.
 fn bessel_y_special(x: f32) -> f32 {
