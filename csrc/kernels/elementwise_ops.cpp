@@ -145,20 +145,20 @@ const ElementwiseOpDef kOps[] = {
     {"k1", 1, "k1_f32(a)", nullptr, nullptr, nullptr SPECIAL},
     {"k0e", 1, "k0e_f32(a)", nullptr, nullptr, nullptr SPECIAL},
     {"k1e", 1, "k1e_f32(a)", nullptr, nullptr, nullptr SPECIAL},
-    // Orthogonal polynomials: a = x, b = n.
-    {"chebyshev_t", 2, "chebyshev_t_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
-    {"chebyshev_u", 2, "chebyshev_u_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
-    {"chebyshev_v", 2, "chebyshev_v_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
-    {"chebyshev_w", 2, "chebyshev_w_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
-    {"shifted_chebyshev_t", 2, "shifted_chebyshev_t_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
-    {"shifted_chebyshev_u", 2, "shifted_chebyshev_u_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
-    {"shifted_chebyshev_v", 2, "shifted_chebyshev_v_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
-    {"shifted_chebyshev_w", 2, "shifted_chebyshev_w_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
-    {"hermite_h", 2, "hermite_h_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
-    // p0: a runtime zero (the host leaves it at its default 0), see mul_sub_fused.
+    // Orthogonal polynomials: a = x, b = n, p0 a runtime zero (the host leaves it at its
+    // default 0) for mul_sub_fused.
+    {"chebyshev_t", 2, "chebyshev_t_f32(a, b, p0)", nullptr, nullptr, nullptr SPECIAL},
+    {"chebyshev_u", 2, "chebyshev_u_f32(a, b, p0)", nullptr, nullptr, nullptr SPECIAL},
+    {"chebyshev_v", 2, "chebyshev_v_f32(a, b, p0)", nullptr, nullptr, nullptr SPECIAL},
+    {"chebyshev_w", 2, "chebyshev_w_f32(a, b, p0)", nullptr, nullptr, nullptr SPECIAL},
+    {"shifted_chebyshev_t", 2, "shifted_chebyshev_t_f32(a, b, p0)", nullptr, nullptr, nullptr SPECIAL},
+    {"shifted_chebyshev_u", 2, "shifted_chebyshev_u_f32(a, b, p0)", nullptr, nullptr, nullptr SPECIAL},
+    {"shifted_chebyshev_v", 2, "shifted_chebyshev_v_f32(a, b, p0)", nullptr, nullptr, nullptr SPECIAL},
+    {"shifted_chebyshev_w", 2, "shifted_chebyshev_w_f32(a, b, p0)", nullptr, nullptr, nullptr SPECIAL},
+    {"hermite_h", 2, "hermite_h_f32(a, b, p0)", nullptr, nullptr, nullptr SPECIAL},
     {"hermite_he", 2, "hermite_he_f32(a, b, p0)", nullptr, nullptr, nullptr SPECIAL},
-    {"laguerre_l", 2, "laguerre_l_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
-    {"legendre_p", 2, "legendre_p_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
+    {"laguerre_l", 2, "laguerre_l_f32(a, b, p0)", nullptr, nullptr, nullptr SPECIAL},
+    {"legendre_p", 2, "legendre_p_f32(a, b, p0)", nullptr, nullptr, nullptr SPECIAL},
 
     // ---- more binary / ternary pointwise ops (ops_pointwise_ternary.cpp) ----
     {"atan2", 2, "atan2_f32(a, b)", nullptr, nullptr, nullptr LIB},

@@ -686,160 +686,6 @@ fn spherical_j0_f32(x: f32) -> f32 {
   }
   return div_f32(sin_f32(x), x);
 }
-// ---- orthogonal polynomials of integer degree n (given as a float; the CPU truncates it
-// to int64): the CPU's recurrences, with its trigonometric forms for large n inside
-// [-1, 1]. Loops stop early once the value overflows.
-fn poly_degree(n: f32) -> f32 {
-  // Truncated toward zero first, as the int64 conversion does (-0.5 is degree 0). NaN and
-  // values from 2^63 up convert to INT64_MIN on the CPU (x86), a negative degree.
-  if (is_nan(n) || trunc(n) < 0.0 || n >= 9.2233720368547758e18) { return -1.0; }
-  return min(trunc(n), 1000000.0);
-}
-fn is_even_f(n: f32) -> bool { return (u32(n) & 1u) == 0u; }
-// The three-term recurrence r = (c * x2) q - p, from p0, q0 (degrees 0 and 1).
-fn chebyshev_recur(x2: f32, q0: f32, n: f32) -> f32 {
-  var p = 1.0;
-  var q = q0;
-  var r = q0;
-  for (var k = 2.0; k <= n; k = k + 1.0) {
-    r = x2 * q - p;
-    p = q;
-    q = r;
-    if (!is_finite(r)) { break; }
-  }
-  return r;
-}
-fn chebyshev_t_f32(x: f32, nf: f32) -> f32 {
-  let n = poly_degree(nf);
-  if (n < 0.0) { return 0.0; }
-  if (abs(x) == 1.0) { return select(-1.0, 1.0, x > 0.0 || is_even_f(n)); }
-  if (n > 6.0 && abs(x) < 1.0) { return cos_f32(n * acos_f32(x)); }
-  if (n == 0.0) { return 1.0; }
-  if (n == 1.0) { return x; }
-  return chebyshev_recur(x + x, x, n);
-}
-fn chebyshev_u_f32(x: f32, nf: f32) -> f32 {
-  let n = poly_degree(nf);
-  if (n < 0.0) { return 0.0; }
-  if (abs(x) == 1.0) { return select(-(n + 1.0), n + 1.0, x > 0.0 || is_even_f(n)); }
-  if (n > 8.0 && abs(x) < 1.0) {
-    let t = acos_f32(x);
-    let st = sin_f32(t);
-    if (st != 0.0) { return div_f32(sin_f32((n + 1.0) * t), st); }
-    return div_f32((n + 1.0) * cos_f32((n + 1.0) * t), x);
-  }
-  if (n == 0.0) { return 1.0; }
-  if (n == 1.0) { return x + x; }
-  return chebyshev_recur(x + x, x + x, n);
-}
-fn chebyshev_v_f32(x: f32, nf: f32) -> f32 {
-  let n = poly_degree(nf);
-  if (n < 0.0) { return 0.0; }
-  if (abs(x) == 1.0) {
-    if (x > 0.0) { return 1.0; }
-    return select(-(n + n + 1.0), n + n + 1.0, is_even_f(n));
-  }
-  if (n > 8.0 && abs(x) < 1.0) {
-    let t = acos_f32(x);
-    if (sin_f32(t * 0.5) != 1.0) { return div_f32(cos_f32((n + 0.5) * t), cos_f32(t * 0.5)); }
-    return select(-(n + n + 1.0), n + n + 1.0, is_even_f(n));
-  }
-  if (n == 0.0) { return 1.0; }
-  if (n == 1.0) { return x + x - 1.0; }
-  return chebyshev_recur(x + x, x + x - 1.0, n);
-}
-fn chebyshev_w_f32(x: f32, nf: f32) -> f32 {
-  let n = poly_degree(nf);
-  if (n < 0.0) { return 0.0; }
-  if (abs(x) == 1.0) {
-    if (x > 0.0) { return n + n + 1.0; }
-    return select(-1.0, 1.0, is_even_f(n));
-  }
-  if (n > 8.0 && abs(x) < 1.0) {
-    let t = acos_f32(x);
-    if (cos_f32(t * 0.5) != 1.0) { return div_f32(sin_f32((n + 0.5) * t), sin_f32(t * 0.5)); }
-    if (x > 0.0) { return n + n + 1.0; }
-    return select(-1.0, 1.0, is_even_f(n));
-  }
-  if (n == 0.0) { return 1.0; }
-  if (n == 1.0) { return x + x + 1.0; }
-  return chebyshev_recur(x + x, x + x + 1.0, n);
-}
-// Shifted polynomials: the same in y = 2x - 1, with the CPU's special cases at x = 0, 1.
-fn shifted_chebyshev_t_f32(x: f32, nf: f32) -> f32 {
-  let n = poly_degree(nf);
-  if (n < 0.0) { return 0.0; }
-  if (x == 1.0) { return 1.0; }
-  if (x == 0.0) { return select(-1.0, 1.0, is_even_f(n)); }
-  let y = x + x - 1.0;
-  if (n > 6.0 && abs(y) < 1.0) { return cos_f32(n * acos_f32(y)); }
-  if (n == 0.0) { return 1.0; }
-  if (n == 1.0) { return y; }
-  return chebyshev_recur(y + y, y, n);
-}
-fn shifted_chebyshev_u_f32(x: f32, nf: f32) -> f32 {
-  let n = poly_degree(nf);
-  if (n < 0.0) { return 0.0; }
-  if (x == 1.0) { return n + 1.0; }
-  if (x == 0.0) { return select(-(n + 1.0), n + 1.0, is_even_f(n)); }
-  let y = x + x - 1.0;
-  if (n > 6.0 && abs(y) < 1.0) {
-    let t = acos_f32(y);
-    let st = sin_f32(t);
-    if (st != 0.0) { return div_f32(sin_f32((n + 1.0) * t), st); }
-    return div_f32((n + 1.0) * cos_f32((n + 1.0) * t), y);
-  }
-  if (n == 0.0) { return 1.0; }
-  if (n == 1.0) { return y + y; }
-  return chebyshev_recur(y + y, y + y, n);
-}
-fn shifted_chebyshev_v_f32(x: f32, nf: f32) -> f32 {
-  let n = poly_degree(nf);
-  if (n < 0.0) { return 0.0; }
-  if (x == 1.0) { return 1.0; }
-  if (x == 0.0) { return select(-(n + n + 1.0), n + n + 1.0, is_even_f(n)); }
-  let y = x + x - 1.0;
-  if (n > 6.0 && abs(y) < 1.0) {
-    let t = acos_f32(y);
-    if (sin_f32(t * 0.5) != 1.0) { return div_f32(cos_f32((n + 0.5) * t), cos_f32(t * 0.5)); }
-    return select(-(n + n + 1.0), n + n + 1.0, is_even_f(n));
-  }
-  if (n == 0.0) { return 1.0; }
-  if (n == 1.0) { return y + y - 1.0; }
-  return chebyshev_recur(y + y, y + y - 1.0, n);
-}
-fn shifted_chebyshev_w_f32(x: f32, nf: f32) -> f32 {
-  let n = poly_degree(nf);
-  if (n < 0.0) { return 0.0; }
-  if (x == 1.0) { return n + n + 1.0; }
-  if (x == 0.0) { return select(-1.0, 1.0, is_even_f(n)); }
-  let y = x + x - 1.0;
-  if (n > 4.0 && abs(y) < 1.0) {
-    let t = acos_f32(y);
-    if (cos_f32(t * 0.5) != 1.0) { return div_f32(sin_f32((n + 0.5) * t), sin_f32(t * 0.5)); }
-    return select(-1.0, 1.0, is_even_f(n));
-  }
-  if (n == 0.0) { return 1.0; }
-  if (n == 1.0) { return y + y + 1.0; }
-  return chebyshev_recur(y + y, y + y + 1.0, n);
-}
-// Physicists' Hermite: H_{k+1} = 2x H_k - 2k H_{k-1}.
-fn hermite_h_f32(x: f32, nf: f32) -> f32 {
-  let n = poly_degree(nf);
-  if (n < 0.0) { return 0.0; }
-  if (n == 0.0) { return 1.0; }
-  if (n == 1.0) { return x + x; }
-  var p = 1.0;
-  var q = x + x;
-  var r = q;
-  for (var k = 2.0; k < n + n; k = k + 2.0) {
-    r = (x + x) * q - k * p;
-    p = q;
-    q = r;
-    if (!is_finite(r)) { break; }
-  }
-  return r;
-}
 // a * b - h exactly, for h = a * b rounded (finite): the product of the 24-bit mantissas
 // is formed in 64-bit integers, so no fused multiply-add is needed from the driver.
 fn mul_residual(a: f32, b: f32, h: f32) -> f32 {
@@ -860,14 +706,178 @@ fn mul_residual(a: f32, b: f32, h: f32) -> f32 {
 // h - c = t + err exactly (Knuth's two-sum), and one final rounding of t + (err + e).
 // `zero` is a runtime 0 (a kernel parameter): t passes through it as bits, so compilers
 // that reassociate float math cannot fold err to 0.
-fn mul_sub_fused(a: f32, b: f32, c: f32, zero: f32) -> f32 {
+fn mul_sub_fused_finite(a: f32, b: f32, c: f32, zero: f32) -> f32 {
   let h = a * b;
-  if (!is_finite(h) || !is_finite(c)) { return h - c; }
   let e = mul_residual(a, b, h);
   let t = bitcast<f32>(bitcast<u32>(h - c) ^ bitcast<u32>(zero));
   let bb = t - h;
   let err = (h - (t - bb)) + (-c - bb);
   return t + (err + e);
+}
+fn mul_sub_fused(a: f32, b: f32, c: f32, zero: f32) -> f32 {
+  let h = a * b;
+  if (!is_finite(a) || !is_finite(b)) { return h - c; }
+  if (!is_finite(c)) { return -c; }  // the exact product of finite a, b is finite
+  // A product past the float range may still leave a finite a * b - c: scaled down by 2^64
+  // (exact for both terms that matter), fused, scaled back.
+  if (!is_finite(h)) { return ldexp(mul_sub_fused_finite(ldexp(a, -64), b, ldexp(c, -64), zero), 64); }
+  return mul_sub_fused_finite(a, b, c, zero);
+}
+// ---- orthogonal polynomials of integer degree n (given as a float; the CPU truncates it
+// to int64): the CPU's recurrences, with its trigonometric forms for large n inside
+// [-1, 1]. The CPU build contracts each step's first product and subtraction into a fused
+// multiply-add (mul_sub_fused reproduces it; `zero` is its runtime zero) and runs on past an
+// overflow, where inf - inf soon gives NaN: loops stop only at NaN.
+fn poly_degree(n: f32) -> f32 {
+  // Truncated toward zero first, as the int64 conversion does (-0.5 is degree 0). NaN and
+  // values from 2^63 up convert to INT64_MIN on the CPU (x86), a negative degree.
+  if (is_nan(n) || trunc(n) < 0.0 || n >= 9.2233720368547758e18) { return -1.0; }
+  return min(trunc(n), 1000000.0);
+}
+fn is_even_f(n: f32) -> bool { return (u32(n) & 1u) == 0u; }
+// The three-term recurrence r = (c * x2) q - p, from p0, q0 (degrees 0 and 1).
+fn chebyshev_recur(x2: f32, q0: f32, n: f32, zero: f32) -> f32 {
+  var p = 1.0;
+  var q = q0;
+  var r = q0;
+  for (var k = 2.0; k <= n; k = k + 1.0) {
+    r = mul_sub_fused(x2, q, p, zero);
+    p = q;
+    q = r;
+    if (is_nan(r)) { break; }
+  }
+  return r;
+}
+fn chebyshev_t_f32(x: f32, nf: f32, zero: f32) -> f32 {
+  let n = poly_degree(nf);
+  if (n < 0.0) { return 0.0; }
+  if (abs(x) == 1.0) { return select(-1.0, 1.0, x > 0.0 || is_even_f(n)); }
+  if (n > 6.0 && abs(x) < 1.0) { return cos_f32(n * acos_f32(x)); }
+  if (n == 0.0) { return 1.0; }
+  if (n == 1.0) { return x; }
+  return chebyshev_recur(x + x, x, n, zero);
+}
+fn chebyshev_u_f32(x: f32, nf: f32, zero: f32) -> f32 {
+  let n = poly_degree(nf);
+  if (n < 0.0) { return 0.0; }
+  if (abs(x) == 1.0) { return select(-(n + 1.0), n + 1.0, x > 0.0 || is_even_f(n)); }
+  if (n > 8.0 && abs(x) < 1.0) {
+    let t = acos_f32(x);
+    let st = sin_f32(t);
+    if (st != 0.0) { return div_f32(sin_f32((n + 1.0) * t), st); }
+    return div_f32((n + 1.0) * cos_f32((n + 1.0) * t), x);
+  }
+  if (n == 0.0) { return 1.0; }
+  if (n == 1.0) { return x + x; }
+  return chebyshev_recur(x + x, x + x, n, zero);
+}
+fn chebyshev_v_f32(x: f32, nf: f32, zero: f32) -> f32 {
+  let n = poly_degree(nf);
+  if (n < 0.0) { return 0.0; }
+  if (abs(x) == 1.0) {
+    if (x > 0.0) { return 1.0; }
+    return select(-(n + n + 1.0), n + n + 1.0, is_even_f(n));
+  }
+  if (n > 8.0 && abs(x) < 1.0) {
+    let t = acos_f32(x);
+    if (sin_f32(t * 0.5) != 1.0) { return div_f32(cos_f32((n + 0.5) * t), cos_f32(t * 0.5)); }
+    return select(-(n + n + 1.0), n + n + 1.0, is_even_f(n));
+  }
+  if (n == 0.0) { return 1.0; }
+  if (n == 1.0) { return x + x - 1.0; }
+  return chebyshev_recur(x + x, x + x - 1.0, n, zero);
+}
+fn chebyshev_w_f32(x: f32, nf: f32, zero: f32) -> f32 {
+  let n = poly_degree(nf);
+  if (n < 0.0) { return 0.0; }
+  if (abs(x) == 1.0) {
+    if (x > 0.0) { return n + n + 1.0; }
+    return select(-1.0, 1.0, is_even_f(n));
+  }
+  if (n > 8.0 && abs(x) < 1.0) {
+    let t = acos_f32(x);
+    if (cos_f32(t * 0.5) != 1.0) { return div_f32(sin_f32((n + 0.5) * t), sin_f32(t * 0.5)); }
+    if (x > 0.0) { return n + n + 1.0; }
+    return select(-1.0, 1.0, is_even_f(n));
+  }
+  if (n == 0.0) { return 1.0; }
+  if (n == 1.0) { return x + x + 1.0; }
+  return chebyshev_recur(x + x, x + x + 1.0, n, zero);
+}
+// Shifted polynomials: the same in y = 2x - 1, with the CPU's special cases at x = 0, 1.
+fn shifted_chebyshev_t_f32(x: f32, nf: f32, zero: f32) -> f32 {
+  let n = poly_degree(nf);
+  if (n < 0.0) { return 0.0; }
+  if (x == 1.0) { return 1.0; }
+  if (x == 0.0) { return select(-1.0, 1.0, is_even_f(n)); }
+  let y = x + x - 1.0;
+  if (n > 6.0 && abs(y) < 1.0) { return cos_f32(n * acos_f32(y)); }
+  if (n == 0.0) { return 1.0; }
+  if (n == 1.0) { return y; }
+  return chebyshev_recur(y + y, y, n, zero);
+}
+fn shifted_chebyshev_u_f32(x: f32, nf: f32, zero: f32) -> f32 {
+  let n = poly_degree(nf);
+  if (n < 0.0) { return 0.0; }
+  if (x == 1.0) { return n + 1.0; }
+  if (x == 0.0) { return select(-(n + 1.0), n + 1.0, is_even_f(n)); }
+  let y = x + x - 1.0;
+  if (n > 6.0 && abs(y) < 1.0) {
+    let t = acos_f32(y);
+    let st = sin_f32(t);
+    if (st != 0.0) { return div_f32(sin_f32((n + 1.0) * t), st); }
+    return div_f32((n + 1.0) * cos_f32((n + 1.0) * t), y);
+  }
+  if (n == 0.0) { return 1.0; }
+  if (n == 1.0) { return y + y; }
+  return chebyshev_recur(y + y, y + y, n, zero);
+}
+fn shifted_chebyshev_v_f32(x: f32, nf: f32, zero: f32) -> f32 {
+  let n = poly_degree(nf);
+  if (n < 0.0) { return 0.0; }
+  if (x == 1.0) { return 1.0; }
+  if (x == 0.0) { return select(-(n + n + 1.0), n + n + 1.0, is_even_f(n)); }
+  let y = x + x - 1.0;
+  if (n > 6.0 && abs(y) < 1.0) {
+    let t = acos_f32(y);
+    if (sin_f32(t * 0.5) != 1.0) { return div_f32(cos_f32((n + 0.5) * t), cos_f32(t * 0.5)); }
+    return select(-(n + n + 1.0), n + n + 1.0, is_even_f(n));
+  }
+  if (n == 0.0) { return 1.0; }
+  if (n == 1.0) { return y + y - 1.0; }
+  return chebyshev_recur(y + y, y + y - 1.0, n, zero);
+}
+fn shifted_chebyshev_w_f32(x: f32, nf: f32, zero: f32) -> f32 {
+  let n = poly_degree(nf);
+  if (n < 0.0) { return 0.0; }
+  if (x == 1.0) { return n + n + 1.0; }
+  if (x == 0.0) { return select(-1.0, 1.0, is_even_f(n)); }
+  let y = x + x - 1.0;
+  if (n > 4.0 && abs(y) < 1.0) {
+    let t = acos_f32(y);
+    if (cos_f32(t * 0.5) != 1.0) { return div_f32(sin_f32((n + 0.5) * t), sin_f32(t * 0.5)); }
+    return select(-1.0, 1.0, is_even_f(n));
+  }
+  if (n == 0.0) { return 1.0; }
+  if (n == 1.0) { return y + y + 1.0; }
+  return chebyshev_recur(y + y, y + y + 1.0, n, zero);
+}
+// Physicists' Hermite: H_{k+1} = 2x H_k - 2k H_{k-1}.
+fn hermite_h_f32(x: f32, nf: f32, zero: f32) -> f32 {
+  let n = poly_degree(nf);
+  if (n < 0.0) { return 0.0; }
+  if (n == 0.0) { return 1.0; }
+  if (n == 1.0) { return x + x; }
+  var p = 1.0;
+  var q = x + x;
+  var r = q;
+  for (var k = 2.0; k < n + n; k = k + 2.0) {
+    r = mul_sub_fused(x + x, q, k * p, zero);
+    p = q;
+    q = r;
+    if (is_nan(r)) { break; }
+  }
+  return r;
 }
 // Probabilists' Hermite: He_{k+1} = x He_k - k He_{k-1}, with the CPU build's contraction
 // of x He_k - (k He_{k-1}) into one fused multiply-add (zero: see mul_sub_fused).
@@ -889,7 +899,7 @@ fn hermite_he_f32(x: f32, nf: f32, zero: f32) -> f32 {
   return r;
 }
 // Laguerre: (k + 1) L_{k+1} = (2k + 1 - x) L_k - k L_{k-1}.
-fn laguerre_l_f32(x: f32, nf: f32) -> f32 {
+fn laguerre_l_f32(x: f32, nf: f32, zero: f32) -> f32 {
   let n = poly_degree(nf);
   if (n < 0.0) { return 0.0; }
   if (abs(x) == 0.0) { return 1.0; }
@@ -899,15 +909,15 @@ fn laguerre_l_f32(x: f32, nf: f32) -> f32 {
   var q = 1.0 - x;
   var r = q;
   for (var k = 1.0; k < n; k = k + 1.0) {
-    r = div_f32(((k + k) + (1.0 - x)) * q - k * p, k + 1.0);
+    r = div_f32(mul_sub_fused((k + k) + (1.0 - x), q, k * p, zero), k + 1.0);
     p = q;
     q = r;
-    if (!is_finite(r)) { break; }
+    if (is_nan(r)) { break; }
   }
   return r;
 }
 // Legendre: (k + 1) P_{k+1} = (2k + 1) x P_k - k P_{k-1}.
-fn legendre_p_f32(x: f32, nf: f32) -> f32 {
+fn legendre_p_f32(x: f32, nf: f32, zero: f32) -> f32 {
   let n = poly_degree(nf);
   if (n < 0.0) { return 0.0; }
   if (abs(x) == 1.0) {
@@ -920,10 +930,10 @@ fn legendre_p_f32(x: f32, nf: f32) -> f32 {
   var q = x;
   var r = q;
   for (var k = 1.0; k < n; k = k + 1.0) {
-    r = div_f32((k + k + 1.0) * x * q - k * p, k + 1.0);
+    r = div_f32(mul_sub_fused((k + k + 1.0) * x, q, k * p, zero), k + 1.0);
     p = q;
     q = r;
-    if (!is_finite(r)) { break; }
+    if (is_nan(r)) { break; }
   }
   return r;
 }
