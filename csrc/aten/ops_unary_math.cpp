@@ -5,6 +5,7 @@
 // Structured ops register `.out` only (PyTorch derives the functional and in-place
 // variants); logit, angle and the functional-only classification ops register each
 // overload. float64 and complex operands go to the CPU fallback.
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/acos_ops.h>
 #include <ATen/ops/acosh_ops.h>
@@ -329,6 +330,12 @@ std::tuple<Tensor&, Tensor&> frexp_out(const Tensor& self, Tensor& mantissa, Ten
   }
   at::native::resize_output(mantissa, self.sizes());
   at::native::resize_output(exponent, self.sizes());
+  // The CPU's iterator refuses outputs that partly overlap the input (a full overlap,
+  // frexp into self, is fine: the kernel reads before anything is copied back).
+  at::assert_no_internal_overlap(mantissa);
+  at::assert_no_internal_overlap(exponent);
+  at::assert_no_partial_overlap(mantissa, self);
+  at::assert_no_partial_overlap(exponent, self);
   mantissa.copy_(m);
   exponent.copy_(e);
   TWGPU_CATCH

@@ -292,6 +292,12 @@ def test_frexp_shapes_out_and_errors():
     res = torch.frexp(dev(x), out=(m, e))
     assert res[0] is m and res[1] is e
     assert_frexp_same((m, e), torch.frexp(x))
+    y = dev(x.clone())
+    torch.frexp(y, out=(y, e))  # into its own input
+    assert_frexp_same((y, e), torch.frexp(x))
+    with pytest.raises(RuntimeError, match="unsupported operation"):
+        z = dev(x.flatten())
+        torch.frexp(z[:6], out=(z[2:8], e.flatten()[:6]))
     with pytest.raises(RuntimeError, match="only supports floating-point"):
         torch.frexp(dev(torch.arange(4)))
     with pytest.raises(RuntimeError, match="exponent to have int dtype"):
