@@ -992,7 +992,7 @@ fn bessel_j_trapezoid(x: f32, n: f32) -> f32 {
   return sum * 0.015625;
 }
 // Hankel's expansion for x > 25: J_n = sqrt(2 / (pi x)) (P cos chi - Q sin chi) with
-// chi = x - (n/2 + 1/4) pi; cos chi and sin chi come from cos x and sin x exactly.
+// chi = x - (n/2 + 1/4) pi.
 fn bessel_j_hankel(x: f32, n: f32) -> f32 {
   let mu = 4.0 * n * n;
   var t = 1.0;
@@ -1006,13 +1006,10 @@ fn bessel_j_hankel(x: f32, n: f32) -> f32 {
     if ((k & 1) == 1) { q = q + sgn * t; } else { p = p + sgn * t; }
     if (abs(t) < 1e-9) { break; }
   }
-  let c = cos_f32(x);
-  let s = sin_f32(x);
-  var cchi: f32;
-  var schi: f32;
-  if (n == 0.0) { cchi = c + s; schi = s - c; } else { cchi = s - c; schi = -s - c; }
-  // cos/sin chi carry a factor sqrt(2), folded into sqrt(1 / (pi x)).
-  return (p * cchi - q * schi) * div_f32(0.56418958354775629, sqrt(x));
+  // chi rounded as the CPU rounds it (x minus the phase constant in float): far out that
+  // rounding, half an ulp of x, is what the CPU's value follows.
+  let chi = x - select(0.785398185253143310546875, 2.35619449615478515625, n == 1.0);
+  return (p * cos_f32(chi) - q * sin_f32(chi)) * div_f32(0.79788456080286536, sqrt(x));
 }
 // Power series of J0, J1 / (x/2) for |x| < 1/2 (to the x^10 term).
 fn bessel_j_series(x: f32, nu: f32) -> f32 {
