@@ -280,6 +280,15 @@ def test_polynomial_overflow_and_huge_degrees(name):
     assert_same(fn(dev(x), dev(n)), fn(x, n), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("op", [torch.igamma, torch.igammac, torch.special.zeta])
+def test_special_cases_in_the_cpus_order(op):
+    # A NaN operand is caught by the other operand's special cases first on the CPU.
+    nan, inf = math.nan, math.inf
+    a = torch.tensor([nan, inf, nan, 0.0, 1.0, nan, inf, -1.0, 2.0, nan, nan, 3.0, 2.0])
+    x = torch.tensor([inf, nan, nan, nan, nan, 0.0, inf, nan, -inf, 1.0, -inf, -inf, -2.5])
+    assert_same(op(dev(a), dev(x)), op(a, x), rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("op", [torch.igamma, torch.igammac])
 def test_incomplete_gamma(op):
     a = torch.tensor([0.0, 0.5, 1.0, 2.5, 7.0, 15.0, math.inf, 3.0, -1.0, math.nan, 1.0, 4.0])
