@@ -122,8 +122,9 @@ const ElementwiseOpDef kOps[] = {
     // ---- special functions (ops_unary_math.cpp) ----
     {"lgamma", 1, "lgamma_f32(a)", nullptr, nullptr, nullptr SPECIAL},
     {"digamma", 1, "digamma_f32(a)", nullptr, nullptr, nullptr SPECIAL},
-    {"polygamma", 1, "polygamma_f32(p0, a)", nullptr, nullptr, nullptr SPECIAL},  // p0 = n
-    {"zeta", 2, "zeta_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
+    // p0 = n; p1 (zeta's p0) a runtime zero: the host leaves it at its default 0.
+    {"polygamma", 1, "polygamma_f32(p0, a, p1)", nullptr, nullptr, nullptr SPECIAL},
+    {"zeta", 2, "zeta_f32(a, b, p0)", nullptr, nullptr, nullptr SPECIAL},
     {"i0", 1, "i0_f32(a)", nullptr, nullptr, nullptr SPECIAL},
     {"i0e", 1, "i0e_f32(a)", nullptr, nullptr, nullptr SPECIAL},
     {"i1", 1, "i1_f32(a)", nullptr, nullptr, nullptr SPECIAL},

@@ -526,9 +526,51 @@ fn trigamma_f32(xin: f32) -> f32 {
            (0.033333333333333333 - ixx * 0.023809523809523810)), x);
   return sgn * result;
 }
-// Hurwitz zeta(s, q): terms summed directly until q + k >= 9, then the Euler-Maclaurin tail
-// w^(1-s)/(s-1) + w^-s/2 + sum_j B_2j/(2j)! s(s+1)...(s+2j-2) w^(-s-2j+1).
-fn zeta_f32(s: f32, q: f32) -> f32 {
+// Double-float helpers (value = hi + lo) for sums the CPU forms in double.
+// x^n, integer 1 <= n <= 64, with every product's rounding error kept (exact residuals).
+fn pow_int_dd(x: f32, n: u32) -> vec2<f32> {
+  var hi = x;
+  var lo = 0.0;
+  for (var k = 1u; k < n; k = k + 1u) {
+    let p = hi * x;
+    lo = mul_residual(hi, x, p) + lo * x;
+    hi = p;
+  }
+  return vec2<f32>(hi, lo);
+}
+// 1 / (hi + lo): the correctly rounded 1/hi, corrected by its exact residual.
+fn recip_dd(d: vec2<f32>) -> vec2<f32> {
+  let r0 = div_f32(1.0, d.x);
+  if (!is_finite(r0) || r0 == 0.0 || !is_finite(d.x)) { return vec2<f32>(r0, 0.0); }
+  let p = d.x * r0;
+  let e = (p - 1.0) + mul_residual(d.x, r0, p) + d.y * r0;
+  return vec2<f32>(r0, -r0 * e);
+}
+// (s.hi + s.lo) + (t.hi + t.lo), the high parts added exactly (two-sum; `zero` is a runtime
+// 0 that keeps reassociating compilers from folding the error term).
+fn add_dd(s: vec2<f32>, t: vec2<f32>, zero: f32) -> vec2<f32> {
+  let h = bitcast<f32>(bitcast<u32>(s.x + t.x) ^ bitcast<u32>(zero));
+  if (!is_finite(h)) { return vec2<f32>(h, 0.0); }
+  let bb = h - s.x;
+  let err = (s.x - (h - bb)) + (t.x - bb);
+  return vec2<f32>(h, s.y + t.y + err);
+}
+// (w + w_lo)^-s: for integer s (polygamma's case) to double-float accuracy, w_lo entering
+// to first order (it is below an ulp of w), else pow_f32.
+fn zeta_term(w: f32, w_lo: f32, s: f32, int_s: bool) -> vec2<f32> {
+  if (int_s) {
+    let r = recip_dd(pow_int_dd(w, u32(s)));
+    return vec2<f32>(r.x, r.y - s * r.x * div_f32(w_lo, w));
+  }
+  return vec2<f32>(pow_f32(w, -s), 0.0);
+}
+// Hurwitz zeta(s, q) by the CPU's scheme (which runs in double for float): terms (q + k)^-s
+// summed until k >= 9 and q + k > 9 (here in double-float, so sums that cancel, q near a
+// negative half-integer, keep their digits), then the Euler-Maclaurin tail
+// w^(1-s)/(s-1) - w^-s/2 + sum_j s(s+1)...(s+2j-2) w^(-s-2j+1) / A_j, with
+// A_j = (2j)! / B_2j; its running product (rising factorial times w power) is kept as one
+// number so neither part overflows.
+fn zeta_f32(s: f32, q: f32, zero: f32) -> f32 {
   // The CPU's special cases in its order (zeta(NaN, -inf) is inf there).
   if (s == 1.0) { return f32_inf(); }
   if (s < 1.0) { return f32_nan(); }
@@ -538,40 +580,53 @@ fn zeta_f32(s: f32, q: f32) -> f32 {
   }
   if (is_nan(s) || is_nan(q)) { return f32_nan(); }
   if (is_inf(q)) { return f32_nan(); }
-  var sum = 0.0;
-  var w = q;
+  let int_s = s == floor(s) && s <= 64.0;
+  // The CPU takes the first term from a float pow (rounded to float), the rest in double.
+  let first = zeta_term(q, 0.0, s, int_s);
+  var sum = vec2<f32>(first.x + first.y, 0.0);
+  var a = q;
+  var b = vec2<f32>(0.0, 0.0);
   var i = 0;
   loop {
-    if ((i >= 9 && w >= 9.0) || i > 100000) { break; }
-    sum = sum + pow_f32(w, -s);
-    w = w + 1.0;
+    if (!(i < 9 || a <= 9.0) || i > 100000) { break; }
     i = i + 1;
+    // a = q + i exactly, as (a, a_lo) (the CPU's double holds it exactly).
+    let fi = f32(i);
+    a = bitcast<f32>(bitcast<u32>(q + fi) ^ bitcast<u32>(zero));
+    let bb = a - q;
+    let a_lo = (q - (a - bb)) + (fi - bb);
+    b = zeta_term(a, a_lo, s, int_s);
+    sum = add_dd(sum, b, zero);
+    if (abs(b.x) < 1.1102230246251565e-16 * abs(sum.x)) { return sum.x + sum.y; }
   }
-  let ws = pow_f32(w, -s);
-  sum = sum + div_f32(w * ws, s - 1.0) + 0.5 * ws;
-  var fac = s;
-  var wp = div_f32(ws, w);
-  let iw2 = div_f32(1.0, w * w);
-  var bern = array<f32, 7>(0.083333333333333333, -0.0013888888888888889, 3.3068783068783069e-05,
-      -8.2671957671957672e-07, 2.0876756987868099e-08, -5.2841901386874932e-10, 1.3382536530684679e-11);
-  for (var j = 0; j < 7; j = j + 1) {
-    if (wp == 0.0) { break; }
-    let t = bern[j] * fac * wp;
-    sum = sum + t;
-    if (abs(t) < 1e-9 * abs(sum)) { break; }
-    let k = f32(2 * j);
-    fac = fac * (s + k + 1.0) * (s + k + 2.0);
-    wp = wp * iw2;
+  let w = a;
+  var t0 = div_f32(b.x * w, s - 1.0) - 0.5 * b.x;
+  var tail = t0;
+  var c = b.x;  // s(s+1)...(s+2j-2) w^(-s-2j+1) / w^0 as one running product
+  var k = 0.0;
+  var acoef = array<f32, 12>(12.0, -720.0, 30240.0, -1209600.0, 47900160.0,
+      -1.8924375803183791606e9, 7.47242496e10, -2.950130727918164224e12,
+      1.1646782814350067249e14, -4.5979787224074726105e15, 1.8152105401943546773e17,
+      -7.1661652561756670113e18);
+  let base = sum.x + sum.y;
+  for (var j = 0; j < 12; j = j + 1) {
+    c = c * div_f32(s + k, w);
+    let t = div_f32(c, acoef[j]);
+    tail = tail + t;
+    if (t == 0.0 || abs(t) < 1.1102230246251565e-16 * abs(base + tail)) { break; }
+    k = k + 1.0;
+    c = c * div_f32(s + k, w);
+    k = k + 1.0;
   }
-  return sum;
+  return (sum.x + (sum.y + tail));
 }
 // polygamma(n, x) = (-1)^(n+1) n! zeta(n + 1, x) for n >= 2.
-fn polygamma_f32(n: f32, x: f32) -> f32 {
+fn polygamma_f32(n: f32, x: f32, zero: f32) -> f32 {
   if (n == 0.0) { return digamma_f32(x); }
   if (n == 1.0) { return trigamma_f32(x); }
   var fact = 1.0;
   for (var k = 2.0; k <= n; k = k + 1.0) { fact = fact * k; }
-  let r = fact * zeta_f32(n + 1.0, x);
+  let r = fact * zeta_f32(n + 1.0, x, zero);
   return select(-r, r, (i32(n) & 1) == 1);
 }
 // I_nu(x) / (x/2)^nu for nu = 0, 1 by its power series sum (x^2/4)^k / (k! (k + nu)!).

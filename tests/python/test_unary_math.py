@@ -320,3 +320,14 @@ def test_bessel_y_airy_ranges(name):
     check(fn, torch.empty(0, 3))
     check(lambda t: fn(t, out=torch.empty(0, device=t.device)), x[:7])
     check(fn, x.half())  # refused as on the CPU
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 6])
+def test_polygamma_near_negative_half_integers(n):
+    # Terms of opposite sign cancel there: the CPU sums them in double, the kernel in
+    # double-float (with the CPU's float-rounded first term).
+    g = torch.Generator().manual_seed(n)
+    x = torch.cat([torch.tensor([-0.5, -3.5, -8.5, 1001.2, 9.0, 8.999]),
+                   (torch.randint(-9, 0, (300,), generator=g) + 0.5 +
+                    (torch.rand(300, generator=g) - 0.5) * 2e-3)])
+    assert_float_close(torch.polygamma(n, dev(x)), torch.polygamma(n, x), rtol=2e-6, atol=1e-5)
