@@ -5,6 +5,7 @@
 // Structured ops register `.out` only (PyTorch derives the functional and in-place
 // variants); logit, angle and the functional-only classification ops register each
 // overload. float64 and complex operands go to the CPU fallback.
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/acos_ops.h>
 #include <ATen/ops/acosh_ops.h>
@@ -40,6 +41,9 @@
 #include <ATen/ops/special_zeta_ops.h>
 #include <ATen/ops/special_bessel_j0_ops.h>
 #include <ATen/ops/special_bessel_j1_ops.h>
+#include <ATen/ops/special_bessel_y0_ops.h>
+#include <ATen/ops/special_bessel_y1_ops.h>
+#include <ATen/ops/special_airy_ai_ops.h>
 #include <ATen/ops/special_modified_bessel_k0_ops.h>
 #include <ATen/ops/special_modified_bessel_k1_ops.h>
 #include <ATen/ops/special_scaled_modified_bessel_k0_ops.h>
@@ -57,6 +61,7 @@
 #include <ATen/ops/special_laguerre_polynomial_l_ops.h>
 #include <ATen/ops/special_legendre_polynomial_p_ops.h>
 #include <ATen/ops/frac_ops.h>
+#include <ATen/ops/frexp_ops.h>
 #include <ATen/ops/isfinite_ops.h>
 #include <ATen/ops/isinf_ops.h>
 #include <ATen/ops/isnan_ops.h>
@@ -79,7 +84,9 @@
 #include <cmath>
 
 #include "aten/cpu_fallback.h"
+#include "aten/nn_common.h"
 #include "aten/pointwise_common.h"
+#include "kernels/float_decompose.h"
 
 namespace twgpu::aten {
 namespace {
@@ -138,6 +145,9 @@ TWGPU_UNARY_OUT(entr_out, special_entr_out, unary_float_op, "entr")
 TWGPU_UNARY_FLOAT_ONLY_OUT(spherical_j0_out, special_spherical_bessel_j0_out, "spherical_j0")
 TWGPU_UNARY_FLOAT_ONLY_OUT(j0_out, special_bessel_j0_out, "j0")
 TWGPU_UNARY_FLOAT_ONLY_OUT(j1_out, special_bessel_j1_out, "j1")
+TWGPU_UNARY_FLOAT_ONLY_OUT(y0_out, special_bessel_y0_out, "y0")
+TWGPU_UNARY_FLOAT_ONLY_OUT(y1_out, special_bessel_y1_out, "y1")
+TWGPU_UNARY_FLOAT_ONLY_OUT(airy_ai_out, special_airy_ai_out, "airy_ai")
 TWGPU_UNARY_FLOAT_ONLY_OUT(k0_out, special_modified_bessel_k0_out, "k0")
 TWGPU_UNARY_FLOAT_ONLY_OUT(k1_out, special_modified_bessel_k1_out, "k1")
 TWGPU_UNARY_FLOAT_ONLY_OUT(k0e_out, special_scaled_modified_bessel_k0_out, "k0e")
@@ -298,6 +308,40 @@ Tensor& logit_backward_out(const Tensor& grad, const Tensor& x, std::optional<do
   return out;
 }
 
+// frexp (mantissa, int32 exponent) with the CPU's checks; the functional form is a
+// composite over this one. The kernel writes fresh contiguous tensors, then the outputs
+// are resized and filled (they may be non-contiguous or overlap nothing we read).
+std::tuple<Tensor&, Tensor&> frexp_out(const Tensor& self, Tensor& mantissa, Tensor& exponent) {
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()),
+              "torch.frexp() only supports floating-point dtypes");
+  TORCH_CHECK(mantissa.dtype() == self.dtype(), "torch.frexp() expects mantissa to have dtype ",
+              self.dtype(), " but got ", mantissa.dtype());
+  TORCH_CHECK(exponent.dtype() == at::kInt,
+              "torch.frexp() expects exponent to have int dtype but got ", exponent.dtype());
+  if (any_stored_only({&self, &mantissa, &exponent}))
+    return call_cpu_fallback<at::_ops::frexp_Tensor_out>(self, mantissa, exponent);
+  TWGPU_TRY
+  Tensor x = self.contiguous();
+  Tensor m = at::empty(self.sizes(), self.options().memory_format(c10::MemoryFormat::Contiguous));
+  Tensor e = at::empty(self.sizes(), self.options().dtype(at::kInt).memory_format(c10::MemoryFormat::Contiguous));
+  if (x.numel() > 0) {
+    RuntimeLock lock;
+    frexp_kernel(lock.ctx(), operand(x), operand(m), operand(e), static_cast<uint64_t>(x.numel()));
+  }
+  at::native::resize_output(mantissa, self.sizes());
+  at::native::resize_output(exponent, self.sizes());
+  // The CPU's iterator refuses outputs that partly overlap the input (a full overlap,
+  // frexp into self, is fine: the kernel reads before anything is copied back).
+  at::assert_no_internal_overlap(mantissa);
+  at::assert_no_internal_overlap(exponent);
+  at::assert_no_partial_overlap(mantissa, self);
+  at::assert_no_partial_overlap(exponent, self);
+  mantissa.copy_(m);
+  exponent.copy_(e);
+  TWGPU_CATCH
+  return std::forward_as_tuple(mantissa, exponent);
+}
+
 // angle of a real tensor: pi for negatives, 0 otherwise, NaN kept.
 Tensor& angle_out(const Tensor& a, Tensor& out) {
   if (any_stored_only({&a, &out})) return call_cpu_fallback<at::_ops::angle_out>(a, out);
@@ -361,6 +405,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("special_spherical_bessel_j0.out", spherical_j0_out);
   m.impl("special_bessel_j0.out", j0_out);
   m.impl("special_bessel_j1.out", j1_out);
+  m.impl("special_bessel_y0.out", y0_out);
+  m.impl("special_bessel_y1.out", y1_out);
+  m.impl("special_airy_ai.out", airy_ai_out);
   m.impl("special_modified_bessel_k0.out", k0_out);
   m.impl("special_modified_bessel_k1.out", k1_out);
   m.impl("special_scaled_modified_bessel_k0.out", k0e_out);
@@ -389,6 +436,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("logit_backward.grad_input", logit_backward_out);
   m.impl("angle", angle);
   m.impl("angle.out", angle_out);
+  m.impl("frexp.Tensor_out", frexp_out);
 }
 
 }  // namespace twgpu::aten

@@ -122,8 +122,9 @@ const ElementwiseOpDef kOps[] = {
     // ---- special functions (ops_unary_math.cpp) ----
     {"lgamma", 1, "lgamma_f32(a)", nullptr, nullptr, nullptr SPECIAL},
     {"digamma", 1, "digamma_f32(a)", nullptr, nullptr, nullptr SPECIAL},
-    {"polygamma", 1, "polygamma_f32(p0, a)", nullptr, nullptr, nullptr SPECIAL},  // p0 = n
-    {"zeta", 2, "zeta_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
+    // p0 = n; p1 (zeta's p0) a runtime zero: the host leaves it at its default 0.
+    {"polygamma", 1, "polygamma_f32(p0, a, p1)", nullptr, nullptr, nullptr SPECIAL},
+    {"zeta", 2, "zeta_f32(a, b, p0)", nullptr, nullptr, nullptr SPECIAL},
     {"i0", 1, "i0_f32(a)", nullptr, nullptr, nullptr SPECIAL},
     {"i0e", 1, "i0e_f32(a)", nullptr, nullptr, nullptr SPECIAL},
     {"i1", 1, "i1_f32(a)", nullptr, nullptr, nullptr SPECIAL},
@@ -138,23 +139,27 @@ const ElementwiseOpDef kOps[] = {
     {"igammac", 2, "igammac_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
     {"j0", 1, "j0_f32(a)", nullptr, nullptr, nullptr SPECIAL},
     {"j1", 1, "j1_f32(a)", nullptr, nullptr, nullptr SPECIAL},
+    {"y0", 1, "y0_f32(a)", nullptr, nullptr, nullptr SPECIAL},
+    {"y1", 1, "y1_f32(a)", nullptr, nullptr, nullptr SPECIAL},
+    {"airy_ai", 1, "airy_ai_f32(a)", nullptr, nullptr, nullptr SPECIAL},
     {"k0", 1, "k0_f32(a)", nullptr, nullptr, nullptr SPECIAL},
     {"k1", 1, "k1_f32(a)", nullptr, nullptr, nullptr SPECIAL},
     {"k0e", 1, "k0e_f32(a)", nullptr, nullptr, nullptr SPECIAL},
     {"k1e", 1, "k1e_f32(a)", nullptr, nullptr, nullptr SPECIAL},
-    // Orthogonal polynomials: a = x, b = n.
-    {"chebyshev_t", 2, "chebyshev_t_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
-    {"chebyshev_u", 2, "chebyshev_u_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
-    {"chebyshev_v", 2, "chebyshev_v_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
-    {"chebyshev_w", 2, "chebyshev_w_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
-    {"shifted_chebyshev_t", 2, "shifted_chebyshev_t_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
-    {"shifted_chebyshev_u", 2, "shifted_chebyshev_u_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
-    {"shifted_chebyshev_v", 2, "shifted_chebyshev_v_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
-    {"shifted_chebyshev_w", 2, "shifted_chebyshev_w_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
-    {"hermite_h", 2, "hermite_h_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
-    {"hermite_he", 2, "hermite_he_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
-    {"laguerre_l", 2, "laguerre_l_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
-    {"legendre_p", 2, "legendre_p_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
+    // Orthogonal polynomials: a = x, b = n, p0 a runtime zero (the host leaves it at its
+    // default 0) for mul_sub_fused.
+    {"chebyshev_t", 2, "chebyshev_t_f32(a, b, p0)", nullptr, nullptr, nullptr SPECIAL},
+    {"chebyshev_u", 2, "chebyshev_u_f32(a, b, p0)", nullptr, nullptr, nullptr SPECIAL},
+    {"chebyshev_v", 2, "chebyshev_v_f32(a, b, p0)", nullptr, nullptr, nullptr SPECIAL},
+    {"chebyshev_w", 2, "chebyshev_w_f32(a, b, p0)", nullptr, nullptr, nullptr SPECIAL},
+    {"shifted_chebyshev_t", 2, "shifted_chebyshev_t_f32(a, b, p0)", nullptr, nullptr, nullptr SPECIAL},
+    {"shifted_chebyshev_u", 2, "shifted_chebyshev_u_f32(a, b, p0)", nullptr, nullptr, nullptr SPECIAL},
+    {"shifted_chebyshev_v", 2, "shifted_chebyshev_v_f32(a, b, p0)", nullptr, nullptr, nullptr SPECIAL},
+    {"shifted_chebyshev_w", 2, "shifted_chebyshev_w_f32(a, b, p0)", nullptr, nullptr, nullptr SPECIAL},
+    {"hermite_h", 2, "hermite_h_f32(a, b, p0)", nullptr, nullptr, nullptr SPECIAL},
+    {"hermite_he", 2, "hermite_he_f32(a, b, p0)", nullptr, nullptr, nullptr SPECIAL},
+    {"laguerre_l", 2, "laguerre_l_f32(a, b, p0)", nullptr, nullptr, nullptr SPECIAL},
+    {"legendre_p", 2, "legendre_p_f32(a, b, p0)", nullptr, nullptr, nullptr SPECIAL},
 
     // ---- more binary / ternary pointwise ops (ops_pointwise_ternary.cpp) ----
     {"atan2", 2, "atan2_f32(a, b)", nullptr, nullptr, nullptr LIB},

@@ -526,51 +526,107 @@ fn trigamma_f32(xin: f32) -> f32 {
            (0.033333333333333333 - ixx * 0.023809523809523810)), x);
   return sgn * result;
 }
-// Hurwitz zeta(s, q): terms summed directly until q + k >= 9, then the Euler-Maclaurin tail
-// w^(1-s)/(s-1) + w^-s/2 + sum_j B_2j/(2j)! s(s+1)...(s+2j-2) w^(-s-2j+1).
-fn zeta_f32(s: f32, q: f32) -> f32 {
-  if (is_nan(s) || is_nan(q)) { return f32_nan(); }
+// Double-float helpers (value = hi + lo) for sums the CPU forms in double.
+// x^n, integer 1 <= n <= 64, with every product's rounding error kept (exact residuals).
+fn pow_int_dd(x: f32, n: u32) -> vec2<f32> {
+  var hi = x;
+  var lo = 0.0;
+  for (var k = 1u; k < n; k = k + 1u) {
+    let p = hi * x;
+    lo = mul_residual(hi, x, p) + lo * x;
+    hi = p;
+  }
+  return vec2<f32>(hi, lo);
+}
+// 1 / (hi + lo): the correctly rounded 1/hi, corrected by its exact residual.
+fn recip_dd(d: vec2<f32>) -> vec2<f32> {
+  let r0 = div_f32(1.0, d.x);
+  if (!is_finite(r0) || r0 == 0.0 || !is_finite(d.x)) { return vec2<f32>(r0, 0.0); }
+  let p = d.x * r0;
+  let e = (p - 1.0) + mul_residual(d.x, r0, p) + d.y * r0;
+  return vec2<f32>(r0, -r0 * e);
+}
+// (s.hi + s.lo) + (t.hi + t.lo), the high parts added exactly (two-sum; `zero` is a runtime
+// 0 that keeps reassociating compilers from folding the error term).
+fn add_dd(s: vec2<f32>, t: vec2<f32>, zero: f32) -> vec2<f32> {
+  let h = bitcast<f32>(bitcast<u32>(s.x + t.x) ^ bitcast<u32>(zero));
+  if (!is_finite(h)) { return vec2<f32>(h, 0.0); }
+  let bb = h - s.x;
+  let err = (s.x - (h - bb)) + (t.x - bb);
+  return vec2<f32>(h, s.y + t.y + err);
+}
+// (w + w_lo)^-s: for integer s (polygamma's case) to double-float accuracy, w_lo entering
+// to first order (it is below an ulp of w), else pow_f32.
+fn zeta_term(w: f32, w_lo: f32, s: f32, int_s: bool) -> vec2<f32> {
+  if (int_s) {
+    let r = recip_dd(pow_int_dd(w, u32(s)));
+    return vec2<f32>(r.x, r.y - s * r.x * div_f32(w_lo, w));
+  }
+  return vec2<f32>(pow_f32(w, -s), 0.0);
+}
+// Hurwitz zeta(s, q) by the CPU's scheme (which runs in double for float): terms (q + k)^-s
+// summed until k >= 9 and q + k > 9 (here in double-float, so sums that cancel, q near a
+// negative half-integer, keep their digits), then the Euler-Maclaurin tail
+// w^(1-s)/(s-1) - w^-s/2 + sum_j s(s+1)...(s+2j-2) w^(-s-2j+1) / A_j, with
+// A_j = (2j)! / B_2j; its running product (rising factorial times w power) is kept as one
+// number so neither part overflows.
+fn zeta_f32(s: f32, q: f32, zero: f32) -> f32 {
+  // The CPU's special cases in its order (zeta(NaN, -inf) is inf there).
   if (s == 1.0) { return f32_inf(); }
   if (s < 1.0) { return f32_nan(); }
   if (q <= 0.0) {
     if (q == floor(q)) { return f32_inf(); }
     if (s != floor(s)) { return f32_nan(); }
   }
+  if (is_nan(s) || is_nan(q)) { return f32_nan(); }
   if (is_inf(q)) { return f32_nan(); }
-  var sum = 0.0;
-  var w = q;
+  let int_s = s == floor(s) && s <= 64.0;
+  // The CPU takes the first term from a float pow (rounded to float), the rest in double.
+  let first = zeta_term(q, 0.0, s, int_s);
+  var sum = vec2<f32>(first.x + first.y, 0.0);
+  var a = q;
+  var b = vec2<f32>(0.0, 0.0);
   var i = 0;
   loop {
-    if ((i >= 9 && w >= 9.0) || i > 100000) { break; }
-    sum = sum + pow_f32(w, -s);
-    w = w + 1.0;
+    if (!(i < 9 || a <= 9.0) || i > 100000) { break; }
     i = i + 1;
+    // a = q + i exactly, as (a, a_lo) (the CPU's double holds it exactly).
+    let fi = f32(i);
+    a = bitcast<f32>(bitcast<u32>(q + fi) ^ bitcast<u32>(zero));
+    let bb = a - q;
+    let a_lo = (q - (a - bb)) + (fi - bb);
+    b = zeta_term(a, a_lo, s, int_s);
+    sum = add_dd(sum, b, zero);
+    if (abs(b.x) < 1.1102230246251565e-16 * abs(sum.x)) { return sum.x + sum.y; }
   }
-  let ws = pow_f32(w, -s);
-  sum = sum + div_f32(w * ws, s - 1.0) + 0.5 * ws;
-  var fac = s;
-  var wp = div_f32(ws, w);
-  let iw2 = div_f32(1.0, w * w);
-  var bern = array<f32, 7>(0.083333333333333333, -0.0013888888888888889, 3.3068783068783069e-05,
-      -8.2671957671957672e-07, 2.0876756987868099e-08, -5.2841901386874932e-10, 1.3382536530684679e-11);
-  for (var j = 0; j < 7; j = j + 1) {
-    if (wp == 0.0) { break; }
-    let t = bern[j] * fac * wp;
-    sum = sum + t;
-    if (abs(t) < 1e-9 * abs(sum)) { break; }
-    let k = f32(2 * j);
-    fac = fac * (s + k + 1.0) * (s + k + 2.0);
-    wp = wp * iw2;
+  let w = a;
+  var t0 = div_f32(b.x * w, s - 1.0) - 0.5 * b.x;
+  var tail = t0;
+  var c = b.x;  // s(s+1)...(s+2j-2) w^(-s-2j+1) / w^0 as one running product
+  var k = 0.0;
+  var acoef = array<f32, 12>(12.0, -720.0, 30240.0, -1209600.0, 47900160.0,
+      -1.8924375803183791606e9, 7.47242496e10, -2.950130727918164224e12,
+      1.1646782814350067249e14, -4.5979787224074726105e15, 1.8152105401943546773e17,
+      -7.1661652561756670113e18);
+  let base = sum.x + sum.y;
+  for (var j = 0; j < 12; j = j + 1) {
+    c = c * div_f32(s + k, w);
+    let t = div_f32(c, acoef[j]);
+    tail = tail + t;
+    if (t == 0.0 || abs(t) < 1.1102230246251565e-16 * abs(base + tail)) { break; }
+    k = k + 1.0;
+    c = c * div_f32(s + k, w);
+    k = k + 1.0;
   }
-  return sum;
+  return (sum.x + (sum.y + tail));
 }
 // polygamma(n, x) = (-1)^(n+1) n! zeta(n + 1, x) for n >= 2.
-fn polygamma_f32(n: f32, x: f32) -> f32 {
+fn polygamma_f32(n: f32, x: f32, zero: f32) -> f32 {
   if (n == 0.0) { return digamma_f32(x); }
   if (n == 1.0) { return trigamma_f32(x); }
   var fact = 1.0;
   for (var k = 2.0; k <= n; k = k + 1.0) { fact = fact * k; }
-  let r = fact * zeta_f32(n + 1.0, x);
+  let r = fact * zeta_f32(n + 1.0, x, zero);
   return select(-r, r, (i32(n) & 1) == 1);
 }
 // I_nu(x) / (x/2)^nu for nu = 0, 1 by its power series sum (x^2/4)^k / (k! (k + nu)!).
@@ -686,38 +742,78 @@ fn spherical_j0_f32(x: f32) -> f32 {
   }
   return div_f32(sin_f32(x), x);
 }
+// a * b - h exactly, for h = a * b rounded (finite): the product of the 24-bit mantissas
+// is formed in 64-bit integers, so no fused multiply-add is needed from the driver.
+fn mul_residual(a: f32, b: f32, h: f32) -> f32 {
+  if (!is_finite(h) || h == 0.0) { return 0.0; }
+  let da = f32_decompose(bitcast<u32>(a) & 0x7fffffffu);
+  let db = f32_decompose(bitcast<u32>(b) & 0x7fffffffu);
+  let dh = f32_decompose(bitcast<u32>(h) & 0x7fffffffu);
+  let s = da.y + db.y;
+  let d = dh.y - s;
+  // d <= 0: h holds the product exactly; d > 30: the residual is below h's subnormal ulp.
+  if (d <= 0 || d > 30) { return 0.0; }
+  let prod = u32_mul_wide(u32(da.x), u32(db.x));
+  let diff = i64_sub(prod, i64_shl(vec2<u32>(u32(dh.x), 0u), vec2<u32>(u32(d), 0u)));
+  let r = ldexp_wide(f32(bitcast<i32>(diff.x)), s);
+  return select(r, -r, sign_bit(h));
+}
+// fma(a, b, -c) as the CPU's contracted `a * b - c` gives it: a * b = h + e exactly, then
+// h - c = t + err exactly (Knuth's two-sum), and one final rounding of t + (err + e).
+// `zero` is a runtime 0 (a kernel parameter): t passes through it as bits, so compilers
+// that reassociate float math cannot fold err to 0.
+fn mul_sub_fused_finite(a: f32, b: f32, c: f32, zero: f32) -> f32 {
+  let h = a * b;
+  let e = mul_residual(a, b, h);
+  let t = bitcast<f32>(bitcast<u32>(h - c) ^ bitcast<u32>(zero));
+  let bb = t - h;
+  let err = (h - (t - bb)) + (-c - bb);
+  return t + (err + e);
+}
+fn mul_sub_fused(a: f32, b: f32, c: f32, zero: f32) -> f32 {
+  let h = a * b;
+  if (!is_finite(a) || !is_finite(b)) { return h - c; }
+  if (!is_finite(c)) { return -c; }  // the exact product of finite a, b is finite
+  // A product past the float range may still leave a finite a * b - c: scaled down by 2^64
+  // (exact for both terms that matter), fused, scaled back.
+  if (!is_finite(h)) { return ldexp(mul_sub_fused_finite(ldexp(a, -64), b, ldexp(c, -64), zero), 64); }
+  return mul_sub_fused_finite(a, b, c, zero);
+}
 // ---- orthogonal polynomials of integer degree n (given as a float; the CPU truncates it
 // to int64): the CPU's recurrences, with its trigonometric forms for large n inside
-// [-1, 1]. Loops stop early once the value overflows.
+// [-1, 1]. The CPU build contracts each step's first product and subtraction into a fused
+// multiply-add (mul_sub_fused reproduces it; `zero` is its runtime zero) and runs on past an
+// overflow, where inf - inf soon gives NaN: loops stop only at NaN.
 fn poly_degree(n: f32) -> f32 {
-  // Truncated toward zero first, as the int64 conversion does (-0.5 is degree 0).
-  if (is_nan(n) || trunc(n) < 0.0) { return -1.0; }
+  // Truncated toward zero first, as the int64 conversion does (-0.5 is degree 0). NaN and
+  // values from 2^63 up convert to INT64_MIN on the CPU (x86), a negative degree.
+  if (is_nan(n) || trunc(n) < 0.0 || n >= 9.2233720368547758e18) { return -1.0; }
   return min(trunc(n), 1000000.0);
 }
 fn is_even_f(n: f32) -> bool { return (u32(n) & 1u) == 0u; }
 // The three-term recurrence r = (c * x2) q - p, from p0, q0 (degrees 0 and 1).
-fn chebyshev_recur(x2: f32, q0: f32, n: f32) -> f32 {
+fn chebyshev_recur(x2: f32, q0: f32, n: f32, zero: f32) -> f32 {
   var p = 1.0;
   var q = q0;
   var r = q0;
   for (var k = 2.0; k <= n; k = k + 1.0) {
-    r = x2 * q - p;
+    r = mul_sub_fused(x2, q, p, zero);
     p = q;
     q = r;
-    if (!is_finite(r)) { break; }
+    if (is_nan(r)) { break; }
   }
   return r;
 }
-fn chebyshev_t_f32(x: f32, nf: f32) -> f32 {
+fn chebyshev_t_f32(x: f32, nf: f32, zero: f32) -> f32 {
   let n = poly_degree(nf);
   if (n < 0.0) { return 0.0; }
   if (abs(x) == 1.0) { return select(-1.0, 1.0, x > 0.0 || is_even_f(n)); }
   if (n > 6.0 && abs(x) < 1.0) { return cos_f32(n * acos_f32(x)); }
   if (n == 0.0) { return 1.0; }
   if (n == 1.0) { return x; }
-  return chebyshev_recur(x + x, x, n);
+  return chebyshev_recur(x + x, x, n, zero);
 }
-fn chebyshev_u_f32(x: f32, nf: f32) -> f32 {
+fn chebyshev_u_f32(x: f32, nf: f32, zero: f32) -> f32 {
   let n = poly_degree(nf);
   if (n < 0.0) { return 0.0; }
   if (abs(x) == 1.0) { return select(-(n + 1.0), n + 1.0, x > 0.0 || is_even_f(n)); }
@@ -729,9 +825,9 @@ fn chebyshev_u_f32(x: f32, nf: f32) -> f32 {
   }
   if (n == 0.0) { return 1.0; }
   if (n == 1.0) { return x + x; }
-  return chebyshev_recur(x + x, x + x, n);
+  return chebyshev_recur(x + x, x + x, n, zero);
 }
-fn chebyshev_v_f32(x: f32, nf: f32) -> f32 {
+fn chebyshev_v_f32(x: f32, nf: f32, zero: f32) -> f32 {
   let n = poly_degree(nf);
   if (n < 0.0) { return 0.0; }
   if (abs(x) == 1.0) {
@@ -745,9 +841,9 @@ fn chebyshev_v_f32(x: f32, nf: f32) -> f32 {
   }
   if (n == 0.0) { return 1.0; }
   if (n == 1.0) { return x + x - 1.0; }
-  return chebyshev_recur(x + x, x + x - 1.0, n);
+  return chebyshev_recur(x + x, x + x - 1.0, n, zero);
 }
-fn chebyshev_w_f32(x: f32, nf: f32) -> f32 {
+fn chebyshev_w_f32(x: f32, nf: f32, zero: f32) -> f32 {
   let n = poly_degree(nf);
   if (n < 0.0) { return 0.0; }
   if (abs(x) == 1.0) {
@@ -762,10 +858,10 @@ fn chebyshev_w_f32(x: f32, nf: f32) -> f32 {
   }
   if (n == 0.0) { return 1.0; }
   if (n == 1.0) { return x + x + 1.0; }
-  return chebyshev_recur(x + x, x + x + 1.0, n);
+  return chebyshev_recur(x + x, x + x + 1.0, n, zero);
 }
 // Shifted polynomials: the same in y = 2x - 1, with the CPU's special cases at x = 0, 1.
-fn shifted_chebyshev_t_f32(x: f32, nf: f32) -> f32 {
+fn shifted_chebyshev_t_f32(x: f32, nf: f32, zero: f32) -> f32 {
   let n = poly_degree(nf);
   if (n < 0.0) { return 0.0; }
   if (x == 1.0) { return 1.0; }
@@ -774,9 +870,9 @@ fn shifted_chebyshev_t_f32(x: f32, nf: f32) -> f32 {
   if (n > 6.0 && abs(y) < 1.0) { return cos_f32(n * acos_f32(y)); }
   if (n == 0.0) { return 1.0; }
   if (n == 1.0) { return y; }
-  return chebyshev_recur(y + y, y, n);
+  return chebyshev_recur(y + y, y, n, zero);
 }
-fn shifted_chebyshev_u_f32(x: f32, nf: f32) -> f32 {
+fn shifted_chebyshev_u_f32(x: f32, nf: f32, zero: f32) -> f32 {
   let n = poly_degree(nf);
   if (n < 0.0) { return 0.0; }
   if (x == 1.0) { return n + 1.0; }
@@ -790,9 +886,9 @@ fn shifted_chebyshev_u_f32(x: f32, nf: f32) -> f32 {
   }
   if (n == 0.0) { return 1.0; }
   if (n == 1.0) { return y + y; }
-  return chebyshev_recur(y + y, y + y, n);
+  return chebyshev_recur(y + y, y + y, n, zero);
 }
-fn shifted_chebyshev_v_f32(x: f32, nf: f32) -> f32 {
+fn shifted_chebyshev_v_f32(x: f32, nf: f32, zero: f32) -> f32 {
   let n = poly_degree(nf);
   if (n < 0.0) { return 0.0; }
   if (x == 1.0) { return 1.0; }
@@ -805,9 +901,9 @@ fn shifted_chebyshev_v_f32(x: f32, nf: f32) -> f32 {
   }
   if (n == 0.0) { return 1.0; }
   if (n == 1.0) { return y + y - 1.0; }
-  return chebyshev_recur(y + y, y + y - 1.0, n);
+  return chebyshev_recur(y + y, y + y - 1.0, n, zero);
 }
-fn shifted_chebyshev_w_f32(x: f32, nf: f32) -> f32 {
+fn shifted_chebyshev_w_f32(x: f32, nf: f32, zero: f32) -> f32 {
   let n = poly_degree(nf);
   if (n < 0.0) { return 0.0; }
   if (x == 1.0) { return n + n + 1.0; }
@@ -820,10 +916,10 @@ fn shifted_chebyshev_w_f32(x: f32, nf: f32) -> f32 {
   }
   if (n == 0.0) { return 1.0; }
   if (n == 1.0) { return y + y + 1.0; }
-  return chebyshev_recur(y + y, y + y + 1.0, n);
+  return chebyshev_recur(y + y, y + y + 1.0, n, zero);
 }
 // Physicists' Hermite: H_{k+1} = 2x H_k - 2k H_{k-1}.
-fn hermite_h_f32(x: f32, nf: f32) -> f32 {
+fn hermite_h_f32(x: f32, nf: f32, zero: f32) -> f32 {
   let n = poly_degree(nf);
   if (n < 0.0) { return 0.0; }
   if (n == 0.0) { return 1.0; }
@@ -832,15 +928,16 @@ fn hermite_h_f32(x: f32, nf: f32) -> f32 {
   var q = x + x;
   var r = q;
   for (var k = 2.0; k < n + n; k = k + 2.0) {
-    r = (x + x) * q - k * p;
+    r = mul_sub_fused(x + x, q, k * p, zero);
     p = q;
     q = r;
-    if (!is_finite(r)) { break; }
+    if (is_nan(r)) { break; }
   }
   return r;
 }
-// Probabilists' Hermite: He_{k+1} = x He_k - k He_{k-1}.
-fn hermite_he_f32(x: f32, nf: f32) -> f32 {
+// Probabilists' Hermite: He_{k+1} = x He_k - k He_{k-1}, with the CPU build's contraction
+// of x He_k - (k He_{k-1}) into one fused multiply-add (zero: see mul_sub_fused).
+fn hermite_he_f32(x: f32, nf: f32, zero: f32) -> f32 {
   let n = poly_degree(nf);
   if (n < 0.0) { return 0.0; }
   if (n == 0.0) { return 1.0; }
@@ -849,15 +946,16 @@ fn hermite_he_f32(x: f32, nf: f32) -> f32 {
   var q = x;
   var r = q;
   for (var k = 1.0; k < n; k = k + 1.0) {
-    r = x * q - k * p;
+    r = mul_sub_fused(x, q, k * p, zero);
     p = q;
     q = r;
-    if (!is_finite(r)) { break; }
+    // The CPU runs on past an overflow, where inf - inf soon gives NaN: stop only there.
+    if (is_nan(r)) { break; }
   }
   return r;
 }
 // Laguerre: (k + 1) L_{k+1} = (2k + 1 - x) L_k - k L_{k-1}.
-fn laguerre_l_f32(x: f32, nf: f32) -> f32 {
+fn laguerre_l_f32(x: f32, nf: f32, zero: f32) -> f32 {
   let n = poly_degree(nf);
   if (n < 0.0) { return 0.0; }
   if (abs(x) == 0.0) { return 1.0; }
@@ -867,15 +965,15 @@ fn laguerre_l_f32(x: f32, nf: f32) -> f32 {
   var q = 1.0 - x;
   var r = q;
   for (var k = 1.0; k < n; k = k + 1.0) {
-    r = div_f32(((k + k) + (1.0 - x)) * q - k * p, k + 1.0);
+    r = div_f32(mul_sub_fused((k + k) + (1.0 - x), q, k * p, zero), k + 1.0);
     p = q;
     q = r;
-    if (!is_finite(r)) { break; }
+    if (is_nan(r)) { break; }
   }
   return r;
 }
 // Legendre: (k + 1) P_{k+1} = (2k + 1) x P_k - k P_{k-1}.
-fn legendre_p_f32(x: f32, nf: f32) -> f32 {
+fn legendre_p_f32(x: f32, nf: f32, zero: f32) -> f32 {
   let n = poly_degree(nf);
   if (n < 0.0) { return 0.0; }
   if (abs(x) == 1.0) {
@@ -888,15 +986,15 @@ fn legendre_p_f32(x: f32, nf: f32) -> f32 {
   var q = x;
   var r = q;
   for (var k = 1.0; k < n; k = k + 1.0) {
-    r = div_f32((k + k + 1.0) * x * q - k * p, k + 1.0);
+    r = div_f32(mul_sub_fused((k + k + 1.0) * x, q, k * p, zero), k + 1.0);
     p = q;
     q = r;
-    if (!is_finite(r)) { break; }
+    if (is_nan(r)) { break; }
   }
   return r;
 }
 // ---- Bessel functions J0, J1 and K0, K1 ----
-// e^x K_nu(x) = int_0^inf e^(-x (cosh t - 1)) cosh(nu t) dt, nu = 0, 1, x > 0: the
+// e^x K_nu(x) = int_0^inf e^(-x (cosh t - 1)) cosh(nu t) dt, x > 0 (nu = 0, 1, 1/3): the
 // integrand is even, analytic and falls double-exponentially, so the trapezoid rule
 // converges geometrically; the step shrinks as 1/sqrt(x) with the integrand's width.
 // (cosh t - 1 = 2 sinh^2(t/2) avoids cancellation.)
@@ -913,7 +1011,7 @@ fn bessel_k_scaled(x: f32, nu: f32) -> f32 {
   for (var t = h; t <= tmax; t = t + h) {
     let s = sinh_f32(0.5 * t);
     let e = exp_f32(-2.0 * x * s * s);
-    sum = sum + select(e, e * cosh_f32(t), nu == 1.0);
+    sum = sum + select(e, e * cosh_f32(nu * t), nu != 0.0);
     if (e == 0.0) { break; }
   }
   return sum * h;
@@ -950,7 +1048,7 @@ fn bessel_j_trapezoid(x: f32, n: f32) -> f32 {
   return sum * 0.015625;
 }
 // Hankel's expansion for x > 25: J_n = sqrt(2 / (pi x)) (P cos chi - Q sin chi) with
-// chi = x - (n/2 + 1/4) pi; cos chi and sin chi come from cos x and sin x exactly.
+// chi = x - (n/2 + 1/4) pi.
 fn bessel_j_hankel(x: f32, n: f32) -> f32 {
   let mu = 4.0 * n * n;
   var t = 1.0;
@@ -964,13 +1062,10 @@ fn bessel_j_hankel(x: f32, n: f32) -> f32 {
     if ((k & 1) == 1) { q = q + sgn * t; } else { p = p + sgn * t; }
     if (abs(t) < 1e-9) { break; }
   }
-  let c = cos_f32(x);
-  let s = sin_f32(x);
-  var cchi: f32;
-  var schi: f32;
-  if (n == 0.0) { cchi = c + s; schi = s - c; } else { cchi = s - c; schi = -s - c; }
-  // cos/sin chi carry a factor sqrt(2), folded into sqrt(1 / (pi x)).
-  return (p * cchi - q * schi) * div_f32(0.56418958354775629, sqrt(x));
+  // chi rounded as the CPU rounds it (x minus the phase constant in float): far out that
+  // rounding, half an ulp of x, is what the CPU's value follows.
+  let chi = x - select(0.785398185253143310546875, 2.35619449615478515625, n == 1.0);
+  return (p * cos_f32(chi) - q * sin_f32(chi)) * div_f32(0.79788456080286536, sqrt(x));
 }
 // Power series of J0, J1 / (x/2) for |x| < 1/2 (to the x^10 term).
 fn bessel_j_series(x: f32, nu: f32) -> f32 {
@@ -997,6 +1092,165 @@ fn j1_f32(x: f32) -> f32 {
   var r: f32;
   if (ax <= 25.0) { r = bessel_j_trapezoid(ax, 1.0); } else { r = bessel_j_hankel(ax, 1.0); }
   return select(r, -r, x < 0.0);
+}
+// ---- Bessel functions of the second kind Y0, Y1 ----
+// For 0 < x < 10, Neumann's expansions over Bessel functions of the first kind,
+//   Y0 = (2/pi) (log(x/2) + gamma) J0 - (4/pi) sum_k>=1 (-1)^k J_2k / k,
+//   Y1 = (2/pi) (log(x/2) + gamma) J1 - (2/pi) J0 / x + (2/pi) sum_k>=1 (-1)^k (J_2k-1 - J_2k+1) / k,
+// (the second is minus the derivative of the first), whose terms stay below 1 in size, so
+// nothing cancels badly. Every J_n comes from one 64-node trapezoid rule of
+// J_n = 1/(2 pi) int_0^2pi cos(n t - x sin t) dt, exact up to J_(64-n)(x)-sized aliasing:
+// per node, sum_k (-1)^k e^(i (2k t - x sin t)) / k is accumulated by rotating e^(-i x sin t)
+// by e^(2it); its real part gives the J_2k sum and, as J_2k-1 - J_2k+1 picks
+// 2 sin t sin(2k t - x sin t), its imaginary part the Y1 sum. J_n(x) < 1e-10 past n = 33
+// here, so 16 terms do. Returns (Y0, Y1).
+fn bessel_y_neumann(x: f32) -> vec2<f32> {
+  var j0 = 0.0;
+  var j1 = 0.0;
+  var a = 0.0;
+  var b = 0.0;
+  for (var p = 0; p < 64; p = p + 1) {
+    let t = f32(p) * 0.09817477042468103;
+    let st = sin_f32(t);
+    let ct = cos_f32(t);
+    let phi = x * st;
+    let c = cos_f32(phi);
+    let s = sin_f32(phi);
+    j0 = j0 + c;
+    j1 = j1 + (ct * c + st * s);
+    let wr = ct * ct - st * st;
+    let wi = 2.0 * st * ct;
+    var zr = c;
+    var zi = -s;
+    var sr = 0.0;
+    var si = 0.0;
+    for (var k = 1; k <= 16; k = k + 1) {
+      let nr = zr * wr - zi * wi;
+      zi = zr * wi + zi * wr;
+      zr = nr;
+      let wk = select(1.0, -1.0, (k & 1) == 1) / f32(k);
+      sr = sr + wk * zr;
+      si = si + wk * zi;
+    }
+    a = a + sr;
+    b = b + st * si;
+  }
+  j0 = j0 * 0.015625;
+  j1 = j1 * 0.015625;
+  // (2/pi) (log(x/2) + gamma)
+  let l = (log_f32(x) + (0.5772156649015329 - 0.6931471805599453)) * 0.6366197723675814;
+  let y0 = l * j0 - 1.2732395447351628 * (a * 0.015625);
+  let y1 = l * j1 - div_f32(0.6366197723675814 * j0, x) + 1.2732395447351628 * (b * 0.015625);
+  return vec2<f32>(y0, y1);
+}
+// Hankel's expansion for x >= 10 (terms fall to e^(-2x), below 1e-8 here):
+// Y_n = sqrt(2 / (pi x)) (P sin chi + Q cos chi), chi = x - (n/2 + 1/4) pi. chi is rounded
+// as the CPU rounds it, x minus (n/2 + 1/4) pi in float: far out that rounding (half an ulp
+// of x) is what the CPU's value follows.
+fn bessel_y_hankel(x: f32, n: f32) -> f32 {
+  let mu = 4.0 * n * n;
+  var t = 1.0;
+  var p = 1.0;
+  var q = 0.0;
+  for (var k = 1; k < 28; k = k + 1) {
+    let kf = f32(k);
+    let odd = 2.0 * kf - 1.0;
+    t = t * div_f32(mu - odd * odd, 8.0 * kf * x);
+    let sgn = select(-1.0, 1.0, ((k / 2) & 1) == 0);
+    if ((k & 1) == 1) { q = q + sgn * t; } else { p = p + sgn * t; }
+    if (abs(t) < 1e-10) { break; }
+  }
+  let chi = x - select(0.785398185253143310546875, 2.35619449615478515625, n == 1.0);
+  return (p * sin_f32(chi) + q * cos_f32(chi)) * div_f32(0.79788456080286536, sqrt(x));
+}
+// The CPU's values off the positive axis: -inf at +-0, NaN below 0 and at +inf.
+fn bessel_y_special(x: f32) -> f32 {
+  if (x == 0.0) { return -f32_inf(); }
+  return f32_nan();
+}
+fn y0_f32(x: f32) -> f32 {
+  if (!(x > 0.0) || is_nan(x) || is_inf(x)) { return bessel_y_special(x); }
+  if (x < 10.0) { return bessel_y_neumann(x).x; }
+  return bessel_y_hankel(x, 0.0);
+}
+fn y1_f32(x: f32) -> f32 {
+  if (!(x > 0.0) || is_nan(x) || is_inf(x)) { return bessel_y_special(x); }
+  if (x < 10.0) { return bessel_y_neumann(x).y; }
+  return bessel_y_hankel(x, 1.0);
+}
+// ---- Airy function Ai ----
+// -6.5 <= x <= 2.5: Taylor series about the nearest integer c in [-6, 2] (|h| <= 1/2),
+// from Ai(c), Ai'(c) and Ai'' = x Ai, i.e. (k + 2)(k + 1) a_(k+2) = c a_k + a_(k-1).
+fn airy_taylor(x: f32) -> f32 {
+  let c = clamp(round(x), -6.0, 2.0);
+  let h = x - c;
+  let i = i32(c) + 6;
+  var ai = array<f32, 9>(-0.3291451736298231, 0.3507610090241142, -0.07026553294928964,
+      -0.37881429367765806, 0.22740742820168564, 0.5355608832923522, 0.3550280538878172,
+      0.13529241631288147, 0.03492413042327436);
+  var dai = array<f32, 9>(0.3459354872813428, 0.3271928185544436, -0.7906285753685814,
+      0.314583769216599, 0.618259020741691, -0.010160567116645175, -0.2588194037928068,
+      -0.15914744129679328, -0.05309038443365388);
+  var prev = 0.0;     // a_(k-1)
+  var cur = ai[i];    // a_k
+  var next = dai[i];  // a_(k+1)
+  var sum = cur + next * h;
+  var hk = h;
+  for (var k = 0; k < 26; k = k + 1) {
+    let kf = f32(k);
+    let a2 = (c * cur + prev) / ((kf + 2.0) * (kf + 1.0));
+    prev = cur;
+    cur = next;
+    next = a2;
+    hk = hk * h;
+    sum = sum + a2 * hk;
+  }
+  return sum;
+}
+// The phase zeta + pi/4 rounded as the CPU rounds it (its error, up to half an ulp of a
+// phase in the hundreds, dominates the CPU's result far out): zeta = (2z) sqrt(z) / 3 in
+// float steps, then zeta + pi/4 formed in double and rounded once to float. The sum is
+// rounded to the float grid U of its binade exactly: zeta / U and the integer part of
+// (pi/4) / U are exact, the remaining fractions decide the last unit.
+fn airy_phase(z: f32) -> f32 {
+  let a = div_f32((2.0 * z) * sqrt(z), 3.0);
+  let c_hi = 0.785398185253143310546875;  // pi/4 rounded to float
+  let c_lo = -2.1855695031547384e-08;     // pi/4 - c_hi
+  let e = f32_decompose(bitcast<u32>(a + c_hi)).y;  // U = 2^e
+  let q = ldexp(a, -e);
+  let r = ldexp(c_hi, -e);
+  let whole = floor(q) + floor(r);
+  let frac = (q - floor(q)) + (r - floor(r)) + ldexp(c_lo, -e);
+  return ldexp(whole + round(frac), e);
+}
+fn airy_ai_f32(x: f32) -> f32 {
+  if (is_nan(x) || is_inf(x)) { return f32_nan(); }  // the CPU's values at +-inf
+  if (x > 25.77) { return 0.0; }                        // the CPU's cutoff (Ai < 2e-39)
+  if (x > 2.5) {
+    // Ai(x) = sqrt(x / 3) / pi K_1/3(zeta), zeta = 2/3 x^(3/2).
+    let zeta = 0.6666666666666667 * x * sqrt(x);
+    return sqrt(x * 0.3333333333333333) * 0.3183098861837907 *
+           (bessel_k_scaled(zeta, 0.3333333333333333) * exp_f32(-zeta));
+  }
+  if (x >= -6.5) { return airy_taylor(x); }
+  // x < -6.5: Ai(-z) = (sin theta P - cos theta Q) / (sqrt(pi) z^(1/4)), theta = zeta + pi/4,
+  // zeta = 2/3 z^(3/2), P and Q the asymptotic series in 1/zeta with
+  // u_k = u_(k-1) (6k-5)(6k-3)(6k-1) / (216 k (2k-1)).
+  let z = -x;
+  let iz = div_f32(1.5, z * sqrt(z));
+  var u = 1.0;
+  var p = 1.0;
+  var q = 0.0;
+  for (var k = 1; k < 20; k = k + 1) {
+    let kf = f32(k);
+    u = u * iz * div_f32((6.0 * kf - 5.0) * (6.0 * kf - 3.0) * (6.0 * kf - 1.0),
+                         216.0 * kf * (2.0 * kf - 1.0));
+    let sgn = select(-1.0, 1.0, ((k / 2) & 1) == 0);
+    if ((k & 1) == 1) { q = q + sgn * u; } else { p = p + sgn * u; }
+    if (u < 1e-10) { break; }
+  }
+  let theta = airy_phase(z);
+  return (sin_f32(theta) * p - cos_f32(theta) * q) * div_f32(0.56418958354775629, sqrt(sqrt(z)));
 }
 // ---- regularized incomplete gamma functions P(a, x) (igamma) and Q(a, x) (igammac):
 // the power series where x < a + 1, else the continued fraction (modified Lentz), both
@@ -1036,21 +1290,25 @@ fn igammac_fraction(a: f32, x: f32) -> f32 {
   }
   return igamma_prefactor(a, x) * h;
 }
+// The special cases in the CPU's order: a NaN operand is caught by the others' tests first
+// (igamma(NaN, inf) = 1, igamma(inf, NaN) = 0).
 fn igamma_f32(a: f32, x: f32) -> f32 {
-  if (is_nan(a) || is_nan(x) || a < 0.0 || x < 0.0) { return f32_nan(); }
+  if (a < 0.0 || x < 0.0) { return f32_nan(); }
   if (a == 0.0) { return select(f32_nan(), 1.0, x > 0.0); }
   if (x == 0.0) { return 0.0; }
   if (is_inf(a)) { return select(0.0, f32_nan(), is_inf(x)); }
   if (is_inf(x)) { return 1.0; }
+  if (is_nan(a) || is_nan(x)) { return f32_nan(); }
   if (x < a + 1.0) { return igamma_series(a, x); }
   return 1.0 - igammac_fraction(a, x);
 }
 fn igammac_f32(a: f32, x: f32) -> f32 {
-  if (is_nan(a) || is_nan(x) || a < 0.0 || x < 0.0) { return f32_nan(); }
+  if (a < 0.0 || x < 0.0) { return f32_nan(); }
   if (a == 0.0) { return select(f32_nan(), 0.0, x > 0.0); }
   if (x == 0.0) { return 1.0; }
   if (is_inf(a)) { return select(1.0, f32_nan(), is_inf(x)); }
   if (is_inf(x)) { return 0.0; }
+  if (is_nan(a) || is_nan(x)) { return f32_nan(); }
   if (x < a + 1.0) { return 1.0 - igamma_series(a, x); }
   return igammac_fraction(a, x);
 }

@@ -207,6 +207,9 @@ SPECIAL_OPS = {
     "zeta": lambda x: torch.special.zeta(x.abs() + 1.5, x.abs() + 0.25),
     "bessel_j0": torch.special.bessel_j0,
     "bessel_j1": torch.special.bessel_j1,
+    "bessel_y0": torch.special.bessel_y0,
+    "bessel_y1": torch.special.bessel_y1,
+    "airy_ai": torch.special.airy_ai,
     "modified_bessel_k0": torch.special.modified_bessel_k0,
     "modified_bessel_k1": torch.special.modified_bessel_k1,
     "scaled_modified_bessel_k0": torch.special.scaled_modified_bessel_k0,
@@ -238,7 +241,8 @@ def test_special_float32(name):
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.int64, torch.bool], ids=str)
 @pytest.mark.parametrize("name", ["lgamma", "digamma", "i0", "i1e", "erfcx", "ndtri", "entr",
-                                  "trigamma", "spherical_bessel_j0"])
+                                  "trigamma", "spherical_bessel_j0", "bessel_y0", "bessel_y1",
+                                  "airy_ai"])
 def test_special_dtypes(name, dtype):
     x = make((4, 5), dtype, seed=12, low=0 if name == "ndtri" else None,
              high=1 if name == "ndtri" else None)
@@ -253,3 +257,77 @@ def test_special_errors_and_variants():
     check(lambda t: torch.special.zeta(t, 2.0), x + 1)
     check(lambda t: torch.special.zeta(3.0, t), x)
     check(lambda t: torch.lgamma(t, out=torch.empty(0, device=t.device)), x)
+
+
+# ---- frexp -------------------------------------------------------------------------------
+
+FREXP_VALUES = [0.0, -0.0, math.inf, -math.inf, math.nan, 1.0, -1.0, 0.75, -5.0, 3e38, 1e-40,
+                -3e-45, 1.17549435e-38, 6e-5, 1e-7, -3e-8, 65504.0, 1e-39, 12345.678]
+
+
+def assert_frexp_same(got, want):
+    (gm, ge), (wm, we) = got, want
+    assert gm.device.type == DEVICE and gm.dtype == wm.dtype and ge.dtype == torch.int32
+    gm, ge = gm.cpu(), ge.cpu()
+    assert torch.equal(ge, we)
+    assert torch.equal(torch.isnan(gm), torch.isnan(wm))
+    keep = ~torch.isnan(wm)  # NaN payload signs may differ after a half conversion
+    assert torch.equal(gm[keep], wm[keep]) and torch.equal(gm[keep].signbit(), wm[keep].signbit())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_frexp_exact(dtype):
+    x = torch.cat([torch.tensor(FREXP_VALUES), torch.randn(200, generator=torch.Generator().manual_seed(3)) * 1e3])
+    x = x.to(dtype)
+    # Subnormal bit patterns are read as bits: exact even where arithmetic flushes them.
+    assert_frexp_same(torch.frexp(dev(x)), torch.frexp(x))
+
+
+def test_frexp_shapes_out_and_errors():
+    x = make((4, 6), torch.float32, seed=21) * 100
+    for t in [x[:, ::2], x.t(), x[1:, 2:], x[0, 0], x[:0]]:
+        assert_frexp_same(torch.frexp(dev(t)), torch.frexp(t))
+    m = torch.empty(6, 4, device=DEVICE).t()
+    e = torch.empty(0, dtype=torch.int32, device=DEVICE)
+    res = torch.frexp(dev(x), out=(m, e))
+    assert res[0] is m and res[1] is e
+    assert_frexp_same((m, e), torch.frexp(x))
+    y = dev(x.clone())
+    torch.frexp(y, out=(y, e))  # into its own input
+    assert_frexp_same((y, e), torch.frexp(x))
+    with pytest.raises(RuntimeError, match="unsupported operation"):
+        z = dev(x.flatten())
+        torch.frexp(z[:6], out=(z[2:8], e.flatten()[:6]))
+    with pytest.raises(RuntimeError, match="only supports floating-point"):
+        torch.frexp(dev(torch.arange(4)))
+    with pytest.raises(RuntimeError, match="exponent to have int dtype"):
+        torch.frexp(dev(x), out=(torch.empty(0, device=DEVICE), torch.empty(0, device=DEVICE)))
+    with pytest.raises(RuntimeError, match="mantissa to have dtype"):
+        torch.frexp(dev(x), out=(torch.empty(0, device=DEVICE, dtype=torch.half),
+                                 torch.empty(0, device=DEVICE, dtype=torch.int32)))
+
+
+@pytest.mark.parametrize("name", ["bessel_y0", "bessel_y1", "airy_ai"])
+def test_bessel_y_airy_ranges(name):
+    # Every branch and its edges: Neumann/Hankel at 10 for Y, Taylor centres from -6.5 to
+    # 2.5, the K_1/3 integral above, the asymptotic series below, and the CPU's cutoff at 25.77.
+    fn = SPECIAL_OPS[name]
+    x = torch.cat([torch.linspace(-12, 30, 1681), torch.tensor(
+        [9.999, 10.0, 10.001, 2.5, 2.5001, -6.5, -6.5001, 25.77, 25.78, 1e-3, 1e-20, 1e-38])])
+    assert_float_close(fn(dev(x)), fn(x), rtol=2e-6, atol=1e-5)
+    check(fn, x[:1681].reshape(41, 41)[::2, 1::3])  # non-contiguous
+    check(fn, torch.tensor(3.5))  # 0-dim
+    check(fn, torch.empty(0, 3))
+    check(lambda t: fn(t, out=torch.empty(0, device=t.device)), x[:7])
+    check(fn, x.half())  # refused as on the CPU
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 6])
+def test_polygamma_near_negative_half_integers(n):
+    # Terms of opposite sign cancel there: the CPU sums them in double, the kernel in
+    # double-float (with the CPU's float-rounded first term).
+    g = torch.Generator().manual_seed(n)
+    x = torch.cat([torch.tensor([-0.5, -3.5, -8.5, 1001.2, 9.0, 8.999]),
+                   (torch.randint(-9, 0, (300,), generator=g) + 0.5 +
+                    (torch.rand(300, generator=g) - 0.5) * 2e-3)])
+    assert_float_close(torch.polygamma(n, dev(x)), torch.polygamma(n, x), rtol=2e-6, atol=1e-5)
