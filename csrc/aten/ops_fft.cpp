@@ -264,7 +264,9 @@ std::optional<Tensor> c2r_native(const Tensor& self, at::IntArrayRef dim, int64_
   auto dims = wrapped_dims(dim, self.dim());
   if (!n_opt || !dims || dims->empty()) return std::nullopt;
   const int64_t n = *n_opt, last = dims->back();
-  if (n < 1 || !length_fits(n) || self.size(last) < n / 2 + 1) return std::nullopt;
+  // The CPU accepts the onesided (n/2 + 1) or the full (n) input length only.
+  if (n < 1 || !length_fits(n) || (self.size(last) != n / 2 + 1 && self.size(last) != n))
+    return std::nullopt;
   std::vector<int64_t> rest(dims->begin(), dims->end() - 1);
   for (int64_t d : rest)
     if (self.size(d) == 0 || !length_fits(self.size(d))) return std::nullopt;
@@ -298,7 +300,7 @@ Tensor& fft_c2r_out(const Tensor& self, at::IntArrayRef dim, int64_t normalizati
 
 // ---- conj_physical, complex, polar -----------------------------------------------------
 
-Tensor& conj_physical_out(const Tensor& self, Tensor& out) {
+Tensor& conj_physical_into(const Tensor& self, Tensor& out) {
   if (!on_device(self) || !on_device(out) || out.scalar_type() != self.scalar_type() ||
       self.scalar_type() == c10::kComplexDouble || self.is_conj() || self.is_neg())
     return call_cpu_fallback<at::_ops::conj_physical_out>(self, out);
@@ -318,6 +320,14 @@ Tensor& conj_physical_out(const Tensor& self, Tensor& out) {
   }
   store(out, tmp);
   return out;
+}
+
+// In place (its composite kernel calls a CPU-only stub): the out= path through a temporary.
+Tensor& conj_physical_inplace(Tensor& self) {
+  if (!on_device(self) || self.scalar_type() != c10::kComplexFloat || self.is_conj() ||
+      self.is_neg())
+    return call_cpu_fallback<at::_ops::conj_physical_>(self);
+  return conj_physical_into(self, self);
 }
 
 std::optional<Tensor> from_parts(const Tensor& a, const Tensor& b, const Tensor& out, bool polar) {
@@ -363,7 +373,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_fft_c2c.out", TORCH_FN(fft_c2c_out));
   m.impl("_fft_c2r", TORCH_FN(fft_c2r));
   m.impl("_fft_c2r.out", TORCH_FN(fft_c2r_out));
-  m.impl("conj_physical.out", TORCH_FN(conj_physical_out));
+  m.impl("conj_physical.out", TORCH_FN(conj_physical_into));
+  m.impl("conj_physical_", TORCH_FN(conj_physical_inplace));
   m.impl("complex.out", TORCH_FN(complex_out));
   m.impl("polar.out", TORCH_FN(polar_out));
 }

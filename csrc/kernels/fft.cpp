@@ -33,6 +33,7 @@ std::string helpers(FftInput in, FftOutput out) {
   std::string s =
       "fn cmul(a: vec2<f32>, b: vec2<f32>) -> vec2<f32> {\n"
       "  return vec2<f32>(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);\n}\n"
+      "fn opaque2(v: vec2<f32>) -> vec2<f32> { return vec2<f32>(opaque_f32(v.x), opaque_f32(v.y)); }\n"
       "fn tw(t: u32) -> vec2<f32> {\n"
       "  let b = " + w(kTwOff) + " + 2u * t;\n"
       "  return vec2<f32>(bitcast<f32>(buf1[b]), bitcast<f32>(" + w(kSign) + ") * bitcast<f32>(buf1[b + 1u]));\n}\n"
@@ -104,13 +105,20 @@ void fft_dft(Context& ctx, const FftPass& p) {
       "  let n = " + w(kN) + ";\n"
       "  let k = c.y;\n"
       "  var acc = vec2<f32>(0.0, 0.0);\n"
+      "  var err = vec2<f32>(0.0, 0.0);\n"
       "  var t = 0u;\n"  // (k * j) mod n, advanced by k each step
       "  for (var j = 0u; j < n; j = j + 1u) {\n"
-      "    acc = acc + cmul(ld(c.x, j, c.z), tw(t));\n"
+      // Compensated (two-sum) accumulation: the sum's error stays near one rounding
+      // instead of growing with n.
+      "    let x = cmul(ld(c.x, j, c.z), tw(t));\n"
+      "    let s = opaque2(acc + x);\n"
+      "    let bb = opaque2(s - acc);\n"
+      "    err = err + ((acc - (s - bb)) + (x - bb));\n"
+      "    acc = s;\n"
       "    t = t + k;\n"
       "    if (t >= n) { t = t - n; }\n"
       "  }\n"
-      "  st(c.x, k, c.z, acc);\n}\n";
+      "  st(c.x, k, c.z, acc + err);\n}\n";
   l.body = [&body] { return body; };
   launch_kernel(ctx, l);
 }
