@@ -37,15 +37,33 @@ decltype(auto) call_cpu_fallback_symint(Args&&... args) {
 
 bool on_device(const Tensor& t) { return t.defined() && t.device().type() == kDeviceType; }
 
-bool power_of_two(int64_t n) { return n >= 2 && (n & (n - 1)) == 0; }
+// The radices of the Stockham passes for length n: 4s, then prime factors ({1} for n = 1).
+std::vector<int64_t> factors(int64_t n) {
+  std::vector<int64_t> f;
+  while (n % 4 == 0) {
+    f.push_back(4);
+    n /= 4;
+  }
+  for (int64_t p = 2; p * p <= n; ++p)
+    while (n % p == 0) {
+      f.push_back(p);
+      n /= p;
+    }
+  if (n > 1 || f.empty()) f.push_back(n);
+  return f;
+}
 
-// False when a length needs the direct DFT and its loop would meet the adapter's loop
-// limit (llvmpipe stops loops after 65535 iterations): such calls use the CPU.
+// False when a pass's loop (as many iterations as its radix: a large prime factor makes
+// a long direct DFT) would meet the adapter's loop limit (llvmpipe stops loops after
+// 65535 iterations): such calls use the CPU.
 bool length_fits(int64_t n) {
-  if (n <= 1 || power_of_two(n)) return true;
+  if (n <= 1) return true;
   RuntimeLock lock;
   uint64_t limit = lock.ctx().caps().max_loop_iterations;
-  return limit == 0 || static_cast<double>(n) < 0.9 * static_cast<double>(limit);
+  if (limit == 0) return true;
+  int64_t largest = 1;
+  for (int64_t r : factors(n)) largest = std::max(largest, r);
+  return static_cast<double>(largest) < 0.9 * static_cast<double>(limit);
 }
 
 // The wrapped dims when every one is in range and none repeats.
@@ -105,32 +123,21 @@ void transform_axis(const Tensor& in, FftInput input, const Tensor& out, FftOutp
   DeviceRef twr = device_ref(tw), ir = device_ref(in), orf = device_ref(out);
   p.twiddles = twr.buffer;
   p.twiddle_offset = twr.offset;
-  if (!power_of_two(n)) {
-    p.in = ir.buffer;
-    p.in_offset = ir.offset;
-    p.out = orf.buffer;
-    p.out_offset = orf.offset;
-    p.scale = scale;
-    TWGPU_TRY
-    RuntimeLock lock;
-    fft_dft(lock.ctx(), p);
-    TWGPU_CATCH
-    return;
-  }
-  int passes = 0;
-  while ((int64_t{1} << passes) < n) ++passes;
+  const std::vector<int64_t> radices = factors(n);
+  const size_t passes = radices.size();
   // Ping-pong temporaries of the full length for the intermediate passes.
   std::vector<int64_t> mid_sizes(in.sizes().begin(), in.sizes().end());
   mid_sizes[axis] = n;
   Tensor tmp[2];
-  for (int k = 0; k < std::min(passes - 1, 2); ++k)
+  for (size_t k = 0; k + 1 < passes && k < 2; ++k)
     tmp[k] = at::empty(mid_sizes, in.options().dtype(c10::kComplexFloat));
   TWGPU_TRY
   RuntimeLock lock;
-  for (int k = 0; k < passes; ++k) {
+  uint64_t span = 1;
+  for (size_t k = 0; k < passes; ++k) {
     FftPass q = p;
-    const bool first = k == 0, last = k == passes - 1;
-    DeviceRef src = first ? ir : device_ref(tmp[(k - 1) % 2]);
+    const bool first = k == 0, last = k + 1 == passes;
+    DeviceRef src = first ? ir : device_ref(tmp[(k + 1) % 2]);
     DeviceRef dst = last ? orf : device_ref(tmp[k % 2]);
     q.in = src.buffer;
     q.in_offset = src.offset;
@@ -145,7 +152,8 @@ void transform_axis(const Tensor& in, FftInput input, const Tensor& out, FftOutp
       q.out_len = p.n;
     }
     q.scale = last ? scale : 1.0f;
-    fft_radix2_pass(lock.ctx(), q, uint64_t{1} << k);
+    fft_pass(lock.ctx(), q, span, static_cast<uint64_t>(radices[k]));
+    span *= static_cast<uint64_t>(radices[k]);
   }
   TWGPU_CATCH
 }

@@ -11,7 +11,7 @@ namespace {
 
 // Uniform words.
 constexpr uint32_t kInOff = 4, kTwOff = 5, kOutOff = 6, kInner = 7, kN = 8, kInLen = 9,
-                   kOutLen = 10, kSpan = 11, kSign = 12, kScale = 13, kRows = 14;
+                   kOutLen = 10, kSpan = 11, kSign = 12, kScale = 13, kRows = 14, kRadix = 15;
 
 std::string w(uint32_t word) { return "uw(" + std::to_string(word) + "u)"; }
 
@@ -70,7 +70,7 @@ std::string helpers(FftInput in, FftOutput out) {
 }
 
 KernelLaunch make_launch(Context& ctx, const FftPass& p, const char* kind, uint64_t rows,
-                         uint64_t span) {
+                         uint64_t span, uint64_t radix) {
   const uint64_t in_words = (p.in_offset + p.outer * p.in_len * p.inner) *
                             (p.input == FftInput::Real ? 1 : 2);
   const uint64_t out_words = (p.out_offset + p.outer * p.out_len * p.inner) *
@@ -89,7 +89,7 @@ KernelLaunch make_launch(Context& ctx, const FftPass& p, const char* kind, uint6
                 u32_checked(p.out_offset), u32_checked(p.inner), u32_checked(p.n),
                 u32_checked(p.in_len), u32_checked(p.out_len), u32_checked(span),
                 bits_of(p.positive_exponent ? 1.0f : -1.0f), bits_of(p.scale),
-                u32_checked(rows)};
+                u32_checked(rows), u32_checked(radix)};
   l.count = u32_checked(p.outer * rows * p.inner);
   l.workgroup = ctx.caps().workgroup_1d();
   return l;
@@ -97,48 +97,38 @@ KernelLaunch make_launch(Context& ctx, const FftPass& p, const char* kind, uint6
 
 }  // namespace
 
-void fft_dft(Context& ctx, const FftPass& p) {
+void fft_pass(Context& ctx, const FftPass& p, uint64_t span, uint64_t radix) {
   if (p.outer * p.out_len * p.inner == 0) return;
-  KernelLaunch l = make_launch(ctx, p, "dft", p.out_len, 0);
+  if (radix == 0 || p.n % (span * radix) != 0)
+    fail(ErrorKind::Internal, "torch_webgpu: FFT pass radix does not divide the length");
+  KernelLaunch l = make_launch(ctx, p, "pass", p.out_len, span, radix);
   const std::string body = helpers(p.input, p.output) + kernel_main(Grid::Invocations, l.workgroup) +
       "  let c = split(idx);\n"
       "  let n = " + w(kN) + ";\n"
-      "  let k = c.y;\n"
+      "  let ns = " + w(kSpan) + ";\n"
+      "  let radix = " + w(kRadix) + ";\n"
+      "  let len = ns * radix;\n"
+      "  let d = c.y;\n"
+      "  let k = d % ns;\n"
+      "  let m = k + ((d / ns) % radix) * ns;\n"  // k + r Ns < Ns R
+      "  let first = (d / len) * ns + k;\n"
+      "  let stride = n / radix;\n"
+      "  let step = n / len;\n"
       "  var acc = vec2<f32>(0.0, 0.0);\n"
       "  var err = vec2<f32>(0.0, 0.0);\n"
-      "  var t = 0u;\n"  // (k * j) mod n, advanced by k each step
-      "  for (var j = 0u; j < n; j = j + 1u) {\n"
-      // Compensated (two-sum) accumulation: the sum's error stays near one rounding
-      // instead of growing with n.
-      "    let x = cmul(ld(c.x, j, c.z), tw(t));\n"
-      "    let s = opaque2(acc + x);\n"
-      "    let bb = opaque2(s - acc);\n"
-      "    err = err + ((acc - (s - bb)) + (x - bb));\n"
-      "    acc = s;\n"
-      "    t = t + k;\n"
-      "    if (t >= n) { t = t - n; }\n"
+      "  var t = 0u;\n"  // (s * m) mod (Ns R), advanced by m each step
+      "  for (var s = 0u; s < radix; s = s + 1u) {\n"
+      // Compensated (two-sum) accumulation: long direct DFTs (large prime factors) stay
+      // near one rounding instead of growing with the radix.
+      "    let x = cmul(ld(c.x, first + s * stride, c.z), tw(t * step));\n"
+      "    let sum = opaque2(acc + x);\n"
+      "    let bb = opaque2(sum - acc);\n"
+      "    err = err + ((acc - (sum - bb)) + (x - bb));\n"
+      "    acc = sum;\n"
+      "    t = t + m;\n"
+      "    if (t >= len) { t = t - len; }\n"
       "  }\n"
-      "  st(c.x, k, c.z, acc + err);\n}\n";
-  l.body = [&body] { return body; };
-  launch_kernel(ctx, l);
-}
-
-void fft_radix2_pass(Context& ctx, const FftPass& p, uint64_t span) {
-  if (p.outer * p.n * p.inner == 0) return;
-  KernelLaunch l = make_launch(ctx, p, "radix2", p.n / 2, span);
-  // Butterfly j of the pass with half-span s: inputs j and j + n/2, twiddle
-  // exp(sign 2 pi i (j mod s) / (2 s)), outputs at (j / s) * 2s + (j mod s) and that + s.
-  const std::string body = helpers(p.input, p.output) + kernel_main(Grid::Invocations, l.workgroup) +
-      "  let c = split(idx);\n"
-      "  let n = " + w(kN) + ";\n"
-      "  let s = " + w(kSpan) + ";\n"
-      "  let j = c.y;\n"
-      "  let k = j % s;\n"
-      "  let a = ld(c.x, j, c.z);\n"
-      "  let b = cmul(ld(c.x, j + n / 2u, c.z), tw(k * (n / (2u * s))));\n"
-      "  let d = (j - k) * 2u + k;\n"
-      "  st(c.x, d, c.z, a + b);\n"
-      "  st(c.x, d + s, c.z, a - b);\n}\n";
+      "  st(c.x, d, c.z, acc + err);\n}\n";
   l.body = [&body] { return body; };
   launch_kernel(ctx, l);
 }

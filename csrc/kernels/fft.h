@@ -1,9 +1,8 @@
 // Fast Fourier transforms along one axis of a contiguous tensor viewed as
 // [outer, len, inner]: complex values are f32 pairs (real, imaginary). A transform of
-// length n is either a chain of radix-2 Stockham passes (n a power of two; outputs in
-// natural order, one invocation per butterfly) or a direct DFT (any n; one invocation per
-// output, twiddle index (k * j) mod n kept exactly in integers). Twiddles come from a
-// host-computed table tw[t] = (cos(2 pi t / n), sin(2 pi t / n)), t < n, rounded once.
+// length n is a chain of mixed-radix Stockham passes, one per prime factor of n (4s
+// grouped), outputs in natural order. Twiddles come from a host-computed table
+// tw[t] = (cos(2 pi t / n), sin(2 pi t / n)), t < n, rounded once.
 #pragma once
 #include <webgpu/webgpu.h>
 
@@ -34,12 +33,15 @@ struct FftPass {
   float scale = 1.0f;              // multiplies every output
 };
 
-// Direct DFT: every output sums n terms (a loop of n iterations per invocation).
-void fft_dft(Context& ctx, const FftPass& p);
-// One radix-2 Stockham pass with half-span `span` (1, 2, 4, ..., n/2): a complete
-// transform is log2(n) passes, the output of one the input of the next (input kinds and
-// scale belong to the first/last pass; intermediates are Complex of axis length n).
-void fft_radix2_pass(Context& ctx, const FftPass& p, uint64_t span);
+// One mixed-radix Stockham pass: radix R, span Ns (the product of the earlier passes'
+// radices). A transform of length n = R1 * R2 * ... is one pass per factor, in order, the
+// output of one the input of the next (input kind belongs to the first pass, output kind,
+// out_len and scale to the last; intermediates are Complex of axis length n). Output d =
+// k + r Ns + q Ns R (k < Ns, r < R) sums, over s < R, input (q Ns + k) + s n / R times
+// exp(sign 2 pi i s (k + r Ns) / (Ns R)): R terms, one invocation per output, the
+// twiddle index kept exactly in integers. n = 1 is one pass of radix 1; a prime n one
+// pass of radix n (the direct DFT, a loop of n iterations).
+void fft_pass(Context& ctx, const FftPass& p, uint64_t span, uint64_t radix);
 
 // out[i] = conj(in[i]) for complex64 elements.
 void complex_conj(Context& ctx, WGPUBuffer in, uint64_t in_offset, WGPUBuffer out,

@@ -23,8 +23,9 @@ def same(actual, expected, **tol):
     torch.testing.assert_close(cpu(actual), expected, **(tol or TOL))
 
 
-def both(fn, x, *args, **kw):
-    same(fn(dev(x), *args, **kw), fn(x, *args, **kw))
+def both(fn, x, *args, rtol=None, atol=None, **kw):
+    tol = {} if rtol is None else dict(rtol=rtol, atol=atol)
+    same(fn(dev(x), *args, **kw), fn(x, *args, **kw), **tol)
 
 
 def rand(*shape, complex=False, seed=0):
@@ -86,8 +87,9 @@ def test_nd_transforms(shape, dims, norm):
 
 @pytest.mark.usefixtures("no_fallback")
 def test_large_lengths():
-    # Many radix-2 passes, and a long direct DFT kept accurate by compensated sums.
-    for n in (4096, 1000, 2310):
+    # Many passes of radices 4, 2, 3, 5, 7, 11, 17 and 241 (a long direct DFT kept
+    # accurate by compensated sums), against float64.
+    for n in (4096, 2048, 1000, 2310, 4097, 3**7):
         x = rand(2, n, seed=n)
         ref = torch.fft.rfft(x.double())
         got = cpu(torch.fft.rfft(dev(x))).to(torch.complex128)
@@ -166,7 +168,10 @@ def test_errors_match_cpu():
                       (torch.fft.fftn, rand(4, 4, complex=True), {"dim": (0, 0)}),
                       (torch.fft.irfft, rand(1, complex=True), {}),
                       (torch.fft.rfft, rand(4, complex=True), {}),
-                      (torch.fft.fft, rand(4), {"norm": "bad"})]:
+                      (torch.fft.fft, rand(4), {"norm": "bad"}),
+                      (torch.fft.rfft, rand(4).half(), {}),  # no half FFT on the CPU
+                      (lambda z, n: torch.ops.aten._fft_c2r(z, [1], 0, n), rand(3, 12, complex=True),
+                       {"n": 40})]:
         with pytest.raises(Exception) as cpu_err:
             fn(x, **kw)
         with pytest.raises(type(cpu_err.value)):
@@ -176,11 +181,15 @@ def test_errors_match_cpu():
 @pytest.mark.usefixtures("quiet_fallback")
 def test_other_dtypes_and_long_lengths_fall_back():
     # float64/complex128/half types compute on the CPU; so do direct DFTs past the
-    # adapter's loop limit (llvmpipe).
+    # adapter's loop limit (llvmpipe: a prime length past 0.9 * 65535).
     both(torch.fft.fft, rand(3, 12, complex=True).to(torch.complex128))
     both(torch.fft.rfft, rand(3, 12).double())
-    x = rand(60001, seed=13)
+    x = rand(59999, seed=13)
     same(torch.fft.rfft(dev(x)), torch.fft.rfft(x), rtol=1e-4, atol=1e-3)
+    # A length whose prime factors fit runs natively however long it is.
+    y = rand(60001, seed=14)  # 29 * 2069
+    torch.testing.assert_close(cpu(torch.fft.rfft(dev(y))).to(torch.complex128),
+                               torch.fft.rfft(y.double()), rtol=1e-4, atol=1e-3)
 
 
 @pytest.mark.usefixtures("no_fallback")
