@@ -1,6 +1,6 @@
-"""torch.fft on the device against the CPU (pocketfft): r2c/c2c/c2r over lengths that are
-powers of two (radix-2 passes) and not (direct DFT), dims, norms, batches, non-contiguous
-inputs, out=, empty tensors, the Hermitian rules of c2r, conj_physical, complex, polar,
+"""torch.fft on the device against the CPU: r2c/c2c/c2r over lengths made of radix 4, 2,
+3, 5, 7 and larger prime passes (a prime length is one direct DFT), dims, norms, batches,
+non-contiguous inputs, out=, empty tensors, the Hermitian rules of c2r, conj_physical, complex, polar,
 stft/istft, gradients, and the CPU's errors."""
 import pytest
 import torch
@@ -180,7 +180,7 @@ def test_errors_match_cpu():
 
 @pytest.mark.usefixtures("quiet_fallback")
 def test_other_dtypes_and_long_lengths_fall_back():
-    # float64/complex128/half types compute on the CPU; so do direct DFTs past the
+    # float64/complex128 compute on the CPU; so do direct DFTs (prime factors) past the
     # adapter's loop limit (llvmpipe: a prime length past 0.9 * 65535).
     both(torch.fft.fft, rand(3, 12, complex=True).to(torch.complex128))
     both(torch.fft.rfft, rand(3, 12).double())
