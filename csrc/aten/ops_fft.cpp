@@ -1,0 +1,390 @@
+// The FFT family (torch.fft.*, stft/istft reach these): aten::_fft_r2c, _fft_c2c and
+// _fft_c2r on float32 / complex64, plus the complex helpers they use (conj_physical) and
+// complex/polar. Multi-dimensional transforms are successive 1-D transforms
+// (kernels/fft) on contiguous temporaries; the normalization scale is applied by the
+// last one. Other dtypes (float16, bfloat16, float64, complex128), invalid arguments and
+// lengths the adapter cannot loop over go to the CPU fallback, which computes or raises.
+#include <ATen/ExpandUtils.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_fft_c2c_ops.h>
+#include <ATen/ops/_fft_c2r_ops.h>
+#include <ATen/ops/_fft_r2c_ops.h>
+#include <ATen/ops/complex_ops.h>
+#include <ATen/ops/conj_physical_ops.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/polar_ops.h>
+#include <torch/library.h>
+
+#include <cmath>
+#include <vector>
+
+#include "aten/cpu_fallback.h"
+#include "aten/webgpu_tensor.h"
+#include "kernels/fft.h"
+
+namespace twgpu::aten {
+namespace {
+
+using at::Tensor;
+
+// The CPU fallback for ops whose schema has SymInt arguments.
+template <class Op, class... Args>
+decltype(auto) call_cpu_fallback_symint(Args&&... args) {
+  return at::native::call_fallback_fn_symint<&webgpu_cpu_fallback, Op>::call(
+      std::forward<Args>(args)...);
+}
+
+bool on_device(const Tensor& t) { return t.defined() && t.device().type() == kDeviceType; }
+
+// The radices of the Stockham passes for length n: 4s, then prime factors ({1} for n = 1).
+std::vector<int64_t> factors(int64_t n) {
+  std::vector<int64_t> f;
+  while (n % 4 == 0) {
+    f.push_back(4);
+    n /= 4;
+  }
+  for (int64_t p = 2; p * p <= n; ++p)
+    while (n % p == 0) {
+      f.push_back(p);
+      n /= p;
+    }
+  if (n > 1 || f.empty()) f.push_back(n);
+  return f;
+}
+
+// False when a pass's loop (as many iterations as its radix: a large prime factor makes
+// a long direct DFT) would meet the adapter's loop limit (llvmpipe stops loops after
+// 65535 iterations): such calls use the CPU.
+bool length_fits(int64_t n) {
+  if (n <= 1) return true;
+  RuntimeLock lock;
+  uint64_t limit = lock.ctx().caps().max_loop_iterations;
+  if (limit == 0) return true;
+  int64_t largest = 1;
+  for (int64_t r : factors(n)) largest = std::max(largest, r);
+  return static_cast<double>(largest) < 0.9 * static_cast<double>(limit);
+}
+
+// The wrapped dims when every one is in range and none repeats.
+std::optional<std::vector<int64_t>> wrapped_dims(at::IntArrayRef dim, int64_t ndim) {
+  std::vector<int64_t> out;
+  for (int64_t d : dim) {
+    if (d < -ndim || d >= ndim || ndim == 0) return std::nullopt;
+    int64_t w = d < 0 ? d + ndim : d;
+    for (int64_t e : out)
+      if (e == w) return std::nullopt;
+    out.push_back(w);
+  }
+  return out;
+}
+
+float norm_scale(int64_t normalization, double n) {
+  if (normalization == 1) return static_cast<float>(1.0 / std::sqrt(n));
+  if (normalization == 2) return static_cast<float>(1.0 / n);
+  return 1.0f;
+}
+
+// (cos, sin)(2 pi t / n) for t < n, on the device.
+Tensor twiddle_table(int64_t n, const Tensor& like) {
+  Tensor host = at::empty({2 * n}, at::TensorOptions().dtype(c10::kFloat));
+  float* p = host.data_ptr<float>();
+  const double two_pi = 6.283185307179586476925286766559;
+  for (int64_t t = 0; t < n; ++t) {
+    double a = two_pi * static_cast<double>(t) / static_cast<double>(n);
+    p[2 * t] = static_cast<float>(std::cos(a));
+    p[2 * t + 1] = static_cast<float>(std::sin(a));
+  }
+  return host.to(like.device());
+}
+
+int64_t prod(at::IntArrayRef s, int64_t from, int64_t to) {
+  int64_t p = 1;
+  for (int64_t i = from; i < to; ++i) p *= s[i];
+  return p;
+}
+
+// One 1-D transform of length n along `axis` of contiguous `in` into contiguous `out`
+// (same sizes except along axis).
+void transform_axis(const Tensor& in, FftInput input, const Tensor& out, FftOutput output,
+                    int64_t axis, int64_t n, bool positive, float scale) {
+  if (out.numel() == 0) return;
+  const int64_t nd = in.dim();
+  FftPass p;
+  p.input = input;
+  p.output = output;
+  p.outer = static_cast<uint64_t>(prod(in.sizes(), 0, axis));
+  p.inner = static_cast<uint64_t>(prod(in.sizes(), axis + 1, nd));
+  p.n = static_cast<uint64_t>(n);
+  p.in_len = static_cast<uint64_t>(in.size(axis));
+  p.out_len = static_cast<uint64_t>(out.size(axis));
+  p.positive_exponent = positive;
+  Tensor tw = twiddle_table(n, in);
+  DeviceRef twr = device_ref(tw), ir = device_ref(in), orf = device_ref(out);
+  p.twiddles = twr.buffer;
+  p.twiddle_offset = twr.offset;
+  const std::vector<int64_t> radices = factors(n);
+  const size_t passes = radices.size();
+  // Ping-pong temporaries of the full length for the intermediate passes.
+  std::vector<int64_t> mid_sizes(in.sizes().begin(), in.sizes().end());
+  mid_sizes[axis] = n;
+  Tensor tmp[2];
+  for (size_t k = 0; k + 1 < passes && k < 2; ++k)
+    tmp[k] = at::empty(mid_sizes, in.options().dtype(c10::kComplexFloat));
+  TWGPU_TRY
+  RuntimeLock lock;
+  uint64_t span = 1;
+  for (size_t k = 0; k < passes; ++k) {
+    FftPass q = p;
+    const bool first = k == 0, last = k + 1 == passes;
+    DeviceRef src = first ? ir : device_ref(tmp[(k + 1) % 2]);
+    DeviceRef dst = last ? orf : device_ref(tmp[k % 2]);
+    q.in = src.buffer;
+    q.in_offset = src.offset;
+    q.out = dst.buffer;
+    q.out_offset = dst.offset;
+    if (!first) {
+      q.input = FftInput::Complex;
+      q.in_len = p.n;
+    }
+    if (!last) {
+      q.output = FftOutput::Complex;
+      q.out_len = p.n;
+    }
+    q.scale = last ? scale : 1.0f;
+    fft_pass(lock.ctx(), q, span, static_cast<uint64_t>(radices[k]));
+    span *= static_cast<uint64_t>(radices[k]);
+  }
+  TWGPU_CATCH
+}
+
+Tensor complex_like(const Tensor& t, at::IntArrayRef sizes) {
+  return at::empty(sizes, t.options().dtype(c10::kComplexFloat));
+}
+
+// c2c over `dims` (in order) of contiguous complex `x`; the last applies `scale`.
+Tensor c2c_dims(Tensor x, const std::vector<int64_t>& dims, bool positive, float scale) {
+  for (size_t k = 0; k < dims.size(); ++k) {
+    Tensor y = complex_like(x, x.sizes());
+    transform_axis(x, FftInput::Complex, y, FftOutput::Complex, dims[k], x.size(dims[k]),
+                   positive, k + 1 == dims.size() ? scale : 1.0f);
+    x = y;
+  }
+  return x;
+}
+
+bool dims_nonempty(const Tensor& t, const std::vector<int64_t>& dims) {
+  for (int64_t d : dims)
+    if (t.size(d) == 0 || !length_fits(t.size(d))) return false;
+  return !dims.empty();
+}
+
+// ---- _fft_r2c ---------------------------------------------------------------------------
+
+std::optional<Tensor> r2c_native(const Tensor& self, at::IntArrayRef dim, int64_t normalization,
+                                 bool onesided) {
+  if (!on_device(self) || self.scalar_type() != c10::kFloat || normalization < 0 ||
+      normalization > 2)
+    return std::nullopt;
+  auto dims = wrapped_dims(dim, self.dim());
+  if (!dims || !dims_nonempty(self, *dims)) return std::nullopt;
+  const int64_t last = dims->back();
+  const int64_t n = self.size(last);
+  std::vector<int64_t> sizes(self.sizes().begin(), self.sizes().end());
+  if (onesided) sizes[last] = n / 2 + 1;
+  double total = 1;
+  for (int64_t d : *dims) total *= static_cast<double>(self.size(d));
+  const float scale = norm_scale(normalization, total);
+  Tensor out = complex_like(self, sizes);
+  if (out.numel() == 0) return out;
+  const bool single = dims->size() == 1;
+  transform_axis(self.contiguous(), FftInput::Real, out, FftOutput::Complex, last, n, false,
+                 single ? scale : 1.0f);
+  std::vector<int64_t> rest(dims->begin(), dims->end() - 1);
+  return c2c_dims(out, rest, false, scale);
+}
+
+Tensor fft_r2c(const Tensor& self, at::IntArrayRef dim, int64_t normalization, bool onesided) {
+  if (auto r = r2c_native(self, dim, normalization, onesided)) return *r;
+  return call_cpu_fallback<at::_ops::_fft_r2c>(self, dim, normalization, onesided);
+}
+
+void store(Tensor& out, const Tensor& value) {
+  at::native::resize_output(out, value.sizes());
+  out.copy_(value);
+}
+
+Tensor& fft_r2c_out(const Tensor& self, at::IntArrayRef dim, int64_t normalization, bool onesided,
+                    Tensor& out) {
+  if (on_device(out) && out.scalar_type() == c10::kComplexFloat)
+    if (auto r = r2c_native(self, dim, normalization, onesided)) {
+      store(out, *r);
+      return out;
+    }
+  return call_cpu_fallback<at::_ops::_fft_r2c_out>(self, dim, normalization, onesided, out);
+}
+
+// ---- _fft_c2c ---------------------------------------------------------------------------
+
+std::optional<Tensor> c2c_native(const Tensor& self, c10::SymIntArrayRef dim, int64_t normalization,
+                                 bool forward) {
+  if (!on_device(self) || self.scalar_type() != c10::kComplexFloat || normalization < 0 ||
+      normalization > 2)
+    return std::nullopt;
+  std::vector<int64_t> raw;
+  for (const c10::SymInt& d : dim) {
+    auto v = d.maybe_as_int();
+    if (!v) return std::nullopt;
+    raw.push_back(*v);
+  }
+  auto dims = wrapped_dims(raw, self.dim());
+  if (!dims) return std::nullopt;
+  if (self.numel() == 0 || dims->empty()) return self.clone(at::MemoryFormat::Contiguous);
+  if (!dims_nonempty(self, *dims)) return std::nullopt;
+  double total = 1;
+  for (int64_t d : *dims) total *= static_cast<double>(self.size(d));
+  return c2c_dims(self.contiguous(), *dims, !forward, norm_scale(normalization, total));
+}
+
+Tensor fft_c2c(const Tensor& self, c10::SymIntArrayRef dim, int64_t normalization, bool forward) {
+  if (auto r = c2c_native(self, dim, normalization, forward)) return *r;
+  return call_cpu_fallback_symint<at::_ops::_fft_c2c>(self, dim, normalization, forward);
+}
+
+Tensor& fft_c2c_out(const Tensor& self, c10::SymIntArrayRef dim, int64_t normalization,
+                    bool forward, Tensor& out) {
+  if (on_device(out) && out.scalar_type() == c10::kComplexFloat)
+    if (auto r = c2c_native(self, dim, normalization, forward)) {
+      store(out, *r);
+      return out;
+    }
+  return call_cpu_fallback_symint<at::_ops::_fft_c2c_out>(self, dim, normalization, forward, out);
+}
+
+// ---- _fft_c2r ---------------------------------------------------------------------------
+
+std::optional<Tensor> c2r_native(const Tensor& self, at::IntArrayRef dim, int64_t normalization,
+                                 const c10::SymInt& last_dim_size) {
+  if (!on_device(self) || self.scalar_type() != c10::kComplexFloat || normalization < 0 ||
+      normalization > 2)
+    return std::nullopt;
+  auto n_opt = last_dim_size.maybe_as_int();
+  auto dims = wrapped_dims(dim, self.dim());
+  if (!n_opt || !dims || dims->empty()) return std::nullopt;
+  const int64_t n = *n_opt, last = dims->back();
+  // The CPU accepts the onesided (n/2 + 1) or the full (n) input length only.
+  if (n < 1 || !length_fits(n) || (self.size(last) != n / 2 + 1 && self.size(last) != n))
+    return std::nullopt;
+  std::vector<int64_t> rest(dims->begin(), dims->end() - 1);
+  for (int64_t d : rest)
+    if (self.size(d) == 0 || !length_fits(self.size(d))) return std::nullopt;
+  std::vector<int64_t> sizes(self.sizes().begin(), self.sizes().end());
+  sizes[last] = n;
+  Tensor out = at::empty(sizes, self.options().dtype(c10::kFloat));
+  if (out.numel() == 0) return out;
+  double total = static_cast<double>(n);
+  for (int64_t d : rest) total *= static_cast<double>(self.size(d));
+  Tensor x = c2c_dims(self.contiguous(), rest, true, 1.0f);
+  transform_axis(x, FftInput::Hermitian, out, FftOutput::Real, last, n, true,
+                 norm_scale(normalization, total));
+  return out;
+}
+
+Tensor fft_c2r(const Tensor& self, at::IntArrayRef dim, int64_t normalization,
+               c10::SymInt last_dim_size) {
+  if (auto r = c2r_native(self, dim, normalization, last_dim_size)) return *r;
+  return call_cpu_fallback_symint<at::_ops::_fft_c2r>(self, dim, normalization, last_dim_size);
+}
+
+Tensor& fft_c2r_out(const Tensor& self, at::IntArrayRef dim, int64_t normalization,
+                    c10::SymInt last_dim_size, Tensor& out) {
+  if (on_device(out) && out.scalar_type() == c10::kFloat)
+    if (auto r = c2r_native(self, dim, normalization, last_dim_size)) {
+      store(out, *r);
+      return out;
+    }
+  return call_cpu_fallback_symint<at::_ops::_fft_c2r_out>(self, dim, normalization, last_dim_size, out);
+}
+
+// ---- conj_physical, complex, polar -----------------------------------------------------
+
+Tensor& conj_physical_into(const Tensor& self, Tensor& out) {
+  if (!on_device(self) || !on_device(out) || out.scalar_type() != self.scalar_type() ||
+      self.scalar_type() == c10::kComplexDouble || self.is_conj() || self.is_neg())
+    return call_cpu_fallback<at::_ops::conj_physical_out>(self, out);
+  if (self.scalar_type() != c10::kComplexFloat) {  // real: conj is the identity
+    if (!self.is_same(out)) store(out, self);
+    return out;
+  }
+  Tensor x = self.contiguous();
+  Tensor tmp = at::empty(self.sizes(), self.options().memory_format(at::MemoryFormat::Contiguous));
+  if (tmp.numel() > 0) {
+    DeviceRef xr = device_ref(x), tr = device_ref(tmp);
+    TWGPU_TRY
+    RuntimeLock lock;
+    complex_conj(lock.ctx(), xr.buffer, xr.offset, tr.buffer, tr.offset,
+                 static_cast<uint64_t>(tmp.numel()));
+    TWGPU_CATCH
+  }
+  store(out, tmp);
+  return out;
+}
+
+// In place (its composite kernel calls a CPU-only stub): the out= path through a temporary.
+Tensor& conj_physical_inplace(Tensor& self) {
+  if (!on_device(self) || self.scalar_type() != c10::kComplexFloat || self.is_conj() ||
+      self.is_neg())
+    return call_cpu_fallback<at::_ops::conj_physical_>(self);
+  return conj_physical_into(self, self);
+}
+
+std::optional<Tensor> from_parts(const Tensor& a, const Tensor& b, const Tensor& out, bool polar) {
+  if (!on_device(a) || !on_device(b) || !on_device(out) || a.scalar_type() != c10::kFloat ||
+      b.scalar_type() != c10::kFloat || out.scalar_type() != c10::kComplexFloat)
+    return std::nullopt;
+  std::vector<int64_t> sizes = at::infer_size(a.sizes(), b.sizes());
+  Tensor x = a.expand(sizes).contiguous(), y = b.expand(sizes).contiguous();
+  Tensor tmp = complex_like(a, sizes);
+  if (tmp.numel() > 0) {
+    DeviceRef xr = device_ref(x), yr = device_ref(y), tr = device_ref(tmp);
+    TWGPU_TRY
+    RuntimeLock lock;
+    complex_from_parts(lock.ctx(), xr.buffer, xr.offset, yr.buffer, yr.offset, tr.buffer,
+                       tr.offset, static_cast<uint64_t>(tmp.numel()), polar);
+    TWGPU_CATCH
+  }
+  return tmp;
+}
+
+Tensor& complex_out(const Tensor& real, const Tensor& imag, Tensor& out) {
+  if (auto r = from_parts(real, imag, out, false)) {
+    store(out, *r);
+    return out;
+  }
+  return call_cpu_fallback<at::_ops::complex_out>(real, imag, out);
+}
+
+Tensor& polar_out(const Tensor& abs, const Tensor& angle, Tensor& out) {
+  if (auto r = from_parts(abs, angle, out, true)) {
+    store(out, *r);
+    return out;
+  }
+  return call_cpu_fallback<at::_ops::polar_out>(abs, angle, out);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_fft_r2c", TORCH_FN(fft_r2c));
+  m.impl("_fft_r2c.out", TORCH_FN(fft_r2c_out));
+  m.impl("_fft_c2c", TORCH_FN(fft_c2c));
+  m.impl("_fft_c2c.out", TORCH_FN(fft_c2c_out));
+  m.impl("_fft_c2r", TORCH_FN(fft_c2r));
+  m.impl("_fft_c2r.out", TORCH_FN(fft_c2r_out));
+  m.impl("conj_physical.out", TORCH_FN(conj_physical_into));
+  m.impl("conj_physical_", TORCH_FN(conj_physical_inplace));
+  m.impl("complex.out", TORCH_FN(complex_out));
+  m.impl("polar.out", TORCH_FN(polar_out));
+}
+
+}  // namespace twgpu::aten

@@ -1,0 +1,182 @@
+#include "kernels/fft.h"
+
+#include <cstring>
+#include <string>
+
+#include "kernels/kernel_program.h"
+#include "runtime/runtime.h"
+
+namespace twgpu {
+namespace {
+
+// Uniform words.
+constexpr uint32_t kInOff = 4, kTwOff = 5, kOutOff = 6, kInner = 7, kN = 8, kInLen = 9,
+                   kOutLen = 10, kSpan = 11, kSign = 12, kScale = 13, kRows = 14, kRadix = 15;
+
+std::string w(uint32_t word) { return "uw(" + std::to_string(word) + "u)"; }
+
+uint32_t bits_of(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+
+uint32_t u32_checked(uint64_t v) {
+  if (v >= (1ull << 32)) fail(ErrorKind::Unsupported, "torch_webgpu: FFT over too many elements");
+  return static_cast<uint32_t>(v);
+}
+
+// WGSL helpers shared by both kernels: ld(o, t, i) reads logical element t of row (o, i)
+// of the input, st(o, t, i, v) writes output element t (dropped past out_len), tw(t) the
+// twiddle exp(sign * 2 pi i t / n), cmul the complex product.
+std::string helpers(FftInput in, FftOutput out) {
+  std::string s =
+      "fn cmul(a: vec2<f32>, b: vec2<f32>) -> vec2<f32> {\n"
+      "  return vec2<f32>(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);\n}\n"
+      "fn opaque2(v: vec2<f32>) -> vec2<f32> { return vec2<f32>(opaque_f32(v.x), opaque_f32(v.y)); }\n"
+      "fn tw(t: u32) -> vec2<f32> {\n"
+      "  let b = " + w(kTwOff) + " + 2u * t;\n"
+      "  return vec2<f32>(bitcast<f32>(buf1[b]), bitcast<f32>(" + w(kSign) + ") * bitcast<f32>(buf1[b + 1u]));\n}\n"
+      "fn ld_at(o: u32, t: u32, i: u32) -> vec2<f32> {\n"
+      "  let e = " + w(kInOff) + " + (o * " + w(kInLen) + " + t) * " + w(kInner) + " + i;\n";
+  if (in == FftInput::Real)
+    s += "  return vec2<f32>(bitcast<f32>(buf0[e]), 0.0);\n}\n";
+  else
+    s += "  return vec2<f32>(bitcast<f32>(buf0[2u * e]), bitcast<f32>(buf0[2u * e + 1u]));\n}\n";
+  s += "fn ld(o: u32, t: u32, i: u32) -> vec2<f32> {\n";
+  if (in == FftInput::Hermitian) {
+    s += "  let n = " + w(kN) + ";\n"
+         "  if (2u * t > n) { let v = ld_at(o, n - t, i); return vec2<f32>(v.x, -v.y); }\n"
+         "  let v = ld_at(o, t, i);\n"
+         "  if (t == 0u || 2u * t == n) { return vec2<f32>(v.x, 0.0); }\n"
+         "  return v;\n}\n";
+  } else {
+    s += "  return ld_at(o, t, i);\n}\n";
+  }
+  s += "fn st(o: u32, t: u32, i: u32, v: vec2<f32>) {\n"
+       "  if (t >= " + w(kOutLen) + ") { return; }\n"
+       "  let e = " + w(kOutOff) + " + (o * " + w(kOutLen) + " + t) * " + w(kInner) + " + i;\n"
+       "  let s = v * bitcast<f32>(" + w(kScale) + ");\n";
+  if (out == FftOutput::Real)
+    s += "  buf2[e] = bitcast<u32>(s.x);\n}\n";
+  else
+    s += "  buf2[2u * e] = bitcast<u32>(s.x);\n  buf2[2u * e + 1u] = bitcast<u32>(s.y);\n}\n";
+  // idx -> (o, t, i) for `rows` positions along the axis.
+  s += "fn split(idx: u32) -> vec3<u32> {\n"
+       "  let inner = " + w(kInner) + ";\n"
+       "  let r = idx / inner;\n"
+       "  return vec3<u32>(r / " + w(kRows) + ", r % " + w(kRows) + ", idx % inner);\n}\n";
+  return s;
+}
+
+KernelLaunch make_launch(Context& ctx, const FftPass& p, const char* kind, uint64_t rows,
+                         uint64_t span, uint64_t radix) {
+  const uint64_t in_words = (p.in_offset + p.outer * p.in_len * p.inner) *
+                            (p.input == FftInput::Real ? 1 : 2);
+  const uint64_t out_words = (p.out_offset + p.outer * p.out_len * p.inner) *
+                             (p.output == FftOutput::Real ? 1 : 2);
+  u32_checked(in_words);
+  u32_checked(out_words);
+  u32_checked(p.twiddle_offset + 2 * p.n);
+  KernelLaunch l;
+  l.key = std::string("fft_") + kind + ":" + std::to_string(static_cast<int>(p.input)) + ":" +
+          std::to_string(static_cast<int>(p.output));
+  l.buffers = {{p.in, Access::Read, false},
+               {p.twiddles, Access::Read, false},
+               {p.out, Access::ReadWrite, false}};
+  l.uniforms = {0, 0, 0, 0,
+                u32_checked(p.in_offset), u32_checked(p.twiddle_offset),
+                u32_checked(p.out_offset), u32_checked(p.inner), u32_checked(p.n),
+                u32_checked(p.in_len), u32_checked(p.out_len), u32_checked(span),
+                bits_of(p.positive_exponent ? 1.0f : -1.0f), bits_of(p.scale),
+                u32_checked(rows), u32_checked(radix)};
+  l.count = u32_checked(p.outer * rows * p.inner);
+  l.workgroup = ctx.caps().workgroup_1d();
+  return l;
+}
+
+}  // namespace
+
+void fft_pass(Context& ctx, const FftPass& p, uint64_t span, uint64_t radix) {
+  if (p.outer * p.out_len * p.inner == 0) return;
+  if (radix == 0 || p.n % (span * radix) != 0)
+    fail(ErrorKind::Internal, "torch_webgpu: FFT pass radix does not divide the length");
+  KernelLaunch l = make_launch(ctx, p, "pass", p.out_len, span, radix);
+  const std::string body = helpers(p.input, p.output) + kernel_main(Grid::Invocations, l.workgroup) +
+      "  let c = split(idx);\n"
+      "  let n = " + w(kN) + ";\n"
+      "  let ns = " + w(kSpan) + ";\n"
+      "  let radix = " + w(kRadix) + ";\n"
+      "  let len = ns * radix;\n"
+      "  let d = c.y;\n"
+      "  let k = d % ns;\n"
+      "  let m = k + ((d / ns) % radix) * ns;\n"  // k + r Ns < Ns R
+      "  let first = (d / len) * ns + k;\n"
+      "  let stride = n / radix;\n"
+      "  let step = n / len;\n"
+      "  var acc = vec2<f32>(0.0, 0.0);\n"
+      "  var err = vec2<f32>(0.0, 0.0);\n"
+      "  var t = 0u;\n"  // (s * m) mod (Ns R), advanced by m each step
+      "  for (var s = 0u; s < radix; s = s + 1u) {\n"
+      // Compensated (two-sum) accumulation: long direct DFTs (large prime factors) stay
+      // near one rounding instead of growing with the radix.
+      "    let x = cmul(ld(c.x, first + s * stride, c.z), tw(t * step));\n"
+      "    let sum = opaque2(acc + x);\n"
+      "    let bb = opaque2(sum - acc);\n"
+      "    err = err + ((acc - (sum - bb)) + (x - bb));\n"
+      "    acc = sum;\n"
+      "    t = t + m;\n"
+      "    if (t >= len) { t = t - len; }\n"
+      "  }\n"
+      "  st(c.x, d, c.z, acc + err);\n}\n";
+  l.body = [&body] { return body; };
+  launch_kernel(ctx, l);
+}
+
+void complex_conj(Context& ctx, WGPUBuffer in, uint64_t in_offset, WGPUBuffer out,
+                  uint64_t out_offset, uint64_t count) {
+  if (count == 0) return;
+  u32_checked(2 * (in_offset + count));
+  u32_checked(2 * (out_offset + count));
+  KernelLaunch l;
+  l.key = "complex_conj";
+  l.buffers = {{in, Access::Read, false}, {out, Access::ReadWrite, false}};
+  l.uniforms = {0, 0, 0, 0, static_cast<uint32_t>(in_offset), static_cast<uint32_t>(out_offset)};
+  l.count = count;
+  l.workgroup = ctx.caps().workgroup_1d();
+  const std::string body = kernel_main(Grid::Invocations, l.workgroup) +
+      "  let a = 2u * (uw(4u) + idx);\n  let b = 2u * (uw(5u) + idx);\n"
+      "  buf1[b] = buf0[a];\n"
+      "  buf1[b + 1u] = buf0[a + 1u] ^ 0x80000000u;\n}\n";  // -imag, as std::conj
+  l.body = [&body] { return body; };
+  launch_kernel(ctx, l);
+}
+
+void complex_from_parts(Context& ctx, WGPUBuffer re, uint64_t re_offset, WGPUBuffer im,
+                        uint64_t im_offset, WGPUBuffer out, uint64_t out_offset, uint64_t count,
+                        bool polar) {
+  if (count == 0) return;
+  u32_checked(re_offset + count);
+  u32_checked(im_offset + count);
+  u32_checked(2 * (out_offset + count));
+  KernelLaunch l;
+  l.key = polar ? "complex_polar" : "complex_cartesian";
+  l.buffers = {{re, Access::Read, false}, {im, Access::Read, false}, {out, Access::ReadWrite, false}};
+  l.uniforms = {0, 0, 0, 0, static_cast<uint32_t>(re_offset), static_cast<uint32_t>(im_offset),
+                static_cast<uint32_t>(out_offset)};
+  l.count = count;
+  l.workgroup = ctx.caps().workgroup_1d();
+  std::string body = kernel_main(Grid::Invocations, l.workgroup) +
+                     "  let o = 2u * (uw(6u) + idx);\n"
+                     "  let a = buf0[uw(4u) + idx];\n  let b = buf1[uw(5u) + idx];\n";
+  if (polar)
+    body += "  let r = bitcast<f32>(a);\n  let th = bitcast<f32>(b);\n"
+            "  buf2[o] = bitcast<u32>(r * cos_f32(th));\n"
+            "  buf2[o + 1u] = bitcast<u32>(r * sin_f32(th));\n}\n";
+  else
+    body += "  buf2[o] = a;\n  buf2[o + 1u] = b;\n}\n";
+  l.body = [&body] { return body; };
+  launch_kernel(ctx, l);
+}
+
+}  // namespace twgpu
