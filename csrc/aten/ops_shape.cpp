@@ -111,7 +111,10 @@ at::Tensor roll(const at::Tensor& self, at::IntArrayRef shifts, at::IntArrayRef 
               dims.size());
   TORCH_CHECK_INDEX(self.dim() > 0 || dims.empty(), "Dimension specified as ", dims[0],
                     " but tensor has no dimensions");
-  at::roll(meta_twin(self), shifts, dims);
+  // PyTorch's meta function for roll is Python (slow): run it only for dims it rejects.
+  bool dims_ok = true;
+  for (int64_t d : dims) dims_ok = dims_ok && d >= -self.dim() && d < self.dim();
+  if (!dims_ok) at::roll(meta_twin(self), shifts, dims);
   if (dims.empty() && shifts.size() == 1) {
     // Roll of the flattened tensor, shaped back.
     at::Tensor flat = self.contiguous().view({-1});
