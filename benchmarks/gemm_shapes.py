@@ -8,37 +8,17 @@ matmul). TORCH_WEBGPU_GEMM_VARIANT picks our kernel, to compare tile shapes.
 """
 import argparse
 import os
-import time
 
 import torch
 import torch_webgpu  # noqa: F401
+
+from timing import best_ms
 
 SHAPES = [  # (batch, m, k, n, transpose_b): transpose_b is F.linear's weight layout
     (1, 512, 512, 512, False), (1, 1024, 1024, 1024, False), (1, 2048, 2048, 2048, False),
     (1, 4096, 4096, 4096, False), (1, 1024, 1024, 1024, True), (1, 8192, 1024, 4096, True),
     (32, 256, 64, 256, False), (8, 64, 576, 3136, False),
 ]
-
-
-def sync(device):
-    torch.cuda.synchronize() if device == "cuda" else torch.webgpu.synchronize()
-
-
-def best_ms(fn, device, reps=5, inner=10, warmup_s=0.2):
-    # Run for a while first: a GPU idle a moment ago runs at low clocks, and short bursts
-    # would measure the ramp-up rather than the kernel (same warm-up for both devices).
-    start = time.perf_counter()
-    while time.perf_counter() - start < warmup_s:
-        fn()
-        sync(device)
-    best = float("inf")
-    for _ in range(reps):
-        start = time.perf_counter()
-        for _ in range(inner):
-            fn()
-        sync(device)
-        best = min(best, (time.perf_counter() - start) / inner)
-    return best * 1e3
 
 
 def main():

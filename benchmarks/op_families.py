@@ -8,35 +8,12 @@ it too (--scale 0.25 shrinks every size there).
     python3 benchmarks/op_families.py [--scale 1.0] [--only mm,softmax]
 """
 import argparse
-import time
 
 import torch
 import torch.nn.functional as F
 import torch_webgpu  # noqa: F401
 
-
-def sync(device):
-    if device == "cuda":
-        torch.cuda.synchronize()
-    else:
-        torch.webgpu.synchronize()
-
-
-def best_ms(fn, device, reps=5, inner=10, warmup_s=0.2):
-    # Run for a while first: a GPU idle a moment ago runs at low clocks, and short bursts
-    # would measure the ramp-up rather than the kernel (same warm-up for both devices).
-    start = time.perf_counter()
-    while time.perf_counter() - start < warmup_s:
-        fn()
-        sync(device)
-    best = float("inf")
-    for _ in range(reps):
-        start = time.perf_counter()
-        for _ in range(inner):
-            fn()
-        sync(device)
-        best = min(best, (time.perf_counter() - start) / inner)
-    return best * 1e3
+from timing import best_ms
 
 
 def cases(s):

@@ -362,6 +362,19 @@ constexpr uint32_t kCvBatch = 4, kCvGroups = 5, kCvCx = 6, kCvXs = 8, kCvYs = 12
 // im2col: consecutive outputs along the last spatial dimension one invocation writes.
 constexpr uint32_t kIm2colRun = 4;
 
+std::string uw_word(uint32_t word) { return "uw(" + std::to_string(word) + "u)"; }
+
+// WGSL taking coordinates `name<d>`, d = from..0 (last fastest), off `rest`, with the
+// sizes in uniform words base + d. Unrolled: drivers keep loop-indexed private arrays in
+// local memory.
+std::string peel_coords(const std::string& name, uint32_t base, int from) {
+  std::string s;
+  for (int d = from; d >= 0; --d)
+    s += "  let " + name + std::to_string(d) + " = rest % " + uw_word(base + d) +
+         ";\n  rest = rest / " + uw_word(base + d) + ";\n";
+  return s;
+}
+
 std::vector<uint32_t> conv_uniforms(const ConvGeometry& g, const ColLayout& c, uint64_t x_off) {
   std::vector<uint32_t> u(kCvXOff + 4, 0);
   u[kCvBatch] = g.batch;
@@ -406,15 +419,10 @@ void conv_im2col(Context& ctx, const ConvGeometry& g, WGPUBuffer x, uint64_t x_o
     // the index arithmetic (integer division is slow on GPUs) is shared by the run.
     // Per-dimension code is unrolled: drivers keep loop-indexed private arrays in local
     // memory.
-    auto w = [](uint32_t word) { return "uw(" + std::to_string(word) + "u)"; };
+    const auto& w = uw_word;
     s += "  var rest = idx;\n"
          "  let chunk = rest % uw(37u);\n  rest = rest / uw(37u);\n";
-    for (int d = 1; d >= 0; --d)
-      s += "  let o" + std::to_string(d) + " = rest % " + w(kCvYs + d) + ";\n  rest = rest / " +
-           w(kCvYs + d) + ";\n";
-    for (int d = 2; d >= 0; --d)
-      s += "  let k" + std::to_string(d) + " = rest % " + w(kCvKs + d) + ";\n  rest = rest / " +
-           w(kCvKs + d) + ";\n";
+    s += peel_coords("o", kCvYs, 1) + peel_coords("k", kCvKs, 2);
     s += "  let kidx = (k0 * uw(17u) + k1) * uw(18u) + k2;\n"
          "  let c = rest % uw(6u);\n  rest = rest / uw(6u);\n"
          "  let g = rest % uw(5u);\n  let n = rest / uw(5u);\n"
@@ -478,11 +486,8 @@ void conv_col2im(Context& ctx, const ConvGeometry& g, WGPUBuffer col, const ColL
     // idx -> (n, g, c, i0, i1, i2); sum over kernel taps k with
     // o = (i + pad - k * dil) / stride integral and inside Y. Dimensions unrolled (see
     // im2col).
-    auto w = [](uint32_t word) { return "uw(" + std::to_string(word) + "u)"; };
-    s += "  var rest = idx;\n";
-    for (int d = 2; d >= 0; --d)
-      s += "  let i" + std::to_string(d) + " = rest % " + w(kCvXs + d) + ";\n  rest = rest / " +
-           w(kCvXs + d) + ";\n";
+    const auto& w = uw_word;
+    s += "  var rest = idx;\n" + peel_coords("i", kCvXs, 2);
     s += "  let c = rest % uw(6u);\n  rest = rest / uw(6u);\n"
          "  let g = rest % uw(5u);\n  let n = rest / uw(5u);\n"
          "  let taps = uw(16u) * uw(17u) * uw(18u);\n"
