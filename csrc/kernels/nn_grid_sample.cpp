@@ -82,7 +82,9 @@ std::string coordinate_helpers(const GridGeometry& g, DType dtype) {
        "  if (v < 0.0) { v = -v; sign = -1.0; }\n"
        "  let q = div_f32(v, span);\n"
        "  let flips = floor(R(q));\n"
-       "  var extra = opaque_f32(v - floor(q) * span);\n"
+       // The product rounded on its own, as the CPU's vector code does (opaque: a fused
+       // multiply-add would skip that rounding on drivers that contract, NVIDIA's).
+       "  var extra = opaque_f32(v - opaque_f32(floor(q) * span));\n"
        "  if (extra < 0.0) { extra = opaque_f32(extra + span); }\n"
        "  if (extra >= span) { extra = opaque_f32(extra - span); }\n"
        "  if (flips - 2.0 * floor(flips * 0.5) == 0.0) { return vec2<f32>(R(extra + lo), sign); }\n"

@@ -538,11 +538,17 @@ fn pow_int_dd(x: f32, n: u32) -> vec2<f32> {
   }
   return vec2<f32>(hi, lo);
 }
+// a * b rounded, through the runtime zero `zero`: compilers that contract a product and a
+// following sum into a fused multiply-add (NVIDIA's) cannot fuse this one, whose rounded
+// value the error-free transformations below rely on.
+fn rounded_mul(a: f32, b: f32, zero: f32) -> f32 {
+  return bitcast<f32>(bitcast<u32>(a * b) ^ bitcast<u32>(zero));
+}
 // 1 / (hi + lo): the correctly rounded 1/hi, corrected by its exact residual.
-fn recip_dd(d: vec2<f32>) -> vec2<f32> {
+fn recip_dd(d: vec2<f32>, zero: f32) -> vec2<f32> {
   let r0 = div_f32(1.0, d.x);
   if (!is_finite(r0) || r0 == 0.0 || !is_finite(d.x)) { return vec2<f32>(r0, 0.0); }
-  let p = d.x * r0;
+  let p = rounded_mul(d.x, r0, zero);
   let e = (p - 1.0) + mul_residual(d.x, r0, p) + d.y * r0;
   return vec2<f32>(r0, -r0 * e);
 }
@@ -557,9 +563,9 @@ fn add_dd(s: vec2<f32>, t: vec2<f32>, zero: f32) -> vec2<f32> {
 }
 // (w + w_lo)^-s: for integer s (polygamma's case) to double-float accuracy, w_lo entering
 // to first order (it is below an ulp of w), else pow_f32.
-fn zeta_term(w: f32, w_lo: f32, s: f32, int_s: bool) -> vec2<f32> {
+fn zeta_term(w: f32, w_lo: f32, s: f32, int_s: bool, zero: f32) -> vec2<f32> {
   if (int_s) {
-    let r = recip_dd(pow_int_dd(w, u32(s)));
+    let r = recip_dd(pow_int_dd(w, u32(s)), zero);
     return vec2<f32>(r.x, r.y - s * r.x * div_f32(w_lo, w));
   }
   return vec2<f32>(pow_f32(w, -s), 0.0);
@@ -582,7 +588,7 @@ fn zeta_f32(s: f32, q: f32, zero: f32) -> f32 {
   if (is_inf(q)) { return f32_nan(); }
   let int_s = s == floor(s) && s <= 64.0;
   // The CPU takes the first term from a float pow (rounded to float), the rest in double.
-  let first = zeta_term(q, 0.0, s, int_s);
+  let first = zeta_term(q, 0.0, s, int_s, zero);
   var sum = vec2<f32>(first.x + first.y, 0.0);
   var a = q;
   var b = vec2<f32>(0.0, 0.0);
@@ -595,7 +601,7 @@ fn zeta_f32(s: f32, q: f32, zero: f32) -> f32 {
     a = bitcast<f32>(bitcast<u32>(q + fi) ^ bitcast<u32>(zero));
     let bb = a - q;
     let a_lo = (q - (a - bb)) + (fi - bb);
-    b = zeta_term(a, a_lo, s, int_s);
+    b = zeta_term(a, a_lo, s, int_s, zero);
     sum = add_dd(sum, b, zero);
     if (abs(b.x) < 1.1102230246251565e-16 * abs(sum.x)) { return sum.x + sum.y; }
   }
@@ -763,7 +769,7 @@ fn mul_residual(a: f32, b: f32, h: f32) -> f32 {
 // `zero` is a runtime 0 (a kernel parameter): t passes through it as bits, so compilers
 // that reassociate float math cannot fold err to 0.
 fn mul_sub_fused_finite(a: f32, b: f32, c: f32, zero: f32) -> f32 {
-  let h = a * b;
+  let h = rounded_mul(a, b, zero);
   let e = mul_residual(a, b, h);
   let t = bitcast<f32>(bitcast<u32>(h - c) ^ bitcast<u32>(zero));
   let bb = t - h;
