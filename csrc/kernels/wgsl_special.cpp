@@ -544,6 +544,9 @@ fn pow_int_dd(x: f32, n: u32) -> vec2<f32> {
 fn rounded_mul(a: f32, b: f32, zero: f32) -> f32 {
   return bitcast<f32>(bitcast<u32>(a * b) ^ bitcast<u32>(zero));
 }
+// x through the runtime zero: compilers that reassociate float math (NVIDIA's) cannot
+// fold the error terms of two-sums built from hidden steps.
+fn hide(x: f32, zero: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) ^ bitcast<u32>(zero)); }
 // 1 / (hi + lo): the correctly rounded 1/hi, corrected by its exact residual.
 fn recip_dd(d: vec2<f32>, zero: f32) -> vec2<f32> {
   let r0 = div_f32(1.0, d.x);
@@ -555,10 +558,10 @@ fn recip_dd(d: vec2<f32>, zero: f32) -> vec2<f32> {
 // (s.hi + s.lo) + (t.hi + t.lo), the high parts added exactly (two-sum; `zero` is a runtime
 // 0 that keeps reassociating compilers from folding the error term).
 fn add_dd(s: vec2<f32>, t: vec2<f32>, zero: f32) -> vec2<f32> {
-  let h = bitcast<f32>(bitcast<u32>(s.x + t.x) ^ bitcast<u32>(zero));
+  let h = hide(s.x + t.x, zero);
   if (!is_finite(h)) { return vec2<f32>(h, 0.0); }
-  let bb = h - s.x;
-  let err = (s.x - (h - bb)) + (t.x - bb);
+  let bb = hide(h - s.x, zero);
+  let err = hide(s.x - hide(h - bb, zero), zero) + hide(t.x - bb, zero);
   return vec2<f32>(h, s.y + t.y + err);
 }
 // (w + w_lo)^-s: for integer s (polygamma's case) to double-float accuracy, w_lo entering
@@ -598,9 +601,9 @@ fn zeta_f32(s: f32, q: f32, zero: f32) -> f32 {
     i = i + 1;
     // a = q + i exactly, as (a, a_lo) (the CPU's double holds it exactly).
     let fi = f32(i);
-    a = bitcast<f32>(bitcast<u32>(q + fi) ^ bitcast<u32>(zero));
-    let bb = a - q;
-    let a_lo = (q - (a - bb)) + (fi - bb);
+    a = hide(q + fi, zero);
+    let bb = hide(a - q, zero);
+    let a_lo = hide(q - hide(a - bb, zero), zero) + hide(fi - bb, zero);
     b = zeta_term(a, a_lo, s, int_s, zero);
     sum = add_dd(sum, b, zero);
     if (abs(b.x) < 1.1102230246251565e-16 * abs(sum.x)) { return sum.x + sum.y; }
@@ -771,10 +774,10 @@ fn mul_residual(a: f32, b: f32, h: f32) -> f32 {
 fn mul_sub_fused_finite(a: f32, b: f32, c: f32, zero: f32) -> f32 {
   let h = rounded_mul(a, b, zero);
   let e = mul_residual(a, b, h);
-  let t = bitcast<f32>(bitcast<u32>(h - c) ^ bitcast<u32>(zero));
-  let bb = t - h;
-  let err = (h - (t - bb)) + (-c - bb);
-  return t + (err + e);
+  let t = hide(h - c, zero);
+  let bb = hide(t - h, zero);
+  let err = hide(h - hide(t - bb, zero), zero) + hide(-c - bb, zero);
+  return t + hide(err + e, zero);
 }
 fn mul_sub_fused(a: f32, b: f32, c: f32, zero: f32) -> f32 {
   let h = a * b;

@@ -18,7 +18,7 @@ def _record(fn):
 
 
 # Calls with no native kernel: float64 math (the device only stores float64), the general
-# eigenproblem, the real FFT.
+# eigenproblem, a float64 FFT.
 def test_fallback_ops_work_and_warn_once(fresh_fallback_warnings):
     x = make((4, 4), torch.float32, seed=1)
     sym = x + x.T
@@ -33,14 +33,15 @@ def test_fallback_ops_work_and_warn_once(fresh_fallback_warnings):
 
     r, w = _record(lambda: torch.linalg.eigvals(dsym))
     assert_same(r, torch.linalg.eigvals(sym))
-    assert len(w) == 1 and "aten::_linalg_eigvals" in w[0]
+    # (torch 2.11 reaches linalg_eig, later versions _linalg_eigvals)
+    assert len(w) == 1 and ("aten::_linalg_eigvals" in w[0] or "aten::linalg_eig" in w[0])
 
-    r, w = _record(lambda: torch.fft.rfft(dx))
-    assert_same(r, torch.fft.rfft(x))
+    r, w = _record(lambda: torch.fft.rfft(dx.double()))  # float64 FFTs run on the CPU
+    assert_same(r, torch.fft.rfft(x.double()))
     assert len(w) == 1 and "aten::_fft_r2c" in w[0]
     seen = torch_webgpu._C.fallback_ops_seen()
-    for op in ("aten::cos", "aten::_linalg_eigvals", "aten::_fft_r2c"):
-        assert any(name.split(".")[0] == op for name in seen), (op, seen)
+    for ops in (("aten::cos",), ("aten::_linalg_eigvals", "aten::linalg_eig"), ("aten::_fft_r2c",)):
+        assert any(name.split(".")[0] in ops for name in seen), (ops, seen)
 
 
 def test_pytest_warns_first_call(fresh_fallback_warnings):
@@ -67,7 +68,7 @@ def test_disable_fallback_raises(fresh_fallback_warnings, monkeypatch):
                        match=r"aten::exp.out.*tensor arguments: Double\[3, 3\] webgpu"):
         torch.exp(x.double())
     with pytest.raises(NotImplementedError, match="TORCH_WEBGPU_DISABLE_CPU_FALLBACK"):
-        torch.fft.rfft(x)
+        torch.linalg.eigvals(x)
     # Native ops keep working, and re-enabling brings the fallback back.
     assert_same(x + 1, x.cpu() + 1)
     assert_same(x @ x, x.cpu() @ x.cpu())
