@@ -20,6 +20,7 @@ TEST(KernelProgram, InvocationGridCoversEveryIndexOnce) {
   l.buffers = {{out->buffer, Access::ReadWrite, false}};
   l.uniforms = {0, 0, 0, 0, 7u};  // user word 4: an addend
   l.count = n;
+  l.workgroup = 256;
   l.body = [&] {
     return kernel_store("store", l.buffers, 0, DType::Int32, Compute::I32) +
            kernel_main(Grid::Invocations, 256) + "  store(idx, i32(idx + uw(4u)));\n}\n";
@@ -73,4 +74,20 @@ TEST(KernelProgram, GroupGridReducesWithSharedMemory) {
     for (uint32_t c = 0; c < cols; ++c) want += x[r * cols + c];
     ASSERT_EQ(host[r], static_cast<int32_t>(want)) << r;
   }
+}
+
+TEST(KernelProgram, RefusesABodyOfAnotherWorkgroupSize) {
+  // The grid is computed from the launch's workgroup size: a body declaring another one
+  // would silently skip or repeat invocations, so the frame refuses it.
+  RuntimeLock lock;
+  Context& ctx = lock.ctx();
+  Allocation* out = ctx.pool().allocate(256);
+  KernelLaunch l;
+  l.key = "test:workgroup_mismatch";
+  l.buffers = {{out->buffer, Access::ReadWrite, false}};
+  l.count = 64;
+  l.workgroup = 128;
+  l.body = [] { return kernel_main(Grid::Invocations, 64) + "  buf0[idx] = idx;\n}\n"; };
+  EXPECT_THROW(launch_kernel(ctx, l), Error);
+  ctx.pool().release(out);
 }

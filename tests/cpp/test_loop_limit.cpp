@@ -17,6 +17,7 @@ uint32_t count_iterations(Context& ctx, uint32_t outer, uint32_t inner) {
   l.buffers = {{out->buffer, Access::ReadWrite, false}};
   l.uniforms = {0, 0, 0, 0, outer, inner};
   l.count = 1;
+  l.workgroup = 64;
   l.body = [] {
     return kernel_main(Grid::Invocations, 64) +
            "  var n = 0u;\n"
