@@ -354,6 +354,8 @@ void launch_elementwise(Context& ctx, const ElementwiseLaunch& l) {
     fail(ErrorKind::Unsupported, "torch_webgpu: elementwise ops on more than 2^32-1 elements");
 
   Layout layout = choose_layout(l, numel);
+  if (layout == Layout::Vector4 && def->long_loops && ctx.caps().max_loop_iterations != 0)
+    layout = Layout::Contiguous;
   const uint32_t workgroup = ctx.caps().workgroup_1d();
   BindingPlan plan = plan_bindings(l, layout);
   std::string key = cache_key(l, plan, layout);

@@ -17,6 +17,7 @@ const char* const kElementary[] = {wgsl::kElementaryLib, nullptr};
 const char* const kSpecial[] = {wgsl::kElementaryLib, wgsl::kSpecialLib, nullptr};
 #define LIB , true, kElementary
 #define SPECIAL , true, kSpecial
+#define SPECIAL_LONG_LOOPS , true, kSpecial, true
 
 const ElementwiseOpDef kOps[] = {
     // name, arity, f32, i32, i64, raw[, accepts_bool]
@@ -123,8 +124,8 @@ const ElementwiseOpDef kOps[] = {
     {"lgamma", 1, "lgamma_f32(a)", nullptr, nullptr, nullptr SPECIAL},
     {"digamma", 1, "digamma_f32(a)", nullptr, nullptr, nullptr SPECIAL},
     // p0 = n; p1 (zeta's p0) a runtime zero: the host leaves it at its default 0.
-    {"polygamma", 1, "polygamma_f32(p0, a, p1)", nullptr, nullptr, nullptr SPECIAL},
-    {"zeta", 2, "zeta_f32(a, b, p0)", nullptr, nullptr, nullptr SPECIAL},
+    {"polygamma", 1, "polygamma_f32(p0, a, p1)", nullptr, nullptr, nullptr SPECIAL_LONG_LOOPS},
+    {"zeta", 2, "zeta_f32(a, b, p0)", nullptr, nullptr, nullptr SPECIAL_LONG_LOOPS},
     {"i0", 1, "i0_f32(a)", nullptr, nullptr, nullptr SPECIAL},
     {"i0e", 1, "i0e_f32(a)", nullptr, nullptr, nullptr SPECIAL},
     {"i1", 1, "i1_f32(a)", nullptr, nullptr, nullptr SPECIAL},
@@ -135,8 +136,8 @@ const ElementwiseOpDef kOps[] = {
     {"entr", 1, "entr_f32(a)", nullptr, nullptr, nullptr SPECIAL},
     {"spherical_j0", 1, "spherical_j0_f32(a)", nullptr, nullptr, nullptr SPECIAL},
 
-    {"igamma", 2, "igamma_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
-    {"igammac", 2, "igammac_f32(a, b)", nullptr, nullptr, nullptr SPECIAL},
+    {"igamma", 2, "igamma_f32(a, b)", nullptr, nullptr, nullptr SPECIAL_LONG_LOOPS},
+    {"igammac", 2, "igammac_f32(a, b)", nullptr, nullptr, nullptr SPECIAL_LONG_LOOPS},
     {"j0", 1, "j0_f32(a)", nullptr, nullptr, nullptr SPECIAL},
     {"j1", 1, "j1_f32(a)", nullptr, nullptr, nullptr SPECIAL},
     {"y0", 1, "y0_f32(a)", nullptr, nullptr, nullptr SPECIAL},

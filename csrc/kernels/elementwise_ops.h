@@ -21,6 +21,10 @@ struct ElementwiseOpDef {
   // Extra WGSL the expression calls (special-function libraries, in dependency order), as a
   // nullptr-terminated list, or nullptr.
   const char* const* library = nullptr;
+  // Data-dependent loops of up to ~1e5 iterations (zeta's direct sum): on adapters that cut
+  // an invocation's loops after a fixed count (llvmpipe), such an op runs one element per
+  // invocation, not four (whose loops would share that count).
+  bool long_loops = false;
 
   const char* expression(Compute c) const {
     switch (c) {

@@ -322,6 +322,16 @@ def test_bessel_y_airy_ranges(name):
     check(fn, x.half())  # refused as on the CPU
 
 
+def test_zeta_long_loops_next_to_short_ones():
+    # zeta(5, -2000.5) sums about 2000 terms: on adapters that cut an invocation's loops
+    # after a fixed count (llvmpipe), several elements per invocation would share it and
+    # neighbouring results came back wrong. Every element must match the CPU.
+    q = torch.tensor([1.0] * 32 + [-2000.5] * 8 + [1001.2] * 24)
+    x = torch.full_like(q, 5.0)
+    assert_float_close(torch.special.zeta(dev(x), dev(q)), torch.special.zeta(x, q), rtol=2e-6, atol=1e-5)
+    assert_float_close(torch.polygamma(4, dev(q)), torch.polygamma(4, q), rtol=2e-6, atol=1e-5)
+
+
 @pytest.mark.parametrize("n", [2, 3, 4, 6])
 def test_polygamma_near_negative_half_integers(n):
     # Terms of opposite sign cancel there: the CPU sums them in double, the kernel in
