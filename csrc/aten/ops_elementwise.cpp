@@ -131,9 +131,9 @@ Tensor& add_sub_out(const char* kernel, const Tensor& a_in, const Tensor& b_in,
     return is_sub ? call_cpu_fallback<at::_ops::sub_out>(a_in, b_in, alpha, out)
                   : call_cpu_fallback<at::_ops::add_out>(a_in, b_in, alpha, out);
   };
-  Tensor a = host_scalar_if_stored(a_in), b = host_scalar_if_stored(b_in);
-  if (any_stored_only({&a, &b, &out}) || alpha.isComplex()) return fallback();
-  auto iter = TensorIterator::binary_op(out, a, b);
+  auto a = host_scalar_if_stored(a_in), b = host_scalar_if_stored(b_in);
+  if (any_stored_only({&*a, &*b, &out}) || alpha.isComplex()) return fallback();
+  auto iter = TensorIterator::binary_op(out, *a, *b);
   at::native::alpha_check(iter.common_dtype(), alpha);
   if (!native_iter(iter)) return fallback();
   Compute c = common_compute(iter);

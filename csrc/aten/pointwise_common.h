@@ -4,6 +4,7 @@
 #pragma once
 #include <ATen/ScalarOps.h>
 #include <ATen/TensorIterator.h>
+#include <c10/util/MaybeOwned.h>
 
 #include "aten/iterator_launch.h"
 #include "aten/webgpu_tensor.h"
@@ -40,11 +41,12 @@ inline at::Tensor wrapped(const c10::Scalar& s) {
 // A 0-dim float64 tensor on the device (PyTorch's composites make some, e.g. the default
 // rtol of linalg.pinv) as the 0-dim CPU tensor: both promote alike, and the CPU one
 // reaches the kernel as a parameter, so float32 math with it stays native.
-inline at::Tensor host_scalar_if_stored(const at::Tensor& t) {
+// Borrowed in the common case: every binary op calls this.
+inline c10::MaybeOwned<at::Tensor> host_scalar_if_stored(const at::Tensor& t) {
   if (t.defined() && t.dim() == 0 && t.device().type() == kDeviceType &&
       !is_native_compute(t.scalar_type()) && !c10::isComplexType(t.scalar_type()))
-    return t.cpu();
-  return t;
+    return c10::MaybeOwned<at::Tensor>::owned(t.cpu());
+  return c10::MaybeOwned<at::Tensor>::borrowed(t);
 }
 
 inline ScalarBits param_as(const c10::Scalar& s, c10::ScalarType t) {
@@ -65,11 +67,11 @@ inline ScalarBits param_as(const c10::Scalar& s, c10::ScalarType t) {
 
 #define TWGPU_BINARY_OUT(FN, OP, BUILDER, KERNEL)                              \
   at::Tensor& FN(const at::Tensor& a_in, const at::Tensor& b_in, at::Tensor& out) {           \
-    at::Tensor a = host_scalar_if_stored(a_in), b = host_scalar_if_stored(b_in); \
-    if (any_stored_only({&a, &b, &out}))                                       \
+    auto a = host_scalar_if_stored(a_in), b = host_scalar_if_stored(b_in);     \
+    if (any_stored_only({&*a, &*b, &out}))                                     \
       return call_cpu_fallback<at::_ops::OP>(a_in, b_in, out);                 \
-    auto iter = at::TensorIterator::BUILDER(out, a, b);                            \
-    if (!native_iter(iter)) return call_cpu_fallback<at::_ops::OP>(a, b, out); \
+    auto iter = at::TensorIterator::BUILDER(out, *a, *b);                          \
+    if (!native_iter(iter)) return call_cpu_fallback<at::_ops::OP>(a_in, b_in, out); \
     launch_on_iterator(iter, KERNEL, common_compute(iter));                    \
     return out;                                                                \
   }

@@ -1058,19 +1058,27 @@ fn bessel_j_trapezoid(x: f32, n: f32) -> f32 {
 }
 // Hankel's expansion for x > 25: J_n = sqrt(2 / (pi x)) (P cos chi - Q sin chi) with
 // chi = x - (n/2 + 1/4) pi.
-fn bessel_j_hankel(x: f32, n: f32) -> f32 {
+// Hankel's asymptotic series (P, Q) of order n at x: at most `terms` terms, until one
+// falls below `tol` (shared by J and Y).
+fn hankel_pq(x: f32, n: f32, terms: i32, tol: f32) -> vec2<f32> {
   let mu = 4.0 * n * n;
   var t = 1.0;
   var p = 1.0;
   var q = 0.0;
-  for (var k = 1; k < 16; k = k + 1) {
+  for (var k = 1; k < terms; k = k + 1) {
     let kf = f32(k);
     let odd = 2.0 * kf - 1.0;
     t = t * div_f32(mu - odd * odd, 8.0 * kf * x);
     let sgn = select(-1.0, 1.0, ((k / 2) & 1) == 0);
     if ((k & 1) == 1) { q = q + sgn * t; } else { p = p + sgn * t; }
-    if (abs(t) < 1e-9) { break; }
+    if (abs(t) < tol) { break; }
   }
+  return vec2<f32>(p, q);
+}
+fn bessel_j_hankel(x: f32, n: f32) -> f32 {
+  let pq = hankel_pq(x, n, 16, 1e-9);
+  let p = pq.x;
+  let q = pq.y;
   // chi rounded as the CPU rounds it (x minus the phase constant in float): far out that
   // rounding, half an ulp of x, is what the CPU's value follows.
   let chi = x - select(0.785398185253143310546875, 2.35619449615478515625, n == 1.0);
@@ -1157,18 +1165,9 @@ fn bessel_y_neumann(x: f32) -> vec2<f32> {
 // as the CPU rounds it, x minus (n/2 + 1/4) pi in float: far out that rounding (half an ulp
 // of x) is what the CPU's value follows.
 fn bessel_y_hankel(x: f32, n: f32) -> f32 {
-  let mu = 4.0 * n * n;
-  var t = 1.0;
-  var p = 1.0;
-  var q = 0.0;
-  for (var k = 1; k < 28; k = k + 1) {
-    let kf = f32(k);
-    let odd = 2.0 * kf - 1.0;
-    t = t * div_f32(mu - odd * odd, 8.0 * kf * x);
-    let sgn = select(-1.0, 1.0, ((k / 2) & 1) == 0);
-    if ((k & 1) == 1) { q = q + sgn * t; } else { p = p + sgn * t; }
-    if (abs(t) < 1e-10) { break; }
-  }
+  let pq = hankel_pq(x, n, 28, 1e-10);
+  let p = pq.x;
+  let q = pq.y;
   let chi = x - select(0.785398185253143310546875, 2.35619449615478515625, n == 1.0);
   return (p * sin_f32(chi) + q * cos_f32(chi)) * div_f32(0.79788456080286536, sqrt(x));
 }
