@@ -72,6 +72,22 @@ void rethrow(const Error& e) {
   }
 }
 
+void delete_allocation(void* ctx) {
+  if (!ctx) return;
+  try {
+    RuntimeLock lock;
+    lock.ctx().pool().release(static_cast<Allocation*>(ctx));
+  } catch (...) {
+    // Freeing must not throw (destructors); a lost device keeps its buffers.
+  }
+}
+
+Allocation* allocation_at(const void* address) {
+  if (!address || !Context::initialized()) return nullptr;
+  RuntimeLock lock;
+  return lock.ctx().pool().find(reinterpret_cast<uint64_t>(address));
+}
+
 namespace {
 
 // Peaks the pool does not keep (live allocation count, live buffers, requested bytes),
@@ -89,16 +105,6 @@ struct ExtraPeaks {
     requested = s.requested;
   }
 } g_peaks;
-
-void delete_allocation(void* ctx) {
-  if (!ctx) return;
-  try {
-    RuntimeLock lock;
-    lock.ctx().pool().release(static_cast<Allocation*>(ctx));
-  } catch (...) {
-    // Freeing must not throw (destructors); a lost device keeps its buffers.
-  }
-}
 
 class WebGPUAllocator final : public c10::DeviceAllocator {
   static void check_index(c10::DeviceIndex device) {

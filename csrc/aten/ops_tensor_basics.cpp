@@ -1,6 +1,7 @@
 // Tensor basics, native: allocation (empty, empty_strided), views (as_strided, view,
 // _reshape_alias, unfold, view_as_real/complex), resize_, set_, copies between CPU and
 // webgpu and within webgpu, fill_/zero_, and item().
+#include <ATen/Context.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/Dispatch.h>
 #include <ATen/TensorIterator.h>
@@ -208,6 +209,36 @@ at::Tensor logical_values(const at::Tensor& t) {
   return v;
 }
 
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking);
+
+// Host memory for a copy between webgpu and another accelerator: that device's pinned
+// memory where it has an allocator for it (so its side of the copy is a DMA), else pageable.
+at::Tensor host_staging(const at::Tensor& like, c10::DeviceType other) {
+  c10::Allocator* pinned = nullptr;
+  try {
+    pinned = at::globalContext().getPinnedMemoryAllocator(other);
+  } catch (const c10::Error&) {
+  }
+  if (!pinned) return at::empty(like.sizes(), like.options().device(c10::kCPU));
+  return at::Tensor(at::detail::empty_generic(like.sizes(), pinned,
+                                              c10::DispatchKeySet(c10::DispatchKey::CPU),
+                                              like.scalar_type(), c10::MemoryFormat::Contiguous));
+}
+
+// webgpu <-> CUDA (or another device): one hop through host memory, each device doing its
+// own half; values, dtype conversion and strides follow copy_'s rules on each side.
+at::Tensor copy_across_devices(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  if (dst.device().type() == kDeviceType) {
+    at::Tensor host = host_staging(self, self.device().type());
+    host.copy_(self);  // the other device's download; blocking, so the bytes are there
+    return copy_from(host, dst, non_blocking);
+  }
+  at::Tensor host = host_staging(self, dst.device().type());
+  copy_from(self, host, false);  // our download waits for the GPU
+  dst.copy_(host, non_blocking);  // from pinned memory the other device may copy async
+  return dst;
+}
+
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   TORCH_CHECK(self.defined() && dst.defined(), "copy_: undefined tensor");
   if (dst.numel() == 0) return dst;
@@ -221,10 +252,8 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   }
   bool src_dev = self.device().type() == kDeviceType;
   bool dst_dev = dst.device().type() == kDeviceType;
-  TORCH_CHECK(src_dev || self.device().is_cpu(), "torch_webgpu: copies from ", self.device(),
-              " are not supported; go through the CPU");
-  TORCH_CHECK(dst_dev || dst.device().is_cpu(), "torch_webgpu: copies to ", dst.device(),
-              " are not supported; go through the CPU");
+  if ((!src_dev && !self.device().is_cpu()) || (!dst_dev && !dst.device().is_cpu()))
+    return copy_across_devices(self, dst, non_blocking);
 
   if (src_dev && dst_dev) {
     bool native = is_native_compute(self.scalar_type()) && is_native_compute(dst.scalar_type());
@@ -262,6 +291,20 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     dst.copy_(cpu);
   }
   return dst;
+}
+
+// Dense CPU, CUDA and webgpu tensors may trade metadata as CPU and CUDA ones do, so
+// Module.to("webgpu") moves parameters in place (`param.data = moved`): tied weights stay
+// one Parameter. (c10 lists only its own backends as dense.)
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  auto dense = [](c10::DispatchKeySet ks) {
+    return ks.has_any(c10::DispatchKeySet(c10::DispatchKey::Dense)) &&
+           ks.has_any(c10::DispatchKeySet({c10::BackendComponent::CPUBit,
+                                           c10::BackendComponent::CUDABit,
+                                           c10::BackendComponent::PrivateUse1Bit}));
+  };
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set()) ||
+         (dense(self.key_set()) && dense(from.key_set()));
 }
 
 at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
@@ -324,6 +367,7 @@ TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
   m.impl("empty.memory_format", empty_memory_format);
   m.impl("empty_strided", empty_strided);
   m.impl("as_strided", at::native::as_strided_tensorimpl);

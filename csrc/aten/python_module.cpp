@@ -13,6 +13,8 @@
 namespace py = pybind11;
 
 namespace twgpu::aten {
+int keep_cuda_as_accelerator();  // cuda_coexistence.cpp
+
 namespace {
 
 // Runtime errors reach Python as the matching exception (see rethrow()).
@@ -135,6 +137,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("set_rng_state", &set_rng_state);
   m.def("fallback_ops_seen", &fallback_ops_seen);
   m.def("reset_fallback_ops_seen", &reset_fallback_ops_seen);
+  m.def("_keep_cuda_as_accelerator", &keep_cuda_as_accelerator,
+        "Keep CUDA torch's accelerator (returns the call slots redirected)");
   m.def("_simulate_device_loss", [] {
     RuntimeLock lock;
     lock.ctx().simulate_device_loss();

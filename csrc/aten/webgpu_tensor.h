@@ -19,9 +19,17 @@ DType to_dtype_or_throw(c10::ScalarType t);
 // True when kernels can compute on it (float64/complex live on the device but compute on CPU).
 bool is_native_compute(c10::ScalarType t);
 
+// Frees a storage made by the webgpu allocator (its DataPtr's deleter).
+void delete_allocation(void* ctx);
+// The allocation that holds a raw device address, for storages that PyTorch made around a
+// pointer (at::from_blob, as torch.save does); null for an unknown address.
+Allocation* allocation_at(const void* address);
+
 // The allocation behind a webgpu tensor's storage (null for an empty storage).
 inline Allocation* allocation_of(const at::TensorBase& t) {
-  return static_cast<Allocation*>(t.storage().data_ptr().get_context());
+  const c10::DataPtr& p = t.storage().data_ptr();
+  if (p.get_deleter() == &delete_allocation) return static_cast<Allocation*>(p.get_context());
+  return allocation_at(p.get());
 }
 // Byte offset of the tensor's first element inside its buffer.
 inline uint64_t byte_offset_of(const at::TensorBase& t) {

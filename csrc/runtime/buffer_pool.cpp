@@ -78,6 +78,7 @@ Allocation* BufferPool::allocate(uint64_t nbytes) {
     a->buffer = buffer;
     a->capacity = size;
     a->address = next_address_;
+    by_address_[a->address] = a;
     // Leave a gap after each allocation so no pointer into one can alias the next.
     next_address_ += (size + (1ull << 20) + 0xFFFFF) & ~0xFFFFFull;
     stats_.reserved += size;
@@ -101,6 +102,13 @@ void BufferPool::release(Allocation* a) {
   free_[a->capacity].push_back(a);
 }
 
+Allocation* BufferPool::find(uint64_t address) const {
+  auto it = by_address_.upper_bound(address);
+  if (it == by_address_.begin()) return nullptr;
+  Allocation* a = std::prev(it)->second;
+  return address < a->address + a->capacity ? a : nullptr;
+}
+
 void BufferPool::empty_cache() {
   bool any = false;
   for (auto& entry : free_) any |= !entry.second.empty();
@@ -114,6 +122,7 @@ void BufferPool::empty_cache() {
       wgpuBufferRelease(a->buffer);
       stats_.reserved -= a->capacity;
       stats_.num_device_frees++;
+      by_address_.erase(a->address);
       delete a;
     }
     entry.second.clear();

@@ -54,6 +54,10 @@ class BufferPool {
     stats_.num_alloc_retries = 0;
   }
 
+  // The allocation whose synthetic address range holds `address` (live or cached), or null:
+  // for storages that PyTorch made from a raw device pointer (at::from_blob).
+  Allocation* find(uint64_t address) const;
+
   static uint64_t bucket_size(uint64_t nbytes);
 
  private:
@@ -61,6 +65,7 @@ class BufferPool {
 
   Context& ctx_;
   std::map<uint64_t, std::vector<Allocation*>> free_;  // bucket size -> cached allocations
+  std::map<uint64_t, Allocation*> by_address_;  // every buffer held, by its first address
   PoolStats stats_;
   uint64_t next_address_ = 1ull << 44;
 };

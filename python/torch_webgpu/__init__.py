@@ -6,6 +6,8 @@ and the ``torch.webgpu`` module, which mirrors ``torch.cuda``::
     import torch, torch_webgpu
     x = torch.tensor([1.0, 2.0, 3.0], device="webgpu") * 2
 """
+import os
+
 import torch
 
 from . import _C  # noqa: F401  (loading it registers the device's kernels with PyTorch)
@@ -18,6 +20,19 @@ torch._register_device_module("webgpu", _device_module)
 torch.utils.generate_methods_for_privateuse1_backend(
     for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
 )
+
+
+def _keep_cuda_accelerator():
+    # Registering a PrivateUse1 backend makes it torch's one accelerator, which breaks CUDA
+    # autograd in the same process (pytorch#161129). Where CUDA is usable, CUDA stays the
+    # accelerator (csrc/aten/cuda_coexistence.cpp says how); webgpu needs no stream syncing.
+    if os.environ.get("TORCH_WEBGPU_ACCELERATOR", "").lower() == "webgpu":
+        return
+    if torch.backends.cuda.is_built() and torch.cuda.is_available():
+        _C._keep_cuda_as_accelerator()
+
+
+_keep_cuda_accelerator()
 
 is_available = _device_module.is_available
 device_count = _device_module.device_count

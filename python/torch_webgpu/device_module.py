@@ -56,6 +56,41 @@ def set_device(device) -> None:
     _index(device)
 
 
+class device:
+    """Context manager that selects a webgpu device, as ``torch.cuda.device``.
+
+    There is one WebGPU device (index 0), so this only checks its argument; PyTorch's
+    storage copies and ``torch.load(map_location=...)`` enter it.
+    """
+
+    def __init__(self, device):
+        self.idx = -1 if device is None else _index(device)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+class device_of(device):
+    """Context manager that selects the device of a webgpu tensor (a no-op for others)."""
+
+    def __init__(self, obj):
+        super().__init__(obj.get_device() if obj.device.type == "webgpu" else None)
+
+
+class _utils:
+    @staticmethod
+    def _get_device_index(device, optional=False, allow_cpu=False) -> int:
+        """The device index of ``device`` (``torch.load`` validates locations with it)."""
+        if device is None and optional:
+            return current_device()
+        if allow_cpu and isinstance(device, (str, torch.device)) and torch.device(device).type == "cpu":
+            return -1
+        return _index(device)
+
+
 def synchronize(device=None) -> None:
     """Waits until every kernel recorded so far has finished."""
     _index(device)
