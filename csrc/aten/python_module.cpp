@@ -88,6 +88,9 @@ void set_rng_state(const std::string& bytes) {
 }
 
 }  // namespace
+
+void register_profiler_bindings(py::module_& m);  // python_profiler.cpp
+
 }  // namespace twgpu::aten
 
 PYBIND11_MODULE(_C, m) {
@@ -135,6 +138,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("set_rng_state", &set_rng_state);
   m.def("fallback_ops_seen", &fallback_ops_seen);
   m.def("reset_fallback_ops_seen", &reset_fallback_ops_seen);
+  register_profiler_bindings(m);
   m.def("_simulate_device_loss", [] {
     RuntimeLock lock;
     lock.ctx().simulate_device_loss();
