@@ -59,14 +59,14 @@ void CommandRecorder::dispatch(const Pipeline& p, const WGPUBuffer* buffers, con
     if (profiler.timing() == ProfilerTiming::Host) {
       flush();  // earlier work must not count towards this dispatch's time
     } else {
-      const WGPUComputePassTimestampWrites* writes = profiler.next_timestamp_writes(p.label);
+      const dawn::PassTimestampWrites* writes = profiler.next_timestamp_writes(p.label);
       if (!writes) {  // the query set is full: its batch goes first
         flush();
         writes = profiler.next_timestamp_writes(p.label);
       }
       ensure_encoder();
       WGPUComputePassDescriptor desc = {};
-      desc.timestampWrites = writes;
+      desc.timestampWrites = reinterpret_cast<const WGPUComputePassTimestampWrites*>(writes);
       pass_ = wgpuCommandEncoderBeginComputePass(encoder_, &desc);
       bound_pipeline_ = nullptr;
     }

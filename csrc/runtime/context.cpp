@@ -71,7 +71,9 @@ class QuietStderr {
 };
 
 // Dawn's toggles descriptor (chained on the device descriptor). Its sType number follows
-// Dawn's SType enum of this release (Dawn extensions start at 0x00050000). Used to turn
+// Dawn's SType enum of this release: chaining 0x50009 and 0x5000B on a device descriptor
+// makes this build name them (BufferDescriptorErrorInfoFromWireClient, ShaderModule-
+// SPIRVOptionsDescriptor), and 0x5000A between them is accepted. Used to turn
 // off timestamp quantization: Dawn rounds timestamps down to 65.536 us by default (a
 // browser's guard against timing attacks), which would zero most per-dispatch times.
 // This belongs with the other Dawn-only structs in dawn_extensions.h; it lives here so

@@ -81,7 +81,7 @@ void DispatchProfiler::ensure_queries() {
   ctx_->check_errors();
 }
 
-const WGPUComputePassTimestampWrites* DispatchProfiler::next_timestamp_writes(
+const dawn::PassTimestampWrites* DispatchProfiler::next_timestamp_writes(
     const std::string& kernel) {
   if (pairs_used_ >= query_pairs_) return nullptr;
   if (pairs_used_ == 0) first_pending_ = records_.size();

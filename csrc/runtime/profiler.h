@@ -18,6 +18,19 @@ namespace twgpu {
 
 class Context;
 
+namespace dawn {
+// Dawn's timestamp writes of a pass (WGPUPassTimestampWrites) begin with nextInChain,
+// which the header's WGPUComputePassTimestampWrites lacks (this Dawn build validates the
+// struct as extensible: dawn::native::ValidateAndUnpack<PassTimestampWrites>). Kept here
+// rather than in dawn_extensions.h so adding it does not rebuild every file.
+struct PassTimestampWrites {
+  WGPUChainedStruct const* nextInChain;
+  WGPUQuerySet querySet;
+  uint32_t beginningOfPassWriteIndex;
+  uint32_t endOfPassWriteIndex;
+};
+}  // namespace dawn
+
 struct DispatchRecord {
   std::string op;       // innermost ATen op running when the dispatch was recorded ("" if none)
   std::string kernel;   // pipeline label (the pipeline's cache key)
@@ -52,7 +65,7 @@ class DispatchProfiler {
   // ---- called by the CommandRecorder while active() ---------------------------------
   // GPU timing: a record for the dispatch about to be encoded, and the timestampWrites of
   // its own pass; nullptr when the query set is full (flush first, then ask again).
-  const WGPUComputePassTimestampWrites* next_timestamp_writes(const std::string& kernel);
+  const dawn::PassTimestampWrites* next_timestamp_writes(const std::string& kernel);
   // Host timing: a record for a dispatch submitted alone between start_ns and end_ns.
   void add_host_record(const std::string& kernel, uint64_t start_ns, uint64_t end_ns);
   // GPU timing: encodes the resolve of this batch's queries into `encoder` (before finish).
@@ -81,7 +94,7 @@ class DispatchProfiler {
   size_t first_pending_ = 0;       // index in records_ of the open batch's first dispatch
   size_t pending_begin_ = 0;       // records resolved by resolve(), read by collect()
   uint32_t pending_count_ = 0;
-  WGPUComputePassTimestampWrites writes_ = {};
+  dawn::PassTimestampWrites writes_ = {};
   // GPU ticks (ns) and the host clock differ in origin: the first batch's start is placed
   // at its submit time, and later batches keep the GPU clock's spacing.
   bool have_origin_ = false;

@@ -3,13 +3,14 @@ kernel and a time; the table, the key averages and the Chrome trace agree with t
 records; profiling leaves results unchanged and the device usable, also after errors.
 On llvmpipe (no timestamp-query) the times are host times, and everything says so."""
 import json
+import textwrap
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 import torch_webgpu
-from conftest import DEVICE, assert_same, make
+from conftest import DEVICE, assert_same, make, run_python
 
 profiler = torch.webgpu.profiler
 
@@ -232,10 +233,11 @@ def test_exception_inside_block_turns_profiler_off():
             x + 1
             raise ValueError("inside the block")
     assert not torch_webgpu._C._profiler_active()
-    with pytest.raises(RuntimeError):
+    m = torch.ones(2, 3, device=DEVICE)
+    with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
         with profiler.profile() as prof:
             y = x * 5
-            torch.mm(torch.ones(2, 3, device=DEVICE), torch.ones(2, 3, device=DEVICE))
+            torch.mm(m, m)
     assert not torch_webgpu._C._profiler_active()
     assert [e.op for e in prof.events()] == ["aten::mul"]
     assert_same(y, torch.full((4,), 5.0))
@@ -257,3 +259,21 @@ def test_batching_returns_after_profiling():
     assert after["dispatches"] - stats["dispatches"] == 20
     assert after["submits"] - stats["submits"] <= 2
     assert_same(y, torch.full((8,), 21.0))
+
+
+def test_device_loss_inside_block_leaves_profiler_off():
+    code = textwrap.dedent("""
+        import torch, torch_webgpu
+        x = torch.ones(4, device="webgpu")
+        try:
+            with torch.webgpu.profiler.profile():
+                y = x + 1
+                torch_webgpu._C._simulate_device_loss()
+                (y * 2).cpu()
+        except RuntimeError as e:
+            print("raised:", "lost" in str(e))
+        print("active:", torch_webgpu._C._profiler_active())
+    """)
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr
+    assert "raised: True" in result.stdout and "active: False" in result.stdout, result.stdout
