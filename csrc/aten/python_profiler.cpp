@@ -1,29 +1,21 @@
-// torch_webgpu._C's profiler functions (torch.webgpu.profiler). While a session runs, a
-// RecordFunction callback (registered for the session only, so profiling costs nothing
-// otherwise) keeps the per-thread stack of running ATen ops that dispatch records read,
-// and logs each op's host interval for the trace's host track.
+// The profiling session of the ATen layer (profiler_session.h) and its Python functions
+// (torch.webgpu.profiler). While a session runs, a RecordFunction callback (registered for
+// the session only, so profiling costs nothing otherwise) keeps the per-thread stack of
+// running ATen ops that dispatch records read, and logs each op's host interval.
 #include <ATen/record_function.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <mutex>
-#include <string>
-#include <vector>
+#include <stdexcept>
 
+#include "aten/profiler_session.h"
 #include "aten/webgpu_tensor.h"
-#include "runtime/profiler.h"
 
 namespace py = pybind11;
 
 namespace twgpu::aten {
 namespace {
-
-struct HostOpEvent {
-  std::string name;
-  uint64_t start_ns;
-  uint64_t end_ns;
-  uint64_t thread;
-};
 
 struct OpStart : at::ObserverContext {
   uint64_t start_ns = 0;
@@ -49,50 +41,33 @@ void on_op_end(const at::RecordFunction& fn, at::ObserverContext* ctx) {
   g_host_events.push_back({fn.name(), start, end, fn.threadId()});
 }
 
-// Starts (or joins) a session; returns where its records begin, for nested sessions.
-py::dict profiler_start(const std::string& timing) {
+}  // namespace
+
+SessionStart begin_session(const std::string& timing) {
   if (timing != "auto" && timing != "gpu" && timing != "host")
-    throw py::value_error("torch.webgpu.profiler: timing must be 'auto', 'gpu' or 'host', not '" +
-                          timing + "'");
-  try {
-    RuntimeLock lock;
-    DispatchProfiler& profiler = DispatchProfiler::get();
-    const bool outermost = !profiler.active();
-    ProfilerTiming mode = ProfilerTiming::Host;
-    if (timing == "gpu" || (timing == "auto" && lock.ctx().caps().timestamp_query))
-      mode = ProfilerTiming::Gpu;
-    if (outermost) lock.ctx().recorder().flush();  // work recorded before the session is not its
-    profiler.begin(lock.ctx(), mode);
-    if (outermost) {
-      {
-        std::lock_guard<std::mutex> host_lock(g_host_mutex);
-        g_host_events.clear();
-      }
-      g_callback = at::addThreadLocalCallback(
-          at::RecordFunctionCallback(&on_op_start, &on_op_end)
-              .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
-                       at::RecordScope::USER_SCOPE}));
-    }
-    py::dict d;
-    d["timing"] = profiler.timing() == ProfilerTiming::Gpu ? "gpu" : "host";
-    d["first_record"] = profiler.records().size();
-    {
-      std::lock_guard<std::mutex> host_lock(g_host_mutex);
-      d["first_host_event"] = g_host_events.size();
-    }
-    d["start_ns"] = DispatchProfiler::now_ns();
-    return d;
-  } catch (const Error& e) {
-    throw std::runtime_error(e.what());
+    throw std::invalid_argument("torch.webgpu.profiler: timing must be 'auto', 'gpu' or 'host', not '" +
+                                timing + "'");
+  RuntimeLock lock;
+  DispatchProfiler& profiler = DispatchProfiler::get();
+  const bool outermost = !profiler.active();
+  ProfilerTiming mode = ProfilerTiming::Host;
+  if (timing == "gpu" || (timing == "auto" && lock.ctx().caps().timestamp_query))
+    mode = ProfilerTiming::Gpu;
+  if (outermost) lock.ctx().recorder().flush();  // work recorded before the session is not its
+  profiler.begin(lock.ctx(), mode);
+  std::lock_guard<std::mutex> host_lock(g_host_mutex);
+  if (outermost) {
+    g_host_events.clear();
+    g_callback = at::addThreadLocalCallback(
+        at::RecordFunctionCallback(&on_op_start, &on_op_end)
+            .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION,
+                     at::RecordScope::USER_SCOPE}));
   }
+  return {profiler.timing(), profiler.records().size(), g_host_events.size()};
 }
 
-// Waits for the session's work, leaves the session and returns its dispatch records
-// (op, kernel, start_ns, end_ns, batch) and host op events (name, start_ns, end_ns, thread)
-// from the given indices on. The session is left even when waiting fails.
-py::tuple profiler_stop(size_t first_record, size_t first_host_event) {
-  std::vector<DispatchRecord> records;
-  std::vector<HostOpEvent> host;
+void end_session(const SessionStart& start, std::vector<DispatchRecord>* records,
+                 std::vector<HostOpEvent>* host) {
   std::string error;
   {
     RuntimeLock lock;
@@ -105,7 +80,7 @@ py::tuple profiler_stop(size_t first_record, size_t first_host_event) {
       error = e.what();
     }
     const auto& all = profiler.records();
-    for (size_t i = first_record; i < all.size(); ++i) records.push_back(all[i]);
+    for (size_t i = start.first_record; i < all.size(); ++i) records->push_back(all[i]);
     profiler.end();
     if (!profiler.active() && g_callback) {
       at::removeCallback(g_callback);
@@ -114,9 +89,37 @@ py::tuple profiler_stop(size_t first_record, size_t first_host_event) {
   }
   {
     std::lock_guard<std::mutex> host_lock(g_host_mutex);
-    for (size_t i = first_host_event; i < g_host_events.size(); ++i) host.push_back(g_host_events[i]);
+    for (size_t i = start.first_host_event; i < g_host_events.size(); ++i)
+      host->push_back(g_host_events[i]);
   }
   if (!error.empty()) throw std::runtime_error(error);
+}
+
+namespace {
+
+py::dict profiler_start(const std::string& timing) {
+  SessionStart s;
+  try {
+    s = begin_session(timing);
+  } catch (const std::invalid_argument& e) {
+    throw py::value_error(e.what());
+  } catch (const Error& e) {
+    throw std::runtime_error(e.what());
+  }
+  py::dict d;
+  d["timing"] = s.timing == ProfilerTiming::Gpu ? "gpu" : "host";
+  d["first_record"] = s.first_record;
+  d["first_host_event"] = s.first_host_event;
+  d["start_ns"] = DispatchProfiler::now_ns();
+  return d;
+}
+
+// Returns the session's dispatch records (op, kernel, start_ns, end_ns, batch) and host
+// op events (name, start_ns, end_ns, thread).
+py::tuple profiler_stop(size_t first_record, size_t first_host_event) {
+  std::vector<DispatchRecord> records;
+  std::vector<HostOpEvent> host;
+  end_session({ProfilerTiming::Host, first_record, first_host_event}, &records, &host);
   py::list rec;
   for (const auto& r : records)
     rec.append(py::make_tuple(r.op, r.kernel, r.start_ns, r.end_ns, r.submit));
@@ -130,6 +133,7 @@ py::tuple profiler_stop(size_t first_record, size_t first_host_event) {
 void register_profiler_bindings(py::module_& m) {
   m.def("_profiler_start", &profiler_start, py::arg("timing"));
   m.def("_profiler_stop", &profiler_stop, py::arg("first_record"), py::arg("first_host_event"));
+  m.attr("_profiler_kineto_plugin") = kineto_plugin_built();
   m.def("_profiler_active", [] {
     if (!Context::initialized()) return false;
     RuntimeLock lock;

@@ -277,3 +277,38 @@ def test_device_loss_inside_block_leaves_profiler_off():
     result = run_python(code)
     assert result.returncode == 0, result.stderr
     assert "raised: True" in result.stdout and "active: False" in result.stdout, result.stdout
+
+
+def test_torch_profiler_shows_kernels(tmp_path):
+    """torch.profiler with ProfilerActivity.PrivateUse1 lists our kernels with device time
+    (where the Kineto plugin was built: torch wheels with PyTorch's PrivateUse1 profiler
+    registry); a CPU-only profile leaves the device profiler alone."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    a = make((16, 16), torch.float32).to(DEVICE)
+    with torch_profile(activities=[ProfilerActivity.CPU]) as cpu_only:
+        assert not torch_webgpu._C._profiler_active()
+        (a * 2).cpu()
+    assert any(e.key == "aten::mul" for e in cpu_only.key_averages())
+
+    with torch_profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+        out = torch.softmax(a @ a, dim=0) + 1
+        out.cpu()
+    assert not torch_webgpu._C._profiler_active()
+    assert_same(out, torch.softmax(a.cpu() @ a.cpu(), dim=0) + 1)
+    rows = {e.key: e for e in prof.key_averages()}
+    assert "aten::mm" in rows and "aten::_softmax" in rows
+    kernel_rows = [e for key, e in rows.items() if key.startswith(("gemm", "softmax", "ew:add"))]
+    if not torch_webgpu._C._profiler_kineto_plugin:
+        assert kernel_rows == []
+        return
+    assert len(kernel_rows) == 3, sorted(rows)
+    for e in kernel_rows:
+        assert e.count == 1 and e.self_device_time_total > 0, e
+    path = tmp_path / "torch_trace.json"
+    prof.export_chrome_trace(str(path))
+    kernels = [e for e in json.loads(path.read_text())["traceEvents"] if e.get("cat") == "kernel"]
+    assert sorted(e["args"]["aten_op"] for e in kernels) == ["aten::_softmax", "aten::add",
+                                                             "aten::mm"]
+    assert all(e["dur"] > 0 for e in kernels)
