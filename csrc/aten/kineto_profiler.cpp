@@ -55,7 +55,9 @@ class WebGPUActivitySession : public libkineto::IActivityProfilerSession {
   std::vector<std::string> errors() override { return errors_; }
 
   void processTrace(libkineto::ActivityLogger& logger) override {
-    libkineto::TraceSpan span(0, 0, "webgpu");
+    // Activities keep a pointer to their span, and Kineto's in-memory logger keeps copies
+    // of the activities beyond this session: the span lives as long as the process.
+    static const libkineto::TraceSpan span(0, 0, "webgpu");
     const char* timing = session_.timing == ProfilerTiming::Gpu ? "gpu (timestamp queries)"
                                                                  : "host (submit to completion)";
     for (const DispatchRecord& r : records_) {
