@@ -279,7 +279,10 @@ void Context::create_device() {
   desc.deviceLostCallbackInfo.callback = [](WGPUDevice const*, WGPUDeviceLostReason reason,
                                             WGPUStringView message, void* u1, void*) {
     auto* self = static_cast<Context*>(u1);
-    if (reason == WGPUDeviceLostReason_InstanceDropped) return;
+    // A refused request (the retry below) is no loss of the device we end up with.
+    if (reason == WGPUDeviceLostReason_InstanceDropped ||
+        reason == WGPUDeviceLostReason_FailedCreation)
+      return;
     std::lock_guard<std::mutex> lock(self->error_mutex_);
     self->lost_message_ = from_view(message);
     self->lost_.store(true);
