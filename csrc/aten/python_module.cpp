@@ -90,6 +90,9 @@ void set_rng_state(const std::string& bytes) {
 }
 
 }  // namespace
+
+void register_profiler_bindings(py::module_& m);  // python_profiler.cpp
+
 }  // namespace twgpu::aten
 
 PYBIND11_MODULE(_C, m) {
@@ -139,6 +142,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("reset_fallback_ops_seen", &reset_fallback_ops_seen);
   m.def("_keep_cuda_as_accelerator", &keep_cuda_as_accelerator,
         "Keep CUDA torch's accelerator (returns the call slots redirected)");
+  register_profiler_bindings(m);
   m.def("_simulate_device_loss", [] {
     RuntimeLock lock;
     lock.ctx().simulate_device_loss();

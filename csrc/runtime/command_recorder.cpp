@@ -7,6 +7,7 @@
 #include "runtime/device_checks.h"
 #include "runtime/error.h"
 #include "runtime/pipeline_cache.h"
+#include "runtime/profiler.h"
 
 namespace twgpu {
 namespace {
@@ -50,6 +51,26 @@ void CommandRecorder::dispatch(const Pipeline& p, const WGPUBuffer* buffers, con
   if (gx == 0 || gy == 0 || gz == 0) return;
   uint64_t slot = (p.uniform_bytes + align_ - 1) / align_ * align_;
   if (pending_ >= max_batch_ || arena_used_ + slot > arena_capacity_) flush();
+  DispatchProfiler& profiler = DispatchProfiler::get();
+  const bool profiled = profiler.active();
+  if (profiled) {
+    // While profiling, every dispatch runs in a pass of its own (profiler.h).
+    end_pass();
+    if (profiler.timing() == ProfilerTiming::Host) {
+      flush();  // earlier work must not count towards this dispatch's time
+    } else {
+      const dawn::PassTimestampWrites* writes = profiler.next_timestamp_writes(p.label);
+      if (!writes) {  // the query set is full: its batch goes first
+        flush();
+        writes = profiler.next_timestamp_writes(p.label);
+      }
+      ensure_encoder();
+      WGPUComputePassDescriptor desc = {};
+      desc.timestampWrites = reinterpret_cast<const WGPUComputePassTimestampWrites*>(writes);
+      pass_ = wgpuCommandEncoderBeginComputePass(encoder_, &desc);
+      bound_pipeline_ = nullptr;
+    }
+  }
   ensure_pass();
   if (bound_pipeline_ != &p) {
     wgpuComputePassEncoderSetPipeline(pass_, p.pipeline);
@@ -67,6 +88,14 @@ void CommandRecorder::dispatch(const Pipeline& p, const WGPUBuffer* buffers, con
   wgpuComputePassEncoderDispatchWorkgroups(pass_, gx, gy, gz);
   ++pending_;
   ++dispatch_count_;
+  if (profiled) {
+    end_pass();
+    if (profiler.timing() == ProfilerTiming::Host) {
+      const uint64_t start = DispatchProfiler::now_ns();
+      synchronize();
+      profiler.add_host_record(p.label, start, DispatchProfiler::now_ns());
+    }
+  }
 }
 
 void CommandRecorder::copy(WGPUBuffer src, uint64_t src_offset, WGPUBuffer dst,
@@ -82,12 +111,16 @@ void CommandRecorder::flush() {
   if (!encoder_) return;
   ctx_.touch_gl();
   end_pass();
+  DispatchProfiler& profiler = DispatchProfiler::get();
+  const bool timestamps = profiler.active() && profiler.timing() == ProfilerTiming::Gpu;
+  if (timestamps) profiler.resolve(encoder_);
   WGPUCommandBuffer commands = wgpuCommandEncoderFinish(encoder_, nullptr);
   wgpuCommandEncoderRelease(encoder_);
   encoder_ = nullptr;
   // Queue order puts this upload after the previous batch and before this one, so the
   // arena can be reused from offset 0 every batch.
   if (arena_used_) wgpuQueueWriteBuffer(ctx_.queue(), arena_, 0, arena_host_.data(), arena_used_);
+  const uint64_t submit_ns = timestamps ? DispatchProfiler::now_ns() : 0;
   wgpuQueueSubmit(ctx_.queue(), 1, &commands);
   wgpuCommandBufferRelease(commands);
   arena_used_ = 0;
@@ -95,6 +128,7 @@ void CommandRecorder::flush() {
   bound_pipeline_ = nullptr;
   ++submit_count_;
   ctx_.check_errors();
+  if (timestamps) profiler.collect(submit_ns);
 }
 
 void CommandRecorder::write(WGPUBuffer dst, uint64_t offset, const void* data, uint64_t size) {

@@ -70,6 +70,23 @@ class QuietStderr {
   int saved_ = -1;
 };
 
+// Dawn's toggles descriptor (chained on the device descriptor). Its sType number follows
+// Dawn's SType enum of this release: chaining 0x50009 and 0x5000B on a device descriptor
+// makes this build name them (BufferDescriptorErrorInfoFromWireClient, ShaderModule-
+// SPIRVOptionsDescriptor), and 0x5000A between them is accepted. Used to turn
+// off timestamp quantization: Dawn rounds timestamps down to 65.536 us by default (a
+// browser's guard against timing attacks), which would zero most per-dispatch times.
+// This belongs with the other Dawn-only structs in dawn_extensions.h; it lives here so
+// that adding it does not rebuild every file that includes context.h.
+constexpr WGPUSType kSTypeDawnTogglesDescriptor = static_cast<WGPUSType>(0x0005000A);
+struct DawnTogglesDescriptor {
+  WGPUChainedStruct chain;
+  size_t enabled_count;
+  const char* const* enabled;
+  size_t disabled_count;
+  const char* const* disabled;
+};
+
 Context* g_context = nullptr;
 std::once_flag g_once;
 std::string g_init_error;
@@ -262,7 +279,10 @@ void Context::create_device() {
   desc.deviceLostCallbackInfo.callback = [](WGPUDevice const*, WGPUDeviceLostReason reason,
                                             WGPUStringView message, void* u1, void*) {
     auto* self = static_cast<Context*>(u1);
-    if (reason == WGPUDeviceLostReason_InstanceDropped) return;
+    // A refused request (the retry below) is no loss of the device we end up with.
+    if (reason == WGPUDeviceLostReason_InstanceDropped ||
+        reason == WGPUDeviceLostReason_FailedCreation)
+      return;
     std::lock_guard<std::mutex> lock(self->error_mutex_);
     self->lost_message_ = from_view(message);
     self->lost_.store(true);
@@ -288,8 +308,26 @@ void Context::create_device() {
     r->message = from_view(message);
   };
   cb.userdata1 = &result;
-  WGPUFutureWaitInfo wait_info = {wgpuAdapterRequestDevice(adapter_, &desc, cb), 0};
-  wgpuInstanceWaitAny(instance_, 1, &wait_info, UINT64_MAX);
+  auto request = [&] {
+    WGPUFutureWaitInfo wait_info = {wgpuAdapterRequestDevice(adapter_, &desc, cb), 0};
+    wgpuInstanceWaitAny(instance_, 1, &wait_info, UINT64_MAX);
+  };
+  // Full-resolution timestamps for torch.webgpu.profiler; should Dawn refuse the toggles
+  // descriptor, the device is requested again without it (timestamps stay quantized).
+  static const char* const kDisabledToggles[] = {"timestamp_quantization"};
+  DawnTogglesDescriptor toggles = {};
+  toggles.chain.sType = kSTypeDawnTogglesDescriptor;
+  toggles.disabled_count = 1;
+  toggles.disabled = kDisabledToggles;
+  desc.nextInChain = &toggles.chain;
+  request();
+  if (!result.device) {
+    if (cfg.debug)
+      std::fprintf(stderr, "[torch_webgpu] device request with Dawn toggles failed (%s); "
+                   "retrying without\n", result.message.c_str());
+    desc.nextInChain = nullptr;
+    request();
+  }
   if (!result.device)
     fail(ErrorKind::NoAdapter, "torch_webgpu: requesting a device from '" + adapter_desc_.name +
                                    "' failed: " + result.message);

@@ -4,6 +4,7 @@ from dataclasses import dataclass
 import torch
 
 from . import _C
+from . import profiler  # noqa: F401  (torch.webgpu.profiler)
 
 _DEVICE_COUNT_ERROR = "torch.webgpu: invalid device {!r}; there is one WebGPU device (index 0)"
 
