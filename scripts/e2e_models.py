@@ -179,6 +179,9 @@ def tiny_config(config):
     if "attention_types" in config:  # GPT-Neo: alternate global and local layers
         tiny["attention_types"] = [[["global", "local"], TINY_LAYERS // 2]]
         tiny["window_size"] = 8  # shorter than prompt + tokens, so the window bites
+    for name in TOKEN_IDS:  # ids of the full vocabulary (or a class default) do not fit
+        if tiny.get(name) is None or tiny[name] >= TINY_VOCAB:
+            tiny[name] = None
     return tiny
 
 
@@ -191,10 +194,6 @@ def build_model(spec, tiny=False, dtype=torch.float32, seed=0):
     for name in ("initializer_range", "init_std"):  # OPT calls it init_std
         if hasattr(config, name):
             setattr(config, name, std)
-    for name in TOKEN_IDS:  # class defaults too (GPT-2's 50256) must fit a tiny vocab
-        token = getattr(config, name, None)
-        if isinstance(token, int) and token >= config.vocab_size:
-            setattr(config, name, None)
     torch.manual_seed(seed)
     model = transformers.AutoModelForCausalLM.from_config(config)
     return model.to(dtype).eval()
@@ -212,34 +211,46 @@ def synchronize(device):
         torch.cuda.synchronize()
 
 
-def _generate(model, prompt, new_tokens):
+class StepClock(transformers.StoppingCriteria):
+    """Times each generation step: generate asks it after every new token (never stops)."""
+
+    def __init__(self, device):
+        self.device = device
+        self.times = []
+
+    def __call__(self, input_ids, scores, **kwargs):
+        synchronize(self.device)
+        self.times.append(time.perf_counter())
+        return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+
+
+def _generate(model, prompt, new_tokens, clock=None):
     # No end-of-sequence stop: every run makes exactly new_tokens tokens.
+    criteria = transformers.StoppingCriteriaList([clock] if clock else [])
     with torch.no_grad():
         out = model.generate(prompt, attention_mask=torch.ones_like(prompt),
                              max_new_tokens=new_tokens, min_new_tokens=new_tokens,
-                             do_sample=False, eos_token_id=None, pad_token_id=0)
+                             do_sample=False, eos_token_id=None, pad_token_id=0,
+                             stopping_criteria=criteria)
     return out[0, prompt.shape[1]:].tolist()
 
 
 def greedy(model, prompt, new_tokens, device, timed=True):
-    """Greedy tokens from `model` (moved to `device`) and, when timed, the prefill time and
-    the decode speed: a short warm-up first (pipelines, caches), then prefill alone
-    (one new token), then the full run; decode = full - prefill over new_tokens - 1."""
+    """Greedy tokens from `model` (moved to `device`) and, when timed, the prefill time
+    (prompt to first token) and the decode speed (the tokens after the first), after a short
+    warm-up run (pipelines, caches)."""
     model.to(device)
     prompt = prompt.to(device)
-    result = {}
-    if timed:
-        _generate(model, prompt, min(new_tokens, 4))
-        synchronize(device)
-        start = time.perf_counter()
-        _generate(model, prompt, 1)
-        prefill = time.perf_counter() - start
-        result["prefill_ms"] = prefill * 1e3
+    if not timed:
+        return {"tokens": _generate(model, prompt, new_tokens)}
+    _generate(model, prompt, min(new_tokens, 4))
+    synchronize(device)
+    clock = StepClock(device)
     start = time.perf_counter()
-    result["tokens"] = _generate(model, prompt, new_tokens)
-    total = time.perf_counter() - start
-    if timed and new_tokens > 1:
-        result["tok_s"] = (new_tokens - 1) / max(total - prefill, 1e-9)
+    result = {"tokens": _generate(model, prompt, new_tokens, clock)}
+    result["prefill_ms"] = (clock.times[0] - start) * 1e3
+    if new_tokens > 1:
+        result["tok_s"] = (new_tokens - 1) / (clock.times[-1] - clock.times[0])
     return result
 
 
@@ -276,7 +287,7 @@ def compare(key, tiny=False, dtype=torch.float32, tokens=32, devices=("webgpu",)
 
 
 def _format_table(rows, devices):
-    head = ["model", "params", "dtype", "webgpu match", "1st mismatch", "prefill ms"]
+    head = ["model", "params", "dtype", "webgpu match", "1st mismatch", "webgpu prefill ms"]
     head += [f"tok/s {d}" for d in ["cpu"] + list(devices)]
     if "cuda" in devices:
         head.append("cuda match")
