@@ -21,8 +21,10 @@ import os
 import sys
 import time
 
-# Before torch_webgpu loads: any op without a native kernel must raise, not fall back.
-os.environ["TORCH_WEBGPU_DISABLE_CPU_FALLBACK"] = "1"
+if __name__ == "__main__":
+    # Before torch_webgpu loads: any op without a native kernel must raise, not fall back.
+    # (Importers, e.g. the tests, set it themselves for as long as they need it.)
+    os.environ["TORCH_WEBGPU_DISABLE_CPU_FALLBACK"] = "1"
 # Nothing may reach a model hub.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
