@@ -15,6 +15,7 @@ Every op must run natively: the CPU fallback is disabled (an op without a kernel
 Exit status 1 when a float32 run's tokens differ from the CPU's or a model fails.
 """
 import argparse
+import copy
 import dataclasses
 import json
 import os
@@ -238,10 +239,9 @@ def _generate(model, prompt, new_tokens, clock=None):
 
 
 def greedy(model, prompt, new_tokens, device, timed=True):
-    """Greedy tokens from `model` (moved to `device`) and, when timed, the prefill time
+    """Greedy tokens from `model` (on `device`) and, when timed, the prefill time
     (prompt to first token) and the decode speed (the tokens after the first), after a short
     warm-up run (pipelines, caches)."""
-    model.to(device)
     prompt = prompt.to(device)
     if not timed:
         return {"tokens": _generate(model, prompt, new_tokens)}
@@ -279,12 +279,14 @@ def compare(key, tiny=False, dtype=torch.float32, tokens=32, devices=("webgpu",)
     cpu = greedy(model, prompt, tokens, "cpu", timed)
     row["devices"]["cpu"] = cpu
     for device in devices:
-        run = greedy(model, prompt, tokens, device, timed)
+        # A copy, so the CPU model stays as it was (moving a model back reads it all back).
+        device_model = copy.deepcopy(model).to(device)
+        run = greedy(device_model, prompt, tokens, device, timed)
+        del device_model
+        release(device)
         run["matched"] = sum(a == b for a, b in zip(run["tokens"], cpu["tokens"]))
         run["first_mismatch"] = first_mismatch(run["tokens"], cpu["tokens"])
         row["devices"][device] = run
-        model.to("cpu")
-        release(device)
     return row
 
 
