@@ -46,8 +46,13 @@ class ModelSpec:
     config: dict         # the checkpoint's hyperparameters (config.json field names)
 
 
-LLAMA_31_ROPE = {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
-                 "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
+# What Llama 3.2 1B and 3B share.
+LLAMA_32 = dict(
+    vocab_size=128256, max_position_embeddings=131072, intermediate_size=8192,
+    num_key_value_heads=8, rope_theta=500000.0, rms_norm_eps=1e-5, hidden_act="silu",
+    rope_scaling={"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
+                  "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
+    bos_token_id=128000, eos_token_id=128001, tie_word_embeddings=True)
 
 SPECS = [
     ModelSpec("gpt2", "openai-community/gpt2", "GPT2Config", dict(
@@ -72,17 +77,9 @@ SPECS = [
         apply_residual_connection_post_layernorm=False, bos_token_id=1, eos_token_id=2,
         pad_token_id=3, tie_word_embeddings=True)),
     ModelSpec("llama-3.2-1b", "meta-llama/Llama-3.2-1B", "LlamaConfig", dict(
-        vocab_size=128256, max_position_embeddings=131072, hidden_size=2048,
-        intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
-        num_key_value_heads=8, head_dim=64, rope_theta=500000.0, rope_scaling=LLAMA_31_ROPE,
-        rms_norm_eps=1e-5, hidden_act="silu", bos_token_id=128000, eos_token_id=128001,
-        tie_word_embeddings=True)),
+        LLAMA_32, hidden_size=2048, num_hidden_layers=16, num_attention_heads=32, head_dim=64)),
     ModelSpec("llama-3.2-3b", "meta-llama/Llama-3.2-3B", "LlamaConfig", dict(
-        vocab_size=128256, max_position_embeddings=131072, hidden_size=3072,
-        intermediate_size=8192, num_hidden_layers=28, num_attention_heads=24,
-        num_key_value_heads=8, head_dim=128, rope_theta=500000.0, rope_scaling=LLAMA_31_ROPE,
-        rms_norm_eps=1e-5, hidden_act="silu", bos_token_id=128000, eos_token_id=128001,
-        tie_word_embeddings=True)),
+        LLAMA_32, hidden_size=3072, num_hidden_layers=28, num_attention_heads=24, head_dim=128)),
     ModelSpec("smollm2", "HuggingFaceTB/SmolLM2-135M", "LlamaConfig", dict(
         vocab_size=49152, max_position_embeddings=8192, hidden_size=576, intermediate_size=1536,
         num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3,
@@ -191,7 +188,8 @@ def tiny_config(config):
 def build_model(spec, tiny=False, dtype=torch.float32, seed=0):
     """The architecture on the CPU with seeded random weights, in eval mode."""
     config_class = getattr(transformers, spec.config_class)
-    fields = tiny_config(spec.config) if tiny else spec.config
+    # A deep copy: config classes may rewrite nested dicts (rope_scaling) in place.
+    fields = copy.deepcopy(tiny_config(spec.config) if tiny else spec.config)
     std = INIT_GAIN / fields[_field(fields, HIDDEN)] ** 0.5
     config = config_class(**fields)
     for name in ("initializer_range", "init_std"):  # OPT calls it init_std
