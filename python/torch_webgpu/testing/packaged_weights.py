@@ -50,13 +50,18 @@ def _offline_transformers():
     return transformers
 
 
+def load_smollm2_tokenizer(package=SMOLLM2):
+    """SmolLM2's tokenizer and chat template, read from its GGUF file."""
+    gguf = weights_path(package)
+    return _offline_transformers().AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+
+
 def load_smollm2(package=SMOLLM2):
     """(model, tokenizer) of SmolLM2-135M-Instruct, dequantized to float32 on the CPU
     (about 30 to 40 s on 2 cores: the GGUF tensors are converted one by one)."""
+    tokenizer = load_smollm2_tokenizer(package)
     gguf = weights_path(package)
-    transformers = _offline_transformers()
-    tokenizer = transformers.AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    model = transformers.AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = _offline_transformers().AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
     return model.eval(), tokenizer
 
 
