@@ -9,8 +9,6 @@ import torch
 from torch_webgpu.testing import packaged_weights
 from torch_webgpu.testing.packaged_weights import WeightPackage
 
-pytest.importorskip("transformers", reason="pip install -r requirements.txt")
-
 DEVICE = "webgpu"
 SENTENCES = [
     "The capital of France is Paris.",
