@@ -3,6 +3,9 @@
 # float32, 32 new tokens, on webgpu (Dawn/Vulkan) and on CUDA next to the CPU's tokens.
 #   bash scripts/h200/run_e2e_models.sh                      # all 16 models
 #   MODELS=gpt2,qwen2.5 bash scripts/h200/run_e2e_models.sh  # a subset (e.g. to stay under a time limit)
+# If one call must stay under 10 minutes, two halves:
+#   TAG=a MODELS=gpt2,gpt-neo,opt,pythia,bloom,smollm2,qwen1.5,qwen2.5,qwen3,danube-3 bash ...
+#   TAG=b MODELS=llama-3.2-1b,llama-3.2-3b,phi-1.5,stablelm-2,olmo-2,granite-3.3 bash ...
 # Writes $OUT/e2e.json (or $OUT/e2e-$TAG.json with TAG set) and prints the table; exit
 # status 1 when a float32 run's tokens differ from the CPU's.
 # That machine: torch 2.11+cu130, transformers 5.17 (already installed), no network, no
