@@ -4,9 +4,9 @@
 // concatenated [sum of target lengths]. Lengths live on the host (the Tensor overloads
 // copy them there, as the CPU kernel does); target values are range-checked on the device
 // (runtime/device_checks.h). Other dtypes go to the CPU fallback.
+#include <ATen/ops/empty.h>
 #include <ATen/ops/_ctc_loss_backward_ops.h>
 #include <ATen/ops/_ctc_loss_ops.h>
-#include <ATen/ops/empty.h>
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
