@@ -14,15 +14,15 @@ std::vector<uint32_t> params(const CtcGeometry& g) {
   return {g.time, g.batch, g.classes, g.width, g.blank, 0, 0, 0};
 }
 
-// Shared WGSL: in0 log_probs, in1 targets, in2 meta.
+// Shared WGSL: in0 log_probs, in1 targets, in2 the per-sample table (`sample_info`).
 const char* kCtcCommon =
     "fn neg_inf() -> f32 { return -f32_inf(); }\n"
-    "fn meta(b: u32, k: u32) -> u32 { return u32(in2(b * 3u + k)); }\n"
+    "fn sample_info(b: u32, k: u32) -> u32 { return u32(in2(b * 3u + k)); }\n"
     // Label of extended position s: blank at even s. A target out of range (reported by
     // the range check) reads as class 0 so nothing outside log_probs is read.
     "fn prime(b: u32, s: u32) -> u32 {\n"
     "  if ((s & 1u) == 0u) { return pu(4u); }\n"
-    "  let c = in1(meta(b, 2u) + s / 2u);\n"
+    "  let c = in1(sample_info(b, 2u) + s / 2u);\n"
     "  return select(0u, u32(c), c >= 0 && u32(c) < pu(2u));\n}\n"
     "fn lp(t: u32, b: u32, c: u32) -> f32 { return in0((t * pu(1u) + b) * pu(2u) + c); }\n"
     // log(exp(a) + exp(b) + exp(c)), shifted by the largest as the CPU does.
@@ -36,7 +36,7 @@ const char* kCtcCommon =
 std::string recurrence_body(bool forward) {
   std::string s = kCtcCommon;
   s += "fn run_group(b: u32, lid: u32) {\n"
-       "  let il = meta(b, 0u);\n  let len = 2u * meta(b, 1u) + 1u;\n  let w = pu(3u);\n"
+       "  let il = sample_info(b, 0u);\n  let len = 2u * sample_info(b, 1u) + 1u;\n  let w = pu(3u);\n"
        "  let base = b * pu(0u) * w;\n"
        "  for (var k = 0u; k < pu(6u) - pu(5u); k = k + 1u) {\n";
   s += forward ? "    let t = pu(5u) + k;\n" : "    let t = pu(6u) - 1u - k;\n";
@@ -111,7 +111,7 @@ void ctc_loss_forward(Context& ctx, const Operand& log_probs, const Operand& tar
   k.params = params(g);
   k.body = std::string(kCtcCommon) +
            "fn run(b: u32) {\n"
-           "  let il = meta(b, 0u);\n  let tl = meta(b, 1u);\n"
+           "  let il = sample_info(b, 0u);\n  let tl = sample_info(b, 1u);\n"
            // No input steps: only an empty target has an alignment.
            "  if (il == 0u) { out0(b, select(f32_inf(), 0.0, tl == 0u)); return; }\n"
            "  let row = (b * pu(0u) + il - 1u) * pu(3u);\n"
@@ -143,7 +143,7 @@ void ctc_loss_backward(Context& ctx, const Operand& grad_nll, const Operand& log
              "  let tb = e / pu(2u);\n"
              "  let b = tb % pu(1u);\n  let t = tb / pu(1u);\n"
              "  let nll = in3(b);\n"
-             "  if (t >= meta(b, 0u) || (pu(7u) == 1u && is_inf(nll))) { out0(e, 0.0); return; }\n"
+             "  if (t >= sample_info(b, 0u) || (pu(7u) == 1u && is_inf(nll))) { out0(e, 0.0); return; }\n"
              "  if (is_inf(nll)) { out0(e, f32_nan()); return; }\n"
              "  out0(e, exp(in0(e)) * in4(b));\n}\n";
     launch_map(ctx, k, uint64_t(g.time) * g.batch * g.classes);
@@ -161,7 +161,7 @@ void ctc_loss_backward(Context& ctx, const Operand& grad_nll, const Operand& log
            "  let w = pu(3u);\n  let s = e % w;\n  let bt = e / w;\n"
            "  let t = bt % pu(0u);\n  let b = bt / pu(0u);\n"
            "  let nll = in3(b);\n"
-           "  if (t >= meta(b, 0u) || s >= 2u * meta(b, 1u) + 1u || !is_finite(nll)) { return; }\n"
+           "  if (t >= sample_info(b, 0u) || s >= 2u * sample_info(b, 1u) + 1u || !is_finite(nll)) { return; }\n"
            "  let ab = in5(e) + in6(e);\n"
            "  if (ab == neg_inf()) { return; }\n"
            "  let c = prime(b, s);\n"
