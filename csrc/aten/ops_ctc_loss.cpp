@@ -50,12 +50,12 @@ CtcInputs prepare(const Tensor& log_probs, const Tensor& targets, IntArrayRef in
               "ctc_loss: expected int32 or int64 targets, got ", targets.scalar_type());
   int64_t max_target = 0, total_targets = 0;
   for (int64_t b = 0; b < batch; ++b) {
-    TORCH_CHECK(input_lengths[b] >= 0, "Expected input_lengths to have value at least 0, but got value ",
-                input_lengths[b]);
+    TORCH_CHECK(input_lengths[b] >= 0, "Expected input_lengths to have value at least 0, ",
+                "but got value ", input_lengths[b]);
     TORCH_CHECK(input_lengths[b] <= time, "Expected input_lengths to have value at most ", time,
                 ", but got value ", input_lengths[b]);
-    TORCH_CHECK(target_lengths[b] >= 0,
-                "Expected target_lengths to have value at least 0, but got value ", target_lengths[b]);
+    TORCH_CHECK(target_lengths[b] >= 0, "Expected target_lengths to have value at least 0, ",
+                "but got value ", target_lengths[b]);
     max_target = std::max(max_target, target_lengths[b]);
     total_targets += target_lengths[b];
   }
@@ -157,7 +157,8 @@ Tensor ctc_loss_backward(const Tensor& grad, const Tensor& log_probs, const Tens
   // The kernels index log_alpha with the width these lengths give.
   Tensor la = log_alpha.narrow(2, 0, in.g.width).contiguous();
   Tensor log_beta = at::empty(la.sizes(), la.options());
-  Tensor go = grad.reshape({batch}).contiguous(), nll = neg_log_likelihood.reshape({batch}).contiguous();
+  Tensor go = grad.reshape({batch}).contiguous();
+  Tensor nll = neg_log_likelihood.reshape({batch}).contiguous();
   Tensor lp = log_probs.contiguous();
   TWGPU_TRY
   RuntimeLock lock;

@@ -56,20 +56,33 @@ nn::CellGeometry check_cell(const char* op, int gates, const Tensor& input_gates
 
 Tensor contig(const Tensor& t) { return t.defined() ? t.contiguous() : t; }
 
+// A forward cell's inputs, checked and made contiguous (the kernels index them flat).
+struct CellInputs {
+  nn::CellGeometry g;
+  Tensor input_gates, hidden_gates, state, input_bias, hidden_bias;
+};
+
+CellInputs cell_inputs(const char* op, int gates, const Tensor& input_gates,
+                       const Tensor& hidden_gates, const Tensor& state, const OptT& input_bias,
+                       const OptT& hidden_bias) {
+  Tensor bi = defined_or_none(input_bias), bh = defined_or_none(hidden_bias);
+  auto g = check_cell(op, gates, input_gates, hidden_gates, state, bi, bh);
+  return {g, input_gates.contiguous(), hidden_gates.contiguous(), state.contiguous(), contig(bi),
+          contig(bh)};
+}
+
 std::tuple<Tensor, Tensor, Tensor> lstm_cell(const Tensor& input_gates, const Tensor& hidden_gates,
                                              const Tensor& cx, const OptT& input_bias,
                                              const OptT& hidden_bias) {
-  Tensor bi = defined_or_none(input_bias), bh = defined_or_none(hidden_bias);
-  auto g = check_cell("_thnn_fused_lstm_cell", 4, input_gates, hidden_gates, cx, bi, bh);
+  CellInputs in = cell_inputs("_thnn_fused_lstm_cell", 4, input_gates, hidden_gates, cx,
+                              input_bias, hidden_bias);
   Tensor hy = at::empty(cx.sizes(), cx.options()), cy = at::empty(cx.sizes(), cx.options());
   Tensor workspace = at::empty(input_gates.sizes(), input_gates.options());
-  Tensor ig = input_gates.contiguous(), hg = hidden_gates.contiguous(), c = cx.contiguous();
-  bi = contig(bi);
-  bh = contig(bh);
   TWGPU_TRY
   RuntimeLock lock;
-  nn::lstm_cell_forward(lock.ctx(), operand(ig), operand(hg), operand(c), operand(bi),
-                        operand(bh), g, operand(hy), operand(cy), operand(workspace));
+  nn::lstm_cell_forward(lock.ctx(), operand(in.input_gates), operand(in.hidden_gates),
+                        operand(in.state), operand(in.input_bias), operand(in.hidden_bias), in.g,
+                        operand(hy), operand(cy), operand(workspace));
   TWGPU_CATCH
   return {hy, cy, workspace};
 }
@@ -105,17 +118,15 @@ std::tuple<Tensor, Tensor, Tensor> lstm_cell_backward(const OptT& grad_hy, const
 std::tuple<Tensor, Tensor> gru_cell(const Tensor& input_gates, const Tensor& hidden_gates,
                                     const Tensor& hx, const OptT& input_bias,
                                     const OptT& hidden_bias) {
-  Tensor bi = defined_or_none(input_bias), bh = defined_or_none(hidden_bias);
-  auto g = check_cell("_thnn_fused_gru_cell", 3, input_gates, hidden_gates, hx, bi, bh);
+  CellInputs in = cell_inputs("_thnn_fused_gru_cell", 3, input_gates, hidden_gates, hx,
+                              input_bias, hidden_bias);
   Tensor hy = at::empty(hx.sizes(), hx.options());
   Tensor workspace = at::empty({hx.size(0), 5 * hx.size(1)}, hx.options());
-  Tensor ig = input_gates.contiguous(), hg = hidden_gates.contiguous(), h = hx.contiguous();
-  bi = contig(bi);
-  bh = contig(bh);
   TWGPU_TRY
   RuntimeLock lock;
-  nn::gru_cell_forward(lock.ctx(), operand(ig), operand(hg), operand(h), operand(bi),
-                       operand(bh), g, operand(hy), operand(workspace));
+  nn::gru_cell_forward(lock.ctx(), operand(in.input_gates), operand(in.hidden_gates),
+                       operand(in.state), operand(in.input_bias), operand(in.hidden_bias), in.g,
+                       operand(hy), operand(workspace));
   TWGPU_CATCH
   return {hy, workspace};
 }

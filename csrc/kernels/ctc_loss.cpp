@@ -36,7 +36,8 @@ const char* kCtcCommon =
 std::string recurrence_body(bool forward) {
   std::string s = kCtcCommon;
   s += "fn run_group(b: u32, lid: u32) {\n"
-       "  let il = sample_info(b, 0u);\n  let len = 2u * sample_info(b, 1u) + 1u;\n  let w = pu(3u);\n"
+       "  let il = sample_info(b, 0u);\n"
+       "  let len = 2u * sample_info(b, 1u) + 1u;\n  let w = pu(3u);\n"
        "  let base = b * pu(0u) * w;\n"
        "  for (var k = 0u; k < pu(6u) - pu(5u); k = k + 1u) {\n";
   s += forward ? "    let t = pu(5u) + k;\n" : "    let t = pu(6u) - 1u - k;\n";
@@ -143,7 +144,8 @@ void ctc_loss_backward(Context& ctx, const Operand& grad_nll, const Operand& log
              "  let tb = e / pu(2u);\n"
              "  let b = tb % pu(1u);\n  let t = tb / pu(1u);\n"
              "  let nll = in3(b);\n"
-             "  if (t >= sample_info(b, 0u) || (pu(7u) == 1u && is_inf(nll))) { out0(e, 0.0); return; }\n"
+             "  let over = t >= sample_info(b, 0u);\n"
+             "  if (over || (pu(7u) == 1u && is_inf(nll))) { out0(e, 0.0); return; }\n"
              "  if (is_inf(nll)) { out0(e, f32_nan()); return; }\n"
              "  out0(e, exp(in0(e)) * in4(b));\n}\n";
     launch_map(ctx, k, uint64_t(g.time) * g.batch * g.classes);
@@ -161,7 +163,8 @@ void ctc_loss_backward(Context& ctx, const Operand& grad_nll, const Operand& log
            "  let w = pu(3u);\n  let s = e % w;\n  let bt = e / w;\n"
            "  let t = bt % pu(0u);\n  let b = bt / pu(0u);\n"
            "  let nll = in3(b);\n"
-           "  if (t >= sample_info(b, 0u) || s >= 2u * sample_info(b, 1u) + 1u || !is_finite(nll)) { return; }\n"
+           "  let len = 2u * sample_info(b, 1u) + 1u;\n"
+           "  if (t >= sample_info(b, 0u) || s >= len || !is_finite(nll)) { return; }\n"
            "  let ab = in5(e) + in6(e);\n"
            "  if (ab == neg_inf()) { return; }\n"
            "  let c = prime(b, s);\n"

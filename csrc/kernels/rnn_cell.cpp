@@ -12,7 +12,8 @@ Operand present_or(const Operand& op, const Operand& stand_in) {
 }
 
 // WGSL `gate(b, j, k)`: gate k of element (b, j), both gate rows each with its bias (when
-// `bias`), grouped as the CPU's two biased matmuls are; in0/in1 are the gate rows, in2/in3 the biases. `gates` gates per row.
+// `bias`), grouped as the CPU's two biased matmuls are; in0/in1 are the gate rows,
+// in2/in3 the biases. `gates` gates per row.
 std::string gate_sum(bool bias, int gates) {
   const std::string width = std::to_string(gates) + "u * pu(1u)";
   std::string s = "fn gate(b: u32, j: u32, k: u32) -> f32 {\n"
@@ -48,7 +49,8 @@ void lstm_cell_forward(Context& ctx, const Operand& input_gates, const Operand& 
            "  let c = fg * in4(e) + ig * cg;\n"
            "  out0(e, og * tanh_f32(c));\n  out1(e, c);\n"
            "  let w = b * 4u * h + j;\n"
-           "  out2(w, ig);\n  out2(w + h, fg);\n  out2(w + 2u * h, cg);\n  out2(w + 3u * h, og);\n}\n";
+           "  out2(w, ig);\n  out2(w + h, fg);\n"
+           "  out2(w + 2u * h, cg);\n  out2(w + 3u * h, og);\n}\n";
   launch_map(ctx, k, uint64_t(g.batch) * g.hidden);
 }
 

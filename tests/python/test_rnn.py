@@ -227,7 +227,10 @@ def test_fused_lstm_cell(bias, layout):
     assert_same(cy, ecy, **OUT_TOL)
     assert_same(ws, ews, **OUT_TOL)
 
-    # Backward: the gradients of the gates and cx that autograd gives for the same math.
+    # Backward: the gradients of the gates and cx that autograd gives for the same math;
+    # no output gradient at all gives no gradients (as CUDA).
+    nothing = torch.ops.aten._thnn_fused_lstm_cell_backward_impl(None, None, dins[2], cy, ws, bias)
+    assert nothing == (None, None, None)
     ghy, gcy = rand(batch, 5, seed=10), rand(batch, 5, seed=11)
     for give_hy, give_cy in [(True, True), (True, False), (False, True)]:
         ig_r = ig.clone().requires_grad_(True)
