@@ -4,19 +4,17 @@
 // concatenated [sum of target lengths]. Lengths live on the host (the Tensor overloads
 // copy them there, as the CPU kernel does); target values are range-checked on the device
 // (runtime/device_checks.h). Other dtypes go to the CPU fallback.
+// empty.h first: the *_ops.h headers alone miss declarations they use.
 #include <ATen/ops/empty.h>
 #include <ATen/ops/_ctc_loss_backward_ops.h>
 #include <ATen/ops/_ctc_loss_ops.h>
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
-#include <limits>
-#include <numeric>
-
 #include "aten/cpu_fallback.h"
 #include "aten/nn_common.h"
 #include "kernels/ctc_loss.h"
-#include "kernels/nn_margin_loss.h"
+#include "kernels/nn_margin_loss.h"  // check_targets: the range check of int64 labels
 #include "runtime/device_checks.h"
 #include "runtime/runtime.h"
 
