@@ -74,6 +74,9 @@ std::string prepare(NnKernel& k, KernelLaunch& l, uint32_t extra_words) {
       if (is_float(outs[o].dtype)) {
         s += kernel_store("raw_out" + n, bufs, b, outs[o].dtype, Compute::F32);
         s += "fn out" + n + "(i: u32, v: f32) { raw_out" + n + "(i + " + off + ", v); }\n";
+        // Reads back what this kernel stored (recurrences over earlier steps).
+        s += kernel_load("raw_get" + n, bufs, b, outs[o].dtype);
+        s += "fn get" + n + "(i: u32) -> f32 { return raw_get" + n + "(i + " + off + "); }\n";
       } else {
         s += kernel_store("raw_out" + n, bufs, b, outs[o].dtype, Compute::I32);
         s += "fn out" + n + "(i: u32, v: i32) { raw_out" + n + "(i + " + off + ", v); }\n";
@@ -135,6 +138,22 @@ void launch_rows(Context& ctx, NnKernel& k, uint64_t rows, uint32_t len, int pas
     }
     s += "  if (live && lid == 0u) { finish(group, s0, s1); }\n}\n";
     return s;
+  };
+  launch_kernel(ctx, l);
+}
+
+void launch_groups(Context& ctx, NnKernel& k, uint64_t groups) {
+  if (groups == 0) return;
+  KernelLaunch l;
+  prepare(k, l, 0);
+  l.key += "|groups";
+  l.grid = Grid::Groups;
+  l.count = groups;
+  l.workgroup = kRowWorkgroup;
+  auto inner = l.body;
+  l.body = [inner] {
+    return inner() + kernel_main(Grid::Groups, kRowWorkgroup) +
+           "  if (group < uw(0u)) { run_group(group, lid); }\n}\n";
   };
   launch_kernel(ctx, l);
 }

@@ -3,9 +3,10 @@
 //
 // In WGSL a kernel sees, for input k, `in<k>(i)` (f32 for float dtypes, i32 for integer
 // ones, int64 narrowed to i32), for output k `out<k>(i, v)` taking the same types (narrow
-// outputs are bound atomically, so neighbouring invocations may store), and its u32
-// parameters as `pu(j)`, `pf(j)` (bits of an f32) and `pi(j)` (i32). Indices are element
-// indices relative to each operand's first element.
+// outputs are bound atomically, so neighbouring invocations may store; a float output
+// also reads as `get<k>(i)`), and its u32 parameters as `pu(j)`, `pf(j)` (bits of an
+// f32) and `pi(j)` (i32). Indices are element indices relative to each operand's first
+// element.
 #pragma once
 #include <webgpu/webgpu.h>
 
@@ -51,6 +52,11 @@ void launch_map(Context& ctx, NnKernel& k, uint64_t count);
 // `terms` is summed over k < len for pass 0 and (when passes == 2) again for pass 1 with
 // `prev` the pass-0 sums; `finish` runs once per row with the sums of each pass.
 void launch_rows(Context& ctx, NnKernel& k, uint64_t rows, uint32_t len, int passes);
+
+// `groups` workgroups of kRowWorkgroup invocations for kernels that synchronize within a
+// group (recurrences over time): the body defines `fn run_group(group: u32, lid: u32)`,
+// called in uniform control flow so it may use barriers.
+void launch_groups(Context& ctx, NnKernel& k, uint64_t groups);
 
 }  // namespace nn
 }  // namespace twgpu
