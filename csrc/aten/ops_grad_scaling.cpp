@@ -17,11 +17,12 @@ namespace {
 
 using at::Tensor;
 
+// `kind`: "a float" or "an int", as the CPU's messages say.
 void check_scalar_arg(const Tensor& t, const char* name, c10::ScalarType dtype,
-                      const char* dtype_word) {
+                      const char* kind) {
   TORCH_CHECK(t.device().type() == kDeviceType, name, " must be a webgpu tensor.");
   TORCH_CHECK(t.numel() == 1, name, " must be a 1-element tensor.");
-  TORCH_CHECK(t.scalar_type() == dtype, name, " must be a ", dtype_word, " tensor.");
+  TORCH_CHECK(t.scalar_type() == dtype, name, " must be ", kind, " tensor.");
 }
 
 ScalarSlot slot_of(const Tensor& t) {
@@ -71,8 +72,8 @@ void unscale_one(Context& ctx, const Tensor& g, ScalarSlot inv_scale, ScalarSlot
 
 void non_finite_check_and_unscale(at::TensorList grads, Tensor& found_inf,
                                   const Tensor& inv_scale) {
-  check_scalar_arg(inv_scale, "inv_scale", c10::kFloat, "float");
-  check_scalar_arg(found_inf, "found_inf", c10::kFloat, "float");
+  check_scalar_arg(inv_scale, "inv_scale", c10::kFloat, "a float");
+  check_scalar_arg(found_inf, "found_inf", c10::kFloat, "a float");
   bool any_double = false;
   for (const Tensor& g : grads) {
     TORCH_CHECK(g.device() == found_inf.device(),
@@ -112,9 +113,9 @@ void non_finite_check_and_unscale(at::TensorList grads, Tensor& found_inf,
 
 Tensor& update_scale(Tensor& scale, Tensor& growth_tracker, const Tensor& found_inf,
                      double growth_factor, double backoff_factor, int64_t growth_interval) {
-  check_scalar_arg(scale, "current_scale", c10::kFloat, "float");
-  check_scalar_arg(growth_tracker, "growth_tracker", c10::kInt, "int");
-  check_scalar_arg(found_inf, "found_inf", c10::kFloat, "float");
+  check_scalar_arg(scale, "current_scale", c10::kFloat, "a float");
+  check_scalar_arg(growth_tracker, "growth_tracker", c10::kInt, "an int");
+  check_scalar_arg(found_inf, "found_inf", c10::kFloat, "a float");
   TORCH_CHECK(!same_storage(scale, growth_tracker) && !same_storage(scale, found_inf) &&
                   !same_storage(growth_tracker, found_inf),
               "_amp_update_scale_: current_scale, growth_tracker and found_inf must not "

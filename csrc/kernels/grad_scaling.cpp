@@ -133,11 +133,17 @@ void update_loss_scale(Context& ctx, const LossScaleUpdate& u) {
         "fn scaled(s: f32, hi: f32, lo: f32) -> f32 {\n"
         "  let p = s * hi;\n"
         "  if (lo == 0.0 || !is_finite(p)) { return p; }\n"
-        "  let a = split12(s);\n"
+        // Work on s times a power of two (exact) so that 4097 * s cannot overflow and the
+        // error terms stay normal; the result is scaled back exactly.
+        "  var k = vec2<f32>(1.0, 1.0);\n"
+        "  if (abs(s) > 1.0e30) { k = vec2<f32>(0x1p-64f, 0x1p64f); }\n"
+        "  else if (abs(s) < 1.0e-20) { k = vec2<f32>(0x1p64f, 0x1p-64f); }\n"
+        "  let t = s * k.x;\n"
+        "  let q = t * hi;\n"
+        "  let a = split12(t);\n"
         "  let b = split12(hi);\n"
-        "  let err = ((a.x * b.x - p) + a.x * b.y + a.y * b.x) + a.y * b.y;\n"
-        "  let r = p + (err + s * lo);\n"
-        "  return select(p, r, is_finite(r));\n"
+        "  let err = ((a.x * b.x - q) + a.x * b.y + a.y * b.x) + a.y * b.y;\n"
+        "  return (q + (err + t * lo)) * k.y;\n"
         "}\n";
     s += kernel_main(Grid::Invocations, 1);
     s += "  let si = " + w(kScaleOff) + ";\n"
