@@ -1,6 +1,8 @@
 #include "kernels/grad_scaling.h"
 
+#include <cmath>
 #include <cstring>
+#include <utility>
 #include <limits>
 #include <string>
 
@@ -30,10 +32,93 @@ uint32_t narrow_offset(uint64_t v, const char* what) {
 constexpr uint32_t kGradOff = 4, kInvScaleOff = 5, kFoundInfOff = 6, kRank = 7, kSizes = 8,
                    kStrides = kSizes + kGradScalingMaxDims;
 
-// update_loss_scale's words. Each factor is sent as float32 hi + lo parts (factor ~ hi + lo)
-// so that scale * factor can be formed as the CPU does: in double, rounded to float once.
-constexpr uint32_t kScaleOff = 4, kTrackerOff = 5, kFoundOff = 6, kGrowHi = 7, kGrowLo = 8,
-                   kBackHi = 9, kBackLo = 10, kInterval = 11, kCanGrow = 12;
+// update_loss_scale's words. The CPU multiplies the float scale by a double factor and
+// rounds the double product to float; the kernel does the same in integers, so each factor
+// is sent as its 53-bit significand (two words), its exponent and its sign, plus the
+// float32 product path for zero and non-finite factors.
+constexpr uint32_t kScaleOff = 4, kTrackerOff = 5, kFoundOff = 6, kInterval = 7, kCanGrow = 8,
+                   kGrowFactor = 12, kBackFactor = 16;  // 4 words each, see FactorWords
+
+struct FactorWords {
+  uint32_t significand_lo = 0, significand_hi = 0, exponent = 0, flags = 0;
+};
+constexpr uint32_t kFactorNegative = 1, kFactorSpecial = 2;
+
+// f = significand * 2^exponent with significand in [2^52, 2^53).
+FactorWords factor_words(double f) {
+  FactorWords w;
+  if (f == 0.0 || !std::isfinite(f)) {
+    w.flags = kFactorSpecial;
+    w.significand_lo = f32_bits(static_cast<float>(f));  // the special path's float factor
+    return w;
+  }
+  int e = 0;
+  const double m = std::frexp(std::fabs(f), &e);
+  const uint64_t sig = static_cast<uint64_t>(std::ldexp(m, 53));
+  w.significand_lo = static_cast<uint32_t>(sig);
+  w.significand_hi = static_cast<uint32_t>(sig >> 32);
+  w.exponent = static_cast<uint32_t>(static_cast<int32_t>(e - 53));
+  w.flags = f < 0 ? kFactorNegative : 0;
+  return w;
+}
+
+// scale_by(s, word): the float nearest the double nearest s * factor, ties to even at both
+// steps, as the CPU's float(double(s) * factor). Zeros, infinities and NaN take the float
+// product (exact for them).
+const char* const kScaleByWgsl = R"WGSL(
+// x / 2^k rounded to nearest, ties to even, for k in [0, 64).
+fn u64_shr_rne(x: vec2<u32>, k: u32) -> vec2<u32> {
+  if (k == 0u) { return x; }
+  let q = u64_shr(x, k);
+  var rem = vec2<u32>(x.x & ((1u << k) - 1u), 0u);
+  var half = vec2<u32>(1u << (k - 1u), 0u);
+  if (k >= 32u) {
+    rem = vec2<u32>(x.x, x.y & ((1u << (k - 32u)) - 1u));
+    half = select(vec2<u32>(0u, 1u << (k - 33u)), vec2<u32>(0x80000000u, 0u), k == 32u);
+  }
+  let up = u64_lt(half, rem) || (all(rem == half) && (q.x & 1u) == 1u);
+  return select(q, i64_add(q, vec2<u32>(1u, 0u)), up);
+}
+fn scale_by(s: f32, w: u32) -> f32 {
+  let flags = uw(w + 3u);
+  let sb = bitcast<u32>(s);
+  let field = (sb >> 23u) & 0xffu;
+  if ((flags & 2u) != 0u || field == 255u || (sb & 0x7fffffffu) == 0u) {
+    return s * bitcast<f32>(uw(w));
+  }
+  // s = ms * 2^es with ms in [2^23, 2^24) (subnormals normalized).
+  var ms = (sb & 0x7fffffu) | select(0x800000u, 0u, field == 0u);
+  var es = select(i32(field) - 150, -149, field == 0u);
+  let norm = countLeadingZeros(ms) - 8u;
+  ms = ms << norm;
+  es = es - i32(norm);
+  // M = ms * significand, 75 or 76 bits, in three words.
+  let a = u32_mul_wide(ms, uw(w));
+  let b = u32_mul_wide(ms, uw(w + 1u));
+  let w1 = a.y + b.x;
+  let w2 = b.y + select(0u, 1u, w1 < a.y);
+  // M >> 16 with the dropped bits kept as a sticky bit: both roundings below drop at
+  // least 7 more bits, so the sticky bit decides ties exactly as the full value would.
+  let m = vec2<u32>((a.x >> 16u) | (w1 << 16u) | select(0u, 1u, (a.x & 0xffffu) != 0u),
+                    (w1 >> 16u) | (w2 << 16u));
+  let k1 = select(7u, 8u, (m.y >> 28u) != 0u);
+  // To double: 53 bits, the unit 2^x.
+  let d = u64_shr_rne(m, k1);
+  let x = es + bitcast<i32>(uw(w + 2u)) + 16 + i32(k1);
+  let n = select(53, 54, (d.y >> 21u) != 0u);
+  // To float: 24 bits, or fewer where the result is subnormal (unit 2^-149).
+  var k2 = n - 24;
+  if (x + n - 1 < -126) { k2 = -149 - x; }
+  let sign = (sb ^ (flags << 31u)) & 0x80000000u;
+  if (k2 > 63) { return bitcast<f32>(sign); }
+  var f = u64_shr_rne(d, u32(k2)).x;
+  var e = x + k2;
+  if (f == 0x1000000u) { f = 0x800000u; e = e + 1; }
+  if (f == 0u) { return bitcast<f32>(sign); }
+  if (e + 23 > 127) { return bitcast<f32>(sign | 0x7f800000u); }
+  return bitcast<f32>(sign | ((u32(e + 149) << 23u) + f));
+}
+)WGSL";
 
 }  // namespace
 
@@ -94,23 +179,23 @@ void unscale_grad(Context& ctx, const StridedGrad& g, ScalarSlot inv_scale, Scal
 }
 
 void update_loss_scale(Context& ctx, const LossScaleUpdate& u) {
-  auto split = [](double f, uint32_t& hi_bits, uint32_t& lo_bits) {
-    const float hi = static_cast<float>(f);
-    const float lo = static_cast<float>(f - static_cast<double>(hi));
-    hi_bits = f32_bits(hi);
-    lo_bits = f32_bits(lo);
-  };
   KernelLaunch l;
   l.key = "update_loss_scale";
   l.buffers = {{u.scale.buffer, Access::ReadWrite, false},
                {u.growth_tracker.buffer, Access::ReadWrite, false},
                {u.found_inf.buffer, Access::Read, false}};
-  l.uniforms.assign(kCanGrow + 1, 0);
+  l.uniforms.assign(kBackFactor + 4, 0);
   l.uniforms[kScaleOff] = narrow_offset(u.scale.offset, "scale");
   l.uniforms[kTrackerOff] = narrow_offset(u.growth_tracker.offset, "growth_tracker");
   l.uniforms[kFoundOff] = narrow_offset(u.found_inf.offset, "found_inf");
-  split(u.growth_factor, l.uniforms[kGrowHi], l.uniforms[kGrowLo]);
-  split(u.backoff_factor, l.uniforms[kBackHi], l.uniforms[kBackLo]);
+  for (auto [word, factor] : {std::pair{kGrowFactor, u.growth_factor},
+                              std::pair{kBackFactor, u.backoff_factor}}) {
+    const FactorWords f = factor_words(factor);
+    l.uniforms[word] = f.significand_lo;
+    l.uniforms[word + 1] = f.significand_hi;
+    l.uniforms[word + 2] = f.exponent;
+    l.uniforms[word + 3] = f.flags;
+  }
   // The tracker is int32: an interval outside [1, 2^31) is never reached, as on the CPU.
   const bool can_grow =
       u.growth_interval >= 1 && u.growth_interval <= std::numeric_limits<int32_t>::max();
@@ -119,46 +204,19 @@ void update_loss_scale(Context& ctx, const LossScaleUpdate& u) {
   l.count = 1;
   l.workgroup = 1;
   l.body = [] {
-    std::string s =
-        // Halves of a float with at most 12 significant bits each (Veltkamp), so that
-        // their products below are exact; opaque_f32 keeps c - (c - a) from folding to a.
-        "fn split12(a: f32) -> vec2<f32> {\n"
-        "  let c = opaque_f32(4097.0 * a);\n"
-        "  let h = opaque_f32(c - opaque_f32(c - a));\n"
-        "  return vec2<f32>(h, a - h);\n"
-        "}\n"
-        // s * (hi + lo) rounded once: s * hi is exact as p + err (Dekker), lo adds below
-        // the last bit of p. A factor exact in float32 (lo = 0) is a plain product, which
-        // is then the CPU's double product rounded to float exactly.
-        "fn scaled(s: f32, hi: f32, lo: f32) -> f32 {\n"
-        "  let p = s * hi;\n"
-        "  if (lo == 0.0 || !is_finite(p)) { return p; }\n"
-        // Work on s times a power of two (exact) so that 4097 * s cannot overflow and the
-        // error terms stay normal; the result is scaled back exactly.
-        "  var k = vec2<f32>(1.0, 1.0);\n"
-        "  if (abs(s) > 1.0e30) { k = vec2<f32>(0x1p-64f, 0x1p64f); }\n"
-        "  else if (abs(s) < 1.0e-20) { k = vec2<f32>(0x1p64f, 0x1p-64f); }\n"
-        "  let t = s * k.x;\n"
-        "  let q = t * hi;\n"
-        "  let a = split12(t);\n"
-        "  let b = split12(hi);\n"
-        "  let err = ((a.x * b.x - q) + a.x * b.y + a.y * b.x) + a.y * b.y;\n"
-        "  return (q + (err + t * lo)) * k.y;\n"
-        "}\n";
+    std::string s = kScaleByWgsl;
     s += kernel_main(Grid::Invocations, 1);
     s += "  let si = " + w(kScaleOff) + ";\n"
          "  let ti = " + w(kTrackerOff) + ";\n"
          "  let scale = bitcast<f32>(buf0[si]);\n"
          "  if (f32_truthy(bitcast<f32>(buf2[" + w(kFoundOff) + "]))) {\n"
-         "    buf0[si] = bitcast<u32>(scaled(scale, bitcast<f32>(" + w(kBackHi) +
-         "), bitcast<f32>(" + w(kBackLo) + ")));\n"
+         "    buf0[si] = bitcast<u32>(scale_by(scale, " + std::to_string(kBackFactor) + "u));\n"
          "    buf1[ti] = 0u;\n"
          "    return;\n"
          "  }\n"
          "  let successful = bitcast<i32>(buf1[ti]) + 1;\n"
          "  if (" + w(kCanGrow) + " != 0u && successful == bitcast<i32>(" + w(kInterval) + ")) {\n"
-         "    let grown = scaled(scale, bitcast<f32>(" + w(kGrowHi) + "), bitcast<f32>(" +
-         w(kGrowLo) + "));\n"
+         "    let grown = scale_by(scale, " + std::to_string(kGrowFactor) + "u);\n"
          // A scale that would overflow stays where it is.
          "    if (is_finite(grown)) { buf0[si] = bitcast<u32>(grown); }\n"
          "    buf1[ti] = 0u;\n"

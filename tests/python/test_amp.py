@@ -480,6 +480,40 @@ def test_update_scale_sequence_matches_cpu(growth, backoff, interval, no_fallbac
         assert dev == cpu
 
 
+def _random_float32(rng):
+    """A float32 of any magnitude: subnormal, near the top of the range, or in between."""
+    kind = rng.random()
+    if kind < 0.1:
+        bits = int(rng.integers(1, 0x7FFFFF))
+    elif kind < 0.2:
+        bits = int(rng.integers(0x7E000000, 0x7F7FFFFF))
+    else:
+        bits = int(rng.integers(0x00800000, 0x7F7FFFFF))
+    value = torch.tensor(bits, dtype=torch.int32).view(torch.float32).item()
+    return -value if rng.random() < 0.3 else value
+
+
+def test_update_scale_rounds_like_the_cpu(no_fallback):
+    # The CPU rounds float(scale) * double(factor) to double, then to float: both roundings
+    # (ties to even, subnormal results, overflow) must agree bit for bit, for any factor.
+    import numpy as np
+    rng = np.random.default_rng(3)
+    factors = [1.1, 0.9, 1 / 3, 0.1, 1e-40, 1e300, -1.5, 0.0, float("inf"), 2.0**-149,
+               1.0000000001] + [float(v) for v in rng.uniform(0, 4, 20)]
+    for k in range(240):
+        s = _random_float32(rng)
+        f = factors[k % len(factors)]
+        for found in [0.0, 1.0]:
+            dev = torch.tensor(s, device=DEVICE)
+            cpu = torch.tensor(s)
+            for scale in (dev, cpu):
+                torch._amp_update_scale_(scale, torch.zeros((), dtype=torch.int32,
+                                                            device=scale.device),
+                                         torch.tensor(found, device=scale.device), f, f, 1)
+            assert_same(dev, cpu, exact=True)
+            assert torch.equal(dev.cpu().view(torch.int32), cpu.view(torch.int32)), (s, f)
+
+
 def test_update_scale_bad_arguments(no_fallback):
     op = torch._amp_update_scale_
     s, t, f = torch.tensor(4.0), torch.tensor(0, dtype=torch.int32), torch.tensor(0.0)
