@@ -71,6 +71,24 @@ with torch.autocast(DEV):
     mm, sm = a @ b, torch.softmax(a @ b, 1)
 report("autocast dtypes", mm.dtype == torch.float16 and sm.dtype == torch.float32)
 
+# Unsupported dtype: ours warns and disables (PyTorch's rule for non-CUDA backends);
+# print what CUDA does on this machine for comparison.
+import warnings  # noqa: E402
+
+for device in [DEV] + (["cuda"] if torch.cuda.is_available() else []):
+    x = torch.randn(8, 8, device=device)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            with torch.autocast(device, dtype=torch.float64):
+                out = f"{(x @ x).dtype}"
+        except Exception as e:  # noqa: BLE001
+            out = f"{type(e).__name__}: {e}"
+    msgs = [str(w.message).splitlines()[0] for w in caught]
+    print(f"INFO autocast({device!r}, float64): result {out}; warnings {msgs}")
+    if device == DEV:
+        report("autocast float64 warns and disables", out == "torch.float32" and len(msgs) == 1)
+
 import test_amp as T  # noqa: E402
 
 for kind in ["mlp", "convnet"]:
