@@ -562,7 +562,8 @@ class _ConvNet(nn.Module):
         return self.fc(x.flatten(1))
 
 
-def _train(model, device, batches, optimizer_cls, steps, init_scale, backoff, interval):
+def _train(model, device, batches, optimizer_cls, steps, init_scale, backoff, interval,
+           clip=None):
     model = model.to(device)
     opt = optimizer_cls(model.parameters())
     scaler = torch.amp.GradScaler(device, init_scale=init_scale, backoff_factor=backoff,
@@ -577,6 +578,9 @@ def _train(model, device, batches, optimizer_cls, steps, init_scale, backoff, in
             loss = F.cross_entropy(logits, y)
         assert logits.dtype == torch.float16 and loss.dtype == torch.float32
         scaler.scale(loss).backward()
+        if clip is not None:  # the usual pattern: unscale, then clip the true gradients
+            scaler.unscale_(opt)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
         scaler.step(opt)
         scaler.update()
         losses.append(loss.item())
@@ -592,12 +596,14 @@ def test_training_with_autocast_and_grad_scaler_tracks_cpu(kind, no_fallback):
         model = _Mlp()
         batches = [(torch.randn(16, 16, generator=g), torch.randint(0, 5, (16,), generator=g))
                    for _ in range(4)]
-        optimizer_cls = lambda p: torch.optim.AdamW(p, lr=1e-2)  # noqa: E731
+        optimizer_cls = lambda p: torch.optim.AdamW(p, lr=1e-2)  # noqa: E731  (foreach)
+        clip = 1.0
     else:
         model = _ConvNet()
         batches = [(torch.randn(4, 3, 8, 8, generator=g), torch.randint(0, 4, (4,), generator=g))
                    for _ in range(4)]
         optimizer_cls = lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9)  # noqa: E731
+        clip = None
     cpu_model = copy.deepcopy(model)
     # A scale so large that the float16 gradients overflow at first: the scaler must skip
     # those steps and back off (by 16x, to land clear of the overflow threshold, which
@@ -605,7 +611,7 @@ def test_training_with_autocast_and_grad_scaler_tracks_cpu(kind, no_fallback):
     # decision hinge on float16 roundings where the two policies differ). No growth
     # within the run; the scale-update test covers growth.
     init_scale, backoff, interval = 2.0**24, 2.0**-4, 100
-    args = (batches, optimizer_cls, 20, init_scale, backoff, interval)
+    args = (batches, optimizer_cls, 20, init_scale, backoff, interval, clip)
     dev_model, dev_losses, dev_scales = _train(model, DEVICE, *args)
     cpu_model, cpu_losses, cpu_scales = _train(cpu_model, "cpu", *args)
     assert dev_scales == cpu_scales
