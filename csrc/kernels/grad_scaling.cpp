@@ -2,9 +2,9 @@
 
 #include <cmath>
 #include <cstring>
-#include <utility>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "kernels/kernel_program.h"
 #include "runtime/runtime.h"
@@ -46,20 +46,20 @@ constexpr uint32_t kFactorNegative = 1, kFactorSpecial = 2;
 
 // f = significand * 2^exponent with significand in [2^52, 2^53).
 FactorWords factor_words(double f) {
-  FactorWords w;
+  FactorWords words;
   if (f == 0.0 || !std::isfinite(f)) {
-    w.flags = kFactorSpecial;
-    w.significand_lo = f32_bits(static_cast<float>(f));  // the special path's float factor
-    return w;
+    words.flags = kFactorSpecial;
+    words.significand_lo = f32_bits(static_cast<float>(f));  // the special path's float factor
+    return words;
   }
   int e = 0;
   const double m = std::frexp(std::fabs(f), &e);
   const uint64_t sig = static_cast<uint64_t>(std::ldexp(m, 53));
-  w.significand_lo = static_cast<uint32_t>(sig);
-  w.significand_hi = static_cast<uint32_t>(sig >> 32);
-  w.exponent = static_cast<uint32_t>(static_cast<int32_t>(e - 53));
-  w.flags = f < 0 ? kFactorNegative : 0;
-  return w;
+  words.significand_lo = static_cast<uint32_t>(sig);
+  words.significand_hi = static_cast<uint32_t>(sig >> 32);
+  words.exponent = static_cast<uint32_t>(static_cast<int32_t>(e - 53));
+  words.flags = f < 0 ? kFactorNegative : 0;
+  return words;
 }
 
 // scale_by(s, word): the float nearest the double nearest s * factor, ties to even at both
@@ -83,7 +83,7 @@ fn scale_by(s: f32, w: u32) -> f32 {
   let flags = uw(w + 3u);
   let sb = bitcast<u32>(s);
   let field = (sb >> 23u) & 0xffu;
-  if ((flags & 2u) != 0u || field == 255u || (sb & 0x7fffffffu) == 0u) {
+  if ((flags & kFactorSpecial) != 0u || field == 255u || (sb & 0x7fffffffu) == 0u) {
     return s * bitcast<f32>(uw(w));
   }
   // s = ms * 2^es with ms in [2^23, 2^24) (subnormals normalized).
@@ -109,7 +109,7 @@ fn scale_by(s: f32, w: u32) -> f32 {
   // To float: 24 bits, or fewer where the result is subnormal (unit 2^-149).
   var k2 = n - 24;
   if (x + n - 1 < -126) { k2 = -149 - x; }
-  let sign = (sb ^ (flags << 31u)) & 0x80000000u;
+  let sign = (sb ^ select(0u, 0x80000000u, (flags & kFactorNegative) != 0u)) & 0x80000000u;
   if (k2 > 63) { return bitcast<f32>(sign); }
   var f = u64_shr_rne(d, u32(k2)).x;
   var e = x + k2;
@@ -204,7 +204,9 @@ void update_loss_scale(Context& ctx, const LossScaleUpdate& u) {
   l.count = 1;
   l.workgroup = 1;
   l.body = [] {
-    std::string s = kScaleByWgsl;
+    std::string s = "const kFactorNegative = " + std::to_string(kFactorNegative) +
+                    "u;\nconst kFactorSpecial = " + std::to_string(kFactorSpecial) + "u;\n" +
+                    kScaleByWgsl;
     s += kernel_main(Grid::Invocations, 1);
     s += "  let si = " + w(kScaleOff) + ";\n"
          "  let ti = " + w(kTrackerOff) + ";\n"

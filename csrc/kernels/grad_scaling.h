@@ -34,8 +34,8 @@ struct StridedGrad {
   std::vector<uint64_t> sizes, strides;
 };
 
-// found_inf's buffer must differ from the gradient's (inv_scale's may not: it is read-only
-// only when it differs from both).
+// The gradient, inv_scale and found_inf must live in three different buffers (a buffer
+// binds once per dispatch when one binding writes).
 void unscale_grad(Context& ctx, const StridedGrad& grad, ScalarSlot inv_scale,
                   ScalarSlot found_inf);
 
