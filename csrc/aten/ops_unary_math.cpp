@@ -71,6 +71,7 @@
 #include <ATen/ops/log2_ops.h>
 #include <ATen/ops/logit_backward_ops.h>
 #include <ATen/ops/logit_ops.h>
+#include <ATen/ops/reciprocal.h>
 #include <ATen/ops/reciprocal_ops.h>
 #include <ATen/ops/round_ops.h>
 #include <ATen/ops/sgn_ops.h>
@@ -95,7 +96,20 @@ using at::Tensor;
 using at::TensorIterator;
 
 
-TWGPU_UNARY_OUT(reciprocal_out, reciprocal_out, unary_float_op, "reciprocal")
+TWGPU_UNARY_OUT(reciprocal_kernel_out, reciprocal_out, unary_float_op, "reciprocal")
+
+// GradScaler.unscale_ forms 1 / scale in float64 (scale.double().reciprocal().float()): a
+// 0-dim float64 operand is computed on the host, as such operands of binary ops are
+// (host_scalar_if_stored), so that training step stays native.
+Tensor& reciprocal_out(const Tensor& a, Tensor& out) {
+  if (a.dim() == 0 && out.dim() == 0 && a.scalar_type() == c10::kDouble &&
+      out.scalar_type() == c10::kDouble && a.device().type() == kDeviceType &&
+      out.device().type() == kDeviceType) {
+    out.copy_(at::reciprocal(a.cpu()));
+    return out;
+  }
+  return reciprocal_kernel_out(a, out);
+}
 TWGPU_UNARY_OUT(floor_out, floor_out, unary_op, "floor")
 TWGPU_UNARY_OUT(ceil_out, ceil_out, unary_op, "ceil")
 TWGPU_UNARY_OUT(trunc_out, trunc_out, unary_op, "trunc")

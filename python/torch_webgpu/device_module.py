@@ -206,3 +206,19 @@ def set_rng_state(new_state: torch.Tensor, device="webgpu") -> None:
 def set_rng_state_all(new_states) -> None:
     for state in new_states:
         set_rng_state(state)
+
+
+# ---- mixed precision ------------------------------------------------------------------
+
+from . import amp  # noqa: E402  (torch.webgpu.amp, like torch.cuda.amp)
+
+
+def get_amp_supported_dtype() -> list:
+    """The dtypes torch.autocast("webgpu", dtype=...) accepts (asked by torch.autocast)."""
+    return [torch.float16, torch.bfloat16]
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """True: bfloat16 tensors are stored natively and computed in float32 on every adapter
+    (as float16 is without shader-f16), so no adapter lacks it."""
+    return is_available()
