@@ -10,6 +10,10 @@ import torch.nn.functional as F
 
 import torch_webgpu  # noqa: F401
 
+# cuDNN's recurrent layers use TF32 by default; compare against full float32.
+torch.backends.cudnn.allow_tf32 = False
+torch.backends.cuda.matmul.allow_tf32 = False
+
 failures = 0
 
 
@@ -48,8 +52,11 @@ def main():
         gins += [torch.randn(3 * H, generator=g), torch.randn(3 * H, generator=g)] if bias else [None, None]
         gon = lambda d: [t.to(d) if t is not None else None for t in gins]  # noqa: E731
         gc, gw = torch.ops.aten._thnn_fused_gru_cell(*gon("cuda")), torch.ops.aten._thnn_fused_gru_cell(*gon("webgpu"))
-        for name, a, b in zip(("hy", "workspace"), gw, gc):
-            report(f"gru_cell bias={bias} {name}", a, b)
+        report(f"gru_cell bias={bias} hy", gw[0], gc[0])
+        # The GRU workspace is private to our forward/backward pair (its backward below
+        # matches CUDA's); its layout need not equal CUDA's.
+        same = gw[1].shape == gc[1].shape and torch.allclose(gw[1].cpu(), gc[1].cpu(), atol=1e-5)
+        print(f"INFO gru_cell bias={bias} workspace layout equals CUDA's: {same}")
         bc = torch.ops.aten._thnn_fused_gru_cell_backward(ghy.cuda(), gc[1], bias)
         bw = torch.ops.aten._thnn_fused_gru_cell_backward(ghy.to("webgpu"), gw[1], bias)
         for name, a, b in zip(("grad_input_gates", "grad_hidden_gates", "grad_hx", "grad_ib", "grad_hb"), bw, bc):
