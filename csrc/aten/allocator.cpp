@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "aten/webgpu_tensor.h"
+#include "runtime/device_memory.h"
 
 namespace twgpu::aten {
 
@@ -153,9 +154,9 @@ class WebGPUAllocator final : public c10::DeviceAllocator {
         stat.freed = freed;
       }
     };
-    fill(out.allocated_bytes, s.allocated, s.peak_allocated, 0, 0);
-    fill(out.reserved_bytes, s.reserved, s.peak_reserved, 0, 0);
-    fill(out.active_bytes, s.allocated, s.peak_allocated, 0, 0);
+    fill(out.allocated_bytes, s.allocated, s.peak_allocated, s.allocated_total, s.freed_total);
+    fill(out.reserved_bytes, s.reserved, s.peak_reserved, s.reserved_total, s.released_total);
+    fill(out.active_bytes, s.allocated, s.peak_allocated, s.allocated_total, s.freed_total);
     g_peaks.update(s);
     fill(out.requested_bytes, s.requested, g_peaks.requested, 0, 0);
     fill(out.allocation, s.num_allocs - s.num_frees, g_peaks.allocations, s.num_allocs,
@@ -163,7 +164,17 @@ class WebGPUAllocator final : public c10::DeviceAllocator {
     fill(out.segment, s.num_device_allocs - s.num_device_frees, g_peaks.segments,
          s.num_device_allocs, s.num_device_frees);
     out.num_alloc_retries = s.num_alloc_retries;
+    out.num_ooms = s.num_ooms;
     return out;
+  }
+
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    check_index(device);
+    TWGPU_TRY
+    RuntimeLock lock;
+    DeviceMemory m = device_memory(lock.ctx());
+    return {m.free, m.total};
+    TWGPU_CATCH
   }
 
   void resetAccumulatedStats(c10::DeviceIndex device) override {

@@ -96,38 +96,36 @@ def get_device_capability(device=None):
     return (0, 0)
 
 
-# ---- memory -------------------------------------------------------------------------
+# ---- memory (torch.webgpu.memory) and streams ---------------------------------------
 
-
-def memory_stats(device=None) -> dict:
-    _index(device)
-    return dict(_C.memory_stats())
-
-
-def memory_allocated(device=None) -> int:
-    return memory_stats(device).get("allocated_bytes", 0)
-
-
-def max_memory_allocated(device=None) -> int:
-    return memory_stats(device).get("peak_allocated_bytes", 0)
-
-
-def memory_reserved(device=None) -> int:
-    return memory_stats(device).get("reserved_bytes", 0)
-
-
-def max_memory_reserved(device=None) -> int:
-    return memory_stats(device).get("peak_reserved_bytes", 0)
-
-
-def reset_peak_memory_stats(device=None) -> None:
-    _index(device)
-    _C.reset_peak_memory_stats()
-
-
-def empty_cache() -> None:
-    """Releases cached, unused device buffers to the driver."""
-    _C.empty_cache()
+from . import memory  # noqa: E402
+from .memory import (  # noqa: E402,F401
+    empty_cache,
+    get_per_process_memory_fraction,
+    max_memory_allocated,
+    max_memory_cached,
+    max_memory_reserved,
+    mem_get_info,
+    memory_allocated,
+    memory_cached,
+    memory_reserved,
+    memory_stats,
+    memory_summary,
+    reset_accumulated_memory_stats,
+    reset_max_memory_allocated,
+    reset_max_memory_cached,
+    reset_peak_memory_stats,
+    set_per_process_memory_fraction,
+)
+from .streams import (  # noqa: E402,F401
+    Event,
+    Stream,
+    StreamContext,
+    current_stream,
+    default_stream,
+    set_stream,
+    stream,
+)
 
 
 # ---- random numbers -------------------------------------------------------------------
