@@ -29,6 +29,22 @@ void register_stream_bindings(py::module_& m) {
   m.def("current_stream", [] { return packed(guard().getStream(device0())); });
   m.def("default_stream", [] { return packed(guard().getDefaultStream(device0())); });
   // Makes `stream_id` the calling thread's current stream; returns the previous one's id.
+  // Milliseconds between two webgpu events given by torch.Event.event_id (the guard's
+  // event pointers; 0 for an event never recorded). torch.Event.elapsed_time refuses
+  // subclasses as its argument, so torch.webgpu.Event comes here.
+  m.def("event_elapsed_time", [](uintptr_t start, uintptr_t end) {
+    if (!start || !end)
+      throw std::runtime_error("Both events must be recorded before calculating elapsed time.");
+    try {
+      void* s = reinterpret_cast<void*>(start);
+      void* e = reinterpret_cast<void*>(end);
+      if (!guard().queryEvent(s) || !guard().queryEvent(e))
+        throw std::runtime_error("Both events must be completed before calculating elapsed time.");
+      return guard().elapsedTime(s, e, 0);
+    } catch (const c10::Error& err) {
+      throw std::runtime_error(err.what_without_backtrace());
+    }
+  });
   m.def("exchange_stream_id", [](int64_t stream_id) {
     return guard().exchangeStream(c10::Stream(c10::Stream::UNSAFE, device0(), stream_id)).id();
   });

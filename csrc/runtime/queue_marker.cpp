@@ -54,7 +54,18 @@ double host_clock_ms() {
 
 void QueueMarker::record(Context& ctx) {
   ctx.touch_gl();
-  ctx.recorder().flush();
+  if (ctx.recorder().pending()) {
+    ctx.recorder().flush();
+  } else {
+    // Submit an empty command buffer: Dawn's GL backend makes its EGL context current in
+    // a submit but not in OnSubmittedWorkDone, whose fence then fails (EGL_BAD_MATCH) in a
+    // lock scope that has not submitted yet.
+    WGPUCommandEncoder encoder = wgpuDeviceCreateCommandEncoder(ctx.device(), nullptr);
+    WGPUCommandBuffer commands = wgpuCommandEncoderFinish(encoder, nullptr);
+    wgpuQueueSubmit(ctx.queue(), 1, &commands);
+    wgpuCommandBufferRelease(commands);
+    wgpuCommandEncoderRelease(encoder);
+  }
   auto state = std::make_shared<State>();
   WGPUQueueWorkDoneCallbackInfo cb = {};
   cb.mode = WGPUCallbackMode_WaitAnyOnly;

@@ -11,11 +11,10 @@ _DEVICE_COUNT_ERROR = "torch.webgpu: invalid device {!r}; there is one WebGPU de
 def _index(device) -> int:
     if device is None:
         return 0
+    if isinstance(device, str):
+        device = torch.device(device)
     if isinstance(device, int):
         idx = device
-    elif isinstance(device, str):
-        device = torch.device(device)
-        idx = device.index if device.index is not None else 0
     elif isinstance(device, torch.device):
         if device.type != "webgpu":
             raise ValueError(f"Expected a webgpu device, but got: {device}")

@@ -100,10 +100,13 @@ class Event(torch.Event):
 
     def elapsed_time(self, end_event: torch.Event) -> float:
         """Milliseconds of host time between this event and ``end_event`` (see the class)."""
-        try:
-            return super().elapsed_time(end_event)
-        except ValueError as e:  # torch.Event raises ValueError where CUDA raises RuntimeError
-            raise RuntimeError(str(e)) from None
+        if not isinstance(end_event, torch.Event):
+            raise TypeError(f"elapsed_time: expected a torch.Event, got {type(end_event).__name__}")
+        if end_event.device.type != _WEBGPU:
+            raise RuntimeError(
+                f"elapsed_time: both events must be on the webgpu device, got {end_event.device}"
+            )
+        return _C.event_elapsed_time(self.event_id, end_event.event_id)
 
     def __repr__(self) -> str:
         state = "recorded" if self.event_id else "uninitialized"
