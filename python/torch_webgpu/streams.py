@@ -79,8 +79,11 @@ class Event(torch.Event):
     and an event recorded on an idle queue is finished at once. So ``elapsed_time`` of
     ``start.record(); work; end.record(); end.synchronize()`` is the host time from the
     start mark to the end of the work (including the host's time to issue it), an upper
-    bound of the GPU's time. As on CUDA, both events must be created with
-    ``enable_timing=True``, recorded and finished.
+    bound of the GPU's time. An event first looked at long after its work ended (say a
+    ``time.sleep`` before ``end.synchronize()``) carries that delay. As on CUDA, both
+    events must be created with ``enable_timing=True``, recorded and finished, else
+    ``RuntimeError``. (GPU timestamps, where the adapter has ``timestamp-query``, are
+    left to the profiler's runtime pieces.)
     """
 
     def __new__(cls, enable_timing=False, blocking=False, interprocess=False):
