@@ -91,6 +91,11 @@ struct ExtraPeaks {
   }
 } g_peaks;
 
+// The pool's running totals when reset_accumulated_memory_stats last ran: totals are
+// reported relative to it, so live counts (allocs - frees) stay right across a reset.
+// Guarded by the runtime lock.
+PoolStats g_accumulated_base;
+
 void delete_allocation(void* ctx) {
   if (!ctx) return;
   try {
@@ -154,17 +159,22 @@ class WebGPUAllocator final : public c10::DeviceAllocator {
         stat.freed = freed;
       }
     };
-    fill(out.allocated_bytes, s.allocated, s.peak_allocated, s.allocated_total, s.freed_total);
-    fill(out.reserved_bytes, s.reserved, s.peak_reserved, s.reserved_total, s.released_total);
-    fill(out.active_bytes, s.allocated, s.peak_allocated, s.allocated_total, s.freed_total);
+    const PoolStats& base = g_accumulated_base;
+    fill(out.allocated_bytes, s.allocated, s.peak_allocated,
+         s.allocated_total - base.allocated_total, s.freed_total - base.freed_total);
+    fill(out.reserved_bytes, s.reserved, s.peak_reserved,
+         s.reserved_total - base.reserved_total, s.released_total - base.released_total);
+    fill(out.active_bytes, s.allocated, s.peak_allocated,
+         s.allocated_total - base.allocated_total, s.freed_total - base.freed_total);
     g_peaks.update(s);
     fill(out.requested_bytes, s.requested, g_peaks.requested, 0, 0);
-    fill(out.allocation, s.num_allocs - s.num_frees, g_peaks.allocations, s.num_allocs,
-         s.num_frees);
+    fill(out.allocation, s.num_allocs - s.num_frees, g_peaks.allocations,
+         s.num_allocs - base.num_allocs, s.num_frees - base.num_frees);
     fill(out.segment, s.num_device_allocs - s.num_device_frees, g_peaks.segments,
-         s.num_device_allocs, s.num_device_frees);
-    out.num_alloc_retries = s.num_alloc_retries;
-    out.num_ooms = s.num_ooms;
+         s.num_device_allocs - base.num_device_allocs,
+         s.num_device_frees - base.num_device_frees);
+    out.num_alloc_retries = s.num_alloc_retries - base.num_alloc_retries;
+    out.num_ooms = s.num_ooms - base.num_ooms;
     return out;
   }
 
@@ -181,7 +191,7 @@ class WebGPUAllocator final : public c10::DeviceAllocator {
     check_index(device);
     if (!Context::initialized()) return;
     RuntimeLock lock;
-    lock.ctx().pool().reset_accumulated();
+    g_accumulated_base = lock.ctx().pool().stats();
   }
 
   void resetPeakStats(c10::DeviceIndex device) override {

@@ -57,11 +57,7 @@ void register_memory_bindings(py::module_& m) {
   m.def("set_memory_fraction", &set_memory_fraction);
   m.def("get_memory_fraction", &get_memory_fraction);
   m.def("reserve_limit_info", &reserve_limit_info);
-  m.def("reset_accumulated_memory_stats", [] {
-    if (!Context::initialized()) return;
-    RuntimeLock lock;
-    lock.ctx().pool().reset_accumulated();
-  });
+
 }
 
 }  // namespace twgpu::aten

@@ -97,7 +97,13 @@ def get_device_capability(device=None):
 
 # ---- memory (torch.webgpu.memory) and streams ---------------------------------------
 
-from . import memory  # noqa: E402
+import sys  # noqa: E402
+
+from . import memory, streams  # noqa: E402
+
+# `import torch.webgpu.memory` works as `import torch.cuda.memory` does.
+sys.modules["torch.webgpu.memory"] = memory
+sys.modules["torch.webgpu.streams"] = streams
 from .memory import (  # noqa: E402,F401
     empty_cache,
     get_per_process_memory_fraction,

@@ -43,10 +43,9 @@ def memory_stats(device=None) -> dict:
     ``"num_ooms"``, ...) as ``torch.accelerator.memory_stats`` gives them, plus the flat
     keys of earlier releases (``"allocated_bytes"``, ``"peak_reserved_bytes"``, ...)."""
     idx = _index(device)
-    stats = collections.OrderedDict()
-    if _C.is_initialized():
+    stats = collections.OrderedDict(_C.memory_stats())
+    if _C.is_initialized():  # its num_alloc_retries counts since the last reset: it wins
         stats.update(torch.accelerator.memory_stats(idx))
-    stats.update(_C.memory_stats())
     return stats
 
 
@@ -98,8 +97,9 @@ def reset_max_memory_cached(device=None) -> None:
 
 def reset_accumulated_memory_stats(device=None) -> None:
     """Resets the running totals: allocation and free counts and bytes, retries, OOMs."""
-    _index(device)
-    _C.reset_accumulated_memory_stats()
+    idx = _index(device)
+    if _C.is_initialized():
+        torch.accelerator.reset_accumulated_memory_stats(idx)
 
 
 def empty_cache() -> None:

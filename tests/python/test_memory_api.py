@@ -18,7 +18,9 @@ def no_limit_after():
 
 
 def test_memory_submodule_is_reexported():
-    mem = torch.webgpu.memory
+    import torch.webgpu.memory as mem
+
+    assert mem is torch.webgpu.memory
     for name in mem.__all__:
         assert getattr(torch.webgpu, name) is getattr(mem, name), name
 
@@ -53,8 +55,13 @@ def test_stats_aliases_and_accelerator_agree():
 
 
 def test_reset_max_and_accumulated():
+    keep = torch.ones(1000, device="webgpu")
+    live = torch.webgpu.memory_stats()
     torch.webgpu.reset_accumulated_memory_stats()
     stats = torch.webgpu.memory_stats()
+    # Live counts are not running totals: a reset leaves them as they were.
+    for key in ("allocation.all.current", "segment.all.current", "allocated_bytes.all.current"):
+        assert stats[key] == live[key] >= 1, key
     for key in ("allocation.all.allocated", "allocation.all.freed",
                 "allocated_bytes.all.allocated", "allocated_bytes.all.freed", "num_ooms"):
         assert stats[key] == 0, key
@@ -74,6 +81,7 @@ def test_reset_max_and_accumulated():
     assert torch.webgpu.max_memory_allocated() == torch.webgpu.memory_allocated()
     torch.webgpu.reset_max_memory_cached()
     assert torch.webgpu.max_memory_reserved() == torch.webgpu.memory_reserved()
+    assert keep.sum().item() == 1000
 
 
 def test_memory_summary_table():

@@ -202,8 +202,9 @@ def test_generic_torch_stream_and_event():
     w = torch.webgpu.Stream()
     w.wait_event(end)
     torch.webgpu.Event().wait(s)
-    ev = s.record_event()
-    assert ev.query() or not ev.query()  # recorded through torch.Stream
+    ev = s.record_event()  # a plain torch.Event, recorded through torch.Stream
+    assert type(ev) is torch.Event and ev.device == torch.device("webgpu", 0)
+    assert ev.event_id != 0
     ev.synchronize()
     assert ev.query()
     # torch.accelerator's stream API.
