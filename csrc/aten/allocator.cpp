@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "aten/webgpu_tensor.h"
+#include "runtime/device_memory.h"
 
 namespace twgpu::aten {
 
@@ -106,6 +107,11 @@ struct ExtraPeaks {
   }
 } g_peaks;
 
+// The pool's running totals when reset_accumulated_memory_stats last ran: totals are
+// reported relative to it, so live counts (allocs - frees) stay right across a reset.
+// Guarded by the runtime lock.
+PoolStats g_accumulated_base;
+
 class WebGPUAllocator final : public c10::DeviceAllocator {
   static void check_index(c10::DeviceIndex device) {
     TORCH_CHECK(device == 0 || device == -1, "torch_webgpu: invalid device index ",
@@ -159,24 +165,39 @@ class WebGPUAllocator final : public c10::DeviceAllocator {
         stat.freed = freed;
       }
     };
-    fill(out.allocated_bytes, s.allocated, s.peak_allocated, 0, 0);
-    fill(out.reserved_bytes, s.reserved, s.peak_reserved, 0, 0);
-    fill(out.active_bytes, s.allocated, s.peak_allocated, 0, 0);
+    const PoolStats& base = g_accumulated_base;
+    fill(out.allocated_bytes, s.allocated, s.peak_allocated,
+         s.allocated_total - base.allocated_total, s.freed_total - base.freed_total);
+    fill(out.reserved_bytes, s.reserved, s.peak_reserved,
+         s.reserved_total - base.reserved_total, s.released_total - base.released_total);
+    fill(out.active_bytes, s.allocated, s.peak_allocated,
+         s.allocated_total - base.allocated_total, s.freed_total - base.freed_total);
     g_peaks.update(s);
     fill(out.requested_bytes, s.requested, g_peaks.requested, 0, 0);
-    fill(out.allocation, s.num_allocs - s.num_frees, g_peaks.allocations, s.num_allocs,
-         s.num_frees);
+    fill(out.allocation, s.num_allocs - s.num_frees, g_peaks.allocations,
+         s.num_allocs - base.num_allocs, s.num_frees - base.num_frees);
     fill(out.segment, s.num_device_allocs - s.num_device_frees, g_peaks.segments,
-         s.num_device_allocs, s.num_device_frees);
-    out.num_alloc_retries = s.num_alloc_retries;
+         s.num_device_allocs - base.num_device_allocs,
+         s.num_device_frees - base.num_device_frees);
+    out.num_alloc_retries = s.num_alloc_retries - base.num_alloc_retries;
+    out.num_ooms = s.num_ooms - base.num_ooms;
     return out;
+  }
+
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    check_index(device);
+    TWGPU_TRY
+    RuntimeLock lock;
+    DeviceMemory m = device_memory(lock.ctx());
+    return {m.free, m.total};
+    TWGPU_CATCH
   }
 
   void resetAccumulatedStats(c10::DeviceIndex device) override {
     check_index(device);
     if (!Context::initialized()) return;
     RuntimeLock lock;
-    lock.ctx().pool().reset_accumulated();
+    g_accumulated_base = lock.ctx().pool().stats();
   }
 
   void resetPeakStats(c10::DeviceIndex device) override {

@@ -93,12 +93,16 @@ void set_rng_state(const std::string& bytes) {
 
 void register_profiler_bindings(py::module_& m);  // python_profiler.cpp
 
+void register_memory_bindings(py::module_& m);  // python_memory.cpp
+void register_stream_bindings(py::module_& m);  // python_streams.cpp
 }  // namespace twgpu::aten
 
 PYBIND11_MODULE(_C, m) {
   using namespace twgpu;
   using namespace twgpu::aten;
   m.doc() = "torch_webgpu native core";
+  register_memory_bindings(m);
+  register_stream_bindings(m);
   m.def("is_available", [] { return Context::available(); });
   m.def("is_initialized", [] { return Context::initialized(); });
   m.def("init", [] { guarded([] { Context::get(); }); });

@@ -48,13 +48,15 @@ Allocation* BufferPool::allocate(uint64_t nbytes) {
   // Kernels bind buffers whole, so no buffer may exceed the storage binding limit.
   const uint64_t limit =
       std::min(ctx_.caps().max_buffer_size, ctx_.caps().max_storage_binding_size) / 4 * 4;
-  if (nbytes > limit)
+  if (nbytes > limit) {
+    stats_.num_ooms++;
     fail(ErrorKind::OutOfMemory,
          "WebGPU out of memory: tried to allocate " + std::to_string(nbytes) +
              " bytes, more than one buffer may hold on this device (" + std::to_string(limit) +
              " bytes: the smaller of maxBufferSize and maxStorageBufferBindingSize). "
              "Allocated: " + std::to_string(stats_.allocated) + " bytes; reserved: " +
              std::to_string(stats_.reserved) + " bytes.");
+  }
   uint64_t size = std::min(bucket_size(nbytes), limit);
   Allocation* a = nullptr;
   auto it = free_.find(size);
@@ -62,6 +64,7 @@ Allocation* BufferPool::allocate(uint64_t nbytes) {
     a = it->second.back();
     it->second.pop_back();
   } else {
+    check_reserve_limit(nbytes, size);
     WGPUBuffer buffer = create_buffer(size);
     if (!buffer) {
       // Give the cached buffers back and try once more, as CUDA's caching allocator does.
@@ -69,11 +72,13 @@ Allocation* BufferPool::allocate(uint64_t nbytes) {
       empty_cache();
       buffer = create_buffer(size);
     }
-    if (!buffer)
+    if (!buffer) {
+      stats_.num_ooms++;
       fail(ErrorKind::OutOfMemory,
            "WebGPU out of memory: tried to allocate " + std::to_string(nbytes) +
                " bytes. Allocated: " + std::to_string(stats_.allocated) +
                " bytes; reserved: " + std::to_string(stats_.reserved) + " bytes.");
+    }
     a = new Allocation();
     a->buffer = buffer;
     a->capacity = size;
@@ -82,20 +87,38 @@ Allocation* BufferPool::allocate(uint64_t nbytes) {
     // Leave a gap after each allocation so no pointer into one can alias the next.
     next_address_ += (size + (1ull << 20) + 0xFFFFF) & ~0xFFFFFull;
     stats_.reserved += size;
+    stats_.reserved_total += size;
     stats_.num_device_allocs++;
     stats_.peak_reserved = std::max(stats_.peak_reserved, stats_.reserved);
   }
   a->requested = nbytes;
   stats_.allocated += size;
+  stats_.allocated_total += size;
   stats_.requested += nbytes;
   stats_.num_allocs++;
   stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
   return a;
 }
 
+void BufferPool::check_reserve_limit(uint64_t nbytes, uint64_t size) {
+  if (!reserve_limit_ || stats_.reserved + size <= reserve_limit_) return;
+  stats_.num_alloc_retries++;
+  empty_cache();  // cached buffers count against the limit: give them back first
+  if (stats_.reserved + size <= reserve_limit_) return;
+  stats_.num_ooms++;
+  fail(ErrorKind::OutOfMemory,
+       "WebGPU out of memory: tried to allocate " + std::to_string(nbytes) + " bytes (a " +
+           std::to_string(size) + "-byte buffer), which would take this process past its "
+           "limit of " + std::to_string(reserve_limit_) + " bytes set by "
+           "torch.webgpu.set_per_process_memory_fraction(). Allocated: " +
+           std::to_string(stats_.allocated) + " bytes; reserved: " +
+           std::to_string(stats_.reserved) + " bytes. Free tensors, or raise the fraction.");
+}
+
 void BufferPool::release(Allocation* a) {
   if (!a) return;
   stats_.allocated -= a->capacity;
+  stats_.freed_total += a->capacity;
   stats_.requested -= a->requested;
   stats_.num_frees++;
   // Reuse is safe without waiting: all work runs in queue order on one queue.
@@ -121,6 +144,7 @@ void BufferPool::empty_cache() {
       ctx_.pipelines().forget_buffer(a->buffer);
       wgpuBufferRelease(a->buffer);
       stats_.reserved -= a->capacity;
+      stats_.released_total += a->capacity;
       stats_.num_device_frees++;
       by_address_.erase(a->address);
       delete a;

@@ -31,6 +31,11 @@ struct PoolStats {
   uint64_t num_device_allocs = 0;  // buffers created
   uint64_t num_device_frees = 0;   // buffers released to the driver
   uint64_t num_alloc_retries = 0;  // failed creations that emptied the cache and tried again
+  uint64_t num_ooms = 0;           // allocations refused (out of memory or over the limit)
+  uint64_t allocated_total = 0;    // bytes handed out since start (bucket sizes)
+  uint64_t freed_total = 0;        // bytes given back since start
+  uint64_t reserved_total = 0;     // bytes of buffers created since start
+  uint64_t released_total = 0;     // bytes of buffers released to the driver since start
 };
 
 class BufferPool {
@@ -51,8 +56,14 @@ class BufferPool {
   }
   void reset_accumulated() {
     stats_.num_allocs = stats_.num_frees = stats_.num_device_allocs = stats_.num_device_frees = 0;
-    stats_.num_alloc_retries = 0;
+    stats_.num_alloc_retries = stats_.num_ooms = 0;
+    stats_.allocated_total = stats_.freed_total = 0;
+    stats_.reserved_total = stats_.released_total = 0;
   }
+  // Caps the bytes held in buffers (reserved, live or cached); 0: no cap. An allocation
+  // that would pass it empties the cache first, then raises Error(OutOfMemory).
+  void set_reserve_limit(uint64_t bytes) { reserve_limit_ = bytes; }
+  uint64_t reserve_limit() const { return reserve_limit_; }
 
   // The allocation whose synthetic address range holds `address` (live or cached), or null:
   // for storages that PyTorch made from a raw device pointer (at::from_blob).
@@ -62,11 +73,13 @@ class BufferPool {
 
  private:
   WGPUBuffer create_buffer(uint64_t size);
+  void check_reserve_limit(uint64_t nbytes, uint64_t size);
 
   Context& ctx_;
   std::map<uint64_t, std::vector<Allocation*>> free_;  // bucket size -> cached allocations
   std::map<uint64_t, Allocation*> by_address_;  // every buffer held, by its first address
   PoolStats stats_;
+  uint64_t reserve_limit_ = 0;
   uint64_t next_address_ = 1ull << 44;
 };
 

@@ -77,6 +77,7 @@ class Context {
   void touch_gl() { gl_touched_ = true; }
 
   WGPUInstance instance() const { return instance_; }
+  WGPUAdapter adapter_handle() const { return adapter_; }
   WGPUDevice device() const { return device_; }
   WGPUQueue queue() const { return queue_; }
   const AdapterDescription& adapter() const { return adapter_desc_; }

@@ -52,4 +52,27 @@ struct PipelineLayoutDescriptor {
   uint32_t immediateSize;
 };
 
+// Memory heaps of an adapter, chained to wgpuAdapterGetInfo where the adapter has the
+// feature (Vulkan, D3D, Metal; not the GL backends). Both numbers are the ones this build
+// names in its own validation messages ("FeatureName::AdapterPropertiesMemoryHeaps",
+// "SType::AdapterPropertiesMemoryHeaps") when asked for them on llvmpipe.
+constexpr WGPUFeatureName kFeatureAdapterPropertiesMemoryHeaps =
+    static_cast<WGPUFeatureName>(0x50015);
+constexpr WGPUSType kSTypeAdapterPropertiesMemoryHeaps = static_cast<WGPUSType>(0x50013);
+constexpr uint64_t kHeapPropertyDeviceLocal = 0x1;
+
+struct MemoryHeapInfo {
+  uint64_t properties;  // kHeapProperty* flags
+  uint64_t size;
+};
+
+struct AdapterPropertiesMemoryHeaps {
+  WGPUChainedStructOut chain;
+  size_t heapCount;
+  MemoryHeapInfo const* heapInfo;
+};
+
 }  // namespace twgpu::dawn
+
+extern "C" void wgpuAdapterPropertiesMemoryHeapsFreeMembers(
+    twgpu::dawn::AdapterPropertiesMemoryHeaps value);

@@ -12,11 +12,10 @@ _DEVICE_COUNT_ERROR = "torch.webgpu: invalid device {!r}; there is one WebGPU de
 def _index(device) -> int:
     if device is None:
         return 0
+    if isinstance(device, str):
+        device = torch.device(device)
     if isinstance(device, int):
         idx = device
-    elif isinstance(device, str):
-        device = torch.device(device)
-        idx = device.index if device.index is not None else 0
     elif isinstance(device, torch.device):
         if device.type != "webgpu":
             raise ValueError(f"Expected a webgpu device, but got: {device}")
@@ -132,38 +131,42 @@ def get_device_capability(device=None):
     return (0, 0)
 
 
-# ---- memory -------------------------------------------------------------------------
+# ---- memory (torch.webgpu.memory) and streams ---------------------------------------
 
+import sys  # noqa: E402
 
-def memory_stats(device=None) -> dict:
-    _index(device)
-    return dict(_C.memory_stats())
+from . import memory, streams  # noqa: E402
 
-
-def memory_allocated(device=None) -> int:
-    return memory_stats(device).get("allocated_bytes", 0)
-
-
-def max_memory_allocated(device=None) -> int:
-    return memory_stats(device).get("peak_allocated_bytes", 0)
-
-
-def memory_reserved(device=None) -> int:
-    return memory_stats(device).get("reserved_bytes", 0)
-
-
-def max_memory_reserved(device=None) -> int:
-    return memory_stats(device).get("peak_reserved_bytes", 0)
-
-
-def reset_peak_memory_stats(device=None) -> None:
-    _index(device)
-    _C.reset_peak_memory_stats()
-
-
-def empty_cache() -> None:
-    """Releases cached, unused device buffers to the driver."""
-    _C.empty_cache()
+# `import torch.webgpu.memory` works as `import torch.cuda.memory` does.
+sys.modules["torch.webgpu.memory"] = memory
+sys.modules["torch.webgpu.streams"] = streams
+from .memory import (  # noqa: E402,F401
+    empty_cache,
+    get_per_process_memory_fraction,
+    max_memory_allocated,
+    max_memory_cached,
+    max_memory_reserved,
+    mem_get_info,
+    memory_allocated,
+    memory_cached,
+    memory_reserved,
+    memory_stats,
+    memory_summary,
+    reset_accumulated_memory_stats,
+    reset_max_memory_allocated,
+    reset_max_memory_cached,
+    reset_peak_memory_stats,
+    set_per_process_memory_fraction,
+)
+from .streams import (  # noqa: E402,F401
+    Event,
+    Stream,
+    StreamContext,
+    current_stream,
+    default_stream,
+    set_stream,
+    stream,
+)
 
 
 # ---- random numbers -------------------------------------------------------------------
