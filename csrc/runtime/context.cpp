@@ -4,9 +4,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/buffer_pool.h"
@@ -259,6 +261,38 @@ void Context::create_adapter() {
   fail(ErrorKind::NoAdapter, "torch_webgpu: no usable WebGPU adapter (" + tried + ")." + hint);
 }
 
+namespace {
+
+// TORCH_WEBGPU_LIMITS=default: the core spec's default limits for everything a compute
+// kernel can reach, also on a compatibility-level device whose own defaults are lower
+// (128 invocations, 4 storage buffers): what every core WebGPU implementation grants, so
+// what a portable kernel may count on.
+void clamp_to_core_defaults(WGPULimits& l) {
+  auto cap = [](auto& field, uint64_t v) {
+    using T = std::remove_reference_t<decltype(field)>;
+    field = static_cast<T>(std::min<uint64_t>(field, v));
+  };
+  cap(l.maxBindGroups, 4);
+  cap(l.maxBindingsPerBindGroup, 1000);
+  cap(l.maxDynamicUniformBuffersPerPipelineLayout, 8);
+  cap(l.maxDynamicStorageBuffersPerPipelineLayout, 4);
+  cap(l.maxStorageBuffersPerShaderStage, 8);
+  cap(l.maxUniformBuffersPerShaderStage, 12);
+  cap(l.maxUniformBufferBindingSize, 64ull << 10);
+  cap(l.maxStorageBufferBindingSize, 128ull << 20);
+  cap(l.maxBufferSize, 256ull << 20);
+  cap(l.maxComputeWorkgroupStorageSize, 16384);
+  cap(l.maxComputeInvocationsPerWorkgroup, 256);
+  cap(l.maxComputeWorkgroupSizeX, 256);
+  cap(l.maxComputeWorkgroupSizeY, 256);
+  cap(l.maxComputeWorkgroupSizeZ, 64);
+  cap(l.maxComputeWorkgroupsPerDimension, 65535);
+  l.minUniformBufferOffsetAlignment = std::max(l.minUniformBufferOffsetAlignment, 256u);
+  l.minStorageBufferOffsetAlignment = std::max(l.minStorageBufferOffsetAlignment, 256u);
+}
+
+}  // namespace
+
 void Context::create_device() {
   const Config& cfg = Config::get();
   std::vector<WGPUFeatureName> features;
@@ -274,7 +308,8 @@ void Context::create_device() {
   desc.label = WGPUStringView{"torch_webgpu", WGPU_STRLEN};
   desc.requiredFeatureCount = features.size();
   desc.requiredFeatures = features.data();
-  if (!cfg.default_limits) desc.requiredLimits = &limits_.limits;
+  if (cfg.default_limits) clamp_to_core_defaults(limits_.limits);
+  desc.requiredLimits = &limits_.limits;
   desc.deviceLostCallbackInfo.mode = WGPUCallbackMode_AllowSpontaneous;
   desc.deviceLostCallbackInfo.callback = [](WGPUDevice const*, WGPUDeviceLostReason reason,
                                             WGPUStringView message, void* u1, void*) {
