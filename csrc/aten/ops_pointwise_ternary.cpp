@@ -234,10 +234,11 @@ ScalarBits value_param(const c10::Scalar& value, c10::ScalarType common) {
 
 Tensor& addcmul_out(const Tensor& self, const Tensor& t1, const Tensor& t2,
                     const c10::Scalar& value, Tensor& out) {
-  if (any_stored_only({&self, &t1, &t2, &out}) || value.isComplex())
+  if (stored_only_for("addcmul", {&self, &t1, &t2, &out}))
     return call_cpu_fallback<at::_ops::addcmul_out>(self, t1, t2, value, out);
   auto iter = ternary_iter(out, self, t1, t2);
-  if (!native_iter(iter)) return call_cpu_fallback<at::_ops::addcmul_out>(self, t1, t2, value, out);
+  if (!native_iter(iter, "addcmul") || (value.isComplex() && !c10::isComplexType(iter.common_dtype())))
+    return call_cpu_fallback<at::_ops::addcmul_out>(self, t1, t2, value, out);
   launch_on_iterator(iter, "addcmul", common_compute(iter), value_param(value, iter.common_dtype()));
   return out;
 }
@@ -254,10 +255,11 @@ Tensor& addcdiv_out(const Tensor& self, const Tensor& t1, const Tensor& t2,
               "(input + value * tensor1 / tensor2) for float inputs. ",
               "The future addcdiv behavior is just the latter implementation: ",
               "(input + value * tensor1 / tensor2), for all dtypes.");
-  if (any_stored_only({&self, &t1, &t2, &out}) || value.isComplex())
+  if (stored_only_for("addcdiv", {&self, &t1, &t2, &out}))
     return call_cpu_fallback<at::_ops::addcdiv_out>(self, t1, t2, value, out);
   auto iter = ternary_iter(out, self, t1, t2);
-  if (!native_iter(iter)) return call_cpu_fallback<at::_ops::addcdiv_out>(self, t1, t2, value, out);
+  if (!native_iter(iter, "addcdiv") || (value.isComplex() && !c10::isComplexType(iter.common_dtype())))
+    return call_cpu_fallback<at::_ops::addcdiv_out>(self, t1, t2, value, out);
   launch_on_iterator(iter, "addcdiv", common_compute(iter), value_param(value, iter.common_dtype()));
   return out;
 }
