@@ -167,7 +167,8 @@ Tensor& div_mode_out(const Tensor& a, const Tensor& b, std::optional<c10::string
 // a reciprocal, not exp(b log a): so do the same (their results differ in the last bits,
 // and at zeros and infinities).
 const char* complex_pow_kernel(const c10::Scalar& exp) {
-  if (exp.equal(1.0)) return "copy";
+  if (exp.equal(0.0)) return "pow_zero";
+  if (exp.equal(1.0)) return "pow_one";
   if (exp.equal(0.5)) return "pow_sqrt";
   if (exp.equal(-0.5)) return "pow_rsqrt";
   if (exp.equal(-1.0)) return "pow_reciprocal";

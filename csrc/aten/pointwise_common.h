@@ -4,6 +4,7 @@
 #pragma once
 #include <ATen/ScalarOps.h>
 #include <ATen/TensorIterator.h>
+#include <ATen/native/TypeProperties.h>
 #include <c10/util/MaybeOwned.h>
 
 #include "aten/iterator_launch.h"
@@ -33,11 +34,17 @@ inline bool native_dtype_for(c10::ScalarType t, const char* op) {
 }
 inline bool native_iter(const at::TensorIteratorBase& iter, const char* op) {
   bool complex_op = false;
+  at::native::ResultTypeState inputs{};
   for (int k = 0; k < iter.ntensors(); ++k) {
+    if (k >= iter.noutputs()) inputs = at::native::update_result_type_state(iter.tensor(k), inputs);
     if (k >= iter.noutputs() && iter.is_cpu_scalar(k)) continue;
     if (!native_dtype_for(iter.dtype(k), op)) return false;
     complex_op = complex_op || iter.dtype(k) == c10::kComplexFloat;
   }
+  // A complex CPU scalar is a complex64 parameter: the op must compute in complex64 (float32
+  // tensor == 1j does; a real-only kernel cannot take it).
+  complex_op = (complex_op || at::native::result_type(inputs) == c10::kComplexFloat) &&
+               elementwise_supports(op, Compute::C64);
   for (int k = iter.noutputs(); k < iter.ntensors(); ++k)
     if (iter.is_cpu_scalar(k) && c10::isComplexType(iter.dtype(k)) && !complex_op) return false;
   return true;

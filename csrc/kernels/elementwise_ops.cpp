@@ -258,7 +258,6 @@ const ComplexOpDef kComplexOps[] = {
     {"sqrt", 1, "c64_sqrt(a)"},
     {"rsqrt", 1, "c64_inv(c64_sqrt(a))"},
     {"reciprocal", 1, "c64_inv(a)"},
-    {"square", 1, "c64_mul(a, a)"},
     {"sin", 1, "c64_sin(a)"},
     {"cos", 1, "c64_cos(a)"},
     {"tan", 1, "c64_tan(a)"},
@@ -276,6 +275,8 @@ const ComplexOpDef kComplexOps[] = {
     {"div_true", 2, "c64_div(a, b)"},
     {"pow", 2, "c64_pow(a, b)"},
     // Scalar exponents the CPU computes by multiplication or roots (b unused).
+    {"pow_zero", 2, "vec2<f32>(1.0, 0.0)"},
+    {"pow_one", 2, "a"},
     {"pow_sqrt", 2, "c64_sqrt(a)"},
     {"pow_rsqrt", 2, "c64_inv(c64_sqrt(a))"},
     {"pow_square", 2, "c64_mul(a, a)"},
@@ -304,8 +305,10 @@ const ElementwiseOpDef* find_elementwise_op(const std::string& name) {
     std::unordered_map<std::string, ElementwiseOpDef> t;
     for (const auto& op : kOps) t.emplace(op.name, op);
     for (const auto& op : kComplexOps) {
-      ElementwiseOpDef& def = t.emplace(op.name, ElementwiseOpDef{op.name, op.arity}).first->second;
-      def.c64 = op.c64;
+      ElementwiseOpDef only_complex{};  // an op with no real kernel (conj, sgn, ...)
+      only_complex.name = op.name;
+      only_complex.arity = op.arity;
+      t.emplace(op.name, only_complex).first->second.c64 = op.c64;
     }
     return t;
   }();

@@ -20,8 +20,9 @@ fn c64_div(a: vec2<f32>, b: vec2<f32>) -> vec2<f32> {
   let bx = abs(b.x);
   let by = abs(b.y);
   if (bx >= by) {
-    if (bx == 0.0) {  // b == 0: a complex infinity or NaN, part by part
-      return vec2<f32>(div_f32(a.x, bx), div_f32(a.y, by));
+    if (bx == 0.0) {  // b == 0: a complex infinity or NaN, part by part (both by |b.x|:
+      // a real operand's b.y is a constant 0 the compiler may fold into the division)
+      return vec2<f32>(div_f32(a.x, bx), div_f32(a.y, bx));
     }
     let r = div_f32(b.y, b.x);
     let d = b.x + b.y * r;
@@ -44,7 +45,17 @@ fn c64_exp(a: vec2<f32>) -> vec2<f32> {
   let e = exp_f32(a.x);
   return vec2<f32>(e * cos_f32(a.y), e * sin_f32(a.y));
 }
-fn c64_log(a: vec2<f32>) -> vec2<f32> { return vec2<f32>(log_f32(c64_abs(a)), c64_arg(a)); }
+// log|z| = log(m) + log1p((n / m)^2) / 2 with m, n the larger and smaller magnitudes:
+// finite for every finite z (|z| itself overflows near f32's maximum).
+fn c64_log(a: vec2<f32>) -> vec2<f32> {
+  let theta = c64_arg(a);
+  if (is_inf(a.x) || is_inf(a.y)) { return vec2<f32>(f32_inf(), theta); }
+  if (c64_is_nan(a)) { return vec2<f32>(f32_nan(), theta); }
+  let m = max(abs(a.x), abs(a.y));
+  if (m == 0.0) { return vec2<f32>(-f32_inf(), theta); }
+  let r = div_f32(min(abs(a.x), abs(a.y)), m);
+  return vec2<f32>(log_f32(m) + 0.5 * log1p_f32(r * r), theta);
+}
 // log(1 + z): near z = 0, log|1 + z| = log1p(x (2 + x) + y^2) / 2 keeps the small terms.
 fn c64_log1p(a: vec2<f32>) -> vec2<f32> {
   let x = a.x;
@@ -77,10 +88,10 @@ fn c64_sqrt(a: vec2<f32>) -> vec2<f32> {
   if (!(z.x < 0.0)) { return vec2<f32>(w, div_f32(z.y, 2.0 * w)) * s; }
   return vec2<f32>(div_f32(abs(z.y), 2.0 * w), copysign_f32(w, z.y)) * s;
 }
-// a^b = exp(b log a); a zero base gives 0 for Re b > 0 (its log is -inf).
+// a^b = exp(b log a); a zero base gives 0 for Re b > 0 (its log is -inf), NaN otherwise,
+// as the CPU's cpow.
 fn c64_pow(a: vec2<f32>, b: vec2<f32>) -> vec2<f32> {
   if (a.x == 0.0 && a.y == 0.0 && b.x > 0.0) { return vec2<f32>(0.0, 0.0); }
-  if (b.x == 0.0 && b.y == 0.0) { return vec2<f32>(1.0, 0.0); }
   return c64_exp(c64_mul(b, c64_log(a)));
 }
 fn c64_sinh(a: vec2<f32>) -> vec2<f32> {
