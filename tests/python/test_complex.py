@@ -418,7 +418,7 @@ def test_spectral_filter_trains_natively():
     assert cl[-1] < cl[0] * 0.5
 
 
-def test_unsupported_complex_ops_raise_as_on_cpu():
+def test_unsupported_complex_ops_raise_as_on_cpu(quiet_fallback):
     """Ops the CPU refuses for complex refuse here too (the same exception type)."""
     a = make((3,), 1)
     da = a.to(DEVICE)
