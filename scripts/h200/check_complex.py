@@ -42,9 +42,11 @@ for name in UNARY:
     check(name + " transposed", fn(da.t()), fn(a.t()))
 for name in ["add", "sub", "mul", "div", "pow", "eq", "ne"]:
     fn = getattr(torch, name)
-    check(name, fn(da, db), fn(a, b))
-    check(name + " broadcast", fn(da, db[0]), fn(a, b[0]))
-    check(name + " scalar", fn(da, 0.5 - 2j), fn(a, 0.5 - 2j))
+    # exp(b log a) in float32 is within ~1e-6 relative; the CPU's cpowf rounds once from double
+    kw = dict(rtol=1e-5, atol=1e-5) if name == "pow" else {}
+    check(name, fn(da, db), fn(a, b), **kw)
+    check(name + " broadcast", fn(da, db[0]), fn(a, b[0]), **kw)
+    check(name + " scalar", fn(da, 0.5 - 2j), fn(a, 0.5 - 2j), **kw)
 for e in (2, 3, 0.5, -1, -2, 2.5):
     check(f"pow {e}", da ** e, a ** e)
 
@@ -61,7 +63,7 @@ check("abs no overflow", big.to(DEV).abs(), big.abs())
 
 check("sum dims", da.sum(0), a.sum(0), rtol=1e-4, atol=1e-4)
 check("mean", da.mean(), a.mean(), rtol=1e-4, atol=1e-4)
-check("mm", da[:64] @ db[:, :64].t()[:129], a[:64] @ b[:, :64].t()[:129], rtol=1e-4, atol=1e-4)
+check("mm", da[:64] @ db[:64].t(), a[:64] @ b[:64].t(), rtol=1e-4, atol=1e-4)
 
 x = make((3, 9), 4)
 
@@ -86,11 +88,12 @@ def bandwidth(fn, nbytes, reps=20):
     return nbytes * reps / (time.perf_counter() - t0) / 1e9
 
 
-n = 1 << 25  # 32M complex64 = 256 MiB per tensor
-ca, cb = torch.randn(n, dtype=torch.complex64, device=DEV), torch.randn(n, dtype=torch.complex64, device=DEV)
+n = int(os.environ.get("COMPLEX_BENCH_N", 1 << 25))  # 32M complex64: 256 MiB per tensor
+ca = torch.complex(torch.randn(n, device=DEV), torch.randn(n, device=DEV))
+cb = torch.complex(torch.randn(n, device=DEV), torch.randn(n, device=DEV))
 fa, fb = torch.view_as_real(ca).flatten(), torch.view_as_real(cb).flatten()
-print(f"{'op':<22}{'GB/s':>10}")
-print(f"{'complex64 mul':<22}{bandwidth(lambda: ca * cb, 3 * 8 * n):>10.1f}")
-print(f"{'float32 mul (same bytes)':<22}{bandwidth(lambda: fa * fb, 3 * 8 * n):>10.1f}")
-print(f"{'complex64 abs':<22}{bandwidth(lambda: ca.abs(), 12 * n):>10.1f}")
+print(f"{'op':<26}{'GB/s':>10}")
+print(f"{'complex64 mul':<26}{bandwidth(lambda: ca * cb, 3 * 8 * n):>10.1f}")
+print(f"{'float32 mul (same bytes)':<26}{bandwidth(lambda: fa * fb, 3 * 8 * n):>10.1f}")
+print(f"{'complex64 abs':<26}{bandwidth(lambda: ca.abs(), 12 * n):>10.1f}")
 print("ALL PASS" if failures == 0 else f"{failures} FAILURES")
