@@ -33,21 +33,24 @@ inline bool native_dtype_for(c10::ScalarType t, const char* op) {
          (t == c10::kComplexFloat && elementwise_supports(op, Compute::C64));
 }
 inline bool native_iter(const at::TensorIteratorBase& iter, const char* op) {
-  bool complex_op = false;
-  at::native::ResultTypeState inputs{};
+  bool complex_tensor = false, complex_scalar = false;
   for (int k = 0; k < iter.ntensors(); ++k) {
-    if (k >= iter.noutputs()) inputs = at::native::update_result_type_state(iter.tensor(k), inputs);
-    if (k >= iter.noutputs() && iter.is_cpu_scalar(k)) continue;
+    if (k >= iter.noutputs() && iter.is_cpu_scalar(k)) {
+      complex_scalar = complex_scalar || c10::isComplexType(iter.dtype(k));
+      continue;
+    }
     if (!native_dtype_for(iter.dtype(k), op)) return false;
-    complex_op = complex_op || iter.dtype(k) == c10::kComplexFloat;
+    complex_tensor = complex_tensor || iter.dtype(k) == c10::kComplexFloat;
   }
-  // A complex CPU scalar is a complex64 parameter: the op must compute in complex64 (float32
-  // tensor == 1j does; a real-only kernel cannot take it).
-  complex_op = (complex_op || at::native::result_type(inputs) == c10::kComplexFloat) &&
-               elementwise_supports(op, Compute::C64);
+  if (!complex_scalar) return true;
+  // A complex CPU scalar is a complex64 parameter: the op must compute in complex64 (as
+  // float32 tensor == 1j does, promoted; a real-only kernel cannot take it).
+  if (!elementwise_supports(op, Compute::C64)) return false;
+  if (complex_tensor) return true;
+  at::native::ResultTypeState inputs{};
   for (int k = iter.noutputs(); k < iter.ntensors(); ++k)
-    if (iter.is_cpu_scalar(k) && c10::isComplexType(iter.dtype(k)) && !complex_op) return false;
-  return true;
+    inputs = at::native::update_result_type_state(iter.tensor(k), inputs);
+  return at::native::result_type(inputs) == c10::kComplexFloat;
 }
 // any_stored_only() for op `op`: complex64 is stored-only unless the op computes it.
 inline bool stored_only_for(const char* op, std::initializer_list<const at::TensorBase*> tensors) {
