@@ -184,13 +184,16 @@ Tensor& lerp_scalar_out(const Tensor& self, const Tensor& end, const c10::Scalar
                         Tensor& out) {
   TORCH_CHECK(self.dtype() == end.dtype(), "expected dtype ", self.dtype(),
               " for `end` but got dtype ", end.dtype());
-  if (any_stored_only({&self, &end, &out}) || weight.isComplex())
+  if (stored_only_for("lerp_scalar", {&self, &end, &out}) ||
+      (weight.isComplex() && !self.is_complex()))
     return call_cpu_fallback<at::_ops::lerp_Scalar_out>(self, end, weight, out);
   auto iter = at::TensorIteratorConfig().add_output(out).add_const_input(self).add_const_input(end).build();
-  if (!native_iter(iter)) return call_cpu_fallback<at::_ops::lerp_Scalar_out>(self, end, weight, out);
+  if (!native_iter(iter, "lerp_scalar"))
+    return call_cpu_fallback<at::_ops::lerp_Scalar_out>(self, end, weight, out);
   // The weight stays in float (the CPU's opmath) even for half tensors.
   Compute c = common_compute(iter);
-  launch_on_iterator(iter, "lerp_scalar", c, c == Compute::F32 ? scalar_bits(weight, c) : ScalarBits{});
+  bool has_weight = c == Compute::F32 || c == Compute::C64;
+  launch_on_iterator(iter, "lerp_scalar", c, has_weight ? scalar_bits(weight, c) : ScalarBits{});
   return out;
 }
 
@@ -199,7 +202,7 @@ Tensor& lerp_tensor_out(const Tensor& self, const Tensor& end, const Tensor& wei
               " for `end` but got dtype ", end.dtype());
   TORCH_CHECK(self.dtype() == weight.dtype(), "expected dtype ", self.dtype(),
               " for `weight` but got dtype ", weight.dtype());
-  if (any_stored_only({&self, &end, &weight, &out}))
+  if (stored_only_for("lerp", {&self, &end, &weight, &out}))
     return call_cpu_fallback<at::_ops::lerp_Tensor_out>(self, end, weight, out);
   // A 0-dim CPU weight is accepted, as on CUDA.
   auto iter = at::TensorIteratorConfig()
@@ -209,7 +212,8 @@ Tensor& lerp_tensor_out(const Tensor& self, const Tensor& end, const Tensor& wei
                   .add_const_input(end)
                   .add_const_input(weight)
                   .build();
-  if (!native_iter(iter)) return call_cpu_fallback<at::_ops::lerp_Tensor_out>(self, end, weight, out);
+  if (!native_iter(iter, "lerp"))
+    return call_cpu_fallback<at::_ops::lerp_Tensor_out>(self, end, weight, out);
   launch_on_iterator(iter, "lerp", common_compute(iter));
   return out;
 }

@@ -292,6 +292,8 @@ const ComplexOpDef kComplexOps[] = {
     // addcmul / addcdiv: a + (p0 b) c, a + (p0 b) / c, the CPU's association.
     {"addcmul", 3, "a + c64_mul(c64_mul(p0, b), c)"},
     {"addcdiv", 3, "a + c64_div(c64_mul(p0, b), c)"},
+    {"lerp", 3, "c64_lerp(a, b, c)"},
+    {"lerp_scalar", 2, "c64_lerp(a, b, p0)"},
     // complex(re, im) and polar(abs, angle) of real inputs (a.x, b.x: their real parts).
     {"complex_cartesian", 2, "vec2<f32>(a.x, b.x)"},
     {"complex_polar", 2, "vec2<f32>(a.x * cos_f32(b.x), a.x * sin_f32(b.x))"},

@@ -127,6 +127,11 @@ fn c64_tan(a: vec2<f32>) -> vec2<f32> {
   let t = c64_tanh(vec2<f32>(-a.y, a.x));
   return vec2<f32>(t.y, -t.x);
 }
+// The CPU's lerp: from the nearer end, chosen by |w| < 1/2.
+fn c64_lerp(a: vec2<f32>, b: vec2<f32>, w: vec2<f32>) -> vec2<f32> {
+  if (c64_abs(w) < 0.5) { return a + c64_mul(w, b - a); }
+  return b - c64_mul(b - a, vec2<f32>(1.0, 0.0) - w);
+}
 fn c64_sigmoid(a: vec2<f32>) -> vec2<f32> {
   return c64_inv(vec2<f32>(1.0, 0.0) + c64_exp(-a));
 }

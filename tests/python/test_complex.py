@@ -1,7 +1,7 @@
 """complex64 arithmetic on the device against the CPU: pointwise ops over contiguous,
 transposed, offset, stepped, 0-dim and empty inputs, broadcasting, float32 -> complex64
 promotion, Python complex scalars, in-place and out= forms, special values (inf, nan,
-zeros, huge and tiny magnitudes), fills and copies, sum/mean, mm/bmm, view_as_real /
+zeros, huge and tiny magnitudes), fills and copies, lerp, sum/mean, mm/bmm, view_as_real /
 view_as_complex, autograd (hfft's gradient included) and a spectral filter that trains.
 
 Every test but the error checks runs with TORCH_WEBGPU_DISABLE_CPU_FALLBACK=1, so an op
@@ -358,6 +358,17 @@ def test_addcmul_addcdiv():
     for value in (1, 0.5, 2 - 1j):
         same(torch.addcmul(ds, d1, d2, value=value), torch.addcmul(s, t1, t2, value=value))
         same(torch.addcdiv(ds, d1, d2, value=value), torch.addcdiv(s, t1, t2, value=value))
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_lerp():
+    s, e, w = make((4, 5), 1), make((4, 5), 2), make((5,), 3) * 0.5
+    ds, de = s.to(DEVICE), e.to(DEVICE)
+    for weight in (0.3, 0.7, 0.2 + 0.5j, -1j):  # both sides of |w| = 1/2
+        same(torch.lerp(ds, de, weight), torch.lerp(s, e, weight))
+    same(torch.lerp(ds, de, w.expand(4, 5).to(DEVICE)), torch.lerp(s, e, w.expand(4, 5)))
+    same(torch.lerp(ds.t(), de.t(), torch.tensor(0.6 - 0.1j)), torch.lerp(s.t(), e.t(), torch.tensor(0.6 - 0.1j)))
+    same(ds.clone().lerp_(de, 0.25), s.clone().lerp_(e, 0.25))
 
 
 @pytest.mark.usefixtures("no_fallback")
