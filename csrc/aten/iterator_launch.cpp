@@ -12,7 +12,12 @@ Compute compute_type_of(c10::ScalarType t) { return compute_type_for(to_dtype_or
 ScalarBits scalar_bits(const c10::Scalar& s, Compute c) {
   if (s.isBoolean()) return ScalarBits::from_int(s.toBool() ? 1 : 0, c);
   if (s.isIntegral(false)) return ScalarBits::from_int(s.toLong(), c);
-  TORCH_CHECK(!s.isComplex(), "torch_webgpu: complex scalars are not supported by device kernels");
+  if (s.isComplex()) {
+    TORCH_CHECK(c == Compute::C64, "torch_webgpu: a complex scalar in a ", compute_name(c),
+                " kernel");
+    c10::complex<double> z = s.toComplexDouble();
+    return ScalarBits::from_c64(static_cast<float>(z.real()), static_cast<float>(z.imag()));
+  }
   return ScalarBits::from_double(s.toDouble(), c);
 }
 

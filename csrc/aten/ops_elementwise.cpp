@@ -78,11 +78,11 @@ using at::TensorIterator;
 #define TWGPU_COMPARISON_OUT(NAME, KERNEL)                                                    \
   TWGPU_BINARY_OUT(NAME##_tensor_out, NAME##_Tensor_out, comparison_op, KERNEL)               \
   Tensor& NAME##_scalar_out(const Tensor& a, const c10::Scalar& b, Tensor& out) {             \
-    if (any_stored_only({&a, &out}) || b.isComplex())                                         \
+    if (stored_only_for(KERNEL, {&a, &out}))                                                  \
       return call_cpu_fallback<at::_ops::NAME##_Scalar_out>(a, b, out);                       \
     Tensor w = wrapped(b);                                                                    \
     auto iter = TensorIterator::comparison_op(out, a, w);                                     \
-    if (!native_iter(iter)) return call_cpu_fallback<at::_ops::NAME##_Scalar_out>(a, b, out); \
+    if (!native_iter(iter, KERNEL)) return call_cpu_fallback<at::_ops::NAME##_Scalar_out>(a, b, out); \
     launch_on_iterator(iter, KERNEL, common_compute(iter));                                   \
     return out;                                                                               \
   }
@@ -132,10 +132,10 @@ Tensor& add_sub_out(const char* kernel, const Tensor& a_in, const Tensor& b_in,
                   : call_cpu_fallback<at::_ops::add_out>(a_in, b_in, alpha, out);
   };
   auto a = host_scalar_if_stored(a_in), b = host_scalar_if_stored(b_in);
-  if (any_stored_only({&*a, &*b, &out}) || alpha.isComplex()) return fallback();
+  if (stored_only_for(kernel, {&*a, &*b, &out})) return fallback();
   auto iter = TensorIterator::binary_op(out, *a, *b);
-  at::native::alpha_check(iter.common_dtype(), alpha);
-  if (!native_iter(iter)) return fallback();
+  at::native::alpha_check(iter.common_dtype(), alpha);  // complex alpha: complex tensors only
+  if (!native_iter(iter, kernel)) return fallback();
   Compute c = common_compute(iter);
   launch_on_iterator(iter, kernel, c, scalar_bits(alpha, c));
   return out;
@@ -163,31 +163,47 @@ Tensor& div_mode_out(const Tensor& a, const Tensor& b, std::optional<c10::string
   return out;
 }
 
+// The CPU computes a complex power with these real exponents by copies, products, roots or
+// a reciprocal, not exp(b log a): so do the same (their results differ in the last bits,
+// and at zeros and infinities).
+const char* complex_pow_kernel(const c10::Scalar& exp) {
+  if (exp.equal(0.0)) return "pow_zero";
+  if (exp.equal(1.0)) return "pow_one";
+  if (exp.equal(0.5)) return "pow_sqrt";
+  if (exp.equal(-0.5)) return "pow_rsqrt";
+  if (exp.equal(-1.0)) return "pow_reciprocal";
+  if (exp.equal(2.0)) return "pow_square";
+  if (exp.equal(3.0)) return "pow_cube";
+  if (exp.equal(-2.0)) return "pow_inverse_square";
+  return "pow";
+}
+
 Tensor& pow_tensor_scalar_out(const Tensor& base, const c10::Scalar& exp, Tensor& out) {
   TORCH_CHECK(!(c10::isIntegralType(base.scalar_type(), true) && exp.isIntegral(true) &&
                 exp.toLong() < 0),
               "Integers to negative integer powers are not allowed.");
-  if (any_stored_only({&base, &out}) || exp.isComplex())
+  if (stored_only_for("pow", {&base, &out}))
     return call_cpu_fallback<at::_ops::pow_Tensor_Scalar_out>(base, exp, out);
   Tensor w = wrapped(exp);
   auto iter = TensorIterator::binary_op(out, base, w);
-  if (!native_iter(iter)) return call_cpu_fallback<at::_ops::pow_Tensor_Scalar_out>(base, exp, out);
+  if (!native_iter(iter, "pow")) return call_cpu_fallback<at::_ops::pow_Tensor_Scalar_out>(base, exp, out);
   const char* kernel = "pow";
   if (c10::isFloatingType(iter.common_dtype()) && !exp.isComplex()) {
     // The CPU computes these exponents with sqrt / rsqrt (different at -inf).
     if (exp.toDouble() == 0.5) kernel = "pow_sqrt";
     if (exp.toDouble() == -0.5) kernel = "pow_rsqrt";
   }
+  if (iter.common_dtype() == c10::kComplexFloat) kernel = complex_pow_kernel(exp);
   launch_on_iterator(iter, kernel, common_compute(iter));
   return out;
 }
 
 Tensor& pow_scalar_out(const c10::Scalar& base, const Tensor& exp, Tensor& out) {
-  if (any_stored_only({&exp, &out}) || base.isComplex())
+  if (stored_only_for("pow", {&exp, &out}))
     return call_cpu_fallback<at::_ops::pow_Scalar_out>(base, exp, out);
   Tensor w = wrapped(base);
   auto iter = TensorIterator::binary_op(out, w, exp);
-  if (!native_iter(iter)) return call_cpu_fallback<at::_ops::pow_Scalar_out>(base, exp, out);
+  if (!native_iter(iter, "pow")) return call_cpu_fallback<at::_ops::pow_Scalar_out>(base, exp, out);
   launch_on_iterator(iter, "pow", common_compute(iter));
   return out;
 }
@@ -244,7 +260,16 @@ Tensor remainder_scalar_tensor(const c10::Scalar& self, const Tensor& other) {
 // ---- unary -----------------------------------------------------------------------------
 
 
-TWGPU_UNARY_OUT(abs_out, abs_out, unary_op, "abs")
+// abs of complex64: a real result (or a complex one with imaginary part 0, when out is
+// complex), one kernel either way.
+Tensor& abs_out(const Tensor& a, Tensor& out) {
+  if (a.scalar_type() == c10::kComplexFloat && complex_to_real_out(a, out, "abs")) return out;
+  if (any_stored_only({&a, &out})) return call_cpu_fallback<at::_ops::abs_out>(a, out);
+  auto iter = TensorIterator::unary_op(out, a);
+  if (!native_iter(iter)) return call_cpu_fallback<at::_ops::abs_out>(a, out);
+  launch_on_iterator(iter, "abs", common_compute(iter));
+  return out;
+}
 TWGPU_UNARY_OUT(sign_out, sign_out, unary_op, "sign")
 TWGPU_UNARY_OUT(exp_out, exp_out, unary_float_op, "exp")
 TWGPU_UNARY_OUT(log_out, log_out, unary_float_op, "log")
@@ -262,9 +287,9 @@ Tensor& neg_out(const Tensor& a, Tensor& out) {
   TORCH_CHECK(a.scalar_type() != c10::kBool,
               "Negation, the `-` operator, on a bool tensor is not supported. "
               "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.");
-  if (any_stored_only({&a, &out})) return call_cpu_fallback<at::_ops::neg_out>(a, out);
+  if (stored_only_for("neg", {&a, &out})) return call_cpu_fallback<at::_ops::neg_out>(a, out);
   auto iter = TensorIterator::unary_op(out, a);
-  if (!native_iter(iter)) return call_cpu_fallback<at::_ops::neg_out>(a, out);
+  if (!native_iter(iter, "neg")) return call_cpu_fallback<at::_ops::neg_out>(a, out);
   launch_on_iterator(iter, "neg", common_compute(iter));
   return out;
 }
@@ -280,13 +305,14 @@ Tensor& bitwise_not_out(const Tensor& a, Tensor& out) {
 }
 
 Tensor& logical_not_out(const Tensor& a, Tensor& out) {
-  if (any_stored_only({&a, &out})) return call_cpu_fallback<at::_ops::logical_not_out>(a, out);
+  if (stored_only_for("logical_not", {&a, &out}))
+    return call_cpu_fallback<at::_ops::logical_not_out>(a, out);
   auto iter = at::TensorIteratorConfig()
                   .check_all_same_dtype(false)
                   .add_output(out)
                   .add_const_input(a)
                   .build();
-  if (!native_iter(iter)) return call_cpu_fallback<at::_ops::logical_not_out>(a, out);
+  if (!native_iter(iter, "logical_not")) return call_cpu_fallback<at::_ops::logical_not_out>(a, out);
   launch_on_iterator(iter, "logical_not", compute_type_of(a.scalar_type()));
   return out;
 }
@@ -330,7 +356,7 @@ Tensor where_value(const Tensor& t, c10::ScalarType result, const Tensor& out) {
   bool host = t.dim() == 0 && t.device().is_cpu();
   bool stored = t.dim() == 0 && t.device().type() == kDeviceType &&
                 !is_native_compute(t.scalar_type()) && !c10::isComplexType(t.scalar_type());
-  if ((host || stored) && is_native_compute(result) && out.device().type() == kDeviceType)
+  if ((host || stored) && native_dtype_for(result, "where") && out.device().type() == kDeviceType)
     return at::scalar_tensor(t.item(), out.options().dtype(result));
   return t;
 }
@@ -350,7 +376,7 @@ Tensor& where_out(const Tensor& cond, const Tensor& a_in, const Tensor& b_in, Te
   TORCH_CHECK(out.scalar_type() == result, "Expected out type to be ", result, " but got ",
               out.scalar_type());
   Tensor a = where_value(a_in, result, out), b = where_value(b_in, result, out);
-  if (any_stored_only({&a, &b, &out}))
+  if (stored_only_for("where", {&a, &b, &out}))
     return call_cpu_fallback<at::_ops::where_self_out>(cond, a_in, b_in, out);
   auto iter = at::TensorIteratorConfig()
                   .check_all_same_dtype(false)
@@ -360,7 +386,8 @@ Tensor& where_out(const Tensor& cond, const Tensor& a_in, const Tensor& b_in, Te
                   .add_const_input(a)
                   .add_const_input(b)
                   .build();
-  if (!native_iter(iter)) return call_cpu_fallback<at::_ops::where_self_out>(cond, a_in, b_in, out);
+  if (!native_iter(iter, "where"))
+    return call_cpu_fallback<at::_ops::where_self_out>(cond, a_in, b_in, out);
   launch_on_iterator(iter, "where", compute_type_of(result));
   return out;
 }

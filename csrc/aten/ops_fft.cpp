@@ -1,10 +1,11 @@
 // The FFT family (torch.fft.*, stft/istft reach these): aten::_fft_r2c, _fft_c2c and
 // _fft_c2r on float32 / complex64, plus the complex helpers they use (conj_physical) and
-// complex/polar. Multi-dimensional transforms are successive 1-D transforms
+// complex/polar (elementwise kernels). Multi-dimensional transforms are successive 1-D transforms
 // (kernels/fft) on contiguous temporaries; the normalization scale is applied by the
 // last one. Other dtypes (float16, bfloat16, float64, complex128), invalid arguments and
 // lengths the adapter cannot loop over go to the CPU fallback, which computes or raises.
 #include <ATen/ExpandUtils.h>
+#include <ATen/TensorIterator.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_fft_c2c_ops.h>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "aten/cpu_fallback.h"
+#include "aten/iterator_launch.h"
 #include "aten/webgpu_tensor.h"
 #include "kernels/fft.h"
 
@@ -307,6 +309,7 @@ Tensor& fft_c2r_out(const Tensor& self, at::IntArrayRef dim, int64_t normalizati
 }
 
 // ---- conj_physical, complex, polar -----------------------------------------------------
+// Elementwise kernels (any strides, broadcasting) computing in complex64.
 
 Tensor& conj_physical_into(const Tensor& self, Tensor& out) {
   if (!on_device(self) || !on_device(out) || out.scalar_type() != self.scalar_type() ||
@@ -316,21 +319,12 @@ Tensor& conj_physical_into(const Tensor& self, Tensor& out) {
     if (!self.is_same(out)) store(out, self);
     return out;
   }
-  Tensor x = self.contiguous();
-  Tensor tmp = at::empty(self.sizes(), self.options().memory_format(at::MemoryFormat::Contiguous));
-  if (tmp.numel() > 0) {
-    DeviceRef xr = device_ref(x), tr = device_ref(tmp);
-    TWGPU_TRY
-    RuntimeLock lock;
-    complex_conj(lock.ctx(), xr.buffer, xr.offset, tr.buffer, tr.offset,
-                 static_cast<uint64_t>(tmp.numel()));
-    TWGPU_CATCH
-  }
-  store(out, tmp);
+  auto iter = at::TensorIterator::unary_op(out, self);
+  launch_on_iterator(iter, "conj", Compute::C64);
   return out;
 }
 
-// In place (its composite kernel calls a CPU-only stub): the out= path through a temporary.
+// In place (its composite kernel calls a CPU-only stub): the out= path.
 Tensor& conj_physical_inplace(Tensor& self) {
   if (!on_device(self) || self.scalar_type() != c10::kComplexFloat || self.is_conj() ||
       self.is_neg())
@@ -338,37 +332,28 @@ Tensor& conj_physical_inplace(Tensor& self) {
   return conj_physical_into(self, self);
 }
 
-std::optional<Tensor> from_parts(const Tensor& a, const Tensor& b, const Tensor& out, bool polar) {
+// complex(a, b) and polar(a, b) of float32 parts into a complex64 out; false otherwise.
+bool from_parts(const Tensor& a, const Tensor& b, Tensor& out, const char* kernel) {
   if (!on_device(a) || !on_device(b) || !on_device(out) || a.scalar_type() != c10::kFloat ||
       b.scalar_type() != c10::kFloat || out.scalar_type() != c10::kComplexFloat)
-    return std::nullopt;
-  std::vector<int64_t> sizes = at::infer_size(a.sizes(), b.sizes());
-  Tensor x = a.expand(sizes).contiguous(), y = b.expand(sizes).contiguous();
-  Tensor tmp = complex_like(a, sizes);
-  if (tmp.numel() > 0) {
-    DeviceRef xr = device_ref(x), yr = device_ref(y), tr = device_ref(tmp);
-    TWGPU_TRY
-    RuntimeLock lock;
-    complex_from_parts(lock.ctx(), xr.buffer, xr.offset, yr.buffer, yr.offset, tr.buffer,
-                       tr.offset, static_cast<uint64_t>(tmp.numel()), polar);
-    TWGPU_CATCH
-  }
-  return tmp;
+    return false;
+  auto iter = at::TensorIteratorConfig()
+                  .check_all_same_dtype(false)
+                  .add_output(out)
+                  .add_const_input(a)
+                  .add_const_input(b)
+                  .build();
+  launch_on_iterator(iter, kernel, Compute::C64);
+  return true;
 }
 
 Tensor& complex_out(const Tensor& real, const Tensor& imag, Tensor& out) {
-  if (auto r = from_parts(real, imag, out, false)) {
-    store(out, *r);
-    return out;
-  }
+  if (from_parts(real, imag, out, "complex_cartesian")) return out;
   return call_cpu_fallback<at::_ops::complex_out>(real, imag, out);
 }
 
 Tensor& polar_out(const Tensor& abs, const Tensor& angle, Tensor& out) {
-  if (auto r = from_parts(abs, angle, out, true)) {
-    store(out, *r);
-    return out;
-  }
+  if (from_parts(abs, angle, out, "complex_polar")) return out;
   return call_cpu_fallback<at::_ops::polar_out>(abs, angle, out);
 }
 

@@ -19,11 +19,15 @@
 #include <ATen/ops/baddbmm_ops.h>
 #include <ATen/ops/bmm_meta.h>
 #include <ATen/ops/bmm_ops.h>
+#include <ATen/ops/complex.h>
 #include <ATen/ops/dot_ops.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/imag.h>
+#include <ATen/ops/matmul.h>
 #include <ATen/ops/mm_meta.h>
 #include <ATen/ops/mm_ops.h>
 #include <ATen/ops/mul.h>
+#include <ATen/ops/real.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/vdot_ops.h>
 #include <torch/library.h>
@@ -144,11 +148,27 @@ void batched_gemm(const Tensor& a, const Tensor& b, const Tensor& c, const c10::
 
 // ---- mm / bmm / addmm / baddbmm ------------------------------------------------------
 
+// complex64 products as four real ones through the real kernels:
+// (A + iB)(C + iD) = (AC - BD) + i(AD + BC). Conjugate views are resolved first (CUDA's
+// BLAS reads them through its op flags; ours reads plain values). False for other dtypes.
+bool complex_gemm(const Tensor& a_in, const Tensor& b_in, Tensor& out) {
+  if (a_in.scalar_type() != c10::kComplexFloat || b_in.scalar_type() != c10::kComplexFloat ||
+      out.scalar_type() != c10::kComplexFloat)
+    return false;
+  Tensor a = a_in.resolve_conj().resolve_neg(), b = b_in.resolve_conj().resolve_neg();
+  Tensor ar = at::real(a), ai = at::imag(a), br = at::real(b), bi = at::imag(b);
+  Tensor re = at::matmul(ar, br).sub_(at::matmul(ai, bi));
+  Tensor im = at::matmul(ar, bi).add_(at::matmul(ai, br));
+  out.copy_(at::complex(re, im));
+  return true;
+}
+
 Tensor& mm_out(const Tensor& self, const Tensor& mat2, Tensor& out) {
   check_devices({&self, &mat2, &out});
   OutMeta<at::meta::structured_mm>(out).meta(self, mat2);
   TORCH_CHECK(self.dtype() == mat2.dtype(), "expected m1 and m2 to have the same dtype, but got: ",
               self.dtype(), " != ", mat2.dtype());
+  if (complex_gemm(self, mat2, out)) return out;
   if (!all_gemm({&self, &mat2, &out})) return call_cpu_fallback<at::_ops::mm_out>(self, mat2, out);
   batched_gemm(self.unsqueeze(0), mat2.unsqueeze(0), Tensor(), 1, 0, out.unsqueeze(0));
   return out;
@@ -159,6 +179,7 @@ Tensor& bmm_out(const Tensor& self, const Tensor& mat2, Tensor& out) {
   OutMeta<at::meta::structured_bmm>(out).meta(self, mat2);
   TORCH_CHECK(self.scalar_type() == mat2.scalar_type(), "expected scalar type ",
               self.scalar_type(), " but found ", mat2.scalar_type());
+  if (complex_gemm(self, mat2, out)) return out;
   if (!all_gemm({&self, &mat2, &out})) return call_cpu_fallback<at::_ops::bmm_out>(self, mat2, out);
   batched_gemm(self, mat2, Tensor(), 1, 0, out);
   return out;

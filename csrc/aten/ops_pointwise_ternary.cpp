@@ -184,13 +184,16 @@ Tensor& lerp_scalar_out(const Tensor& self, const Tensor& end, const c10::Scalar
                         Tensor& out) {
   TORCH_CHECK(self.dtype() == end.dtype(), "expected dtype ", self.dtype(),
               " for `end` but got dtype ", end.dtype());
-  if (any_stored_only({&self, &end, &out}) || weight.isComplex())
+  if (stored_only_for("lerp_scalar", {&self, &end, &out}) ||
+      (weight.isComplex() && !self.is_complex()))
     return call_cpu_fallback<at::_ops::lerp_Scalar_out>(self, end, weight, out);
   auto iter = at::TensorIteratorConfig().add_output(out).add_const_input(self).add_const_input(end).build();
-  if (!native_iter(iter)) return call_cpu_fallback<at::_ops::lerp_Scalar_out>(self, end, weight, out);
+  if (!native_iter(iter, "lerp_scalar"))
+    return call_cpu_fallback<at::_ops::lerp_Scalar_out>(self, end, weight, out);
   // The weight stays in float (the CPU's opmath) even for half tensors.
   Compute c = common_compute(iter);
-  launch_on_iterator(iter, "lerp_scalar", c, c == Compute::F32 ? scalar_bits(weight, c) : ScalarBits{});
+  bool has_weight = c == Compute::F32 || c == Compute::C64;
+  launch_on_iterator(iter, "lerp_scalar", c, has_weight ? scalar_bits(weight, c) : ScalarBits{});
   return out;
 }
 
@@ -199,7 +202,7 @@ Tensor& lerp_tensor_out(const Tensor& self, const Tensor& end, const Tensor& wei
               " for `end` but got dtype ", end.dtype());
   TORCH_CHECK(self.dtype() == weight.dtype(), "expected dtype ", self.dtype(),
               " for `weight` but got dtype ", weight.dtype());
-  if (any_stored_only({&self, &end, &weight, &out}))
+  if (stored_only_for("lerp", {&self, &end, &weight, &out}))
     return call_cpu_fallback<at::_ops::lerp_Tensor_out>(self, end, weight, out);
   // A 0-dim CPU weight is accepted, as on CUDA.
   auto iter = at::TensorIteratorConfig()
@@ -209,7 +212,8 @@ Tensor& lerp_tensor_out(const Tensor& self, const Tensor& end, const Tensor& wei
                   .add_const_input(end)
                   .add_const_input(weight)
                   .build();
-  if (!native_iter(iter)) return call_cpu_fallback<at::_ops::lerp_Tensor_out>(self, end, weight, out);
+  if (!native_iter(iter, "lerp"))
+    return call_cpu_fallback<at::_ops::lerp_Tensor_out>(self, end, weight, out);
   launch_on_iterator(iter, "lerp", common_compute(iter));
   return out;
 }
@@ -234,10 +238,11 @@ ScalarBits value_param(const c10::Scalar& value, c10::ScalarType common) {
 
 Tensor& addcmul_out(const Tensor& self, const Tensor& t1, const Tensor& t2,
                     const c10::Scalar& value, Tensor& out) {
-  if (any_stored_only({&self, &t1, &t2, &out}) || value.isComplex())
+  if (stored_only_for("addcmul", {&self, &t1, &t2, &out}))
     return call_cpu_fallback<at::_ops::addcmul_out>(self, t1, t2, value, out);
   auto iter = ternary_iter(out, self, t1, t2);
-  if (!native_iter(iter)) return call_cpu_fallback<at::_ops::addcmul_out>(self, t1, t2, value, out);
+  if (!native_iter(iter, "addcmul") || (value.isComplex() && !c10::isComplexType(iter.common_dtype())))
+    return call_cpu_fallback<at::_ops::addcmul_out>(self, t1, t2, value, out);
   launch_on_iterator(iter, "addcmul", common_compute(iter), value_param(value, iter.common_dtype()));
   return out;
 }
@@ -254,10 +259,11 @@ Tensor& addcdiv_out(const Tensor& self, const Tensor& t1, const Tensor& t2,
               "(input + value * tensor1 / tensor2) for float inputs. ",
               "The future addcdiv behavior is just the latter implementation: ",
               "(input + value * tensor1 / tensor2), for all dtypes.");
-  if (any_stored_only({&self, &t1, &t2, &out}) || value.isComplex())
+  if (stored_only_for("addcdiv", {&self, &t1, &t2, &out}))
     return call_cpu_fallback<at::_ops::addcdiv_out>(self, t1, t2, value, out);
   auto iter = ternary_iter(out, self, t1, t2);
-  if (!native_iter(iter)) return call_cpu_fallback<at::_ops::addcdiv_out>(self, t1, t2, value, out);
+  if (!native_iter(iter, "addcdiv") || (value.isComplex() && !c10::isComplexType(iter.common_dtype())))
+    return call_cpu_fallback<at::_ops::addcdiv_out>(self, t1, t2, value, out);
   launch_on_iterator(iter, "addcdiv", common_compute(iter), value_param(value, iter.common_dtype()));
   return out;
 }

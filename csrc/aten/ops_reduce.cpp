@@ -31,6 +31,7 @@
 #include <ATen/ops/max_meta.h>
 #include <ATen/ops/max_ops.h>
 #include <ATen/ops/mean_meta.h>
+#include <ATen/ops/mean.h>
 #include <ATen/ops/mean_ops.h>
 #include <ATen/ops/min_meta.h>
 #include <ATen/ops/min_ops.h>
@@ -50,6 +51,8 @@
 #include <ATen/ops/ones_like.h>
 #include <ATen/ops/renorm_meta.h>
 #include <ATen/ops/renorm_ops.h>
+#include <ATen/ops/view_as_complex.h>
+#include <ATen/ops/view_as_real.h>
 #include <ATen/ops/sum.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/sum_meta.h>
@@ -341,10 +344,34 @@ bool native_dtypes(std::initializer_list<const Tensor*> ts) {
 
 // ---- sum, mean, prod, nansum --------------------------------------------------------------
 
+// complex64 sums and means reduce the real and imaginary parts together: view_as_real's
+// trailing dim of 2 is left out of the reduced dims. False for anything else.
+bool complex_parts_reduce(const Tensor& self, OptionalIntArrayRef dim, bool keepdim, Tensor& out,
+                          bool mean) {
+  if (self.scalar_type() != at::kComplexFloat || out.scalar_type() != at::kComplexFloat ||
+      self.device().type() != kDeviceType || out.device().type() != kDeviceType)
+    return false;
+  if (self.dim() == 0) {  // nothing to reduce (an empty dim list would reduce the parts)
+    out.copy_(self);
+    return true;
+  }
+  std::vector<int64_t> dims;
+  if (dim.has_value() && !dim->empty()) {
+    for (int64_t d : *dim) dims.push_back(c10::maybe_wrap_dim(d, self.dim()));
+  } else {
+    for (int64_t d = 0; d < self.dim(); ++d) dims.push_back(d);
+  }
+  Tensor parts = at::view_as_real(self.resolve_conj().resolve_neg());
+  Tensor r = mean ? at::mean(parts, dims, keepdim) : at::sum(parts, dims, keepdim);
+  out.copy_(at::view_as_complex(r));
+  return true;
+}
+
 Tensor& sum_out(const Tensor& self, OptionalIntArrayRef dim, bool keepdim,
                 std::optional<at::ScalarType> dtype, Tensor& out) {
   OutMeta<at::meta::structured_sum_dim_IntList, 1> meta({&out});
   meta.meta(self, dim, keepdim, dtype);
+  if (complex_parts_reduce(self, dim, keepdim, out, /*mean=*/false)) return out;
   if (!native_dtypes({&self, &out}) || (out.scalar_type() == at::kBool && self.scalar_type() != at::kBool))
     return call_cpu_fallback<at::_ops::sum_IntList_out>(self, dim, keepdim, dtype, out);
   ReduceSpec spec;
@@ -358,6 +385,7 @@ Tensor& mean_out(const Tensor& self, OptionalIntArrayRef dim, bool keepdim,
                  std::optional<at::ScalarType> dtype, Tensor& out) {
   OutMeta<at::meta::structured_mean_dim, 1> meta({&out});
   meta.meta(self, dim, keepdim, dtype);
+  if (complex_parts_reduce(self, dim, keepdim, out, /*mean=*/true)) return out;
   if (!native_dtypes({&self, &out}))
     return call_cpu_fallback<at::_ops::mean_out>(self, dim, keepdim, dtype, out);
   ReduceSpec spec;

@@ -256,11 +256,12 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     return copy_across_devices(self, dst, non_blocking);
 
   if (src_dev && dst_dev) {
-    bool native = is_native_compute(self.scalar_type()) && is_native_compute(dst.scalar_type());
+    bool native = is_elementwise_native(self.scalar_type()) &&
+                  is_elementwise_native(dst.scalar_type());
     if (native || self.scalar_type() == dst.scalar_type()) {
       copy_on_device(dst, self);
     } else {
-      // float64/complex conversions run on the CPU.
+      // float64/complex128 conversions run on the CPU.
       dst.copy_(self.cpu().to(dst.scalar_type()));
     }
     return dst;
@@ -320,7 +321,7 @@ c10::Scalar local_scalar_dense(const at::Tensor& self) {
 
 at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
   if (self.numel() == 0) return self;
-  if (!is_native_compute(self.scalar_type())) {
+  if (!is_elementwise_native(self.scalar_type())) {
     self.copy_(at::empty({}, self.options().device(c10::kCPU)).fill_(value));
     return self;
   }
@@ -338,6 +339,8 @@ at::Tensor& fill_scalar(at::Tensor& self, const c10::Scalar& value) {
   c10::Scalar v;
   if (self.numel() == 1) {
     v = at::empty({}, self.options().device(c10::kCPU)).fill_(value).item();
+  } else if (self.is_complex()) {
+    v = value;  // scalar_bits rounds both parts to float
   } else {
     AT_DISPATCH_ALL_TYPES_AND3(c10::kHalf, c10::kBFloat16, c10::kBool, self.scalar_type(),
                                "fill_webgpu", [&] { v = c10::Scalar(value.to<scalar_t>()); });

@@ -229,8 +229,12 @@ TWGPU_POLY_OUT(hermite_he_out, special_hermite_polynomial_he_out, "hermite_he")
 TWGPU_POLY_OUT(laguerre_l_out, special_laguerre_polynomial_l_out, "laguerre_l")
 TWGPU_POLY_OUT(legendre_p_out, special_legendre_polynomial_p_out, "legendre_p")
 
-// sgn of a real tensor is sign (complex inputs take the fallback above).
-TWGPU_UNARY_OUT(sgn_out, sgn_out, unary_op, "sign")
+// sgn of a real tensor is sign; of a complex one z / |z| (0 at 0).
+TWGPU_UNARY_OUT(sign_as_sgn_out, sgn_out, unary_op, "sign")
+TWGPU_UNARY_OUT(complex_sgn_out, sgn_out, unary_op, "sgn")
+Tensor& sgn_out(const Tensor& a, Tensor& out) {
+  return a.is_complex() ? complex_sgn_out(a, out) : sign_as_sgn_out(a, out);
+}
 
 Tensor& round_decimals_out(const Tensor& a, int64_t decimals, Tensor& out) {
   if (any_stored_only({&a, &out}))
@@ -263,11 +267,11 @@ TWGPU_BOOL_UNARY_OUT(isneginf_out, isneginf_out, "isneginf")
 // elsewhere, one kernel here instead of two or three).
 #define TWGPU_BOOL_UNARY(FN, OP, KERNEL)                                              \
   Tensor FN(const Tensor& a) {                                                        \
-    if (any_stored_only({&a})) return call_cpu_fallback<at::_ops::OP>(a);             \
+    if (stored_only_for(KERNEL, {&a})) return call_cpu_fallback<at::_ops::OP>(a);     \
     Tensor out = at::empty(a.sizes(), a.options().dtype(c10::kBool));                 \
     at::TensorIterator iter;                                                          \
     iter.build_borrowing_unary_force_boolean_op(out, a);                              \
-    if (!native_iter(iter)) return call_cpu_fallback<at::_ops::OP>(a);               \
+    if (!native_iter(iter, KERNEL)) return call_cpu_fallback<at::_ops::OP>(a);               \
     launch_on_iterator(iter, KERNEL, compute_type_of(a.scalar_type()));               \
     return out;                                                                       \
   }
@@ -356,8 +360,10 @@ std::tuple<Tensor&, Tensor&> frexp_out(const Tensor& self, Tensor& mantissa, Ten
   return std::forward_as_tuple(mantissa, exponent);
 }
 
-// angle of a real tensor: pi for negatives, 0 otherwise, NaN kept.
+// angle of a real tensor: pi for negatives, 0 otherwise, NaN kept; of a complex one its
+// argument, a real result.
 Tensor& angle_out(const Tensor& a, Tensor& out) {
+  if (a.scalar_type() == c10::kComplexFloat && complex_to_real_out(a, out, "angle")) return out;
   if (any_stored_only({&a, &out})) return call_cpu_fallback<at::_ops::angle_out>(a, out);
   auto iter = TensorIterator::unary_float_op(out, a);
   if (!native_iter(iter)) return call_cpu_fallback<at::_ops::angle_out>(a, out);
@@ -365,6 +371,10 @@ Tensor& angle_out(const Tensor& a, Tensor& out) {
   return out;
 }
 Tensor angle(const Tensor& a) {
+  if (a.scalar_type() == c10::kComplexFloat && a.device().type() == kDeviceType) {
+    Tensor out = at::empty(a.sizes(), a.options().dtype(c10::kFloat));
+    return angle_out(a, out);
+  }
   if (any_stored_only({&a})) return call_cpu_fallback<at::_ops::angle>(a);
   Tensor out;
   auto iter = TensorIterator::unary_float_op(out, a);

@@ -18,6 +18,11 @@ std::optional<DType> to_dtype(c10::ScalarType t);
 DType to_dtype_or_throw(c10::ScalarType t);
 // True when kernels can compute on it (float64/complex live on the device but compute on CPU).
 bool is_native_compute(c10::ScalarType t);
+// True also for complex64, which the elementwise family (copies, fills, the pointwise ops
+// with a complex expression) computes natively.
+inline bool is_elementwise_native(c10::ScalarType t) {
+  return t == c10::kComplexFloat || is_native_compute(t);
+}
 
 // Frees a storage made by the webgpu allocator (its DataPtr's deleter).
 void delete_allocation(void* ctx);

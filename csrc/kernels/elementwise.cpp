@@ -1,12 +1,15 @@
 #include "kernels/elementwise.h"
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <set>
 
 #include "kernels/elementwise_ops.h"
+#include "kernels/wgsl_complex.h"
 #include "kernels/wgsl_dtype.h"
 #include "kernels/wgsl_prelude.h"
+#include "kernels/wgsl_special.h"
 #include "runtime/runtime.h"
 
 namespace twgpu {
@@ -161,8 +164,16 @@ class ElementwiseSource {
     src_ += wgsl::kFloatPrelude;
     src_ += wgsl::kInt64Prelude;  // conversions use it whenever an int64 operand is present
     src_ += wgsl::kMathPrelude;
-    // The op's own helpers (special functions).
-    for (const char* const* lib = def_.library; lib && *lib; ++lib) src_ += *lib;
+    // The op's own helpers (special functions); complex64 math builds on the elementary
+    // library. Each library once.
+    std::vector<const char*> libs;
+    for (const char* const* lib = def_.library; lib && *lib; ++lib) libs.push_back(*lib);
+    if (l_.compute == Compute::C64) {
+      if (std::find(libs.begin(), libs.end(), wgsl::kElementaryLib) == libs.end())
+        libs.push_back(wgsl::kElementaryLib);
+      libs.push_back(wgsl::kComplexLib);
+    }
+    for (const char* lib : libs) src_ += lib;
   }
 
   void op_function() {

@@ -235,16 +235,87 @@ const ElementwiseOpDef kOps[] = {
 #undef LIB
 #undef SPECIAL
 
+// complex64 expressions over vec2<f32> values (the generator adds kComplexLib). Ops with a
+// real result (abs, angle, comparisons) put it in the real part: the store keeps that part.
+struct ComplexOpDef {
+  const char* name;
+  int arity;
+  const char* c64;
+};
+#define C64_BOOL(e) "c64_from_bool(" e ")"
+const ComplexOpDef kComplexOps[] = {
+    {"fill", 0, "p0"},
+    {"copy", 1, "a"},
+    {"neg", 1, "-a"},
+    {"conj", 1, "c64_conj(a)"},
+    {"abs", 1, "vec2<f32>(c64_abs(a), 0.0)"},
+    {"angle", 1, "vec2<f32>(c64_arg(a), 0.0)"},
+    {"sgn", 1, "c64_sgn(a)"},
+    {"exp", 1, "c64_exp(a)"},
+    {"log", 1, "c64_log(a)"},
+    {"log1p", 1, "c64_log1p(a)"},
+    {"expm1", 1, "c64_expm1(a)"},
+    {"sqrt", 1, "c64_sqrt(a)"},
+    {"rsqrt", 1, "c64_inv(c64_sqrt(a))"},
+    {"reciprocal", 1, "c64_inv(a)"},
+    {"sin", 1, "c64_sin(a)"},
+    {"cos", 1, "c64_cos(a)"},
+    {"tan", 1, "c64_tan(a)"},
+    {"sinh", 1, "c64_sinh(a)"},
+    {"cosh", 1, "c64_cosh(a)"},
+    {"tanh", 1, "c64_tanh(a)"},
+    {"sigmoid", 1, "c64_sigmoid(a)"},
+    {"isnan", 1, C64_BOOL("c64_is_nan(a)")},
+    {"isinf", 1, C64_BOOL("is_inf(a.x) || is_inf(a.y)")},
+    {"isfinite", 1, C64_BOOL("is_finite(a.x) && is_finite(a.y)")},
+    {"logical_not", 1, C64_BOOL("!c64_truthy(a)")},
+    {"add", 2, "a + c64_mul(p0, b)"},
+    {"sub", 2, "a - c64_mul(p0, b)"},
+    {"mul", 2, "c64_mul(a, b)"},
+    {"div_true", 2, "c64_div(a, b)"},
+    {"pow", 2, "c64_pow(a, b)"},
+    // Scalar exponents the CPU computes by multiplication or roots (b unused).
+    {"pow_zero", 2, "vec2<f32>(1.0, 0.0)"},
+    {"pow_one", 2, "a"},
+    {"pow_sqrt", 2, "c64_sqrt(a)"},
+    {"pow_rsqrt", 2, "c64_inv(c64_sqrt(a))"},
+    {"pow_square", 2, "c64_mul(a, a)"},
+    {"pow_cube", 2, "c64_mul(c64_mul(a, a), a)"},
+    {"pow_reciprocal", 2, "c64_inv(a)"},
+    {"pow_inverse_square", 2, "c64_inv(c64_mul(a, a))"},
+    {"eq", 2, C64_BOOL("c64_eq(a, b)")},
+    {"ne", 2, C64_BOOL("!c64_eq(a, b)")},
+    {"logical_and", 2, C64_BOOL("c64_truthy(a) && c64_truthy(b)")},
+    {"logical_or", 2, C64_BOOL("c64_truthy(a) || c64_truthy(b)")},
+    {"logical_xor", 2, C64_BOOL("c64_truthy(a) != c64_truthy(b)")},
+    {"where", 3, "select(c, b, c64_truthy(a))"},
+    // addcmul / addcdiv: a + (p0 b) c, a + (p0 b) / c, the CPU's association.
+    {"addcmul", 3, "a + c64_mul(c64_mul(p0, b), c)"},
+    {"addcdiv", 3, "a + c64_div(c64_mul(p0, b), c)"},
+    {"lerp", 3, "c64_lerp(a, b, c)"},
+    {"lerp_scalar", 2, "c64_lerp(a, b, p0)"},
+    // complex(re, im) and polar(abs, angle) of real inputs (a.x, b.x: their real parts).
+    {"complex_cartesian", 2, "vec2<f32>(a.x, b.x)"},
+    {"complex_polar", 2, "vec2<f32>(a.x * cos_f32(b.x), a.x * sin_f32(b.x))"},
+};
+#undef C64_BOOL
+
 }  // namespace
 
 const ElementwiseOpDef* find_elementwise_op(const std::string& name) {
-  static const std::unordered_map<std::string, const ElementwiseOpDef*> table = [] {
-    std::unordered_map<std::string, const ElementwiseOpDef*> t;
-    for (const auto& op : kOps) t.emplace(op.name, &op);
+  static const std::unordered_map<std::string, ElementwiseOpDef> table = [] {
+    std::unordered_map<std::string, ElementwiseOpDef> t;
+    for (const auto& op : kOps) t.emplace(op.name, op);
+    for (const auto& op : kComplexOps) {
+      ElementwiseOpDef only_complex{};  // an op with no real kernel (conj, sgn, ...)
+      only_complex.name = op.name;
+      only_complex.arity = op.arity;
+      t.emplace(op.name, only_complex).first->second.c64 = op.c64;
+    }
     return t;
   }();
   auto it = table.find(name);
-  return it == table.end() ? nullptr : it->second;
+  return it == table.end() ? nullptr : &it->second;
 }
 
 }  // namespace twgpu

@@ -1,6 +1,7 @@
 // The pointwise op table: for each op, its arity and one WGSL expression per compute
 // type, over inputs `a`, `b`, `c` and parameters `p0`, `p1` (all in the compute type).
-// Adding an op is one line here plus its registration in csrc/aten.
+// Adding an op is one line in elementwise_ops.cpp (complex64: in its complex table) plus
+// its registration in csrc/aten.
 #pragma once
 #include <string>
 
@@ -25,12 +26,15 @@ struct ElementwiseOpDef {
   // an invocation's loops after a fixed count (llvmpipe), such an op runs one element per
   // invocation, not four (whose loops would share that count).
   bool long_loops = false;
+  // complex64 (vec2<f32>, kComplexLib's functions), from the op table's complex section.
+  const char* c64 = nullptr;
 
   const char* expression(Compute c) const {
     switch (c) {
       case Compute::F32: return f32;
       case Compute::I32: return i32;
       case Compute::I64: return i64;
+      case Compute::C64: return c64;
       default: return raw;
     }
   }

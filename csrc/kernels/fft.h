@@ -43,12 +43,4 @@ struct FftPass {
 // pass of radix n (the direct DFT, a loop of n iterations).
 void fft_pass(Context& ctx, const FftPass& p, uint64_t span, uint64_t radix);
 
-// out[i] = conj(in[i]) for complex64 elements.
-void complex_conj(Context& ctx, WGPUBuffer in, uint64_t in_offset, WGPUBuffer out,
-                  uint64_t out_offset, uint64_t count);
-// out[i] = (re[i], im[i]) (Cartesian) or (re[i] * cos(im[i]), re[i] * sin(im[i])) (polar).
-void complex_from_parts(Context& ctx, WGPUBuffer re, uint64_t re_offset, WGPUBuffer im,
-                        uint64_t im_offset, WGPUBuffer out, uint64_t out_offset, uint64_t count,
-                        bool polar);
-
 }  // namespace twgpu

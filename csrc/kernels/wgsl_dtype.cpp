@@ -13,9 +13,14 @@ ScalarBits ScalarBits::from_f32(float v) {
   return {bits, 0};
 }
 
+ScalarBits ScalarBits::from_c64(float re, float im) {
+  return {from_f32(re).lo, from_f32(im).lo};
+}
+
 ScalarBits ScalarBits::from_double(double v, Compute c) {
   switch (c) {
     case Compute::F32: return from_f32(static_cast<float>(v));
+    case Compute::C64: return from_c64(static_cast<float>(v), 0.0f);
     case Compute::I32: return from_i32(static_cast<int32_t>(static_cast<int64_t>(v)));
     case Compute::I64: return from_i64(static_cast<int64_t>(v));
     default: fail(ErrorKind::Internal, "torch_webgpu: scalar for a raw compute type");
@@ -25,6 +30,7 @@ ScalarBits ScalarBits::from_double(double v, Compute c) {
 ScalarBits ScalarBits::from_int(int64_t v, Compute c) {
   switch (c) {
     case Compute::F32: return from_f32(static_cast<float>(v));
+    case Compute::C64: return from_c64(static_cast<float>(v), 0.0f);
     case Compute::I32: return from_i32(static_cast<int32_t>(v));
     case Compute::I64: return from_i64(v);
     default: fail(ErrorKind::Internal, "torch_webgpu: scalar for a raw compute type");
@@ -36,6 +42,7 @@ const char* wgsl_type(Compute c) {
     case Compute::F32: return "f32";
     case Compute::I32: return "i32";
     case Compute::I64: return "vec2<u32>";
+    case Compute::C64: return "vec2<f32>";
     case Compute::Raw64: return "vec2<u32>";
     case Compute::Raw128: return "vec4<u32>";
   }
@@ -47,6 +54,7 @@ std::string wgsl_scalar(Compute c, const std::string& lo, const std::string& hi)
     case Compute::F32: return "bitcast<f32>(" + lo + ")";
     case Compute::I32: return "bitcast<i32>(" + lo + ")";
     case Compute::I64: return "vec2<u32>(" + lo + ", " + hi + ")";
+    case Compute::C64: return "bitcast<vec2<f32>>(vec2<u32>(" + lo + ", " + hi + "))";
     default: return "vec2<u32>(" + lo + ", " + hi + ")";
   }
 }
@@ -59,6 +67,10 @@ std::string wgsl_convert(Compute from, Compute to, const std::string& e) {
   if (from == Compute::I32 && to == Compute::I64) return "i64_from_i32(" + e + ")";
   if (from == Compute::I64 && to == Compute::F32) return "i64_to_f32(" + e + ")";
   if (from == Compute::I64 && to == Compute::I32) return "i64_to_i32(" + e + ")";
+  // Real to complex: imaginary part 0. Complex to real keeps the real part (the CPU's cast,
+  // which warns that it discards the imaginary part).
+  if (to == Compute::C64) return "vec2<f32>(" + wgsl_convert(from, Compute::F32, e) + ", 0.0)";
+  if (from == Compute::C64) return wgsl_convert(Compute::F32, to, "(" + e + ").x");
   fail(ErrorKind::Unsupported, std::string("torch_webgpu: no conversion from ") +
                                    compute_name(from) + " to " + compute_name(to) + " on device");
 }
@@ -94,9 +106,12 @@ std::string wgsl_load_function(const std::string& name, const std::string& buffe
     case DType::Int8: body = "(bitcast<i32>(" + narrow_bits(buffer, 1, atomic_binding) + " << 24u) >> 24u)"; break;
     case DType::UInt8: body = "i32(" + narrow_bits(buffer, 1, atomic_binding) + ")"; break;
     case DType::Bool: body = "select(0, 1, " + narrow_bits(buffer, 1, atomic_binding) + " != 0u)"; break;
+    case DType::Complex64:
+      body = "bitcast<vec2<f32>>(vec2<u32>(" + word(buffer, "2u * i", atomic_binding) + ", " +
+             word(buffer, "2u * i + 1u", atomic_binding) + "))";
+      break;
     case DType::Int64:
     case DType::Float64:
-    case DType::Complex64:
       body = "vec2<u32>(" + word(buffer, "2u * i", atomic_binding) + ", " +
              word(buffer, "2u * i + 1u", atomic_binding) + ")";
       break;
@@ -118,6 +133,8 @@ std::string element_bits(DType dtype, Compute compute, const std::string& v) {
     // bool(x) is x != 0 in the compute type: bool(0.5) is true.
     if (compute == Compute::F32) return "select(0u, 1u, f32_truthy(" + v + "))";
     if (compute == Compute::I32) return "select(0u, 1u, " + v + " != 0)";
+    if (compute == Compute::C64)
+      return "select(0u, 1u, f32_truthy(" + v + ".x) || f32_truthy(" + v + ".y))";
     return "select(0u, 1u, !i64_is_zero(" + v + "))";
   }
   std::string n = wgsl_convert(compute, compute_type_for(dtype), v);
@@ -177,6 +194,7 @@ std::string wgsl_store_function(const std::string& name, const std::string& buff
     }
     case 8: {
       std::string n = wgsl_convert(compute, natural, "v");
+      if (natural == Compute::C64) n = "bitcast<vec2<u32>>(" + n + ")";
       body = "  let x = " + n + ";\n  " + buffer + "[2u * i] = x.x;\n  " + buffer +
              "[2u * i + 1u] = x.y;\n";
       break;
