@@ -102,6 +102,8 @@ struct Plan {
 };
 
 Plan plan_reduction(const Tensor& self, const DimMask& mask);
+// The kept dims first, then the reduced ones, copied contiguous: [outer, reduce, 1].
+Plan plan_reduced_last(const Tensor& self, const DimMask& mask);
 
 // A non-contiguous input whose dims, put in memory order, are contiguous (a transpose, a
 // channels-last tensor) is reduced in that order without a copy, as long as its kept dims
@@ -164,6 +166,12 @@ Plan plan_reduction(const Tensor& self, const DimMask& mask) {
     p.shape = {prod(0, first), prod(first, last + 1), prod(last + 1, nd)};
     return p;
   }
+  return plan_reduced_last(self, mask);
+}
+
+Plan plan_reduced_last(const Tensor& self, const DimMask& mask) {
+  const int64_t nd = self.dim();
+  Plan p;
   std::vector<int64_t> perm;
   uint64_t outer = 1, reduce = 1;
   for (int64_t d = 0; d < nd; ++d)
@@ -277,6 +285,12 @@ void run_reduce(ReduceSpec spec, const Tensor& self, const DimMask& mask, Tensor
   if (out.numel() == 0) return;
   TWGPU_TRY
   Plan plan = plan_reduction(self, mask);
+  // Outputs side by side (inner > 1) whose reduced runs together exceed one storage
+  // binding, of a kind with no two-stage form: reduce rows of a transposed copy instead,
+  // which split by outputs (kernels/binding_window.h).
+  if (plan.shape.inner > 1 && chunks_per_binding(plan.input, plan.shape) > 1 &&
+      spec.kind != ReduceKind::MinMax && (out2 || !two_stages(spec, self)))
+    plan = plan_reduced_last(self, mask);
   Tensor input = plan.input;
   if (input.numel() == 0) input = at::empty({1}, self.options());  // a buffer to bind
   if (spec.kind == ReduceKind::Mean) param = static_cast<float>(plan.shape.reduce);

@@ -135,6 +135,15 @@ WGPUBindGroup PipelineCache::bind_group(const Pipeline& p, const WGPUBuffer* buf
     e.buffer = buffers[i];
     e.offset = windows ? windows[i].offset : 0;
     e.size = windows && windows[i].size ? windows[i].size : WGPU_WHOLE_SIZE;
+    // Launches window buffers larger than a binding (kernels/binding_window.h); this
+    // catches one that does not, also below the adapter's limit when
+    // TORCH_WEBGPU_MAX_BINDING_BYTES lowers it for tests.
+    const uint64_t bound = e.size == WGPU_WHOLE_SIZE ? wgpuBufferGetSize(e.buffer) : e.size;
+    if (bound > ctx_.caps().max_storage_binding_size)
+      fail(ErrorKind::Internal, "torch_webgpu: kernel '" + p.label + "' binds " +
+                                    std::to_string(bound) + " bytes at binding " +
+                                    std::to_string(i) + ", more than one storage binding holds (" +
+                                    std::to_string(ctx_.caps().max_storage_binding_size) + ")");
     entries[n++] = e;
   }
   if (p.uniform_bytes) {

@@ -88,9 +88,9 @@ print("RESULT " + json.dumps(out))
 
 
 def test_300_mib_tensor_under_real_limits():
+    # llvmpipe: 128 MiB per binding, 2 GiB per buffer.
     out = run_script(["-c", REAL], timeout=600, TORCH_WEBGPU_DISABLE_CPU_FALLBACK="1")
-    if "add" not in out:
-        pytest.skip(f"adapter limits do not allow the check: {out}")
+    assert "add" in out, f"the adapter's limits do not allow a 300 MiB tensor over several bindings: {out}"
     assert out["round_trip"] and out["add"] and out["copy"], out
     s, ref = out["sum"]
     assert abs(s - ref) <= 1e-4 * abs(ref), out
