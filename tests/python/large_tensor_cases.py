@@ -282,6 +282,30 @@ def embedding():
          torch.nn.functional.embedding(idx, weight))
 
 
+@case
+def random_fill():
+    # Split fills advance the Philox counter by each piece's first element: the draws
+    # equal those of consecutive small fills (each consumes one counter per element).
+    n, piece = 1_500_000, 100_000
+    torch.manual_seed(11)
+    whole = torch.rand(n, device=DEVICE)
+    assert whole.untyped_storage().nbytes() > BINDING
+    torch.manual_seed(11)
+    parts = [torch.rand(piece, device=DEVICE).cpu() for _ in range(n // piece)]
+    assert torch.equal(whole.cpu(), torch.cat(parts))
+    torch.manual_seed(12)
+    normal = torch.randn(n, device=DEVICE)
+    torch.manual_seed(12)
+    parts = [torch.randn(piece, device=DEVICE).cpu() for _ in range(n // piece)]
+    assert torch.equal(normal.cpu(), torch.cat(parts))
+    # A small view of a large buffer.
+    d = big(rand(n))
+    d[1_400_000:1_400_010].uniform_(2.0, 3.0)
+    tail = d[1_400_000:1_400_010].cpu()
+    assert ((tail >= 2.0) & (tail < 3.0)).all()
+    same(d[:1_400_000], rand(n)[:1_400_000])
+
+
 def main(names):
     results = {}
     for name in names or CASES:
