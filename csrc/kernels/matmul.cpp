@@ -371,8 +371,8 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
 
 }  // namespace
 
-// Operands larger than one storage binding: blocks of rows of M (and of columns of N
-// when B alone is too large), each binding windows of A, B, C and the output.
+// Operands larger than one storage binding: blocks of the outer batch, of rows of M and
+// (when B alone is too large) of columns of N, each binding windows of A, B, C and out.
 void gemm(Context& ctx, const GemmDesc& d) {
   if (!ctx.pool().has_oversized() ||
       !(needs_window(ctx, d.a.buffer) || needs_window(ctx, d.b.buffer) ||
@@ -380,32 +380,35 @@ void gemm(Context& ctx, const GemmDesc& d) {
     return gemm_piece(ctx, d);
   if (d.batch_outer * d.batch_inner * d.m * d.n == 0) return;
   const uint64_t budget = window_budget(ctx);
+  GemmDesc block = d;  // its batch_outer, m and n are the block's extents
   auto bytes = [&](const MatOperand& o, uint64_t rows, uint64_t cols) {
     if (!needs_window(ctx, o.buffer)) return uint64_t(0);
-    ElementRange r = operand_range(d, o, rows, cols);
+    ElementRange r = operand_range(block, o, rows, cols);
     return (r.end - r.first) * element_size(o.dtype);
   };
-  uint64_t mb = d.m, nb = d.n;
   for (;;) {
-    const bool rows_fit = bytes(d.a, mb, d.k) <= budget && bytes(d.c, mb, nb) <= budget &&
-                          bytes(d.out, mb, nb) <= budget;
-    const bool cols_fit = bytes(d.b, d.k, nb) <= budget && bytes(d.c, mb, nb) <= budget &&
-                          bytes(d.out, mb, nb) <= budget;
+    const uint64_t out_bytes = std::max(bytes(d.c, block.m, block.n), bytes(d.out, block.m, block.n));
+    const bool rows_fit = bytes(d.a, block.m, d.k) <= budget && out_bytes <= budget;
+    const bool cols_fit = bytes(d.b, d.k, block.n) <= budget && out_bytes <= budget;
     if (rows_fit && cols_fit) break;
-    if (!rows_fit && mb > 1) mb = (mb + 1) / 2;
-    else if (nb > 1) nb = (nb + 1) / 2;
+    if (block.batch_outer > 1) block.batch_outer = (block.batch_outer + 1) / 2;
+    else if (!rows_fit && block.m > 1) block.m = (block.m + 1) / 2;
+    else if (block.n > 1) block.n = (block.n + 1) / 2;
     else fail_too_large(ctx, "mm", std::max(bytes(d.a, 1, d.k), bytes(d.b, d.k, 1)));
   }
-  for (uint64_t m0 = 0; m0 < d.m; m0 += mb) {
-    for (uint64_t n0 = 0; n0 < d.n; n0 += nb) {
-      GemmDesc p = d;
-      p.m = std::min(mb, d.m - m0);
-      p.n = std::min(nb, d.n - n0);
-      p.a.offset += m0 * d.a.rows;
-      p.b.offset += n0 * d.b.cols;
-      if (p.c.buffer) p.c.offset += m0 * d.c.rows + n0 * d.c.cols;
-      p.out.offset += m0 * d.out.rows + n0 * d.out.cols;
-      gemm_piece(ctx, p);
+  for (uint64_t b0 = 0; b0 < d.batch_outer; b0 += block.batch_outer) {
+    for (uint64_t m0 = 0; m0 < d.m; m0 += block.m) {
+      for (uint64_t n0 = 0; n0 < d.n; n0 += block.n) {
+        GemmDesc p = d;
+        p.batch_outer = std::min(block.batch_outer, d.batch_outer - b0);
+        p.m = std::min(block.m, d.m - m0);
+        p.n = std::min(block.n, d.n - n0);
+        p.a.offset += b0 * d.a.batch_outer + m0 * d.a.rows;
+        p.b.offset += b0 * d.b.batch_outer + n0 * d.b.cols;
+        if (p.c.buffer) p.c.offset += b0 * d.c.batch_outer + m0 * d.c.rows + n0 * d.c.cols;
+        p.out.offset += b0 * d.out.batch_outer + m0 * d.out.rows + n0 * d.out.cols;
+        gemm_piece(ctx, p);
+      }
     }
   }
 }

@@ -234,6 +234,15 @@ def mm_huge_m():
 
 
 @case
+def bmm_huge_batch():
+    a, b = rand(300, 40, 50), rand(300, 50, 30, seed=1)
+    same(torch.bmm(big(a), b.to(DEVICE)), torch.bmm(a, b), rtol=1e-4, atol=1e-3)
+    # Attention-like: scores of a large batch against one key matrix broadcast.
+    k = rand(50, 30, seed=2)
+    same(big(a) @ k.to(DEVICE), a @ k, rtol=1e-4, atol=1e-3)
+
+
+@case
 def linear_huge_weight():
     # nn.Linear's weight is B transposed: blocks of N columns are contiguous rows of it.
     x, weight = rand(16, 300), rand(4000, 300, seed=1)
