@@ -36,10 +36,10 @@ bool needs_window(Context& ctx, WGPUBuffer buffer) {
 
 void fail_too_large(Context& ctx, const std::string& op, uint64_t bytes) {
   fail(ErrorKind::Unsupported,
-       "torch_webgpu: '" + op + "' touches " + std::to_string(bytes) +
-           " bytes of one tensor in one kernel, more than one storage binding holds on this "
-           "device (" + std::to_string(ctx.caps().max_storage_binding_size) +
-           " bytes), and does not split its work: make the tensor smaller or split the op "
+       "torch_webgpu: '" + op + "' would bind " + std::to_string(bytes) +
+           " bytes of one tensor, more than one storage binding holds on this device (" +
+           std::to_string(ctx.caps().max_storage_binding_size) +
+           " bytes), and does not split its work: make the tensor smaller or run the op "
            "over slices of it");
 }
 
