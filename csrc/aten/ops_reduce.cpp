@@ -81,6 +81,7 @@
 
 #include "aten/structured_meta.h"
 #include "aten/webgpu_tensor.h"
+#include "kernels/binding_window.h"
 #include "kernels/reduce.h"
 
 namespace twgpu::aten {
@@ -104,6 +105,8 @@ struct Plan {
 };
 
 Plan plan_reduction(const Tensor& self, const DimMask& mask);
+// The kept dims first, then the reduced ones, copied contiguous: [outer, reduce, 1].
+Plan plan_reduced_last(const Tensor& self, const DimMask& mask);
 
 // A non-contiguous input whose dims, put in memory order, are contiguous (a transpose, a
 // channels-last tensor) is reduced in that order without a copy, as long as its kept dims
@@ -166,6 +169,12 @@ Plan plan_reduction(const Tensor& self, const DimMask& mask) {
     p.shape = {prod(0, first), prod(first, last + 1), prod(last + 1, nd)};
     return p;
   }
+  return plan_reduced_last(self, mask);
+}
+
+Plan plan_reduced_last(const Tensor& self, const DimMask& mask) {
+  const int64_t nd = self.dim();
+  Plan p;
   std::vector<int64_t> perm;
   uint64_t outer = 1, reduce = 1;
   for (int64_t d = 0; d < nd; ++d)
@@ -263,12 +272,28 @@ void launch(ReduceSpec spec, const Tensor& input, const ReduceShape& shape, Tens
   launch_reduce(lock.ctx(), spec, shape, b, param);
 }
 
+// Chunks the reduced run of `input` (laid out [outer, reduce, inner]) needs so that one
+// chunk of one outer row fits a storage binding; 1 when a whole row does.
+uint64_t chunks_per_binding(const Tensor& input, const ReduceShape& shape) {
+  const uint64_t row = shape.reduce * shape.inner * input.element_size();
+  const uint64_t budget = window_budget(Context::get());  // reads only the fixed limits
+  if (row <= budget) return 1;
+  const uint64_t chunk = std::max<uint64_t>(1, budget / (shape.inner * input.element_size()));
+  return std::min(shape.reduce, (shape.reduce + chunk - 1) / chunk);
+}
+
 // Reduces `self` over `mask` into `out` (and `out2`), both already shaped by the meta.
 void run_reduce(ReduceSpec spec, const Tensor& self, const DimMask& mask, Tensor& out,
                 Tensor* out2 = nullptr, float param = 0.f) {
   if (out.numel() == 0) return;
   TWGPU_TRY
   Plan plan = plan_reduction(self, mask);
+  // Outputs side by side (inner > 1) whose reduced runs together exceed one storage
+  // binding, of a kind with no two-stage form: reduce rows of a transposed copy instead,
+  // which split by outputs (kernels/binding_window.h).
+  if (plan.shape.inner > 1 && chunks_per_binding(plan.input, plan.shape) > 1 &&
+      spec.kind != ReduceKind::MinMax && (out2 || !two_stages(spec, self)))
+    plan = plan_reduced_last(self, mask);
   Tensor input = plan.input;
   if (input.numel() == 0) input = at::empty({1}, self.options());  // a buffer to bind
   if (spec.kind == ReduceKind::Mean) param = static_cast<float>(plan.shape.reduce);
@@ -284,13 +309,19 @@ void run_reduce(ReduceSpec spec, const Tensor& self, const DimMask& mask, Tensor
   TORCH_INTERNAL_ASSERT(shape.outer * shape.inner == static_cast<uint64_t>(out.numel()),
                         "webgpu reduction: output shape does not match the reduced dims");
   constexpr uint64_t kChunk = 4096;
-  const bool long_run = shape.reduce >= 4 * kChunk && shape.outer * shape.inner <= 64;
+  // A reduced run larger than one storage binding also goes in two stages, in chunks that
+  // each fit one (kernels/binding_window.h).
+  const uint64_t binding_chunks = chunks_per_binding(input, shape);
+  const bool long_run =
+      (shape.reduce >= 4 * kChunk && shape.outer * shape.inner <= 64) || binding_chunks > 1;
+  const uint64_t chunks =
+      std::max(binding_chunks, std::min<uint64_t>(1024, shape.reduce / kChunk));
   std::optional<Stages> stages;
   if (long_run && !out2) stages = two_stages(spec, self);
   if (long_run && spec.kind == ReduceKind::MinMax) {
     // aminmax in two stages: chunked (min, max) partials, then min of mins, max of maxes.
     ReduceShape first = shape;
-    first.chunks = std::min<uint64_t>(1024, shape.reduce / kChunk);
+    first.chunks = chunks;
     const auto n = static_cast<int64_t>(shape.outer * first.chunks * shape.inner);
     Tensor lo = at::empty({n}, self.options()), hi = at::empty({n}, self.options());
     launch(spec, input, first, lo, &hi, param);
@@ -306,7 +337,7 @@ void run_reduce(ReduceSpec spec, const Tensor& self, const DimMask& mask, Tensor
   }
   if (stages) {
     ReduceShape first = shape;
-    first.chunks = std::min<uint64_t>(1024, shape.reduce / kChunk);
+    first.chunks = chunks;
     Tensor partial = at::empty({static_cast<int64_t>(shape.outer * first.chunks * shape.inner)},
                                self.options().dtype(stages->partial));
     launch(stages->first, input, first, partial, nullptr, param);

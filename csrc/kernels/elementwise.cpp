@@ -5,6 +5,7 @@
 #include <functional>
 #include <set>
 
+#include "kernels/binding_window.h"
 #include "kernels/elementwise_ops.h"
 #include "kernels/wgsl_complex.h"
 #include "kernels/wgsl_dtype.h"
@@ -346,26 +347,21 @@ bool elementwise_accepts_bool(const std::string& op) {
   return def && def->accepts_bool;
 }
 
-void launch_elementwise(Context& ctx, const ElementwiseLaunch& l) {
-  const ElementwiseOpDef* def = find_elementwise_op(l.op);
-  if (!def) fail(ErrorKind::Internal, "torch_webgpu: unknown elementwise op '" + l.op + "'");
-  if (!def->expression(l.compute))
-    fail(ErrorKind::Unsupported, "torch_webgpu: '" + l.op + "' has no kernel computing in " +
-                                     compute_name(l.compute));
-  if (static_cast<int>(l.operands.size()) != def->arity + 1)
-    fail(ErrorKind::Internal, "torch_webgpu: '" + l.op + "' expects " +
-                                  std::to_string(def->arity) + " inputs");
-  if (l.ndim > kMaxElementwiseDims)
-    fail(ErrorKind::Internal, "torch_webgpu: elementwise launch with too many dims");
+namespace {
 
-  uint64_t numel = 1;
-  for (int d = 0; d < l.ndim; ++d) numel *= static_cast<uint64_t>(l.sizes[d]);
-  if (numel == 0) return;
+struct BufferWindowOf {
+  WGPUBuffer buffer;
+  BufferWindow window;
+};
+
+// One dispatch over `l`; `windows` names the bound window of each buffer larger than one
+// binding (operand offsets already rebased to it).
+void record_elementwise(Context& ctx, const ElementwiseOpDef& def, const ElementwiseLaunch& l,
+                        uint64_t numel, const std::vector<BufferWindowOf>& windows) {
   if (numel > 0xFFFFFFFFull)
     fail(ErrorKind::Unsupported, "torch_webgpu: elementwise ops on more than 2^32-1 elements");
-
   Layout layout = choose_layout(l, numel);
-  if (layout == Layout::Vector4 && def->long_loops && ctx.caps().max_loop_iterations != 0)
+  if (layout == Layout::Vector4 && def.long_loops && ctx.caps().max_loop_iterations != 0)
     layout = Layout::Contiguous;
   const uint32_t workgroup = ctx.caps().workgroup_1d();
   BindingPlan plan = plan_bindings(l, layout);
@@ -373,7 +369,7 @@ void launch_elementwise(Context& ctx, const ElementwiseLaunch& l) {
   const Pipeline& pipeline = ctx.pipelines().get(key, [&] {
     ProgramDesc desc;
     desc.label = key;
-    desc.wgsl = ElementwiseSource(l, *def, plan, layout, workgroup).build();
+    desc.wgsl = ElementwiseSource(l, def, plan, layout, workgroup).build();
     for (size_t b = 0; b < plan.buffers.size(); ++b)
       desc.storage.push_back(plan.writable[b] ? Access::ReadWrite : Access::Read);
     desc.uniform_bytes = kUniformWords * 4;
@@ -414,7 +410,90 @@ void launch_elementwise(Context& ctx, const ElementwiseLaunch& l) {
     u[operand_word(k, 2)] = op.scalar.hi;
     for (int d = 0; d < l.ndim; ++d) u[operand_word(k, 4) + d] = static_cast<uint32_t>(op.strides[d]);
   }
-  ctx.recorder().dispatch(pipeline, plan.buffers.data(), u, gx, gy);
+  if (windows.empty()) {
+    ctx.recorder().dispatch(pipeline, plan.buffers.data(), u, gx, gy);
+    return;
+  }
+  std::vector<BufferWindow> bound(plan.buffers.size());
+  for (size_t b = 0; b < plan.buffers.size(); ++b)
+    for (const auto& w : windows)
+      if (w.buffer == plan.buffers[b]) bound[b] = w.window;
+  ctx.recorder().dispatch(pipeline, plan.buffers.data(), u, gx, gy, 1, bound.data());
+}
+
+// Splits the iteration space into blocks (fastest dims kept whole as far as possible)
+// in which every operand living in a buffer larger than one binding touches at most one
+// window's bytes, and records one dispatch per block.
+void launch_in_blocks(Context& ctx, const ElementwiseOpDef& def, const ElementwiseLaunch& l) {
+  const int nd = l.ndim;
+  std::vector<bool> windowed(l.operands.size());
+  std::vector<BlockOperand> planned;
+  for (size_t k = 0; k < l.operands.size(); ++k) {
+    const auto& op = l.operands[k];
+    windowed[k] = !op.is_scalar && needs_window(ctx, op.buffer);
+    if (windowed[k]) planned.push_back({op.offset, op.strides, element_size(op.dtype)});
+  }
+  const std::vector<int64_t> block = plan_blocks(ctx, l.sizes, nd, planned, 0, l.op);
+  ElementwiseLaunch piece = l;
+  for_each_block(l.sizes, nd, block, [&](const int64_t* origin, const int64_t* extent) {
+    uint64_t numel = 1;
+    for (int d = 0; d < nd; ++d) {
+      piece.sizes[d] = extent[d];
+      numel *= static_cast<uint64_t>(extent[d]);
+    }
+    for (size_t k = 0; k < l.operands.size(); ++k) {
+      auto& op = piece.operands[k];
+      if (op.is_scalar) continue;
+      int64_t offset = static_cast<int64_t>(l.operands[k].offset);
+      for (int d = 0; d < nd; ++d) offset += origin[d] * op.strides[d];
+      op.offset = static_cast<uint64_t>(offset);
+    }
+    // One window per buffer, over the union of its operands' ranges.
+    std::vector<BufferWindowOf> windows;
+    for (size_t k = 0; k < l.operands.size(); ++k) {
+      if (!windowed[k]) continue;
+      bool seen = false;
+      for (const auto& w : windows) seen |= w.buffer == l.operands[k].buffer;
+      if (seen) continue;
+      uint64_t first = UINT64_MAX, end = 0;
+      for (size_t j = k; j < l.operands.size(); ++j) {
+        const auto& op = piece.operands[j];
+        if (op.is_scalar || op.buffer != l.operands[k].buffer) continue;
+        ElementRange r = strided_range(op.offset, piece.sizes, op.strides, nd);
+        first = std::min(first, r.first * element_size(op.dtype));
+        end = std::max(end, r.end * element_size(op.dtype));
+      }
+      windows.push_back({l.operands[k].buffer, window_over(ctx, l.operands[k].buffer, first, end, l.op)});
+    }
+    for (auto& op : piece.operands)
+      for (const auto& w : windows)
+        if (!op.is_scalar && op.buffer == w.buffer) op.offset -= w.window.offset / element_size(op.dtype);
+    record_elementwise(ctx, def, piece, numel, windows);
+  });
+}
+
+}  // namespace
+
+void launch_elementwise(Context& ctx, const ElementwiseLaunch& l) {
+  const ElementwiseOpDef* def = find_elementwise_op(l.op);
+  if (!def) fail(ErrorKind::Internal, "torch_webgpu: unknown elementwise op '" + l.op + "'");
+  if (!def->expression(l.compute))
+    fail(ErrorKind::Unsupported, "torch_webgpu: '" + l.op + "' has no kernel computing in " +
+                                     compute_name(l.compute));
+  if (static_cast<int>(l.operands.size()) != def->arity + 1)
+    fail(ErrorKind::Internal, "torch_webgpu: '" + l.op + "' expects " +
+                                  std::to_string(def->arity) + " inputs");
+  if (l.ndim > kMaxElementwiseDims)
+    fail(ErrorKind::Internal, "torch_webgpu: elementwise launch with too many dims");
+
+  uint64_t numel = 1;
+  for (int d = 0; d < l.ndim; ++d) numel *= static_cast<uint64_t>(l.sizes[d]);
+  if (numel == 0) return;
+  if (ctx.pool().has_oversized()) {
+    for (const auto& op : l.operands)
+      if (needs_window(ctx, op.buffer)) return launch_in_blocks(ctx, *def, l);
+  }
+  record_elementwise(ctx, *def, l, numel, {});
 }
 
 }  // namespace twgpu

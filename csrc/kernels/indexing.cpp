@@ -1,7 +1,9 @@
 #include "kernels/indexing.h"
 
+#include <algorithm>
 #include <string>
 
+#include "kernels/binding_window.h"
 #include "kernels/kernel_program.h"
 #include "kernels/wgsl_dtype.h"
 #include "runtime/runtime.h"
@@ -86,8 +88,31 @@ struct Common {
   std::string helpers;
 };
 
+// Words 14, 15: a split gather's target segment (elements after the target offset).
+constexpr uint32_t kWSegmentLo = 14, kWSegmentHi = 15;
+
+// Elements a strided argument touches over `shape`, plus `extra` past its last one.
+ElementRange touched(const StridedArg& a, const std::vector<int64_t>& shape, uint64_t extra) {
+  ElementRange r = strided_range(a.offset, shape.data(), a.strides.data(), static_cast<int>(shape.size()));
+  if (r.end > r.first) r.end += extra;
+  return r;
+}
+
+// The target's elements: its strided part plus the reach of every index.
+ElementRange target_touched(const IndexedLaunch& l, uint64_t extra) {
+  ElementRange r = touched(l.target, l.shape, extra);
+  for (const IndexArg& ix : l.indices)
+    if (ix.bound > 0) r.end += static_cast<uint64_t>(ix.bound - 1) * ix.target_stride;
+  return r;
+}
+
+void declare(KernelBuffer& b, uint32_t word, DType dtype, ElementRange r) {
+  b.touches(word, dtype, r.first, r.end - r.first);
+}
+
+// `run`: elements each invocation moves from its target and values offsets on.
 Common build_common(Context& ctx, const IndexedLaunch& l, Access target_access, bool target_atomic,
-                    Access values_access, bool values_atomic) {
+                    Access values_access, bool values_atomic, uint64_t run = 1) {
   if (l.shape.size() > static_cast<size_t>(kIndexMaxDims) ||
       l.indices.size() > static_cast<size_t>(kIndexMaxTensors))
     fail(ErrorKind::Unsupported, "torch_webgpu: indexing kernel beyond its dims/index limits");
@@ -103,10 +128,12 @@ Common build_common(Context& ctx, const IndexedLaunch& l, Access target_access, 
     c.uniforms[kWTargetStrides + d] = u32_of(l.target.strides[d], "stride");
   }
   c.buffers.push_back({l.target.buffer, target_access, target_atomic});
+  declare(c.buffers.back(), kWTargetOff, l.target.dtype, target_touched(l, run - 1));
   c.key = std::string(dtype_name(l.target.dtype)) + (l.use_scalar ? "|s" : "|v");
   if (!l.use_scalar) {
     c.values_binding = c.buffers.size();
     c.buffers.push_back({l.values.buffer, values_access, values_atomic});
+    declare(c.buffers.back(), kWValuesOff, l.values.dtype, touched(l.values, l.shape, run - 1));
     c.uniforms[kWValuesOff] = u32_of(static_cast<int64_t>(l.values.offset), "offset");
     for (size_t d = 0; d < nd; ++d) c.uniforms[kWValueStrides + d] = u32_of(l.values.strides[d], "stride");
   } else {
@@ -126,6 +153,7 @@ Common build_common(Context& ctx, const IndexedLaunch& l, Access target_access, 
     std::string ks = std::to_string(k);
     c.helpers += index_load("load_index" + ks, "buf" + std::to_string(c.buffers.size()), ix.index.dtype);
     c.buffers.push_back({ix.index.buffer, Access::Read, false});
+    declare(c.buffers.back(), base + 10, ix.index.dtype, touched(ix.index, l.shape, 0));
     c.key += ix.index.dtype == DType::Int64 ? "|i64" : "|i32";
     init += "  var io" + ks + " = " + w(base + 10) + ";\n";
     walk.push_back({"io" + ks, base});
@@ -134,6 +162,7 @@ Common build_common(Context& ctx, const IndexedLaunch& l, Access target_access, 
     c.mask_binding = c.buffers.size();
     c.helpers += flag_load("load_mask", "buf" + std::to_string(c.buffers.size()), l.mask.dtype);
     c.buffers.push_back({l.mask.buffer, Access::Read, false});
+    declare(c.buffers.back(), kWMaskOff, l.mask.dtype, touched(l.mask, l.shape, 0));
     c.uniforms[kWMaskOff] = u32_of(static_cast<int64_t>(l.mask.offset), "offset");
     for (size_t d = 0; d < nd; ++d) c.uniforms[kWMaskStrides + d] = u32_of(l.mask.strides[d], "stride");
     init += "  var mo = " + w(kWMaskOff) + ";\n";
@@ -223,7 +252,11 @@ int gather_run(const IndexedLaunch& l) {
 
 }  // namespace
 
-void indexed_gather(Context& ctx, const IndexedLaunch& launch) {
+namespace {
+
+// One gather dispatch; with `segment`, only the elements whose target lies in that range
+// of elements after the target offset (one pass of a target larger than one binding).
+void gather_piece(Context& ctx, const IndexedLaunch& launch, const ElementRange* segment) {
   const bool sub = is_subword(launch.values.dtype);
   const int run = gather_run(launch);
   IndexedLaunch l = launch;
@@ -233,16 +266,75 @@ void indexed_gather(Context& ctx, const IndexedLaunch& launch) {
     l.target.strides[last] = run;
     l.values.strides[last] = run;
   }
-  Common c = build_common(ctx, l, Access::Read, false, Access::ReadWrite, sub);
+  Common c = build_common(ctx, l, Access::Read, false, Access::ReadWrite, sub, run);
   std::string tail;
+  if (segment) {
+    c.uniforms[kWSegmentLo] = static_cast<uint32_t>(segment->first);
+    c.uniforms[kWSegmentHi] = static_cast<uint32_t>(segment->end);
+    declare(c.buffers[0], kWTargetOff, l.target.dtype,
+            {l.target.offset + segment->first, l.target.offset + segment->end + run});
+    tail += "  let rel = to - " + w(kWTargetOff) + ";\n  if (rel < " + w(kWSegmentLo) +
+            " || rel >= " + w(kWSegmentHi) + ") { return; }\n";
+  }
   for (int e = 0; e < run; ++e) {
     const std::string off = e ? " + " + std::to_string(e) + "u" : "";
     tail += "  {\n" + move_bits(l.values.dtype, "buf0", "to" + off, "buf" + std::to_string(c.values_binding),
                                 "vo" + off, sub) + "  }\n";
   }
-  finish(ctx, c, l, "index_gather|r" + std::to_string(run) + "|" + c.key, "", tail);
+  finish(ctx, c, l, "index_gather|r" + std::to_string(run) + (segment ? "|seg" : "") + "|" + c.key,
+         "", tail);
 }
 
+bool any_window(Context& ctx, const IndexedLaunch& l) {
+  if (!ctx.pool().has_oversized()) return false;
+  bool any = needs_window(ctx, l.target.buffer) || needs_window(ctx, l.values.buffer) ||
+             (l.has_mask && needs_window(ctx, l.mask.buffer));
+  for (const IndexArg& ix : l.indices) any = any || needs_window(ctx, ix.index.buffer);
+  return any;
+}
+
+}  // namespace
+
+// Buffers larger than one binding: blocks of the iteration space in which values, indices
+// and mask fit one window each; a target whose reachable range does not is read in
+// segments, one pass each, every pass moving only the elements its segment holds.
+void indexed_gather(Context& ctx, const IndexedLaunch& launch) {
+  if (!any_window(ctx, launch)) return gather_piece(ctx, launch, nullptr);
+  const int nd = static_cast<int>(launch.shape.size());
+  std::vector<BlockOperand> planned;
+  auto plan = [&](const StridedArg& a) {
+    if (needs_window(ctx, a.buffer)) planned.push_back({a.offset, a.strides.data(), element_size(a.dtype)});
+  };
+  plan(launch.values);
+  plan(launch.target);
+  for (const IndexArg& ix : launch.indices) plan(ix.index);
+  if (launch.has_mask) plan(launch.mask);
+  const std::vector<int64_t> block =
+      plan_blocks(ctx, launch.shape.data(), nd, planned, nd - 1, "index gather");
+  const uint64_t target_bytes = element_size(launch.target.dtype);
+  const uint64_t segment = window_budget(ctx) / target_bytes - 16;
+  for_each_block(launch.shape.data(), nd, block, [&](const int64_t* origin, const int64_t* extent) {
+    IndexedLaunch piece = launch;
+    piece.shape.assign(extent, extent + nd);
+    auto shift = [&](StridedArg& a) {
+      int64_t offset = static_cast<int64_t>(a.offset);
+      for (int d = 0; d < nd; ++d) offset += origin[d] * a.strides[d];
+      a.offset = static_cast<uint64_t>(offset);
+    };
+    shift(piece.target);
+    shift(piece.values);
+    for (IndexArg& ix : piece.indices) shift(ix.index);
+    if (piece.has_mask) shift(piece.mask);
+    const ElementRange t = target_touched(piece, 0);
+    if (!needs_window(ctx, piece.target.buffer) || (t.end - t.first) * target_bytes <= window_budget(ctx))
+      return gather_piece(ctx, piece, nullptr);
+    const uint64_t reach = t.end - piece.target.offset;
+    for (uint64_t lo = 0; lo < reach; lo += segment) {
+      const ElementRange seg{lo, std::min(reach, lo + segment)};
+      gather_piece(ctx, piece, &seg);
+    }
+  });
+}
 
 bool indexed_scatter_supports(DType dtype, IndexCombine combine) {
   if (combine == IndexCombine::Assign) return true;

@@ -48,6 +48,29 @@ std::string kernel_store(const std::string& name, const std::vector<KernelBuffer
   return wgsl_store_function(name, "buf" + std::to_string(b), dtype, compute, buffers[b].atomic);
 }
 
+namespace {
+
+// Windows of the buffers larger than one binding (empty when none is), with their
+// tensors' offsets rebased in `uniforms`; refuses undeclared ones.
+std::vector<BufferWindow> plan_windows(Context& ctx, const KernelLaunch& l,
+                                       std::vector<uint32_t>& uniforms) {
+  std::vector<BufferWindow> windows(l.buffers.size());
+  bool any = false;
+  for (size_t i = 0; i < l.buffers.size(); ++i) {
+    const KernelBuffer& b = l.buffers[i];
+    if (!needs_window(ctx, b.buffer)) continue;
+    if (b.element_bytes == 0) fail_too_large(ctx, l.key, BufferPool::size_of(b.buffer));
+    windows[i] = window_over(ctx, b.buffer, b.touched.first * b.element_bytes,
+                             b.touched.end * b.element_bytes, l.key);
+    uniforms[b.offset_word] -= static_cast<uint32_t>(windows[i].offset / b.element_bytes);
+    any = true;
+  }
+  if (!any) windows.clear();
+  return windows;
+}
+
+}  // namespace
+
 void launch_kernel(Context& ctx, KernelLaunch& l) {
   if (l.count == 0) return;
   const uint32_t workgroup = l.workgroup ? l.workgroup : ctx.caps().workgroup_1d();
@@ -87,8 +110,15 @@ void launch_kernel(Context& ctx, KernelLaunch& l) {
   for (const auto& b : l.buffers) bufs.push_back(b.buffer);
   // In Groups mode a grid with more than one row has idle groups past `count` in its last
   // row: kernels check `group < uw(0u)`.
-  ctx.recorder().dispatch(pipeline, bufs.data(), l.uniforms.data(), static_cast<uint32_t>(gx),
-                          static_cast<uint32_t>(gy));
+  if (!ctx.pool().has_oversized()) {
+    ctx.recorder().dispatch(pipeline, bufs.data(), l.uniforms.data(), static_cast<uint32_t>(gx),
+                            static_cast<uint32_t>(gy));
+    return;
+  }
+  std::vector<uint32_t> uniforms = l.uniforms;  // the caller may launch `l` again
+  std::vector<BufferWindow> windows = plan_windows(ctx, l, uniforms);
+  ctx.recorder().dispatch(pipeline, bufs.data(), uniforms.data(), static_cast<uint32_t>(gx),
+                          static_cast<uint32_t>(gy), 1, windows.empty() ? nullptr : windows.data());
 }
 
 }  // namespace twgpu

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/binding_window.h"
 #include "kernels/dtype.h"
 #include "runtime/pipeline_cache.h"
 
@@ -31,6 +32,21 @@ struct KernelBuffer {
   WGPUBuffer buffer = nullptr;
   Access access = Access::Read;
   bool atomic = false;  // declared array<atomic<u32>> (narrow stores, atomic adds)
+  // For buffers larger than one storage binding (binding_window.h): the elements the launch
+  // touches, [touched.first, touched.end) of `element_bytes` bytes each. The frame binds the
+  // window over them and subtracts the window's start (in elements) from uniform word
+  // `offset_word`, the tensor's element offset. Undeclared (element_bytes 0): a buffer
+  // larger than a binding is refused with an error naming the kernel.
+  uint32_t offset_word = 0;
+  uint32_t element_bytes = 0;
+  ElementRange touched;
+
+  KernelBuffer& touches(uint32_t word, DType dtype, uint64_t first, uint64_t count) {
+    offset_word = word;
+    element_bytes = static_cast<uint32_t>(element_size(dtype));
+    touched = {first, first + count};
+    return *this;
+  }
 };
 
 enum class Grid : uint8_t {

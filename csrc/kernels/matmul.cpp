@@ -1,9 +1,11 @@
 #include "kernels/matmul.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "kernels/binding_window.h"
 #include "kernels/kernel_program.h"
 #include "kernels/wgsl_dtype.h"
 #include "runtime/runtime.h"
@@ -260,7 +262,17 @@ bool cpu_adapter(Context& ctx) {
 
 }  // namespace
 
-void gemm(Context& ctx, const GemmDesc& d) {
+namespace {
+
+// Elements of `o` that rows [0, m) and columns [0, n) of every matrix of the batch touch.
+ElementRange operand_range(const GemmDesc& d, const MatOperand& o, uint64_t m, uint64_t n) {
+  const int64_t sizes[4] = {int64_t(d.batch_outer), int64_t(d.batch_inner), int64_t(m), int64_t(n)};
+  const int64_t strides[4] = {int64_t(o.batch_outer), int64_t(o.batch_inner), int64_t(o.rows),
+                              int64_t(o.cols)};
+  return strided_range(o.offset, sizes, strides, 4);
+}
+
+void gemm_piece(Context& ctx, const GemmDesc& d) {
   const uint64_t batch = d.batch_outer * d.batch_inner;
   const uint64_t outputs = batch * d.m * d.n;
   if (outputs == 0) return;
@@ -315,12 +327,18 @@ void gemm(Context& ctx, const GemmDesc& d) {
   push_operand(u, kOpOut, d.out);
 
   KernelLaunch l;
-  l.buffers.push_back({d.a.buffer, Access::Read, false});
-  l.buffers.push_back({d.b.buffer, Access::Read, false});
-  if (has_c) l.buffers.push_back({d.c.buffer, Access::Read, false});
+  auto bind = [&](const MatOperand& o, uint32_t word, Access access, bool atomic, uint64_t rows,
+                  uint64_t cols) {
+    l.buffers.push_back({o.buffer, access, atomic});
+    ElementRange r = operand_range(d, o, rows, cols);
+    l.buffers.back().touches(word, o.dtype, r.first, r.end - r.first);
+  };
+  bind(d.a, kOpA, Access::Read, false, d.m, d.k);
+  bind(d.b, kOpB, Access::Read, false, d.k, d.n);
+  if (has_c) bind(d.c, kOpC, Access::Read, false, d.m, d.n);
   // Narrow outputs share words between neighbouring elements written by different
   // invocations: their stores are atomic.
-  l.buffers.push_back({d.out.buffer, Access::ReadWrite, is_subword(d.out.dtype)});
+  bind(d.out, kOpOut, Access::ReadWrite, is_subword(d.out.dtype), d.m, d.n);
   l.uniforms = u;
   const std::string vname = v == Variant::Tiled    ? "tiled" + shape.key()
                             : v == Variant::Block  ? "block"
@@ -349,6 +367,50 @@ void gemm(Context& ctx, const GemmDesc& d) {
     return s;
   };
   launch_kernel(ctx, l);
+}
+
+}  // namespace
+
+// Operands larger than one storage binding: blocks of the outer batch, of rows of M and
+// (when B alone is too large) of columns of N, each binding windows of A, B, C and out.
+void gemm(Context& ctx, const GemmDesc& d) {
+  if (!ctx.pool().has_oversized() ||
+      !(needs_window(ctx, d.a.buffer) || needs_window(ctx, d.b.buffer) ||
+        needs_window(ctx, d.c.buffer) || needs_window(ctx, d.out.buffer)))
+    return gemm_piece(ctx, d);
+  if (d.batch_outer * d.batch_inner * d.m * d.n == 0) return;
+  const uint64_t budget = window_budget(ctx);
+  GemmDesc block = d;  // its batch_outer, m and n are the block's extents
+  auto bytes = [&](const MatOperand& o, uint64_t rows, uint64_t cols) {
+    if (!needs_window(ctx, o.buffer)) return uint64_t(0);
+    ElementRange r = operand_range(block, o, rows, cols);
+    return (r.end - r.first) * element_size(o.dtype);
+  };
+  for (;;) {
+    const uint64_t out_bytes = std::max(bytes(d.c, block.m, block.n), bytes(d.out, block.m, block.n));
+    const bool rows_fit = bytes(d.a, block.m, d.k) <= budget && out_bytes <= budget;
+    const bool cols_fit = bytes(d.b, d.k, block.n) <= budget && out_bytes <= budget;
+    if (rows_fit && cols_fit) break;
+    if (block.batch_outer > 1) block.batch_outer = (block.batch_outer + 1) / 2;
+    else if (!rows_fit && block.m > 1) block.m = (block.m + 1) / 2;
+    else if (block.n > 1) block.n = (block.n + 1) / 2;
+    else fail_too_large(ctx, "mm", std::max(bytes(d.a, 1, d.k), bytes(d.b, d.k, 1)));
+  }
+  for (uint64_t b0 = 0; b0 < d.batch_outer; b0 += block.batch_outer) {
+    for (uint64_t m0 = 0; m0 < d.m; m0 += block.m) {
+      for (uint64_t n0 = 0; n0 < d.n; n0 += block.n) {
+        GemmDesc p = d;
+        p.batch_outer = std::min(block.batch_outer, d.batch_outer - b0);
+        p.m = std::min(block.m, d.m - m0);
+        p.n = std::min(block.n, d.n - n0);
+        p.a.offset += b0 * d.a.batch_outer + m0 * d.a.rows;
+        p.b.offset += b0 * d.b.batch_outer + n0 * d.b.cols;
+        if (p.c.buffer) p.c.offset += b0 * d.c.batch_outer + m0 * d.c.rows + n0 * d.c.cols;
+        p.out.offset += b0 * d.out.batch_outer + m0 * d.out.rows + n0 * d.out.cols;
+        gemm_piece(ctx, p);
+      }
+    }
+  }
 }
 
 // ---- convolution gathers ------------------------------------------------------------

@@ -1,5 +1,8 @@
 #include "kernels/random.h"
 
+#include <algorithm>
+
+#include "kernels/binding_window.h"
 #include "kernels/kernel_program.h"
 #include "kernels/wgsl_dtype.h"
 #include "runtime/runtime.h"
@@ -145,17 +148,20 @@ fn rng_u64_mod(x: vec2<u32>, m: vec2<u32>) -> vec2<u32> {
 )";
 }
 
-uint64_t fill_random(Context& ctx, const BufferRef& out, uint64_t numel, const FillParams& p,
-                     const PhiloxInput& philox) {
-  if (numel == 0) return 0;
+namespace {
+
+void fill_random_piece(Context& ctx, const BufferRef& out, uint64_t numel, const FillParams& p,
+                       const PhiloxInput& philox) {
   check_u32(numel, "random fill");
   const Compute c = compute_type_for(out.dtype);
   KernelLaunch l;
   l.key = std::string("rng_fill:") + dist_name(p.dist) + ":" + dtype_name(out.dtype);
   l.buffers = {{out.buffer, Access::ReadWrite, is_subword(out.dtype)}};
+  l.buffers[0].touches(8, out.dtype, out.offset, numel);
   if (p.dist == Dist::BernoulliTensor) {
     l.key += std::string(":") + dtype_name(p.p.dtype);
     l.buffers.push_back({p.p.buffer, Access::Read, false});
+    l.buffers.back().touches(15, p.p.dtype, p.p.offset, numel);
     l.buffers.push_back({p.flag, Access::ReadWrite, true});
   }
   l.uniforms = philox_words(philox);
@@ -189,6 +195,36 @@ uint64_t fill_random(Context& ctx, const BufferRef& out, uint64_t numel, const F
     return s;
   };
   launch_kernel(ctx, l);
+}
+
+}  // namespace
+
+// Tensors larger than one storage binding: pieces of the output, each with the Philox
+// counter advanced by its first element, so the draws equal those of one launch.
+uint64_t fill_random(Context& ctx, const BufferRef& out, uint64_t numel, const FillParams& p,
+                     const PhiloxInput& philox) {
+  if (numel == 0) return 0;
+  check_u32(numel, "random fill");
+  const bool windowed = ctx.pool().has_oversized() &&
+                        (needs_window(ctx, out.buffer) ||
+                         (p.dist == Dist::BernoulliTensor && needs_window(ctx, p.p.buffer)));
+  if (!windowed) {
+    fill_random_piece(ctx, out, numel, p, philox);
+    return numel;
+  }
+  const uint64_t widest = std::max(element_size(out.dtype),
+                                   p.dist == Dist::BernoulliTensor ? element_size(p.p.dtype) : 1);
+  const uint64_t step =
+      std::max<uint64_t>(64, rows_per_window(ctx, numel, widest, "random fill") / 64 * 64);
+  for (uint64_t e = 0; e < numel; e += step) {
+    BufferRef o = out;
+    o.offset += e;
+    FillParams q = p;
+    q.p.offset += e;
+    PhiloxInput counter = philox;
+    counter.offset += e;
+    fill_random_piece(ctx, o, std::min(step, numel - e), q, counter);
+  }
   return numel;
 }
 

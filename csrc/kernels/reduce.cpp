@@ -256,10 +256,11 @@ Compute store_compute(const ReduceSpec& s, int which) {
 
 std::string kind_name(ReduceKind k) { return std::to_string(static_cast<int>(k)); }
 
-}  // namespace
 
-void launch_reduce(Context& ctx, const ReduceSpec& requested, const ReduceShape& shape,
-                   const ReduceBuffers& b, float param) {
+// One dispatch; `chunk` is the length of a chunk of the reduced run (ceil(reduce / chunks)
+// unless a split launch passes its parent's).
+void reduce_piece(Context& ctx, const ReduceSpec& requested, const ReduceShape& shape,
+                  uint64_t chunk, const ReduceBuffers& b, float param) {
   ReduceSpec spec = requested;
   switch (spec.kind) {
     case ReduceKind::All: case ReduceKind::Any: case ReduceKind::CountNonzero:
@@ -273,7 +274,6 @@ void launch_reduce(Context& ctx, const ReduceSpec& requested, const ReduceShape&
       spec.acc = Compute::F32;
   }
   const uint64_t chunks = std::max<uint64_t>(shape.chunks, 1);
-  const uint64_t chunk = (shape.reduce + chunks - 1) / chunks;
   const uint64_t outputs = shape.outer * shape.inner * chunks;
   if (outputs == 0) return;
   const uint64_t in_elems = shape.outer * shape.inner * shape.reduce;
@@ -291,7 +291,12 @@ void launch_reduce(Context& ctx, const ReduceSpec& requested, const ReduceShape&
   KernelLaunch l;
   l.buffers = {{b.in, Access::Read, false},
                {b.out, Access::ReadWrite, is_subword(spec.out)}};
-  if (two_outputs) l.buffers.push_back({b.out2, Access::ReadWrite, is_subword(spec.out2)});
+  l.buffers[0].touches(4, spec.in, b.in_offset, in_elems);
+  l.buffers[1].touches(7, spec.out, b.out_offset, outputs);
+  if (two_outputs) {
+    l.buffers.push_back({b.out2, Access::ReadWrite, is_subword(spec.out2)});
+    l.buffers[2].touches(8, spec.out2, b.out2_offset, outputs);
+  }
   uint32_t pbits;
   std::memcpy(&pbits, &param, 4);
   l.uniforms = {0, 0, 0, 0,
@@ -371,8 +376,8 @@ void launch_reduce(Context& ctx, const ReduceSpec& requested, const ReduceShape&
   launch_kernel(ctx, l);
 }
 
-void launch_softmax(Context& ctx, const SoftmaxSpec& spec, const ReduceShape& shape,
-                    const SoftmaxBuffers& b) {
+void softmax_piece(Context& ctx, const SoftmaxSpec& spec, const ReduceShape& shape,
+                   const SoftmaxBuffers& b) {
   const uint64_t rows = shape.outer * shape.inner;
   if (rows == 0 || shape.reduce == 0) return;
   if (rows * shape.reduce > 0xffffffffull ||
@@ -383,12 +388,18 @@ void launch_softmax(Context& ctx, const SoftmaxSpec& spec, const ReduceShape& sh
   const bool groups = shape.reduce >= 128;
   const uint32_t wg = groups ? kGroup : ctx.caps().workgroup_1d();
 
+  const uint64_t elems = rows * shape.reduce;
   KernelLaunch l;
   l.buffers = {{b.in, Access::Read, false}};
-  if (backward) l.buffers.push_back({b.in2, Access::Read, false});
+  l.buffers[0].touches(4, spec.in, b.in_offset, elems);
+  if (backward) {
+    l.buffers.push_back({b.in2, Access::Read, false});
+    l.buffers[1].touches(8, spec.in2, b.in2_offset, elems);
+  }
   const size_t ob = l.buffers.size();
   // Invocations of one row write elements `inner` apart: narrow outputs need atomics.
   l.buffers.push_back({b.out, Access::ReadWrite, is_subword(spec.out)});
+  l.buffers[ob].touches(7, spec.out, b.out_offset, elems);
   // 4: in offset, 5: reduce, 6: inner, 7: out offset, 8: in2 offset
   l.uniforms = {0, 0, 0, 0,
                 static_cast<uint32_t>(b.in_offset),
@@ -525,6 +536,77 @@ void launch_softmax(Context& ctx, const SoftmaxSpec& spec, const ReduceShape& sh
     return s;
   };
   launch_kernel(ctx, l);
+}
+
+bool any_window(Context& ctx, std::initializer_list<WGPUBuffer> buffers) {
+  if (!ctx.pool().has_oversized()) return false;
+  for (WGPUBuffer b : buffers)
+    if (needs_window(ctx, b)) return true;
+  return false;
+}
+
+}  // namespace
+
+// Tensors larger than one binding: blocks of outer rows, or, when one row's reduced run is
+// larger than a binding, blocks of its chunks (the first stage of a two-stage reduction).
+void launch_reduce(Context& ctx, const ReduceSpec& spec, const ReduceShape& shape,
+                   const ReduceBuffers& b, float param) {
+  const uint64_t chunks = std::max<uint64_t>(shape.chunks, 1);
+  const uint64_t chunk = (shape.reduce + chunks - 1) / chunks;
+  if (!any_window(ctx, {b.in, b.out, b.out2}))
+    return reduce_piece(ctx, spec, shape, chunk, b, param);
+  const uint64_t in_row = shape.reduce * shape.inner;   // elements per outer row
+  const uint64_t out_row = chunks * shape.inner;
+  const uint64_t out_bytes = std::max(element_size(spec.out), element_size(spec.out2));
+  auto at_row = [&](uint64_t o, uint64_t c) {
+    ReduceBuffers p = b;
+    p.in_offset += o * in_row + c * chunk * shape.inner;
+    p.out_offset += o * out_row + c * shape.inner;
+    p.out2_offset += o * out_row + c * shape.inner;
+    return p;
+  };
+  if (in_row * element_size(spec.in) <= window_budget(ctx)) {
+    const uint64_t step =
+        std::min(rows_per_window(ctx, shape.outer, in_row * element_size(spec.in), "reduce"),
+                 rows_per_window(ctx, shape.outer, out_row * out_bytes, "reduce"));
+    for (uint64_t o = 0; o < shape.outer; o += step) {
+      ReduceShape piece = shape;
+      piece.outer = std::min(step, shape.outer - o);
+      reduce_piece(ctx, spec, piece, chunk, at_row(o, 0), param);
+    }
+    return;
+  }
+  if (chunks == 1)
+    fail_too_large(ctx, "reduction (" + std::to_string(static_cast<int>(spec.kind)) + ")",
+                   in_row * element_size(spec.in));
+  const uint64_t step =
+      rows_per_window(ctx, chunks, chunk * shape.inner * element_size(spec.in), "reduce");
+  for (uint64_t o = 0; o < shape.outer; ++o) {
+    for (uint64_t c = 0; c < chunks; c += step) {
+      const uint64_t n = std::min(step, chunks - c);
+      ReduceShape piece{1, std::min(shape.reduce, (c + n) * chunk) - c * chunk, shape.inner, n};
+      reduce_piece(ctx, spec, piece, chunk, at_row(o, c), param);
+    }
+  }
+}
+
+// Tensors larger than one binding: blocks of outer rows.
+void launch_softmax(Context& ctx, const SoftmaxSpec& spec, const ReduceShape& shape,
+                    const SoftmaxBuffers& b) {
+  if (!any_window(ctx, {b.in, b.in2, b.out})) return softmax_piece(ctx, spec, shape, b);
+  const uint64_t row = shape.reduce * shape.inner;
+  const uint64_t widest = std::max({element_size(spec.in), element_size(spec.in2),
+                                    element_size(spec.out)});
+  const uint64_t step = rows_per_window(ctx, shape.outer, row * widest, "softmax");
+  for (uint64_t o = 0; o < shape.outer; o += step) {
+    ReduceShape piece = shape;
+    piece.outer = std::min(step, shape.outer - o);
+    SoftmaxBuffers p = b;
+    p.in_offset += o * row;
+    p.in2_offset += o * row;
+    p.out_offset += o * row;
+    softmax_piece(ctx, spec, piece, p);
+  }
 }
 
 }  // namespace twgpu

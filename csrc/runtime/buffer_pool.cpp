@@ -21,6 +21,8 @@ uint64_t BufferPool::bucket_size(uint64_t nbytes) {
 
 BufferPool::~BufferPool() = default;
 
+uint64_t BufferPool::size_of(WGPUBuffer buffer) { return wgpuBufferGetSize(buffer); }
+
 WGPUBuffer BufferPool::create_buffer(uint64_t size) {
   ctx_.touch_gl();
   WGPUBufferDescriptor desc = {};
@@ -45,17 +47,16 @@ WGPUBuffer BufferPool::create_buffer(uint64_t size) {
 
 Allocation* BufferPool::allocate(uint64_t nbytes) {
   ctx_.check_errors();
-  // Kernels bind buffers whole, so no buffer may exceed the storage binding limit.
-  const uint64_t limit =
-      std::min(ctx_.caps().max_buffer_size, ctx_.caps().max_storage_binding_size) / 4 * 4;
+  // Kernels bind windows of at most one storage binding (kernels/binding_window.h), so
+  // only maxBufferSize bounds a buffer.
+  const uint64_t limit = ctx_.caps().max_buffer_size / 4 * 4;
   if (nbytes > limit) {
     stats_.num_ooms++;
     fail(ErrorKind::OutOfMemory,
          "WebGPU out of memory: tried to allocate " + std::to_string(nbytes) +
-             " bytes, more than one buffer may hold on this device (" + std::to_string(limit) +
-             " bytes: the smaller of maxBufferSize and maxStorageBufferBindingSize). "
-             "Allocated: " + std::to_string(stats_.allocated) + " bytes; reserved: " +
-             std::to_string(stats_.reserved) + " bytes.");
+             " bytes, more than one buffer may hold on this device (maxBufferSize: " +
+             std::to_string(limit) + " bytes). Allocated: " + std::to_string(stats_.allocated) +
+             " bytes; reserved: " + std::to_string(stats_.reserved) + " bytes.");
   }
   uint64_t size = std::min(bucket_size(nbytes), limit);
   Allocation* a = nullptr;
@@ -88,6 +89,7 @@ Allocation* BufferPool::allocate(uint64_t nbytes) {
     next_address_ += (size + (1ull << 20) + 0xFFFFF) & ~0xFFFFFull;
     stats_.reserved += size;
     stats_.reserved_total += size;
+    if (size > ctx_.caps().max_storage_binding_size) oversized_++;
     stats_.num_device_allocs++;
     stats_.peak_reserved = std::max(stats_.peak_reserved, stats_.reserved);
   }
@@ -145,6 +147,7 @@ void BufferPool::empty_cache() {
       wgpuBufferRelease(a->buffer);
       stats_.reserved -= a->capacity;
       stats_.released_total += a->capacity;
+      if (a->capacity > ctx_.caps().max_storage_binding_size) oversized_--;
       stats_.num_device_frees++;
       by_address_.erase(a->address);
       delete a;

@@ -1,4 +1,5 @@
-// A caching pool of storage buffers. One WGPUBuffer per allocation, sized to a bucket
+// A caching pool of storage buffers. One WGPUBuffer per allocation (up to maxBufferSize;
+// kernels bind windows of larger ones), sized to a bucket
 // (four per power of two, so at most 25% slack); freed buffers wait in a free list for the
 // next allocation of their bucket. Every allocation also gets a synthetic device address
 // so data_ptr() arithmetic on views works as it does on CUDA.
@@ -70,6 +71,10 @@ class BufferPool {
   Allocation* find(uint64_t address) const;
 
   static uint64_t bucket_size(uint64_t nbytes);
+  static uint64_t size_of(WGPUBuffer buffer);
+  // True while some buffer exceeds one storage binding: only then do kernel launches
+  // need binding windows (kernels/binding_window.h).
+  bool has_oversized() const { return oversized_ != 0; }
 
  private:
   WGPUBuffer create_buffer(uint64_t size);
@@ -81,6 +86,7 @@ class BufferPool {
   PoolStats stats_;
   uint64_t reserve_limit_ = 0;
   uint64_t next_address_ = 1ull << 44;
+  uint64_t oversized_ = 0;  // buffers larger than caps().max_storage_binding_size
 };
 
 }  // namespace twgpu

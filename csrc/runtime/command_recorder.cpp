@@ -1,5 +1,6 @@
 #include "runtime/command_recorder.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "runtime/config.h"
@@ -47,7 +48,8 @@ void CommandRecorder::end_pass() {
 }
 
 void CommandRecorder::dispatch(const Pipeline& p, const WGPUBuffer* buffers, const void* uniforms,
-                               uint32_t gx, uint32_t gy, uint32_t gz) {
+                               uint32_t gx, uint32_t gy, uint32_t gz,
+                               const BufferWindow* windows) {
   if (gx == 0 || gy == 0 || gz == 0) return;
   uint64_t slot = (p.uniform_bytes + align_ - 1) / align_ * align_;
   if (pending_ >= max_batch_ || arena_used_ + slot > arena_capacity_) flush();
@@ -76,7 +78,7 @@ void CommandRecorder::dispatch(const Pipeline& p, const WGPUBuffer* buffers, con
     wgpuComputePassEncoderSetPipeline(pass_, p.pipeline);
     bound_pipeline_ = &p;
   }
-  WGPUBindGroup group = ctx_.pipelines().bind_group(p, buffers, arena_);
+  WGPUBindGroup group = ctx_.pipelines().bind_group(p, buffers, arena_, windows);
   if (p.uniform_bytes) {
     std::memcpy(arena_host_.data() + arena_used_, uniforms, p.uniform_bytes);
     uint32_t offset = static_cast<uint32_t>(arena_used_);
@@ -150,6 +152,7 @@ void CommandRecorder::read(WGPUBuffer src, uint64_t offset, void* data, uint64_t
     if (staging_) wgpuBufferRelease(staging_);
     uint64_t cap = staging_capacity_ ? staging_capacity_ : 1 << 16;
     while (cap < total) cap *= 2;
+    cap = std::max(total, std::min(cap, ctx_.caps().max_buffer_size / 4 * 4));
     WGPUBufferDescriptor desc = {};
     desc.size = cap;
     desc.usage = WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst;

@@ -12,15 +12,18 @@ namespace twgpu {
 
 class Context;
 struct Pipeline;
+struct BufferWindow;
 
 class CommandRecorder {
  public:
   explicit CommandRecorder(Context& ctx);
 
   // Records one dispatch. `buffers` holds pipeline.num_storage buffers in binding order;
-  // `uniforms` holds pipeline.uniform_bytes bytes.
+  // `uniforms` holds pipeline.uniform_bytes bytes; `windows` (null: whole buffers) one
+  // window per buffer.
   void dispatch(const Pipeline& pipeline, const WGPUBuffer* buffers, const void* uniforms,
-                uint32_t groups_x, uint32_t groups_y = 1, uint32_t groups_z = 1);
+                uint32_t groups_x, uint32_t groups_y = 1, uint32_t groups_z = 1,
+                const BufferWindow* windows = nullptr);
   // Records a buffer-to-buffer copy (offsets and size multiples of 4).
   void copy(WGPUBuffer src, uint64_t src_offset, WGPUBuffer dst, uint64_t dst_offset,
             uint64_t size);

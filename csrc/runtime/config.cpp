@@ -28,6 +28,12 @@ Config read_config() {
     long n = std::strtol(batch.c_str(), nullptr, 10);
     if (n >= 1 && n <= 65536) c.max_batch = static_cast<uint32_t>(n);
   }
+  std::string binding = env_string("TORCH_WEBGPU_MAX_BINDING_BYTES");
+  if (!binding.empty()) {
+    long long n = std::strtoll(binding.c_str(), nullptr, 10);
+    // Windows start at 256-byte multiples: a binding must hold a few of them.
+    if (n >= 4096) c.max_binding_bytes = static_cast<uint64_t>(n) / 256 * 256;
+  }
   return c;
 }
 

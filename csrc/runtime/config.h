@@ -13,6 +13,9 @@ struct Config {
   bool debug = false;            // TORCH_WEBGPU_DEBUG=1: log adapter and device
   std::string dump_shaders_dir;  // TORCH_WEBGPU_DUMP_SHADERS=dir
   uint32_t max_batch = 256;      // TORCH_WEBGPU_MAX_BATCH=N: dispatches per submit
+  // TORCH_WEBGPU_MAX_BINDING_BYTES=N: plan kernels as if a storage binding held at most N
+  // bytes (tests of tensors larger than one binding with small tensors); 0: the adapter's.
+  uint64_t max_binding_bytes = 0;
 
   static const Config& get();
 };

@@ -377,6 +377,8 @@ void Context::create_device() {
   caps_.timestamp_query = wgpuDeviceHasFeature(device_, WGPUFeatureName_TimestampQuery);
   caps_.max_buffer_size = l.maxBufferSize;
   caps_.max_storage_binding_size = l.maxStorageBufferBindingSize;
+  if (cfg.max_binding_bytes && cfg.max_binding_bytes < caps_.max_storage_binding_size)
+    caps_.max_storage_binding_size = cfg.max_binding_bytes;
   caps_.max_storage_buffers_per_stage = l.maxStorageBuffersPerShaderStage;
   caps_.max_workgroup_storage = l.maxComputeWorkgroupStorageSize;
   caps_.max_workgroup_invocations = l.maxComputeInvocationsPerWorkgroup;

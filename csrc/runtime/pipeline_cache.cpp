@@ -15,6 +15,7 @@ size_t PipelineCache::BindKeyHash::operator()(const BindKey& k) const {
   size_t h = std::hash<const void*>()(k.layout) ^ (std::hash<const void*>()(k.uniforms) << 1);
   h ^= k.uniform_bytes * 0x9E3779B97F4A7C15ull;
   for (WGPUBuffer b : k.buffers) h = h * 1000003u ^ std::hash<const void*>()(b);
+  for (const BufferWindow& w : k.windows) h = h * 1000003u ^ (w.offset + w.size * 31);
   return h;
 }
 
@@ -112,11 +113,15 @@ Pipeline PipelineCache::build(const ProgramDesc& desc) {
 }
 
 WGPUBindGroup PipelineCache::bind_group(const Pipeline& p, const WGPUBuffer* buffers,
-                                        WGPUBuffer uniforms) {
+                                        WGPUBuffer uniforms, const BufferWindow* windows) {
   scratch_key_.layout = p.layout;
   scratch_key_.uniforms = p.uniform_bytes ? uniforms : nullptr;
   scratch_key_.uniform_bytes = p.uniform_bytes;
   scratch_key_.buffers.assign(buffers, buffers + p.num_storage);
+  if (windows)
+    scratch_key_.windows.assign(windows, windows + p.num_storage);
+  else
+    scratch_key_.windows.clear();
   auto it = bind_groups_.find(scratch_key_);
   if (it != bind_groups_.end()) return it->second;
   ctx_.touch_gl();
@@ -128,8 +133,17 @@ WGPUBindGroup PipelineCache::bind_group(const Pipeline& p, const WGPUBuffer* buf
     WGPUBindGroupEntry e = {};
     e.binding = i;
     e.buffer = buffers[i];
-    e.offset = 0;
-    e.size = WGPU_WHOLE_SIZE;
+    e.offset = windows ? windows[i].offset : 0;
+    e.size = windows && windows[i].size ? windows[i].size : WGPU_WHOLE_SIZE;
+    // Launches window buffers larger than a binding (kernels/binding_window.h); this
+    // catches one that does not, also below the adapter's limit when
+    // TORCH_WEBGPU_MAX_BINDING_BYTES lowers it for tests.
+    const uint64_t bound = e.size == WGPU_WHOLE_SIZE ? wgpuBufferGetSize(e.buffer) : e.size;
+    if (bound > ctx_.caps().max_storage_binding_size)
+      fail(ErrorKind::Internal, "torch_webgpu: kernel '" + p.label + "' binds " +
+                                    std::to_string(bound) + " bytes at binding " +
+                                    std::to_string(i) + ", more than one storage binding holds (" +
+                                    std::to_string(ctx_.caps().max_storage_binding_size) + ")");
     entries[n++] = e;
   }
   if (p.uniform_bytes) {

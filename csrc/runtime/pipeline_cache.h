@@ -3,8 +3,9 @@
 //
 // Binding convention (every kernel follows it): group 0, storage buffers at bindings
 // 0..n-1 in declaration order, then one uniform buffer at binding n with a dynamic offset
-// (present when uniform_bytes > 0). Storage buffers are always bound whole (offset 0):
-// kernels receive element offsets through their uniforms.
+// (present when uniform_bytes > 0). Storage buffers are bound whole (offset 0), or as a
+// window of a buffer larger than one binding: kernels receive element offsets through
+// their uniforms, rebased to the window (kernels/binding_window.h).
 #pragma once
 #include <webgpu/webgpu.h>
 
@@ -19,6 +20,13 @@ namespace twgpu {
 class Context;
 
 enum class Access : uint8_t { Read, ReadWrite };
+
+// The bytes of a storage buffer one binding sees; size 0 binds the whole buffer.
+struct BufferWindow {
+  uint64_t offset = 0;
+  uint64_t size = 0;
+  bool operator==(const BufferWindow& o) const { return offset == o.offset && size == o.size; }
+};
 
 struct ProgramDesc {
   std::string label;             // names the kernel in errors and dumps
@@ -44,8 +52,10 @@ class PipelineCache {
   const Pipeline& get(const std::string& key, const std::function<ProgramDesc()>& make);
   size_t size() const { return pipelines_.size(); }
 
-  // Bind group for (pipeline layout, storage buffers, uniform arena). Cached.
-  WGPUBindGroup bind_group(const Pipeline& p, const WGPUBuffer* buffers, WGPUBuffer uniforms);
+  // Bind group for (pipeline layout, storage buffers, uniform arena). Cached. `windows`
+  // (null: whole buffers) holds one window per storage buffer.
+  WGPUBindGroup bind_group(const Pipeline& p, const WGPUBuffer* buffers, WGPUBuffer uniforms,
+                           const BufferWindow* windows = nullptr);
   // Drops cached bind groups that name `buffer` (before the buffer is released).
   void forget_buffer(WGPUBuffer buffer);
   void forget_all_bind_groups();
@@ -61,9 +71,10 @@ class PipelineCache {
     WGPUBuffer uniforms;
     uint32_t uniform_bytes;
     std::vector<WGPUBuffer> buffers;
+    std::vector<BufferWindow> windows;  // empty: whole buffers
     bool operator==(const BindKey& o) const {
       return layout == o.layout && uniforms == o.uniforms && uniform_bytes == o.uniform_bytes &&
-             buffers == o.buffers;
+             buffers == o.buffers && windows == o.windows;
     }
   };
   struct BindKeyHash {

@@ -1,0 +1,330 @@
+"""Cases for test_large_tensors.py, run in a subprocess whose environment sets
+TORCH_WEBGPU_MAX_BINDING_BYTES (kernels then plan with small bindings, so tensors of a few
+MiB span several of them) and TORCH_WEBGPU_DISABLE_CPU_FALLBACK=1 (results come from the
+device's own kernels).
+
+Prints one line `RESULT <json>`: case name -> null when the device matched the CPU, else
+the error text. Run with case names as arguments to run only those.
+"""
+import json
+import sys
+import traceback
+
+import torch
+
+import torch_webgpu  # noqa: F401
+
+DEVICE = "webgpu"
+BINDING = torch.webgpu.get_device_properties().max_storage_buffer_binding_size
+
+
+def rand(*shape, seed=0, dtype=torch.float32):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.rand(shape, generator=g) * 8 - 4).to(dtype)
+
+
+def big(t):
+    """A device copy of CPU tensor `t`, checked to be larger than one storage binding."""
+    d = t.to(DEVICE)
+    assert d.untyped_storage().nbytes() > BINDING, (d.untyped_storage().nbytes(), BINDING)
+    return d
+
+
+def same(actual, expected, **kw):
+    assert actual.device.type == DEVICE
+    assert actual.dtype == expected.dtype, (actual.dtype, expected.dtype)
+    assert actual.shape == expected.shape, (actual.shape, expected.shape)
+    torch.testing.assert_close(actual.cpu(), expected, **kw)
+
+
+CASES = {}
+
+
+def case(fn):
+    CASES[fn.__name__] = fn
+    return fn
+
+
+@case
+def binding_is_lowered():
+    assert BINDING == 1 << 20, BINDING
+
+
+@case
+def add_contiguous():
+    a, b = rand(1_000_003), rand(1_000_003, seed=1)
+    same(big(a) + big(b), a + b)
+
+
+@case
+def unary_with_offset():
+    base = rand(1_200_000)
+    x = big(base)[77:1_100_077]
+    same(torch.exp(x), torch.exp(base[77:1_100_077]))
+    same(-x, -base[77:1_100_077])
+
+
+@case
+def binary_broadcast():
+    a, row, col = rand(1024, 1200), rand(1200, seed=1), rand(1024, 1, seed=2)
+    same(big(a) + row.to(DEVICE), a + row)
+    same(big(a) * col.to(DEVICE), a * col)
+    same(big(a) - 2.5, a - 2.5)
+
+
+@case
+def transposed_input():
+    a = rand(1100, 1000)
+    b = rand(1000, 1100, seed=1)
+    same(big(a).t() + big(b), a.t() + b)
+    same(big(a).t().contiguous(), a.t().contiguous())
+
+
+@case
+def strided_slices():
+    a = rand(2000, 700)
+    d = big(a)
+    same(d[3::2, 5::3] * 3, a[3::2, 5::3] * 3)
+    same(d[:, 1:] - d[:, :-1], a[:, 1:] - a[:, :-1])
+
+
+@case
+def dtypes_elementwise():
+    for dtype in (torch.float16, torch.bfloat16):
+        a, b = rand(1_100_000, dtype=dtype), rand(1_100_000, seed=1, dtype=dtype)
+        same(big(a) * big(b), a * b)
+    i = torch.randint(-1000, 1000, (700_000,), generator=torch.Generator().manual_seed(2))
+    same(big(i) * 3 - big(i), i * 3 - i)
+    j = torch.randint(-60, 60, (3_000_000,), generator=torch.Generator().manual_seed(3)).to(torch.int8)
+    same(big(j) + j.to(DEVICE), j + j)
+    m = j > 0
+    same(big(m) & m.flip(0).to(DEVICE), m & m.flip(0))
+
+
+@case
+def zero_dim_and_empty_views():
+    a = rand(1_300_000)
+    d = big(a)
+    same(d[1_250_001] * 2, a[1_250_001] * 2)
+    same(d[900_000:900_000] + 1, a[900_000:900_000] + 1)
+    same(d.view(1300, 1000)[:, 5:5].sum(dim=1), a.view(1300, 1000)[:, 5:5].sum(dim=1))
+    same(d[1_250_001].exp(), a[1_250_001].exp())
+
+
+@case
+def in_place():
+    a = rand(1_300_000)
+    d = big(a)
+    d.mul_(2).add_(1)
+    same(d, a * 2 + 1)
+
+
+@case
+def casts():
+    a = rand(1_100_000)
+    same(big(a).half(), a.half())
+    same(big(a).to(torch.int32), a.to(torch.int32))
+    same(big(a) > 0, a > 0)
+    i = torch.arange(1_100_000, dtype=torch.int64)
+    same(big(i).float(), i.float())
+
+
+@case
+def copies_cpu_round_trip():
+    a = rand(1_500_000)
+    d = big(a)
+    assert torch.equal(d.cpu(), a)
+    target = torch.zeros(1_500_000).to(DEVICE)
+    target.copy_(a)
+    assert torch.equal(target.cpu(), a)
+    dst = torch.empty(1_500_000)
+    dst.copy_(d)
+    assert torch.equal(dst, a)
+
+
+@case
+def copy_device_to_device():
+    a = rand(1200, 1100)
+    d = big(a)
+    e = torch.empty(1100, 1200, device=DEVICE)
+    e.copy_(d.t())
+    same(e, a.t().contiguous())
+    same(d.clone(), a)
+
+
+@case
+def sum_all():
+    a = rand(1_400_000)
+    same(big(a).sum(), a.sum(), rtol=1e-4, atol=1e-2)
+    same(big(a).mean(), a.mean(), rtol=1e-4, atol=1e-5)
+
+
+@case
+def reduce_rows():
+    a = rand(1024, 1200)
+    same(big(a).sum(dim=1), a.sum(dim=1), rtol=1e-5, atol=1e-4)
+    same(big(a).amax(dim=1), a.amax(dim=1))
+    same(big(a).argmax(dim=1), a.argmax(dim=1))
+
+
+@case
+def reduce_columns():
+    a = rand(1200, 1024)
+    same(big(a).sum(dim=0), a.sum(dim=0), rtol=1e-5, atol=1e-4)
+    same(big(a).amin(dim=0), a.amin(dim=0))
+
+
+@case
+def reduce_columns_without_two_stages():
+    # Kinds with no two-stage form reduce rows of a transposed copy.
+    a = rand(1200, 1024)
+    same(big(a).argmax(dim=0), a.argmax(dim=0))
+    same(big(a).var(dim=0), a.var(dim=0), rtol=1e-4, atol=1e-5)
+    lo, hi = torch.aminmax(big(a), dim=0)
+    same(lo, a.amin(dim=0))
+    same(hi, a.amax(dim=0))
+
+
+@case
+def reduce_dtypes():
+    i = torch.randint(-50, 50, (1024, 1100), generator=torch.Generator().manual_seed(6), dtype=torch.int32)
+    same(big(i).sum(dim=0), i.sum(dim=0))
+    same(big(i).sum(), i.sum())
+    h = rand(1500, 1000, dtype=torch.float16)
+    same(big(h).sum(dim=1), h.sum(dim=1), rtol=1e-3, atol=1e-2)
+    same(big(h).amax(dim=0), h.amax(dim=0))
+    b = torch.rand(3_000_000, generator=torch.Generator().manual_seed(7)) > 0.5
+    same(big(b).any(), b.any())
+    same(big(b).sum(), b.sum())
+
+
+@case
+def reduce_one_long_row():
+    a = rand(2, 700_000)
+    same(big(a).sum(dim=1), a.sum(dim=1), rtol=1e-4, atol=1e-2)
+
+
+@case
+def softmax_rows():
+    a = rand(1024, 1200)
+    same(torch.softmax(big(a), dim=-1), torch.softmax(a, dim=-1))
+    same(torch.log_softmax(big(a), dim=1), torch.log_softmax(a, dim=1))
+    # Rows of a 3-d tensor's middle dim ([outer, reduce, inner] with inner > 1).
+    c = rand(40, 100, 80)
+    same(torch.softmax(big(c), dim=1), torch.softmax(c, dim=1))
+    h = rand(800, 1000, dtype=torch.float16)
+    same(torch.softmax(big(h), dim=-1), torch.softmax(h, dim=-1), rtol=1e-3, atol=1e-4)
+
+
+@case
+def softmax_backward():
+    a = rand(1024, 1200)
+    g = rand(1024, 1200, seed=1)
+    x = big(a).requires_grad_()
+    torch.softmax(x, dim=-1).backward(g.to(DEVICE))
+    xc = a.clone().requires_grad_()
+    torch.softmax(xc, dim=-1).backward(g)
+    same(x.grad, xc.grad, rtol=1e-4, atol=1e-6)
+
+
+@case
+def mm_huge_m():
+    a, b = rand(4000, 300), rand(300, 64, seed=1)
+    same(big(a) @ b.to(DEVICE), a @ b, rtol=1e-4, atol=1e-3)
+
+
+@case
+def bmm_huge_batch():
+    a, b = rand(300, 40, 50), rand(300, 50, 30, seed=1)
+    same(torch.bmm(big(a), b.to(DEVICE)), torch.bmm(a, b), rtol=1e-4, atol=1e-3)
+    # Attention-like: scores of a large batch against one key matrix broadcast.
+    k = rand(50, 30, seed=2)
+    same(big(a) @ k.to(DEVICE), a @ k, rtol=1e-4, atol=1e-3)
+
+
+@case
+def linear_huge_weight():
+    # nn.Linear's weight is B transposed: blocks of N columns are contiguous rows of it.
+    x, weight = rand(16, 300), rand(4000, 300, seed=1)
+    same(torch.nn.functional.linear(x.to(DEVICE), big(weight)),
+         torch.nn.functional.linear(x, weight), rtol=1e-4, atol=1e-3)
+
+
+@case
+def mm_huge_row_major_b_is_refused():
+    # Every block of N columns of a row-major B spans all of it: the split would need K
+    # blocks accumulated into the output, which gemm does not do, so it refuses clearly.
+    a, b = rand(64, 300), rand(300, 4000, seed=1)
+    try:
+        (a.to(DEVICE) @ big(b)).cpu()
+    except NotImplementedError as e:
+        assert "storage binding" in str(e), str(e)
+    else:
+        raise AssertionError("expected NotImplementedError")
+
+
+@case
+def cat():
+    a, b = rand(700, 1000), rand(500, 1000, seed=1)
+    same(torch.cat([big(a), b.to(DEVICE)]), torch.cat([a, b]))
+
+
+@case
+def index_select():
+    table = rand(1000, 1100)
+    idx = torch.randint(0, 1000, (300,), generator=torch.Generator().manual_seed(3))
+    same(big(table).index_select(0, idx.to(DEVICE)), table.index_select(0, idx))
+
+
+@case
+def gather():
+    src = rand(1000, 1100)
+    idx = torch.randint(0, 1100, (1000, 50), generator=torch.Generator().manual_seed(4))
+    same(torch.gather(big(src), 1, idx.to(DEVICE)), torch.gather(src, 1, idx))
+
+
+@case
+def embedding():
+    weight = rand(3000, 400)
+    idx = torch.randint(0, 3000, (8, 64), generator=torch.Generator().manual_seed(5))
+    same(torch.nn.functional.embedding(idx.to(DEVICE), big(weight)),
+         torch.nn.functional.embedding(idx, weight))
+
+
+@case
+def random_fill():
+    # Split fills advance the Philox counter by each piece's first element: the draws
+    # equal those of consecutive small fills (each consumes one counter per element).
+    n, piece = 1_500_000, 100_000
+    torch.manual_seed(11)
+    whole = torch.rand(n, device=DEVICE)
+    assert whole.untyped_storage().nbytes() > BINDING
+    torch.manual_seed(11)
+    parts = [torch.rand(piece, device=DEVICE).cpu() for _ in range(n // piece)]
+    assert torch.equal(whole.cpu(), torch.cat(parts))
+    torch.manual_seed(12)
+    normal = torch.randn(n, device=DEVICE)
+    torch.manual_seed(12)
+    parts = [torch.randn(piece, device=DEVICE).cpu() for _ in range(n // piece)]
+    assert torch.equal(normal.cpu(), torch.cat(parts))
+    # A small view of a large buffer.
+    d = big(rand(n))
+    d[1_400_000:1_400_010].uniform_(2.0, 3.0)
+    tail = d[1_400_000:1_400_010].cpu()
+    assert ((tail >= 2.0) & (tail < 3.0)).all()
+    same(d[:1_400_000], rand(n)[:1_400_000])
+
+
+def main(names):
+    results = {}
+    for name in names or CASES:
+        try:
+            CASES[name]()
+            results[name] = None
+        except Exception:  # noqa: BLE001 - reported to the test, which fails with it
+            results[name] = traceback.format_exc()
+    print("RESULT " + json.dumps(results))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
