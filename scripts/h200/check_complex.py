@@ -50,7 +50,7 @@ for name in ["add", "sub", "mul", "div", "pow", "eq", "ne"]:
 for e in (2, 3, 0.5, -1, -2, 2.5):
     check(f"pow {e}", da ** e, a ** e)
 
-parts = [0.0, -0.0, 1.0, -2.5, float("inf"), -float("inf"), float("nan"), 1e30, -3e-30, 1e-38]
+parts = [0.0, -0.0, 1.0, -2.5, float("inf"), -float("inf"), float("nan"), 1e30, -3e-30, 1e-37]  # normal floats: GPUs may flush subnormals
 re = torch.tensor(parts).repeat_interleave(len(parts))
 im = torch.tensor(parts).repeat(len(parts))
 z = torch.complex(re, im)

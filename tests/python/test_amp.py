@@ -208,7 +208,10 @@ def test_promote_ops_run_in_widest_dtype(name, dtype, no_fallback):
     low = _cast(args, dtype)
     actual = _autocast_result(fn, low, dtype)
     assert actual.dtype == dtype
-    assert_same(actual, fn(*low))
+    # scatter_add's duplicate indices sum in another order on GPUs (atomics), and the CPU
+    # rounds every partial sum to the low dtype: a few low-dtype ulps apart.
+    loose = dict(rtol=1e-2, atol=1e-3) if name == "scatter_add" else {}
+    assert_same(actual, fn(*low), **loose)
 
 
 @pytest.mark.parametrize("dtype", LOW_DTYPES)

@@ -228,7 +228,7 @@ def test_pow_forms():
 
 @pytest.mark.usefixtures("no_fallback")
 def test_special_values():
-    parts = [0.0, -0.0, 1.0, -2.5, INF, -INF, NAN, 1e30, -3e-30, 1e-38]
+    parts = [0.0, -0.0, 1.0, -2.5, INF, -INF, NAN, 1e30, -3e-30, 1e-37]  # normal floats: GPUs may flush subnormals
     re = torch.tensor(parts).repeat_interleave(len(parts))
     im = torch.tensor(parts).repeat(len(parts))
     z = torch.complex(re, im)
