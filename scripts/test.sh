@@ -10,6 +10,14 @@ echo "[test] C++ runtime and kernel tests (ctest)"
 ctest --test-dir build --output-on-failure -j2
 echo "[test] Python tests (pytest)"
 python3 -m pytest tests/python -n 2 -q -p no:cacheprovider "$@"
+echo "[test] Portability subsets: the spec's default limits, and Dawn's desktop OpenGL backend"
+# Representative families (the ones that size workgroups and bindings from the limits);
+# the whole suite runs the same way with the variable set (README, Environment variables).
+TORCH_WEBGPU_LIMITS=default python3 -m pytest tests/python/test_sort.py tests/python/test_reduce.py \
+  tests/python/test_norm.py tests/python/test_scan.py tests/python/test_matmul.py \
+  tests/python/test_convolution.py -n 2 -q -p no:cacheprovider
+TORCH_WEBGPU_BACKEND=opengl python3 -m pytest tests/python/test_training.py \
+  tests/python/test_reduce.py tests/python/test_norm.py -n 2 -q -p no:cacheprovider
 echo "[test] OpInfo against the CPU (pytest tests/opinfo)"
 python3 -m pytest tests/opinfo -n 2 -q -p no:cacheprovider
 python3 tests/opinfo/gates.py --enforce  # a gate below its target fails the run

@@ -1,5 +1,7 @@
 """The webgpu device: registration, torch.webgpu.* (shaped like torch.cuda), the device
 guard, torch.accelerator memory APIs, memory statistics and random number generation."""
+import gc
+
 import pytest
 import torch
 
@@ -159,6 +161,7 @@ def test_accelerator_memory_api():
                  "max_memory_reserved", "memory_stats", "reset_peak_memory_stats",
                  "empty_cache"):
         assert hasattr(acc, name), name
+    gc.collect()  # tensors of earlier tests held in reference cycles must not free mid-test
     torch.webgpu.empty_cache()
     base = acc.memory_allocated()
     assert base == torch.webgpu.memory_allocated()

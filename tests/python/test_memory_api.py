@@ -1,6 +1,7 @@
 """torch.webgpu.memory (shaped like torch.cuda.memory): mem_get_info, memory_summary, the
 per-process memory fraction, the cached/max aliases and resets, compared with
 memory_stats, torch.accelerator and the operating system."""
+import gc
 import os
 
 import pytest
@@ -54,7 +55,16 @@ def test_stats_aliases_and_accelerator_agree():
     del x
 
 
-def test_reset_max_and_accumulated():
+@pytest.fixture
+def no_gc():
+    # Tensors of earlier tests held in reference cycles must not free in the middle.
+    gc.collect()
+    gc.disable()
+    yield
+    gc.enable()
+
+
+def test_reset_max_and_accumulated(no_gc):
     keep = torch.ones(1000, device="webgpu")
     live = torch.webgpu.memory_stats()
     torch.webgpu.reset_accumulated_memory_stats()
