@@ -185,8 +185,10 @@ def tiny_config(config):
     return tiny
 
 
-def build_model(spec, tiny=False, dtype=torch.float32, seed=0):
-    """The architecture on the CPU with seeded random weights, in eval mode."""
+def build_model(spec, tiny=False, dtype=torch.float32, seed=0, init_device="cpu"):
+    """The architecture on the CPU with seeded random weights, in eval mode. The weights
+    are drawn on `init_device` (CUDA draws a 3B model's in seconds, the CPU in minutes),
+    then moved to the CPU: every device compared gets the same weights either way."""
     config_class = getattr(transformers, spec.config_class)
     # A deep copy: config classes may rewrite nested dicts (rope_scaling) in place.
     fields = copy.deepcopy(tiny_config(spec.config) if tiny else spec.config)
@@ -196,8 +198,9 @@ def build_model(spec, tiny=False, dtype=torch.float32, seed=0):
         if hasattr(config, name):
             setattr(config, name, std)
     torch.manual_seed(seed)
-    model = transformers.AutoModelForCausalLM.from_config(config)
-    return model.to(dtype).eval()
+    with torch.device(init_device):
+        model = transformers.AutoModelForCausalLM.from_config(config)
+    return model.to("cpu", dtype).eval()
 
 
 def prompt_tokens(vocab_size, length=PROMPT_LENGTH, seed=0):
@@ -265,10 +268,11 @@ def release(device):
         torch.cuda.empty_cache()
 
 
-def compare(key, tiny=False, dtype=torch.float32, tokens=32, devices=("webgpu",), timed=True):
+def compare(key, tiny=False, dtype=torch.float32, tokens=32, devices=("webgpu",), timed=True,
+            init_device="cpu"):
     """Runs one architecture on the CPU and on `devices`; returns a result row."""
     spec = MODELS[key]
-    model = build_model(spec, tiny=tiny, dtype=dtype)
+    model = build_model(spec, tiny=tiny, dtype=dtype, init_device=init_device)
     params = sum(p.numel() for p in model.parameters())
     prompt = prompt_tokens(model.config.vocab_size)
     row = {"model": key, "checkpoint": spec.checkpoint, "params": params,
@@ -326,6 +330,9 @@ def main(argv=None):
                         help="comma-separated subset of: " + ", ".join(MODELS))
     parser.add_argument("--cuda", action="store_true", help="also run on CUDA when present")
     parser.add_argument("--json", metavar="PATH", help="write the results as JSON")
+    parser.add_argument("--init-device", default="cpu", choices=["cpu", "cuda"],
+                        help="where the seeded random weights are drawn (cuda: much faster "
+                             "for billion-parameter models; the weights differ from cpu's)")
     args = parser.parse_args(argv)
 
     keys = [k.strip() for k in args.models.split(",") if k.strip()]
@@ -347,7 +354,8 @@ def main(argv=None):
     for key in (bar := tqdm(keys, desc="models", unit="model")):
         bar.set_postfix_str(key)
         try:
-            row = compare(key, tiny=args.tiny, dtype=dtype, tokens=args.tokens, devices=devices)
+            row = compare(key, tiny=args.tiny, dtype=dtype, tokens=args.tokens, devices=devices,
+                          init_device=args.init_device)
             if dtype == torch.float32 and row["devices"]["webgpu"]["first_mismatch"] is not None:
                 failed = True
         except Exception as error:  # noqa: BLE001 - report it in the table, keep going

@@ -18,6 +18,7 @@ TORCH_WEBGPU_LIMITS=default python3 -m pytest tests/python/test_sort.py tests/py
   tests/python/test_convolution.py -n 2 -q -p no:cacheprovider
 TORCH_WEBGPU_BACKEND=opengl python3 -m pytest tests/python/test_training.py \
   tests/python/test_reduce.py tests/python/test_norm.py -n 2 -q -p no:cacheprovider
-echo "[test] OpInfo against the CPU (pytest tests/opinfo)"
-python3 -m pytest tests/opinfo -n 2 -q -p no:cacheprovider
+echo "[test] OpInfo against the CPU (pytest tests/opinfo); ${SECONDS}s so far"
+python3 -m pytest tests/opinfo -n 2 -q -p no:cacheprovider --durations=15
 python3 tests/opinfo/gates.py --enforce  # a gate below its target fails the run
+echo "[test] done in ${SECONDS}s"

@@ -73,7 +73,7 @@ class WebGPUGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     }
     TWGPU_TRY
     RuntimeLock lock;
-    as_event(*event)->marker.record(lock.ctx());
+    as_event(*event)->marker.record(lock.ctx(), as_event(*event)->timing);
     TWGPU_CATCH
   }
 
@@ -100,8 +100,9 @@ class WebGPUGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     delete as_event(event);
   }
 
-  // Host milliseconds between the moments the two positions were seen complete (see
-  // QueueMarker::completed_ms). Waits for both, where CUDA would raise "not ready".
+  // Milliseconds between the two positions: GPU timestamps where the adapter has them,
+  // else the host times at which each was seen complete (QueueMarker::elapsed_ms). Waits
+  // for both, where CUDA would raise "not ready".
   double elapsedTime(void* start, void* end, const c10::DeviceIndex) const override {
     TORCH_CHECK(start && end && as_event(start)->marker.recorded() &&
                     as_event(end)->marker.recorded(),
@@ -110,9 +111,7 @@ class WebGPUGuardImpl final : public c10::impl::DeviceGuardImplInterface {
                 "Both events must be created with argument 'enable_timing=True'.");
     TWGPU_TRY
     RuntimeLock lock;
-    as_event(start)->marker.synchronize(lock.ctx());
-    as_event(end)->marker.synchronize(lock.ctx());
-    return as_event(end)->marker.completed_ms() - as_event(start)->marker.completed_ms();
+    return QueueMarker::elapsed_ms(lock.ctx(), as_event(start)->marker, as_event(end)->marker);
     TWGPU_CATCH
   }
 
@@ -123,7 +122,7 @@ class WebGPUGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     if (!Context::initialized()) return true;
     TWGPU_TRY
     RuntimeLock lock;
-    QueueMarker now;
+    QueueMarker now;  // completes at once when the queue is known idle
     now.record(lock.ctx());
     return now.query(lock.ctx());
     TWGPU_CATCH

@@ -50,6 +50,21 @@ py::dict reserve_limit_info() {
   return d;
 }
 
+py::list memory_segments() {
+  py::list out;
+  if (!Context::initialized()) return out;
+  RuntimeLock lock;
+  for (const BufferPool::Segment& s : lock.ctx().pool().segments()) {
+    py::dict d;
+    d["address"] = s.address;
+    d["total_size"] = s.capacity;
+    d["requested_size"] = s.requested;
+    d["active"] = s.active;
+    out.append(std::move(d));
+  }
+  return out;
+}
+
 }  // namespace
 
 void register_memory_bindings(py::module_& m) {
@@ -57,6 +72,7 @@ void register_memory_bindings(py::module_& m) {
   m.def("set_memory_fraction", &set_memory_fraction);
   m.def("get_memory_fraction", &get_memory_fraction);
   m.def("reserve_limit_info", &reserve_limit_info);
+  m.def("memory_segments", &memory_segments);
 
 }
 

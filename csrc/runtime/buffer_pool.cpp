@@ -1,6 +1,7 @@
 #include "runtime/buffer_pool.h"
 
 #include <algorithm>
+#include <set>
 
 #include "runtime/command_recorder.h"
 #include "runtime/context.h"
@@ -8,6 +9,18 @@
 #include "runtime/pipeline_cache.h"
 
 namespace twgpu {
+
+std::vector<BufferPool::Segment> BufferPool::segments() const {
+  std::set<const Allocation*> cached;
+  for (const auto& [size, list] : free_) cached.insert(list.begin(), list.end());
+  std::vector<Segment> out;
+  out.reserve(by_address_.size());
+  for (const auto& [address, a] : by_address_) {
+    const bool active = cached.count(a) == 0;
+    out.push_back({address, a->capacity, active ? a->requested : 0, active});
+  }
+  return out;
+}
 
 uint64_t BufferPool::bucket_size(uint64_t nbytes) {
   const uint64_t kMin = 256;

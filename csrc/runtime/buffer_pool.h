@@ -70,6 +70,14 @@ class BufferPool {
   // for storages that PyTorch made from a raw device pointer (at::from_blob).
   Allocation* find(uint64_t address) const;
 
+  // Every buffer held, by address: its allocation and whether it is live (else cached).
+  // For torch.webgpu.memory_snapshot().
+  struct Segment {
+    uint64_t address, capacity, requested;
+    bool active;
+  };
+  std::vector<Segment> segments() const;
+
   static uint64_t bucket_size(uint64_t nbytes);
   static uint64_t size_of(WGPUBuffer buffer);
   // True while some buffer exceeds one storage binding: only then do kernel launches

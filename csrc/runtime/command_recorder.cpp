@@ -175,6 +175,7 @@ void CommandRecorder::read(WGPUBuffer src, uint64_t offset, void* data, uint64_t
   if (map.status != WGPUMapAsyncStatus_Success)
     fail(ctx_.lost() ? ErrorKind::DeviceLost : ErrorKind::Internal,
          "torch_webgpu: reading back from the device failed: " + map.message);
+  note_completed(submit_count_);  // the copy ran after everything submitted before it
   const void* mapped = wgpuBufferGetConstMappedRange(staging_, 0, total);
   std::memcpy(data, mapped, size);
   uint32_t error_word = 0;

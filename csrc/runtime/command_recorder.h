@@ -39,6 +39,12 @@ class CommandRecorder {
 
   uint64_t dispatches_recorded() const { return dispatch_count_; }
   uint64_t submits() const { return submit_count_; }
+  // Submits known finished on the GPU (a read-back or a completed queue marker saw them):
+  // the queue is idle when this equals submits() and nothing is pending.
+  uint64_t completed_submits() const { return completed_submits_; }
+  void note_completed(uint64_t submits) {
+    if (submits > completed_submits_) completed_submits_ = submits;
+  }
   uint32_t pending() const { return pending_; }
 
  private:
@@ -65,6 +71,7 @@ class CommandRecorder {
 
   uint64_t dispatch_count_ = 0;
   uint64_t submit_count_ = 0;
+  uint64_t completed_submits_ = 0;
 };
 
 }  // namespace twgpu

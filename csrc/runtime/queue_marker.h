@@ -14,7 +14,10 @@ class Context;
 class QueueMarker {
  public:
   // Marks the current end of the queue (re-recording moves the marker). Runtime lock held.
-  void record(Context& ctx);
+  // `timing`: where the adapter has timestamp queries, the GPU also writes a timestamp
+  // once all earlier work has finished (the end of an empty compute pass), so
+  // elapsed_ms() measures GPU time; otherwise host times stand in.
+  void record(Context& ctx, bool timing = false);
   bool recorded() const { return state_ != nullptr; }
   // True once the GPU has finished everything before the marker (true if never recorded).
   // Never blocks.
@@ -24,6 +27,9 @@ class QueueMarker {
   // Host steady-clock time, in milliseconds, at which the runtime first saw the marker's
   // position complete. Valid after query() returned true or synchronize().
   double completed_ms() const;
+  // Milliseconds from `start` to `end`, waiting for both: GPU timestamps when both have
+  // them, host completion times otherwise.
+  static double elapsed_ms(Context& ctx, QueueMarker& start, QueueMarker& end);
 
   struct State;
 

@@ -151,6 +151,7 @@ from .memory import (  # noqa: E402,F401
     memory_cached,
     memory_reserved,
     memory_stats,
+    memory_snapshot,
     memory_summary,
     reset_accumulated_memory_stats,
     reset_max_memory_allocated,

@@ -22,6 +22,7 @@ __all__ = [
     "memory_allocated",
     "memory_cached",
     "memory_reserved",
+    "memory_snapshot",
     "memory_stats",
     "memory_summary",
     "reset_accumulated_memory_stats",
@@ -149,6 +150,39 @@ def _format_bytes(n: int) -> str:
             return f"{n} {unit}" if unit == "B" else f"{n:.2f} {unit}"
         n /= 1024
     return ""
+
+
+def memory_snapshot() -> list[dict]:
+    """Every buffer the pool holds, in ``torch.cuda.memory_snapshot()``'s format: one
+    segment per buffer (a WebGPU buffer holds one allocation, so each segment has one
+    block), live ones "active_allocated", cached ones "inactive". Stack frames are not
+    recorded (``frames`` is empty)."""
+    segments = []
+    for s in _C.memory_segments():
+        active = s["active"]
+        size = s["total_size"]
+        block = {
+            "address": s["address"],
+            "size": size,
+            "requested_size": s["requested_size"],
+            "state": "active_allocated" if active else "inactive",
+            "frames": [],
+        }
+        segments.append({
+            "device": 0,
+            "address": s["address"],
+            "total_size": size,
+            "allocated_size": size if active else 0,
+            "active_size": size if active else 0,
+            "requested_size": s["requested_size"],
+            "stream": 0,
+            "segment_type": "large" if size > (1 << 20) else "small",
+            "segment_pool_id": (0, 0),
+            "is_expandable": False,
+            "frames": [],
+            "blocks": [block],
+        })
+    return segments
 
 
 def memory_summary(device=None, abbreviated: bool = False) -> str:

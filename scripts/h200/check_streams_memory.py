@@ -59,6 +59,22 @@ def main():
     report("query does not block", q_ms < 5 and not done_early)
     report("elapsed_time plausible", 0 < ms <= host_ms + 0.5 and ms >= 0.5 * host_ms)
 
+    torch.webgpu.synchronize()
+    report("stream idle after synchronize", torch.webgpu.default_stream().query())
+    idle = torch.webgpu.Event()
+    idle.record()
+    report("event recorded on an idle queue is complete", idle.query())
+    # GPU timestamps: a short stretch of small kernels still measures above zero.
+    v = torch.randn(1 << 20, device="webgpu")
+    torch.webgpu.synchronize()
+    start.record()
+    for _ in range(50):
+        v = v + 1
+    end.record()
+    ms = start.elapsed_time(end)
+    report("elapsed_time of 50 small kernels from GPU timestamps", 0 < ms < 50, f"{ms:.4f} ms")
+    print("memory_snapshot segments:", len(torch.webgpu.memory_snapshot()))
+
     s1, s2 = torch.webgpu.Stream(), torch.webgpu.Stream()
     y_cpu = torch.arange(1000, dtype=torch.float32)
     y = y_cpu.to("webgpu")

@@ -6,6 +6,7 @@
 # If one call must stay under 10 minutes, two halves:
 #   TAG=a MODELS=gpt2,gpt-neo,opt,pythia,bloom,smollm2,qwen1.5,qwen2.5,qwen3,danube-3 bash ...
 #   TAG=b MODELS=llama-3.2-1b,llama-3.2-3b,phi-1.5,stablelm-2,olmo-2,granite-3.3 bash ...
+# INIT_DEVICE=cuda draws the random weights on CUDA (the 1B/3B Llamas take minutes on the CPU).
 # Writes $OUT/e2e.json (or $OUT/e2e-$TAG.json with TAG set) and prints the table; exit
 # status 1 when a float32 run's tokens differ from the CPU's.
 # That machine: torch 2.11+cu130, transformers 5.17 (already installed), no network, no
@@ -32,6 +33,6 @@ export HF_HUB_OFFLINE=1
 
 python3 -c "import torch, transformers, torch_webgpu; p = torch.webgpu.get_device_properties(); \
 print(f'torch {torch.__version__}, transformers {transformers.__version__}, webgpu: {p.name} ({p.backend}), cuda: {torch.cuda.is_available()}')"
-args=(--dtype float32 --tokens 32 --cuda --json "$OUT/e2e${TAG:+-$TAG}.json")
+args=(--dtype float32 --tokens 32 --cuda --init-device "${INIT_DEVICE:-cpu}" --json "$OUT/e2e${TAG:+-$TAG}.json")
 [ -n "${MODELS:-}" ] && args+=(--models "$MODELS")
 python3 scripts/e2e_models.py "${args[@]}"

@@ -148,3 +148,28 @@ def test_memory_fraction_bad_arguments():
     with pytest.raises(ValueError):
         torch.webgpu.mem_get_info("cpu")
     assert torch.webgpu.get_per_process_memory_fraction() == 1.0
+
+
+def test_memory_snapshot_lists_live_and_cached_buffers(no_gc):
+    torch.webgpu.empty_cache()
+    x = torch.empty(1000, device="webgpu")  # 4000 bytes requested
+    y = torch.empty(3, 5, device="webgpu")
+    addr_x = x.untyped_storage().data_ptr()
+    snap = torch.webgpu.memory_snapshot()
+    by_addr = {s["address"]: s for s in snap}
+    seg = by_addr[addr_x]
+    assert seg["requested_size"] == 4000 and seg["total_size"] >= 4000
+    assert seg["blocks"][0]["state"] == "active_allocated"
+    assert seg["allocated_size"] == seg["total_size"]
+    assert by_addr[y.untyped_storage().data_ptr()]["requested_size"] == 60
+    # The pool's statistics and the snapshot agree.
+    assert sum(s["allocated_size"] for s in snap) == torch.webgpu.memory_allocated()
+    assert sum(s["total_size"] for s in snap) == torch.webgpu.memory_reserved()
+    del x
+    snap = torch.webgpu.memory_snapshot()
+    cached = [s for s in snap if s["address"] == addr_x]
+    assert cached and cached[0]["blocks"][0]["state"] == "inactive"
+    assert cached[0]["allocated_size"] == 0
+    torch.webgpu.empty_cache()
+    assert addr_x not in {s["address"] for s in torch.webgpu.memory_snapshot()}
+    del y

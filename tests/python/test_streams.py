@@ -143,6 +143,32 @@ def test_stream_query_and_synchronize():
     assert y.isfinite().all().item()
 
 
+def test_queue_reads_idle_after_a_wait():
+    # Once the host has waited (synchronize, a read-back), the queue is known idle: queries
+    # answer True at once, and an event recorded then is complete when recorded (CUDA too).
+    y = _busy_work()
+    torch.webgpu.synchronize()
+    assert torch.webgpu.default_stream().query()
+    assert torch.webgpu.current_stream().query()
+    e = torch.webgpu.Event()
+    e.record()
+    assert e.query()
+    z = (y + 1).sum()
+    assert z.item() == pytest.approx(float((y.cpu() + 1).sum()), rel=1e-5)
+    assert torch.webgpu.default_stream().query()
+    assert torch.webgpu.Stream().query()
+
+
+def test_elapsed_time_of_an_empty_stretch():
+    start = torch.webgpu.Event(enable_timing=True)
+    end = torch.webgpu.Event(enable_timing=True)
+    torch.webgpu.synchronize()
+    start.record()
+    end.record()
+    ms = start.elapsed_time(end)
+    assert 0 <= ms < 50, ms
+
+
 def test_elapsed_time_against_host_clock():
     start = torch.webgpu.Event(enable_timing=True)
     end = torch.webgpu.Event(enable_timing=True)
