@@ -222,6 +222,8 @@ void CapturedGraph::replay() {
   ctx_.touch_gl();
   CommandRecorder& recorder = ctx_.recorder();
   recorder.flush();  // eager work recorded before the replay runs before it
+  const uint64_t start_ns = DispatchProfiler::now_ns();
+  uint64_t submit_ns = 0;
   WGPUDevice device = ctx_.device();
   WGPUQueue queue = ctx_.queue();
   const uint32_t max_batch = Config::get().max_batch;
@@ -240,7 +242,9 @@ void CapturedGraph::replay() {
     end_pass();
     WGPUCommandBuffer commands = wgpuCommandEncoderFinish(encoder, nullptr);
     wgpuCommandEncoderRelease(encoder);
+    const uint64_t before = DispatchProfiler::now_ns();
     wgpuQueueSubmit(queue, 1, &commands);
+    submit_ns += DispatchProfiler::now_ns() - before;
     wgpuCommandBufferRelease(commands);
     encoder = nullptr;
   };
@@ -273,6 +277,8 @@ void CapturedGraph::replay() {
     }
   }
   if (encoder) submit();
+  last_replay_ns_ = DispatchProfiler::now_ns() - start_ns;
+  last_submit_ns_ = submit_ns;
   ctx_.check_errors();
 }
 

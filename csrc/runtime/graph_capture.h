@@ -52,6 +52,10 @@ class CapturedGraph {
   uint64_t pool_id() const { return pool_id_; }
   size_t num_dispatches() const { return dispatches_.size(); }
   size_t num_steps() const { return steps_.size(); }
+  // Host time of the last replay(): all of it, and the part spent in wgpuQueueSubmit
+  // (on GL backends the driver runs the work inside the submit).
+  uint64_t last_replay_ns() const { return last_replay_ns_; }
+  uint64_t last_submit_ns() const { return last_submit_ns_; }
 
   // ---- called by the CommandRecorder while this graph captures -----------------------
   void record_dispatch(const Pipeline& p, const WGPUBuffer* buffers, const void* uniforms,
@@ -116,6 +120,8 @@ class CapturedGraph {
   WGPUBuffer uniform_buffer_ = nullptr;
   WGPUBuffer snapshot_buffer_ = nullptr;
   std::vector<WGPUBindGroup> bind_groups_;  // owned, one per distinct binding set
+  uint64_t last_replay_ns_ = 0;
+  uint64_t last_submit_ns_ = 0;
 };
 
 }  // namespace twgpu
