@@ -207,7 +207,7 @@ def main():
         d = decode(device, args)
         extra = f", {d['dispatches']} dispatches/token" if d["dispatches"] else ""
         print(f"[{device}] decode ({args.layers} layers, vocab {args.vocab}, {args.dtype}"
-              f"{extra}): eager {d['eager']:.1f} tok/s, graph {d['graph']:.1f} tok/s, "
+              f"{extra}): eager {d['eager']:.2f} tok/s, graph {d['graph']:.2f} tok/s, "
               f"speedup {d['graph'] / d['eager']:.2f}x, same tokens: "
               f"{'PASS' if d['same'] else 'FAIL'} {d['tokens']}")
 

@@ -19,7 +19,7 @@ def capture(fn, *static_inputs, pool=None):
     return g, out
 
 
-def check_replays(model, shape, no_fallback_env, steps=3, seed=0):
+def check_replays(model, shape, steps=3, seed=0):
     """Captures model on a static input, then feeds `steps` new inputs by copy_."""
     torch.manual_seed(seed)
     cpu_model = model.eval()
@@ -47,7 +47,7 @@ def _copy_to_device(module):
 def test_mlp_replay_matches_eager_and_cpu(no_fallback):
     mlp = nn.Sequential(nn.Linear(12, 32), nn.GELU(), nn.Linear(32, 32), nn.SiLU(),
                         nn.Linear(32, 5))
-    check_replays(mlp, (7, 12), no_fallback)
+    check_replays(mlp, (7, 12))
 
 
 def test_conv_block_replay(no_fallback):
@@ -56,7 +56,7 @@ def test_conv_block_replay(no_fallback):
     with torch.no_grad():  # non-trivial running statistics
         block[1].running_mean.uniform_(-0.5, 0.5)
         block[1].running_var.uniform_(0.5, 2.0)
-    check_replays(block, (2, 3, 10, 10), no_fallback)
+    check_replays(block, (2, 3, 10, 10))
 
 
 class TinyTransformerBlock(nn.Module):
@@ -79,7 +79,7 @@ class TinyTransformerBlock(nn.Module):
 
 
 def test_transformer_block_replay(no_fallback):
-    check_replays(TinyTransformerBlock(), (2, 6, 32), no_fallback)
+    check_replays(TinyTransformerBlock(), (2, 6, 32))
 
 
 # ---- decode step with a static KV cache ----------------------------------------------
