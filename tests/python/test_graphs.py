@@ -361,3 +361,50 @@ def test_make_graphed_callables_mlp_matches_eager_grads(no_fallback):
         torch.testing.assert_close(xs[1].grad.cpu(), xs[0].grad.cpu(), **ATOL)
         for pe, pg in zip(eager.parameters(), graphed.parameters()):
             torch.testing.assert_close(pg.grad.cpu(), pe.grad.cpu(), **ATOL)
+
+
+def test_replay_runs_no_aten_ops(no_fallback):
+    x = torch.randn(32).to(DEVICE)
+    g, y = capture(lambda t: (t * 2).relu().sum(), x)
+    with torch.autograd.profiler.profile() as prof:
+        g.replay()
+    assert not [e.name for e in prof.function_events if e.name.startswith("aten::")]
+    torch.testing.assert_close(y.cpu(), (x.cpu() * 2).relu().sum(), **ATOL)
+
+
+def test_replay_while_another_graph_captures_raises():
+    x = torch.randn(4).to(DEVICE)
+    g1, _ = capture(lambda t: t + 1, x)
+    g2 = torch.webgpu.WebGPUGraph()
+    with torch.webgpu.graph(g2):
+        x * 2
+        with pytest.raises(RuntimeError, match="another graph is capturing"):
+            g1.replay()
+
+
+def test_make_graphed_callables_function_with_tuple_output(no_fallback):
+    torch.manual_seed(1)
+    w = torch.randn(5, 5).to(DEVICE).requires_grad_(True)
+
+    def fn(a, b):
+        return (a @ w).tanh(), (a * b).sum(dim=1)
+
+    sample = (torch.randn(3, 5).to(DEVICE).requires_grad_(True),
+              torch.randn(3, 5).to(DEVICE).requires_grad_(True))
+    graphed = torch.webgpu.make_graphed_callables(fn, sample)
+    for _ in range(2):
+        a_cpu, b_cpu = torch.randn(3, 5), torch.randn(3, 5)
+        a = a_cpu.to(DEVICE).requires_grad_(True)
+        b = b_cpu.to(DEVICE).requires_grad_(True)
+        ac = a_cpu.clone().requires_grad_(True)
+        bc = b_cpu.clone().requires_grad_(True)
+        wc = w.detach().cpu().requires_grad_(True)
+        out1, out2 = graphed(a, b)
+        e1, e2 = (ac @ wc).tanh(), (ac * bc).sum(dim=1)
+        torch.testing.assert_close(out1.cpu(), e1.detach(), **ATOL)
+        torch.testing.assert_close(out2.cpu(), e2.detach(), **ATOL)
+        (out1.sum() + (out2 * out2).sum()).backward()
+        (e1.sum() + (e2 * e2).sum()).backward()
+        # fn closes over w (not a parameter of a module): only a and b get gradients.
+        torch.testing.assert_close(a.grad.cpu(), ac.grad, **ATOL)
+        torch.testing.assert_close(b.grad.cpu(), bc.grad, **ATOL)
