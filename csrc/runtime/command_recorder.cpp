@@ -54,8 +54,7 @@ void CommandRecorder::dispatch(const Pipeline& p, const WGPUBuffer* buffers, con
   if (gx == 0 || gy == 0 || gz == 0) return;
   if (CapturedGraph* graph = CapturedGraph::active()) {
     graph->record_dispatch(p, buffers, uniforms, gx, gy, gz, windows);
-    ++dispatch_count_;
-    return;
+    return;  // not counted: dispatches_recorded() counts eager launches only
   }
   uint64_t slot = (p.uniform_bytes + align_ - 1) / align_ * align_;
   if (pending_ >= max_batch_ || arena_used_ + slot > arena_capacity_) flush();
