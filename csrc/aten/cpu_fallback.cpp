@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "aten/generator.h"
+#include "runtime/graph_capture.h"
 
 namespace twgpu::aten {
 namespace {
@@ -116,6 +117,10 @@ void webgpu_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack
   const auto& name = op.schema().operator_name();
   std::string op_name = name.name + (name.overload_name.empty() ? "" : "." + name.overload_name);
   check_same_device(op, stack);
+  // The fallback computes on the host: nothing a graph could replay.
+  TORCH_CHECK(!CapturedGraph::active(), "torch.webgpu graphs: op '", op_name,
+              "' has no native webgpu kernel and cannot be captured (it would run on the CPU "
+              "through the fallback); keep it out of the captured region");
   TORCH_CHECK_NOT_IMPLEMENTED(
       !env_flag("TORCH_WEBGPU_DISABLE_CPU_FALLBACK", false), "The operator '", op_name,
       "' is not implemented natively for the WebGPU device, and the CPU fallback is "

@@ -9,6 +9,9 @@
 #include <cstring>
 #include <mutex>
 
+#include "runtime/graph_capture.h"
+#include "runtime/profiler.h"
+
 namespace twgpu::aten {
 
 namespace {
@@ -94,6 +97,12 @@ at::Generator make_generator() { return at::make_generator<WebGPUGeneratorImpl>(
 
 std::pair<uint64_t, uint64_t> philox_reserve(const std::optional<at::Generator>& gen,
                                              uint64_t blocks) {
+  // A replay would draw the same numbers again: the offset lives on the host. Refuse
+  // until it is read from a device word the graph advances (as CUDA graphs do).
+  TORCH_CHECK(!CapturedGraph::active(), "torch.webgpu graphs: operation ",
+              DispatchProfiler::running_ops(),
+              " draws random numbers, which capture does not support yet; keep random ops "
+              "(dropout in training, rand*, multinomial, ...) out of the captured region");
   auto* impl = at::get_generator_or_default<WebGPUGeneratorImpl>(gen, default_generator());
   std::lock_guard<std::mutex> lock(impl->mutex_);
   return impl->philox_reserve(blocks);

@@ -95,6 +95,7 @@ void register_profiler_bindings(py::module_& m);  // python_profiler.cpp
 
 void register_memory_bindings(py::module_& m);  // python_memory.cpp
 void register_stream_bindings(py::module_& m);  // python_streams.cpp
+void register_graph_bindings(py::module_& m);   // python_graphs.cpp
 }  // namespace twgpu::aten
 
 PYBIND11_MODULE(_C, m) {
@@ -103,6 +104,7 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_webgpu native core";
   register_memory_bindings(m);
   register_stream_bindings(m);
+  register_graph_bindings(m);
   m.def("is_available", [] { return Context::available(); });
   m.def("is_initialized", [] { return Context::initialized(); });
   m.def("init", [] { guarded([] { Context::get(); }); });

@@ -1,7 +1,6 @@
 #include "runtime/buffer_pool.h"
 
 #include <algorithm>
-#include <set>
 
 #include "runtime/command_recorder.h"
 #include "runtime/context.h"
@@ -11,14 +10,10 @@
 namespace twgpu {
 
 std::vector<BufferPool::Segment> BufferPool::segments() const {
-  std::set<const Allocation*> cached;
-  for (const auto& [size, list] : free_) cached.insert(list.begin(), list.end());
   std::vector<Segment> out;
   out.reserve(by_address_.size());
-  for (const auto& [address, a] : by_address_) {
-    const bool active = cached.count(a) == 0;
-    out.push_back({address, a->capacity, active ? a->requested : 0, active});
-  }
+  for (const auto& [address, a] : by_address_)
+    out.push_back({address, a->capacity, a->live ? a->requested : 0, a->live});
   return out;
 }
 
@@ -73,8 +68,11 @@ Allocation* BufferPool::allocate(uint64_t nbytes) {
   }
   uint64_t size = std::min(bucket_size(nbytes), limit);
   Allocation* a = nullptr;
-  auto it = free_.find(size);
-  if (it != free_.end() && !it->second.empty()) {
+  // A capture takes only its own pool's blocks: a global free block may still be named
+  // by another graph, which would then overwrite it on replay.
+  auto& free_lists = capture_pool_ ? capture_pool_->free : free_;
+  auto it = free_lists.find(size);
+  if (it != free_lists.end() && !it->second.empty()) {
     a = it->second.back();
     it->second.pop_back();
   } else {
@@ -98,6 +96,11 @@ Allocation* BufferPool::allocate(uint64_t nbytes) {
     a->capacity = size;
     a->address = next_address_;
     by_address_[a->address] = a;
+    by_buffer_[buffer] = a;
+    if (capture_pool_) {
+      a->owner = capture_pool_;
+      capture_pool_->owned.push_back(a);
+    }
     // Leave a gap after each allocation so no pointer into one can alias the next.
     next_address_ += (size + (1ull << 20) + 0xFFFFF) & ~0xFFFFFull;
     stats_.reserved += size;
@@ -107,6 +110,8 @@ Allocation* BufferPool::allocate(uint64_t nbytes) {
     stats_.peak_reserved = std::max(stats_.peak_reserved, stats_.reserved);
   }
   a->requested = nbytes;
+  a->generation++;
+  a->live = true;
   stats_.allocated += size;
   stats_.allocated_total += size;
   stats_.requested += nbytes;
@@ -136,8 +141,23 @@ void BufferPool::release(Allocation* a) {
   stats_.freed_total += a->capacity;
   stats_.requested -= a->requested;
   stats_.num_frees++;
+  a->live = false;
   // Reuse is safe without waiting: all work runs in queue order on one queue.
-  free_[a->capacity].push_back(a);
+  (a->owner ? a->owner->free : free_)[a->capacity].push_back(a);
+}
+
+void BufferPool::release_private(PrivatePool* pool) {
+  if (capture_pool_ == pool) capture_pool_ = nullptr;
+  for (Allocation* a : pool->owned) a->owner = nullptr;
+  for (auto& entry : pool->free)
+    for (Allocation* a : entry.second) free_[a->capacity].push_back(a);
+  pool->free.clear();
+  pool->owned.clear();
+}
+
+Allocation* BufferPool::find_buffer(WGPUBuffer buffer) const {
+  auto it = by_buffer_.find(buffer);
+  return it == by_buffer_.end() ? nullptr : it->second;
 }
 
 Allocation* BufferPool::find(uint64_t address) const {
@@ -155,7 +175,12 @@ void BufferPool::empty_cache() {
   ctx_.touch_gl();
   ctx_.recorder().flush();
   for (auto& entry : free_) {
+    std::vector<Allocation*> pinned;  // named by a captured graph: kept until it resets
     for (Allocation* a : entry.second) {
+      if (a->pins) {
+        pinned.push_back(a);
+        continue;
+      }
       ctx_.pipelines().forget_buffer(a->buffer);
       wgpuBufferRelease(a->buffer);
       stats_.reserved -= a->capacity;
@@ -163,9 +188,10 @@ void BufferPool::empty_cache() {
       if (a->capacity > ctx_.caps().max_storage_binding_size) oversized_--;
       stats_.num_device_frees++;
       by_address_.erase(a->address);
+      by_buffer_.erase(a->buffer);
       delete a;
     }
-    entry.second.clear();
+    entry.second.swap(pinned);
   }
 }
 

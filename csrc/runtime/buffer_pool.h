@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <unordered_map>
 #include <vector>
 
 namespace twgpu {
@@ -19,6 +20,18 @@ struct Allocation {
   uint64_t capacity = 0;   // bytes in the buffer (the bucket size)
   uint64_t requested = 0;  // bytes the caller asked for
   uint64_t address = 0;    // synthetic device address of byte 0
+  uint64_t generation = 0; // bumped each time the allocation is handed out
+  bool live = false;       // handed out and not yet released
+  uint32_t pins = 0;       // captured graphs naming its buffer: empty_cache keeps it
+  struct PrivatePool* owner = nullptr;  // the graph pool it belongs to (null: global)
+};
+
+// Memory of captured graphs (graph_capture.h): allocations made while a graph captures
+// come from here, and blocks freed into it are reused only by later allocations of
+// captures into the same pool, never by eager code, so a replay cannot overwrite them.
+struct PrivatePool {
+  std::map<uint64_t, std::vector<Allocation*>> free;  // bucket size -> released blocks
+  std::vector<Allocation*> owned;                     // every block it ever made
 };
 
 struct PoolStats {
@@ -77,6 +90,14 @@ class BufferPool {
     bool active;
   };
   std::vector<Segment> segments() const;
+  // While set, allocate() serves from `pool` (its free blocks, else new buffers) and
+  // marks what it hands out as the pool's.
+  void set_capture_pool(PrivatePool* pool) { capture_pool_ = pool; }
+  // Gives a private pool's blocks back: free ones to the global free lists, live ones
+  // return there when their tensors die.
+  void release_private(PrivatePool* pool);
+  // The pool allocation behind `buffer`, or null (buffers the pool did not make).
+  Allocation* find_buffer(WGPUBuffer buffer) const;
 
   static uint64_t bucket_size(uint64_t nbytes);
   static uint64_t size_of(WGPUBuffer buffer);
@@ -91,6 +112,8 @@ class BufferPool {
   Context& ctx_;
   std::map<uint64_t, std::vector<Allocation*>> free_;  // bucket size -> cached allocations
   std::map<uint64_t, Allocation*> by_address_;  // every buffer held, by its first address
+  std::unordered_map<WGPUBuffer, Allocation*> by_buffer_;
+  PrivatePool* capture_pool_ = nullptr;
   PoolStats stats_;
   uint64_t reserve_limit_ = 0;
   uint64_t next_address_ = 1ull << 44;

@@ -6,6 +6,7 @@
 #include "runtime/config.h"
 #include "runtime/context.h"
 #include "runtime/device_checks.h"
+#include "runtime/graph_capture.h"
 #include "runtime/error.h"
 #include "runtime/pipeline_cache.h"
 #include "runtime/profiler.h"
@@ -51,6 +52,10 @@ void CommandRecorder::dispatch(const Pipeline& p, const WGPUBuffer* buffers, con
                                uint32_t gx, uint32_t gy, uint32_t gz,
                                const BufferWindow* windows) {
   if (gx == 0 || gy == 0 || gz == 0) return;
+  if (CapturedGraph* graph = CapturedGraph::active()) {
+    graph->record_dispatch(p, buffers, uniforms, gx, gy, gz, windows);
+    return;  // not counted: dispatches_recorded() counts eager launches only
+  }
   uint64_t slot = (p.uniform_bytes + align_ - 1) / align_ * align_;
   if (pending_ >= max_batch_ || arena_used_ + slot > arena_capacity_) flush();
   DispatchProfiler& profiler = DispatchProfiler::get();
@@ -103,6 +108,10 @@ void CommandRecorder::dispatch(const Pipeline& p, const WGPUBuffer* buffers, con
 void CommandRecorder::copy(WGPUBuffer src, uint64_t src_offset, WGPUBuffer dst,
                            uint64_t dst_offset, uint64_t size) {
   if (size == 0) return;
+  if (CapturedGraph* graph = CapturedGraph::active()) {
+    graph->record_copy(src, src_offset, dst, dst_offset, size);
+    return;
+  }
   end_pass();
   ensure_encoder();
   wgpuCommandEncoderCopyBufferToBuffer(encoder_, src, src_offset, dst, dst_offset, size);
@@ -135,6 +144,10 @@ void CommandRecorder::flush() {
 
 void CommandRecorder::write(WGPUBuffer dst, uint64_t offset, const void* data, uint64_t size) {
   if (size == 0) return;
+  if (CapturedGraph* graph = CapturedGraph::active()) {
+    graph->record_write(dst, offset, data, size);
+    return;
+  }
   ctx_.touch_gl();
   flush();  // queue writes run before anything submitted later: keep program order
   wgpuQueueWriteBuffer(ctx_.queue(), dst, offset, data, size);
@@ -142,6 +155,8 @@ void CommandRecorder::write(WGPUBuffer dst, uint64_t offset, const void* data, u
 
 void CommandRecorder::read(WGPUBuffer src, uint64_t offset, void* data, uint64_t size) {
   if (size == 0) return;
+  if (CapturedGraph* graph = CapturedGraph::active())
+    fail(ErrorKind::Internal, graph->host_read_message());
   ctx_.touch_gl();
   // While a checking kernel ran since the last read-back, its error word rides along
   // behind the data (device_checks.h).

@@ -2,6 +2,8 @@
 // Uniforms for every dispatch of a batch live in one arena buffer, each at its own
 // 256-byte-aligned dynamic offset; the arena is uploaded once, right before the submit.
 // Nothing here waits on the GPU except read() and synchronize().
+// While a graph captures (graph_capture.h), dispatch/copy/write go to it instead and
+// read() raises.
 #pragma once
 #include <webgpu/webgpu.h>
 

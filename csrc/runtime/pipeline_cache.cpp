@@ -126,7 +126,15 @@ WGPUBindGroup PipelineCache::bind_group(const Pipeline& p, const WGPUBuffer* buf
   if (it != bind_groups_.end()) return it->second;
   ctx_.touch_gl();
   if (bind_groups_.size() >= kMaxBindGroups) forget_all_bind_groups();
+  WGPUBindGroup group = create_bind_group(p, buffers, uniforms, windows);
+  bind_groups_.emplace(scratch_key_, group);
+  return group;
+}
 
+WGPUBindGroup PipelineCache::create_bind_group(const Pipeline& p, const WGPUBuffer* buffers,
+                                               WGPUBuffer uniforms,
+                                               const BufferWindow* windows) {
+  ctx_.touch_gl();
   WGPUBindGroupEntry entries[16];
   uint32_t n = 0;
   for (uint32_t i = 0; i < p.num_storage; ++i) {
@@ -158,9 +166,7 @@ WGPUBindGroup PipelineCache::bind_group(const Pipeline& p, const WGPUBuffer* buf
   desc.layout = p.layout;
   desc.entryCount = n;
   desc.entries = entries;
-  WGPUBindGroup group = wgpuDeviceCreateBindGroup(ctx_.device(), &desc);
-  bind_groups_.emplace(scratch_key_, group);
-  return group;
+  return wgpuDeviceCreateBindGroup(ctx_.device(), &desc);
 }
 
 void PipelineCache::forget_buffer(WGPUBuffer buffer) {

@@ -56,6 +56,9 @@ class PipelineCache {
   // (null: whole buffers) holds one window per storage buffer.
   WGPUBindGroup bind_group(const Pipeline& p, const WGPUBuffer* buffers, WGPUBuffer uniforms,
                            const BufferWindow* windows = nullptr);
+  // A new bind group of the same shape, not cached: the caller owns (releases) it.
+  WGPUBindGroup create_bind_group(const Pipeline& p, const WGPUBuffer* buffers,
+                                  WGPUBuffer uniforms, const BufferWindow* windows = nullptr);
   // Drops cached bind groups that name `buffer` (before the buffer is released).
   void forget_buffer(WGPUBuffer buffer);
   void forget_all_bind_groups();

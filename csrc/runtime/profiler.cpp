@@ -33,6 +33,12 @@ uint64_t DispatchProfiler::now_ns() {
 
 void DispatchProfiler::push_op(const char* name) { t_running_ops.emplace_back(name ? name : ""); }
 
+std::string DispatchProfiler::running_ops() {
+  std::string out;
+  for (const std::string& op : t_running_ops) out += (out.empty() ? "" : " > ") + op;
+  return out;
+}
+
 void DispatchProfiler::pop_op() {
   if (!t_running_ops.empty()) t_running_ops.pop_back();
 }

@@ -61,6 +61,8 @@ class DispatchProfiler {
   // Per-thread stack of running ATen ops (names are copied).
   static void push_op(const char* name);
   static void pop_op();
+  // The calling thread's running ops, outermost first ("aten::item > aten::_local_scalar_dense").
+  static std::string running_ops();
 
   // ---- called by the CommandRecorder while active() ---------------------------------
   // GPU timing: a record for the dispatch about to be encoded, and the timestampWrites of

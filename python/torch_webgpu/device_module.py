@@ -226,3 +226,17 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
     """True: bfloat16 tensors are stored natively and computed in float32 on every adapter
     (as float16 is without shader-f16), so no adapter lacks it."""
     return is_available()
+
+
+# ---- graphs (torch.webgpu.graphs, like torch.cuda.graphs) -----------------------------
+
+from . import graphs  # noqa: E402
+
+sys.modules["torch.webgpu.graphs"] = graphs
+from .graphs import (  # noqa: E402,F401
+    WebGPUGraph,
+    graph,
+    graph_pool_handle,
+    is_current_stream_capturing,
+    make_graphed_callables,
+)

@@ -1,0 +1,315 @@
+#include "runtime/graph_capture.h"
+
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <tuple>
+
+#include "runtime/buffer_pool.h"
+#include "runtime/command_recorder.h"
+#include "runtime/config.h"
+#include "runtime/context.h"
+#include "runtime/error.h"
+#include "runtime/profiler.h"
+
+namespace twgpu {
+namespace {
+
+std::atomic<CapturedGraph*> g_active{nullptr};
+uint64_t g_next_pool_id = 1;  // guarded by the runtime lock
+// Pools by id; a pool lives while a graph holds it (graph_pool_handle ids are only names).
+std::map<uint64_t, std::weak_ptr<PrivatePool>> g_pools;
+
+std::shared_ptr<PrivatePool> pool_for(Context& ctx, uint64_t id) {
+  auto it = g_pools.find(id);
+  if (it != g_pools.end())
+    if (auto pool = it->second.lock()) return pool;
+  std::shared_ptr<PrivatePool> pool(new PrivatePool(), [&ctx, id](PrivatePool* p) {
+    // Runs when the last graph using it resets, under the runtime lock.
+    ctx.pool().release_private(p);
+    auto it = g_pools.find(id);
+    if (it != g_pools.end() && it->second.expired()) g_pools.erase(it);
+    delete p;
+  });
+  g_pools[id] = pool;
+  return pool;
+}
+
+}  // namespace
+
+uint64_t CapturedGraph::new_pool_id() { return g_next_pool_id++; }
+
+CapturedGraph* CapturedGraph::active() { return g_active.load(std::memory_order_acquire); }
+
+CapturedGraph::~CapturedGraph() {
+  try {
+    if (capturing_) abort();
+    reset();
+  } catch (...) {
+    // A lost device keeps its objects; destructors must not throw.
+  }
+}
+
+void CapturedGraph::begin(uint64_t pool_id) {
+  if (active())
+    fail(ErrorKind::Internal,
+         "torch.webgpu graphs: another graph is capturing (a nested capture, or a capture on "
+         "another thread); the device captures one graph at a time");
+  if (baked_ || !steps_.empty())
+    fail(ErrorKind::Internal,
+         "torch.webgpu graphs: this graph already holds a capture; call reset() before "
+         "capturing into it again");
+  // Work recorded before the capture is not the graph's: submit it now.
+  ctx_.recorder().flush();
+  pool_id_ = pool_id ? pool_id : new_pool_id();
+  pool_ = pool_for(ctx_, pool_id_);
+  ctx_.pool().set_capture_pool(pool_.get());
+  capturing_ = true;
+  g_active.store(this, std::memory_order_release);
+}
+
+void CapturedGraph::end() {
+  if (!capturing_)
+    fail(ErrorKind::Internal, "torch.webgpu graphs: capture_end() without capture_begin()");
+  g_active.store(nullptr, std::memory_order_release);
+  ctx_.pool().set_capture_pool(nullptr);
+  capturing_ = false;
+  bake();
+}
+
+void CapturedGraph::abort() {
+  if (capturing_) {
+    g_active.store(nullptr, std::memory_order_release);
+    ctx_.pool().set_capture_pool(nullptr);
+    capturing_ = false;
+  }
+  reset();
+}
+
+void CapturedGraph::hold(WGPUBuffer buffer) {
+  if (held_.count(buffer)) return;
+  wgpuBufferAddRef(buffer);
+  Held h{ctx_.pool().find_buffer(buffer), 0, false};
+  if (h.allocation) {
+    h.allocation->pins++;
+    h.generation = h.allocation->generation;
+    h.outside = h.allocation->owner != pool_.get();
+  }
+  held_.emplace(buffer, h);
+}
+
+void CapturedGraph::record_dispatch(const Pipeline& p, const WGPUBuffer* buffers,
+                                    const void* uniforms, uint32_t gx, uint32_t gy, uint32_t gz,
+                                    const BufferWindow* windows) {
+  Dispatch d;
+  d.pipeline = p.pipeline;
+  d.desc = &p;  // pipelines live as long as the cache, which outlives every graph
+  d.first_buffer = static_cast<uint32_t>(buffers_.size());
+  d.groups[0] = gx;
+  d.groups[1] = gy;
+  d.groups[2] = gz;
+  for (uint32_t i = 0; i < p.num_storage; ++i) {
+    hold(buffers[i]);
+    buffers_.push_back(buffers[i]);
+    windows_.push_back(windows ? windows[i] : BufferWindow{});
+  }
+  d.uniform_offset = uniforms_host_.size();
+  if (p.uniform_bytes) {
+    const uint64_t align = ctx_.caps().min_uniform_offset_alignment;
+    const uint64_t slot = (p.uniform_bytes + align - 1) / align * align;
+    uniforms_host_.resize(uniforms_host_.size() + slot, 0);
+    std::memcpy(uniforms_host_.data() + d.uniform_offset, uniforms, p.uniform_bytes);
+  }
+  steps_.push_back({false, static_cast<uint32_t>(dispatches_.size())});
+  dispatches_.push_back(d);
+}
+
+void CapturedGraph::record_copy(WGPUBuffer src, uint64_t src_offset, WGPUBuffer dst,
+                                uint64_t dst_offset, uint64_t size) {
+  hold(src);
+  hold(dst);
+  steps_.push_back({true, static_cast<uint32_t>(copies_.size())});
+  copies_.push_back({src, src_offset, dst, dst_offset, size});
+}
+
+void CapturedGraph::record_write(WGPUBuffer dst, uint64_t offset, const void* data,
+                                 uint64_t size) {
+  // The bytes as they are now: replay copies them again from the snapshot buffer.
+  hold(dst);
+  const uint64_t at = snapshot_host_.size();
+  snapshot_host_.resize(at + (size + 3) / 4 * 4, 0);
+  std::memcpy(snapshot_host_.data() + at, data, size);
+  steps_.push_back({true, static_cast<uint32_t>(copies_.size())});
+  copies_.push_back({nullptr, at, dst, offset, size});
+}
+
+std::string CapturedGraph::host_read_message() const {
+  const std::string ops = DispatchProfiler::running_ops();
+  return "torch.webgpu graphs: operation " + (ops.empty() ? std::string("(unknown)") : ops) +
+         " needs the host during capture: it reads device memory back (.item(), .cpu(), "
+         "printing, data-dependent shapes such as nonzero), but captured work does not run "
+         "until replay(). Move it out of the captured region.";
+}
+
+void CapturedGraph::bake() {
+  ctx_.touch_gl();
+  WGPUDevice device = ctx_.device();
+  if (!uniforms_host_.empty()) {
+    WGPUBufferDescriptor desc = {};
+    desc.size = uniforms_host_.size();
+    desc.usage = WGPUBufferUsage_Uniform | WGPUBufferUsage_CopyDst;
+    uniform_buffer_ = wgpuDeviceCreateBuffer(device, &desc);
+    wgpuQueueWriteBuffer(ctx_.queue(), uniform_buffer_, 0, uniforms_host_.data(),
+                         uniforms_host_.size());
+  }
+  if (!snapshot_host_.empty()) {
+    WGPUBufferDescriptor desc = {};
+    desc.size = snapshot_host_.size();
+    desc.usage = WGPUBufferUsage_CopySrc | WGPUBufferUsage_CopyDst;
+    snapshot_buffer_ = wgpuDeviceCreateBuffer(device, &desc);
+    wgpuQueueWriteBuffer(ctx_.queue(), snapshot_buffer_, 0, snapshot_host_.data(),
+                         snapshot_host_.size());
+  }
+  // One bind group per distinct (layout, buffers, windows): layers of a model repeat
+  // kernels over different weights, but elementwise chains over scratch repeat exactly.
+  using Key = std::tuple<WGPUBindGroupLayout, std::vector<WGPUBuffer>, std::vector<uint64_t>>;
+  std::map<Key, WGPUBindGroup> unique;
+  for (Dispatch& d : dispatches_) {
+    const Pipeline& p = *d.desc;
+    const WGPUBuffer* bufs = buffers_.data() + d.first_buffer;
+    const BufferWindow* wins = windows_.data() + d.first_buffer;
+    Key key{p.layout, std::vector<WGPUBuffer>(bufs, bufs + p.num_storage), {}};
+    for (uint32_t i = 0; i < p.num_storage; ++i) {
+      std::get<2>(key).push_back(wins[i].offset);
+      std::get<2>(key).push_back(wins[i].size);
+    }
+    auto it = unique.find(key);
+    if (it == unique.end()) {
+      WGPUBindGroup group = ctx_.pipelines().create_bind_group(p, bufs, uniform_buffer_, wins);
+      bind_groups_.push_back(group);
+      it = unique.emplace(std::move(key), group).first;
+    }
+    d.bind_group = it->second;
+  }
+  // The recorded bytes now live on the device.
+  std::vector<uint8_t>().swap(uniforms_host_);
+  std::vector<uint8_t>().swap(snapshot_host_);
+  baked_ = true;
+  ctx_.check_errors();
+}
+
+void CapturedGraph::check_inputs_alive() const {
+  for (const auto& entry : held_) {
+    const Held& h = entry.second;
+    if (!h.allocation || !h.outside) continue;
+    if (!h.allocation->live || h.allocation->generation != h.generation)
+      fail(ErrorKind::Internal,
+           "torch.webgpu graphs: replay() after a tensor the graph reads or writes was freed "
+           "(its memory came from outside the graph's pool, e.g. a static input or a "
+           "weight); keep every tensor used in the capture alive while the graph lives");
+  }
+}
+
+void CapturedGraph::replay() {
+  if (capturing_)
+    fail(ErrorKind::Internal, "torch.webgpu graphs: replay() while this graph is capturing");
+  if (active())
+    fail(ErrorKind::Internal, "torch.webgpu graphs: replay() while another graph is capturing");
+  if (!baked_)
+    fail(ErrorKind::Internal,
+         "torch.webgpu graphs: replay() before a capture ended (or after reset())");
+  check_inputs_alive();
+  ctx_.touch_gl();
+  CommandRecorder& recorder = ctx_.recorder();
+  recorder.flush();  // eager work recorded before the replay runs before it
+  const uint64_t start_ns = DispatchProfiler::now_ns();
+  uint64_t submit_ns = 0;
+  WGPUDevice device = ctx_.device();
+  WGPUQueue queue = ctx_.queue();
+  const uint32_t max_batch = Config::get().max_batch;
+  WGPUCommandEncoder encoder = wgpuDeviceCreateCommandEncoder(device, nullptr);
+  WGPUComputePassEncoder pass = nullptr;
+  WGPUComputePipeline bound = nullptr;
+  uint32_t in_batch = 0;
+  auto end_pass = [&] {
+    if (!pass) return;
+    wgpuComputePassEncoderEnd(pass);
+    wgpuComputePassEncoderRelease(pass);
+    pass = nullptr;
+    bound = nullptr;
+  };
+  auto submit = [&] {
+    end_pass();
+    WGPUCommandBuffer commands = wgpuCommandEncoderFinish(encoder, nullptr);
+    wgpuCommandEncoderRelease(encoder);
+    const uint64_t before = DispatchProfiler::now_ns();
+    wgpuQueueSubmit(queue, 1, &commands);
+    submit_ns += DispatchProfiler::now_ns() - before;
+    wgpuCommandBufferRelease(commands);
+    encoder = nullptr;
+  };
+  for (const Step& step : steps_) {
+    if (!encoder) encoder = wgpuDeviceCreateCommandEncoder(device, nullptr);
+    if (step.is_copy) {
+      const Copy& c = copies_[step.index];
+      end_pass();
+      wgpuCommandEncoderCopyBufferToBuffer(encoder, c.src ? c.src : snapshot_buffer_,
+                                           c.src_offset, c.dst, c.dst_offset, c.size);
+      continue;
+    }
+    const Dispatch& d = dispatches_[step.index];
+    if (!pass) pass = wgpuCommandEncoderBeginComputePass(encoder, nullptr);
+    if (bound != d.pipeline) {
+      wgpuComputePassEncoderSetPipeline(pass, d.pipeline);
+      bound = d.pipeline;
+    }
+    if (d.desc->uniform_bytes) {
+      const uint32_t offset = static_cast<uint32_t>(d.uniform_offset);
+      wgpuComputePassEncoderSetBindGroup(pass, 0, d.bind_group, 1, &offset);
+    } else {
+      wgpuComputePassEncoderSetBindGroup(pass, 0, d.bind_group, 0, nullptr);
+    }
+    wgpuComputePassEncoderDispatchWorkgroups(pass, d.groups[0], d.groups[1], d.groups[2]);
+    // Batches as eager code does: some drivers stall on very long passes.
+    if (++in_batch >= max_batch) {
+      submit();
+      in_batch = 0;
+    }
+  }
+  if (encoder) submit();
+  last_replay_ns_ = DispatchProfiler::now_ns() - start_ns;
+  last_submit_ns_ = submit_ns;
+  ctx_.check_errors();
+}
+
+void CapturedGraph::release_all() {
+  ctx_.touch_gl();
+  for (WGPUBindGroup g : bind_groups_) wgpuBindGroupRelease(g);
+  bind_groups_.clear();
+  if (uniform_buffer_) wgpuBufferRelease(uniform_buffer_);
+  if (snapshot_buffer_) wgpuBufferRelease(snapshot_buffer_);
+  uniform_buffer_ = snapshot_buffer_ = nullptr;
+  for (auto& entry : held_) {
+    if (entry.second.allocation) entry.second.allocation->pins--;
+    wgpuBufferRelease(entry.first);
+  }
+  held_.clear();
+}
+
+void CapturedGraph::reset() {
+  if (capturing_)
+    fail(ErrorKind::Internal, "torch.webgpu graphs: reset() while this graph is capturing");
+  // Recorded-but-unsubmitted work never names graph objects (replay submits its own).
+  release_all();
+  steps_.clear();
+  dispatches_.clear();
+  copies_.clear();
+  buffers_.clear();
+  windows_.clear();
+  uniforms_host_.clear();
+  snapshot_host_.clear();
+  baked_ = false;
+  pool_.reset();  // the last graph of a pool gives its blocks back
+}
+
+}  // namespace twgpu

@@ -1,0 +1,127 @@
+// Captured graphs (torch.webgpu.graph / WebGPUGraph, CUDA graphs' counterpart).
+//
+// While a graph captures, the CommandRecorder hands it every dispatch, copy and upload
+// instead of encoding them, and nothing runs (as on CUDA: the outputs hold whatever was
+// in their memory until the first replay). A host read-back raises, naming the running
+// ATen op. capture end() bakes what was recorded: every uniform struct at its own aligned
+// offset of one graph-owned uniform buffer, uploads snapshotted into one graph-owned
+// buffer, one bind group per distinct binding set. replay() then only encodes:
+// no allocation, no ATen dispatch, no pipeline or bind-group lookup.
+//
+// Memory: allocations made during capture come from the graph's PrivatePool (shared by
+// graphs given the same pool id), so eager code never reuses a block a replay writes.
+// Buffers of the pool's and of tensors from outside it are held by an added reference
+// and pinned in the BufferPool; replay() refuses when an outside tensor was freed since
+// (its allocation is no longer live, or was handed out again).
+#pragma once
+#include <webgpu/webgpu.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/pipeline_cache.h"
+
+namespace twgpu {
+
+class Context;
+struct Allocation;
+struct PrivatePool;
+
+class CapturedGraph {
+ public:
+  explicit CapturedGraph(Context& ctx) : ctx_(ctx) {}
+  ~CapturedGraph();
+  CapturedGraph(const CapturedGraph&) = delete;
+  CapturedGraph& operator=(const CapturedGraph&) = delete;
+
+  // All methods run under the runtime lock. begin() raises when any graph is already
+  // capturing (nested capture, or another thread's) or this one holds a capture.
+  // pool_id 0: a pool of its own; otherwise the pool shared under that id.
+  void begin(uint64_t pool_id);
+  void end();
+  // Abandons a capture that failed: recorded steps are dropped, the pool is released.
+  void abort();
+  void replay();
+  void reset();
+
+  bool capturing() const { return capturing_; }
+  bool captured() const { return baked_; }
+  uint64_t pool_id() const { return pool_id_; }
+  size_t num_dispatches() const { return dispatches_.size(); }
+  size_t num_steps() const { return steps_.size(); }
+  // Host time of the last replay(): all of it, and the part spent in wgpuQueueSubmit
+  // (on GL backends the driver runs the work inside the submit).
+  uint64_t last_replay_ns() const { return last_replay_ns_; }
+  uint64_t last_submit_ns() const { return last_submit_ns_; }
+
+  // ---- called by the CommandRecorder while this graph captures -----------------------
+  void record_dispatch(const Pipeline& p, const WGPUBuffer* buffers, const void* uniforms,
+                       uint32_t gx, uint32_t gy, uint32_t gz, const BufferWindow* windows);
+  void record_copy(WGPUBuffer src, uint64_t src_offset, WGPUBuffer dst, uint64_t dst_offset,
+                   uint64_t size);
+  void record_write(WGPUBuffer dst, uint64_t offset, const void* data, uint64_t size);
+  // The message of the error a host read-back raises during capture.
+  std::string host_read_message() const;
+
+  // A fresh id for a pool graphs may share (torch.webgpu.graph_pool_handle()).
+  static uint64_t new_pool_id();
+  // The graph capturing now, or null; readable without the lock (the generator asks).
+  static CapturedGraph* active();
+
+ private:
+  struct Dispatch {
+    WGPUComputePipeline pipeline;
+    const Pipeline* desc;        // for the bind-group layout at bake time
+    uint32_t first_buffer;       // into buffers_/windows_
+    uint64_t uniform_offset;     // into uniforms_host_ (and the uniform buffer)
+    uint32_t groups[3];
+    WGPUBindGroup bind_group = nullptr;  // set by bake()
+  };
+  struct Copy {
+    WGPUBuffer src;  // null: the snapshot buffer
+    uint64_t src_offset;
+    WGPUBuffer dst;
+    uint64_t dst_offset;
+    uint64_t size;
+  };
+  struct Step {
+    bool is_copy;
+    uint32_t index;  // into dispatches_ or copies_
+  };
+  struct Held {
+    Allocation* allocation;  // null: a buffer the pool did not make
+    uint64_t generation;
+    bool outside;            // not from this graph's pool: replay checks it is still live
+  };
+
+  void hold(WGPUBuffer buffer);
+  void bake();
+  void release_all();
+  void check_inputs_alive() const;
+
+  Context& ctx_;
+  bool capturing_ = false;
+  bool baked_ = false;
+  uint64_t pool_id_ = 0;
+  std::shared_ptr<PrivatePool> pool_;
+
+  std::vector<Step> steps_;
+  std::vector<Dispatch> dispatches_;
+  std::vector<Copy> copies_;
+  std::vector<WGPUBuffer> buffers_;
+  std::vector<BufferWindow> windows_;
+  std::vector<uint8_t> uniforms_host_;
+  std::vector<uint8_t> snapshot_host_;
+  std::unordered_map<WGPUBuffer, Held> held_;  // every buffer named, with an added ref
+
+  WGPUBuffer uniform_buffer_ = nullptr;
+  WGPUBuffer snapshot_buffer_ = nullptr;
+  std::vector<WGPUBindGroup> bind_groups_;  // owned, one per distinct binding set
+  uint64_t last_replay_ns_ = 0;
+  uint64_t last_submit_ns_ = 0;
+};
+
+}  // namespace twgpu
