@@ -23,6 +23,7 @@
 
 #include "aten/python_errors.h"
 #include "aten/webgpu_tensor.h"
+#include "kernels/elementwise_ops.h"
 #include "kernels/kernel_program.h"
 #include "kernels/wgsl_dtype.h"
 #include "kernels/wgsl_special.h"
@@ -207,6 +208,19 @@ void launch(size_t handle, const std::vector<uint64_t>& addresses, const py::seq
   });
 }
 
+// The eager pointwise table's WGSL for `name` (inputs a, b, c; parameters p0, p1), so
+// generated kernels compute with the expressions eager kernels use: (f32 expression or
+// None, i32 expression or None, the libraries it calls), or None for an unknown op.
+py::object pointwise_expression(const std::string& name) {
+  const ElementwiseOpDef* op = find_elementwise_op(name);
+  if (!op) return py::none();
+  auto expr = [](const char* e) { return e ? py::object(py::str(e)) : py::object(py::none()); };
+  std::vector<std::string> libraries;
+  for (const char* const* lib = op->library; lib && *lib; ++lib)
+    libraries.push_back(*lib == wgsl::kSpecialLib ? "special" : "elementary");
+  return py::make_tuple(expr(op->f32), expr(op->i32), libraries);
+}
+
 }  // namespace
 
 void register_wgsl_bindings(py::module_& m) {
@@ -218,6 +232,8 @@ void register_wgsl_bindings(py::module_& m) {
         py::arg("count"),
         "Records a dispatch of a registered WGSL kernel: tensors by data_ptr(), uniforms in "
         "declaration order, count invocations or workgroups");
+  m.def("_wgsl_pointwise_expression", &pointwise_expression, py::arg("name"),
+        "The eager pointwise table's WGSL for an op: (f32, i32, libraries) or None");
   m.def("_wgsl_source", [](size_t handle) {
     std::lock_guard<std::mutex> lock(g_registry_mutex);
     if (handle >= g_kernels.size()) throw py::value_error("torch_webgpu: unknown WGSL kernel handle");

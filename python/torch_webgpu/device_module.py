@@ -225,3 +225,18 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
     """True: bfloat16 tensors are stored natively and computed in float32 on every adapter
     (as float16 is without shader-f16), so no adapter lacks it."""
     return is_available()
+
+
+# ---- torch.compile --------------------------------------------------------------------
+
+_INDUCTOR_HOOKS = ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen", "WrapperFxCodegen")
+
+
+def __getattr__(name: str):
+    # Inductor asks the PrivateUse1 device module for its code generator the first time it
+    # compiles for webgpu; importing Inductor only then keeps `import torch_webgpu` fast.
+    if name in _INDUCTOR_HOOKS:
+        from .compiler.registration import register
+
+        return register()[name]
+    raise AttributeError(f"module 'torch.webgpu' has no attribute '{name}'")
