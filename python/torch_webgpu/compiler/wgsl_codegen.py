@@ -221,12 +221,19 @@ class WebGPUOverrides(OpOverrides):
         return convert(f"i32({index})", torch.int32, dtype)
 
     @staticmethod
+    def value_expr(expr: sympy.Expr, dtype: torch.dtype) -> str:
+        # An integer value (not an index) Inductor computed symbolically: same arithmetic.
+        return WebGPUOverrides.index_expr(expr, dtype)
+
+    @staticmethod
     def masked(mask, body, other) -> str:
         # Loads out of a buffer's bounds are safe in WebGPU (clamped or zero), so the body
         # runs unconditionally and `select` keeps its value only where the mask holds.
         result = body()
-        other_expr = constant_expr(other, dtype_of(result) or torch.float32)
-        return f"select({other_expr}, {result}, {mask})"
+        dtype = dtype_of(result) or torch.float32
+        other_expr = constant_expr(other, dtype)
+        return V.kernel.cse.generate(
+            V.kernel.compute, f"select({other_expr}, {result}, {mask})", dtype=dtype)
 
     @staticmethod
     def where(c, a, b) -> str:
@@ -298,8 +305,11 @@ class WebGPUOverrides(OpOverrides):
     # comparisons give bool; floats compare by bits where NaN matters (as eager does)
     @staticmethod
     def _compare(a, b, op: str, fn: str) -> str:
-        if register_type(dtype_of(a) or torch.float32) == "f32":
+        kind = register_type(dtype_of(a) or torch.float32)
+        if kind == "f32":
             return f"{fn}({a}, {b})"
+        if kind == "bool" and op not in ("==", "!="):
+            return f"(select(0, 1, {a}) {op} select(0, 1, {b}))"
         return f"({a} {op} {b})"
 
     @staticmethod
@@ -415,6 +425,9 @@ class WebGPUKernel(SIMDKernel):
         self.acc_ids = itertools.count()
         if len([t for t in self.range_trees if t.is_reduction]) > 1:
             raise NotImplementedError("torch_webgpu compile: tiled reductions")
+
+    def dtype_to_str(self, dtype: torch.dtype) -> str:
+        return register_type(dtype)
 
     # Every reduction loops over its row (no persistent or cooperative variants).
     def should_use_persistent_reduction(self) -> bool:
