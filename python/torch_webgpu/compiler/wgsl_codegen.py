@@ -19,6 +19,7 @@ run as eager ATen ops through Inductor's fallback path).
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import re
@@ -124,7 +125,7 @@ class WGSLExprPrinter(ExprPrinter):
     def _print_ModularIndexing(self, expr: sympy.Expr) -> str:
         # Inductor guarantees a non-negative x here, where / and % are floor division.
         x, div, mod = expr.args
-        x_str = self._print(x)
+        x_str = f"({self._print(x)})"
         if div != 1:
             x_str = f"({x_str} / {self._print(div)})"
         return f"({x_str} % {self._print(mod)})"
@@ -135,7 +136,7 @@ class WGSLExprPrinter(ExprPrinter):
     _print_Mod = _print_PythonMod
 
     def _print_CleanDiv(self, expr: sympy.Expr) -> str:
-        return f"({self._print(expr.args[0])} / {self._print(expr.args[1])})"
+        return f"(({self._print(expr.args[0])}) / ({self._print(expr.args[1])}))"
 
     def _print_min_max(self, expr: sympy.Expr, fn: str) -> str:
         args = [self._print(a) for a in expr.args]
@@ -177,6 +178,9 @@ class WGSLExprPrinter(ExprPrinter):
 
     def _print_Float(self, expr: sympy.Expr) -> str:
         return f"f32({float(expr)!r})"
+
+    def _print_Identity(self, expr: sympy.Expr) -> str:
+        return f"({self._print(expr.args[0])})"
 
 
 # --------------------------------------------------------------------- overrides
@@ -438,6 +442,9 @@ class WebGPUKernel(SIMDKernel):
 
     @property
     def reduction_tree(self):
+        """The row tree of a reduction kernel (pointwise kernels have one of numel 1)."""
+        if not self.features.is_reduction():
+            return None
         return next((t for t in self.range_trees if t.is_reduction), None)
 
     # --------------------------------------------------------------- loads/stores
@@ -730,8 +737,33 @@ def _ordered(values):
     return OrderedSet(values)
 
 
+@functools.cache
+def max_kernel_buffers() -> int:
+    """Storage bindings one kernel may have (the adapter's per-stage limit)."""
+    return torch.webgpu.get_device_properties().max_storage_buffers_per_shader_stage
+
+
+def buffers_of(*nodes) -> set[str]:
+    """Buffers a fused kernel of `nodes` may bind (an upper bound: buffers that stay
+    inside the kernel are counted too)."""
+    names: set[str] = set()
+    for group in nodes:
+        for node in group.get_nodes():
+            names.update(dep.name for dep in node.read_writes.reads | node.read_writes.writes)
+    return names
+
+
 class WebGPUScheduling(SIMDScheduling):
     kernel_type = WebGPUKernel  # type: ignore[assignment]
+
+    def can_fuse(self, node1, node2) -> bool:
+        # WebGPU caps the storage buffers of one shader stage (8 to 10 on common adapters).
+        if len(buffers_of(node1, node2)) > max_kernel_buffers():
+            return False
+        return super().can_fuse(node1, node2)
+
+    can_fuse_vertical = can_fuse
+    can_fuse_horizontal = can_fuse
 
     def define_kernel(self, src_code: str, node_schedule, kernel) -> str:
         wrapper = V.graph.wrapper_code
