@@ -9,7 +9,10 @@
 // types and bool) and reads uniforms as `let`s named after them. Tensors bind at their
 // storage buffer; their element offsets travel as uniform words, so views need no copy.
 //
-// Uniform words: the frame's four, then one offset per tensor, then the named uniforms.
+// Uniform words: the frame's four, then one offset per tensor, then the named uniforms, then
+// the codes of the kernel's device checks. A kernel with checks (messages such as "index out
+// of bounds") calls `check_failed(k)` for check k: the host raises that message at the next
+// read-back (runtime/device_checks.h), as eager indexing kernels do.
 // The uniforms are declared by words here (kernel_program.h's `uw(i)` path); when the
 // frame gains named uniforms, only body_source() changes.
 #include <pybind11/pybind11.h>
@@ -27,6 +30,7 @@
 #include "kernels/kernel_program.h"
 #include "kernels/wgsl_dtype.h"
 #include "kernels/wgsl_special.h"
+#include "runtime/device_checks.h"
 
 namespace py = pybind11;
 
@@ -43,6 +47,8 @@ struct CompiledKernel {
   std::vector<DType> dtypes;      // per tensor
   std::vector<UniformDecl> uniforms;
   std::string source;             // the full body after the frame's header (for body())
+  std::vector<std::string> checks;     // device-check messages, reported by check_failed(k)
+  std::vector<uint32_t> check_codes;   // their DeviceChecks codes (assigned at first launch)
 };
 
 // Kernels live for the process: Inductor compiles each once and calls it many times.
@@ -72,7 +78,8 @@ std::string body_source(const std::vector<std::string>& names, const KernelLaunc
                         const std::vector<DType>& dtypes,
                         const std::vector<UniformDecl>& uniforms,
                         const std::vector<std::string>& libraries,
-                        const std::string& declarations, const std::string& body) {
+                        const std::string& declarations, const std::string& body,
+                        size_t checks) {
   std::string s;
   for (const auto& lib : libraries) s += library_source(lib);
   for (size_t b = 0; b < names.size(); ++b) {
@@ -86,6 +93,12 @@ std::string body_source(const std::vector<std::string>& names, const KernelLaunc
       s += "fn store_" + names[b] + "(i: u32, v: " + type + ") { " + names[b] + "_put(i + " +
            offset + ", v); }\n";
     }
+  }
+  if (checks) {
+    // The last binding is the device error word; the check codes follow the uniforms.
+    const size_t first_code = kFirstUserWord + names.size() + uniforms.size();
+    s += "fn check_failed(k: u32) { atomicMax(&buf" + std::to_string(names.size()) + "[0], uw(" +
+         std::to_string(first_code) + "u + k)); }\n";
   }
   s += declarations;
   s += "\n" + kernel_main(l.grid, l.workgroup);
@@ -105,7 +118,8 @@ size_t compile_kernel(const std::string& body, const std::vector<std::string>& n
                       const std::vector<std::string>& dtypes,
                       const std::vector<std::pair<std::string, std::string>>& uniforms,
                       const std::string& grid, uint32_t workgroup,
-                      const std::vector<std::string>& libraries, const std::string& declarations) {
+                      const std::vector<std::string>& libraries, const std::string& declarations,
+                      const std::vector<std::string>& checks) {
   if (names.size() != access.size() || names.size() != dtypes.size())
     throw py::value_error("torch_webgpu: WGSL kernel tensors need one access and one dtype each");
   if (grid != "invocations" && grid != "groups")
@@ -132,10 +146,14 @@ size_t compile_kernel(const std::string& body, const std::vector<std::string>& n
       throw py::value_error("torch_webgpu: WGSL uniform '" + name + "' must be i32, u32 or f32");
     k->uniforms.push_back({name, type});
   }
-  k->source = body_source(names, l, k->dtypes, k->uniforms, libraries, declarations, body);
+  k->checks = checks;
+  if (!checks.empty()) l.buffers.push_back({nullptr, Access::ReadWrite, true});  // error word
+  k->source = body_source(names, l, k->dtypes, k->uniforms, libraries, declarations, body,
+                          checks.size());
   std::string declaration = grid + "|" + std::to_string(workgroup);
   for (size_t b = 0; b < names.size(); ++b) declaration += "|" + access[b] + ":" + dtypes[b];
   declaration += "|" + std::to_string(uniforms.size()) + "|";
+  for (const auto& c : checks) declaration += c + "|";
   std::lock_guard<std::mutex> lock(g_registry_mutex);
   auto found = g_by_declaration.find(declaration + k->source);
   if (found != g_by_declaration.end()) return found->second;
@@ -164,8 +182,9 @@ void launch(size_t handle, const std::vector<uint64_t>& addresses, const py::seq
     k = g_kernels[handle].get();
   }
   KernelLaunch& l = k->launch;
-  if (addresses.size() != l.buffers.size())
-    throw py::value_error("torch_webgpu: WGSL kernel takes " + std::to_string(l.buffers.size()) +
+  const size_t tensors = k->dtypes.size();
+  if (addresses.size() != tensors)
+    throw py::value_error("torch_webgpu: WGSL kernel takes " + std::to_string(tensors) +
                           " tensors, got " + std::to_string(addresses.size()));
   if (static_cast<size_t>(py::len(values)) != k->uniforms.size())
     throw py::value_error("torch_webgpu: WGSL kernel takes " + std::to_string(k->uniforms.size()) +
@@ -173,8 +192,14 @@ void launch(size_t handle, const std::vector<uint64_t>& addresses, const py::seq
   guarded([&] {
     RuntimeLock lock;  // also serializes the shared KernelLaunch
     Context& ctx = lock.ctx();
-    const size_t first_uniform = kFirstUserWord + l.buffers.size();
+    const size_t first_uniform = kFirstUserWord + tensors;
     l.uniforms.assign(first_uniform + k->uniforms.size(), 0);
+    if (!k->checks.empty()) {
+      if (k->check_codes.empty())
+        for (const auto& message : k->checks) k->check_codes.push_back(ctx.checks().code_for(message));
+      l.uniforms.insert(l.uniforms.end(), k->check_codes.begin(), k->check_codes.end());
+      l.buffers.back().buffer = ctx.checks().arm();
+    }
     for (size_t u = 0; u < k->uniforms.size(); ++u) {
       py::handle v = values[u];
       uint32_t word;
@@ -226,7 +251,7 @@ py::object pointwise_expression(const std::string& name) {
 void register_wgsl_bindings(py::module_& m) {
   m.def("_wgsl_compile", &compile_kernel, py::arg("body"), py::arg("names"), py::arg("access"),
         py::arg("dtypes"), py::arg("uniforms"), py::arg("grid"), py::arg("workgroup"),
-        py::arg("libraries"), py::arg("declarations"),
+        py::arg("libraries"), py::arg("declarations"), py::arg("checks"),
         "Registers a WGSL kernel (see csrc/aten/python_wgsl.cpp); returns its handle");
   m.def("_wgsl_launch", &launch, py::arg("handle"), py::arg("addresses"), py::arg("uniforms"),
         py::arg("count"),
@@ -239,7 +264,7 @@ void register_wgsl_bindings(py::module_& m) {
     if (handle >= g_kernels.size()) throw py::value_error("torch_webgpu: unknown WGSL kernel handle");
     const CompiledKernel& k = *g_kernels[handle];
     std::vector<KernelBuffer> buffers = k.launch.buffers;
-    size_t words = kFirstUserWord + buffers.size() + k.uniforms.size();
+    size_t words = kFirstUserWord + k.dtypes.size() + k.uniforms.size() + k.checks.size();
     return kernel_header(buffers, (words + 3) / 4 * 4) + k.source;
   }, "The full WGSL a registered kernel compiles to");
 }

@@ -174,6 +174,34 @@ def test_split_views_backward(no_fallback):
     assert_same(xd.grad, x.grad)
 
 
+def test_gather_embedding_and_index(no_fallback):
+    w = make((10, 6), torch.float32)
+    idx = torch.tensor([[1, 9, 0], [3, 3, 2]])
+    compiled_matches(lambda i, w: F.embedding(i, w) * 2, idx, w)
+    compiled_matches(lambda i, w: w[i[0]] + 1, idx, w)
+    compiled_matches(lambda i, w: torch.gather(w, 1, i % 6).sin(), idx, w)
+
+
+def test_index_out_of_bounds_raises():
+    compiled = torch.compile(lambda i, w: F.embedding(i, w) * 2)
+    w = dev(make((10, 6), torch.float32))
+    with pytest.raises(RuntimeError, match="index out of bounds"):
+        compiled(dev(torch.tensor([1, 10])), w).cpu()
+    # The device keeps working after the report.
+    assert_same(compiled(dev(torch.tensor([1, 9])), w), F.embedding(torch.tensor([1, 9]), w.cpu()) * 2)
+
+
+def test_ops_from_the_eager_table(no_fallback):
+    x, y = make((5, 7), torch.float32, low=0.5), make((5, 7), torch.float32, seed=1)
+    compiled_matches(lambda x, y: (torch.atan2(x, y), torch.hypot(x, y), torch.special.i0(x),
+                                   torch.copysign(x, y)), x, y)
+
+
+def test_op_the_generator_lacks_raises_clearly():
+    with pytest.raises(Exception, match="WGSL generator has no 'bessel_j0'"):
+        torch.compile(torch.special.bessel_j0)(dev(make((4,), torch.float32)))
+
+
 def test_empty_and_zero_dim(no_fallback):
     fn = lambda a: a.sin() + 1
     compiled_matches(fn, torch.empty(0, 3))

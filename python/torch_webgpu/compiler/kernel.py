@@ -3,7 +3,9 @@
 The kernel is compiled together with the WGSL library the eager kernels use (math prelude,
 dtype load/store functions), so its arithmetic matches eager. See csrc/aten/python_wgsl.cpp
 for what the WGSL body can call: ``load_NAME(i)``, ``store_NAME(i, v)``, the uniforms as
-``let``s, and ``idx`` (grid "invocations") or ``group``/``lid`` (grid "groups").
+``let``s, and ``idx`` (grid "invocations") or ``group``/``lid`` (grid "groups"). With
+``checks`` (messages), ``check_failed(k)`` reports check k: the next read-back raises its
+message as a RuntimeError, as eager indexing kernels report a bad index.
 """
 from __future__ import annotations
 
@@ -37,7 +39,8 @@ class WGSLKernel:
 
     def __init__(self, body: str, tensors: Sequence[TensorArg],
                  uniforms: Sequence[tuple[str, str]] = (), *, grid: str = "invocations",
-                 workgroup: int = 64, libraries: Sequence[str] = (), declarations: str = ""):
+                 workgroup: int = 64, libraries: Sequence[str] = (), declarations: str = "",
+                 checks: Sequence[str] = ()):
         for t in tensors:
             if t.dtype not in _DTYPE_NAMES:
                 raise TypeError(f"WGSLKernel: tensor '{t.name}' has dtype {t.dtype}, which "
@@ -48,7 +51,7 @@ class WGSLKernel:
         self.handle = _C._wgsl_compile(
             body, [t.name for t in tensors], [t.access for t in tensors],
             [_DTYPE_NAMES[t.dtype] for t in tensors], list(uniforms), grid, workgroup,
-            list(libraries), declarations)
+            list(libraries), declarations, list(checks))
 
     @property
     def source(self) -> str:

@@ -39,9 +39,11 @@ from torch._inductor.codegen.simd import SIMDKernel, SIMDScheduling
 from torch._inductor.utils import get_kernel_metadata
 from torch._inductor.virtualized import V
 from torch.utils._sympy.printers import ExprPrinter
+from torch.utils._sympy.symbol import SymT, free_symbol_is_type
 
 from .. import _C
 
+OUT_OF_BOUNDS = "index out of bounds in a torch.compile kernel (gather, embedding, indexing)"
 WORKGROUP = 256  # threads per workgroup, pointwise and reduction (power of two: tree combine)
 
 
@@ -243,15 +245,6 @@ class WebGPUOverrides(OpOverrides):
     def where(c, a, b) -> str:
         return f"select({b}, {a}, {c})"
 
-    # arithmetic
-    @staticmethod
-    def add(a, b) -> str:
-        return f"({a} + {b})"
-
-    @staticmethod
-    def sub(a, b) -> str:
-        return f"({a} - {b})"
-
     @staticmethod
     def mul(a, b) -> str:
         if dtype_of(a) == torch.bool:
@@ -259,110 +252,8 @@ class WebGPUOverrides(OpOverrides):
         return f"({a} * {b})"
 
     @staticmethod
-    def truediv(a, b) -> str:
-        return _eager("div_true", a, b)
-
-    @staticmethod
-    def div(a, b) -> str:
-        return _eager("div_true", a, b)
-
-    @staticmethod
-    def floordiv(a, b) -> str:
-        return _eager("div_floor", a, b)
-
-    @staticmethod
-    def truncdiv(a, b) -> str:
-        return _eager("div_trunc", a, b)
-
-    @staticmethod
-    def mod(a, b) -> str:
-        return _eager("fmod", a, b)
-
-    @staticmethod
-    def fmod(a, b) -> str:
-        return _eager("fmod", a, b)
-
-    @staticmethod
-    def remainder(a, b) -> str:
-        return _eager("remainder", a, b)
-
-    @staticmethod
-    def neg(x) -> str:
-        return f"(-{x})"
-
-    @staticmethod
-    def reciprocal(x) -> str:
-        return _eager("reciprocal", x)
-
-    @staticmethod
-    def square(x) -> str:
-        return f"({x} * {x})"
-
-    @staticmethod
-    def relu(x) -> str:
-        return _eager("relu", x)
-
-    @staticmethod
-    def identity(x) -> str:
-        return f"{x}"
-
-    # comparisons give bool; floats compare by bits where NaN matters (as eager does)
-    @staticmethod
-    def _compare(a, b, op: str, fn: str) -> str:
-        kind = register_type(dtype_of(a) or torch.float32)
-        if kind == "f32":
-            return f"{fn}({a}, {b})"
-        if kind == "bool" and op not in ("==", "!="):
-            return f"(select(0, 1, {a}) {op} select(0, 1, {b}))"
-        return f"({a} {op} {b})"
-
-    @staticmethod
-    def eq(a, b) -> str:
-        return WebGPUOverrides._compare(a, b, "==", "f32_eq")
-
-    @staticmethod
-    def ne(a, b) -> str:
-        return WebGPUOverrides._compare(a, b, "!=", "f32_ne")
-
-    @staticmethod
-    def lt(a, b) -> str:
-        return WebGPUOverrides._compare(a, b, "<", "f32_lt")
-
-    @staticmethod
-    def le(a, b) -> str:
-        return WebGPUOverrides._compare(a, b, "<=", "f32_le")
-
-    @staticmethod
-    def gt(a, b) -> str:
-        return WebGPUOverrides._compare(a, b, ">", "f32_gt")
-
-    @staticmethod
-    def ge(a, b) -> str:
-        return WebGPUOverrides._compare(a, b, ">=", "f32_ge")
-
-    @staticmethod
-    def logical_and(a, b) -> str:
-        return f"({a} && {b})"
-
-    @staticmethod
-    def logical_or(a, b) -> str:
-        return f"({a} || {b})"
-
-    @staticmethod
-    def logical_xor(a, b) -> str:
-        return f"({a} != {b})"
-
-    @staticmethod
     def logical_not(a) -> str:
         return f"(!{convert(str(a), dtype_of(a), torch.bool)})"
-
-    @staticmethod
-    def bitwise_and(a, b) -> str:
-        return f"({a} & {b})"
-
-    @staticmethod
-    def bitwise_or(a, b) -> str:
-        return f"({a} | {b})"
 
     @staticmethod
     def bitwise_xor(a, b) -> str:
@@ -371,18 +262,6 @@ class WebGPUOverrides(OpOverrides):
     @staticmethod
     def bitwise_not(a) -> str:
         return f"(~{a})" if dtype_of(a) != torch.bool else f"(!{a})"
-
-    @staticmethod
-    def isnan(x) -> str:
-        return f"is_nan({x})"
-
-    @staticmethod
-    def isinf(x) -> str:
-        return f"is_inf({x})"
-
-    @staticmethod
-    def signbit(x) -> str:
-        return f"((bitcast<u32>({x}) & 0x80000000u) != 0u)"
 
 
 # Inductor op -> eager table op, for ops whose expressions carry over one to one.
@@ -396,7 +275,35 @@ _EAGER_OPS = {
     "ceil": "ceil", "trunc": "trunc", "round": "round", "sign": "sign", "pow": "pow",
     "maximum": "maximum", "minimum": "minimum", "frac": "frac",
     "bitwise_left_shift": "bitwise_left_shift", "bitwise_right_shift": "bitwise_right_shift",
+    "truediv": "div_true", "div": "div_true", "floordiv": "div_floor", "truncdiv": "div_trunc",
+    "mod": "fmod", "fmod": "fmod", "remainder": "remainder", "reciprocal": "reciprocal",
+    "relu": "relu",
 }
+# Inductor op -> WGSL template of its operand x.
+_UNARY_OPS = {
+    "neg": "(-{x})", "square": "({x} * {x})", "identity": "{x}",
+    "isnan": "is_nan({x})", "isinf": "is_inf({x})",
+    "signbit": "((bitcast<u32>({x}) & 0x80000000u) != 0u)",  # exact for -0.0 and NaN signs
+}
+# Inductor op -> WGSL infix operator (same meaning on f32, i32 and bool operands).
+_INFIX_OPS = {
+    "add": "+", "sub": "-", "bitwise_and": "&", "bitwise_or": "|",
+    "logical_and": "&&", "logical_or": "||", "logical_xor": "!=",
+}
+# Comparisons give bool; floats compare through the library's NaN-exact functions.
+_COMPARISONS = {
+    "eq": ("==", "f32_eq"), "ne": ("!=", "f32_ne"), "lt": ("<", "f32_lt"),
+    "le": ("<=", "f32_le"), "gt": (">", "f32_gt"), "ge": (">=", "f32_ge"),
+}
+
+
+def _compare(a, b, op: str, fn: str) -> str:
+    kind = register_type(dtype_of(a) or torch.float32)
+    if kind == "f32":
+        return f"{fn}({a}, {b})"
+    if kind == "bool" and op not in ("==", "!="):
+        return f"(select(0, 1, {a}) {op} select(0, 1, {b}))"
+    return f"({a} {op} {b})"
 
 
 def _make_eager_override(table_name: str):
@@ -405,8 +312,55 @@ def _make_eager_override(table_name: str):
     return staticmethod(override)
 
 
-for _inductor_name, _table_name in _EAGER_OPS.items():
-    setattr(WebGPUOverrides, _inductor_name, _make_eager_override(_table_name))
+def _make_unary_override(template: str):
+    def override(x) -> str:
+        return template.format(x=x)
+    return staticmethod(override)
+
+
+def _make_infix_override(op: str):
+    def override(a, b) -> str:
+        return f"({a} {op} {b})"
+    return staticmethod(override)
+
+
+def _make_comparison_override(op: str, fn: str):
+    def override(a, b) -> str:
+        return _compare(a, b, op, fn)
+    return staticmethod(override)
+
+
+for _name, _table_name in _EAGER_OPS.items():
+    setattr(WebGPUOverrides, _name, _make_eager_override(_table_name))
+def _map_remaining_eager_ops() -> None:
+    """Every other Inductor op the eager table knows by the same name (atan2, hypot, i0,
+    copysign, ...) computes with the eager expression too."""
+    from torch._inductor.ops_handler import OpsHandler
+
+    for name in dir(OpsHandler):
+        if name.startswith("_") or name in WebGPUOverrides.__dict__:
+            continue
+        if _C._wgsl_pointwise_expression(name) is not None:
+            setattr(WebGPUOverrides, name, _make_eager_override(name))
+        elif getattr(OpOverrides, name, None) is getattr(OpsHandler, name):
+            setattr(WebGPUOverrides, name, _make_missing_override(name))
+
+
+def _make_missing_override(name: str):
+    def override(*args, **kwargs) -> str:
+        raise NotImplementedError(
+            f"torch_webgpu compile: the WGSL generator has no '{name}' yet; run this "
+            "function eagerly (torch.compiler.disable) or report it")
+    return staticmethod(override)
+
+
+for _name, _template in _UNARY_OPS.items():
+    setattr(WebGPUOverrides, _name, _make_unary_override(_template))
+for _name, _op in _INFIX_OPS.items():
+    setattr(WebGPUOverrides, _name, _make_infix_override(_op))
+for _name, (_op, _fn) in _COMPARISONS.items():
+    setattr(WebGPUOverrides, _name, _make_comparison_override(_op, _fn))
+_map_remaining_eager_ops()
 
 
 # ---------------------------------------------------------------------- kernel
@@ -427,6 +381,7 @@ class WebGPUKernel(SIMDKernel):
         self.declarations = IndentedBuffer()  # module scope: workgroup arrays, helpers
         self.post_loop = IndentedBuffer()     # after a reduction loop: the tree combines
         self.acc_ids = itertools.count()
+        self.uses_checks = False
         if len([t for t in self.range_trees if t.is_reduction]) > 1:
             raise NotImplementedError("torch_webgpu compile: tiled reductions")
 
@@ -451,6 +406,8 @@ class WebGPUKernel(SIMDKernel):
     def load(self, name: str, index: sympy.Expr):
         var = self.args.input(name)
         index = self.prepare_indexing(index)
+        # An index computed from loaded values (gather, embedding) is defined in compute.
+        indirect = free_symbol_is_type(index, SymT.TMP)
         dtype = V.graph.get_dtype(name)
         register_type(dtype)
         line = f"load_{var}(u32({self.index_to_str(index)}))"
@@ -459,7 +416,17 @@ class WebGPUKernel(SIMDKernel):
         elif dtype == torch.bool:
             line = f"({line} != 0)"
         value_dtype = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
-        return self.cse.generate(self.loads, line, dtype=value_dtype)
+        return self.cse.generate(self.compute if indirect else self.loads, line, dtype=value_dtype)
+
+    def check_bounds(self, expr: sympy.Expr, size: sympy.Expr, lower: bool, upper: bool) -> None:
+        # A bad index reports through the device error word (raised at the next read-back,
+        # as eager gather/embedding do); its load stays inside the buffer (WebGPU clamps).
+        if not (lower or upper):
+            return
+        index, bound = self.index_to_str(expr), self.index_to_str(size)
+        tests = ([f"({index}) < 0"] if lower else []) + ([f"({index}) >= ({bound})"] if upper else [])
+        self.compute.writeline(f"if ({' || '.join(tests)}) {{ check_failed(0u); }}")
+        self.uses_checks = True
 
     def _store_line(self, name: str, index: sympy.Expr, value) -> str:
         var = self.args.output(name)
@@ -715,7 +682,8 @@ class WebGPUKernel(SIMDKernel):
             f"    [{', '.join(uniforms)}],\n"
             f"    grid={'groups' if reduction else 'invocations'!r}, workgroup={WORKGROUP},\n"
             f"    libraries={sorted(self.libraries)!r},\n"
-            f"    declarations='''\n{self.declarations.getvalue()}''')"
+            f"    declarations='''\n{self.declarations.getvalue()}''',\n"
+            f"    checks={[OUT_OF_BOUNDS] if self.uses_checks else []!r})"
         )
 
     def call_kernel(self, name: str, node: Any = None, deallocate_ws: bool = True) -> None:
