@@ -9,6 +9,7 @@ device_module's ``__getattr__`` calls ``register()`` then.
 from __future__ import annotations
 
 import functools
+import inspect
 
 import torch
 
@@ -127,6 +128,37 @@ def _wrapper_codegen():
     return WebGPUPythonWrapperCodegen
 
 
+def _code_version_pass():
+    """A graph pass that changes nothing and whose uuid() is the version of our code
+    generator: Inductor puts backend passes' uuids into its FX graph cache key, so a new
+    torch_webgpu (Python generator or WGSL library in _C) never reuses stale kernels."""
+    import hashlib
+    import os
+
+    from torch._inductor.custom_graph_pass import CustomGraphModulePass
+
+    from .. import _C
+
+    here = os.path.dirname(__file__)
+    digest = hashlib.sha256()
+    for name in sorted(os.listdir(here)):
+        if name.endswith(".py"):
+            with open(os.path.join(here, name), "rb") as f:
+                digest.update(f.read())
+    library = os.stat(_C.__file__)
+    digest.update(f"{library.st_size}:{library.st_mtime_ns}".encode())
+    version = digest.hexdigest()
+
+    class WGSLCodeVersion(CustomGraphModulePass):
+        def __call__(self, gm) -> None:
+            return None
+
+        def uuid(self):
+            return version
+
+    return WGSLCodeVersion()
+
+
 class _NoCppWrapper:
     def __init__(self, *args, **kwargs):
         raise NotImplementedError("torch_webgpu: cpp_wrapper (AOTInductor) is not supported "
@@ -152,7 +184,10 @@ def register() -> dict:
     register_interface_for_device("webgpu:0", _device_interface())
     register_device_op_overrides("webgpu", _device_op_overrides())
     wrapper = _wrapper_codegen()
-    register_backend_for_device("webgpu", WebGPUScheduling, wrapper, _NoCppWrapper)
+    extra = {}
+    if "device_custom_pass" in inspect.signature(register_backend_for_device).parameters:
+        extra["device_custom_pass"] = _code_version_pass()
+    register_backend_for_device("webgpu", WebGPUScheduling, wrapper, _NoCppWrapper, **extra)
     return {
         "Scheduling": WebGPUScheduling,
         "PythonWrapperCodegen": wrapper,
