@@ -23,6 +23,7 @@ import functools
 import itertools
 import math
 import re
+import textwrap
 from typing import Any
 
 import sympy
@@ -382,6 +383,11 @@ class WebGPUKernel(SIMDKernel):
         self.post_loop = IndentedBuffer()     # after a reduction loop: the tree combines
         self.acc_ids = itertools.count()
         self.uses_checks = False
+        # Short rows take a smaller workgroup (a power of two, for the tree combine).
+        self.workgroup = WORKGROUP
+        tree = self.reduction_tree
+        if tree is not None and isinstance(tree.numel, (int, sympy.Integer)):
+            self.workgroup = min(WORKGROUP, max(32, 1 << max(int(tree.numel) - 1, 1).bit_length()))
         if len([t for t in self.range_trees if t.is_reduction]) > 1:
             raise NotImplementedError("torch_webgpu compile: tiled reductions")
 
@@ -466,13 +472,13 @@ class WebGPUKernel(SIMDKernel):
 
     def _shared(self, wtype: str) -> str:
         name = f"shared{next(self.acc_ids)}"
-        self.declarations.writeline(f"var<workgroup> {name}: array<{wtype}, {WORKGROUP}>;")
+        self.declarations.writeline(f"var<workgroup> {name}: array<{wtype}, {self.workgroup}>;")
         return name
 
     def _tree(self, body: list[str]) -> None:
         """A tree combine over the workgroup; `body` combines slot `lid` with `lid + s`."""
         self.post_loop.writeline("workgroupBarrier();")
-        self.post_loop.writeline(f"for (var s = {WORKGROUP // 2}u; s > 0u; s = s >> 1u) {{")
+        self.post_loop.writeline(f"for (var s = {self.workgroup // 2}u; s > 0u; s = s >> 1u) {{")
         with self.post_loop.indent():
             self.post_loop.writeline("if (lid < s) {")
             with self.post_loop.indent():
@@ -611,7 +617,7 @@ class WebGPUKernel(SIMDKernel):
             prefix = tree.prefix
             rnumel = self.sexpr(self.rename_indexing(tree.numel))
             self.body.writeline(
-                f"for (var {prefix}base = 0; {prefix}base < {rnumel}; {prefix}base = {prefix}base + {WORKGROUP}) {{")
+                f"for (var {prefix}base = 0; {prefix}base < {rnumel}; {prefix}base = {prefix}base + {self.workgroup}) {{")
             with self.body.indent():
                 self.body.writeline(f"let {tree.name} = {prefix}base + i32(lid);")
                 self.body.writeline(f"if ({tree.name} < {rnumel} && row_active) {{")
@@ -674,13 +680,13 @@ class WebGPUKernel(SIMDKernel):
         origins = sorted({o.name for n in self.features.node_schedule
                           if hasattr(n, "node") and n.node is not None
                           for o in getattr(n.node, "origins", ())})
-        comment = f"  // from FX nodes: {', '.join(origins)}\n" if origins else ""
-        body = comment + code.getvalue()
+        comment = f"// from FX nodes: {', '.join(origins)}\n" if origins else ""
+        body = textwrap.indent(comment + code.getvalue(), "  ")
         return (
             "WGSLKernel('''\n" + body + "''',\n"
             f"    [{', '.join(tensors)}],\n"
             f"    [{', '.join(uniforms)}],\n"
-            f"    grid={'groups' if reduction else 'invocations'!r}, workgroup={WORKGROUP},\n"
+            f"    grid={'groups' if reduction else 'invocations'!r}, workgroup={self.workgroup},\n"
             f"    libraries={sorted(self.libraries)!r},\n"
             f"    declarations='''\n{self.declarations.getvalue()}''',\n"
             f"    checks={[OUT_OF_BOUNDS] if self.uses_checks else []!r})"
