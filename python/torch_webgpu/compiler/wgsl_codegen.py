@@ -45,7 +45,10 @@ from torch.utils._sympy.symbol import SymT, free_symbol_is_type
 from .. import _C
 
 OUT_OF_BOUNDS = "index out of bounds in a torch.compile kernel (gather, embedding, indexing)"
-WORKGROUP = 256  # threads per workgroup, pointwise and reduction (power of two: tree combine)
+# Threads per workgroup. Reductions: one workgroup per row, 64 threads as eager's row
+# reductions use (power of two: tree combine); pointwise: 256 or the adapter's limit.
+REDUCTION_WORKGROUP = 64
+POINTWISE_WORKGROUP = 256
 
 
 # ---------------------------------------------------------------------------- types
@@ -384,10 +387,13 @@ class WebGPUKernel(SIMDKernel):
         self.acc_ids = itertools.count()
         self.uses_checks = False
         # Short rows take a smaller workgroup (a power of two, for the tree combine).
-        self.workgroup = WORKGROUP
         tree = self.reduction_tree
-        if tree is not None and isinstance(tree.numel, (int, sympy.Integer)):
-            self.workgroup = min(WORKGROUP, max(32, 1 << max(int(tree.numel) - 1, 1).bit_length()))
+        limit = max_workgroup_invocations()
+        self.workgroup = min(POINTWISE_WORKGROUP, limit)
+        if tree is not None:
+            self.workgroup = min(REDUCTION_WORKGROUP, limit)
+            if isinstance(tree.numel, (int, sympy.Integer)):
+                self.workgroup = min(self.workgroup, max(16, 1 << max(int(tree.numel) - 1, 1).bit_length()))
         if len([t for t in self.range_trees if t.is_reduction]) > 1:
             raise NotImplementedError("torch_webgpu compile: tiled reductions")
 
@@ -715,6 +721,11 @@ def _ordered(values):
 def max_kernel_buffers() -> int:
     """Storage bindings one kernel may have (the adapter's per-stage limit)."""
     return torch.webgpu.get_device_properties().max_storage_buffers_per_shader_stage
+
+
+@functools.cache
+def max_workgroup_invocations() -> int:
+    return torch.webgpu.get_device_properties().max_compute_invocations_per_workgroup
 
 
 def buffers_of(*nodes) -> set[str]:
