@@ -182,6 +182,17 @@ def test_gather_embedding_and_index(no_fallback):
     compiled_matches(lambda i, w: torch.gather(w, 1, i % 6).sin(), idx, w)
 
 
+def test_embedding_into_layer_norm(no_fallback):
+    # Gathered rows feeding a reduction: the gather's index entries live in the row loop.
+    def fn(ids, wte, wpe, w, b):
+        return F.layer_norm(F.embedding(ids, wte) + wpe[:12], (64,), w, b)
+
+    args = (torch.randint(0, 50, (2, 12), generator=torch.Generator().manual_seed(0)),
+            make((50, 64), torch.float32), make((16, 64), torch.float32, seed=1),
+            make((64,), torch.float32, seed=2), make((64,), torch.float32, seed=3))
+    compiled_matches(fn, *args, tolerances=dict(atol=1e-4, rtol=1e-4))
+
+
 def test_index_out_of_bounds_raises():
     compiled = torch.compile(lambda i, w: F.embedding(i, w) * 2)
     w = dev(make((10, 6), torch.float32))
@@ -338,3 +349,19 @@ def test_op_without_lowering_runs_eager():
 def test_cpu_compile_still_works():
     x = make((4, 9), torch.float32)
     torch.testing.assert_close(torch.compile(lambda x: x.sin().sum(-1))(x), x.sin().sum(-1))
+
+
+def test_hf_llama_forward(no_fallback):
+    # A small Llama (random weights, transformers' own modules: RMSNorm, rotary embeddings,
+    # grouped-query attention through SDPA, SiLU MLP) compiled whole.
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=128,
+                         num_attention_heads=4, num_key_value_heads=2, vocab_size=500)
+    model = LlamaForCausalLM(config).eval()
+    ids = torch.randint(0, 500, (2, 12), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        expected = model(ids).logits
+        actual = torch.compile(model.to("webgpu"))(dev(ids)).logits
+    assert_same(actual, expected, atol=1e-4, rtol=1e-4)

@@ -384,6 +384,7 @@ class WebGPUKernel(SIMDKernel):
         self.libraries: set[str] = set()
         self.declarations = IndentedBuffer()  # module scope: workgroup arrays, helpers
         self.post_loop = IndentedBuffer()     # after a reduction loop: the tree combines
+        self.loop_entries = IndentedBuffer()  # reduction index entries, first in the loop
         self.acc_ids = itertools.count()
         self.uses_checks = False
         # Short rows take a smaller workgroup (a power of two, for the tree combine).
@@ -613,8 +614,9 @@ class WebGPUKernel(SIMDKernel):
     # --------------------------------------------------------------- indexing
     def codegen_iteration_ranges_entry(self, entry) -> None:
         line = f"let {entry.name} = {self.sexpr(self.rename_indexing(entry.expr))};"
-        # Entries of the reduction dimension change every loop step: they live in the loop.
-        (self.loads if entry.is_reduction else self.indexing_code).writeline(line)
+        # Entries of the reduction dimension change every loop step: they open the loop body
+        # (a buffer of their own: Inductor may swap `loads` out while indexing).
+        (self.loop_entries if entry.is_reduction else self.indexing_code).writeline(line)
 
     def codegen_body(self) -> None:
         """Flushes pending loads/compute/stores: inside a row loop when in a reduction."""
@@ -628,6 +630,7 @@ class WebGPUKernel(SIMDKernel):
                 self.body.writeline(f"let {tree.name} = {prefix}base + i32(lid);")
                 self.body.writeline(f"if ({tree.name} < {rnumel} && row_active) {{")
                 with self.body.indent():
+                    self.body.splice(self.loop_entries)
                     self.body.splice(self.loads)
                     self.body.splice(self.compute)
                 self.body.writeline("}")
@@ -644,6 +647,7 @@ class WebGPUKernel(SIMDKernel):
             self.body.splice(self.compute)
         self.body.splice(self.post_loop)
         self.body.splice(self.stores)
+        self.loop_entries.clear()
         self.loads.clear()
         self.compute.clear()
         self.post_loop.clear()
