@@ -72,6 +72,23 @@ const char* library_source(const std::string& name) {
                         "' (known: elementary, special)");
 }
 
+// load_, store_ and `atomic_add_NAME(i, v)` for a float32 or int32 tensor bound
+// "read_write_atomic" (scatter adds, embedding backward): float adds retry a
+// compare-exchange on the word.
+std::string atomic_functions(const std::string& name, size_t b, const std::string& offset,
+                             DType dtype) {
+  const std::string word = "&buf" + std::to_string(b) + "[i + " + offset + "]";
+  const std::string t = dtype == DType::Int32 ? "i32" : "f32";
+  std::string s = "fn load_" + name + "(i: u32) -> " + t + " { return bitcast<" + t +
+                  ">(atomicLoad(" + word + ")); }\n";
+  s += "fn store_" + name + "(i: u32, v: " + t + ") { atomicStore(" + word + ", bitcast<u32>(v)); }\n";
+  if (dtype == DType::Int32)
+    return s + "fn atomic_add_" + name + "(i: u32, v: i32) { atomicAdd(" + word + ", bitcast<u32>(v)); }\n";
+  return s + "fn atomic_add_" + name + "(i: u32, v: f32) {\n  var old = atomicLoad(" + word + ");\n"
+         "  loop {\n    let r = atomicCompareExchangeWeak(" + word + ", old, bitcast<u32>(bitcast<f32>(old) + v));\n"
+         "    if (r.exchanged) { break; }\n    old = r.old_value;\n  }\n}\n";
+}
+
 // Everything after kernel_header(): libraries, the tensors' load/store functions, the
 // kernel's own declarations, then main with the uniforms as lets and the kernel's body.
 std::string body_source(const std::vector<std::string>& names, const KernelLaunch& l,
@@ -85,6 +102,10 @@ std::string body_source(const std::vector<std::string>& names, const KernelLaunc
   for (size_t b = 0; b < names.size(); ++b) {
     const std::string offset = "uw(" + std::to_string(kFirstUserWord + b) + "u)";
     const std::string type = wgsl_type(compute_type_for(dtypes[b]));
+    if (l.buffers[b].atomic && !is_subword(dtypes[b])) {  // a 32-bit tensor taking atomic adds
+      s += atomic_functions(names[b], b, offset, dtypes[b]);
+      continue;
+    }
     s += kernel_load(names[b] + "_at", l.buffers, b, dtypes[b]);
     s += "fn load_" + names[b] + "(i: u32) -> " + type + " { return " + names[b] + "_at(i + " +
          offset + "); }\n";
@@ -131,13 +152,18 @@ size_t compile_kernel(const std::string& body, const std::vector<std::string>& n
   l.grid = grid == "groups" ? Grid::Groups : Grid::Invocations;
   l.workgroup = workgroup;
   for (size_t b = 0; b < names.size(); ++b) {
-    if (access[b] != "read" && access[b] != "read_write")
-      throw py::value_error("torch_webgpu: WGSL kernel access must be 'read' or 'read_write', not '" +
-                            access[b] + "'");
+    if (access[b] != "read" && access[b] != "read_write" && access[b] != "read_write_atomic")
+      throw py::value_error("torch_webgpu: WGSL kernel access must be 'read', 'read_write' or "
+                            "'read_write_atomic', not '" + access[b] + "'");
     DType t = dtype_from_name(dtypes[b]);
+    const bool atomic_add = access[b] == "read_write_atomic";
+    if (atomic_add && t != DType::Float32 && t != DType::Int32)
+      throw py::type_error("torch_webgpu: atomic adds take float32 or int32 tensors, not " +
+                           dtypes[b]);
     KernelBuffer buf;
     buf.access = access[b] == "read" ? Access::Read : Access::ReadWrite;
-    buf.atomic = buf.access == Access::ReadWrite && is_subword(t);  // narrow stores share words
+    // Narrow stores share words; atomic adds need atomic words.
+    buf.atomic = atomic_add || (buf.access == Access::ReadWrite && is_subword(t));
     l.buffers.push_back(buf);
     k->dtypes.push_back(t);
   }

@@ -70,6 +70,19 @@ def test_wgsl_kernel_narrow_and_wide_dtypes(dtype, no_fallback):
     assert_same(out, expected, exact=True)
 
 
+def test_wgsl_kernel_atomic_add(no_fallback):
+    kernel = WGSLKernel("atomic_add_out(idx % 3u, load_a(idx));",
+                        [TensorArg("a", torch.float32), TensorArg("out", torch.float32, "read_write_atomic")])
+    a = make((64,), torch.float32)
+    out = torch.zeros(4, device="webgpu")
+    kernel(dev(a), out[1:], grid=64)
+    expected = torch.zeros(4)
+    expected[1:] = torch.stack([a[i::3].sum() for i in range(3)])
+    assert_same(out, expected, atol=1e-5, rtol=1e-5)
+    with pytest.raises(TypeError, match="atomic adds"):
+        WGSLKernel("", [TensorArg("o", torch.float16, "read_write_atomic")])
+
+
 def test_wgsl_kernel_compiles_once():
     body = "store_o(idx, f32(idx));"
     k1 = WGSLKernel(body, [TensorArg("o", torch.float32, "read_write")])
@@ -191,6 +204,20 @@ def test_embedding_into_layer_norm(no_fallback):
             make((50, 64), torch.float32), make((16, 64), torch.float32, seed=1),
             make((64,), torch.float32, seed=2), make((64,), torch.float32, seed=3))
     compiled_matches(fn, *args, tolerances=dict(atol=1e-4, rtol=1e-4))
+
+
+def test_embedding_backward_scatter_adds(no_fallback):
+    # Repeated ids: their gradient rows add up through atomic adds into one buffer.
+    ids = torch.tensor([[1, 3, 1], [3, 3, 0]])
+    w = make((5, 4), torch.float32)
+    wd = dev(w).requires_grad_()
+    w.requires_grad_()
+    fn = lambda i, w: (F.embedding(i, w) * 2).sin().sum()
+    fn(ids, w).backward()
+    torch.compile(fn)(dev(ids), wd).backward()
+    assert_same(wd.grad, w.grad, atol=1e-5, rtol=1e-5)
+    compiled_matches(lambda i, x: torch.zeros(5, dtype=torch.int32, device=x.device).index_put(
+        (i.flatten(),), x, accumulate=True), ids, make((6,), torch.int32))
 
 
 def test_index_out_of_bounds_raises():

@@ -387,6 +387,7 @@ class WebGPUKernel(SIMDKernel):
         self.loop_entries = IndentedBuffer()  # reduction index entries, first in the loop
         self.acc_ids = itertools.count()
         self.uses_checks = False
+        self.atomic_outputs: set[str] = set()  # kernel args stored with atomic adds
         # Short rows take a smaller workgroup (a power of two, for the tree combine).
         tree = self.reduction_tree
         limit = max_workgroup_invocations()
@@ -453,9 +454,15 @@ class WebGPUKernel(SIMDKernel):
         return f"store_{var}(u32({self.index_to_str(index)}), {v});"
 
     def store(self, name: str, index: sympy.Expr, value, mode=None) -> None:
-        if mode is not None:
+        if mode not in (None, "atomic_add"):
             raise NotImplementedError(f"torch_webgpu compile: store mode {mode}")
         line = self._store_line(name, index, value)
+        if mode == "atomic_add":  # scatter adds (embedding backward, index_put accumulate)
+            dtype = V.graph.get_dtype(name)
+            if dtype not in (torch.float32, torch.int32):
+                raise NotImplementedError(f"torch_webgpu compile: atomic adds into {dtype}")
+            self.atomic_outputs.add(self.args.output(name))
+            line = line.replace("store_", "atomic_add_", 1)
         if self.inside_reduction:
             self.compute.writeline(DeferredLine(name, line))
         else:
@@ -682,6 +689,8 @@ class WebGPUKernel(SIMDKernel):
         for arg in precompile_args:
             if isinstance(arg, TensorArg):
                 access = "read" if arg.name.startswith("in_ptr") else "read_write"
+                if arg.name in self.atomic_outputs:
+                    access = "read_write_atomic"
                 tensors.append(f"TensorArg({arg.name!r}, {arg.dtype}, {access!r})")
             elif isinstance(arg, SizeArg):
                 uniforms.append(f"({arg.name!r}, 'i32')")
