@@ -28,7 +28,6 @@ from typing import Any
 
 import sympy
 import torch
-from torch._inductor import config as inductor_config
 from torch._inductor.codegen.common import (
     DeferredLine,
     IndentedBuffer,
