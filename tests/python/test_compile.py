@@ -229,6 +229,13 @@ def test_index_out_of_bounds_raises():
     assert_same(compiled(dev(torch.tensor([1, 9])), w), F.embedding(torch.tensor([1, 9]), w.cpu()) * 2)
 
 
+def test_int64_beyond_32_bits_raises():
+    compiled = torch.compile(lambda a: a * 2 + 1)
+    assert_same(compiled(dev(torch.tensor([-5, 2**30 - 1]))), torch.tensor([-9, 2**31 - 1]))
+    with pytest.raises(RuntimeError, match="beyond 32 bits"):
+        compiled(dev(torch.tensor([1, 2**40]))).cpu()
+
+
 def test_ops_from_the_eager_table(no_fallback):
     x, y = make((5, 7), torch.float32, low=0.5), make((5, 7), torch.float32, seed=1)
     compiled_matches(lambda x, y: (torch.atan2(x, y), torch.hypot(x, y), torch.special.i0(x),

@@ -13,7 +13,8 @@ Four parts, one job each:
 
 Values live in WGSL registers as f32 (float32/float16/bfloat16: half types compute in f32
 as eager does), i32 (int32 and narrower, int64: see below) or bool. Limits of this first
-slice: int64 values compute in i32 inside generated kernels (exact below 2**31); float64
+slice: int64 values compute in i32 inside generated kernels (loads of values beyond 32 bits
+raise through a device check; arithmetic that overflows 32 bits is not caught); float64
 and complex are refused; random ops, scans, sorts and templates are not generated (they
 run as eager ATen ops through Inductor's fallback path).
 """
@@ -44,6 +45,8 @@ from torch.utils._sympy.symbol import SymT, free_symbol_is_type
 from .. import _C
 
 OUT_OF_BOUNDS = "index out of bounds in a torch.compile kernel (gather, embedding, indexing)"
+INT64_RANGE = ("an int64 value beyond 32 bits reached a torch.compile kernel (generated "
+               "kernels compute int64 in 32 bits); run this function eagerly")
 # Threads per workgroup. Reductions: one workgroup per row, 64 threads as eager's row
 # reductions use (power of two: tree combine); pointwise: 256 or the adapter's limit.
 REDUCTION_WORKGROUP = 64
@@ -385,7 +388,7 @@ class WebGPUKernel(SIMDKernel):
         self.post_loop = IndentedBuffer()     # after a reduction loop: the tree combines
         self.loop_entries = IndentedBuffer()  # reduction index entries, first in the loop
         self.acc_ids = itertools.count()
-        self.uses_checks = False
+        self.check_messages: list[str] = []  # device checks, in check_failed(k) order
         self.atomic_outputs: set[str] = set()  # kernel args stored with atomic adds
         # Short rows take a smaller workgroup (a power of two, for the tree combine).
         tree = self.reduction_tree
@@ -425,7 +428,13 @@ class WebGPUKernel(SIMDKernel):
         register_type(dtype)
         line = f"load_{var}(u32({self.index_to_str(index)}))"
         if dtype == torch.int64:
-            line = f"i64_to_i32({line})"
+            line = f"i64_narrow({line})"  # raises at the next read-back past 32 bits
+            if "i64_narrow" not in self.helper_names:
+                self.helper_names.add("i64_narrow")
+                self.declarations.splice(
+                    "fn i64_narrow(v: vec2<u32>) -> i32 {\n"
+                    f"  if (v.y != select(0u, 0xffffffffu, bitcast<i32>(v.x) < 0)) {{ check_failed({self._check(INT64_RANGE)}u); }}\n"
+                    "  return bitcast<i32>(v.x);\n}")
         elif dtype == torch.bool:
             line = f"({line} != 0)"
         value_dtype = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
@@ -438,8 +447,14 @@ class WebGPUKernel(SIMDKernel):
             return
         index, bound = self.index_to_str(expr), self.index_to_str(size)
         tests = ([f"({index}) < 0"] if lower else []) + ([f"({index}) >= ({bound})"] if upper else [])
-        self.compute.writeline(f"if ({' || '.join(tests)}) {{ check_failed(0u); }}")
-        self.uses_checks = True
+        self.compute.writeline(
+            f"if ({' || '.join(tests)}) {{ check_failed({self._check(OUT_OF_BOUNDS)}u); }}")
+
+    def _check(self, message: str) -> int:
+        """The index k of `check_failed(k)` for a device check with this message."""
+        if message not in self.check_messages:
+            self.check_messages.append(message)
+        return self.check_messages.index(message)
 
     def _store_line(self, name: str, index: sympy.Expr, value) -> str:
         var = self.args.output(name)
@@ -707,7 +722,7 @@ class WebGPUKernel(SIMDKernel):
             f"    grid={'groups' if reduction else 'invocations'!r}, workgroup={self.workgroup},\n"
             f"    libraries={sorted(self.libraries)!r},\n"
             f"    declarations='''\n{self.declarations.getvalue()}''',\n"
-            f"    checks={[OUT_OF_BOUNDS] if self.uses_checks else []!r})"
+            f"    checks={self.check_messages!r})"
         )
 
     def call_kernel(self, name: str, node: Any = None, deallocate_ws: bool = True) -> None:
