@@ -8,6 +8,7 @@
 
 #include "aten/cpu_fallback.h"
 #include "aten/generator.h"
+#include "aten/python_errors.h"
 #include "aten/webgpu_tensor.h"
 
 namespace py = pybind11;
@@ -16,22 +17,6 @@ namespace twgpu::aten {
 int keep_cuda_as_accelerator();  // cuda_coexistence.cpp
 
 namespace {
-
-// Runtime errors reach Python as the matching exception (see rethrow()).
-template <class F>
-auto guarded(F f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const Error& e) {
-    if (e.kind() == ErrorKind::OutOfMemory) {
-      static py::object oom = py::module_::import("torch").attr("OutOfMemoryError");
-      PyErr_SetString(oom.ptr(), e.what());
-      throw py::error_already_set();
-    }
-    if (e.kind() == ErrorKind::Unsupported) throw py::type_error(e.what());
-    throw std::runtime_error(e.what());
-  }
-}
 
 py::dict memory_stats() {
   py::dict d;
@@ -96,6 +81,7 @@ void register_profiler_bindings(py::module_& m);  // python_profiler.cpp
 void register_memory_bindings(py::module_& m);  // python_memory.cpp
 void register_stream_bindings(py::module_& m);  // python_streams.cpp
 void register_graph_bindings(py::module_& m);   // python_graphs.cpp
+void register_wgsl_bindings(py::module_& m);    // python_wgsl.cpp
 }  // namespace twgpu::aten
 
 PYBIND11_MODULE(_C, m) {
@@ -105,6 +91,7 @@ PYBIND11_MODULE(_C, m) {
   register_memory_bindings(m);
   register_stream_bindings(m);
   register_graph_bindings(m);
+  register_wgsl_bindings(m);
   m.def("is_available", [] { return Context::available(); });
   m.def("is_initialized", [] { return Context::initialized(); });
   m.def("init", [] { guarded([] { Context::get(); }); });

@@ -240,3 +240,18 @@ from .graphs import (  # noqa: E402,F401
     is_current_stream_capturing,
     make_graphed_callables,
 )
+
+
+# ---- torch.compile --------------------------------------------------------------------
+
+_INDUCTOR_HOOKS = ("Scheduling", "PythonWrapperCodegen", "CppWrapperCodegen", "WrapperFxCodegen")
+
+
+def __getattr__(name: str):
+    # Inductor asks the PrivateUse1 device module for its code generator the first time it
+    # compiles for webgpu; importing Inductor only then keeps `import torch_webgpu` fast.
+    if name in _INDUCTOR_HOOKS:
+        from .compiler.registration import register
+
+        return register()[name]
+    raise AttributeError(f"module 'torch.webgpu' has no attribute '{name}'")

@@ -1,0 +1,298 @@
+// torch_webgpu._C._wgsl_compile / _wgsl_launch: runs a WGSL kernel written outside the kernel
+// library (Inductor's generated kernels, experiments) on webgpu tensors. The kernel gets the
+// library's frame (kernel_program.h): its header, float/int64/math preludes and dtype
+// load/store functions, so a compiled graph computes what eager computes.
+//
+// A kernel declares its tensors (name, access, dtype) and its uniforms (name, i32/u32/f32).
+// Its WGSL then calls `load_NAME(i)` / `store_NAME(i, v)` (i: u32 element index from the
+// tensor's first element, v in the dtype's compute type: f32 for floats, i32 for the integer
+// types and bool) and reads uniforms as `let`s named after them. Tensors bind at their
+// storage buffer; their element offsets travel as uniform words, so views need no copy.
+//
+// Uniform words: the frame's four, then one offset per tensor, then the named uniforms, then
+// the codes of the kernel's device checks. A kernel with checks (messages such as "index out
+// of bounds") calls `check_failed(k)` for check k: the host raises that message at the next
+// read-back (runtime/device_checks.h), as eager indexing kernels do.
+// The uniforms are declared by words here (kernel_program.h's `uw(i)` path); when the
+// frame gains named uniforms, only body_source() changes.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "aten/python_errors.h"
+#include "aten/webgpu_tensor.h"
+#include "kernels/elementwise_ops.h"
+#include "kernels/kernel_program.h"
+#include "kernels/wgsl_dtype.h"
+#include "kernels/wgsl_special.h"
+#include "runtime/device_checks.h"
+
+namespace py = pybind11;
+
+namespace twgpu::aten {
+namespace {
+
+struct UniformDecl {
+  std::string name;
+  std::string type;  // "i32", "u32" or "f32"
+};
+
+struct CompiledKernel {
+  KernelLaunch launch;            // key, body and the buffers' access; filled in per call
+  std::vector<DType> dtypes;      // per tensor
+  std::vector<UniformDecl> uniforms;
+  std::string source;             // the full body after the frame's header (for body())
+  std::vector<std::string> checks;     // device-check messages, reported by check_failed(k)
+  std::vector<uint32_t> check_codes;   // their DeviceChecks codes (assigned at first launch)
+};
+
+// Kernels live for the process: Inductor compiles each once and calls it many times.
+std::mutex g_registry_mutex;
+std::vector<std::unique_ptr<CompiledKernel>> g_kernels;
+std::unordered_map<std::string, size_t> g_by_declaration;
+
+DType dtype_from_name(const std::string& name) {
+  for (DType t : {DType::Float32, DType::Float16, DType::BFloat16, DType::Int64, DType::Int32,
+                  DType::Int16, DType::Int8, DType::UInt8, DType::Bool}) {
+    if (name == dtype_name(t)) return t;
+  }
+  throw py::value_error("torch_webgpu: WGSL kernels take float32, float16, bfloat16, int64, "
+                        "int32, int16, int8, uint8 or bool tensors, not '" + name + "'");
+}
+
+const char* library_source(const std::string& name) {
+  if (name == "elementary") return wgsl::kElementaryLib;
+  if (name == "special") return wgsl::kSpecialLib;
+  throw py::value_error("torch_webgpu: unknown WGSL library '" + name +
+                        "' (known: elementary, special)");
+}
+
+// load_, store_ and `atomic_add_NAME(i, v)` for a float32 or int32 tensor bound
+// "read_write_atomic" (scatter adds, embedding backward): float adds retry a
+// compare-exchange on the word.
+std::string atomic_functions(const std::string& name, size_t b, const std::string& offset,
+                             DType dtype) {
+  const std::string word = "&buf" + std::to_string(b) + "[i + " + offset + "]";
+  const std::string t = dtype == DType::Int32 ? "i32" : "f32";
+  std::string s = "fn load_" + name + "(i: u32) -> " + t + " { return bitcast<" + t +
+                  ">(atomicLoad(" + word + ")); }\n";
+  s += "fn store_" + name + "(i: u32, v: " + t + ") { atomicStore(" + word + ", bitcast<u32>(v)); }\n";
+  if (dtype == DType::Int32)
+    return s + "fn atomic_add_" + name + "(i: u32, v: i32) { atomicAdd(" + word + ", bitcast<u32>(v)); }\n";
+  return s + "fn atomic_add_" + name + "(i: u32, v: f32) {\n  var old = atomicLoad(" + word + ");\n"
+         "  loop {\n    let r = atomicCompareExchangeWeak(" + word + ", old, bitcast<u32>(bitcast<f32>(old) + v));\n"
+         "    if (r.exchanged) { break; }\n    old = r.old_value;\n  }\n}\n";
+}
+
+// Everything after kernel_header(): libraries, the tensors' load/store functions, the
+// kernel's own declarations, then main with the uniforms as lets and the kernel's body.
+std::string body_source(const std::vector<std::string>& names, const KernelLaunch& l,
+                        const std::vector<DType>& dtypes,
+                        const std::vector<UniformDecl>& uniforms,
+                        const std::vector<std::string>& libraries,
+                        const std::string& declarations, const std::string& body,
+                        size_t checks) {
+  std::string s;
+  for (const auto& lib : libraries) s += library_source(lib);
+  for (size_t b = 0; b < names.size(); ++b) {
+    const std::string offset = "uw(" + std::to_string(kFirstUserWord + b) + "u)";
+    const std::string type = wgsl_type(compute_type_for(dtypes[b]));
+    if (l.buffers[b].atomic && !is_subword(dtypes[b])) {  // a 32-bit tensor taking atomic adds
+      s += atomic_functions(names[b], b, offset, dtypes[b]);
+      continue;
+    }
+    s += kernel_load(names[b] + "_at", l.buffers, b, dtypes[b]);
+    s += "fn load_" + names[b] + "(i: u32) -> " + type + " { return " + names[b] + "_at(i + " +
+         offset + "); }\n";
+    if (l.buffers[b].access == Access::ReadWrite) {
+      s += kernel_store(names[b] + "_put", l.buffers, b, dtypes[b], compute_type_for(dtypes[b]));
+      s += "fn store_" + names[b] + "(i: u32, v: " + type + ") { " + names[b] + "_put(i + " +
+           offset + ", v); }\n";
+    }
+  }
+  if (checks) {
+    // The last binding is the device error word; the check codes follow the uniforms.
+    const size_t first_code = kFirstUserWord + names.size() + uniforms.size();
+    s += "fn check_failed(k: u32) { atomicMax(&buf" + std::to_string(names.size()) + "[0], uw(" +
+         std::to_string(first_code) + "u + k)); }\n";
+  }
+  s += declarations;
+  s += "\n" + kernel_main(l.grid, l.workgroup);
+  for (size_t u = 0; u < uniforms.size(); ++u) {
+    const std::string word = "uw(" + std::to_string(kFirstUserWord + names.size() + u) + "u)";
+    const std::string& t = uniforms[u].type;
+    s += "  let " + uniforms[u].name + " = " + (t == "u32" ? word : "bitcast<" + t + ">(" + word + ")") +
+         ";\n";
+  }
+  s += body + "\n}\n";
+  return s;
+}
+
+// Returns a handle; the same declaration and source give the same handle (and pipeline).
+size_t compile_kernel(const std::string& body, const std::vector<std::string>& names,
+                      const std::vector<std::string>& access,
+                      const std::vector<std::string>& dtypes,
+                      const std::vector<std::pair<std::string, std::string>>& uniforms,
+                      const std::string& grid, uint32_t workgroup,
+                      const std::vector<std::string>& libraries, const std::string& declarations,
+                      const std::vector<std::string>& checks) {
+  if (names.size() != access.size() || names.size() != dtypes.size())
+    throw py::value_error("torch_webgpu: WGSL kernel tensors need one access and one dtype each");
+  if (grid != "invocations" && grid != "groups")
+    throw py::value_error("torch_webgpu: WGSL kernel grid must be 'invocations' or 'groups'");
+  if (workgroup == 0 || workgroup > 1024)
+    throw py::value_error("torch_webgpu: WGSL kernel workgroup size must be in 1..1024");
+  auto k = std::make_unique<CompiledKernel>();
+  KernelLaunch& l = k->launch;
+  l.grid = grid == "groups" ? Grid::Groups : Grid::Invocations;
+  l.workgroup = workgroup;
+  for (size_t b = 0; b < names.size(); ++b) {
+    if (access[b] != "read" && access[b] != "read_write" && access[b] != "read_write_atomic")
+      throw py::value_error("torch_webgpu: WGSL kernel access must be 'read', 'read_write' or "
+                            "'read_write_atomic', not '" + access[b] + "'");
+    DType t = dtype_from_name(dtypes[b]);
+    const bool atomic_add = access[b] == "read_write_atomic";
+    if (atomic_add && t != DType::Float32 && t != DType::Int32)
+      throw py::type_error("torch_webgpu: atomic adds take float32 or int32 tensors, not " +
+                           dtypes[b]);
+    KernelBuffer buf;
+    buf.access = access[b] == "read" ? Access::Read : Access::ReadWrite;
+    // Narrow stores share words; atomic adds need atomic words.
+    buf.atomic = atomic_add || (buf.access == Access::ReadWrite && is_subword(t));
+    l.buffers.push_back(buf);
+    k->dtypes.push_back(t);
+  }
+  for (const auto& [name, type] : uniforms) {
+    if (type != "i32" && type != "u32" && type != "f32")
+      throw py::value_error("torch_webgpu: WGSL uniform '" + name + "' must be i32, u32 or f32");
+    k->uniforms.push_back({name, type});
+  }
+  k->checks = checks;
+  if (!checks.empty()) l.buffers.push_back({nullptr, Access::ReadWrite, true});  // error word
+  k->source = body_source(names, l, k->dtypes, k->uniforms, libraries, declarations, body,
+                          checks.size());
+  std::string declaration = grid + "|" + std::to_string(workgroup);
+  for (size_t b = 0; b < names.size(); ++b) declaration += "|" + access[b] + ":" + dtypes[b];
+  declaration += "|" + std::to_string(uniforms.size()) + "|";
+  for (const auto& c : checks) declaration += c + "|";
+  std::lock_guard<std::mutex> lock(g_registry_mutex);
+  auto found = g_by_declaration.find(declaration + k->source);
+  if (found != g_by_declaration.end()) return found->second;
+  l.key = "wgsl_entry|" + std::to_string(g_kernels.size()) + "|" +
+          std::to_string(std::hash<std::string>()(k->source));
+  const std::string* src = &k->source;  // owned by the kernel, which lives for the process
+  l.body = [src] { return *src; };
+  g_by_declaration.emplace(declaration + k->source, g_kernels.size());
+  g_kernels.push_back(std::move(k));
+  return g_kernels.size() - 1;
+}
+
+// A 4-byte buffer bound where an empty tensor (no storage) stands: WebGPU needs a buffer in
+// every binding, and a kernel never reads an empty tensor's elements.
+WGPUBuffer empty_tensor_buffer(Context& ctx) {
+  static Allocation* scratch = ctx.pool().allocate(4);
+  return scratch->buffer;
+}
+
+void launch(size_t handle, const std::vector<uint64_t>& addresses, const py::sequence& values,
+            uint64_t count) {
+  CompiledKernel* k;
+  {
+    std::lock_guard<std::mutex> lock(g_registry_mutex);
+    if (handle >= g_kernels.size()) throw py::value_error("torch_webgpu: unknown WGSL kernel handle");
+    k = g_kernels[handle].get();
+  }
+  KernelLaunch& l = k->launch;
+  const size_t tensors = k->dtypes.size();
+  if (addresses.size() != tensors)
+    throw py::value_error("torch_webgpu: WGSL kernel takes " + std::to_string(tensors) +
+                          " tensors, got " + std::to_string(addresses.size()));
+  if (static_cast<size_t>(py::len(values)) != k->uniforms.size())
+    throw py::value_error("torch_webgpu: WGSL kernel takes " + std::to_string(k->uniforms.size()) +
+                          " uniforms, got " + std::to_string(py::len(values)));
+  guarded([&] {
+    RuntimeLock lock;  // also serializes the shared KernelLaunch
+    Context& ctx = lock.ctx();
+    const size_t first_uniform = kFirstUserWord + tensors;
+    l.uniforms.assign(first_uniform + k->uniforms.size(), 0);
+    if (!k->checks.empty()) {
+      if (k->check_codes.empty())
+        for (const auto& message : k->checks) k->check_codes.push_back(ctx.checks().code_for(message));
+      l.uniforms.insert(l.uniforms.end(), k->check_codes.begin(), k->check_codes.end());
+      l.buffers.back().buffer = ctx.checks().arm();
+    }
+    for (size_t u = 0; u < k->uniforms.size(); ++u) {
+      py::handle v = values[u];
+      uint32_t word;
+      if (k->uniforms[u].type == "f32") {
+        float f = v.cast<float>();
+        std::memcpy(&word, &f, 4);
+      } else {
+        word = static_cast<uint32_t>(v.cast<int64_t>());
+      }
+      l.uniforms[first_uniform + u] = word;
+    }
+    for (size_t b = 0; b < addresses.size(); ++b) {
+      if (addresses[b] == 0) {
+        l.buffers[b].buffer = empty_tensor_buffer(ctx);
+        continue;
+      }
+      Allocation* a = ctx.pool().find(addresses[b]);
+      if (!a)
+        throw py::value_error("torch_webgpu: WGSL kernel tensor " + std::to_string(b) +
+                              " is not on the webgpu device");
+      const uint64_t bytes = addresses[b] - a->address;
+      const uint64_t size = element_size(k->dtypes[b]);
+      if (bytes % size != 0)
+        throw py::value_error("torch_webgpu: WGSL kernel tensor " + std::to_string(b) +
+                              " starts inside an element of its dtype");
+      l.buffers[b].buffer = a->buffer;
+      l.uniforms[kFirstUserWord + b] = static_cast<uint32_t>(bytes / size);
+    }
+    l.count = count;
+    launch_kernel(ctx, l);
+  });
+}
+
+// The eager pointwise table's WGSL for `name` (inputs a, b, c; parameters p0, p1), so
+// generated kernels compute with the expressions eager kernels use: (f32 expression or
+// None, i32 expression or None, the libraries it calls), or None for an unknown op.
+py::object pointwise_expression(const std::string& name) {
+  const ElementwiseOpDef* op = find_elementwise_op(name);
+  if (!op) return py::none();
+  auto expr = [](const char* e) { return e ? py::object(py::str(e)) : py::object(py::none()); };
+  std::vector<std::string> libraries;
+  for (const char* const* lib = op->library; lib && *lib; ++lib)
+    libraries.push_back(*lib == wgsl::kSpecialLib ? "special" : "elementary");
+  return py::make_tuple(expr(op->f32), expr(op->i32), libraries);
+}
+
+}  // namespace
+
+void register_wgsl_bindings(py::module_& m) {
+  m.def("_wgsl_compile", &compile_kernel, py::arg("body"), py::arg("names"), py::arg("access"),
+        py::arg("dtypes"), py::arg("uniforms"), py::arg("grid"), py::arg("workgroup"),
+        py::arg("libraries"), py::arg("declarations"), py::arg("checks"),
+        "Registers a WGSL kernel (see csrc/aten/python_wgsl.cpp); returns its handle");
+  m.def("_wgsl_launch", &launch, py::arg("handle"), py::arg("addresses"), py::arg("uniforms"),
+        py::arg("count"),
+        "Records a dispatch of a registered WGSL kernel: tensors by data_ptr(), uniforms in "
+        "declaration order, count invocations or workgroups");
+  m.def("_wgsl_pointwise_expression", &pointwise_expression, py::arg("name"),
+        "The eager pointwise table's WGSL for an op: (f32, i32, libraries) or None");
+  m.def("_wgsl_source", [](size_t handle) {
+    std::lock_guard<std::mutex> lock(g_registry_mutex);
+    if (handle >= g_kernels.size()) throw py::value_error("torch_webgpu: unknown WGSL kernel handle");
+    const CompiledKernel& k = *g_kernels[handle];
+    std::vector<KernelBuffer> buffers = k.launch.buffers;
+    size_t words = kFirstUserWord + k.dtypes.size() + k.uniforms.size() + k.checks.size();
+    return kernel_header(buffers, (words + 3) / 4 * 4) + k.source;
+  }, "The full WGSL a registered kernel compiles to");
+}
+
+}  // namespace twgpu::aten

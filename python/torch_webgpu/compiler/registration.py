@@ -1,0 +1,196 @@
+"""Plugs the webgpu device into torch.compile: Dynamo's device interface, Inductor's code
+generator and wrapper, and the device op overrides of the generated wrapper code.
+
+Nothing here runs at ``import torch_webgpu`` (Dynamo and Inductor take seconds to import):
+Inductor asks ``torch.webgpu`` for its ``Scheduling`` / ``PythonWrapperCodegen`` the first
+time it compiles for the PrivateUse1 device (``init_backend_registration``), and
+device_module's ``__getattr__`` calls ``register()`` then.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+
+import torch
+
+
+class _InductorDeviceProperties:
+    """torch.webgpu's device properties plus the figures Inductor's heuristics read.
+    WebGPU reports no compute-unit count: 16 is a guess that only steers how Inductor
+    splits large reductions."""
+
+    multi_processor_count = 16
+    max_threads_per_block = 256
+    warp_size = 32
+
+    def __init__(self, props):
+        self._props = props
+
+    def __getattr__(self, name):
+        return getattr(self._props, name)
+
+
+def _device_interface():
+    from torch._dynamo.device_interface import DeviceInterface
+
+    webgpu = torch.webgpu
+
+    class WebGPUInterface(DeviceInterface):
+        device = webgpu.device
+        Event = webgpu.Event
+        Stream = webgpu.Stream
+
+        class Worker:
+            @staticmethod
+            def set_device(device: int) -> None:
+                webgpu.set_device(device)
+
+            @staticmethod
+            def current_device() -> int:
+                return 0
+
+            @staticmethod
+            def get_device_properties(device=None):
+                return _InductorDeviceProperties(webgpu.get_device_properties(device))
+
+        current_device = staticmethod(webgpu.current_device)
+        set_device = staticmethod(webgpu.set_device)
+        device_count = staticmethod(webgpu.device_count)
+        is_available = staticmethod(webgpu.is_available)
+        synchronize = staticmethod(webgpu.synchronize)
+        @staticmethod
+        def get_device_properties(device=None):
+            return _InductorDeviceProperties(webgpu.get_device_properties(device))
+        current_stream = staticmethod(webgpu.current_stream)
+        set_stream = staticmethod(webgpu.set_stream)
+
+        @staticmethod
+        def get_raw_stream(device_index: int) -> int:
+            return 0
+
+        @staticmethod
+        def get_compute_capability(device=None) -> str:
+            return "webgpu"
+
+        @staticmethod
+        def is_bf16_supported(including_emulation: bool = False) -> bool:
+            return True
+
+        @classmethod
+        def is_dtype_supported(cls, dtype: torch.dtype, including_emulation: bool = False) -> bool:
+            # float64 and complex live on the device but compute on the CPU.
+            return dtype not in (torch.float64, torch.complex64, torch.complex128)
+
+        @staticmethod
+        def memory_allocated(device=None) -> int:
+            return webgpu.memory_allocated(device)
+
+    return WebGPUInterface
+
+
+def _device_op_overrides():
+    from torch._inductor.codegen.common import DeviceOpOverrides
+
+    class WebGPUDeviceOpOverrides(DeviceOpOverrides):
+        def import_get_raw_stream_as(self, name: str) -> str:
+            return f"def {name}(index): return 0"
+
+        def set_device(self, device_idx: int) -> str:
+            return "pass  # one webgpu device"
+
+        def synchronize(self) -> str:
+            return "torch.webgpu.synchronize()"
+
+        def device_guard(self, device_idx: int) -> str:
+            return "torch._ops.contextlib.nullcontext()"
+
+    return WebGPUDeviceOpOverrides()
+
+
+def _wrapper_codegen():
+    from torch._inductor.codegen.wrapper import PythonWrapperCodegen
+
+    class WebGPUPythonWrapperCodegen(PythonWrapperCodegen):
+        """Python wrapper whose generated module can define WGSLKernel objects."""
+
+        @staticmethod
+        def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
+            if is_subgraph:  # subgraphs use their parent's header (and its imports)
+                return PythonWrapperCodegen.create(
+                    is_subgraph, subgraph_name, parent_wrapper, partition_signatures)
+            return WebGPUPythonWrapperCodegen()
+
+        def write_header(self) -> None:
+            super().write_header()
+            self.imports.writeline(
+                "from torch_webgpu.compiler.kernel import WGSLKernel, TensorArg")
+
+    return WebGPUPythonWrapperCodegen
+
+
+def _code_version_pass():
+    """A graph pass that changes nothing and whose uuid() is the version of our code
+    generator: Inductor puts backend passes' uuids into its FX graph cache key, so a new
+    torch_webgpu (Python generator or WGSL library in _C) never reuses stale kernels."""
+    import hashlib
+    import os
+
+    from torch._inductor.custom_graph_pass import CustomGraphModulePass
+
+    from .. import _C
+
+    here = os.path.dirname(__file__)
+    digest = hashlib.sha256()
+    for name in sorted(os.listdir(here)):
+        if name.endswith(".py"):
+            with open(os.path.join(here, name), "rb") as f:
+                digest.update(f.read())
+    library = os.stat(_C.__file__)
+    digest.update(f"{library.st_size}:{library.st_mtime_ns}".encode())
+    version = digest.hexdigest()
+
+    class WGSLCodeVersion(CustomGraphModulePass):
+        def __call__(self, gm) -> None:
+            return None
+
+        def uuid(self):
+            return version
+
+    return WGSLCodeVersion()
+
+
+class _NoCppWrapper:
+    def __init__(self, *args, **kwargs):
+        raise NotImplementedError("torch_webgpu: cpp_wrapper (AOTInductor) is not supported "
+                                  "on webgpu; use the default Python wrapper")
+
+    @staticmethod
+    def create(*args, **kwargs):
+        _NoCppWrapper()
+
+
+@functools.cache
+def register() -> dict:
+    """Registers everything once; returns the hooks Inductor asks torch.webgpu for."""
+    from torch._dynamo.device_interface import register_interface_for_device
+    from torch._inductor.codegen.common import (
+        register_backend_for_device,
+        register_device_op_overrides,
+    )
+
+    from .wgsl_codegen import WebGPUScheduling
+
+    register_interface_for_device("webgpu", _device_interface())
+    register_interface_for_device("webgpu:0", _device_interface())
+    register_device_op_overrides("webgpu", _device_op_overrides())
+    wrapper = _wrapper_codegen()
+    extra = {}
+    if "device_custom_pass" in inspect.signature(register_backend_for_device).parameters:
+        extra["device_custom_pass"] = _code_version_pass()
+    register_backend_for_device("webgpu", WebGPUScheduling, wrapper, _NoCppWrapper, **extra)
+    return {
+        "Scheduling": WebGPUScheduling,
+        "PythonWrapperCodegen": wrapper,
+        "CppWrapperCodegen": _NoCppWrapper,
+        "WrapperFxCodegen": None,
+    }

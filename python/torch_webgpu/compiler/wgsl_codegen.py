@@ -1,0 +1,788 @@
+"""Inductor's WGSL code generator: one compute shader per fused node group.
+
+Four parts, one job each:
+- ``WGSLExprPrinter``: index arithmetic (sympy) as WGSL i32 expressions.
+- ``WebGPUOverrides``: Inductor's pointwise ops as WGSL expressions, taken from the eager
+  pointwise table (``_C._wgsl_pointwise_expression``) wherever eager has the op, so a
+  compiled graph computes what eager computes.
+- ``WebGPUKernel``: loads, stores, reductions and the kernel's frame. Pointwise kernels run
+  one invocation per element; reduction kernels one workgroup per output row, each thread
+  looping over a slice of the row, then a tree combine in workgroup memory.
+- ``WebGPUScheduling``: Inductor's SIMD scheduling with this kernel, kernels defined in the
+  wrapper as ``WGSLKernel`` objects (compiler/kernel.py) and called with ``launch``.
+
+Values live in WGSL registers as f32 (float32/float16/bfloat16: half types compute in f32
+as eager does), i32 (int32 and narrower, int64: see below) or bool. Limits of this first
+slice: int64 values compute in i32 inside generated kernels (loads of values beyond 32 bits
+raise through a device check; arithmetic that overflows 32 bits is not caught); float64
+and complex are refused; random ops, scans, sorts and templates are not generated (they
+run as eager ATen ops through Inductor's fallback path).
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+import re
+import textwrap
+from typing import Any
+
+import sympy
+import torch
+from torch._inductor.codegen.common import (
+    DeferredLine,
+    IndentedBuffer,
+    OpOverrides,
+    SizeArg,
+    TensorArg,
+)
+from torch._inductor.codegen.simd import SIMDKernel, SIMDScheduling
+from torch._inductor.utils import get_kernel_metadata
+from torch._inductor.virtualized import V
+from torch.utils._sympy.printers import ExprPrinter
+from torch.utils._sympy.symbol import SymT, free_symbol_is_type
+
+from .. import _C
+
+OUT_OF_BOUNDS = "index out of bounds in a torch.compile kernel (gather, embedding, indexing)"
+INT64_RANGE = ("an int64 value beyond 32 bits reached a torch.compile kernel (generated "
+               "kernels compute int64 in 32 bits); run this function eagerly")
+# Threads per workgroup. Reductions: one workgroup per row, 64 threads as eager's row
+# reductions use (power of two: tree combine); pointwise: 256 or the adapter's limit.
+REDUCTION_WORKGROUP = 64
+POINTWISE_WORKGROUP = 256
+
+
+# ---------------------------------------------------------------------------- types
+
+def register_type(dtype: torch.dtype) -> str:
+    """WGSL type a value of `dtype` has in a generated kernel."""
+    if dtype in (torch.float32, torch.float16, torch.bfloat16):
+        return "f32"
+    if dtype == torch.bool:
+        return "bool"
+    if dtype in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
+        return "i32"
+    raise NotImplementedError(f"torch_webgpu compile: generated kernels cannot compute {dtype}")
+
+
+def convert(expr: str, src: torch.dtype | None, dst: torch.dtype) -> str:
+    """`expr` (a value of `src`) converted to `dst` the way the CPU converts."""
+    dst_type = register_type(dst)
+    src_type = register_type(src) if src is not None else dst_type
+    if src_type == "bool":
+        if dst_type == "bool":
+            return expr
+        return f"select({'0.0' if dst_type == 'f32' else '0'}, {'1.0' if dst_type == 'f32' else '1'}, {expr})"
+    if dst_type == "bool":
+        return f"f32_truthy({expr})" if src_type == "f32" else f"({expr} != 0)"
+    value = expr if src_type == dst_type else f"{dst_type}({expr})"
+    # Narrow types round (floats) or wrap (integers) as a store to them would.
+    if dst == torch.float16 and src != torch.float16:
+        return f"f16_bits_to_f32(f32_to_f16_bits({value}))"
+    if dst == torch.bfloat16 and src != torch.bfloat16:
+        return f"bf16_bits_to_f32(f32_to_bf16_bits({value}))"
+    if dst == torch.int8 and src != torch.int8:
+        return f"(({value} << 24u) >> 24u)"
+    if dst == torch.int16 and src not in (torch.int8, torch.int16):
+        return f"(({value} << 16u) >> 16u)"
+    if dst == torch.uint8 and src not in (torch.uint8, torch.bool):
+        return f"({value} & 255)"
+    return value
+
+
+def constant_expr(value: Any, dtype: torch.dtype) -> str:
+    t = register_type(dtype)
+    if t == "bool":
+        return "true" if value else "false"
+    if t == "f32":
+        value = float(value)
+        if math.isnan(value):
+            return "f32_nan()"
+        if math.isinf(value):
+            return "f32_inf()" if value > 0 else "-f32_inf()"
+        if dtype != torch.float32:
+            return convert(f"f32({value!r})", torch.float32, dtype)
+        return f"f32({value!r})"
+    value = int(value)
+    if not -(2**31) <= value < 2**31:
+        # Sentinels such as int64 min/max (masked argmax/argmin paddings) saturate.
+        value = max(min(value, 2**31 - 1), -(2**31))
+    return f"i32({value})" if value >= 0 else f"i32({value + 1}) - 1" if value == -(2**31) else f"i32({value})"
+
+
+def dtype_of(value: Any) -> torch.dtype | None:
+    return getattr(value, "dtype", None)
+
+
+# ----------------------------------------------------------------------- printer
+
+class WGSLExprPrinter(ExprPrinter):
+    """Index expressions as WGSL i32 arithmetic (indices are small enough for i32)."""
+
+    def _print_Integer(self, expr: sympy.Expr) -> str:
+        value = int(expr)
+        if not -(2**31) <= value < 2**31:
+            raise NotImplementedError("torch_webgpu compile: index beyond int32")
+        return str(value)
+
+    def _print_FloorDiv(self, expr: sympy.Expr) -> str:
+        x, div = expr.args
+        return f"div_floor_i32({self._print(x)}, {self._print(div)})"
+
+    def _print_ModularIndexing(self, expr: sympy.Expr) -> str:
+        # Inductor guarantees a non-negative x here, where / and % are floor division.
+        x, div, mod = expr.args
+        x_str = f"({self._print(x)})"
+        if div != 1:
+            x_str = f"({x_str} / {self._print(div)})"
+        return f"({x_str} % {self._print(mod)})"
+
+    def _print_PythonMod(self, expr: sympy.Expr) -> str:
+        return f"mod_floor_i32({self._print(expr.args[0])}, {self._print(expr.args[1])})"
+
+    _print_Mod = _print_PythonMod
+
+    def _print_CleanDiv(self, expr: sympy.Expr) -> str:
+        return f"(({self._print(expr.args[0])}) / ({self._print(expr.args[1])}))"
+
+    def _print_min_max(self, expr: sympy.Expr, fn: str) -> str:
+        args = [self._print(a) for a in expr.args]
+        result = args[0]
+        for a in args[1:]:
+            result = f"{fn}({result}, {a})"
+        return result
+
+    def _print_Min(self, expr: sympy.Expr) -> str:
+        return self._print_min_max(expr, "min")
+
+    def _print_Max(self, expr: sympy.Expr) -> str:
+        return self._print_min_max(expr, "max")
+
+    def _print_Abs(self, expr: sympy.Expr) -> str:
+        return f"abs({self._print(expr.args[0])})"
+
+    def _print_Where(self, expr: sympy.Expr) -> str:
+        c, a, b = (self._print(x) for x in expr.args)
+        return f"select({b}, {a}, {c})"
+
+    def _print_PowByNatural(self, expr: sympy.Expr) -> str:
+        base, exp = expr.args
+        if not isinstance(exp, sympy.Integer) or int(exp) < 0:
+            raise NotImplementedError("torch_webgpu compile: symbolic power in an index")
+        base_str = self._print(base)
+        return "(" + " * ".join([base_str] * int(exp)) + ")" if int(exp) else "1"
+
+    _print_Pow = _print_PowByNatural
+
+    def _print_And(self, expr: sympy.Expr) -> str:
+        return " && ".join(f"({self._print(a)})" for a in expr.args)
+
+    def _print_Or(self, expr: sympy.Expr) -> str:
+        return " || ".join(f"({self._print(a)})" for a in expr.args)
+
+    def _print_ToFloat(self, expr: sympy.Expr) -> str:
+        return f"f32({self._print(expr.args[0])})"
+
+    def _print_Float(self, expr: sympy.Expr) -> str:
+        return f"f32({float(expr)!r})"
+
+    def _print_Identity(self, expr: sympy.Expr) -> str:
+        return f"({self._print(expr.args[0])})"
+
+
+# --------------------------------------------------------------------- overrides
+
+def _eager(name: str, *args: Any) -> str:
+    """The eager pointwise table's expression for `name` on `args` (first arg's dtype)."""
+    found = _C._wgsl_pointwise_expression(name)
+    if found is None:
+        raise NotImplementedError(f"torch_webgpu compile: no WGSL for '{name}'")
+    f32_expr, i32_expr, libraries = found
+    floating = register_type(dtype_of(args[0]) or torch.float32) == "f32"
+    expr = f32_expr if floating else i32_expr
+    if expr is None:
+        raise NotImplementedError(f"torch_webgpu compile: '{name}' on {dtype_of(args[0])}")
+    for lib in libraries:
+        V.kernel.libraries.add(lib)
+    values = dict(zip("abc", (f"({a})" for a in args)))
+    return re.sub(r"\b[abc]\b", lambda m: values[m.group(0)], expr)
+
+
+class WebGPUOverrides(OpOverrides):
+    """Inductor ops as WGSL; math from the eager table (see _eager)."""
+
+    @staticmethod
+    def to_dtype(x, dtype: torch.dtype, src_dtype: torch.dtype | None = None,
+                 use_compute_types: bool = True) -> str:
+        return convert(str(x), src_dtype or dtype_of(x), dtype)
+
+    @staticmethod
+    def to_dtype_bitcast(x, dtype: torch.dtype, src_dtype: torch.dtype) -> str:
+        if register_type(dtype) == register_type(src_dtype) or {dtype, src_dtype} <= {torch.float32, torch.int32}:
+            return f"bitcast<{register_type(dtype)}>({x})"
+        raise NotImplementedError("torch_webgpu compile: bitcast between widths")
+
+    @staticmethod
+    def constant(value, dtype: torch.dtype) -> str:
+        return constant_expr(value, dtype)
+
+    @staticmethod
+    def index_expr(expr: sympy.Expr, dtype: torch.dtype) -> str:
+        index = V.kernel.index_to_str(V.kernel.prepare_indexing(expr))
+        return convert(f"i32({index})", torch.int32, dtype)
+
+    @staticmethod
+    def value_expr(expr: sympy.Expr, dtype: torch.dtype) -> str:
+        # An integer value (not an index) Inductor computed symbolically: same arithmetic.
+        return WebGPUOverrides.index_expr(expr, dtype)
+
+    @staticmethod
+    def masked(mask, body, other) -> str:
+        # Loads out of a buffer's bounds are safe in WebGPU (clamped or zero), so the body
+        # runs unconditionally and `select` keeps its value only where the mask holds.
+        result = body()
+        dtype = dtype_of(result) or torch.float32
+        other_expr = constant_expr(other, dtype)
+        return V.kernel.cse.generate(
+            V.kernel.compute, f"select({other_expr}, {result}, {mask})", dtype=dtype)
+
+    @staticmethod
+    def where(c, a, b) -> str:
+        return f"select({b}, {a}, {c})"
+
+    @staticmethod
+    def mul(a, b) -> str:
+        if dtype_of(a) == torch.bool:
+            return f"({a} && {b})"
+        return f"({a} * {b})"
+
+    @staticmethod
+    def logical_not(a) -> str:
+        return f"(!{convert(str(a), dtype_of(a), torch.bool)})"
+
+    @staticmethod
+    def bitwise_xor(a, b) -> str:
+        return f"({a} ^ {b})" if dtype_of(a) != torch.bool else f"({a} != {b})"
+
+    @staticmethod
+    def bitwise_not(a) -> str:
+        return f"(~{a})" if dtype_of(a) != torch.bool else f"(!{a})"
+
+
+# Inductor op -> eager table op, for ops whose expressions carry over one to one.
+_EAGER_OPS = {
+    "abs": "abs", "exp": "exp", "log": "log", "log1p": "log1p", "expm1": "expm1",
+    "sqrt": "sqrt", "rsqrt": "rsqrt", "sin": "sin", "cos": "cos", "tan": "tan",
+    "asin": "asin", "acos": "acos", "atan": "atan", "sinh": "sinh", "cosh": "cosh",
+    "tanh": "tanh", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh", "exp2": "exp2",
+    "log2": "log2", "log10": "log10", "sigmoid": "sigmoid", "erf": "erf", "erfc": "erfc",
+    "erfinv": "erfinv", "lgamma": "lgamma", "digamma": "digamma", "floor": "floor",
+    "ceil": "ceil", "trunc": "trunc", "round": "round", "sign": "sign", "pow": "pow",
+    "maximum": "maximum", "minimum": "minimum", "frac": "frac",
+    "bitwise_left_shift": "bitwise_left_shift", "bitwise_right_shift": "bitwise_right_shift",
+    "truediv": "div_true", "div": "div_true", "floordiv": "div_floor", "truncdiv": "div_trunc",
+    "mod": "fmod", "fmod": "fmod", "remainder": "remainder", "reciprocal": "reciprocal",
+    "relu": "relu",
+}
+# Inductor op -> WGSL template of its operand x.
+_UNARY_OPS = {
+    "neg": "(-{x})", "square": "({x} * {x})", "identity": "{x}",
+    "isnan": "is_nan({x})", "isinf": "is_inf({x})",
+    "signbit": "((bitcast<u32>({x}) & 0x80000000u) != 0u)",  # exact for -0.0 and NaN signs
+}
+# Inductor op -> WGSL infix operator (same meaning on f32, i32 and bool operands).
+_INFIX_OPS = {
+    "add": "+", "sub": "-", "bitwise_and": "&", "bitwise_or": "|",
+    "logical_and": "&&", "logical_or": "||", "logical_xor": "!=",
+}
+# Comparisons give bool; floats compare through the library's NaN-exact functions.
+_COMPARISONS = {
+    "eq": ("==", "f32_eq"), "ne": ("!=", "f32_ne"), "lt": ("<", "f32_lt"),
+    "le": ("<=", "f32_le"), "gt": (">", "f32_gt"), "ge": (">=", "f32_ge"),
+}
+
+
+def _compare(a, b, op: str, fn: str) -> str:
+    kind = register_type(dtype_of(a) or torch.float32)
+    if kind == "f32":
+        return f"{fn}({a}, {b})"
+    if kind == "bool" and op not in ("==", "!="):
+        return f"(select(0, 1, {a}) {op} select(0, 1, {b}))"
+    return f"({a} {op} {b})"
+
+
+def _make_eager_override(table_name: str):
+    def override(*args) -> str:
+        return _eager(table_name, *args)
+    return staticmethod(override)
+
+
+def _make_unary_override(template: str):
+    def override(x) -> str:
+        return template.format(x=x)
+    return staticmethod(override)
+
+
+def _make_infix_override(op: str):
+    def override(a, b) -> str:
+        return f"({a} {op} {b})"
+    return staticmethod(override)
+
+
+def _make_comparison_override(op: str, fn: str):
+    def override(a, b) -> str:
+        return _compare(a, b, op, fn)
+    return staticmethod(override)
+
+
+for _name, _table_name in _EAGER_OPS.items():
+    setattr(WebGPUOverrides, _name, _make_eager_override(_table_name))
+def _map_remaining_eager_ops() -> None:
+    """Every other Inductor op the eager table knows by the same name (atan2, hypot, i0,
+    copysign, ...) computes with the eager expression too."""
+    from torch._inductor.ops_handler import OpsHandler
+
+    for name in dir(OpsHandler):
+        if name.startswith("_") or name in WebGPUOverrides.__dict__:
+            continue
+        if _C._wgsl_pointwise_expression(name) is not None:
+            setattr(WebGPUOverrides, name, _make_eager_override(name))
+        elif getattr(OpOverrides, name, None) is getattr(OpsHandler, name):
+            setattr(WebGPUOverrides, name, _make_missing_override(name))
+
+
+def _make_missing_override(name: str):
+    def override(*args, **kwargs) -> str:
+        raise NotImplementedError(
+            f"torch_webgpu compile: the WGSL generator has no '{name}' yet; run this "
+            "function eagerly (torch.compiler.disable) or report it")
+    return staticmethod(override)
+
+
+for _name, _template in _UNARY_OPS.items():
+    setattr(WebGPUOverrides, _name, _make_unary_override(_template))
+for _name, _op in _INFIX_OPS.items():
+    setattr(WebGPUOverrides, _name, _make_infix_override(_op))
+for _name, (_op, _fn) in _COMPARISONS.items():
+    setattr(WebGPUOverrides, _name, _make_comparison_override(_op, _fn))
+_map_remaining_eager_ops()
+
+
+# ---------------------------------------------------------------------- kernel
+
+_SUM_LIKE = {"sum": ("{a} + {b}", "0"), "prod": ("{a} * {b}", "1"), "xor_sum": ("{a} ^ {b}", "0")}
+
+
+class WebGPUKernel(SIMDKernel):
+    overrides = WebGPUOverrides  # type: ignore[assignment]
+    suffix = ";"
+    newvar_prefix = "let "
+    sexpr = WGSLExprPrinter().doprint
+    kexpr = sexpr
+
+    def __init__(self, tiling: dict[str, sympy.Expr], **kwargs: Any) -> None:
+        super().__init__(tiling, **kwargs)
+        self.libraries: set[str] = set()
+        self.declarations = IndentedBuffer()  # module scope: workgroup arrays, helpers
+        self.post_loop = IndentedBuffer()     # after a reduction loop: the tree combines
+        self.loop_entries = IndentedBuffer()  # reduction index entries, first in the loop
+        self.acc_ids = itertools.count()
+        self.check_messages: list[str] = []  # device checks, in check_failed(k) order
+        self.atomic_outputs: set[str] = set()  # kernel args stored with atomic adds
+        # Short rows take a smaller workgroup (a power of two, for the tree combine).
+        tree = self.reduction_tree
+        limit = max_workgroup_invocations()
+        self.workgroup = min(POINTWISE_WORKGROUP, limit)
+        if tree is not None:
+            self.workgroup = min(REDUCTION_WORKGROUP, limit)
+            if isinstance(tree.numel, (int, sympy.Integer)):
+                self.workgroup = min(self.workgroup, max(16, 1 << max(int(tree.numel) - 1, 1).bit_length()))
+        if len([t for t in self.range_trees if t.is_reduction]) > 1:
+            raise NotImplementedError("torch_webgpu compile: tiled reductions")
+
+    def dtype_to_str(self, dtype: torch.dtype) -> str:
+        return register_type(dtype)
+
+    # Every reduction loops over its row (no persistent or cooperative variants).
+    def should_use_persistent_reduction(self) -> bool:
+        return False
+
+    def should_use_cooperative_reduction(self) -> bool:
+        return False
+
+    @property
+    def reduction_tree(self):
+        """The row tree of a reduction kernel (pointwise kernels have one of numel 1)."""
+        if not self.features.is_reduction():
+            return None
+        return next((t for t in self.range_trees if t.is_reduction), None)
+
+    # --------------------------------------------------------------- loads/stores
+    def load(self, name: str, index: sympy.Expr):
+        var = self.args.input(name)
+        index = self.prepare_indexing(index)
+        # An index computed from loaded values (gather, embedding) is defined in compute.
+        indirect = free_symbol_is_type(index, SymT.TMP)
+        dtype = V.graph.get_dtype(name)
+        register_type(dtype)
+        line = f"load_{var}(u32({self.index_to_str(index)}))"
+        if dtype == torch.int64:
+            line = f"i64_narrow({line})"  # raises at the next read-back past 32 bits
+            if "i64_narrow" not in self.helper_names:
+                self.helper_names.add("i64_narrow")
+                self.declarations.splice(
+                    "fn i64_narrow(v: vec2<u32>) -> i32 {\n"
+                    f"  if (v.y != select(0u, 0xffffffffu, bitcast<i32>(v.x) < 0)) {{ check_failed({self._check(INT64_RANGE)}u); }}\n"
+                    "  return bitcast<i32>(v.x);\n}")
+        elif dtype == torch.bool:
+            line = f"({line} != 0)"
+        value_dtype = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+        return self.cse.generate(self.compute if indirect else self.loads, line, dtype=value_dtype)
+
+    def check_bounds(self, expr: sympy.Expr, size: sympy.Expr, lower: bool, upper: bool) -> None:
+        # A bad index reports through the device error word (raised at the next read-back,
+        # as eager gather/embedding do); its load stays inside the buffer (WebGPU clamps).
+        if not (lower or upper):
+            return
+        index, bound = self.index_to_str(expr), self.index_to_str(size)
+        tests = ([f"({index}) < 0"] if lower else []) + ([f"({index}) >= ({bound})"] if upper else [])
+        self.compute.writeline(
+            f"if ({' || '.join(tests)}) {{ check_failed({self._check(OUT_OF_BOUNDS)}u); }}")
+
+    def _check(self, message: str) -> int:
+        """The index k of `check_failed(k)` for a device check with this message."""
+        if message not in self.check_messages:
+            self.check_messages.append(message)
+        return self.check_messages.index(message)
+
+    def _store_line(self, name: str, index: sympy.Expr, value) -> str:
+        var = self.args.output(name)
+        index = self.prepare_indexing(index)
+        dtype = V.graph.get_dtype(name)
+        v = convert(str(value), dtype_of(value), dtype)
+        if dtype == torch.int64:
+            v = f"i64_from_i32({v})"
+        elif dtype == torch.bool:
+            v = f"select(0, 1, {v})"
+        return f"store_{var}(u32({self.index_to_str(index)}), {v});"
+
+    def store(self, name: str, index: sympy.Expr, value, mode=None) -> None:
+        if mode not in (None, "atomic_add"):
+            raise NotImplementedError(f"torch_webgpu compile: store mode {mode}")
+        line = self._store_line(name, index, value)
+        if mode == "atomic_add":  # scatter adds (embedding backward, index_put accumulate)
+            dtype = V.graph.get_dtype(name)
+            if dtype not in (torch.float32, torch.int32):
+                raise NotImplementedError(f"torch_webgpu compile: atomic adds into {dtype}")
+            self.atomic_outputs.add(self.args.output(name))
+            line = line.replace("store_", "atomic_add_", 1)
+        if self.inside_reduction:
+            self.compute.writeline(DeferredLine(name, line))
+        else:
+            # Outside the row loop of a reduction kernel every thread holds the value:
+            # one stores it.
+            guard = "if (lid == 0u && row_active) { " if self.reduction_tree is not None else ""
+            self.stores.writeline(DeferredLine(name, guard + line + (" }" if guard else "")))
+
+    def store_reduction(self, name: str, index: sympy.Expr, value) -> None:
+        line = self._store_line(name, index, value)
+        self.stores.writeline(DeferredLine(name, f"if (lid == 0u && row_active) {{ {line} }}"))
+
+    # --------------------------------------------------------------- reductions
+    def reduction(self, dtype, src_dtype, reduction_type, value):
+        cache_key = (src_dtype, reduction_type, value)
+        if cache_key in self.cse.reduction_cache:
+            return self.cse.reduction_cache[cache_key]
+        result = self._reduction(dtype, src_dtype, reduction_type, value)
+        self.cse.reduction_cache[cache_key] = result
+        return result
+
+    def _shared(self, wtype: str) -> str:
+        name = f"shared{next(self.acc_ids)}"
+        self.declarations.writeline(f"var<workgroup> {name}: array<{wtype}, {self.workgroup}>;")
+        return name
+
+    def _tree(self, body: list[str]) -> None:
+        """A tree combine over the workgroup; `body` combines slot `lid` with `lid + s`."""
+        self.post_loop.writeline("workgroupBarrier();")
+        self.post_loop.writeline(f"for (var s = {self.workgroup // 2}u; s > 0u; s = s >> 1u) {{")
+        with self.post_loop.indent():
+            self.post_loop.writeline("if (lid < s) {")
+            with self.post_loop.indent():
+                self.post_loop.writelines(body)
+            self.post_loop.writeline("}")
+            self.post_loop.writeline("workgroupBarrier();")
+        self.post_loop.writeline("}")
+
+    def _result(self, expr: str, dtype: torch.dtype):
+        return self.cse.generate(self.post_loop, expr, dtype=dtype)
+
+    def _reduction(self, dtype, src_dtype, reduction_type, value):
+        n = next(self.acc_ids)
+        acc = f"acc{n}"
+        if reduction_type in ("welford_reduce", "welford_combine"):
+            return self._welford(acc, reduction_type, value)
+        wtype = register_type(dtype)
+        value = convert(str(value), dtype_of(value), dtype) if reduction_type not in ("argmax", "argmin") else str(value)
+        if reduction_type in _SUM_LIKE or reduction_type in ("max", "min", "any"):
+            if reduction_type in _SUM_LIKE:
+                combine, init = _SUM_LIKE[reduction_type]
+                init = constant_expr(int(init), dtype)
+                if reduction_type == "sum" and wtype == "bool":
+                    combine = "{a} || {b}"
+            elif reduction_type == "any":
+                combine, init = "{a} || {b}", constant_expr(False, dtype)
+            else:
+                is_max = reduction_type == "max"
+                if wtype == "f32":
+                    combine = ("maximum_f32({a}, {b})" if is_max else "minimum_f32({a}, {b})")
+                    init = "-f32_inf()" if is_max else "f32_inf()"
+                elif wtype == "i32":
+                    combine = "max({a}, {b})" if is_max else "min({a}, {b})"
+                    init = "i32(-2147483647) - 1" if is_max else "i32(2147483647)"
+                else:
+                    combine = "{a} || {b}" if is_max else "{a} && {b}"
+                    init = "false" if is_max else "true"
+            self.indexing_code.writeline(f"var {acc}: {wtype} = {init};")
+            self.compute.writeline(f"{acc} = {combine.format(a=acc, b=value)};")
+            shared = self._shared(wtype)
+            self.post_loop.writeline(f"{shared}[lid] = {acc};")
+            self._tree([f"{shared}[lid] = {combine.format(a=f'{shared}[lid]', b=f'{shared}[lid + s]')};"])
+            return self._result(f"{shared}[0]", dtype)
+        if reduction_type in ("argmax", "argmin"):
+            vtype = register_type(src_dtype)
+            better = self._arg_better(reduction_type, vtype)
+            rindex = f"{self.reduction_tree.prefix}index"
+            zero = {"f32": "0.0", "i32": "0", "bool": "false"}[vtype]
+            self.indexing_code.writeline(f"var {acc}_v: {vtype} = {zero};")  # index max: empty
+            self.indexing_code.writeline(f"var {acc}_i: i32 = i32(2147483647);")
+            self.compute.writeline(f"if ({better}({value}, {rindex}, {acc}_v, {acc}_i)) {{ {acc}_v = {value}; {acc}_i = {rindex}; }}")
+            sv, si = self._shared(vtype), self._shared("i32")
+            self.post_loop.writeline(f"{sv}[lid] = {acc}_v;")
+            self.post_loop.writeline(f"{si}[lid] = {acc}_i;")
+            self._tree([f"if ({better}({sv}[lid + s], {si}[lid + s], {sv}[lid], {si}[lid])) {{ "
+                        f"{sv}[lid] = {sv}[lid + s]; {si}[lid] = {si}[lid + s]; }}"])
+            return self._result(f"{si}[0]", dtype)
+        raise NotImplementedError(f"torch_webgpu compile: reduction {reduction_type}")
+
+    def _arg_better(self, reduction_type: str, vtype: str) -> str:
+        """A WGSL function: does (v, i) beat the current (av, ai)? NaN beats numbers (as on
+        the CPU); ties go to the lower index; index i32 max marks "nothing yet"."""
+        name = f"{reduction_type}_better_{vtype}"
+        if name in self.helper_names:
+            return name
+        self.helper_names.add(name)
+        cmp = ">" if reduction_type == "argmax" else "<"
+        if vtype == "f32":
+            test = (f"if (ai == 2147483647) {{ return true; }}\n"
+                    f"  if (is_nan(av)) {{ return is_nan(v) && i < ai; }}\n"
+                    f"  if (is_nan(v)) {{ return true; }}\n"
+                    f"  return v {cmp} av || (v == av && i < ai);")
+        else:
+            test = (f"if (ai == 2147483647) {{ return true; }}\n"
+                    f"  return v {cmp} av || (v == av && i < ai);")
+        self.declarations.splice(
+            f"fn {name}(v: {vtype}, i: i32, av: {vtype}, ai: i32) -> bool {{\n  {test}\n}}")
+        return name
+
+    @property
+    def helper_names(self) -> set[str]:
+        if not hasattr(self, "_helper_names"):
+            self._helper_names: set[str] = set()
+        return self._helper_names
+
+    def _welford(self, acc: str, reduction_type: str, value):
+        # Per thread: Welford's running (mean, m2, weight); then the tree merges pairs with
+        # Chan's formula.
+        for part in ("mean", "m2", "weight"):
+            self.indexing_code.writeline(f"var {acc}_{part}: f32 = 0.0;")
+        if reduction_type == "welford_reduce":
+            self.compute.writelines([
+                f"{acc}_weight = {acc}_weight + 1.0;",
+                f"{{ let delta = {value} - {acc}_mean;",
+                f"  {acc}_mean = {acc}_mean + delta / {acc}_weight;",
+                f"  {acc}_m2 = {acc}_m2 + delta * ({value} - {acc}_mean); }}",
+            ])
+        else:
+            mean, m2, weight = value
+            self.compute.writeline(
+                f"welford_merge(&{acc}_mean, &{acc}_m2, &{acc}_weight, {mean}, {m2}, {weight});")
+        if "welford_merge" not in self.helper_names:
+            self.helper_names.add("welford_merge")
+            self.declarations.splice(
+                "fn welford_merge(mean: ptr<function, f32>, m2: ptr<function, f32>,\n"
+                "                 weight: ptr<function, f32>, mean_b: f32, m2_b: f32, weight_b: f32) {\n"
+                "  let w = *weight + weight_b;\n"
+                "  if (w == 0.0) { return; }\n"
+                "  let delta = mean_b - *mean;\n"
+                "  let fraction = weight_b / w;\n"
+                "  *m2 = *m2 + m2_b + delta * delta * (*weight) * fraction;\n"
+                "  *mean = *mean + delta * fraction;\n"
+                "  *weight = w;\n"
+                "}")
+        shared = {p: self._shared("f32") for p in ("mean", "m2", "weight")}
+        for p, s in shared.items():
+            self.post_loop.writeline(f"{s}[lid] = {acc}_{p};")
+        sm, s2, sw = shared["mean"], shared["m2"], shared["weight"]
+        self._tree([
+            f"var mean = {sm}[lid]; var m2 = {s2}[lid]; var weight = {sw}[lid];",
+            f"welford_merge(&mean, &m2, &weight, {sm}[lid + s], {s2}[lid + s], {sw}[lid + s]);",
+            f"{sm}[lid] = mean; {s2}[lid] = m2; {sw}[lid] = weight;",
+        ])
+        return tuple(self._result(f"{s}[0]", torch.float32) for s in (sm, s2, sw))
+
+    # --------------------------------------------------------------- indexing
+    def codegen_iteration_ranges_entry(self, entry) -> None:
+        line = f"let {entry.name} = {self.sexpr(self.rename_indexing(entry.expr))};"
+        # Entries of the reduction dimension change every loop step: they open the loop body
+        # (a buffer of their own: Inductor may swap `loads` out while indexing).
+        (self.loop_entries if entry.is_reduction else self.indexing_code).writeline(line)
+
+    def codegen_body(self) -> None:
+        """Flushes pending loads/compute/stores: inside a row loop when in a reduction."""
+        tree = self.reduction_tree
+        if tree is not None and self.inside_reduction and (self.loads or self.compute):
+            prefix = tree.prefix
+            rnumel = self.sexpr(self.rename_indexing(tree.numel))
+            self.body.writeline(
+                f"for (var {prefix}base = 0; {prefix}base < {rnumel}; {prefix}base = {prefix}base + {self.workgroup}) {{")
+            with self.body.indent():
+                self.body.writeline(f"let {tree.name} = {prefix}base + i32(lid);")
+                self.body.writeline(f"if ({tree.name} < {rnumel} && row_active) {{")
+                with self.body.indent():
+                    self.body.splice(self.loop_entries)
+                    self.body.splice(self.loads)
+                    self.body.splice(self.compute)
+                self.body.writeline("}")
+            self.body.writeline("}")
+            # Values computed in the loop are out of scope now; reduction results stay.
+            keep = [v for item in self.cse.reduction_cache.values()
+                    for v in (item if isinstance(item, tuple) else (item,))]
+            self.cse.invalidate(_ordered(keep))
+            for node in self.range_tree_nodes.values():
+                if node.is_reduction:
+                    node.cache_clear()
+        else:
+            self.body.splice(self.loads)
+            self.body.splice(self.compute)
+        self.body.splice(self.post_loop)
+        self.body.splice(self.stores)
+        self.loop_entries.clear()
+        self.loads.clear()
+        self.compute.clear()
+        self.post_loop.clear()
+        self.stores.clear()
+
+    # --------------------------------------------------------------- frame
+    def _outer_trees(self):
+        return [t for t in self.range_trees if not t.is_reduction]
+
+    def codegen_kernel(self, name: str | None = None) -> str:
+        self.codegen_body()
+        reduction = self.reduction_tree is not None
+        code = IndentedBuffer()
+        # The linear id (one per element, or one per row) splits into the outer trees, the
+        # x tree varying fastest.
+        code.writeline(f"let linear = i32({'group' if reduction else 'idx'});")
+        rest = "linear"
+        numels = []
+        for tree in sorted(self._outer_trees(), key=lambda t: t.prefix != "x"):
+            numel = self.sexpr(self.rename_indexing(tree.numel))
+            numels.append(numel)
+            code.writeline(f"let {tree.name} = {rest} % {numel};")
+            rest = f"({rest} / {numel})"
+        if reduction:
+            total = " * ".join(numels) or "1"
+            code.writeline(f"let row_active = linear < {total};")
+        code.splice(self.indexing_code)
+        code.splice(self.body)
+
+        _, call_args, precompile_args, _ = self.args.python_argdefs()
+        tensors, uniforms = [], []
+        for arg in precompile_args:
+            if isinstance(arg, TensorArg):
+                access = "read" if arg.name.startswith("in_ptr") else "read_write"
+                if arg.name in self.atomic_outputs:
+                    access = "read_write_atomic"
+                tensors.append(f"TensorArg({arg.name!r}, {arg.dtype}, {access!r})")
+            elif isinstance(arg, SizeArg):
+                uniforms.append(f"({arg.name!r}, 'i32')")
+            else:
+                raise NotImplementedError(f"torch_webgpu compile: kernel argument {arg}")
+        origins = sorted({o.name for n in self.features.node_schedule
+                          if hasattr(n, "node") and n.node is not None
+                          for o in getattr(n.node, "origins", ())})
+        comment = f"// from FX nodes: {', '.join(origins)}\n" if origins else ""
+        body = textwrap.indent(comment + code.getvalue(), "  ")
+        return (
+            "WGSLKernel('''\n" + body + "''',\n"
+            f"    [{', '.join(tensors)}],\n"
+            f"    [{', '.join(uniforms)}],\n"
+            f"    grid={'groups' if reduction else 'invocations'!r}, workgroup={self.workgroup},\n"
+            f"    libraries={sorted(self.libraries)!r},\n"
+            f"    declarations='''\n{self.declarations.getvalue()}''',\n"
+            f"    checks={self.check_messages!r})"
+        )
+
+    def call_kernel(self, name: str, node: Any = None, deallocate_ws: bool = True) -> None:
+        wrapper = V.graph.wrapper_code
+        _, call_args, precompile_args, _ = self.args.python_argdefs()
+        tensors = [c for c, a in zip(call_args, precompile_args) if isinstance(a, TensorArg)]
+        sizes = [str(c) for c, a in zip(call_args, precompile_args) if isinstance(a, SizeArg)]
+        count = sympy.Integer(1)
+        for tree in self._outer_trees():
+            count = count * tree.numel
+        count_str = V.graph.wrapper_code.codegen_python_sizevar(V.graph.sizevars.simplify(count))
+        wrapper.writeline(
+            f"{name}.launch(({''.join(t + ', ' for t in tensors)}), "
+            f"({''.join(s + ', ' for s in sizes)}), {count_str})")
+
+
+def _ordered(values):
+    from torch.utils._ordered_set import OrderedSet
+    return OrderedSet(values)
+
+
+@functools.cache
+def max_kernel_buffers() -> int:
+    """Storage bindings one kernel may have (the adapter's per-stage limit)."""
+    return torch.webgpu.get_device_properties().max_storage_buffers_per_shader_stage
+
+
+@functools.cache
+def max_workgroup_invocations() -> int:
+    return torch.webgpu.get_device_properties().max_compute_invocations_per_workgroup
+
+
+def buffers_of(*nodes) -> set[str]:
+    """Buffers a fused kernel of `nodes` may bind (an upper bound: buffers that stay
+    inside the kernel are counted too)."""
+    names: set[str] = set()
+    for group in nodes:
+        for node in group.get_nodes():
+            names.update(dep.name for dep in node.read_writes.reads | node.read_writes.writes)
+    return names
+
+
+class WebGPUScheduling(SIMDScheduling):
+    kernel_type = WebGPUKernel  # type: ignore[assignment]
+
+    def can_fuse(self, node1, node2) -> bool:
+        # WebGPU caps the storage buffers of one shader stage (8 to 10 on common adapters).
+        if len(buffers_of(node1, node2)) > max_kernel_buffers():
+            return False
+        return super().can_fuse(node1, node2)
+
+    can_fuse_vertical = can_fuse
+    can_fuse_horizontal = can_fuse
+
+    def define_kernel(self, src_code: str, node_schedule, kernel) -> str:
+        wrapper = V.graph.wrapper_code
+        if src_code in wrapper.src_to_kernel:
+            return wrapper.src_to_kernel[src_code]
+        name = f"wgsl_kernel_{wrapper.next_kernel_suffix()}"
+        wrapper.src_to_kernel[src_code] = name
+        origins, detailed_origins = get_kernel_metadata(node_schedule, wrapper)
+        wrapper.define_kernel(name, src_code, f"{origins}\n{detailed_origins}", gpu=False)
+        return name
