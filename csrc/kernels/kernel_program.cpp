@@ -1,7 +1,7 @@
 #include "kernels/kernel_program.h"
 
 #include "kernels/wgsl_dtype.h"
-#include "kernels/wgsl_prelude.h"
+#include "kernels/wgsl_library.h"
 #include "runtime/runtime.h"
 
 namespace twgpu {
