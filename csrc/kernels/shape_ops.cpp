@@ -119,14 +119,14 @@ fn bitlen64(a: vec2<u32>) -> u32 {
   return 32u - countLeadingZeros(a.x);
 }
 fn lin_int(base: vec2<u32>, neg: bool, j: u32) -> vec2<u32> {
-  let m0 = uw(14u);
-  let m1 = uw(15u);
+  let m0 = u_step_mantissa(0u);
+  let m1 = u_step_mantissa(1u);
   if (j == 0u || (m0 | m1) == 0u) { return base; }
   let a = u32_mul_wide(m0, j);
   let b = u32_mul_wide(m1, j);
   let w1 = a.y + b.x;
   let p = vec3<u32>(a.x, w1, b.y + select(0u, 1u, w1 < a.y));
-  let f = -bitcast<i32>(uw(16u));
+  let f = -u.step_exp;
   let pint = vec2<u32>(pbits(p, f), pbits(p, f + 32));
   let t = select(i64_add(base, pint), i64_sub(base, pint), neg);
   if (f <= 0 || all_zero(p, 0u, u32(f))) { return t; }
@@ -157,12 +157,6 @@ fn lin_int(base: vec2<u32>, neg: bool, j: u32) -> vec2<u32> {
   return select(i64_neg(mag), mag, positive);
 }
 )WGSL";
-
-uint32_t bits_of(float v) {
-  uint32_t b;
-  std::memcpy(&b, &v, 4);
-  return b;
-}
 
 }  // namespace
 
@@ -210,35 +204,52 @@ void launch_gather_copy(Context& ctx, const GatherCopy& g) {
 void launch_range_fill(Context& ctx, const RangeFill& r) {
   if (r.numel == 0) return;
   const bool atomic = is_subword(r.dtype);
-  const char* kinds[] = {"affine", "linspace", "logspace", "linspace_int"};
+  // Scalars as two words (lo, hi): an int64 value, or an f32's bits in lo.
+  static const UniformLayout layout({{"dst_offset"},
+                                     {"start", UniformType::U32, 2},
+                                     {"step", UniformType::U32, 2},
+                                     {"end", UniformType::U32, 2},
+                                     {"halfway"},
+                                     {"steps"},
+                                     {"base", UniformType::F32},
+                                     {"step_mantissa", UniformType::U32, 2},
+                                     {"step_exp", UniformType::I32},
+                                     {"step_negative"}});
   KernelLaunch l;
-  l.key = std::string("shape:range|") + kinds[static_cast<int>(r.kind)] + "|" +
-          dtype_name(r.dtype) + "|" + compute_name(r.compute);
+  l.typed = {"shape:range", {static_cast<uint32_t>(r.kind), static_cast<uint32_t>(r.dtype),
+                             static_cast<uint32_t>(r.compute)}};
   l.buffers = {{r.dst, Access::ReadWrite, atomic}};
-  l.uniforms = {0, 0, 0, 0,
-                static_cast<uint32_t>(r.dst_offset),
-                r.start.lo, r.start.hi, r.step.lo, r.step.hi, r.end.lo, r.end.hi,
-                static_cast<uint32_t>(r.halfway), static_cast<uint32_t>(r.steps),
-                bits_of(r.base), static_cast<uint32_t>(r.step_mantissa),
-                static_cast<uint32_t>(r.step_mantissa >> 32), static_cast<uint32_t>(r.step_exp),
-                r.step_negative ? 1u : 0u};
+  l.declare(layout)
+      .set_u32("dst_offset", static_cast<uint32_t>(r.dst_offset))
+      .set_u32s("start", {r.start.lo, r.start.hi})
+      .set_u32s("step", {r.step.lo, r.step.hi})
+      .set_u32s("end", {r.end.lo, r.end.hi})
+      .set_u32("halfway", static_cast<uint32_t>(r.halfway))
+      .set_u32("steps", static_cast<uint32_t>(r.steps))
+      .set_f32("base", r.base)
+      .set_u32s("step_mantissa", {static_cast<uint32_t>(r.step_mantissa),
+                                  static_cast<uint32_t>(r.step_mantissa >> 32)})
+      .set_i32("step_exp", static_cast<int32_t>(r.step_exp))
+      .set_u32("step_negative", r.step_negative ? 1u : 0u);
   l.count = r.numel;
   const uint32_t wg = ctx.caps().workgroup_1d();
   l.workgroup = wg;
   l.body = [&, wg] {
     std::string s = kernel_store("store", l.buffers, 0, r.dtype, r.compute);
     s += kernel_main(Grid::Invocations, wg);
+    s += "  let start = vec2<u32>(u_start(0u), u_start(1u));\n"
+         "  let step = vec2<u32>(u_step(0u), u_step(1u));\n"
+         "  let end = vec2<u32>(u_end(0u), u_end(1u));\n";
     if (r.kind == RangeKind::LinspaceInt) {
       s = std::string(kLinspaceInt) + s;
-      s += "  let sneg = uw(17u) != 0u;\n"
+      s += "  let sneg = u.step_negative != 0u;\n"
            "  var v = vec2<u32>(0u, 0u);\n"
-           "  if (idx < uw(11u)) { v = lin_int(vec2<u32>(uw(5u), uw(6u)), sneg, idx); }\n"
-           "  else { v = lin_int(vec2<u32>(uw(9u), uw(10u)), !sneg, uw(12u) - 1u - idx); }\n";
+           "  if (idx < u.halfway) { v = lin_int(start, sneg, idx); }\n"
+           "  else { v = lin_int(end, !sneg, u.steps - 1u - idx); }\n";
     } else if (r.compute == Compute::I64) {
-      s += "  let v = i64_add(vec2<u32>(uw(5u), uw(6u)), "
-           "i64_mul(vec2<u32>(uw(7u), uw(8u)), vec2<u32>(idx, 0u)));\n";
+      s += "  let v = i64_add(start, i64_mul(step, vec2<u32>(idx, 0u)));\n";
     } else if (r.kind == RangeKind::Affine) {
-      s += "  let v = bitcast<f32>(uw(5u)) + bitcast<f32>(uw(7u)) * f32(idx);\n";
+      s += "  let v = bitcast<f32>(start.x) + bitcast<f32>(step.x) * f32(idx);\n";
     } else {
       // The CPU's linspace steps in the output's type: half types round after every
       // operation (its logspace steps the exponent in double: no rounding there).
@@ -249,14 +260,14 @@ void launch_range_fill(Context& ctx, const RangeFill& r) {
       if (lin && r.dtype == DType::BFloat16)
         round = "fn rnd(x: f32) -> f32 { return bf16_bits_to_f32(f32_to_bf16_bits(x)); }\n";
       s = round + s;
-      s += "  let step = bitcast<f32>(uw(7u));\n"
+      s += "  let fstep = bitcast<f32>(step.x);\n"
            "  var x = 0.0;\n"
-           "  if (idx < uw(11u)) { x = rnd(bitcast<f32>(uw(5u)) + rnd(step * rnd(f32(idx)))); }\n"
-           "  else { x = rnd(bitcast<f32>(uw(9u)) - rnd(step * rnd(f32(uw(12u) - 1u - idx)))); }\n";
-      s += r.kind == RangeKind::Logspace ? "  let v = pow_f32(bitcast<f32>(uw(13u)), x);\n"
+           "  if (idx < u.halfway) { x = rnd(bitcast<f32>(start.x) + rnd(fstep * rnd(f32(idx)))); }\n"
+           "  else { x = rnd(bitcast<f32>(end.x) - rnd(fstep * rnd(f32(u.steps - 1u - idx)))); }\n";
+      s += r.kind == RangeKind::Logspace ? "  let v = pow_f32(u.base, x);\n"
                                          : "  let v = x;\n";
     }
-    s += "  store(uw(4u) + idx, v);\n}\n";
+    s += "  store(u.dst_offset + idx, v);\n}\n";
     return s;
   };
   launch_kernel(ctx, l);
@@ -266,18 +277,19 @@ void launch_repeat_index(Context& ctx, WGPUBuffer ends, uint64_t ends_offset, ui
                          WGPUBuffer dst, uint64_t total, DType dtype) {
   if (total == 0) return;
   const bool wide = dtype == DType::Int64;
+  static const UniformLayout layout({{"n"}, {"ends_offset"}});
   KernelLaunch l;
-  l.key = std::string("shape:repeat_index|") + dtype_name(dtype);
+  l.typed = {"shape:repeat_index", {static_cast<uint32_t>(dtype)}};
   l.buffers = {{ends, Access::Read, false}, {dst, Access::ReadWrite, false}};
-  l.uniforms = {0, 0, 0, 0, n, static_cast<uint32_t>(ends_offset)};
+  l.declare(layout).set_u32("n", n).set_u32("ends_offset", static_cast<uint32_t>(ends_offset));
   l.count = total;
   const uint32_t wg = ctx.caps().workgroup_1d();
   l.workgroup = wg;
   l.body = [wide, wg] {
     // Running sums (int64) are at most `total` (< 2**32): their low words order them.
-    std::string s = "fn end_at(i: u32) -> u32 { return buf0[2u * (uw(5u) + i)]; }\n";
+    std::string s = "fn end_at(i: u32) -> u32 { return buf0[2u * (u.ends_offset + i)]; }\n";
     s += kernel_main(Grid::Invocations, wg);
-    s += "  var lo = 0u;\n  var hi = uw(4u);\n"
+    s += "  var lo = 0u;\n  var hi = u.n;\n"
          "  while (lo < hi) {\n"
          "    let mid = (lo + hi) / 2u;\n"
          "    if (end_at(mid) > idx) { hi = mid; } else { lo = mid + 1u; }\n"
@@ -294,11 +306,16 @@ void launch_triangle_indices(Context& ctx, WGPUBuffer ends, uint32_t n, WGPUBuff
                              uint32_t cols) {
   if (total == 0) return;
   const bool wide = dtype == DType::Int64;
+  static const UniformLayout layout(
+      {{"n"}, {"diagonal_offset", UniformType::I32}, {"cols"}, {"total"}});
   KernelLaunch l;
-  l.key = std::string("shape:triangle_indices|") + dtype_name(dtype) + (upper ? "|u" : "|l");
+  l.typed = {"shape:triangle_indices", {static_cast<uint32_t>(dtype), upper ? 1u : 0u}};
   l.buffers = {{ends, Access::Read, false}, {dst, Access::ReadWrite, false}};
-  l.uniforms = {0, 0, 0, 0, n, static_cast<uint32_t>(offset), cols,
-                static_cast<uint32_t>(total)};
+  l.declare(layout)
+      .set_u32("n", n)
+      .set_i32("diagonal_offset", offset)
+      .set_u32("cols", cols)
+      .set_u32("total", static_cast<uint32_t>(total));
   l.count = total;
   const uint32_t wg = ctx.caps().workgroup_1d();
   l.workgroup = wg;
@@ -307,16 +324,16 @@ void launch_triangle_indices(Context& ctx, WGPUBuffer ends, uint32_t n, WGPUBuff
     s += wide ? "fn put(i: u32, v: u32) { buf1[2u * i] = v; buf1[2u * i + 1u] = 0u; }\n"
               : "fn put(i: u32, v: u32) { buf1[i] = v; }\n";
     s += kernel_main(Grid::Invocations, wg);
-    s += "  var lo = 0u;\n  var hi = uw(4u);\n"
+    s += "  var lo = 0u;\n  var hi = u.n;\n"
          "  while (lo < hi) {\n"
          "    let mid = (lo + hi) / 2u;\n"
          "    if (end_at(mid) > idx) { hi = mid; } else { lo = mid + 1u; }\n"
          "  }\n"
          "  var start = 0u;\n"
          "  if (lo > 0u) { start = end_at(lo - 1u); }\n";
-    s += upper ? "  let first = u32(clamp(i32(lo) + bitcast<i32>(uw(5u)), 0, i32(uw(6u))));\n"
+    s += upper ? "  let first = u32(clamp(i32(lo) + u.diagonal_offset, 0, i32(u.cols)));\n"
                : "  let first = 0u;\n";
-    s += "  put(idx, lo);\n  put(uw(7u) + idx, idx - start + first);\n}\n";
+    s += "  put(idx, lo);\n  put(u.total + idx, idx - start + first);\n}\n";
     return s;
   };
   launch_kernel(ctx, l);
