@@ -75,7 +75,7 @@ FactorWords factor_words(double f) {
   return words;
 }
 
-// scale_by(s, f): the float nearest the double nearest s * factor, ties to even at both
+// scale_by(s, fw): the float nearest the double nearest s * factor, ties to even at both
 // steps, as the CPU's float(double(s) * factor). Zeros, infinities and NaN take the float
 // product (exact for them).
 const char* const kScaleByWgsl = R"WGSL(
@@ -92,12 +92,12 @@ fn u64_shr_rne(x: vec2<u32>, k: u32) -> vec2<u32> {
   let up = u64_lt(half, rem) || (all(rem == half) && (q.x & 1u) == 1u);
   return select(q, i64_add(q, vec2<u32>(1u, 0u)), up);
 }
-fn scale_by(s: f32, f: vec4<u32>) -> f32 {
-  let flags = f.w;
+fn scale_by(s: f32, fw: vec4<u32>) -> f32 {
+  let flags = fw.w;
   let sb = bitcast<u32>(s);
   let field = (sb >> 23u) & 0xffu;
   if ((flags & kFactorSpecial) != 0u || field == 255u || (sb & 0x7fffffffu) == 0u) {
-    return s * bitcast<f32>(f.x);
+    return s * bitcast<f32>(fw.x);
   }
   // s = ms * 2^es with ms in [2^23, 2^24) (subnormals normalized).
   var ms = (sb & 0x7fffffu) | select(0x800000u, 0u, field == 0u);
@@ -106,8 +106,8 @@ fn scale_by(s: f32, f: vec4<u32>) -> f32 {
   ms = ms << norm;
   es = es - i32(norm);
   // M = ms * significand, 75 or 76 bits, in three words.
-  let a = u32_mul_wide(ms, f.x);
-  let b = u32_mul_wide(ms, f.y);
+  let a = u32_mul_wide(ms, fw.x);
+  let b = u32_mul_wide(ms, fw.y);
   let w1 = a.y + b.x;
   let w2 = b.y + select(0u, 1u, w1 < a.y);
   // M >> 16 with the dropped bits kept as a sticky bit: both roundings below drop at
@@ -117,7 +117,7 @@ fn scale_by(s: f32, f: vec4<u32>) -> f32 {
   let k1 = select(7u, 8u, (m.y >> 28u) != 0u);
   // To double: 53 bits, the unit 2^x.
   let d = u64_shr_rne(m, k1);
-  let x = es + bitcast<i32>(f.z) + 16 + i32(k1);
+  let x = es + bitcast<i32>(fw.z) + 16 + i32(k1);
   let n = select(53, 54, (d.y >> 21u) != 0u);
   // To float: 24 bits, or fewer where the result is subnormal (unit 2^-149).
   var k2 = n - 24;

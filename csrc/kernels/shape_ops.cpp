@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <map>
+#include <memory>
 #include <string>
 
 #include "kernels/kernel_program.h"
@@ -11,33 +13,46 @@
 namespace twgpu {
 namespace {
 
-// Uniform layout of the gather copy.
-constexpr uint32_t kGNdim = 4, kGSrcOffset = 5, kGDstWord = 6, kGNumel = 7, kGMask = 8,
-                   kGDiagonal = 9, kGDims = 10;
+// The gather copy's uniforms: `dims` holds (size, stride, shift) per dim, outermost
+// first. One layout per dim count (callers hold the runtime lock).
+const UniformLayout& gather_layout(size_t ndim) {
+  static std::map<size_t, std::unique_ptr<UniformLayout>> layouts;
+  auto& layout = layouts[ndim];
+  if (!layout)
+    layout.reset(new UniformLayout({{"ndim"},
+                                    {"src_offset", UniformType::I32},
+                                    {"dst_word"},
+                                    {"numel"},
+                                    {"mask"},
+                                    {"diagonal", UniformType::I32},
+                                    {"dims", UniformType::U32,
+                                     static_cast<uint32_t>(std::max<size_t>(3 * ndim, 1))}}));
+  return *layout;
+}
 
 // The source element of output element e, or -1 where the triangle mask zeroes it.
 const char* const kGatherSource = R"WGSL(
 fn src_elem(e: u32) -> i32 {
-  let nd = uw(4u);
+  let nd = u.ndim;
   var rem = e;
-  var off = bitcast<i32>(uw(5u));
+  var off = u.src_offset;
   var col = 0u;
   var row = 0u;
   for (var k = 0u; k < nd; k = k + 1u) {
-    let w = 10u + 3u * (nd - 1u - k);
-    let n = uw(w);
+    let w = 3u * (nd - 1u - k);
+    let n = u_dims(w);
     let c = rem % n;
     rem = rem / n;
     if (k == 0u) { col = c; }
     if (k == 1u) { row = c; }
-    let sh = uw(w + 2u);
+    let sh = u_dims(w + 2u);
     let sc = select(c + n - sh, c - sh, c >= sh);
-    off = off + i32(sc) * bitcast<i32>(uw(w + 1u));
+    off = off + i32(sc) * bitcast<i32>(u_dims(w + 1u));
   }
-  let mode = uw(8u);
+  let mode = u.mask;
   if (mode != 0u) {
     let diff = i32(col) - i32(row);
-    let k = bitcast<i32>(uw(9u));
+    let k = u.diagonal;
     if ((mode == 1u && diff > k) || (mode == 2u && diff < k)) { return -1; }
   }
   return off;
@@ -52,7 +67,7 @@ std::string gather_main(int elem_size) {
     s += "  for (var j = 0u; j < " + words + "u; j = j + 1u) {\n";
     s += "    var v = 0u;\n";
     s += "    if (s >= 0) { v = buf0[u32(s) * " + words + "u + j]; }\n";
-    s += "    buf1[uw(6u) + idx * " + words + "u + j] = v;\n  }\n";
+    s += "    buf1[u.dst_word + idx * " + words + "u + j] = v;\n  }\n";
   } else {
     // One invocation per output word: its 2 (or 4) lanes gathered from source words.
     const bool half = elem_size == 2;
@@ -62,14 +77,14 @@ std::string gather_main(int elem_size) {
     s += "  var w = 0u;\n";
     s += "  for (var j = 0u; j < " + lanes + "; j = j + 1u) {\n";
     s += "    let e = idx * " + lanes + " + j;\n";
-    s += "    if (e < uw(7u)) {\n";
+    s += "    if (e < u.numel) {\n";
     s += "      let s = src_elem(e);\n";
     s += "      if (s >= 0) {\n";
     s += "        let su = u32(s);\n";
     s += "        let b = (buf0[su >> " + per + "] >> (" + lane + " * " + bits + ")) & " + mask + ";\n";
     s += "        w = w | (b << (j * " + bits + "));\n";
     s += "      }\n    }\n  }\n";
-    s += "  buf1[uw(6u) + idx] = w;\n";
+    s += "  buf1[u.dst_word + idx] = w;\n";
   }
   return s + "}\n";
 }
@@ -176,22 +191,24 @@ void launch_gather_copy(Context& ctx, const GatherCopy& g) {
     fail(ErrorKind::Unsupported, "torch_webgpu: gather copy over more than 2**31 elements");
 
   KernelLaunch l;
-  l.key = "shape:gather|e" + std::to_string(e);
+  l.typed = {"shape:gather", {static_cast<uint32_t>(e)}};
   l.buffers = {{g.src, Access::Read, false}, {g.dst, Access::ReadWrite, false}};
-  l.uniforms.assign(kGDims + 3 * g.dims.size(), 0);
-  l.uniforms[kGNdim] = static_cast<uint32_t>(g.dims.size());
-  l.uniforms[kGSrcOffset] = static_cast<uint32_t>(g.src_offset);
-  l.uniforms[kGDstWord] = static_cast<uint32_t>(g.dst_word);
-  l.uniforms[kGNumel] = static_cast<uint32_t>(g.numel);
-  l.uniforms[kGMask] = static_cast<uint32_t>(g.mask);
+  std::vector<uint32_t> dims;
+  for (const auto& d : g.dims) {
+    dims.push_back(d.size);
+    dims.push_back(static_cast<uint32_t>(d.stride));
+    dims.push_back(d.shift);
+  }
   // Only the sign of (col - row - k) matters and |col - row| < 2**31: clamp k.
   int64_t k = std::max<int64_t>(std::min<int64_t>(g.diagonal, INT32_MAX), INT32_MIN + 1);
-  l.uniforms[kGDiagonal] = static_cast<uint32_t>(static_cast<int32_t>(k));
-  for (size_t d = 0; d < g.dims.size(); ++d) {
-    l.uniforms[kGDims + 3 * d] = g.dims[d].size;
-    l.uniforms[kGDims + 3 * d + 1] = static_cast<uint32_t>(g.dims[d].stride);
-    l.uniforms[kGDims + 3 * d + 2] = g.dims[d].shift;
-  }
+  l.declare(gather_layout(g.dims.size()))
+      .set_u32("ndim", static_cast<uint32_t>(g.dims.size()))
+      .set_i32("src_offset", static_cast<int32_t>(g.src_offset))
+      .set_u32("dst_word", static_cast<uint32_t>(g.dst_word))
+      .set_u32("numel", static_cast<uint32_t>(g.numel))
+      .set_u32("mask", static_cast<uint32_t>(g.mask))
+      .set_i32("diagonal", static_cast<int32_t>(k))
+      .set_u32s("dims", dims);
   l.count = e >= 4 ? g.numel : (g.numel * e + 3) / 4;
   const uint32_t wg = ctx.caps().workgroup_1d();
   l.workgroup = wg;
