@@ -248,7 +248,7 @@ namespace {
 // The typed key of a family with a KernelKey: its variant, then what the frame adds,
 // encoded as the cache's key bytes (the family's characters, a NUL, the words). Numbered
 // families' string keys hold no NUL, so the two kinds never meet.
-std::string typed_key(const KernelLaunch& l, uint32_t workgroup, uint32_t words) {
+const std::string& typed_key(const KernelLaunch& l, uint32_t workgroup, uint32_t words) {
   if (l.buffers.size() > 16)
     fail(ErrorKind::Internal, std::string("torch_webgpu: kernel '") + l.typed.family +
                                   "' binds more than 16 buffers");
@@ -267,10 +267,11 @@ std::string typed_key(const KernelLaunch& l, uint32_t workgroup, uint32_t words)
   k[8] = static_cast<uint32_t>(layout >> 32);
   k[9] = access;
   k[10] = static_cast<uint32_t>(l.buffers.size());
+  // One buffer per thread, reused: no allocation per launch.
+  thread_local std::string bytes;
   const size_t family = std::strlen(l.typed.family);
-  std::string bytes(family + 1 + sizeof k, '\0');
-  std::memcpy(&bytes[0], l.typed.family, family);
-  std::memcpy(&bytes[family + 1], k.data(), sizeof k);
+  bytes.assign(l.typed.family, family + 1);  // with its NUL
+  bytes.append(reinterpret_cast<const char*>(k.data()), sizeof k);
   return bytes;
 }
 
