@@ -62,10 +62,12 @@ check("cumprod strided", lambda d: torch.cumprod(rand((64, 33), 4, d).t()[3:] * 
       rtol=1e-4, atol=1e-5)
 
 # linalg: u_dims / u_offsets.
-spd = lambda d: (lambda a: a @ a.mT + 40 * torch.eye(40, device=d))(rand((4, 40, 40), 5, d))  # noqa: E731
+spd = lambda d: (lambda a: a @ a.mT + 16 * torch.eye(16, device=d))(rand((4, 16, 16), 5, d))  # noqa: E731
 check("cholesky", lambda d: torch.linalg.cholesky(spd(d)), rtol=1e-4, atol=1e-4)
+check("solve", lambda d: torch.linalg.solve(spd(d), rand((4, 16, 3), 15, d)), rtol=1e-4, atol=1e-4)
 check("lu_factor", lambda d: torch.linalg.lu_factor(rand((3, 30, 30), 6, d)), rtol=1e-4, atol=1e-4)
-check("eigvalsh", lambda d: torch.linalg.eigvalsh(spd(d)), rtol=1e-4, atol=1e-3)
+check("slogdet", lambda d: torch.linalg.slogdet(spd(d)), rtol=1e-4, atol=1e-3)
+check("qr", lambda d: torch.linalg.qr(rand((2, 20, 12), 16, d)), rtol=1e-4, atol=1e-4)
 
 # the nn frame: offsets / extra / params arrays.
 check("constant pad", lambda d: F.pad(rand((2, 3, 17, 19), 7, d)[:, 1:], (2, 3, 1, 4), value=1.5))
