@@ -10,6 +10,7 @@
 #include "aten/generator.h"
 #include "aten/python_errors.h"
 #include "aten/webgpu_tensor.h"
+#include "kernels/wgsl_library.h"
 
 namespace py = pybind11;
 
@@ -118,6 +119,12 @@ PYBIND11_MODULE(_C, m) {
     d["dispatches"] = lock.ctx().recorder().dispatches_recorded();
     d["submits"] = lock.ctx().recorder().submits();
     d["pipelines"] = lock.ctx().pipelines().size();
+    return d;
+  });
+  // The embedded WGSL library, file stem -> text (csrc/kernels/wgsl/), in include order.
+  m.def("_wgsl_library", [] {
+    py::dict d;
+    for (const auto& file : wgsl::library()) d[file.name] = file.text;
     return d;
   });
   m.def("manual_seed", [](uint64_t seed) {

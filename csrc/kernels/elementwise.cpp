@@ -7,10 +7,8 @@
 
 #include "kernels/binding_window.h"
 #include "kernels/elementwise_ops.h"
-#include "kernels/wgsl_complex.h"
 #include "kernels/wgsl_dtype.h"
-#include "kernels/wgsl_prelude.h"
-#include "kernels/wgsl_special.h"
+#include "kernels/wgsl_library.h"
 #include "runtime/runtime.h"
 
 namespace twgpu {

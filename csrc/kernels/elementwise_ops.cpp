@@ -1,6 +1,6 @@
 #include "kernels/elementwise_ops.h"
 
-#include "kernels/wgsl_special.h"
+#include "kernels/wgsl_library.h"
 
 #include <unordered_map>
 

@@ -39,13 +39,26 @@ void embedding_bag_check(Context& ctx, const Operand& indices, const Operand& of
                          const BagGeometry& g, uint32_t index_code, uint32_t offset_code) {
   const uint64_t count = uint64_t(g.indices) + g.offsets;
   if (count == 0) return;
+  // index_code/offset_code: what the check buffer records for a bad index or offset.
+  static const UniformLayout layout({{"indices_offset"},
+                                     {"offsets_offset"},
+                                     {"indices"},
+                                     {"num_weights"},
+                                     {"index_code"},
+                                     {"offset_code"}});
   KernelLaunch l;
-  l.key = std::string("embedding_bag_check|") + dtype_name(indices.dtype) + "|" + dtype_name(offsets.dtype);
+  l.typed = {"embedding_bag_check",
+             {static_cast<uint32_t>(indices.dtype), static_cast<uint32_t>(offsets.dtype)}};
   l.buffers = {{indices.buffer, Access::Read, false},
                {offsets.buffer, Access::Read, false},
                {ctx.checks().arm(), Access::ReadWrite, true}};
-  l.uniforms = {0, 0, 0, 0, static_cast<uint32_t>(indices.offset), static_cast<uint32_t>(offsets.offset),
-                g.indices, g.num_weights, index_code, offset_code};
+  l.declare(layout)
+      .set_u32("indices_offset", static_cast<uint32_t>(indices.offset))
+      .set_u32("offsets_offset", static_cast<uint32_t>(offsets.offset))
+      .set_u32("indices", g.indices)
+      .set_u32("num_weights", g.num_weights)
+      .set_u32("index_code", index_code)
+      .set_u32("offset_code", offset_code);
   l.count = count;
   const uint32_t wg = ctx.caps().workgroup_1d();
   l.workgroup = wg;
@@ -60,16 +73,17 @@ void embedding_bag_check(Context& ctx, const Operand& indices, const Operand& of
            widen("off", ot) +
            "fn bad_u32(v: vec2<u32>, limit: u32) -> bool { return i64_is_neg(v) || v.y != 0u || v.x > limit; }\n" +
            kernel_main(Grid::Invocations, wg) +
-           "  if (idx < uw(6u)) {\n"
-           "    let v = ix(idx + uw(4u));\n"
-           "    if (i64_is_neg(v) || v.y != 0u || v.x >= uw(7u)) { atomicMax(&buf2[0], uw(8u)); }\n"
+           "  if (idx < u.indices) {\n"
+           "    let v = ix(idx + u.indices_offset);\n"
+           "    if (i64_is_neg(v) || v.y != 0u || v.x >= u.num_weights) {"
+           " atomicMax(&buf2[0], u.index_code); }\n"
            "    return;\n  }\n"
-           "  let b = idx - uw(6u);\n"
-           "  let v = off(b + uw(5u));\n"
-           "  var bad = bad_u32(v, uw(6u));\n"
+           "  let b = idx - u.indices;\n"
+           "  let v = off(b + u.offsets_offset);\n"
+           "  var bad = bad_u32(v, u.indices);\n"
            "  if (b == 0u && !i64_is_zero(v)) { bad = true; }\n"
-           "  if (b > 0u && i64_lt(v, off(b - 1u + uw(5u)))) { bad = true; }\n"
-           "  if (bad) { atomicMax(&buf2[0], uw(9u)); }\n}\n";
+           "  if (b > 0u && i64_lt(v, off(b - 1u + u.offsets_offset))) { bad = true; }\n"
+           "  if (bad) { atomicMax(&buf2[0], u.offset_code); }\n}\n";
   };
   launch_kernel(ctx, l);
   if (DeviceChecks::synchronous()) ctx.recorder().synchronize();

@@ -1,6 +1,5 @@
 #include "kernels/fft.h"
 
-#include <cstring>
 #include <string>
 
 #include "kernels/kernel_program.h"
@@ -9,16 +8,22 @@
 namespace twgpu {
 namespace {
 
-// Uniform words.
-constexpr uint32_t kInOff = 4, kTwOff = 5, kOutOff = 6, kInner = 7, kN = 8, kInLen = 9,
-                   kOutLen = 10, kSpan = 11, kSign = 12, kScale = 13, kRows = 14, kRadix = 15;
-
-std::string w(uint32_t word) { return "uw(" + std::to_string(word) + "u)"; }
-
-uint32_t bits_of(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  return b;
+// Element offsets, sizes along the axis, the pass's span and radix, the twiddles' sign
+// (+1 or -1) and the output scale.
+const UniformLayout& fft_layout() {
+  static const UniformLayout layout({{"in_offset"},
+                                     {"twiddle_offset"},
+                                     {"out_offset"},
+                                     {"inner"},
+                                     {"n"},
+                                     {"in_len"},
+                                     {"out_len"},
+                                     {"span"},
+                                     {"sign", UniformType::F32},
+                                     {"scale", UniformType::F32},
+                                     {"rows"},
+                                     {"radix"}});
+  return layout;
 }
 
 uint32_t u32_checked(uint64_t v) {
@@ -35,17 +40,17 @@ std::string helpers(FftInput in, FftOutput out) {
       "  return vec2<f32>(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);\n}\n"
       "fn opaque2(v: vec2<f32>) -> vec2<f32> { return vec2<f32>(opaque_f32(v.x), opaque_f32(v.y)); }\n"
       "fn tw(t: u32) -> vec2<f32> {\n"
-      "  let b = " + w(kTwOff) + " + 2u * t;\n"
-      "  return vec2<f32>(bitcast<f32>(buf1[b]), bitcast<f32>(" + w(kSign) + ") * bitcast<f32>(buf1[b + 1u]));\n}\n"
+      "  let b = u.twiddle_offset + 2u * t;\n"
+      "  return vec2<f32>(bitcast<f32>(buf1[b]), u.sign * bitcast<f32>(buf1[b + 1u]));\n}\n"
       "fn ld_at(o: u32, t: u32, i: u32) -> vec2<f32> {\n"
-      "  let e = " + w(kInOff) + " + (o * " + w(kInLen) + " + t) * " + w(kInner) + " + i;\n";
+      "  let e = u.in_offset + (o * u.in_len + t) * u.inner + i;\n";
   if (in == FftInput::Real)
     s += "  return vec2<f32>(bitcast<f32>(buf0[e]), 0.0);\n}\n";
   else
     s += "  return vec2<f32>(bitcast<f32>(buf0[2u * e]), bitcast<f32>(buf0[2u * e + 1u]));\n}\n";
   s += "fn ld(o: u32, t: u32, i: u32) -> vec2<f32> {\n";
   if (in == FftInput::Hermitian) {
-    s += "  let n = " + w(kN) + ";\n"
+    s += "  let n = u.n;\n"
          "  if (2u * t > n) { let v = ld_at(o, n - t, i); return vec2<f32>(v.x, -v.y); }\n"
          "  let v = ld_at(o, t, i);\n"
          "  if (t == 0u || 2u * t == n) { return vec2<f32>(v.x, 0.0); }\n"
@@ -54,18 +59,18 @@ std::string helpers(FftInput in, FftOutput out) {
     s += "  return ld_at(o, t, i);\n}\n";
   }
   s += "fn st(o: u32, t: u32, i: u32, v: vec2<f32>) {\n"
-       "  if (t >= " + w(kOutLen) + ") { return; }\n"
-       "  let e = " + w(kOutOff) + " + (o * " + w(kOutLen) + " + t) * " + w(kInner) + " + i;\n"
-       "  let s = v * bitcast<f32>(" + w(kScale) + ");\n";
+       "  if (t >= u.out_len) { return; }\n"
+       "  let e = u.out_offset + (o * u.out_len + t) * u.inner + i;\n"
+       "  let s = v * u.scale;\n";
   if (out == FftOutput::Real)
     s += "  buf2[e] = bitcast<u32>(s.x);\n}\n";
   else
     s += "  buf2[2u * e] = bitcast<u32>(s.x);\n  buf2[2u * e + 1u] = bitcast<u32>(s.y);\n}\n";
   // idx -> (o, t, i) for `rows` positions along the axis.
   s += "fn split(idx: u32) -> vec3<u32> {\n"
-       "  let inner = " + w(kInner) + ";\n"
+       "  let inner = u.inner;\n"
        "  let r = idx / inner;\n"
-       "  return vec3<u32>(r / " + w(kRows) + ", r % " + w(kRows) + ", idx % inner);\n}\n";
+       "  return vec3<u32>(r / u.rows, r % u.rows, idx % inner);\n}\n";
   return s;
 }
 
@@ -79,17 +84,23 @@ KernelLaunch make_launch(Context& ctx, const FftPass& p, const char* kind, uint6
   u32_checked(out_words);
   u32_checked(p.twiddle_offset + 2 * p.n);
   KernelLaunch l;
-  l.key = std::string("fft_") + kind + ":" + std::to_string(static_cast<int>(p.input)) + ":" +
-          std::to_string(static_cast<int>(p.output));
+  l.typed = {kind, {static_cast<uint32_t>(p.input), static_cast<uint32_t>(p.output)}};
   l.buffers = {{p.in, Access::Read, false},
                {p.twiddles, Access::Read, false},
                {p.out, Access::ReadWrite, false}};
-  l.uniforms = {0, 0, 0, 0,
-                u32_checked(p.in_offset), u32_checked(p.twiddle_offset),
-                u32_checked(p.out_offset), u32_checked(p.inner), u32_checked(p.n),
-                u32_checked(p.in_len), u32_checked(p.out_len), u32_checked(span),
-                bits_of(p.positive_exponent ? 1.0f : -1.0f), bits_of(p.scale),
-                u32_checked(rows), u32_checked(radix)};
+  l.declare(fft_layout())
+      .set_u32("in_offset", u32_checked(p.in_offset))
+      .set_u32("twiddle_offset", u32_checked(p.twiddle_offset))
+      .set_u32("out_offset", u32_checked(p.out_offset))
+      .set_u32("inner", u32_checked(p.inner))
+      .set_u32("n", u32_checked(p.n))
+      .set_u32("in_len", u32_checked(p.in_len))
+      .set_u32("out_len", u32_checked(p.out_len))
+      .set_u32("span", u32_checked(span))
+      .set_f32("sign", p.positive_exponent ? 1.0f : -1.0f)
+      .set_f32("scale", p.scale)
+      .set_u32("rows", u32_checked(rows))
+      .set_u32("radix", u32_checked(radix));
   l.count = u32_checked(p.outer * rows * p.inner);
   l.workgroup = ctx.caps().workgroup_1d();
   return l;
@@ -101,12 +112,12 @@ void fft_pass(Context& ctx, const FftPass& p, uint64_t span, uint64_t radix) {
   if (p.outer * p.out_len * p.inner == 0) return;
   if (radix == 0 || p.n % (span * radix) != 0)
     fail(ErrorKind::Internal, "torch_webgpu: FFT pass radix does not divide the length");
-  KernelLaunch l = make_launch(ctx, p, "pass", p.out_len, span, radix);
+  KernelLaunch l = make_launch(ctx, p, "fft_pass", p.out_len, span, radix);
   const std::string body = helpers(p.input, p.output) + kernel_main(Grid::Invocations, l.workgroup) +
       "  let c = split(idx);\n"
-      "  let n = " + w(kN) + ";\n"
-      "  let ns = " + w(kSpan) + ";\n"
-      "  let radix = " + w(kRadix) + ";\n"
+      "  let n = u.n;\n"
+      "  let ns = u.span;\n"
+      "  let radix = u.radix;\n"
       "  let len = ns * radix;\n"
       "  let d = c.y;\n"
       "  let k = d % ns;\n"

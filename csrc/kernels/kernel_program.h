@@ -3,14 +3,23 @@
 // uniforms, the WGSL header that goes with them, and a dispatch over a 1-D range of
 // invocations or of workgroups. A family writes only its kernel body and its uniforms.
 //
-// Uniform words 0..3 are the frame's own (see kWordCount...); a family's words start at
-// kFirstUserWord. WGSL reads word i as `uw(i)`.
+// Uniforms come two ways. Named (new families): the kernel declares a UniformLayout
+// (name and type of each value), sets values by name, and WGSL reads `u.name` (scalars) or
+// `u_name(i)` (u32 arrays); the frame derives the struct, the packing and the pipeline key
+// from the declaration. Numbered (older families): words from kFirstUserWord read as
+// `uw(i)`. Either way words 0..3 are the frame's own (see kWordCount...).
+//
+// A launch is planned (pipeline built or found, bindings, uniform bytes, grid) and then
+// recorded; plan_kernel and record split the two so a plan can be kept and recorded again.
 #pragma once
 #include <webgpu/webgpu.h>
 
+#include <array>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kernels/binding_window.h"
@@ -49,19 +58,94 @@ struct KernelBuffer {
   }
 };
 
+enum class UniformType : uint8_t { U32, I32, F32 };
+
+struct UniformDecl {
+  const char* name;  // a WGSL identifier
+  UniformType type = UniformType::U32;
+  uint32_t length = 0;  // 0: one scalar, read `u.name`; n: n u32 words, read `u_name(i)`
+};
+
+// Where each declared uniform sits in the uniform block, by WGSL's uniform-buffer rules:
+// after the frame's vec4, scalars take 4 bytes each in declaration order; arrays start on
+// 16 bytes and are stored as array<vec4<u32>> (the uniform address space gives array
+// elements a 16-byte stride, so a plain array<u32> would waste three words in four).
+// Build one per kernel family, once (a function-local static).
+class UniformLayout {
+ public:
+  struct Field {
+    std::string name;
+    UniformType type;
+    uint32_t length;
+    uint32_t word;  // first word in the block
+  };
+  UniformLayout(std::initializer_list<UniformDecl> decls);
+
+  const std::vector<Field>& fields() const { return fields_; }
+  // Index of the field, or fields().size() when none has that name.
+  size_t find(std::string_view name) const;
+  uint32_t words() const { return words_; }  // the whole block, frame included; a multiple of 4
+  uint64_t hash() const { return hash_; }    // of the names, types and lengths
+  // `struct Uniforms`, its binding `u` and the array accessors.
+  std::string wgsl(size_t binding) const;
+
+ private:
+  std::vector<Field> fields_;
+  uint32_t words_ = 0;
+  uint64_t hash_ = 0;
+};
+
+// The pipeline key of a family with named uniforms: the family (a string literal) and what
+// else its WGSL depends on (dtypes, flags). The frame adds the workgroup size, the grid,
+// the buffers' access and the uniform layout.
+struct KernelKey {
+  using Variant = std::array<uint32_t, 4>;
+  const char* family = nullptr;
+  Variant variant{};
+};
+
 enum class Grid : uint8_t {
   Invocations,  // `count` invocations; main() gets `idx` and returns past the end
   Groups,       // `count` workgroups; main() gets `group` (uniform) and `lid`, no early return
 };
 
 struct KernelLaunch {
-  std::string key;                     // pipeline cache key: must identify the source
+  std::string key;                     // numbered uniforms: the pipeline cache key
+  KernelKey typed;                     // named uniforms: the key's family and variant
   std::function<std::string()> body;   // WGSL after the header (helpers + `fn main`)
   std::vector<KernelBuffer> buffers;
   std::vector<uint32_t> uniforms;      // words from 0; frame words are filled in
   Grid grid = Grid::Invocations;
   uint64_t count = 0;                  // invocations or workgroups
   uint32_t workgroup = 0;              // 0: caps().workgroup_1d()
+
+  // Named uniforms: declares the layout (sizes `uniforms`), then each value is set by name
+  // with its declared type. Launching with a declared uniform unset is an error.
+  KernelLaunch& declare(const UniformLayout& layout);
+  KernelLaunch& set_u32(std::string_view name, uint32_t v);
+  KernelLaunch& set_i32(std::string_view name, int32_t v);
+  KernelLaunch& set_f32(std::string_view name, float v);
+  // An array's first values.size() words (the rest stay 0).
+  KernelLaunch& set_u32s(std::string_view name, const std::vector<uint32_t>& values);
+  // The word a named scalar occupies (for KernelBuffer::touches).
+  uint32_t word_of(std::string_view name) const;
+  const UniformLayout* layout() const { return layout_; }
+  uint64_t unset_mask() const { return unset_; }  // bit i: field i not set yet
+
+ private:
+  size_t field(std::string_view name, UniformType type, bool array) const;
+  const UniformLayout* layout_ = nullptr;
+  uint64_t unset_ = 0;
+};
+
+// One dispatch ready to record: made once by plan_kernel, recorded any number of times
+// (the buffers must stay alive; the uniform bytes are copied at each record).
+struct KernelPlan {
+  const Pipeline* pipeline = nullptr;  // null: nothing to record (an empty launch)
+  std::vector<WGPUBuffer> buffers;     // storage bindings in order
+  std::vector<BufferWindow> windows;   // one per buffer (offset and size); empty: whole buffers
+  std::vector<uint32_t> uniforms;      // the uniform block, frame words filled in
+  uint32_t groups_x = 0, groups_y = 0;
 };
 
 // The WGSL header for `buffers` and `uniform_words` uniforms: bindings, `uw()`, the
@@ -69,6 +153,11 @@ struct KernelLaunch {
 // `opaque_f32(x)`: x, through a uniform zero, so compilers that reassociate float math
 // (NVIDIA's) cannot fold compensated sums such as ((a + b) - a) - b to zero.
 std::string kernel_header(const std::vector<KernelBuffer>& buffers, size_t uniform_words);
+// The same with named uniforms: `u.name`, `u_name(i)`; `uw(i)` reads the frame's words only.
+std::string kernel_header(const std::vector<KernelBuffer>& buffers, const UniformLayout& layout);
+// Fails naming the kernel when `body` reads `u.x` or `u_x(` for an x the layout lacks.
+void check_uniform_names(const std::string& body, const UniformLayout& layout,
+                         const std::string& kernel);
 // `@compute ... fn main(...) {` with `idx` (Invocations) or `group` and `lid` (Groups)
 // defined; the caller closes the function.
 std::string kernel_main(Grid grid, uint32_t workgroup);
@@ -78,7 +167,12 @@ std::string kernel_load(const std::string& name, const std::vector<KernelBuffer>
 std::string kernel_store(const std::string& name, const std::vector<KernelBuffer>& buffers,
                          size_t b, DType dtype, Compute compute);
 
-// Builds (once per key) and records the kernel. Nothing happens when count is 0.
+// Builds the pipeline (once per key), packs the uniforms, places the buffers' windows and
+// sizes the grid. A launch with count 0 gives an empty plan.
+KernelPlan plan_kernel(Context& ctx, KernelLaunch& launch);
+// Records the plan through the context's CommandRecorder.
+void record(Context& ctx, const KernelPlan& plan);
+// plan_kernel + record. Nothing happens when count is 0.
 void launch_kernel(Context& ctx, KernelLaunch& launch);
 
 }  // namespace twgpu

@@ -9,20 +9,22 @@
 namespace twgpu {
 namespace {
 
-// Uniform words: 4 count-independent sizes, then one element offset per buffer.
-std::vector<uint32_t> uniforms(std::initializer_list<uint32_t> sizes,
-                               std::initializer_list<uint64_t> offsets) {
-  std::vector<uint32_t> u(kFirstUserWord, 0);
-  for (uint32_t s : sizes) u.push_back(s);
-  u.resize(8, 0);
-  for (uint64_t o : offsets) u.push_back(static_cast<uint32_t>(o));
+// Uniforms: up to 4 matrix sizes (`u_dims(j)`), then one element offset per buffer
+// (`u_offsets(b)`).
+constexpr uint32_t kMaxBuffers = 5;
+struct Uniforms {
+  std::vector<uint32_t> dims, offsets;
+};
+Uniforms uniforms(std::initializer_list<uint32_t> dims, std::initializer_list<uint64_t> offsets) {
+  Uniforms u{dims, {}};
+  for (uint64_t o : offsets) u.offsets.push_back(static_cast<uint32_t>(o));
   return u;
 }
 
-// f32 accessors `A(i)` / `setA(i, v)` over buf<b> with the element offset at word 8 + b.
+// f32 accessors `A(i)` / `setA(i, v)` over buf<b> from its element offset.
 // (A setter only for writable buffers: WGSL rejects stores to read-only storage.)
 std::string access(const char* type, const char* name, int b, bool writable) {
-  std::string buf = "buf" + std::to_string(b), off = "uw(" + std::to_string(8 + b) + "u)";
+  std::string buf = "buf" + std::to_string(b), off = "u_offsets(" + std::to_string(b) + "u)";
   std::string s = std::string("fn ") + name + "(i: u32) -> " + type + " { return bitcast<" + type +
                   ">(" + buf + "[" + off + " + i]); }\n";
   if (writable)
@@ -38,11 +40,13 @@ std::string i32_access(const char* name, int b, bool writable = true) {
 }
 
 void run(Context& ctx, const std::string& key, std::vector<KernelBuffer> buffers,
-         std::vector<uint32_t> u, uint64_t count, const std::string& body) {
+         const Uniforms& u, uint64_t count, const std::string& body) {
+  static const UniformLayout layout(
+      {{"dims", UniformType::U32, 4}, {"offsets", UniformType::U32, kMaxBuffers}});
   KernelLaunch l;
   l.key = "linalg:" + key;
   l.buffers = std::move(buffers);
-  l.uniforms = std::move(u);
+  l.declare(layout).set_u32s("dims", u.dims).set_u32s("offsets", u.offsets);
   l.count = count;
   l.workgroup = 64;
   l.body = [&] { return body; };
@@ -58,7 +62,7 @@ void lu_factor(Context& ctx, MatrixBatch a, MatrixBatch pivots, MatrixBatch info
                uint32_t m, uint32_t n) {
   std::string body = f32_access("A", 0) + i32_access("P", 1) + i32_access("I", 2) +
                      kernel_main(Grid::Invocations, 64) + R"(
-  let m = uw(4u); let n = uw(5u); let kmax = min(m, n);
+  let m = u_dims(0u); let n = u_dims(1u); let kmax = min(m, n);
   let base = idx * m * n;
   var info = 0;
   for (var k = 0u; k < kmax; k = k + 1u) {
@@ -102,7 +106,7 @@ void lu_solve(Context& ctx, MatrixBatch lu, MatrixBatch pivots, MatrixBatch b, u
   // One invocation per (matrix, right-hand column); x[i] is B's element (i, c).
   std::string body = f32_access("LU", 0, false) + i32_access("P", 1, false) + f32_access("B", 2) +
                      kernel_main(Grid::Invocations, 64) + R"(
-  let n = uw(4u); let k = uw(5u);
+  let n = u_dims(0u); let k = u_dims(1u);
   let mat = idx / k; let c = idx % k;
   let a0 = mat * n * n; let b0 = mat * n * k + c; let p0 = mat * n;
 )";
@@ -154,7 +158,7 @@ void lu_solve(Context& ctx, MatrixBatch lu, MatrixBatch pivots, MatrixBatch b, u
 
 void cholesky(Context& ctx, MatrixBatch a, MatrixBatch info, uint32_t batch, uint32_t n) {
   std::string body = f32_access("A", 0) + i32_access("I", 1) + kernel_main(Grid::Invocations, 64) + R"(
-  let n = uw(4u);
+  let n = u_dims(0u);
   let base = idx * n * n;
   var info = 0;
   for (var j = 0u; j < n; j = j + 1u) {
@@ -184,7 +188,7 @@ void triangular_solve(Context& ctx, MatrixBatch a, MatrixBatch b, uint32_t batch
                       uint32_t k, bool upper, bool unit_diagonal) {
   std::string diag = unit_diagonal ? "s" : "div_f32(s, A(a0 + i * n + i))";
   std::string body = f32_access("A", 0, false) + f32_access("B", 1) + kernel_main(Grid::Invocations, 64) + R"(
-  let n = uw(4u); let k = uw(5u);
+  let n = u_dims(0u); let k = u_dims(1u);
   let mat = idx / k; let c = idx % k;
   let a0 = mat * n * n; let b0 = mat * n * k + c;
   for (var ii = 0u; ii < n; ii = ii + 1u) {
@@ -206,7 +210,7 @@ void lu_determinant(Context& ctx, MatrixBatch lu, MatrixBatch pivots, MatrixBatc
                     MatrixBatch sign, MatrixBatch logabsdet, uint32_t batch, uint32_t n) {
   std::string body = f32_access("LU", 0, false) + i32_access("P", 1, false) + f32_access("D", 2) +
                      f32_access("S", 3) + f32_access("L", 4) + kernel_main(Grid::Invocations, 64) + R"(
-  let n = uw(4u);
+  let n = u_dims(0u);
   var d = 1.0;
   var s = 1.0;
   var l = 0.0;
@@ -238,7 +242,7 @@ void lu_permutation(Context& ctx, MatrixBatch pivots, MatrixBatch perm, MatrixBa
   // perm[i] of A, so P[perm[i]][i] = 1.
   std::string body = i32_access("V", 0, false) + i32_access("Q", 1) + f32_access("P", 2) +
                      kernel_main(Grid::Invocations, 64) + R"(
-  let m = uw(4u); let k = uw(5u);
+  let m = u_dims(0u); let k = u_dims(1u);
   for (var i = 0u; i < m; i = i + 1u) { setQ(idx * m + i, i32(i)); }
   for (var i = 0u; i < k; i = i + 1u) {
     let j = u32(V(idx * k + i) - 1);
@@ -256,7 +260,7 @@ void lu_permutation(Context& ctx, MatrixBatch pivots, MatrixBatch perm, MatrixBa
 void householder_qr(Context& ctx, MatrixBatch a, MatrixBatch tau, uint32_t batch, uint32_t m,
                     uint32_t n) {
   std::string body = f32_access("A", 0) + f32_access("T", 1) + kernel_main(Grid::Invocations, 64) + R"(
-  let m = uw(4u); let n = uw(5u); let k = min(m, n);
+  let m = u_dims(0u); let n = u_dims(1u); let k = min(m, n);
   let b = idx * m * n;
   for (var j = 0u; j < k; j = j + 1u) {
     let alpha = A(b + j * n + j);
@@ -295,7 +299,7 @@ void householder_apply(Context& ctx, MatrixBatch v, MatrixBatch tau, MatrixBatch
   std::string set = left ? "setC(cb + i * nc + col, " : "setC(cb + col * m + i, ";
   std::string body = f32_access("V", 0, false) + f32_access("T", 1, false) + f32_access("C", 2) +
                      kernel_main(Grid::Invocations, 64) + R"(
-  let m = uw(4u); let kv = uw(5u); let k = uw(6u); let nc = uw(7u);
+  let m = u_dims(0u); let kv = u_dims(1u); let k = u_dims(2u); let nc = u_dims(3u);
   let mat = idx / nc; let col = idx % nc;
   let vb = mat * m * kv; let cb = mat * m * nc;
   for (var s = 0u; s < k; s = s + 1u) {
@@ -321,7 +325,7 @@ void jacobi_svd(Context& ctx, MatrixBatch a, MatrixBatch v, MatrixBatch s, uint3
                 uint32_t m, uint32_t n) {
   std::string body = f32_access("A", 0) + f32_access("V", 1) + f32_access("S", 2) +
                      kernel_main(Grid::Invocations, 64) + R"(
-  let m = uw(4u); let n = uw(5u);
+  let m = u_dims(0u); let n = u_dims(1u);
   let ab = idx * m * n; let vb = idx * n * n; let sb = idx * n;
   for (var i = 0u; i < n; i = i + 1u) {
     for (var j = 0u; j < n; j = j + 1u) { setV(vb + i * n + j, select(0.0, 1.0, i == j)); }
@@ -388,7 +392,7 @@ void jacobi_eigh(Context& ctx, MatrixBatch a, MatrixBatch v, MatrixBatch w, uint
                  uint32_t n) {
   std::string body = f32_access("A", 0) + f32_access("V", 1) + f32_access("W", 2) +
                      kernel_main(Grid::Invocations, 64) + R"(
-  let n = uw(4u);
+  let n = u_dims(0u);
   let ab = idx * n * n; let wb = idx * n;
   for (var i = 0u; i < n; i = i + 1u) {
     for (var j = 0u; j < n; j = j + 1u) { setV(ab + i * n + j, select(0.0, 1.0, i == j)); }
@@ -450,7 +454,7 @@ void ldl_factor(Context& ctx, MatrixBatch a, MatrixBatch pivots, MatrixBatch inf
   // Matrix element (i, j), i >= j, is A(base + i * n + j); only those are read or written.
   std::string body = f32_access("A", 0) + i32_access("P", 1) + i32_access("I", 2) +
                      kernel_main(Grid::Invocations, 64) + R"(
-  let n = uw(4u);
+  let n = u_dims(0u);
   let base = idx * n * n;
   let alpha = 0.6403882032022076;  // (1 + sqrt(17)) / 8
   var info = 0;
@@ -562,7 +566,7 @@ void ldl_solve(Context& ctx, MatrixBatch ld, MatrixBatch pivots, MatrixBatch b, 
   // One invocation per (matrix, right-hand column); x[i] is B's element (i, c).
   std::string body = f32_access("L", 0, false) + i32_access("P", 1, false) + f32_access("B", 2) +
                      kernel_main(Grid::Invocations, 64) + R"(
-  let n = uw(4u); let k = uw(5u);
+  let n = u_dims(0u); let k = u_dims(1u);
   let mat = idx / k; let c = idx % k;
   let a0 = mat * n * n; let b0 = mat * n * k + c; let p0 = mat * n;
   // L D y = P b, forward over the 1x1 and 2x2 blocks.

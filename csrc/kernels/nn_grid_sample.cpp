@@ -89,15 +89,15 @@ std::string coordinate_helpers(const GridGeometry& g, DType dtype) {
        "  if (extra >= span) { extra = opaque_f32(extra - span); }\n"
        "  if (flips - 2.0 * floor(flips * 0.5) == 0.0) { return vec2<f32>(R(extra + lo), sign); }\n"
        "  return vec2<f32>(R(opaque_f32(R(span - extra)) + lo), -sign);\n}\n";
-  s += "fn source(c: f32, size: u32) -> vec2<f32> {\n  let u = unnorm(c, size);\n";
+  s += "fn source(c: f32, size: u32) -> vec2<f32> {\n  let at = unnorm(c, size);\n";
   switch (g.padding) {
-    case GridPadding::Zeros: s += "  return u;\n"; break;
+    case GridPadding::Zeros: s += "  return at;\n"; break;
     case GridPadding::Border:
-      s += "  let k = clip_g(u.x, size);\n  return vec2<f32>(k.x, u.y * k.y);\n";
+      s += "  let k = clip_g(at.x, size);\n  return vec2<f32>(k.x, at.y * k.y);\n";
       break;
     case GridPadding::Reflection:
-      s += "  let f = reflect_g(u.x, size);\n  let k = clip_g(f.x, size);\n"
-           "  return vec2<f32>(k.x, u.y * f.y * k.y);\n";
+      s += "  let f = reflect_g(at.x, size);\n  let k = clip_g(f.x, size);\n"
+           "  return vec2<f32>(k.x, at.y * f.y * k.y);\n";
       break;
   }
   s += "}\nfn pad_coord(x: f32, size: u32) -> f32 {\n";

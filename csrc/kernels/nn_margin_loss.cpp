@@ -12,16 +12,21 @@ Operand or_dummy(const Operand& op, const Operand& dummy) {
   return op.buffer ? op : Operand{dummy.buffer, 0, dummy.dtype};
 }
 
-// One invocation per element of buf0 (offset uw(4)); `test` is a WGSL expression of `v`
-// that is true for a bad element; buf1 is the error word.
-void launch_check(Context& ctx, const std::string& key, const Operand& t, uint64_t count,
-                  std::vector<uint32_t> words, const std::string& test) {
+// One invocation per element of buf0 (from `u.offset`); `test` is a WGSL expression of `v`
+// (and `u.limit`, `u.allow_minus_one`) that is true for a bad element; buf1 is the error
+// word, set to `u.code`.
+void launch_check(Context& ctx, const char* family, const Operand& t, uint64_t count,
+                  uint32_t code, uint32_t limit, bool allow_minus_one, const std::string& test) {
   if (count == 0) return;
+  static const UniformLayout layout({{"offset"}, {"code"}, {"limit"}, {"allow_minus_one"}});
   KernelLaunch l;
-  l.key = "margin_check:" + key + "|" + dtype_name(t.dtype);
+  l.typed = {family, {static_cast<uint32_t>(t.dtype)}};
   l.buffers = {{t.buffer, Access::Read, false}, {ctx.checks().arm(), Access::ReadWrite, true}};
-  l.uniforms = {0, 0, 0, 0, static_cast<uint32_t>(t.offset)};
-  for (uint32_t w : words) l.uniforms.push_back(w);
+  l.declare(layout)
+      .set_u32("offset", static_cast<uint32_t>(t.offset))
+      .set_u32("code", code)
+      .set_u32("limit", limit)
+      .set_u32("allow_minus_one", allow_minus_one ? 1u : 0u);
   l.count = count;
   const uint32_t wg = ctx.caps().workgroup_1d();
   l.workgroup = wg;
@@ -29,8 +34,8 @@ void launch_check(Context& ctx, const std::string& key, const Operand& t, uint64
   const DType dtype = t.dtype;
   l.body = [bufs, dtype, test, wg] {
     return kernel_load("load", bufs, 0, dtype) + kernel_main(Grid::Invocations, wg) +
-           "  let v = load(idx + uw(4u));\n"
-           "  if (" + test + ") { atomicMax(&buf1[0], uw(5u)); }\n}\n";
+           "  let v = load(idx + u.offset);\n"
+           "  if (" + test + ") { atomicMax(&buf1[0], u.code); }\n}\n";
   };
   launch_kernel(ctx, l);
   if (DeviceChecks::synchronous()) ctx.recorder().synchronize();
@@ -87,13 +92,13 @@ const char* kMultilabelCommon =
 void check_targets(Context& ctx, const Operand& t, uint64_t count, int32_t lo, uint32_t hi,
                    uint32_t code) {
   // v = (lo, hi) words of an int64: -1 is (0xffffffff, 0xffffffff).
-  launch_check(ctx, "range", t, count, {code, hi, lo < 0 ? 1u : 0u},
-               "select(v.y != 0u || v.x >= uw(6u), !(uw(7u) == 1u && v.x == 0xffffffffu && "
-               "v.y == 0xffffffffu), i64_is_neg(v))");
+  launch_check(ctx, "margin_check:range", t, count, code, hi, lo < 0,
+               "select(v.y != 0u || v.x >= u.limit, !(u.allow_minus_one == 1u && "
+               "v.x == 0xffffffffu && v.y == 0xffffffffu), i64_is_neg(v))");
 }
 
 void check_unit_interval(Context& ctx, const Operand& m, uint64_t count, uint32_t code) {
-  launch_check(ctx, "unit", m, count, {code}, "!(v >= 0.0 && v <= 1.0)");
+  launch_check(ctx, "margin_check:unit", m, count, code, 0, false, "!(v >= 0.0 && v <= 1.0)");
 }
 
 void multi_margin_rows(Context& ctx, const Operand& x, const Operand& target, const Operand& w,

@@ -1,6 +1,9 @@
 #include "kernels/nn_program.h"
 
+#include <array>
 #include <cstring>
+#include <map>
+#include <memory>
 
 #include "kernels/kernel_program.h"
 #include "kernels/wgsl_dtype.h"
@@ -18,38 +21,52 @@ namespace {
 
 bool is_float(DType t) { return is_floating(t); }
 
-// Bindings, offset words and typed accessors; returns the full key.
-std::string prepare(NnKernel& k, KernelLaunch& l, uint32_t extra_words) {
+// The frame's uniforms: each operand's element offset, the launch's extra words (a row
+// length) and the kernel's parameters, read as pu/pf/pi. One layout per count of each
+// (arrays hold at least one word); callers hold the runtime lock.
+const UniformLayout& nn_layout(size_t operands, size_t extra, size_t params) {
+  static std::map<std::array<size_t, 3>, std::unique_ptr<UniformLayout>> layouts;
+  auto& layout = layouts[{operands, extra, params}];
+  auto words = [](size_t n) { return static_cast<uint32_t>(n > 0 ? n : 1); };
+  if (!layout)
+    layout.reset(new UniformLayout({{"offsets", UniformType::U32, words(operands)},
+                                    {"extra", UniformType::U32, words(extra)},
+                                    {"params", UniformType::U32, words(params)}}));
+  return *layout;
+}
+
+// Bindings, uniforms and typed accessors; sets the key.
+void prepare(NnKernel& k, KernelLaunch& l, const std::vector<uint32_t>& extra) {
   std::string key = "nn:" + k.key;
-  const uint32_t nops = static_cast<uint32_t>(k.inputs.size() + k.outputs.size());
-  l.uniforms.assign(kFirstUserWord, 0);
+  std::vector<uint32_t> offsets;
   for (const auto& op : k.inputs) {
     l.buffers.push_back({op.buffer, Access::Read, false});
-    l.uniforms.push_back(static_cast<uint32_t>(op.offset));
+    offsets.push_back(static_cast<uint32_t>(op.offset));
     key += std::string("|i") + dtype_name(op.dtype);
   }
   for (const auto& op : k.outputs) {
     l.buffers.push_back({op.buffer, Access::ReadWrite, k.accumulate || is_subword(op.dtype)});
-    l.uniforms.push_back(static_cast<uint32_t>(op.offset));
+    offsets.push_back(static_cast<uint32_t>(op.offset));
     key += std::string("|o") + dtype_name(op.dtype);
   }
   if (k.accumulate) key += "|acc";
-  for (uint32_t w = 0; w < extra_words; ++w) l.uniforms.push_back(0);
-  const uint32_t param_base = kFirstUserWord + nops + extra_words;
-  for (uint32_t p : k.params) l.uniforms.push_back(p);
+  l.declare(nn_layout(offsets.size(), extra.size(), k.params.size()))
+      .set_u32s("offsets", offsets)
+      .set_u32s("extra", extra)
+      .set_u32s("params", k.params);
   l.key = key;
   std::string body = k.body;
   std::vector<KernelBuffer> bufs = l.buffers;
   std::vector<Operand> ins = k.inputs, outs = k.outputs;
   const bool accumulate = k.accumulate;
-  l.body = [bufs, ins, outs, param_base, nops, body, accumulate] {
+  l.body = [bufs, ins, outs, body, accumulate] {
     std::string s;
-    s += "fn pu(j: u32) -> u32 { return uw(" + std::to_string(param_base) + "u + j); }\n";
+    s += "fn pu(j: u32) -> u32 { return u_params(j); }\n";
     s += "fn pf(j: u32) -> f32 { return bitcast<f32>(pu(j)); }\n";
     s += "fn pi(j: u32) -> i32 { return bitcast<i32>(pu(j)); }\n";
-    s += "fn extra(j: u32) -> u32 { return uw(" + std::to_string(kFirstUserWord + nops) + "u + j); }\n";
+    s += "fn extra(j: u32) -> u32 { return u_extra(j); }\n";
     for (size_t i = 0; i < ins.size(); ++i) {
-      std::string n = std::to_string(i), off = "uw(" + std::to_string(kFirstUserWord + i) + "u)";
+      std::string n = std::to_string(i), off = "u_offsets(" + std::to_string(i) + "u)";
       s += kernel_load("raw_in" + n, bufs, i, ins[i].dtype);
       if (is_float(ins[i].dtype)) {
         s += "fn in" + n + "(i: u32) -> f32 { return raw_in" + n + "(i + " + off + "); }\n";
@@ -62,7 +79,7 @@ std::string prepare(NnKernel& k, KernelLaunch& l, uint32_t extra_words) {
     }
     for (size_t o = 0; o < outs.size() && accumulate; ++o) {
       std::string n = std::to_string(o), b = "buf" + std::to_string(ins.size() + o);
-      std::string off = "uw(" + std::to_string(kFirstUserWord + ins.size() + o) + "u)";
+      std::string off = "u_offsets(" + std::to_string(ins.size() + o) + "u)";
       s += "fn acc" + n + "(i: u32, v: f32) {\n  let j = i + " + off + ";\n"
            "  var old = atomicLoad(&" + b + "[j]);\n  loop {\n"
            "    let r = atomicCompareExchangeWeak(&" + b + "[j], old, bitcast<u32>(bitcast<f32>(old) + v));\n"
@@ -70,7 +87,7 @@ std::string prepare(NnKernel& k, KernelLaunch& l, uint32_t extra_words) {
     }
     for (size_t o = 0; o < outs.size() && !accumulate; ++o) {
       size_t b = ins.size() + o;
-      std::string n = std::to_string(o), off = "uw(" + std::to_string(kFirstUserWord + b) + "u)";
+      std::string n = std::to_string(o), off = "u_offsets(" + std::to_string(b) + "u)";
       if (is_float(outs[o].dtype)) {
         s += kernel_store("raw_out" + n, bufs, b, outs[o].dtype, Compute::F32);
         s += "fn out" + n + "(i: u32, v: f32) { raw_out" + n + "(i + " + off + ", v); }\n";
@@ -84,7 +101,6 @@ std::string prepare(NnKernel& k, KernelLaunch& l, uint32_t extra_words) {
     }
     return s + body;
   };
-  return key;
 }
 
 }  // namespace
@@ -92,7 +108,7 @@ std::string prepare(NnKernel& k, KernelLaunch& l, uint32_t extra_words) {
 void launch_map(Context& ctx, NnKernel& k, uint64_t count) {
   if (count == 0) return;
   KernelLaunch l;
-  prepare(k, l, 0);
+  prepare(k, l, {});
   l.grid = Grid::Invocations;
   l.count = count;
   const uint32_t wg = ctx.caps().workgroup_1d();
@@ -107,8 +123,7 @@ void launch_map(Context& ctx, NnKernel& k, uint64_t count) {
 void launch_rows(Context& ctx, NnKernel& k, uint64_t rows, uint32_t len, int passes) {
   if (rows == 0) return;
   KernelLaunch l;
-  prepare(k, l, 1);
-  l.uniforms[kFirstUserWord + k.inputs.size() + k.outputs.size()] = len;
+  prepare(k, l, {len});
   l.key += passes == 2 ? "|rows2" : "|rows1";
   l.grid = Grid::Groups;
   l.count = rows;
@@ -145,7 +160,7 @@ void launch_rows(Context& ctx, NnKernel& k, uint64_t rows, uint32_t len, int pas
 void launch_groups(Context& ctx, NnKernel& k, uint64_t groups) {
   if (groups == 0) return;
   KernelLaunch l;
-  prepare(k, l, 0);
+  prepare(k, l, {});
   l.key += "|groups";
   l.grid = Grid::Groups;
   l.count = groups;

@@ -5,8 +5,8 @@
 // ones, int64 narrowed to i32), for output k `out<k>(i, v)` taking the same types (narrow
 // outputs are bound atomically, so neighbouring invocations may store; a float output
 // also reads as `get<k>(i)`), and its u32 parameters as `pu(j)`, `pf(j)` (bits of an
-// f32) and `pi(j)` (i32). Indices are element indices relative to each operand's first
-// element.
+// f32) and `pi(j)` (i32), over the frame's named uniform array `params` (kernel_program.h).
+// Indices are element indices relative to each operand's first element.
 #pragma once
 #include <webgpu/webgpu.h>
 

@@ -123,6 +123,20 @@ constexpr uint64_t kBlockedMaxRows = 16384;
 constexpr uint64_t kBlock = 256;
 constexpr uint64_t kMaxSerial = 32768;  // loop iterations one invocation may safely run
 
+// Every scan kernel's uniforms: element offsets, the row length, and for blocked scans the
+// blocks per row and the block length (1 and n for the one-pass scan).
+KernelLaunch& declare_scan(KernelLaunch& l, const ScanArgs& a, uint64_t blocks, uint64_t block) {
+  static const UniformLayout layout(
+      {{"in_offset"}, {"out_offset"}, {"indices_offset"}, {"n"}, {"blocks"}, {"block"}});
+  return l.declare(layout)
+      .set_u32("in_offset", static_cast<uint32_t>(a.in_offset))
+      .set_u32("out_offset", static_cast<uint32_t>(a.out_offset))
+      .set_u32("indices_offset", static_cast<uint32_t>(a.indices_offset))
+      .set_u32("n", static_cast<uint32_t>(a.n))
+      .set_u32("blocks", static_cast<uint32_t>(blocks))
+      .set_u32("block", static_cast<uint32_t>(block));
+}
+
 void scan_rows_blocked(Context& ctx, const ScanArgs& a) {
   const Compute c = compute_type_for(a.dtype);
   const bool with_indices = a.op == ScanOp::Max || a.op == ScanOp::Min;
@@ -130,29 +144,25 @@ void scan_rows_blocked(Context& ctx, const ScanArgs& a) {
   const uint64_t block = std::max<uint64_t>(kBlock, (a.n + kMaxSerial - 1) / kMaxSerial);
   const uint64_t blocks = (a.n + block - 1) / block;
   Allocation* aggregates = ctx.pool().allocate(a.rows * blocks * 16);
-  const std::string key = std::string(op_name(a.op)) + ":" + dtype_name(a.dtype);
-  const std::vector<uint32_t> uniforms = {
-      0, 0, 0, 0, static_cast<uint32_t>(a.in_offset), static_cast<uint32_t>(a.out_offset),
-      static_cast<uint32_t>(a.indices_offset), static_cast<uint32_t>(a.n),
-      static_cast<uint32_t>(blocks), static_cast<uint32_t>(block)};
+  const KernelKey::Variant variant = {static_cast<uint32_t>(a.op), static_cast<uint32_t>(a.dtype)};
   const ScanOp op = a.op;
   const DType dtype = a.dtype;
   // Phase 1: each block's aggregate.
   {
     KernelLaunch l;
-    l.key = "scan:blocks:" + key;
+    l.typed = {"scan:blocks", variant};
     l.buffers = {{a.in, Access::Read, false}, {aggregates->buffer, Access::ReadWrite, false}};
-    l.uniforms = uniforms;
+    declare_scan(l, a, blocks, block);
     l.count = a.rows * blocks;
     l.workgroup = 64;
     l.body = [&l, op, dtype, c] {
       return kernel_load("load_in", l.buffers, 0, dtype) + state_functions(op, c) +
              kernel_main(Grid::Invocations, 64) +
-             "  let n = uw(7u);\n"
-             "  let row = idx / uw(8u);\n"
-             "  let first = (idx % uw(8u)) * uw(9u);\n"
-             "  let last = min(first + uw(9u), n);\n"
-             "  let src = uw(4u) + row * n;\n"
+             "  let n = u.n;\n"
+             "  let row = idx / u.blocks;\n"
+             "  let first = (idx % u.blocks) * u.block;\n"
+             "  let last = min(first + u.block, n);\n"
+             "  let src = u.in_offset + row * n;\n"
              "  var s = st_init(load_in(src + first), first);\n"
              "  for (var i = first + 1u; i < last; i = i + 1u) { s = st_add(s, load_in(src + i), i); }\n"
              "  let w = st_pack(s);\n"
@@ -164,16 +174,16 @@ void scan_rows_blocked(Context& ctx, const ScanArgs& a) {
   // Phase 2: inclusive scan of the aggregates along each row.
   {
     KernelLaunch l;
-    l.key = "scan:carry:" + key;
+    l.typed = {"scan:carry", variant};
     l.buffers = {{aggregates->buffer, Access::ReadWrite, false}};
-    l.uniforms = uniforms;
+    declare_scan(l, a, blocks, block);
     l.count = a.rows;
     l.workgroup = 64;
     l.body = [op, c] {
       return state_functions(op, c) + kernel_main(Grid::Invocations, 64) +
-             "  let base = idx * uw(8u);\n"
+             "  let base = idx * u.blocks;\n"
              "  var s = st_unpack(vec4<u32>(buf0[4u * base], buf0[4u * base + 1u], buf0[4u * base + 2u], buf0[4u * base + 3u]));\n"
-             "  for (var b = base + 1u; b < base + uw(8u); b = b + 1u) {\n"
+             "  for (var b = base + 1u; b < base + u.blocks; b = b + 1u) {\n"
              "    s = st_merge(s, st_unpack(vec4<u32>(buf0[4u * b], buf0[4u * b + 1u], buf0[4u * b + 2u], buf0[4u * b + 3u])));\n"
              "    let w = st_pack(s);\n"
              "    buf0[4u * b] = w.x; buf0[4u * b + 1u] = w.y; buf0[4u * b + 2u] = w.z; buf0[4u * b + 3u] = w.w;\n"
@@ -185,12 +195,12 @@ void scan_rows_blocked(Context& ctx, const ScanArgs& a) {
   // Phase 3: every block again, from the previous block's inclusive aggregate.
   {
     KernelLaunch l;
-    l.key = "scan:apply:" + key;
+    l.typed = {"scan:apply", variant};
     l.buffers = {{a.in, Access::Read, false},
                  {aggregates->buffer, Access::Read, false},
                  {a.out, Access::ReadWrite, is_subword(a.dtype)}};
     if (with_indices) l.buffers.push_back({a.indices, Access::ReadWrite, false});
-    l.uniforms = uniforms;
+    declare_scan(l, a, blocks, block);
     l.count = a.rows * blocks;
     l.workgroup = 64;
     l.body = [&l, op, dtype, c, with_indices] {
@@ -198,12 +208,12 @@ void scan_rows_blocked(Context& ctx, const ScanArgs& a) {
                       kernel_store("store_out", l.buffers, 2, dtype, c) + state_functions(op, c);
       if (with_indices) s += kernel_store("store_index", l.buffers, 3, DType::Int64, Compute::I64);
       s += kernel_main(Grid::Invocations, 64) +
-           "  let n = uw(7u);\n"
-           "  let row = idx / uw(8u);\n"
-           "  let first = (idx % uw(8u)) * uw(9u);\n"
-           "  let last = min(first + uw(9u), n);\n"
-           "  let src = uw(4u) + row * n;\n"
-           "  let dst = uw(5u) + row * n;\n"
+           "  let n = u.n;\n"
+           "  let row = idx / u.blocks;\n"
+           "  let first = (idx % u.blocks) * u.block;\n"
+           "  let last = min(first + u.block, n);\n"
+           "  let src = u.in_offset + row * n;\n"
+           "  let dst = u.out_offset + row * n;\n"
            "  var s = st_init(load_in(src + first), first);\n"
            "  if (first > 0u) {\n"
            "    let p = idx - 1u;\n"
@@ -213,7 +223,7 @@ void scan_rows_blocked(Context& ctx, const ScanArgs& a) {
            "  for (var i = first; i < last; i = i + 1u) {\n"
            "    if (i > first) { s = st_add(s, load_in(src + i), i); }\n"
            "    store_out(dst + i, st_value(s));\n";
-      if (with_indices) s += "    store_index(uw(6u) + row * n + i, vec2<u32>(st_index(s), 0u));\n";
+      if (with_indices) s += "    store_index(u.indices_offset + row * n + i, vec2<u32>(st_index(s), 0u));\n";
       return s + "  }\n}\n";
     };
     launch_kernel(ctx, l);
@@ -232,11 +242,10 @@ void scan_rows(Context& ctx, const ScanArgs& a) {
   const Compute c = compute_type_for(a.dtype);
   const bool with_indices = a.op == ScanOp::Max || a.op == ScanOp::Min;
   KernelLaunch l;
-  l.key = std::string("scan:") + op_name(a.op) + ":" + dtype_name(a.dtype);
+  l.typed = {"scan:rows", {static_cast<uint32_t>(a.op), static_cast<uint32_t>(a.dtype)}};
   l.buffers = {{a.in, Access::Read, false}, {a.out, Access::ReadWrite, is_subword(a.dtype)}};
   if (with_indices) l.buffers.push_back({a.indices, Access::ReadWrite, false});
-  l.uniforms = {0, 0, 0, 0, static_cast<uint32_t>(a.in_offset), static_cast<uint32_t>(a.out_offset),
-                static_cast<uint32_t>(a.indices_offset), static_cast<uint32_t>(a.n)};
+  declare_scan(l, a, 1, a.n);
   l.count = a.rows;
   l.workgroup = 64;
   const ScanOp op = a.op;
@@ -251,13 +260,13 @@ void scan_rows(Context& ctx, const ScanArgs& a) {
       s += combine_function(op, c);
     }
     s += kernel_main(Grid::Invocations, 64) +
-         "  let n = uw(7u);\n"
-         "  let src = uw(4u) + idx * n;\n"
-         "  let dst = uw(5u) + idx * n;\n"
+         "  let n = u.n;\n"
+         "  let src = u.in_offset + idx * n;\n"
+         "  let dst = u.out_offset + idx * n;\n"
          "  var acc = load_in(src);\n"
          "  store_out(dst, acc);\n";
     if (with_indices) {
-      s += "  let dst_index = uw(6u) + idx * n;\n"
+      s += "  let dst_index = u.indices_offset + idx * n;\n"
            "  var at = 0u;\n"
            "  store_index(dst_index, vec2<u32>(0u));\n"
            "  for (var i = 1u; i < n; i = i + 1u) {\n"

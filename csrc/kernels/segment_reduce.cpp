@@ -1,6 +1,5 @@
 #include "kernels/segment_reduce.h"
 
-#include <cstring>
 #include <string>
 
 #include "kernels/kernel_program.h"
@@ -10,9 +9,17 @@
 namespace twgpu {
 namespace {
 
-// Uniform words.
-constexpr uint32_t kDataOff = 4, kOffsetsOff = 5, kOutOff = 6, kSegments = 7, kAxis = 8,
-                   kInner = 9, kInitial = 10, kHasInitial = 11;
+const UniformLayout& segment_layout() {
+  static const UniformLayout layout({{"data_offset"},
+                                     {"offsets_offset"},
+                                     {"out_offset"},
+                                     {"segments"},
+                                     {"axis"},
+                                     {"inner"},
+                                     {"initial", UniformType::F32},
+                                     {"has_initial"}});
+  return layout;
+}
 
 // The CPU's start value and step per reduction (std::max / std::min keep a NaN
 // accumulator; a NaN element replaces it).
@@ -41,24 +48,25 @@ void segment_reduce(Context& ctx, const SegmentReduceDesc& d) {
   if (d.data_offset + d.outer * d.axis * d.inner >= (1ull << 32) || count >= (1ull << 32))
     fail(ErrorKind::Unsupported, "torch_webgpu: segment_reduce over too many elements");
   KernelLaunch l;
-  l.key = std::string("segment_reduce:") + std::to_string(static_cast<int>(d.reduction)) + ":" +
-          dtype_name(d.dtype);
+  l.typed = {"segment_reduce",
+             {static_cast<uint32_t>(d.reduction), static_cast<uint32_t>(d.dtype)}};
   l.buffers = {{d.data, Access::Read, false},
                {d.offsets, Access::Read, false},
                {d.out, Access::ReadWrite, is_subword(d.dtype)}};
-  uint32_t init_bits;
-  std::memcpy(&init_bits, &d.initial, 4);
-  l.uniforms = {0, 0, 0, 0,
-                static_cast<uint32_t>(d.data_offset), static_cast<uint32_t>(d.offsets_offset),
-                static_cast<uint32_t>(d.out_offset), static_cast<uint32_t>(d.segments),
-                static_cast<uint32_t>(d.axis), static_cast<uint32_t>(d.inner), init_bits,
-                d.has_initial ? 1u : 0u};
+  l.declare(segment_layout())
+      .set_u32("data_offset", static_cast<uint32_t>(d.data_offset))
+      .set_u32("offsets_offset", static_cast<uint32_t>(d.offsets_offset))
+      .set_u32("out_offset", static_cast<uint32_t>(d.out_offset))
+      .set_u32("segments", static_cast<uint32_t>(d.segments))
+      .set_u32("axis", static_cast<uint32_t>(d.axis))
+      .set_u32("inner", static_cast<uint32_t>(d.inner))
+      .set_f32("initial", d.initial)
+      .set_u32("has_initial", d.has_initial ? 1u : 0u);
   l.count = count;
   l.workgroup = 64;
   const SegmentReduction r = d.reduction;
   const DType dt = d.dtype;
-  auto w = [](uint32_t word) { return "uw(" + std::to_string(word) + "u)"; };
-  l.body = [&l, r, dt, w] {
+  l.body = [&l, r, dt] {
     std::string s = kernel_load("load_data", l.buffers, 0, dt) +
                     kernel_load("load_offset", l.buffers, 1, DType::Int64) +
                     kernel_store("store_out", l.buffers, 2, dt, Compute::F32);
@@ -70,16 +78,16 @@ void segment_reduce(Context& ctx, const SegmentReduceDesc& d) {
     else
       s += "fn rnd(v: f32) -> f32 { return v; }\n";
     s += kernel_main(Grid::Invocations, 64);
-    s += "  let inner = " + w(kInner) + ";\n  let segs = " + w(kSegments) + ";\n"
+    s += std::string("  let inner = u.inner;\n  let segs = u.segments;\n"
          "  let i = idx % inner;\n  let rest = idx / inner;\n"
          "  let seg = rest % segs;\n  let o = rest / segs;\n"
-         "  let ob = " + w(kOffsetsOff) + " + o * (segs + 1u) + seg;\n"
+         "  let ob = u.offsets_offset + o * (segs + 1u) + seg;\n"
          // Offsets past the row (invalid input) are clamped: no read leaves it.
-         "  let end = min(load_offset(ob + 1u).x, " + w(kAxis) + ");\n"
+         "  let end = min(load_offset(ob + 1u).x, u.axis);\n"
          "  let first = min(load_offset(ob).x, end);\n"
-         "  let has_initial = " + w(kHasInitial) + " != 0u;\n"
-         "  var acc = select(" + start_value(r) + ", bitcast<f32>(" + w(kInitial) + "), has_initial);\n"
-         "  let row = " + w(kDataOff) + " + o * " + w(kAxis) + " * inner + i;\n"
+         "  let has_initial = u.has_initial != 0u;\n"
+         "  var acc = select(") + start_value(r) + ", u.initial, has_initial);\n"
+         "  let row = u.data_offset + o * u.axis * inner + i;\n"
          "  for (var j = first; j < end; j = j + 1u) {\n"
          "    let v = load_data(row + j * inner);\n"
          "    acc = rnd(" + step(r) + ");\n"
@@ -90,7 +98,7 @@ void segment_reduce(Context& ctx, const SegmentReduceDesc& d) {
            "  if (n == 0u && !has_initial) { acc = f32_nan(); }\n"
            "  else if (n > 0u && !is_nan(acc)) { acc = rnd(div_f32(acc, f32(n))); }\n";
     }
-    s += "  store_out(" + w(kOutOff) + " + idx, acc);\n}\n";
+    s += "  store_out(u.out_offset + idx, acc);\n}\n";
     return s;
   };
   launch_kernel(ctx, l);

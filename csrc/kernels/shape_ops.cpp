@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <map>
+#include <memory>
 #include <string>
 
 #include "kernels/kernel_program.h"
@@ -11,33 +13,46 @@
 namespace twgpu {
 namespace {
 
-// Uniform layout of the gather copy.
-constexpr uint32_t kGNdim = 4, kGSrcOffset = 5, kGDstWord = 6, kGNumel = 7, kGMask = 8,
-                   kGDiagonal = 9, kGDims = 10;
+// The gather copy's uniforms: `dims` holds (size, stride, shift) per dim, outermost
+// first. One layout per dim count (callers hold the runtime lock).
+const UniformLayout& gather_layout(size_t ndim) {
+  static std::map<size_t, std::unique_ptr<UniformLayout>> layouts;
+  auto& layout = layouts[ndim];
+  if (!layout)
+    layout.reset(new UniformLayout({{"ndim"},
+                                    {"src_offset", UniformType::I32},
+                                    {"dst_word"},
+                                    {"numel"},
+                                    {"mask"},
+                                    {"diagonal", UniformType::I32},
+                                    {"dims", UniformType::U32,
+                                     static_cast<uint32_t>(std::max<size_t>(3 * ndim, 1))}}));
+  return *layout;
+}
 
 // The source element of output element e, or -1 where the triangle mask zeroes it.
 const char* const kGatherSource = R"WGSL(
 fn src_elem(e: u32) -> i32 {
-  let nd = uw(4u);
+  let nd = u.ndim;
   var rem = e;
-  var off = bitcast<i32>(uw(5u));
+  var off = u.src_offset;
   var col = 0u;
   var row = 0u;
   for (var k = 0u; k < nd; k = k + 1u) {
-    let w = 10u + 3u * (nd - 1u - k);
-    let n = uw(w);
+    let w = 3u * (nd - 1u - k);
+    let n = u_dims(w);
     let c = rem % n;
     rem = rem / n;
     if (k == 0u) { col = c; }
     if (k == 1u) { row = c; }
-    let sh = uw(w + 2u);
+    let sh = u_dims(w + 2u);
     let sc = select(c + n - sh, c - sh, c >= sh);
-    off = off + i32(sc) * bitcast<i32>(uw(w + 1u));
+    off = off + i32(sc) * bitcast<i32>(u_dims(w + 1u));
   }
-  let mode = uw(8u);
+  let mode = u.mask;
   if (mode != 0u) {
     let diff = i32(col) - i32(row);
-    let k = bitcast<i32>(uw(9u));
+    let k = u.diagonal;
     if ((mode == 1u && diff > k) || (mode == 2u && diff < k)) { return -1; }
   }
   return off;
@@ -52,7 +67,7 @@ std::string gather_main(int elem_size) {
     s += "  for (var j = 0u; j < " + words + "u; j = j + 1u) {\n";
     s += "    var v = 0u;\n";
     s += "    if (s >= 0) { v = buf0[u32(s) * " + words + "u + j]; }\n";
-    s += "    buf1[uw(6u) + idx * " + words + "u + j] = v;\n  }\n";
+    s += "    buf1[u.dst_word + idx * " + words + "u + j] = v;\n  }\n";
   } else {
     // One invocation per output word: its 2 (or 4) lanes gathered from source words.
     const bool half = elem_size == 2;
@@ -62,14 +77,14 @@ std::string gather_main(int elem_size) {
     s += "  var w = 0u;\n";
     s += "  for (var j = 0u; j < " + lanes + "; j = j + 1u) {\n";
     s += "    let e = idx * " + lanes + " + j;\n";
-    s += "    if (e < uw(7u)) {\n";
+    s += "    if (e < u.numel) {\n";
     s += "      let s = src_elem(e);\n";
     s += "      if (s >= 0) {\n";
     s += "        let su = u32(s);\n";
     s += "        let b = (buf0[su >> " + per + "] >> (" + lane + " * " + bits + ")) & " + mask + ";\n";
     s += "        w = w | (b << (j * " + bits + "));\n";
     s += "      }\n    }\n  }\n";
-    s += "  buf1[uw(6u) + idx] = w;\n";
+    s += "  buf1[u.dst_word + idx] = w;\n";
   }
   return s + "}\n";
 }
@@ -119,14 +134,14 @@ fn bitlen64(a: vec2<u32>) -> u32 {
   return 32u - countLeadingZeros(a.x);
 }
 fn lin_int(base: vec2<u32>, neg: bool, j: u32) -> vec2<u32> {
-  let m0 = uw(14u);
-  let m1 = uw(15u);
+  let m0 = u_step_mantissa(0u);
+  let m1 = u_step_mantissa(1u);
   if (j == 0u || (m0 | m1) == 0u) { return base; }
   let a = u32_mul_wide(m0, j);
   let b = u32_mul_wide(m1, j);
   let w1 = a.y + b.x;
   let p = vec3<u32>(a.x, w1, b.y + select(0u, 1u, w1 < a.y));
-  let f = -bitcast<i32>(uw(16u));
+  let f = -u.step_exp;
   let pint = vec2<u32>(pbits(p, f), pbits(p, f + 32));
   let t = select(i64_add(base, pint), i64_sub(base, pint), neg);
   if (f <= 0 || all_zero(p, 0u, u32(f))) { return t; }
@@ -158,12 +173,6 @@ fn lin_int(base: vec2<u32>, neg: bool, j: u32) -> vec2<u32> {
 }
 )WGSL";
 
-uint32_t bits_of(float v) {
-  uint32_t b;
-  std::memcpy(&b, &v, 4);
-  return b;
-}
-
 }  // namespace
 
 void launch_gather_copy(Context& ctx, const GatherCopy& g) {
@@ -182,22 +191,24 @@ void launch_gather_copy(Context& ctx, const GatherCopy& g) {
     fail(ErrorKind::Unsupported, "torch_webgpu: gather copy over more than 2**31 elements");
 
   KernelLaunch l;
-  l.key = "shape:gather|e" + std::to_string(e);
+  l.typed = {"shape:gather", {static_cast<uint32_t>(e)}};
   l.buffers = {{g.src, Access::Read, false}, {g.dst, Access::ReadWrite, false}};
-  l.uniforms.assign(kGDims + 3 * g.dims.size(), 0);
-  l.uniforms[kGNdim] = static_cast<uint32_t>(g.dims.size());
-  l.uniforms[kGSrcOffset] = static_cast<uint32_t>(g.src_offset);
-  l.uniforms[kGDstWord] = static_cast<uint32_t>(g.dst_word);
-  l.uniforms[kGNumel] = static_cast<uint32_t>(g.numel);
-  l.uniforms[kGMask] = static_cast<uint32_t>(g.mask);
+  std::vector<uint32_t> dims;
+  for (const auto& d : g.dims) {
+    dims.push_back(d.size);
+    dims.push_back(static_cast<uint32_t>(d.stride));
+    dims.push_back(d.shift);
+  }
   // Only the sign of (col - row - k) matters and |col - row| < 2**31: clamp k.
   int64_t k = std::max<int64_t>(std::min<int64_t>(g.diagonal, INT32_MAX), INT32_MIN + 1);
-  l.uniforms[kGDiagonal] = static_cast<uint32_t>(static_cast<int32_t>(k));
-  for (size_t d = 0; d < g.dims.size(); ++d) {
-    l.uniforms[kGDims + 3 * d] = g.dims[d].size;
-    l.uniforms[kGDims + 3 * d + 1] = static_cast<uint32_t>(g.dims[d].stride);
-    l.uniforms[kGDims + 3 * d + 2] = g.dims[d].shift;
-  }
+  l.declare(gather_layout(g.dims.size()))
+      .set_u32("ndim", static_cast<uint32_t>(g.dims.size()))
+      .set_i32("src_offset", static_cast<int32_t>(g.src_offset))
+      .set_u32("dst_word", static_cast<uint32_t>(g.dst_word))
+      .set_u32("numel", static_cast<uint32_t>(g.numel))
+      .set_u32("mask", static_cast<uint32_t>(g.mask))
+      .set_i32("diagonal", static_cast<int32_t>(k))
+      .set_u32s("dims", dims);
   l.count = e >= 4 ? g.numel : (g.numel * e + 3) / 4;
   const uint32_t wg = ctx.caps().workgroup_1d();
   l.workgroup = wg;
@@ -210,35 +221,52 @@ void launch_gather_copy(Context& ctx, const GatherCopy& g) {
 void launch_range_fill(Context& ctx, const RangeFill& r) {
   if (r.numel == 0) return;
   const bool atomic = is_subword(r.dtype);
-  const char* kinds[] = {"affine", "linspace", "logspace", "linspace_int"};
+  // Scalars as two words (lo, hi): an int64 value, or an f32's bits in lo.
+  static const UniformLayout layout({{"dst_offset"},
+                                     {"start", UniformType::U32, 2},
+                                     {"step", UniformType::U32, 2},
+                                     {"end", UniformType::U32, 2},
+                                     {"halfway"},
+                                     {"steps"},
+                                     {"base", UniformType::F32},
+                                     {"step_mantissa", UniformType::U32, 2},
+                                     {"step_exp", UniformType::I32},
+                                     {"step_negative"}});
   KernelLaunch l;
-  l.key = std::string("shape:range|") + kinds[static_cast<int>(r.kind)] + "|" +
-          dtype_name(r.dtype) + "|" + compute_name(r.compute);
+  l.typed = {"shape:range", {static_cast<uint32_t>(r.kind), static_cast<uint32_t>(r.dtype),
+                             static_cast<uint32_t>(r.compute)}};
   l.buffers = {{r.dst, Access::ReadWrite, atomic}};
-  l.uniforms = {0, 0, 0, 0,
-                static_cast<uint32_t>(r.dst_offset),
-                r.start.lo, r.start.hi, r.step.lo, r.step.hi, r.end.lo, r.end.hi,
-                static_cast<uint32_t>(r.halfway), static_cast<uint32_t>(r.steps),
-                bits_of(r.base), static_cast<uint32_t>(r.step_mantissa),
-                static_cast<uint32_t>(r.step_mantissa >> 32), static_cast<uint32_t>(r.step_exp),
-                r.step_negative ? 1u : 0u};
+  l.declare(layout)
+      .set_u32("dst_offset", static_cast<uint32_t>(r.dst_offset))
+      .set_u32s("start", {r.start.lo, r.start.hi})
+      .set_u32s("step", {r.step.lo, r.step.hi})
+      .set_u32s("end", {r.end.lo, r.end.hi})
+      .set_u32("halfway", static_cast<uint32_t>(r.halfway))
+      .set_u32("steps", static_cast<uint32_t>(r.steps))
+      .set_f32("base", r.base)
+      .set_u32s("step_mantissa", {static_cast<uint32_t>(r.step_mantissa),
+                                  static_cast<uint32_t>(r.step_mantissa >> 32)})
+      .set_i32("step_exp", static_cast<int32_t>(r.step_exp))
+      .set_u32("step_negative", r.step_negative ? 1u : 0u);
   l.count = r.numel;
   const uint32_t wg = ctx.caps().workgroup_1d();
   l.workgroup = wg;
   l.body = [&, wg] {
     std::string s = kernel_store("store", l.buffers, 0, r.dtype, r.compute);
     s += kernel_main(Grid::Invocations, wg);
+    s += "  let start = vec2<u32>(u_start(0u), u_start(1u));\n"
+         "  let step = vec2<u32>(u_step(0u), u_step(1u));\n"
+         "  let end = vec2<u32>(u_end(0u), u_end(1u));\n";
     if (r.kind == RangeKind::LinspaceInt) {
       s = std::string(kLinspaceInt) + s;
-      s += "  let sneg = uw(17u) != 0u;\n"
+      s += "  let sneg = u.step_negative != 0u;\n"
            "  var v = vec2<u32>(0u, 0u);\n"
-           "  if (idx < uw(11u)) { v = lin_int(vec2<u32>(uw(5u), uw(6u)), sneg, idx); }\n"
-           "  else { v = lin_int(vec2<u32>(uw(9u), uw(10u)), !sneg, uw(12u) - 1u - idx); }\n";
+           "  if (idx < u.halfway) { v = lin_int(start, sneg, idx); }\n"
+           "  else { v = lin_int(end, !sneg, u.steps - 1u - idx); }\n";
     } else if (r.compute == Compute::I64) {
-      s += "  let v = i64_add(vec2<u32>(uw(5u), uw(6u)), "
-           "i64_mul(vec2<u32>(uw(7u), uw(8u)), vec2<u32>(idx, 0u)));\n";
+      s += "  let v = i64_add(start, i64_mul(step, vec2<u32>(idx, 0u)));\n";
     } else if (r.kind == RangeKind::Affine) {
-      s += "  let v = bitcast<f32>(uw(5u)) + bitcast<f32>(uw(7u)) * f32(idx);\n";
+      s += "  let v = bitcast<f32>(start.x) + bitcast<f32>(step.x) * f32(idx);\n";
     } else {
       // The CPU's linspace steps in the output's type: half types round after every
       // operation (its logspace steps the exponent in double: no rounding there).
@@ -249,14 +277,14 @@ void launch_range_fill(Context& ctx, const RangeFill& r) {
       if (lin && r.dtype == DType::BFloat16)
         round = "fn rnd(x: f32) -> f32 { return bf16_bits_to_f32(f32_to_bf16_bits(x)); }\n";
       s = round + s;
-      s += "  let step = bitcast<f32>(uw(7u));\n"
+      s += "  let fstep = bitcast<f32>(step.x);\n"
            "  var x = 0.0;\n"
-           "  if (idx < uw(11u)) { x = rnd(bitcast<f32>(uw(5u)) + rnd(step * rnd(f32(idx)))); }\n"
-           "  else { x = rnd(bitcast<f32>(uw(9u)) - rnd(step * rnd(f32(uw(12u) - 1u - idx)))); }\n";
-      s += r.kind == RangeKind::Logspace ? "  let v = pow_f32(bitcast<f32>(uw(13u)), x);\n"
+           "  if (idx < u.halfway) { x = rnd(bitcast<f32>(start.x) + rnd(fstep * rnd(f32(idx)))); }\n"
+           "  else { x = rnd(bitcast<f32>(end.x) - rnd(fstep * rnd(f32(u.steps - 1u - idx)))); }\n";
+      s += r.kind == RangeKind::Logspace ? "  let v = pow_f32(u.base, x);\n"
                                          : "  let v = x;\n";
     }
-    s += "  store(uw(4u) + idx, v);\n}\n";
+    s += "  store(u.dst_offset + idx, v);\n}\n";
     return s;
   };
   launch_kernel(ctx, l);
@@ -266,18 +294,19 @@ void launch_repeat_index(Context& ctx, WGPUBuffer ends, uint64_t ends_offset, ui
                          WGPUBuffer dst, uint64_t total, DType dtype) {
   if (total == 0) return;
   const bool wide = dtype == DType::Int64;
+  static const UniformLayout layout({{"n"}, {"ends_offset"}});
   KernelLaunch l;
-  l.key = std::string("shape:repeat_index|") + dtype_name(dtype);
+  l.typed = {"shape:repeat_index", {static_cast<uint32_t>(dtype)}};
   l.buffers = {{ends, Access::Read, false}, {dst, Access::ReadWrite, false}};
-  l.uniforms = {0, 0, 0, 0, n, static_cast<uint32_t>(ends_offset)};
+  l.declare(layout).set_u32("n", n).set_u32("ends_offset", static_cast<uint32_t>(ends_offset));
   l.count = total;
   const uint32_t wg = ctx.caps().workgroup_1d();
   l.workgroup = wg;
   l.body = [wide, wg] {
     // Running sums (int64) are at most `total` (< 2**32): their low words order them.
-    std::string s = "fn end_at(i: u32) -> u32 { return buf0[2u * (uw(5u) + i)]; }\n";
+    std::string s = "fn end_at(i: u32) -> u32 { return buf0[2u * (u.ends_offset + i)]; }\n";
     s += kernel_main(Grid::Invocations, wg);
-    s += "  var lo = 0u;\n  var hi = uw(4u);\n"
+    s += "  var lo = 0u;\n  var hi = u.n;\n"
          "  while (lo < hi) {\n"
          "    let mid = (lo + hi) / 2u;\n"
          "    if (end_at(mid) > idx) { hi = mid; } else { lo = mid + 1u; }\n"
@@ -294,11 +323,16 @@ void launch_triangle_indices(Context& ctx, WGPUBuffer ends, uint32_t n, WGPUBuff
                              uint32_t cols) {
   if (total == 0) return;
   const bool wide = dtype == DType::Int64;
+  static const UniformLayout layout(
+      {{"n"}, {"diagonal_offset", UniformType::I32}, {"cols"}, {"total"}});
   KernelLaunch l;
-  l.key = std::string("shape:triangle_indices|") + dtype_name(dtype) + (upper ? "|u" : "|l");
+  l.typed = {"shape:triangle_indices", {static_cast<uint32_t>(dtype), upper ? 1u : 0u}};
   l.buffers = {{ends, Access::Read, false}, {dst, Access::ReadWrite, false}};
-  l.uniforms = {0, 0, 0, 0, n, static_cast<uint32_t>(offset), cols,
-                static_cast<uint32_t>(total)};
+  l.declare(layout)
+      .set_u32("n", n)
+      .set_i32("diagonal_offset", offset)
+      .set_u32("cols", cols)
+      .set_u32("total", static_cast<uint32_t>(total));
   l.count = total;
   const uint32_t wg = ctx.caps().workgroup_1d();
   l.workgroup = wg;
@@ -307,16 +341,16 @@ void launch_triangle_indices(Context& ctx, WGPUBuffer ends, uint32_t n, WGPUBuff
     s += wide ? "fn put(i: u32, v: u32) { buf1[2u * i] = v; buf1[2u * i + 1u] = 0u; }\n"
               : "fn put(i: u32, v: u32) { buf1[i] = v; }\n";
     s += kernel_main(Grid::Invocations, wg);
-    s += "  var lo = 0u;\n  var hi = uw(4u);\n"
+    s += "  var lo = 0u;\n  var hi = u.n;\n"
          "  while (lo < hi) {\n"
          "    let mid = (lo + hi) / 2u;\n"
          "    if (end_at(mid) > idx) { hi = mid; } else { lo = mid + 1u; }\n"
          "  }\n"
          "  var start = 0u;\n"
          "  if (lo > 0u) { start = end_at(lo - 1u); }\n";
-    s += upper ? "  let first = u32(clamp(i32(lo) + bitcast<i32>(uw(5u)), 0, i32(uw(6u))));\n"
+    s += upper ? "  let first = u32(clamp(i32(lo) + u.diagonal_offset, 0, i32(u.cols)));\n"
                : "  let first = 0u;\n";
-    s += "  put(idx, lo);\n  put(uw(7u) + idx, idx - start + first);\n}\n";
+    s += "  put(idx, lo);\n  put(u.total + idx, idx - start + first);\n}\n";
     return s;
   };
   launch_kernel(ctx, l);

@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/wgsl_prelude.h"
+#include "kernels/wgsl_library.h"
 #include "runtime/runtime.h"
 
 using namespace twgpu;

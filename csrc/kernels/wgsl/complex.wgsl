@@ -1,11 +1,10 @@
-#include "kernels/wgsl_complex.h"
+// complex64 arithmetic: values are vec2<f32> (real, imaginary); needs elementary.wgsl.
+// c64_mul/div, abs, arg, exp, log, log1p, expm1, sqrt, pow, trig and hyperbolic functions,
+// sigmoid, sgn, comparisons. The formulas follow the CPU's complex<float> (C99 Annex G
+// where it is cheap): Smith's scaled division, |z| through hypot and log through |z| so
+// neither overflows before the result does, and real arguments keep exactly real results
+// where inf * 0 would give NaN.
 
-namespace twgpu::wgsl {
-
-// The formulas follow the CPU's complex<float> (C99 Annex G where it is cheap): Smith's
-// scaled division, |z| through hypot and log through |z| so neither overflows before the
-// result does, and real arguments keep exactly real results where inf * 0 would give NaN.
-const char kComplexLib[] = R"WGSL(
 fn c64_from_bool(b: bool) -> vec2<f32> { return vec2<f32>(select(0.0, 1.0, b), 0.0); }
 fn c64_truthy(a: vec2<f32>) -> bool { return f32_truthy(a.x) || f32_truthy(a.y); }
 fn c64_eq(a: vec2<f32>, b: vec2<f32>) -> bool { return f32_eq(a.x, b.x) && f32_eq(a.y, b.y); }
@@ -135,6 +134,3 @@ fn c64_lerp(a: vec2<f32>, b: vec2<f32>, w: vec2<f32>) -> vec2<f32> {
 fn c64_sigmoid(a: vec2<f32>) -> vec2<f32> {
   return c64_inv(vec2<f32>(1.0, 0.0) + c64_exp(-a));
 }
-)WGSL";
-
-}  // namespace twgpu::wgsl

@@ -1,0 +1,252 @@
+// Named uniforms, typed pipeline keys and plans of the kernel frame: the declared layout
+// follows WGSL's uniform-buffer rules, values land where the shader reads them, mistakes
+// (an unset or undeclared uniform) are refused with the kernel's name, and a plan records
+// again with the same result as a fresh launch.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/kernel_program.h"
+#include "runtime/runtime.h"
+
+using namespace twgpu;
+
+namespace {
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+const UniformLayout& mixed_layout() {
+  static const UniformLayout layout({{"first", UniformType::U32},
+                                     {"shift", UniformType::I32},
+                                     {"scale", UniformType::F32},
+                                     {"sizes", UniformType::U32, 5},
+                                     {"last", UniformType::U32}});
+  return layout;
+}
+
+}  // namespace
+
+TEST(KernelUniforms, LayoutFollowsUniformBufferRules) {
+  const UniformLayout& layout = mixed_layout();
+  ASSERT_EQ(layout.fields().size(), 5u);
+  // Scalars pack after the frame's vec4; an array starts on 16 bytes and takes whole vec4s.
+  EXPECT_EQ(layout.fields()[0].word, 4u);
+  EXPECT_EQ(layout.fields()[1].word, 5u);
+  EXPECT_EQ(layout.fields()[2].word, 6u);
+  EXPECT_EQ(layout.fields()[3].word, 8u);
+  EXPECT_EQ(layout.fields()[4].word, 16u);
+  EXPECT_EQ(layout.words(), 20u);  // rounded to the struct's 16-byte alignment
+  const std::string wgsl = layout.wgsl(3);
+  EXPECT_NE(wgsl.find("  frame: vec4<u32>,\n  first: u32,\n  shift: i32,\n  scale: f32,\n"
+                      "  sizes: array<vec4<u32>, 2>,\n  last: u32,\n}"),
+            std::string::npos)
+      << wgsl;
+  EXPECT_NE(wgsl.find("@group(0) @binding(3) var<uniform> u: Uniforms;"), std::string::npos);
+  EXPECT_NE(wgsl.find("fn u_sizes(i: u32) -> u32 { return u.sizes[i >> 2u][i & 3u]; }"),
+            std::string::npos);
+}
+
+TEST(KernelUniforms, LayoutHashDependsOnNamesTypesAndLengths) {
+  const UniformLayout a({{"n", UniformType::U32}, {"v", UniformType::U32, 4}});
+  const UniformLayout same({{"n", UniformType::U32}, {"v", UniformType::U32, 4}});
+  const UniformLayout renamed({{"m", UniformType::U32}, {"v", UniformType::U32, 4}});
+  const UniformLayout retyped({{"n", UniformType::I32}, {"v", UniformType::U32, 4}});
+  const UniformLayout longer({{"n", UniformType::U32}, {"v", UniformType::U32, 8}});
+  EXPECT_EQ(a.hash(), same.hash());
+  EXPECT_NE(a.hash(), renamed.hash());
+  EXPECT_NE(a.hash(), retyped.hash());
+  EXPECT_NE(a.hash(), longer.hash());
+}
+
+TEST(KernelUniforms, LayoutRefusesBadNames) {
+  EXPECT_THROW(UniformLayout({{"frame", UniformType::U32}}), Error);
+  EXPECT_THROW(UniformLayout({{"n", UniformType::U32}, {"n", UniformType::F32}}), Error);
+  EXPECT_THROW(UniformLayout({{"2x", UniformType::U32}}), Error);
+  EXPECT_THROW(UniformLayout({{"a.b", UniformType::U32}}), Error);
+  EXPECT_THROW(UniformLayout({{"v", UniformType::F32, 4}}), Error);  // arrays are u32
+}
+
+TEST(KernelUniforms, ValuesPackAtTheirWordsWithTheirTypes) {
+  KernelLaunch l;
+  l.typed.family = "test:pack";
+  l.declare(mixed_layout());
+  ASSERT_EQ(l.uniforms.size(), 20u);
+  EXPECT_EQ(l.unset_mask(), 0x1fu);
+  l.set_u32("first", 11).set_i32("shift", -3).set_f32("scale", 0.5f).set_u32s("sizes", {1, 2, 3, 4, 5});
+  EXPECT_EQ(l.unset_mask(), 0x10u);  // "last" still unset
+  l.set_u32("last", 99);
+  EXPECT_EQ(l.unset_mask(), 0u);
+  float scale;
+  std::memcpy(&scale, &l.uniforms[6], 4);
+  EXPECT_EQ(l.uniforms[4], 11u);
+  EXPECT_EQ(static_cast<int32_t>(l.uniforms[5]), -3);
+  EXPECT_EQ(scale, 0.5f);
+  EXPECT_EQ(std::vector<uint32_t>(l.uniforms.begin() + 8, l.uniforms.begin() + 13),
+            (std::vector<uint32_t>{1, 2, 3, 4, 5}));
+  EXPECT_EQ(l.uniforms[16], 99u);
+  EXPECT_EQ(l.word_of("last"), 16u);
+  // Wrong type, unknown name, too long an array: refused, naming the kernel.
+  EXPECT_NE(error_of([&] { l.set_f32("first", 1.0f); }).find("test:pack"), std::string::npos);
+  EXPECT_NE(error_of([&] { l.set_u32("nope", 1); }).find("'nope' that it does not declare"),
+            std::string::npos);
+  EXPECT_THROW(l.set_u32s("sizes", {1, 2, 3, 4, 5, 6}), Error);
+  EXPECT_THROW(l.set_u32("sizes", 1), Error);
+}
+
+TEST(KernelUniforms, ShaderReadsEveryTypeByName) {
+  RuntimeLock lock;
+  Context& ctx = lock.ctx();
+  const uint32_t n = 1000;
+  Allocation* out = ctx.pool().allocate(n * 4);
+  KernelLaunch l;
+  l.typed = {"test:named_read", {}};
+  l.declare(mixed_layout());
+  l.set_u32("first", 7).set_i32("shift", -2).set_f32("scale", 0.25f);
+  l.set_u32s("sizes", {10, 20, 30, 40, 50}).set_u32("last", 1000);
+  l.buffers = {{out->buffer, Access::ReadWrite, false}};
+  l.count = n;
+  l.workgroup = 64;
+  l.body = [&] {
+    return kernel_main(Grid::Invocations, 64) +
+           "  let v = i32(u.first + u_sizes(idx % 5u)) + u.shift;\n"
+           "  buf0[idx] = bitcast<u32>(f32(v) * u.scale + f32(u.last));\n}\n";
+  };
+  launch_kernel(ctx, l);
+  std::vector<float> host(n);
+  ctx.recorder().read(out->buffer, 0, host.data(), n * 4);
+  ctx.pool().release(out);
+  const uint32_t sizes[5] = {10, 20, 30, 40, 50};
+  for (uint32_t i = 0; i < n; ++i)
+    ASSERT_EQ(host[i], static_cast<float>(7 + static_cast<int>(sizes[i % 5]) - 2) * 0.25f + 1000.0f)
+        << i;
+}
+
+TEST(KernelUniforms, UnsetUniformIsRefusedAtLaunch) {
+  RuntimeLock lock;
+  Context& ctx = lock.ctx();
+  Allocation* out = ctx.pool().allocate(256);
+  KernelLaunch l;
+  l.typed.family = "test:unset";
+  l.declare(mixed_layout());
+  l.set_u32("first", 1).set_i32("shift", 0).set_f32("scale", 1.0f).set_u32s("sizes", {});
+  l.buffers = {{out->buffer, Access::ReadWrite, false}};
+  l.count = 4;
+  l.workgroup = 64;
+  l.body = [] { return kernel_main(Grid::Invocations, 64) + "  buf0[idx] = u.last;\n}\n"; };
+  const std::string message = error_of([&] { launch_kernel(ctx, l); });
+  EXPECT_NE(message.find("kernel 'test:unset' launches with uniform 'last' never set"),
+            std::string::npos)
+      << message;
+  ctx.pool().release(out);
+}
+
+TEST(KernelUniforms, UndeclaredUniformInTheBodyIsRefused) {
+  RuntimeLock lock;
+  Context& ctx = lock.ctx();
+  Allocation* out = ctx.pool().allocate(256);
+  static const UniformLayout layout({{"n", UniformType::U32}});
+  KernelLaunch l;
+  l.typed.family = "test:undeclared";
+  l.declare(layout).set_u32("n", 3);
+  l.buffers = {{out->buffer, Access::ReadWrite, false}};
+  l.count = 4;
+  l.workgroup = 64;
+  l.body = [] { return kernel_main(Grid::Invocations, 64) + "  buf0[idx] = u.n + u.x;\n}\n"; };
+  std::string message = error_of([&] { launch_kernel(ctx, l); });
+  EXPECT_NE(message.find("kernel 'test:undeclared' reads uniform u.x that it does not declare"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("(declared: n)"), std::string::npos) << message;
+  // An array accessor of a scalar (or of nothing) is refused the same way.
+  l.typed.family = "test:undeclared_array";
+  l.body = [] { return kernel_main(Grid::Invocations, 64) + "  buf0[idx] = u_n(idx);\n}\n"; };
+  message = error_of([&] { launch_kernel(ctx, l); });
+  EXPECT_NE(message.find("reads uniform u_n that it does not declare as an array"),
+            std::string::npos)
+      << message;
+  ctx.pool().release(out);
+}
+
+TEST(KernelUniforms, NameCheckIgnoresOtherIdentifiers) {
+  const UniformLayout layout({{"n", UniformType::U32}, {"dims", UniformType::U32, 4}});
+  // `mu.x`, `v.u.y`, a local `u_lo` and the body's own `fn u_pick(` are not uniforms.
+  EXPECT_NO_THROW(check_uniform_names(
+      "fn u_pick(i: u32) -> u32 { return i; }\n let mu = vec2<f32>(); let a = mu.x + v.u.y;\n"
+      " let u_lo = u.n + u_dims(1u) + u.frame.x + u_pick(2u);\n",
+      layout, "test"));
+  EXPECT_THROW(check_uniform_names(" let a = u.dims;\n", layout, "test"), Error);
+}
+
+TEST(KernelUniforms, TypedKeysSeparateVariantsAndShareRepeats) {
+  RuntimeLock lock;
+  Context& ctx = lock.ctx();
+  Allocation* out = ctx.pool().allocate(256);
+  static const UniformLayout layout({{"value", UniformType::U32}});
+  auto launch = [&](uint32_t variant, uint32_t value) {
+    KernelLaunch l;
+    l.typed = {"test:typed_key", {variant}};
+    l.declare(layout).set_u32("value", value);
+    l.buffers = {{out->buffer, Access::ReadWrite, false}};
+    l.count = 1;
+    l.workgroup = 64;
+    // The variant changes the source: the key must tell the two apart.
+    l.body = [variant] {
+      return kernel_main(Grid::Invocations, 64) + "  buf0[0] = u.value + " +
+             std::to_string(variant * 1000) + "u;\n}\n";
+    };
+    launch_kernel(ctx, l);
+    uint32_t host = 0;
+    ctx.recorder().read(out->buffer, 0, &host, 4);
+    return host;
+  };
+  const size_t before = ctx.pipelines().size();
+  EXPECT_EQ(launch(1, 5), 1005u);
+  EXPECT_EQ(launch(2, 5), 2005u);
+  EXPECT_EQ(launch(1, 6), 1006u);  // same variant, new value: the first pipeline again
+  EXPECT_EQ(ctx.pipelines().size(), before + 2);
+  ctx.pool().release(out);
+}
+
+TEST(KernelUniforms, PlanRecordsAgainLikeAFreshLaunch) {
+  RuntimeLock lock;
+  Context& ctx = lock.ctx();
+  const uint32_t n = 3000;
+  Allocation* out = ctx.pool().allocate(n * 4);
+  static const UniformLayout layout({{"step", UniformType::U32}});
+  KernelLaunch l;
+  l.typed.family = "test:plan_add";
+  l.declare(layout).set_u32("step", 3);
+  l.buffers = {{out->buffer, Access::ReadWrite, false}};
+  l.count = n;
+  l.workgroup = 64;
+  l.body = [] {
+    return kernel_main(Grid::Invocations, 64) + "  buf0[idx] = buf0[idx] + u.step + idx;\n}\n";
+  };
+  std::vector<uint32_t> zeros(n, 0);
+  ctx.recorder().write(out->buffer, 0, zeros.data(), n * 4);
+  const KernelPlan plan = plan_kernel(ctx, l);
+  ASSERT_NE(plan.pipeline, nullptr);
+  EXPECT_EQ(plan.buffers.size(), 1u);
+  EXPECT_EQ(plan.uniforms.size(), layout.words());
+  EXPECT_EQ(plan.uniforms[0], n);  // the frame's count word
+  EXPECT_GE(uint64_t{plan.groups_x} * plan.groups_y * 64, n);
+  for (int r = 0; r < 4; ++r) record(ctx, plan);
+  std::vector<uint32_t> host(n);
+  ctx.recorder().read(out->buffer, 0, host.data(), n * 4);
+  for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(host[i], 4 * (3 + i)) << i;
+  // An empty launch plans to nothing and records nothing.
+  l.count = 0;
+  const KernelPlan empty = plan_kernel(ctx, l);
+  EXPECT_EQ(empty.pipeline, nullptr);
+  record(ctx, empty);
+  ctx.pool().release(out);
+}
