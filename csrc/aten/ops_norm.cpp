@@ -72,15 +72,11 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm(const Tensor& input, at::IntArrayR
             at::empty(stat_shape, x.options().dtype(*sdt))};
   Tensor w = weight.defined() ? weight.contiguous() : weight;
   Tensor b = bias.defined() ? bias.contiguous() : bias;
-  Tensor mean = f32_empty(x, M), rstd = f32_empty(x, M), m2 = f32_empty(x, M);
+  Tensor mean = f32_empty(x, M), rstd = f32_empty(x, M);
   TWGPU_TRY
   RuntimeLock lock;
-  nn::RowLayout L{static_cast<uint64_t>(M), u32(N), u32(N), 0, u32(N)};
-  nn::norm_moments(lock.ctx(), operand(x), L, static_cast<float>(eps), operand(mean),
-                   operand(rstd), operand(m2));
-  nn::ElementMap em{u32(N), u32(M), 1, u32(N)};
-  nn::norm_apply(lock.ctx(), operand(x), operand(mean), operand(rstd), operand(w), operand(b),
-                 operand(y), static_cast<uint64_t>(M * N), em, true);
+  nn::layer_norm_rows(lock.ctx(), operand(x), operand(w), operand(b), operand(y), operand(mean),
+                      operand(rstd), static_cast<uint64_t>(M), u32(N), static_cast<float>(eps));
   TWGPU_CATCH
   return {y, mean.to(*sdt).view(stat_shape), rstd.to(*sdt).view(stat_shape)};
 }

@@ -24,6 +24,17 @@ Operand or_dummy(const Operand& op, const Operand& dummy) {
   return op.buffer ? op : Operand{dummy.buffer, 0, dummy.dtype};
 }
 
+// WGSL statement `let y = ...;` normalizing x with mean mu, rstd rs and affine parameters
+// wv, bv (WGSL expressions) as the CPU does: the layer norm form with both parameters
+// (x * rstd + (-rstd * mean)) * w + b, (x - mean) * rstd * w + b without, and the
+// group/batch norm form x * s + (b - mean * s) with s = rstd * w.
+std::string normalized(bool layer_norm_form, bool both, const std::string& wv,
+                       const std::string& bv) {
+  if (layer_norm_form && both) return "  let y = (x * rs + (-rs * mu)) * " + wv + " + " + bv + ";\n";
+  if (layer_norm_form) return "  let y = (x - mu) * rs * " + wv + " + " + bv + ";\n";
+  return "  let s = rs * " + wv + ";\n  let y = x * s + (" + bv + " - mu * s);\n";
+}
+
 }  // namespace
 
 void norm_moments(Context& ctx, const Operand& x, const RowLayout& L, float eps,
@@ -62,17 +73,41 @@ void norm_apply(Context& ctx, const Operand& x, const Operand& mean, const Opera
   std::string body = element_map_fn(0) +
                      "fn run(i: u32) {\n  let r = stat_row(i);\n  let c = chan(i);\n"
                      "  let x = in0(i);\n  let mu = in1(r);\n  let rs = in2(r);\n";
-  if (layer_norm_form && w.buffer && b.buffer) {
-    body += "  let y = (x * rs + (-rs * mu)) * " + wv + " + " + bv + ";\n";
-  } else if (layer_norm_form) {
-    // The CPU's layer norm without both affine parameters: (x - mean) * rstd * w + b.
-    body += "  let y = (x - mu) * rs * " + wv + " + " + bv + ";\n";
-  } else {
-    body += "  let s = rs * " + wv + ";\n  let y = x * s + (" + bv + " - mu * s);\n";
-  }
-  body += "  out0(i, y);\n}\n";
+  body += normalized(layer_norm_form, w.buffer && b.buffer, wv, bv) + "  out0(i, y);\n}\n";
   k.body = body;
   launch_map(ctx, k, count);
+}
+
+void layer_norm_rows(Context& ctx, const Operand& x, const Operand& w, const Operand& b,
+                     const Operand& y, const Operand& mean, const Operand& rstd, uint64_t rows,
+                     uint32_t len, float eps) {
+  NnKernel k;
+  k.key = std::string("layer_norm_rows") + (w.buffer ? "_w" : "") + (b.buffer ? "_b" : "");
+  k.inputs = {x, or_dummy(w, x), or_dummy(b, x)};
+  k.outputs = {y, mean, rstd};
+  k.params = {len, f32_bits(eps)};
+  const std::string G = std::to_string(kRowWorkgroup) + "u";
+  // The three sweeps over the row (sum, squared deviations, output) re-read it from the
+  // cache, not from memory: one kernel reads x once from memory and writes y once.
+  k.body = "var<workgroup> red: array<f32, " + std::to_string(kRowWorkgroup) + ">;\n"
+           "fn row_sum(v: f32, lid: u32) -> f32 {\n  workgroupBarrier();\n  red[lid] = v;\n  workgroupBarrier();\n"
+           "  for (var h = " + std::to_string(kRowWorkgroup / 2) + "u; h > 0u; h = h >> 1u) {\n"
+           "    if (lid < h) { red[lid] = red[lid] + red[lid + h]; }\n    workgroupBarrier();\n  }\n"
+           "  return red[0];\n}\n"
+           "fn run_group(r: u32, lid: u32) {\n"
+           "  let n = pu(0u);\n  let base = r * n;\n"
+           "  var t = 0.0;\n"
+           "  for (var k = lid; k < n; k = k + " + G + ") { t = t + in0(base + k); }\n"
+           "  let mu = div_f32(row_sum(t, lid), f32(n));\n"
+           "  var q = 0.0;\n"
+           "  for (var k = lid; k < n; k = k + " + G + ") { let d = in0(base + k) - mu; q = q + d * d; }\n"
+           "  let rs = div_f32(1.0, sqrt(max(div_f32(row_sum(q, lid), f32(n)), 0.0) + pf(1u)));\n"
+           "  for (var k = lid; k < n; k = k + " + G + ") {\n"
+           "    let x = in0(base + k);\n" +
+           normalized(true, w.buffer && b.buffer, w.buffer ? "in1(k)" : "1.0", b.buffer ? "in2(k)" : "0.0") +
+           "    out0(base + k, y);\n  }\n"
+           "  if (lid == 0u) { out1(r, mu); out2(r, rs); }\n}\n";
+  launch_groups(ctx, k, rows);
 }
 
 void norm_invstd(Context& ctx, const Operand& var, float eps, const Operand& out, uint64_t n) {
