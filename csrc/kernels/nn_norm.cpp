@@ -78,6 +78,16 @@ void norm_apply(Context& ctx, const Operand& x, const Operand& mean, const Opera
   launch_map(ctx, k, count);
 }
 
+// `row_sum(v, lid)`: the sum of v over the kRowWorkgroup invocations of a row (called by
+// all of them: uniform control flow).
+std::string row_sum_fn() {
+  return "var<workgroup> red: array<f32, " + std::to_string(kRowWorkgroup) + ">;\n"
+         "fn row_sum(v: f32, lid: u32) -> f32 {\n  workgroupBarrier();\n  red[lid] = v;\n  workgroupBarrier();\n"
+         "  for (var h = " + std::to_string(kRowWorkgroup / 2) + "u; h > 0u; h = h >> 1u) {\n"
+         "    if (lid < h) { red[lid] = red[lid] + red[lid + h]; }\n    workgroupBarrier();\n  }\n"
+         "  return red[0];\n}\n";
+}
+
 void layer_norm_rows(Context& ctx, const Operand& x, const Operand& w, const Operand& b,
                      const Operand& y, const Operand& mean, const Operand& rstd, uint64_t rows,
                      uint32_t len, float eps) {
@@ -89,11 +99,7 @@ void layer_norm_rows(Context& ctx, const Operand& x, const Operand& w, const Ope
   const std::string G = std::to_string(kRowWorkgroup) + "u";
   // The three sweeps over the row (sum, squared deviations, output) re-read it from the
   // cache, not from memory: one kernel reads x once from memory and writes y once.
-  k.body = "var<workgroup> red: array<f32, " + std::to_string(kRowWorkgroup) + ">;\n"
-           "fn row_sum(v: f32, lid: u32) -> f32 {\n  workgroupBarrier();\n  red[lid] = v;\n  workgroupBarrier();\n"
-           "  for (var h = " + std::to_string(kRowWorkgroup / 2) + "u; h > 0u; h = h >> 1u) {\n"
-           "    if (lid < h) { red[lid] = red[lid] + red[lid + h]; }\n    workgroupBarrier();\n  }\n"
-           "  return red[0];\n}\n"
+  k.body = row_sum_fn() +
            "fn run_group(r: u32, lid: u32) {\n"
            "  let n = pu(0u);\n  let base = r * n;\n"
            "  var t = 0.0;\n"
@@ -107,6 +113,26 @@ void layer_norm_rows(Context& ctx, const Operand& x, const Operand& w, const Ope
            normalized(true, w.buffer && b.buffer, w.buffer ? "in1(k)" : "1.0", b.buffer ? "in2(k)" : "0.0") +
            "    out0(base + k, y);\n  }\n"
            "  if (lid == 0u) { out1(r, mu); out2(r, rs); }\n}\n";
+  launch_groups(ctx, k, rows);
+}
+
+void rms_norm_rows(Context& ctx, const Operand& x, const Operand& w, const Operand& y,
+                   const Operand& rstd, uint64_t rows, uint32_t len, float eps) {
+  NnKernel k;
+  k.key = std::string("rms_norm_rows") + (w.buffer ? "_w" : "");
+  k.inputs = {x, or_dummy(w, x)};
+  k.outputs = {y, rstd};
+  k.params = {len, f32_bits(eps)};
+  const std::string G = std::to_string(kRowWorkgroup) + "u";
+  k.body = row_sum_fn() +
+           "fn run_group(r: u32, lid: u32) {\n"
+           "  let n = pu(0u);\n  let base = r * n;\n"
+           "  var q = 0.0;\n"
+           "  for (var k = lid; k < n; k = k + " + G + ") { let v = in0(base + k); q = q + v * v; }\n"
+           "  let rs = div_f32(1.0, sqrt(div_f32(row_sum(q, lid), f32(n)) + pf(1u)));\n"
+           "  for (var k = lid; k < n; k = k + " + G + ") { out0(base + k, (in0(base + k) * rs)" +
+           (w.buffer ? " * in1(k)" : "") + "); }\n"
+           "  if (lid == 0u) { out1(r, rs); }\n}\n";
   launch_groups(ctx, k, rows);
 }
 

@@ -38,6 +38,11 @@ void layer_norm_rows(Context& ctx, const Operand& x, const Operand& w, const Ope
                      const Operand& y, const Operand& mean, const Operand& rstd, uint64_t rows,
                      uint32_t len, float eps);
 
+// RMS norm forward of `rows` contiguous rows of `len` elements in one kernel:
+// rstd = 1 / sqrt(mean(x^2) + eps) (f32) per row, y = (x * rstd) * w (w absent: 1).
+void rms_norm_rows(Context& ctx, const Operand& x, const Operand& w, const Operand& y,
+                   const Operand& rstd, uint64_t rows, uint32_t len, float eps);
+
 // 1 / sqrt(var + eps) for n values (batch norm in evaluation).
 void norm_invstd(Context& ctx, const Operand& var, float eps, const Operand& out, uint64_t n);
 
