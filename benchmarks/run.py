@@ -6,7 +6,8 @@ it is CUDA's microseconds over ours) and a "limit" note (what bounds the figure,
 fallback path our adapter took). Units: GB/s (bytes an ideal kernel must move: inputs read
 once, outputs written once), TFLOP/s, or us per op.
 
-    python3 benchmarks/run.py [--cuda] [--quick] [--only reductions,gemv] [--json FILE]
+    python3 benchmarks/run.py [--cuda] [--quick] [--only reductions,gemv] [--match softmax,sum]
+                              [--json FILE]
 
 --quick uses small sizes that a software adapter (llvmpipe, ~5 GB/s) runs in minutes.
 Sections: bandwidth, reductions, movement, gemv, gemm, conv, attention, pool, sort, host.
@@ -210,6 +211,20 @@ def gemm(quick, caps):
             return lambda: a @ b
         out.append(Case("gemm", "mm fp32", f"{m}x{k} @ {k}x{n}", setup, 2 * m * k * n, "TFLOP/s",
                         "CUDA: TF32 off; ours: no tensor cores"))
+    b, m, k, n = 32, 256, 64, 256
+
+    def bmm(d):
+        x, y = torch.randn(b, m, k, device=d), torch.randn(b, k, n, device=d)
+        return lambda: torch.bmm(x, y)
+    rows = 256 if quick else 1024
+
+    def linear_relu(d):
+        x, w, bias = (torch.randn(rows, 1024, device=d), torch.randn(1024, 1024, device=d),
+                      torch.randn(1024, device=d))
+        return lambda: F.relu(F.linear(x, w, bias))
+    out += [Case("gemm", "bmm fp32", f"{b}x{m}x{k} @ {b}x{k}x{n}", bmm, 2 * b * m * k * n, "TFLOP/s"),
+            Case("gemm", "linear+relu fp32", f"{rows}x1024 @ 1024x1024", linear_relu,
+                 2 * rows * 1024 * 1024, "TFLOP/s")]
     return out
 
 
@@ -307,8 +322,23 @@ def host(quick, caps):
                 y = y + 1.0
             return y
         return run
+    def mlp_train_step(d):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.GELU(),
+                                    torch.nn.Linear(1024, 10)).to(d)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        x = torch.randn(256, 512, device=d)
+        y = torch.randint(0, 10, (256,), device=d)
+
+        def step():
+            opt.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+        return step
     return [Case("host", "tiny add (y + 1.0)", "16 fp32", tiny, iters, "us",
-                 "per-op host + dispatch cost")]
+                 "per-op host + dispatch cost"),
+            Case("host", "MLP train step", "256x512-1024-10 AdamW", mlp_train_step, 1, "us",
+                 "CUDA backward may fail beside webgpu (torch 2.11)")]
 
 
 SECTIONS = ["bandwidth", "reductions", "movement", "gemv", "gemm", "conv", "attention", "pool",
@@ -348,6 +378,7 @@ def main():
     parser.add_argument("--cuda", action="store_true", help="also run CUDA, print ratios")
     parser.add_argument("--quick", action="store_true", help="small sizes (software adapters)")
     parser.add_argument("--only", default="", help="comma-separated sections: " + ",".join(SECTIONS))
+    parser.add_argument("--match", default="", help="comma-separated substrings: only ops containing one")
     parser.add_argument("--json", default="", help="write the rows to this file")
     args = parser.parse_args()
     selected = [s for s in args.only.split(",") if s] or SECTIONS
@@ -369,6 +400,8 @@ def main():
     cases = all_cases(args.quick, caps)
     for section in selected:
         for case in cases[section]:
+            if args.match and not any(m in case.op for m in args.match.split(",")):
+                continue
             row = {"section": section, "op": case.op, "shape": case.shape, "unit": case.unit,
                    "limit": case.limit, "ours": None, "cuda": None, "ratio": None}
             try:

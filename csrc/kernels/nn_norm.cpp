@@ -88,52 +88,56 @@ std::string row_sum_fn() {
          "  return red[0];\n}\n";
 }
 
+namespace {
+
+// One workgroup per contiguous row of `len` elements: `row_body` is the inside of
+// run_group(r, lid) with `n` (the length), `base` (the row's first element), `row_sum` and
+// the parameter pf(1u) = eps at hand. Its sweeps over the row re-read it from the cache, not
+// from memory: one kernel reads x once from memory and writes y once.
+void launch_norm_rows(Context& ctx, const std::string& key, std::vector<Operand> inputs,
+                      std::vector<Operand> outputs, uint64_t rows, uint32_t len, float eps,
+                      const std::string& row_body) {
+  NnKernel k;
+  k.key = key;
+  k.inputs = std::move(inputs);
+  k.outputs = std::move(outputs);
+  k.params = {len, f32_bits(eps)};
+  k.body = row_sum_fn() + "fn run_group(r: u32, lid: u32) {\n  let n = pu(0u);\n  let base = r * n;\n" +
+           row_body + "}\n";
+  launch_groups(ctx, k, rows);
+}
+
+// `for` over this invocation's elements k of the row.
+const std::string kRowLoop =
+    "  for (var k = lid; k < n; k = k + " + std::to_string(kRowWorkgroup) + "u) ";
+
+}  // namespace
+
 void layer_norm_rows(Context& ctx, const Operand& x, const Operand& w, const Operand& b,
                      const Operand& y, const Operand& mean, const Operand& rstd, uint64_t rows,
                      uint32_t len, float eps) {
-  NnKernel k;
-  k.key = std::string("layer_norm_rows") + (w.buffer ? "_w" : "") + (b.buffer ? "_b" : "");
-  k.inputs = {x, or_dummy(w, x), or_dummy(b, x)};
-  k.outputs = {y, mean, rstd};
-  k.params = {len, f32_bits(eps)};
-  const std::string G = std::to_string(kRowWorkgroup) + "u";
-  // The three sweeps over the row (sum, squared deviations, output) re-read it from the
-  // cache, not from memory: one kernel reads x once from memory and writes y once.
-  k.body = row_sum_fn() +
-           "fn run_group(r: u32, lid: u32) {\n"
-           "  let n = pu(0u);\n  let base = r * n;\n"
-           "  var t = 0.0;\n"
-           "  for (var k = lid; k < n; k = k + " + G + ") { t = t + in0(base + k); }\n"
-           "  let mu = div_f32(row_sum(t, lid), f32(n));\n"
-           "  var q = 0.0;\n"
-           "  for (var k = lid; k < n; k = k + " + G + ") { let d = in0(base + k) - mu; q = q + d * d; }\n"
-           "  let rs = div_f32(1.0, sqrt(max(div_f32(row_sum(q, lid), f32(n)), 0.0) + pf(1u)));\n"
-           "  for (var k = lid; k < n; k = k + " + G + ") {\n"
-           "    let x = in0(base + k);\n" +
-           normalized(true, w.buffer && b.buffer, w.buffer ? "in1(k)" : "1.0", b.buffer ? "in2(k)" : "0.0") +
-           "    out0(base + k, y);\n  }\n"
-           "  if (lid == 0u) { out1(r, mu); out2(r, rs); }\n}\n";
-  launch_groups(ctx, k, rows);
+  const std::string body =
+      "  var t = 0.0;\n" + kRowLoop + "{ t = t + in0(base + k); }\n"
+      "  let mu = div_f32(row_sum(t, lid), f32(n));\n"
+      "  var q = 0.0;\n" + kRowLoop + "{ let d = in0(base + k) - mu; q = q + d * d; }\n"
+      "  let rs = div_f32(1.0, sqrt(max(div_f32(row_sum(q, lid), f32(n)), 0.0) + pf(1u)));\n" +
+      kRowLoop + "{\n    let x = in0(base + k);\n" +
+      normalized(true, w.buffer && b.buffer, w.buffer ? "in1(k)" : "1.0", b.buffer ? "in2(k)" : "0.0") +
+      "    out0(base + k, y);\n  }\n"
+      "  if (lid == 0u) { out1(r, mu); out2(r, rs); }\n";
+  launch_norm_rows(ctx, std::string("layer_norm_rows") + (w.buffer ? "_w" : "") + (b.buffer ? "_b" : ""),
+                   {x, or_dummy(w, x), or_dummy(b, x)}, {y, mean, rstd}, rows, len, eps, body);
 }
 
 void rms_norm_rows(Context& ctx, const Operand& x, const Operand& w, const Operand& y,
                    const Operand& rstd, uint64_t rows, uint32_t len, float eps) {
-  NnKernel k;
-  k.key = std::string("rms_norm_rows") + (w.buffer ? "_w" : "");
-  k.inputs = {x, or_dummy(w, x)};
-  k.outputs = {y, rstd};
-  k.params = {len, f32_bits(eps)};
-  const std::string G = std::to_string(kRowWorkgroup) + "u";
-  k.body = row_sum_fn() +
-           "fn run_group(r: u32, lid: u32) {\n"
-           "  let n = pu(0u);\n  let base = r * n;\n"
-           "  var q = 0.0;\n"
-           "  for (var k = lid; k < n; k = k + " + G + ") { let v = in0(base + k); q = q + v * v; }\n"
-           "  let rs = div_f32(1.0, sqrt(div_f32(row_sum(q, lid), f32(n)) + pf(1u)));\n"
-           "  for (var k = lid; k < n; k = k + " + G + ") { out0(base + k, (in0(base + k) * rs)" +
-           (w.buffer ? " * in1(k)" : "") + "); }\n"
-           "  if (lid == 0u) { out1(r, rs); }\n}\n";
-  launch_groups(ctx, k, rows);
+  const std::string body =
+      "  var q = 0.0;\n" + kRowLoop + "{ let v = in0(base + k); q = q + v * v; }\n"
+      "  let rs = div_f32(1.0, sqrt(div_f32(row_sum(q, lid), f32(n)) + pf(1u)));\n" +
+      kRowLoop + "{ out0(base + k, (in0(base + k) * rs)" + (w.buffer ? " * in1(k)" : "") + "); }\n"
+      "  if (lid == 0u) { out1(r, rs); }\n";
+  launch_norm_rows(ctx, std::string("rms_norm_rows") + (w.buffer ? "_w" : ""), {x, or_dummy(w, x)},
+                   {y, rstd}, rows, len, eps, body);
 }
 
 void norm_invstd(Context& ctx, const Operand& var, float eps, const Operand& out, uint64_t n) {
