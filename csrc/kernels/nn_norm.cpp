@@ -1,5 +1,7 @@
 #include "kernels/nn_norm.h"
 
+#include <functional>
+
 namespace twgpu::nn {
 
 namespace {
@@ -107,23 +109,39 @@ void launch_norm_rows(Context& ctx, const std::string& key, std::vector<Operand>
   launch_groups(ctx, k, rows);
 }
 
-// `for` over this invocation's elements k of the row.
-const std::string kRowLoop =
-    "  for (var k = lid; k < n; k = k + " + std::to_string(kRowWorkgroup) + "u) ";
+// A sweep over this invocation's elements of the row, four at a time so that four loads are
+// in flight: x<i> is element k<i> (loaded clamped into the row), `each(i)` the statement for
+// element i, run when k<i> < n.
+std::string row_sweep(const std::function<std::string(const std::string&)>& each) {
+  const uint32_t g = kRowWorkgroup;
+  std::string s = "  for (var k0 = lid; k0 < n; k0 = k0 + " + std::to_string(4 * g) + "u) {\n";
+  for (uint32_t i = 1; i < 4; ++i)
+    s += "    let k" + std::to_string(i) + " = k0 + " + std::to_string(i * g) + "u;\n";
+  for (uint32_t i = 0; i < 4; ++i)
+    s += "    let x" + std::to_string(i) + " = in0(base + min(k" + std::to_string(i) + ", n - 1u));\n";
+  for (uint32_t i = 0; i < 4; ++i)
+    s += "    if (k" + std::to_string(i) + " < n) { " + each(std::to_string(i)) + " }\n";
+  return s + "  }\n";
+}
 
 }  // namespace
 
 void layer_norm_rows(Context& ctx, const Operand& x, const Operand& w, const Operand& b,
                      const Operand& y, const Operand& mean, const Operand& rstd, uint64_t rows,
                      uint32_t len, float eps) {
+  const bool both = w.buffer && b.buffer;
   const std::string body =
-      "  var t = 0.0;\n" + kRowLoop + "{ t = t + in0(base + k); }\n"
+      "  var t = 0.0;\n" + row_sweep([](const std::string& i) { return "t = t + x" + i + ";"; }) +
       "  let mu = div_f32(row_sum(t, lid), f32(n));\n"
-      "  var q = 0.0;\n" + kRowLoop + "{ let d = in0(base + k) - mu; q = q + d * d; }\n"
+      "  var q = 0.0;\n" +
+      row_sweep([](const std::string& i) { return "let d = x" + i + " - mu; q = q + d * d;"; }) +
       "  let rs = div_f32(1.0, sqrt(max(div_f32(row_sum(q, lid), f32(n)), 0.0) + pf(1u)));\n" +
-      kRowLoop + "{\n    let x = in0(base + k);\n" +
-      normalized(true, w.buffer && b.buffer, w.buffer ? "in1(k)" : "1.0", b.buffer ? "in2(k)" : "0.0") +
-      "    out0(base + k, y);\n  }\n"
+      row_sweep([&](const std::string& i) {
+        return "let x = x" + i + ";\n" +
+               normalized(true, both, w.buffer ? "in1(k" + i + ")" : "1.0",
+                          b.buffer ? "in2(k" + i + ")" : "0.0") +
+               "    out0(base + k" + i + ", y);";
+      }) +
       "  if (lid == 0u) { out1(r, mu); out2(r, rs); }\n";
   launch_norm_rows(ctx, std::string("layer_norm_rows") + (w.buffer ? "_w" : "") + (b.buffer ? "_b" : ""),
                    {x, or_dummy(w, x), or_dummy(b, x)}, {y, mean, rstd}, rows, len, eps, body);
@@ -132,9 +150,11 @@ void layer_norm_rows(Context& ctx, const Operand& x, const Operand& w, const Ope
 void rms_norm_rows(Context& ctx, const Operand& x, const Operand& w, const Operand& y,
                    const Operand& rstd, uint64_t rows, uint32_t len, float eps) {
   const std::string body =
-      "  var q = 0.0;\n" + kRowLoop + "{ let v = in0(base + k); q = q + v * v; }\n"
+      "  var q = 0.0;\n" + row_sweep([](const std::string& i) { return "q = q + x" + i + " * x" + i + ";"; }) +
       "  let rs = div_f32(1.0, sqrt(div_f32(row_sum(q, lid), f32(n)) + pf(1u)));\n" +
-      kRowLoop + "{ out0(base + k, (in0(base + k) * rs)" + (w.buffer ? " * in1(k)" : "") + "); }\n"
+      row_sweep([&](const std::string& i) {
+        return "out0(base + k" + i + ", (x" + i + " * rs)" + (w.buffer ? " * in1(k" + i + ")" : "") + ");";
+      }) +
       "  if (lid == 0u) { out1(r, rs); }\n";
   launch_norm_rows(ctx, std::string("rms_norm_rows") + (w.buffer ? "_w" : ""), {x, or_dummy(w, x)},
                    {y, rstd}, rows, len, eps, body);
