@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/adapter_kind.h"
 #include "kernels/binding_window.h"
 #include "kernels/kernel_program.h"
 #include "kernels/wgsl_dtype.h"
@@ -313,16 +314,6 @@ std::string gemv_body(uint32_t threads, bool pairs, DType b_dtype) {
   return s;
 }
 
-// Software adapters (llvmpipe, lavapipe, SwiftShader) run workgroups on CPU cores: shared
-// memory buys nothing there and barriers cost, so large products use register blocks.
-bool cpu_adapter(Context& ctx) {
-  const AdapterDescription& a = ctx.adapter();
-  if (a.adapter_type == "CPU") return true;
-  for (const char* soft : {"llvmpipe", "lavapipe", "SwiftShader", "swiftshader"})
-    if (a.name.find(soft) != std::string::npos) return true;
-  return false;
-}
-
 }  // namespace
 
 namespace {
@@ -350,10 +341,11 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   // no_gemv never. Software adapters skip it by default: barriers cost more there than
   // uncoalesced reads (which CPU caches absorb).
   const bool gemv_fits = d.compute == Compute::F32 && d.b.rows == 1 && d.b.cols != 1 && d.k >= 2;
-  if (gemv_fits && (force == "gemv" || (force.empty() && !cpu_adapter(ctx) && d.m <= 4 && d.k >= 64)))
+  if (gemv_fits && (force == "gemv" || (force.empty() && !software_adapter(ctx) && d.m <= 4 && d.k >= 64)))
     v = Variant::Gemv;
+  // Large products: shared-memory tiles, register blocks on software adapters.
   else if (d.m >= 16 && d.n >= 16)
-    v = force == "block" || (force.empty() && cpu_adapter(ctx)) ? Variant::Block : Variant::Tiled;
+    v = force == "block" || (force.empty() && software_adapter(ctx)) ? Variant::Block : Variant::Tiled;
   else if (d.k >= 256 && outputs <= 4096)
     v = Variant::Reduce;
   else

@@ -5,6 +5,7 @@
 #include <functional>
 #include <string>
 
+#include "kernels/adapter_kind.h"
 #include "kernels/kernel_program.h"
 #include "kernels/wgsl_dtype.h"
 #include "runtime/runtime.h"
@@ -12,10 +13,13 @@
 namespace twgpu {
 namespace {
 
-// Workgroup size of the one-group-per-output kernels (a power of two for the tree): 256
-// where the limits allow (more loads in flight per output on a GPU; softmax rows of up to
-// 4096 elements then stay in registers).
-uint32_t group_size(Context& ctx) { return std::min<uint32_t>(256, ctx.caps().workgroup_1d()); }
+// Workgroup sizes (powers of two for the tree). Softmax: up to 256 where the limits allow,
+// so that rows of up to 4096 elements stay in registers. Reductions: 256 on GPUs (more loads
+// in flight per output), 64 on software adapters (fewer barrier levels; measured faster).
+uint32_t softmax_group_cap(Context& ctx) { return std::min<uint32_t>(256, ctx.caps().workgroup_1d()); }
+uint32_t reduce_group(Context& ctx) {
+  return std::min<uint32_t>(software_adapter(ctx) ? 64 : 256, ctx.caps().workgroup_1d());
+}
 
 // Accumulates elements j = first, first + stride, ... < end into `st` with four independent
 // states (merged at the end), so that four loads are in flight instead of one.
@@ -327,7 +331,7 @@ void reduce_piece(Context& ctx, const ReduceSpec& requested, const ReduceShape& 
                 static_cast<uint32_t>(chunks)};
   l.grid = groups ? Grid::Groups : Grid::Invocations;
   l.count = outputs;
-  const uint32_t wg = group_size(ctx);
+  const uint32_t wg = reduce_group(ctx);
   l.workgroup = groups ? wg : ctx.caps().workgroup_1d();
   l.key = std::string("reduce") + std::to_string(l.workgroup) + ":" + kind_name(spec.kind) + ":" + dtype_name(spec.in) + ">" +
           dtype_name(spec.out) + "," + dtype_name(spec.out2) + ":" + compute_name(spec.acc) +
@@ -406,7 +410,7 @@ void softmax_piece(Context& ctx, const SoftmaxSpec& spec, const ReduceShape& sha
   const bool groups = shape.reduce >= 128;
   // The smallest group that holds the row in registers (16 elements per invocation).
   uint32_t wg = groups ? 64 : ctx.caps().workgroup_1d();
-  while (groups && wg < group_size(ctx) && shape.reduce > uint64_t(wg) * 16) wg *= 2;
+  while (groups && wg < softmax_group_cap(ctx) && shape.reduce > uint64_t(wg) * 16) wg *= 2;
 
   const uint64_t elems = rows * shape.reduce;
   KernelLaunch l;
