@@ -15,6 +15,7 @@ Not yet here: HF generate tokens/s (scripts/e2e_models.py has it) and peak memor
 """
 import argparse
 import json
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -46,6 +47,12 @@ def rate(case, ms):
     if case.unit == "TFLOP/s":
         return case.amount / (ms * 1e-3) / 1e12
     return ms * 1e3 / case.amount  # us per op
+
+
+def software(caps):
+    """llvmpipe, lavapipe, SwiftShader: some kernels take their CPU-friendly variant there."""
+    return caps.adapter_type == "CPU" or any(
+        n in caps.name for n in ("llvmpipe", "lavapipe", "SwiftShader", "swiftshader"))
 
 
 def fp32_elems(mb):
@@ -80,7 +87,8 @@ def bandwidth(sizes, caps):
 
 
 def reductions(sizes, caps):
-    tree = "" if caps.subgroups else "no subgroups: workgroup tree"
+    # No subgroup path yet: every adapter reduces across a workgroup in shared memory.
+    tree = "workgroup tree" + ("" if caps.subgroups else " (adapter: no subgroups)")
     out = []
     for mb in sizes:
         n = fp32_elems(mb)
@@ -196,6 +204,8 @@ def gemv(quick, caps):
                 return lambda: F.linear(x, w)
             size = 2 if dt != torch.float32 else 4
             limit = "" if dt == torch.float32 or caps.shader_f16 else "no shader-f16: f32 math"
+            if software(caps) and os.environ.get("TORCH_WEBGPU_GEMM_VARIANT") != "gemv":
+                limit = ("software adapter: GEMV off (older matmul variants); " + limit).rstrip("; ")
             out.append(Case("gemv", f"linear {name}", f"1x{k} @ {k}x{n}{' (LM head)' if n == 151936 else ''}",
                             setup, size * (k * n + k + n), "GB/s", limit))
     return out
@@ -210,7 +220,8 @@ def gemm(quick, caps):
             a, b = torch.randn(m, k, device=d), torch.randn(k, n, device=d)
             return lambda: a @ b
         out.append(Case("gemm", "mm fp32", f"{m}x{k} @ {k}x{n}", setup, 2 * m * k * n, "TFLOP/s",
-                        "CUDA: TF32 off; ours: no tensor cores"))
+                        "CUDA: TF32 off; ours: no tensor cores" +
+                        ("; software adapter: register blocks" if software(caps) else "")))
     b, m, k, n = 32, 256, 64, 256
 
     def bmm(d):

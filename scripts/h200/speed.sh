@@ -32,8 +32,8 @@ run_tests() {  # name, env..., -- files...
 
 T=tests/python
 run_tests gemv -- $T/test_gemv.py
-run_tests kernels -- $T/test_matmul.py $T/test_reduce.py $T/test_norm.py
-run_tests limits_default TORCH_WEBGPU_LIMITS=default -- $T/test_gemv.py $T/test_reduce.py $T/test_norm.py
+run_tests kernels -- $T/test_matmul.py $T/test_reduce.py $T/test_reduce_paths.py $T/test_norm.py $T/test_amp.py
+run_tests limits_default TORCH_WEBGPU_LIMITS=default -- $T/test_gemv.py $T/test_reduce.py $T/test_reduce_paths.py $T/test_norm.py
 # The default GPU path of linear at decode (no variant forced) against the CPU, with figures.
 python3 - <<'EOF' || status=1
 import time
