@@ -97,3 +97,16 @@ def test_gradients():
     F.linear(xd, wd).sum().backward()
     assert_same(xd.grad, x.grad, **TOL[torch.float32])
     assert_same(wd.grad, w.grad, **TOL[torch.float32])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_batched_and_broadcast(dtype):
+    """bmm/matmul with one row per matrix: batch strides, a broadcast (stride 0) weight."""
+    a = make((3, 1, 130), dtype, seed=15, low=-1, high=1)
+    w = make((3, 24, 130), dtype, seed=16, low=-1, high=1)
+    got = torch.bmm(dev(a), dev(w).transpose(1, 2))
+    assert_same(got, torch.bmm(a.float(), w.float().transpose(1, 2)).to(dtype), **TOL[dtype])
+    w1 = make((24, 130), dtype, seed=17, low=-1, high=1)
+    got = torch.matmul(dev(a).unsqueeze(0).expand(2, 3, 1, 130), dev(w1).t())
+    want = torch.matmul(a.float().unsqueeze(0).expand(2, 3, 1, 130), w1.float().t()).to(dtype)
+    assert_same(got, want, **TOL[dtype])
