@@ -7,7 +7,7 @@ fallback path our adapter took). Units: GB/s (bytes an ideal kernel must move: i
 once, outputs written once), TFLOP/s, or us per op.
 
     python3 benchmarks/run.py [--cuda] [--quick] [--only reductions,gemv] [--match softmax,sum]
-                              [--json FILE]
+                              [--cpu-clock] [--json FILE]
 
 --quick uses small sizes that a software adapter (llvmpipe, ~5 GB/s) runs in minutes.
 Sections: bandwidth, reductions, movement, gemv, gemm, conv, attention, pool, sort, host.
@@ -373,12 +373,15 @@ def all_cases(quick, caps):
     }
 
 
+CLOCK = time.perf_counter
+
+
 def measure(case, device, quick):
     fn = case.setup(device)
     reps, inner = (3, 3) if quick else (5, 10)
     if case.unit == "us":
         reps, inner = 3, 1
-    ms = best_ms(fn, device, reps=reps, inner=inner, warmup_s=0.05 if quick else 0.2)
+    ms = best_ms(fn, device, reps=reps, inner=inner, warmup_s=0.05 if quick else 0.2, clock=CLOCK)
     del fn
     sync(device)
     return rate(case, ms)
@@ -390,6 +393,8 @@ def main():
     parser.add_argument("--quick", action="store_true", help="small sizes (software adapters)")
     parser.add_argument("--only", default="", help="comma-separated sections: " + ",".join(SECTIONS))
     parser.add_argument("--match", default="", help="comma-separated substrings: only ops containing one")
+    parser.add_argument("--cpu-clock", action="store_true",
+                        help="time by this process's CPU seconds (software adapters on a busy machine)")
     parser.add_argument("--json", default="", help="write the rows to this file")
     args = parser.parse_args()
     selected = [s for s in args.only.split(",") if s] or SECTIONS
@@ -399,6 +404,9 @@ def main():
     use_cuda = args.cuda and torch.cuda.is_available()
     if args.cuda and not use_cuda:
         print("--cuda: no CUDA device here, ratios left out", file=sys.stderr)
+    if args.cpu_clock:
+        global CLOCK
+        CLOCK = time.process_time
     torch.backends.cuda.matmul.allow_tf32 = False
     caps = torch.webgpu.get_device_properties()
     print(f"webgpu: {caps.name} ({caps.backend}; subgroups {caps.subgroups}, shader-f16 "
