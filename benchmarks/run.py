@@ -286,7 +286,8 @@ def attention(quick, caps):
         if q_len == 1:  # decode reads the cache: bandwidth
             amount, unit = 4 * (2 * kvh * kv_len * hd + 2 * heads * hd), "GB/s"
         else:
-            amount, unit = 4 * heads * q_len * kv_len * hd / 2 * 2, "TFLOP/s"  # causal half, 2 products
+            # two products of 2 * q * kv * d flops per head, halved by the causal mask
+            amount, unit = 2 * heads * q_len * kv_len * hd, "TFLOP/s"
         out.append(Case("attention", f"sdpa {name}", f"h{heads} q{q_len} kv{kv_len} d{hd}", setup,
                         amount, unit))
     return out
