@@ -1,9 +1,14 @@
-// Native layer, group and batch normalization, forward and backward. Statistics are
+// Native layer, RMS, group and batch normalization, forward and backward. Statistics are
 // computed in f32 by the kernels of nn_norm; outputs take the dtypes the CPU gives
 // (statistics in the input dtype, or float32 when half inputs come with float32
 // parameters). Other dtype mixes and float64 go to the CPU fallback, which also raises
 // the CPU's errors for them.
 #include <ATen/native/layer_norm.h>
+#include <ATen/ops/_fused_rms_norm_ops.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/sub.h>
+#include <ATen/ops/sum.h>
+#include <ATen/ops/zeros.h>
 #include <ATen/ops/_batch_norm_with_update_ops.h>
 #include <ATen/ops/_native_batch_norm_legit_ops.h>
 #include <ATen/ops/batch_norm_backward_ops.h>
@@ -72,17 +77,76 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm(const Tensor& input, at::IntArrayR
             at::empty(stat_shape, x.options().dtype(*sdt))};
   Tensor w = weight.defined() ? weight.contiguous() : weight;
   Tensor b = bias.defined() ? bias.contiguous() : bias;
-  Tensor mean = f32_empty(x, M), rstd = f32_empty(x, M), m2 = f32_empty(x, M);
+  Tensor mean = f32_empty(x, M), rstd = f32_empty(x, M);
   TWGPU_TRY
   RuntimeLock lock;
-  nn::RowLayout L{static_cast<uint64_t>(M), u32(N), u32(N), 0, u32(N)};
-  nn::norm_moments(lock.ctx(), operand(x), L, static_cast<float>(eps), operand(mean),
-                   operand(rstd), operand(m2));
-  nn::ElementMap em{u32(N), u32(M), 1, u32(N)};
-  nn::norm_apply(lock.ctx(), operand(x), operand(mean), operand(rstd), operand(w), operand(b),
-                 operand(y), static_cast<uint64_t>(M * N), em, true);
+  nn::layer_norm_rows(lock.ctx(), operand(x), operand(w), operand(b), operand(y), operand(mean),
+                      operand(rstd), static_cast<uint64_t>(M), u32(N), static_cast<float>(eps));
   TWGPU_CATCH
   return {y, mean.to(*sdt).view(stat_shape), rstd.to(*sdt).view(stat_shape)};
+}
+
+// ---- RMS norm ---------------------------------------------------------------------------
+// torch's rms_norm calls _fused_rms_norm on every device; its autograd formula calls
+// _fused_rms_norm_backward. Results as torch's decomposition: computed in float32, y in the
+// input's dtype, rstd float32 shaped [outer dims, 1...].
+
+std::tuple<Tensor, Tensor> fused_rms_norm(const Tensor& input, at::IntArrayRef shape,
+                                          const OptT& weight_opt, std::optional<double> eps) {
+  Tensor weight = opt(weight_opt);
+  at::native::_check_rms_norm_inputs_symint(input, c10::fromIntArrayRefSlow(shape), weight);
+  const int64_t axis = input.dim() - static_cast<int64_t>(shape.size());
+  const int64_t M = c10::multiply_integers(input.sizes().begin(), input.sizes().begin() + axis);
+  const int64_t N = c10::multiply_integers(shape);
+  const bool weight_ok = !weight.defined() || (nn_float(weight) && weight.device() == input.device());
+  if (!nn_float(input) || !weight_ok || (N == 0 && M > 0))
+    return call_cpu_fallback<at::_ops::_fused_rms_norm>(input, shape, weight_opt, eps);
+  std::vector<int64_t> stat_shape(input.sizes().begin(), input.sizes().begin() + axis);
+  stat_shape.resize(input.dim(), 1);
+  Tensor x = input.contiguous();
+  Tensor y = at::empty(input.sizes(), x.options());
+  Tensor rstd = at::empty(stat_shape, x.options().dtype(at::kFloat));
+  if (M == 0) return {y, rstd};
+  Tensor w = weight.defined() ? weight.contiguous() : weight;
+  const float eps_value = eps ? static_cast<float>(*eps) : std::numeric_limits<float>::epsilon();
+  TWGPU_TRY
+  RuntimeLock lock;
+  nn::rms_norm_rows(lock.ctx(), operand(x), operand(w), operand(y), operand(rstd),
+                    static_cast<uint64_t>(M), u32(N), eps_value);
+  TWGPU_CATCH
+  return {y, rstd};
+}
+
+// With g = grad * w and x_hat = x * rstd: dx = (g - x_hat / N * sum(x_hat * g)) * rstd over
+// each row, dw = sum over rows of grad * x_hat (native ops, in float32).
+std::tuple<Tensor, Tensor> fused_rms_norm_backward(const Tensor& grad_out, const Tensor& input,
+                                                   at::IntArrayRef shape, const Tensor& rstd,
+                                                   const OptT& weight_opt,
+                                                   std::array<bool, 2> mask) {
+  Tensor weight = opt(weight_opt);
+  const int64_t axis = input.dim() - static_cast<int64_t>(shape.size());
+  const int64_t N = c10::multiply_integers(shape);
+  std::vector<int64_t> inner, outer;
+  for (int64_t d = 0; d < input.dim(); ++d) (d >= axis ? inner : outer).push_back(d);
+  if (input.numel() == 0)
+    return {mask[0] ? at::zeros(input.sizes(), input.options()) : Tensor(),
+            mask[1] ? at::zeros(input.sizes().slice(axis), input.options()) : Tensor()};
+  Tensor g32 = grad_out.to(at::kFloat).contiguous(), x32 = input.to(at::kFloat).contiguous();
+  Tensor w32 = weight.defined() ? weight.to(at::kFloat) : Tensor();
+  Tensor r = rstd.to(at::kFloat);
+  Tensor x_hat = at::mul(x32, r);
+  Tensor dx, dw;
+  if (mask[0]) {
+    Tensor g = w32.defined() ? at::mul(g32, w32) : g32;
+    Tensor dot = at::sum(at::mul(x_hat, g), inner, /*keepdim=*/true);
+    Tensor along = at::mul(x_hat, at::mul(dot, 1.0 / static_cast<double>(N)));
+    dx = at::mul(at::sub(g, along), r).to(input.scalar_type());
+  }
+  if (mask[1] && weight.defined()) {
+    Tensor full = at::mul(g32, x_hat);
+    dw = (outer.empty() ? full : at::sum(full, outer)).to(weight.scalar_type());
+  }
+  return {dx, dw};
 }
 
 std::tuple<Tensor, Tensor, Tensor> layer_norm_backward(const Tensor& grad_out, const Tensor& input,
@@ -450,6 +514,8 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_layer_norm", TORCH_FN(layer_norm));
   m.impl("native_layer_norm_backward", TORCH_FN(layer_norm_backward));
+  m.impl("_fused_rms_norm", TORCH_FN(fused_rms_norm));
+  m.impl("_fused_rms_norm_backward", TORCH_FN(fused_rms_norm_backward));
   m.impl("native_group_norm", TORCH_FN(group_norm));
   m.impl("native_group_norm_backward", TORCH_FN(group_norm_backward));
   m.impl("native_batch_norm", TORCH_FN(native_batch_norm));

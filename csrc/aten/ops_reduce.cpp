@@ -308,14 +308,25 @@ void run_reduce(ReduceSpec spec, const Tensor& self, const DimMask& mask, Tensor
   const ReduceShape& shape = plan.shape;
   TORCH_INTERNAL_ASSERT(shape.outer * shape.inner == static_cast<uint64_t>(out.numel()),
                         "webgpu reduction: output shape does not match the reduced dims");
-  constexpr uint64_t kChunk = 4096;
+  // Two stages when one stage would leave a GPU mostly idle: few long rows (one workgroup
+  // each) are split into chunks of at least kChunk elements, aiming at ~4096 workgroups;
+  // few long columns (one invocation each, inner > 1) into chunks of at least 64 rows,
+  // aiming at kColumnGrid invocations. The second stage reduces the small partials.
+  constexpr uint64_t kChunk = 4096, kColumnGrid = 1 << 18;
+  const uint64_t outputs = shape.outer * shape.inner;
+  uint64_t split = 1;
+  if (shape.reduce >= 4 * kChunk && outputs <= 64)
+    split = std::min<uint64_t>(1024, shape.reduce / kChunk);
+  else if (shape.inner == 1 && shape.reduce >= 4 * kChunk && outputs < 1024)
+    split = std::min<uint64_t>({1024, shape.reduce / kChunk, (4096 + outputs - 1) / outputs});
+  else if (shape.inner > 1 && shape.reduce >= 1024 && outputs < kColumnGrid &&
+           outputs * shape.reduce >= (1u << 20))
+    split = std::min<uint64_t>({1024, shape.reduce / 64, (kColumnGrid + outputs - 1) / outputs});
   // A reduced run larger than one storage binding also goes in two stages, in chunks that
   // each fit one (kernels/binding_window.h).
   const uint64_t binding_chunks = chunks_per_binding(input, shape);
-  const bool long_run =
-      (shape.reduce >= 4 * kChunk && shape.outer * shape.inner <= 64) || binding_chunks > 1;
-  const uint64_t chunks =
-      std::max(binding_chunks, std::min<uint64_t>(1024, shape.reduce / kChunk));
+  const bool long_run = split > 1 || binding_chunks > 1;
+  const uint64_t chunks = std::max(binding_chunks, split);
   std::optional<Stages> stages;
   if (long_run && !out2) stages = two_stages(spec, self);
   if (long_run && spec.kind == ReduceKind::MinMax) {

@@ -29,7 +29,7 @@
 #include "kernels/elementwise_ops.h"
 #include "kernels/kernel_program.h"
 #include "kernels/wgsl_dtype.h"
-#include "kernels/wgsl_special.h"
+#include "kernels/wgsl_library.h"
 #include "runtime/device_checks.h"
 
 namespace py = pybind11;

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/adapter_kind.h"
 #include "kernels/binding_window.h"
 #include "kernels/kernel_program.h"
 #include "kernels/wgsl_dtype.h"
@@ -52,7 +53,7 @@ void push_operand(std::vector<uint32_t>& u, uint32_t base, const MatOperand& o) 
   u[base + 4] = u32_or_fail(o.cols, "stride");
 }
 
-enum class Variant { Tiled, Block, PerOutput, Reduce };
+enum class Variant { Tiled, Block, PerOutput, Reduce, Gemv };
 
 // Shared WGSL: typed loads converted to the compute type, the batch base of an operand,
 // and the epilogue that applies alpha/beta and stores one output element.
@@ -250,14 +251,67 @@ std::string reduce_body(const Arith& ar) {
   return s;
 }
 
-// Software adapters (llvmpipe, lavapipe, SwiftShader) run workgroups on CPU cores: shared
-// memory buys nothing there and barriers cost, so large products use register blocks.
-bool cpu_adapter(Context& ctx) {
-  const AdapterDescription& a = ctx.adapter();
-  if (a.adapter_type == "CPU") return true;
-  for (const char* soft : {"llvmpipe", "lavapipe", "SwiftShader", "swiftshader"})
-    if (a.name.find(soft) != std::string::npos) return true;
-  return false;
+// Matrix-vector products whose weight has K contiguous (F.linear's [n, k] weight with one
+// or a few rows of A: LLM decode). A workgroup owns threads / 32 output columns of one row;
+// the 32 lanes of a column read neighbouring elements of its weight row (coalesced), each
+// keeping 4 independent partial sums so that several loads are in flight, and a 32-wide
+// tree adds the lanes. `pairs`: a half-type weight read a u32 word (two elements) at a time
+// and unpacked in registers (rows start on even elements and K is even).
+constexpr uint32_t kGemvLanes = 32;
+
+std::string gemv_body(uint32_t threads, bool pairs, DType b_dtype) {
+  auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
+  const std::string cols = n(threads / kGemvLanes);
+  std::string s = "var<workgroup> part: array<f32, " + std::to_string(threads) + ">;\n";
+  if (pairs)
+    s += b_dtype == DType::Float16
+             ? "fn weight_pair(w: u32) -> vec2<f32> { return unpack2x16float(buf1[w]); }\n"
+             : "fn weight_pair(w: u32) -> vec2<f32> { let v = buf1[w]; "
+               "return vec2<f32>(bitcast<f32>(v << 16u), bitcast<f32>(v & 0xffff0000u)); }\n";
+  s += kernel_main(Grid::Groups, threads);
+  s += "  let valid = group < uw(0u);\n"
+       "  let g = select(0u, group, valid);\n"
+       "  let M = uw(4u);\n  let N = uw(5u);\n  let K = uw(6u);\n"
+       "  let cg = g % uw(8u);\n  let rest = g / uw(8u);\n  let r = rest % M;\n  let b = rest / M;\n"
+       "  let bo = b / uw(7u);\n  let bi = b % uw(7u);\n"
+       "  let lane = lid % " + n(kGemvLanes) + ";\n"
+       "  let c = cg * " + cols + " + lid / " + n(kGemvLanes) + ";\n"
+       "  let live = valid && c < N;\n"
+       "  let ai = batch_base(16u, bo, bi) + r * uw(19u);\n"
+       "  let ak = uw(20u);\n"
+       "  let bj = batch_base(21u, bo, bi) + min(c, N - 1u) * uw(25u);\n"
+       "  var s0 = 0.0;\n  var s1 = 0.0;\n  var s2 = 0.0;\n  var s3 = 0.0;\n"
+       "  if (live) {\n";
+  if (pairs) {
+    // Pair p holds elements 2p (low half) and 2p + 1.
+    auto term = [](const std::string& p) {
+      return "dot(weight_pair(wb + " + p + "), vec2<f32>(load_a(ai + 2u * (" + p + ") * ak), load_a(ai + (2u * (" + p +
+             ") + 1u) * ak)))";
+    };
+    s += "    let wb = bj / 2u;\n    let P = K / 2u;\n    var p = lane;\n"
+         "    for (; p + 96u < P; p = p + 128u) {\n"
+         "      s0 = s0 + " + term("p") + ";\n      s1 = s1 + " + term("p + 32u") + ";\n"
+         "      s2 = s2 + " + term("p + 64u") + ";\n      s3 = s3 + " + term("p + 96u") + ";\n    }\n"
+         "    for (; p < P; p = p + 32u) { s0 = s0 + " + term("p") + "; }\n";
+  } else {
+    auto term = [](const std::string& k) {
+      return "load_a(ai + (" + k + ") * ak) * load_b(bj + " + k + ")";
+    };
+    s += "    var k = lane;\n"
+         "    for (; k + 96u < K; k = k + 128u) {\n"
+         "      s0 = s0 + " + term("k") + ";\n      s1 = s1 + " + term("k + 32u") + ";\n"
+         "      s2 = s2 + " + term("k + 64u") + ";\n      s3 = s3 + " + term("k + 96u") + ";\n    }\n"
+         "    for (; k < K; k = k + 32u) { s0 = s0 + " + term("k") + "; }\n";
+  }
+  s += "  }\n"
+       "  part[lid] = (s0 + s1) + (s2 + s3);\n"
+       "  workgroupBarrier();\n"
+       "  for (var w = " + n(kGemvLanes / 2) + "; w > 0u; w = w >> 1u) {\n"
+       "    if (lane < w) { part[lid] = part[lid] + part[lid + w]; }\n"
+       "    workgroupBarrier();\n"
+       "  }\n"
+       "  if (live && lane == 0u) { finish(bo, bi, r, c, part[lid]); }\n}\n";
+  return s;
 }
 
 }  // namespace
@@ -283,8 +337,15 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   std::string force;
   if (const char* f = std::getenv("TORCH_WEBGPU_GEMM_VARIANT")) force = f;
   Variant v;
-  if (d.m >= 16 && d.n >= 16)
-    v = force == "block" || (force.empty() && cpu_adapter(ctx)) ? Variant::Block : Variant::Tiled;
+  // TORCH_WEBGPU_GEMM_VARIANT=gemv takes the GEMV kernel for any eligible product (tests),
+  // no_gemv never. Software adapters skip it by default: barriers cost more there than
+  // uncoalesced reads (which CPU caches absorb).
+  const bool gemv_fits = d.compute == Compute::F32 && d.b.rows == 1 && d.b.cols != 1 && d.k >= 2;
+  if (gemv_fits && (force == "gemv" || (force.empty() && !software_adapter(ctx) && d.m <= 4 && d.k >= 64)))
+    v = Variant::Gemv;
+  // Large products: shared-memory tiles, register blocks on software adapters.
+  else if (d.m >= 16 && d.n >= 16)
+    v = force == "block" || (force.empty() && software_adapter(ctx)) ? Variant::Block : Variant::Tiled;
   else if (d.k >= 256 && outputs <= 4096)
     v = Variant::Reduce;
   else
@@ -308,7 +369,13 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   shape.a_k_fast = d.a.cols == 1 && d.a.rows != 1;
   shape.b_k_fast = d.b.rows == 1 && d.b.cols != 1;
 
-  const uint64_t tile_m = v == Variant::Block ? 4 : shape.tm, tile_n = v == Variant::Block ? 4 : shape.tn;
+  const uint32_t gemv_threads = std::min<uint32_t>(256, ctx.caps().workgroup_1d());
+  const bool gemv_pairs = v == Variant::Gemv &&
+                          (d.b.dtype == DType::Float16 || d.b.dtype == DType::BFloat16) &&
+                          d.k % 2 == 0 && d.b.offset % 2 == 0 && d.b.cols % 2 == 0 &&
+                          d.b.batch_outer % 2 == 0 && d.b.batch_inner % 2 == 0;
+  uint64_t tile_m = v == Variant::Block ? 4 : shape.tm, tile_n = v == Variant::Block ? 4 : shape.tn;
+  if (v == Variant::Gemv) tile_m = 1, tile_n = gemv_threads / kGemvLanes;
   const uint64_t tiles_m = (d.m + tile_m - 1) / tile_m, tiles_n = (d.n + tile_n - 1) / tile_n;
   std::vector<uint32_t> u(kOperands + 20, 0);
   u[kM] = u32_or_fail(d.m, "size");
@@ -343,6 +410,8 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   const std::string vname = v == Variant::Tiled    ? "tiled" + shape.key()
                             : v == Variant::Block  ? "block"
                             : v == Variant::Reduce ? "reduce"
+                            : v == Variant::Gemv   ? "gemv" + std::to_string(gemv_threads) +
+                                                         (gemv_pairs ? "p" : "")
                                                    : "per_out";
   l.key = std::string("gemm:") + vname + ":" + dtype_name(d.a.dtype) + "," +
           dtype_name(d.b.dtype) + "," + (has_c ? dtype_name(d.c.dtype) : "-") + "," +
@@ -353,14 +422,15 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
     l.workgroup = 64;
   } else {
     l.grid = Grid::Groups;
-    l.count = v == Variant::Tiled ? batch * tiles_m * tiles_n : outputs;
-    l.workgroup = v == Variant::Tiled ? shape.threads() : 64;
+    l.count = v == Variant::Tiled || v == Variant::Gemv ? batch * tiles_m * tiles_n : outputs;
+    l.workgroup = v == Variant::Tiled ? shape.threads() : v == Variant::Gemv ? gemv_threads : 64;
   }
   Arith ar{d.compute};
   const GemmDesc desc = d;
-  l.body = [&, desc, has_c, v, ar, shape] {
+  l.body = [&, desc, has_c, v, ar, shape, gemv_threads, gemv_pairs] {
     std::string s = gemm_common(desc, l.buffers, has_c);
     if (v == Variant::Tiled) s += tiled_body(ar, shape);
+    else if (v == Variant::Gemv) s += gemv_body(gemv_threads, gemv_pairs, desc.b.dtype);
     else if (v == Variant::Block) s += block_body(ar);
     else if (v == Variant::Reduce) s += reduce_body(ar);
     else s += per_output_body(ar);

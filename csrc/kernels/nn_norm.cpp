@@ -1,5 +1,7 @@
 #include "kernels/nn_norm.h"
 
+#include <functional>
+
 namespace twgpu::nn {
 
 namespace {
@@ -22,6 +24,17 @@ std::string element_map_fn(int base) {
 
 Operand or_dummy(const Operand& op, const Operand& dummy) {
   return op.buffer ? op : Operand{dummy.buffer, 0, dummy.dtype};
+}
+
+// WGSL statement `let y = ...;` normalizing x with mean mu, rstd rs and affine parameters
+// wv, bv (WGSL expressions) as the CPU does: the layer norm form with both parameters
+// (x * rstd + (-rstd * mean)) * w + b, (x - mean) * rstd * w + b without, and the
+// group/batch norm form x * s + (b - mean * s) with s = rstd * w.
+std::string normalized(bool layer_norm_form, bool both, const std::string& wv,
+                       const std::string& bv) {
+  if (layer_norm_form && both) return "  let y = (x * rs + (-rs * mu)) * " + wv + " + " + bv + ";\n";
+  if (layer_norm_form) return "  let y = (x - mu) * rs * " + wv + " + " + bv + ";\n";
+  return "  let s = rs * " + wv + ";\n  let y = x * s + (" + bv + " - mu * s);\n";
 }
 
 }  // namespace
@@ -62,17 +75,89 @@ void norm_apply(Context& ctx, const Operand& x, const Operand& mean, const Opera
   std::string body = element_map_fn(0) +
                      "fn run(i: u32) {\n  let r = stat_row(i);\n  let c = chan(i);\n"
                      "  let x = in0(i);\n  let mu = in1(r);\n  let rs = in2(r);\n";
-  if (layer_norm_form && w.buffer && b.buffer) {
-    body += "  let y = (x * rs + (-rs * mu)) * " + wv + " + " + bv + ";\n";
-  } else if (layer_norm_form) {
-    // The CPU's layer norm without both affine parameters: (x - mean) * rstd * w + b.
-    body += "  let y = (x - mu) * rs * " + wv + " + " + bv + ";\n";
-  } else {
-    body += "  let s = rs * " + wv + ";\n  let y = x * s + (" + bv + " - mu * s);\n";
-  }
-  body += "  out0(i, y);\n}\n";
+  body += normalized(layer_norm_form, w.buffer && b.buffer, wv, bv) + "  out0(i, y);\n}\n";
   k.body = body;
   launch_map(ctx, k, count);
+}
+
+// `row_sum(v, lid)`: the sum of v over the kRowWorkgroup invocations of a row (called by
+// all of them: uniform control flow).
+std::string row_sum_fn() {
+  return "var<workgroup> red: array<f32, " + std::to_string(kRowWorkgroup) + ">;\n"
+         "fn row_sum(v: f32, lid: u32) -> f32 {\n  workgroupBarrier();\n  red[lid] = v;\n  workgroupBarrier();\n"
+         "  for (var h = " + std::to_string(kRowWorkgroup / 2) + "u; h > 0u; h = h >> 1u) {\n"
+         "    if (lid < h) { red[lid] = red[lid] + red[lid + h]; }\n    workgroupBarrier();\n  }\n"
+         "  return red[0];\n}\n";
+}
+
+namespace {
+
+// One workgroup per contiguous row of `len` elements: `row_body` is the inside of
+// run_group(r, lid) with `n` (the length), `base` (the row's first element), `row_sum` and
+// the parameter pf(1u) = eps at hand. Its sweeps over the row re-read it from the cache, not
+// from memory: one kernel reads x once from memory and writes y once.
+void launch_norm_rows(Context& ctx, const std::string& key, std::vector<Operand> inputs,
+                      std::vector<Operand> outputs, uint64_t rows, uint32_t len, float eps,
+                      const std::string& row_body) {
+  NnKernel k;
+  k.key = key;
+  k.inputs = std::move(inputs);
+  k.outputs = std::move(outputs);
+  k.params = {len, f32_bits(eps)};
+  k.body = row_sum_fn() + "fn run_group(r: u32, lid: u32) {\n  let n = pu(0u);\n  let base = r * n;\n" +
+           row_body + "}\n";
+  launch_groups(ctx, k, rows);
+}
+
+// A sweep over this invocation's elements of the row, four at a time so that four loads are
+// in flight: x<i> is element k<i> (loaded clamped into the row), `each(i)` the statement for
+// element i, run when k<i> < n.
+std::string row_sweep(const std::function<std::string(const std::string&)>& each) {
+  const uint32_t g = kRowWorkgroup;
+  std::string s = "  for (var k0 = lid; k0 < n; k0 = k0 + " + std::to_string(4 * g) + "u) {\n";
+  for (uint32_t i = 1; i < 4; ++i)
+    s += "    let k" + std::to_string(i) + " = k0 + " + std::to_string(i * g) + "u;\n";
+  for (uint32_t i = 0; i < 4; ++i)
+    s += "    let x" + std::to_string(i) + " = in0(base + min(k" + std::to_string(i) + ", n - 1u));\n";
+  for (uint32_t i = 0; i < 4; ++i)
+    s += "    if (k" + std::to_string(i) + " < n) { " + each(std::to_string(i)) + " }\n";
+  return s + "  }\n";
+}
+
+}  // namespace
+
+void layer_norm_rows(Context& ctx, const Operand& x, const Operand& w, const Operand& b,
+                     const Operand& y, const Operand& mean, const Operand& rstd, uint64_t rows,
+                     uint32_t len, float eps) {
+  const bool both = w.buffer && b.buffer;
+  const std::string body =
+      "  var t = 0.0;\n" + row_sweep([](const std::string& i) { return "t = t + x" + i + ";"; }) +
+      "  let mu = div_f32(row_sum(t, lid), f32(n));\n"
+      "  var q = 0.0;\n" +
+      row_sweep([](const std::string& i) { return "let d = x" + i + " - mu; q = q + d * d;"; }) +
+      "  let rs = div_f32(1.0, sqrt(max(div_f32(row_sum(q, lid), f32(n)), 0.0) + pf(1u)));\n" +
+      row_sweep([&](const std::string& i) {
+        return "let x = x" + i + ";\n" +
+               normalized(true, both, w.buffer ? "in1(k" + i + ")" : "1.0",
+                          b.buffer ? "in2(k" + i + ")" : "0.0") +
+               "    out0(base + k" + i + ", y);";
+      }) +
+      "  if (lid == 0u) { out1(r, mu); out2(r, rs); }\n";
+  launch_norm_rows(ctx, std::string("layer_norm_rows") + (w.buffer ? "_w" : "") + (b.buffer ? "_b" : ""),
+                   {x, or_dummy(w, x), or_dummy(b, x)}, {y, mean, rstd}, rows, len, eps, body);
+}
+
+void rms_norm_rows(Context& ctx, const Operand& x, const Operand& w, const Operand& y,
+                   const Operand& rstd, uint64_t rows, uint32_t len, float eps) {
+  const std::string body =
+      "  var q = 0.0;\n" + row_sweep([](const std::string& i) { return "q = q + x" + i + " * x" + i + ";"; }) +
+      "  let rs = div_f32(1.0, sqrt(div_f32(row_sum(q, lid), f32(n)) + pf(1u)));\n" +
+      row_sweep([&](const std::string& i) {
+        return "out0(base + k" + i + ", (x" + i + " * rs)" + (w.buffer ? " * in1(k" + i + ")" : "") + ");";
+      }) +
+      "  if (lid == 0u) { out1(r, rs); }\n";
+  launch_norm_rows(ctx, std::string("rms_norm_rows") + (w.buffer ? "_w" : ""), {x, or_dummy(w, x)},
+                   {y, rstd}, rows, len, eps, body);
 }
 
 void norm_invstd(Context& ctx, const Operand& var, float eps, const Operand& out, uint64_t n) {

@@ -32,6 +32,17 @@ void norm_apply(Context& ctx, const Operand& x, const Operand& mean, const Opera
                 const Operand& w, const Operand& b, const Operand& y, uint64_t count,
                 const ElementMap& map, bool layer_norm_form);
 
+// Layer norm forward of `rows` contiguous rows of `len` elements in one kernel (one
+// workgroup per row): y as norm_apply's layer norm form, mean and rstd (f32) per row.
+void layer_norm_rows(Context& ctx, const Operand& x, const Operand& w, const Operand& b,
+                     const Operand& y, const Operand& mean, const Operand& rstd, uint64_t rows,
+                     uint32_t len, float eps);
+
+// RMS norm forward of `rows` contiguous rows of `len` elements in one kernel:
+// rstd = 1 / sqrt(mean(x^2) + eps) (f32) per row, y = (x * rstd) * w (w absent: 1).
+void rms_norm_rows(Context& ctx, const Operand& x, const Operand& w, const Operand& y,
+                   const Operand& rstd, uint64_t rows, uint32_t len, float eps);
+
 // 1 / sqrt(var + eps) for n values (batch norm in evaluation).
 void norm_invstd(Context& ctx, const Operand& var, float eps, const Operand& out, uint64_t n);
 

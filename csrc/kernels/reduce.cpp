@@ -5,6 +5,7 @@
 #include <functional>
 #include <string>
 
+#include "kernels/adapter_kind.h"
 #include "kernels/kernel_program.h"
 #include "kernels/wgsl_dtype.h"
 #include "runtime/runtime.h"
@@ -12,8 +13,28 @@
 namespace twgpu {
 namespace {
 
-// Workgroup size of the one-group-per-output kernels (a power of two for the tree).
-constexpr uint32_t kGroup = 64;
+// Workgroup sizes (powers of two for the tree). Softmax: up to 256 where the limits allow,
+// so that rows of up to 4096 elements stay in registers. Reductions: 256 on GPUs (more loads
+// in flight per output), 64 on software adapters (fewer barrier levels; measured faster).
+uint32_t softmax_group_cap(Context& ctx) { return std::min<uint32_t>(256, ctx.caps().workgroup_1d()); }
+uint32_t reduce_group(Context& ctx) {
+  return std::min<uint32_t>(software_adapter(ctx) ? 64 : 256, ctx.caps().workgroup_1d());
+}
+
+// Accumulates elements j = first, first + stride, ... < end into `st` with four independent
+// states (merged at the end), so that four loads are in flight instead of one.
+std::string accumulate(const std::string& first, const std::string& end, const std::string& stride) {
+  return "    var j = " + first + ";\n"
+         "    var st1 = s_init();\n    var st2 = s_init();\n    var st3 = s_init();\n"
+         "    for (; j + 3u * " + stride + " < " + end + "; j = j + 4u * " + stride + ") {\n"
+         "      st = s_add(st, load(base + j * step), j);\n"
+         "      let j1 = j + " + stride + ";\n      st1 = s_add(st1, load(base + j1 * step), j1);\n"
+         "      let j2 = j1 + " + stride + ";\n      st2 = s_add(st2, load(base + j2 * step), j2);\n"
+         "      let j3 = j2 + " + stride + ";\n      st3 = s_add(st3, load(base + j3 * step), j3);\n"
+         "    }\n"
+         "    for (; j < " + end + "; j = j + " + stride + ") { st = s_add(st, load(base + j * step), j); }\n"
+         "    st = s_merge(s_merge(st, st1), s_merge(st2, st3));\n";
+}
 
 // Uniform words of the reduction kernels.
 // 4: input offset, 5: reduce length, 6: inner, 7: out offset, 8: out2 offset, 9: param bits,
@@ -310,8 +331,9 @@ void reduce_piece(Context& ctx, const ReduceSpec& requested, const ReduceShape& 
                 static_cast<uint32_t>(chunks)};
   l.grid = groups ? Grid::Groups : Grid::Invocations;
   l.count = outputs;
-  l.workgroup = groups ? kGroup : ctx.caps().workgroup_1d();
-  l.key = std::string("reduce:") + kind_name(spec.kind) + ":" + dtype_name(spec.in) + ">" +
+  const uint32_t wg = reduce_group(ctx);
+  l.workgroup = groups ? wg : ctx.caps().workgroup_1d();
+  l.key = std::string("reduce") + std::to_string(l.workgroup) + ":" + kind_name(spec.kind) + ":" + dtype_name(spec.in) + ">" +
           dtype_name(spec.out) + "," + dtype_name(spec.out2) + ":" + compute_name(spec.acc) +
           (spec.values ? "v" : "") + (spec.indices ? "i" : "") + (spec.take_sqrt ? "s" : "") +
           (spec.second ? "2" : "") + (spec.partial_in ? "<" : "") + "r" + dtype_name(spec.round_input) + (spec.partial_out ? ">" : "") + (two_outputs ? "T" : "") + (groups ? ":g" : ":i");
@@ -338,22 +360,21 @@ void reduce_piece(Context& ctx, const ReduceSpec& requested, const ReduceShape& 
              "  for (var j = 0u; j < uw(5u); j = j + 1u) { pm = pre_max(pm, " + fload + "); }\n"
              "  pre_value = pm;\n";
       }
-      s += "  var st = s_init();\n"
-           "  for (var j = j_begin(idx); j < j_end(idx); j = j + 1u) { st = s_add(st, load(base + j * step), j); }\n"
-           "  s_store(idx, st);\n}\n";
+      s += "  var st = s_init();\n  {\n    let end = j_end(idx);\n" +
+           accumulate("j_begin(idx)", "end", "1u") + "  }\n  s_store(idx, st);\n}\n";
       return s;
     }
-    const std::string G = std::to_string(kGroup);
+    const std::string G = std::to_string(wg);
     s += "var<workgroup> part: array<S, " + G + ">;\n";
     if (st.needs_mean || st.needs_max) s += "var<workgroup> psum: array<f32, " + G + ">;\n";
-    s += kernel_main(Grid::Groups, kGroup);
+    s += kernel_main(Grid::Groups, wg);
     s += "  let live = group < uw(0u);\n"
          "  let base = in_base(select(0u, group, live));\n  let step = uw(6u);\n";
     if (st.needs_mean) {
       s += "  var ps = 0.0;\n"
            "  if (live) { for (var j = lid; j < uw(5u); j = j + " + G + "u) { ps = ps + " + fload + "; } }\n"
            "  psum[lid] = ps;\n  workgroupBarrier();\n"
-           "  for (var w = " + std::to_string(kGroup / 2) + "u; w > 0u; w = w >> 1u) {\n"
+           "  for (var w = " + std::to_string(wg / 2) + "u; w > 0u; w = w >> 1u) {\n"
            "    if (lid < w) { psum[lid] = psum[lid] + psum[lid + w]; }\n    workgroupBarrier();\n  }\n"
            "  pre_value = div_f32(psum[0], f32(uw(5u)));\n";
     }
@@ -361,14 +382,15 @@ void reduce_piece(Context& ctx, const ReduceSpec& requested, const ReduceShape& 
       s += "  var pm = -f32_inf();\n"
            "  if (live) { for (var j = lid; j < uw(5u); j = j + " + G + "u) { pm = pre_max(pm, " + fload + "); } }\n"
            "  psum[lid] = pm;\n  workgroupBarrier();\n"
-           "  for (var w = " + std::to_string(kGroup / 2) + "u; w > 0u; w = w >> 1u) {\n"
+           "  for (var w = " + std::to_string(wg / 2) + "u; w > 0u; w = w >> 1u) {\n"
            "    if (lid < w) { psum[lid] = pre_max(psum[lid], psum[lid + w]); }\n    workgroupBarrier();\n  }\n"
            "  pre_value = psum[0];\n";
     }
     s += "  var st = s_init();\n"
-         "  if (live) { let q = group; for (var j = j_begin(q) + lid; j < j_end(q); j = j + " + G + "u) { st = s_add(st, load(base + j * step), j); } }\n"
+         "  if (live) {\n    let end = j_end(group);\n" +
+         accumulate("j_begin(group) + lid", "end", G + "u") + "  }\n"
          "  part[lid] = st;\n  workgroupBarrier();\n"
-         "  for (var w = " + std::to_string(kGroup / 2) + "u; w > 0u; w = w >> 1u) {\n"
+         "  for (var w = " + std::to_string(wg / 2) + "u; w > 0u; w = w >> 1u) {\n"
          "    if (lid < w) { part[lid] = s_merge(part[lid], part[lid + w]); }\n    workgroupBarrier();\n  }\n"
          "  if (live && lid == 0u) { s_store(group, part[0]); }\n}\n";
     return s;
@@ -386,7 +408,9 @@ void softmax_piece(Context& ctx, const SoftmaxSpec& spec, const ReduceShape& sha
   const bool backward = spec.kind == SoftmaxKind::SoftmaxBackward ||
                         spec.kind == SoftmaxKind::LogSoftmaxBackward;
   const bool groups = shape.reduce >= 128;
-  const uint32_t wg = groups ? kGroup : ctx.caps().workgroup_1d();
+  // The smallest group that holds the row in registers (16 elements per invocation).
+  uint32_t wg = groups ? 64 : ctx.caps().workgroup_1d();
+  while (groups && wg < softmax_group_cap(ctx) && shape.reduce > uint64_t(wg) * 16) wg *= 2;
 
   const uint64_t elems = rows * shape.reduce;
   KernelLaunch l;
@@ -416,7 +440,7 @@ void softmax_piece(Context& ctx, const SoftmaxSpec& spec, const ReduceShape& sha
   if (groups)
     for (uint32_t r : {2u, 4u, 8u, 16u})
       if (!cached && shape.reduce <= uint64_t(wg) * r) cached = r;
-  l.key = std::string("softmax:") + std::to_string(static_cast<int>(spec.kind)) + ":" +
+  l.key = std::string("softmax") + std::to_string(wg) + ":" + std::to_string(static_cast<int>(spec.kind)) + ":" +
           dtype_name(spec.in) + "," + dtype_name(spec.in2) + ">" + dtype_name(spec.out) +
           (groups ? ":g" : ":i") + std::to_string(cached);
   l.body = [&]() {

@@ -1,4 +1,4 @@
-"""Native layer, group and batch normalization against the CPU: outputs and statistics
+"""Native layer, RMS, group and batch normalization against the CPU: outputs and statistics
 (values and dtypes), gradients, running statistics, dtypes, non-contiguous inputs, empty
 batches and the CPU's errors. The CPU fallback is disabled: every op here runs natively."""
 import pytest
@@ -68,6 +68,51 @@ def test_layer_norm_gradients(dtype, affine):
 def test_layer_norm_non_contiguous():
     x = make((5, 4, 6), torch.float32).transpose(0, 2)
     forward_backward(lambda t: F.layer_norm(t, (5,)), x)
+
+
+@pytest.mark.parametrize("shape", [(2, 4096), (3, 1001), (1, 63), (2, 65), (64, 3)])
+def test_layer_norm_row_lengths(shape):
+    """The one-kernel layer norm: rows shorter and longer than its 64 invocations, lengths
+    that do not divide by them, a row per invocation-sweep boundary."""
+    x = make(shape, torch.float32, low=-3, high=5)
+    w, b = make(shape[-1:], torch.float32, seed=1), make(shape[-1:], torch.float32, seed=2)
+    check(lambda x, w, b: torch.native_layer_norm(x, shape[-1:], w, b, 1e-5), x, w, b,
+          tolerances=dict(rtol=1e-4, atol=1e-5))
+
+
+def test_layer_norm_offset_view():
+    base = make((7, 301), torch.float32, seed=5)
+    check(lambda t: F.layer_norm(t[2:5, 1:], (300,)), base, tolerances=dict(rtol=1e-4, atol=1e-5))
+
+
+# ---- RMS norm (torch's rms_norm calls _fused_rms_norm, native here) -----------------------
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("affine", [False, True])
+@pytest.mark.parametrize("shape,normalized", [((6, 7), (7,)), ((2, 3, 5), (3, 5)), ((4, 1), (1,)),
+                                              ((2, 4096), (4096,)), ((3, 1001), (1001,)),
+                                              ((0, 4), (4,))])
+def test_rms_norm(dtype, affine, shape, normalized):
+    x = make(shape, dtype)
+    w = make(normalized, dtype, seed=1) if affine else None
+    tol = dict(rtol=1e-4, atol=1e-5) if dtype == torch.float32 else STAT_TOL[dtype]
+    check(lambda x, w: torch._fused_rms_norm(x, normalized, w, 1e-6), x, w, tolerances=tol)
+    check(lambda x, w: F.rms_norm(x, normalized, w), x, w, tolerances=tol)  # eps None: finfo
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_rms_norm_gradients(dtype):
+    x, w = make((3, 5, 40), dtype), make((40,), dtype, seed=2)
+    tol = dict(rtol=1e-4, atol=1e-4) if dtype == torch.float32 else dict(rtol=5e-2, atol=5e-2)
+    forward_backward(lambda t, w: F.rms_norm(t, (40,), w, 1e-5), x, w, tol=tol, grad_tol=tol)
+    forward_backward(lambda t: F.rms_norm(t, (5, 40), None, 1e-5), x, tol=tol, grad_tol=tol)
+
+
+def test_rms_norm_non_contiguous_and_errors():
+    x = make((5, 4, 6), torch.float32).transpose(0, 2)
+    forward_backward(lambda t: F.rms_norm(t, (5,)), x)
+    check(lambda x, w: F.rms_norm(x, (6,), w), make((2, 5), torch.float32), make((6,), torch.float32))
+    check(lambda x, w: F.rms_norm(x, (5,), w), make((2, 5), torch.float32), make((4,), torch.float32))
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)

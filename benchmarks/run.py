@@ -1,0 +1,476 @@
+"""Eager kernels, ours (webgpu) vs CUDA in the same process: one entry point, one table.
+
+Every row is one op at one shape: our figure, CUDA's (with --cuda and a CUDA device), the
+ratio ours / CUDA (1.0 = as fast; higher is better for every unit, host cost included, where
+it is CUDA's microseconds over ours) and a "limit" note (what bounds the figure, or which
+fallback path our adapter took). Units: GB/s (bytes an ideal kernel must move: inputs read
+once, outputs written once), TFLOP/s, or us per op.
+
+    python3 benchmarks/run.py [--cuda] [--quick] [--only reductions,gemv] [--match softmax,sum]
+                              [--cpu-clock] [--json FILE]
+
+--quick uses small sizes that a software adapter (llvmpipe, ~5 GB/s) runs in minutes.
+Sections: bandwidth, reductions, movement, gemv, gemm, conv, attention, pool, sort, host.
+Not yet here: HF generate tokens/s (scripts/e2e_models.py has it) and peak memory.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+import torch_webgpu  # noqa: F401
+
+from timing import best_ms, sync
+
+MB = 1024 * 1024
+
+
+@dataclass
+class Case:
+    section: str
+    op: str
+    shape: str
+    setup: Callable  # setup(device) -> fn to time
+    amount: float    # bytes (GB/s), flops (TFLOP/s) or ops per call (us)
+    unit: str        # "GB/s", "TFLOP/s" or "us"
+    limit: str = ""
+
+
+def rate(case, ms):
+    if case.unit == "GB/s":
+        return case.amount / (ms * 1e-3) / 1e9
+    if case.unit == "TFLOP/s":
+        return case.amount / (ms * 1e-3) / 1e12
+    return ms * 1e3 / case.amount  # us per op
+
+
+def software(caps):
+    """llvmpipe, lavapipe, SwiftShader: some kernels take their CPU-friendly variant there."""
+    return caps.adapter_type == "CPU" or any(
+        n in caps.name for n in ("llvmpipe", "lavapipe", "SwiftShader", "swiftshader"))
+
+
+def fp32_elems(mb):
+    return mb * MB // 4
+
+
+# ---- sections ------------------------------------------------------------------------------
+
+
+def bandwidth(sizes, caps):
+    out = []
+    for mb in sizes:
+        n = fp32_elems(mb)
+        shape = f"{mb} MB fp32"
+
+        def two(d, n=n):
+            return torch.rand(n, device=d), torch.rand(n, device=d)
+        out += [
+            Case("bandwidth", "add", shape, lambda d, two=two: (lambda a, b: lambda: a + b)(*two(d)),
+                 3 * 4 * n, "GB/s"),
+            Case("bandwidth", "mul scalar", shape, lambda d, n=n: (lambda a: lambda: a * 3.0)(torch.rand(n, device=d)),
+                 2 * 4 * n, "GB/s"),
+            Case("bandwidth", "gelu", shape, lambda d, n=n: (lambda a: lambda: F.gelu(a))(torch.rand(n, device=d)),
+                 2 * 4 * n, "GB/s"),
+            Case("bandwidth", "copy", shape,
+                 lambda d, two=two: (lambda a, b: lambda: b.copy_(a))(*two(d)), 2 * 4 * n, "GB/s"),
+            Case("bandwidth", "cast f32->f16", shape,
+                 lambda d, n=n: (lambda a: lambda: a.to(torch.float16))(torch.rand(n, device=d)),
+                 6 * n, "GB/s"),
+        ]
+    return out
+
+
+def reductions(sizes, caps):
+    # No subgroup path yet: every adapter reduces across a workgroup in shared memory.
+    tree = "workgroup tree" + ("" if caps.subgroups else " (adapter: no subgroups)")
+    out = []
+    for mb in sizes:
+        n = fp32_elems(mb)
+        cols = 4096
+        rows = n // cols
+        flat, mat = f"{mb} MB ({n})", f"{mb} MB ({rows}x{cols})"
+
+        def vec(d, n=n):
+            return torch.randn(n, device=d)
+
+        def m(d, rows=rows, cols=cols):
+            return torch.randn(rows, cols, device=d)
+
+        def red(section_op, shape, make, fn, out_elems):
+            return Case("reductions", section_op, shape, lambda d: (lambda x: lambda: fn(x))(make(d)),
+                        4 * (n + out_elems), "GB/s", tree)
+        out += [
+            red("sum all", flat, vec, lambda x: x.sum(), 1),
+            red("mean all", flat, vec, lambda x: x.mean(), 1),
+            red("amax all", flat, vec, lambda x: x.amax(), 1),
+            red("sum rows (dim=-1)", mat, m, lambda x: x.sum(-1), rows),
+            red("amax rows (dim=-1)", mat, m, lambda x: x.amax(-1), rows),
+            red("sum cols (dim=0)", mat, m, lambda x: x.sum(0), cols),
+            red("mean cols (dim=0)", mat, m, lambda x: x.mean(0), cols),
+            red("softmax rows", mat, m, lambda x: torch.softmax(x, -1), n),
+            red("log_softmax rows", mat, m, lambda x: torch.log_softmax(x, -1), n),
+            red("cumsum rows", mat, m, lambda x: x.cumsum(-1), n),
+        ]
+
+        def ln(d, rows=rows, cols=cols):
+            x = torch.randn(rows, cols, device=d)
+            w, b = torch.randn(cols, device=d), torch.randn(cols, device=d)
+            return lambda: F.layer_norm(x, (cols,), w, b)
+
+        def rms(d, rows=rows, cols=cols):
+            x = torch.randn(rows, cols, device=d)
+            w = torch.randn(cols, device=d)
+            return lambda: F.rms_norm(x, (cols,), w)
+        out += [Case("reductions", "layer_norm", mat, ln, 4 * 2 * n, "GB/s", tree),
+                Case("reductions", "rms_norm", mat, rms, 4 * 2 * n, "GB/s", tree)]
+    return out
+
+
+def movement(scale, caps):
+    s = lambda v: max(1, int(v * scale))  # noqa: E731
+    out = []
+    rows, cols = s(8192), 1024
+    shape = f"{rows}x{cols} fp32"
+
+    def cat(d):
+        xs = [torch.randn(rows, cols, device=d) for _ in range(4)]
+        return lambda: torch.cat(xs, dim=1)
+
+    def index_select(d):
+        x = torch.randn(rows, cols, device=d)
+        i = torch.randint(0, rows, (rows,), device=d)
+        return lambda: x.index_select(0, i)
+
+    def gather(d):
+        x = torch.randn(rows, cols, device=d)
+        i = torch.randint(0, cols, (rows, cols), device=d)
+        return lambda: x.gather(1, i)
+
+    def scatter_add(d):
+        x = torch.zeros(rows, cols, device=d)
+        i = torch.randint(0, rows, (rows, cols), device=d)
+        src = torch.randn(rows, cols, device=d)
+        return lambda: x.scatter_add_(0, i, src)
+
+    def embedding(d):
+        w = torch.randn(s(151936) if scale >= 1 else 32000, 896, device=d)
+        i = torch.randint(0, w.shape[0], (s(4096),), device=d)
+        return lambda: F.embedding(i, w)
+
+    def permute(d):
+        x = torch.randn(s(64), 128, 32, 32, device=d)
+        return lambda: x.permute(0, 2, 3, 1).contiguous()
+
+    def uniform(d):
+        x = torch.empty(rows * cols, device=d)
+        return lambda: x.uniform_()
+
+    def normal(d):
+        x = torch.empty(rows * cols, device=d)
+        return lambda: x.normal_()
+    e = rows * cols
+    out += [
+        Case("movement", "cat 4 (dim=1)", f"4x {shape}", cat, 2 * 4 * 4 * e, "GB/s"),
+        Case("movement", "index_select rows", shape, index_select, 2 * 4 * e + 8 * rows, "GB/s"),
+        Case("movement", "gather (dim=1)", shape, gather, 4 * e * 2 + 8 * e, "GB/s"),
+        Case("movement", "scatter_add_ (dim=0)", shape, scatter_add, 4 * e * 3 + 8 * e, "GB/s", "atomics"),
+        Case("movement", "embedding", f"{s(4096)} ids x 896", embedding, 2 * 4 * s(4096) * 896, "GB/s"),
+        Case("movement", "permute+contiguous", f"{s(64)}x128x32x32", permute, 2 * 4 * s(64) * 128 * 1024, "GB/s"),
+        Case("movement", "uniform_", f"{e} fp32", uniform, 4 * e, "GB/s"),
+        Case("movement", "normal_", f"{e} fp32", normal, 4 * e, "GB/s"),
+    ]
+    return out
+
+
+GEMV_SHAPES = [(896, 4864), (2048, 8192), (3072, 8192), (4096, 11008), (896, 151936)]
+
+
+def gemv(quick, caps):
+    out = []
+    shapes = [(896, 4864), (2048, 2048)] if quick else GEMV_SHAPES
+    for dt, name in ((torch.float32, "fp32"), (torch.float16, "fp16"), (torch.bfloat16, "bf16")):
+        if quick and dt is torch.bfloat16:
+            continue
+        for k, n in shapes:
+            def setup(d, k=k, n=n, dt=dt):
+                x = torch.randn(1, k, device=d, dtype=dt)
+                w = (torch.randn(n, k, device=d, dtype=dt) * 0.05)
+                return lambda: F.linear(x, w)
+            size = 2 if dt != torch.float32 else 4
+            limit = "" if dt == torch.float32 or caps.shader_f16 else "no shader-f16: f32 math"
+            if software(caps) and os.environ.get("TORCH_WEBGPU_GEMM_VARIANT") != "gemv":
+                limit = ("software adapter: GEMV off (older matmul variants); " + limit).rstrip("; ")
+            out.append(Case("gemv", f"linear {name}", f"1x{k} @ {k}x{n}{' (LM head)' if n == 151936 else ''}",
+                            setup, size * (k * n + k + n), "GB/s", limit))
+    return out
+
+
+def gemm(quick, caps):
+    shapes = [(512, 512, 512), (1024, 1024, 1024)] if quick else \
+        [(4096, 4096, 4096), (512, 896, 4864), (2048, 2048, 8192)]
+    out = []
+    for m, k, n in shapes:
+        def setup(d, m=m, k=k, n=n):
+            a, b = torch.randn(m, k, device=d), torch.randn(k, n, device=d)
+            return lambda: a @ b
+        out.append(Case("gemm", "mm fp32", f"{m}x{k} @ {k}x{n}", setup, 2 * m * k * n, "TFLOP/s",
+                        "CUDA: TF32 off; ours: no tensor cores" +
+                        ("; software adapter: register blocks" if software(caps) else "")))
+    b, m, k, n = 32, 256, 64, 256
+
+    def bmm(d):
+        x, y = torch.randn(b, m, k, device=d), torch.randn(b, k, n, device=d)
+        return lambda: torch.bmm(x, y)
+    rows = 256 if quick else 1024
+
+    def linear_relu(d):
+        x, w, bias = (torch.randn(rows, 1024, device=d), torch.randn(1024, 1024, device=d),
+                      torch.randn(1024, device=d))
+        return lambda: F.relu(F.linear(x, w, bias))
+    out += [Case("gemm", "bmm fp32", f"{b}x{m}x{k} @ {b}x{k}x{n}", bmm, 2 * b * m * k * n, "TFLOP/s"),
+            Case("gemm", "linear+relu fp32", f"{rows}x1024 @ 1024x1024", linear_relu,
+                 2 * rows * 1024 * 1024, "TFLOP/s")]
+    return out
+
+
+RESNET_CONVS = [  # (batch, cin, hw, cout, kernel, stride)
+    (32, 64, 56, 64, 3, 1), (32, 256, 56, 64, 1, 1), (32, 128, 28, 128, 3, 1),
+    (32, 512, 7, 512, 3, 1), (32, 3, 224, 64, 7, 2),
+]
+
+
+def conv(quick, caps):
+    out = []
+    shapes = [(2, 64, 28, 64, 3, 1), (2, 128, 14, 128, 3, 1)] if quick else RESNET_CONVS
+    for b, cin, hw, cout, ks, st in shapes:
+        ho = (hw + 2 * (ks // 2) - ks) // st + 1
+        flops = 2 * b * cout * ho * ho * cin * ks * ks
+        shape = f"{b}x{cin}x{hw}x{hw} k{ks} s{st} -> {cout}"
+
+        def fwd(d, b=b, cin=cin, hw=hw, cout=cout, ks=ks, st=st):
+            x, w = torch.randn(b, cin, hw, hw, device=d), torch.randn(cout, cin, ks, ks, device=d)
+            return lambda: F.conv2d(x, w, stride=st, padding=ks // 2)
+
+        def bwd(d, b=b, cin=cin, hw=hw, cout=cout, ks=ks, st=st):
+            x = torch.randn(b, cin, hw, hw, device=d, requires_grad=True)
+            w = torch.randn(cout, cin, ks, ks, device=d, requires_grad=True)
+            y = F.conv2d(x, w, stride=st, padding=ks // 2)
+            g = torch.randn_like(y)
+            return lambda: torch.autograd.grad(y, (x, w), g, retain_graph=True)
+        out += [Case("conv", "conv2d fwd", shape, fwd, flops, "TFLOP/s"),
+                Case("conv", "conv2d bwd (dx, dw)", shape, bwd, 2 * flops, "TFLOP/s")]
+    return out
+
+
+def attention(quick, caps):
+    heads, kv_heads, hd = 14, 2, 64  # Qwen2.5-0.5B's GQA
+    out = []
+    cases = [("prefill", 128 if quick else 512, 128 if quick else 512, False),
+             ("decode", 1, 256 if quick else 1024, False),
+             ("decode GQA 14/2", 1, 256 if quick else 1024, True)]
+    for name, q_len, kv_len, gqa in cases:
+        def setup(d, q_len=q_len, kv_len=kv_len, gqa=gqa):
+            q = torch.randn(1, heads, q_len, hd, device=d)
+            kvh = kv_heads if gqa else heads
+            k = torch.randn(1, kvh, kv_len, hd, device=d)
+            v = torch.randn(1, kvh, kv_len, hd, device=d)
+            causal = q_len > 1
+            return lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
+        kvh = kv_heads if gqa else heads
+        if q_len == 1:  # decode reads the cache: bandwidth
+            amount, unit = 4 * (2 * kvh * kv_len * hd + 2 * heads * hd), "GB/s"
+        else:
+            # two products of 2 * q * kv * d flops per head, halved by the causal mask
+            amount, unit = 2 * heads * q_len * kv_len * hd, "TFLOP/s"
+        out.append(Case("attention", f"sdpa {name}", f"h{heads} q{q_len} kv{kv_len} d{hd}", setup,
+                        amount, unit))
+    return out
+
+
+def pool(scale, caps):
+    b = max(1, int(8 * scale))
+
+    def maxp(d):
+        x = torch.randn(b, 64, 112, 112, device=d)
+        return lambda: F.max_pool2d(x, 3, 2, 1)
+
+    def avgp(d):
+        x = torch.randn(b, 2048, 7, 7, device=d)
+        return lambda: F.adaptive_avg_pool2d(x, 1)
+    e1, e2 = b * 64 * 112 * 112, b * 2048 * 49
+    return [Case("pool", "max_pool2d 3/2", f"{b}x64x112x112", maxp, 4 * (e1 + e1 // 4), "GB/s"),
+            Case("pool", "adaptive_avg_pool2d 1", f"{b}x2048x7x7", avgp, 4 * (e2 + b * 2048), "GB/s")]
+
+
+def sorting(scale, caps):
+    rows = max(1, int(256 * scale))
+
+    def srt(d):
+        x = torch.randn(rows, 4096, device=d)
+        return lambda: x.sort(dim=1)
+
+    def topk(d):
+        x = torch.randn(rows, 32000, device=d)
+        return lambda: x.topk(50, dim=1)
+    return [Case("sort", "sort rows", f"{rows}x4096", srt, 4 * rows * 4096 * 2 + 8 * rows * 4096, "GB/s"),
+            Case("sort", "topk 50", f"{rows}x32000", topk, 4 * rows * 32000, "GB/s")]
+
+
+def host(quick, caps):
+    iters = 200 if quick else 2000
+
+    def tiny(d):
+        x = torch.ones(16, device=d)
+
+        def run():
+            y = x
+            for _ in range(iters):
+                y = y + 1.0
+            return y
+        return run
+
+    def repeated(make_fn):
+        # Many small ops of one kind in a row, one synchronize: per-op host + dispatch cost.
+        def setup(d):
+            fn = make_fn(d)
+
+            def run():
+                for _ in range(iters):
+                    y = fn()
+                return y
+            return run
+        return setup
+
+    def arange(d):
+        return lambda: torch.arange(16, device=d)
+
+    def pad(d):
+        x = torch.ones(1, 1, 4, 4, device=d)
+        return lambda: F.pad(x, (1, 1, 1, 1), mode="reflect")
+
+    def mlp_train_step(d):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.GELU(),
+                                    torch.nn.Linear(1024, 10)).to(d)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        x = torch.randn(256, 512, device=d)
+        y = torch.randint(0, 10, (256,), device=d)
+
+        def step():
+            opt.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+        return step
+    return [Case("host", "tiny add (y + 1.0)", "16 fp32", tiny, iters, "us",
+                 "per-op host + dispatch cost (elementwise generator)"),
+            Case("host", "tiny arange", "16 fp32", repeated(arange), iters, "us",
+                 "per-op cost, kernel frame (named uniforms, typed key)"),
+            Case("host", "tiny reflection pad", "1x1x4x4 fp32", repeated(pad), iters, "us",
+                 "per-op cost, nn frame"),
+            Case("host", "MLP train step", "256x512-1024-10 AdamW", mlp_train_step, 1, "us")]
+
+
+SECTIONS = ["bandwidth", "reductions", "movement", "gemv", "gemm", "conv", "attention", "pool",
+            "sort", "host"]
+
+
+def all_cases(quick, caps):
+    sizes = [4, 16] if quick else [64, 256, 1024]
+    scale = 0.125 if quick else 1.0
+    return {
+        "bandwidth": bandwidth(sizes, caps),
+        "reductions": reductions(sizes, caps),
+        "movement": movement(scale, caps),
+        "gemv": gemv(quick, caps),
+        "gemm": gemm(quick, caps),
+        "conv": conv(quick, caps),
+        "attention": attention(quick, caps),
+        "pool": pool(scale, caps),
+        "sort": sorting(scale, caps),
+        "host": host(quick, caps),
+    }
+
+
+CLOCK = time.perf_counter
+
+
+def measure(case, device, quick):
+    fn = case.setup(device)
+    reps, inner = (3, 3) if quick else (5, 10)
+    if case.unit == "us":
+        reps, inner = 3, 1
+    ms = best_ms(fn, device, reps=reps, inner=inner, warmup_s=0.05 if quick else 0.2, clock=CLOCK)
+    del fn
+    sync(device)
+    return rate(case, ms)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--cuda", action="store_true", help="also run CUDA, print ratios")
+    parser.add_argument("--quick", action="store_true", help="small sizes (software adapters)")
+    parser.add_argument("--only", default="", help="comma-separated sections: " + ",".join(SECTIONS))
+    parser.add_argument("--match", default="", help="comma-separated substrings: only ops containing one")
+    parser.add_argument("--cpu-clock", action="store_true",
+                        help="time by this process's CPU seconds (software adapters on a busy machine)")
+    parser.add_argument("--json", default="", help="write the rows to this file")
+    args = parser.parse_args()
+    selected = [s for s in args.only.split(",") if s] or SECTIONS
+    unknown = set(selected) - set(SECTIONS)
+    if unknown:
+        parser.error(f"unknown sections {sorted(unknown)}; known: {','.join(SECTIONS)}")
+    use_cuda = args.cuda and torch.cuda.is_available()
+    if args.cuda and not use_cuda:
+        print("--cuda: no CUDA device here, ratios left out", file=sys.stderr)
+    if args.cpu_clock:
+        global CLOCK
+        CLOCK = time.process_time
+    torch.backends.cuda.matmul.allow_tf32 = False
+    caps = torch.webgpu.get_device_properties()
+    print(f"webgpu: {caps.name} ({caps.backend}; subgroups {caps.subgroups}, shader-f16 "
+          f"{caps.shader_f16}); cuda: {torch.cuda.get_device_name() if use_cuda else 'not run'}; "
+          f"torch {torch.__version__}; {'quick' if args.quick else 'full'} sizes")
+    head = f"{'section':10s} {'op':22s} {'shape':34s} {'ours':>9s} {'cuda':>9s} {'ratio':>6s} {'unit':7s} limit"
+    print(head)
+    print("-" * len(head))
+    rows = []
+    cases = all_cases(args.quick, caps)
+    for section in selected:
+        for case in cases[section]:
+            if args.match and not any(m in case.op for m in args.match.split(",")):
+                continue
+            row = {"section": section, "op": case.op, "shape": case.shape, "unit": case.unit,
+                   "limit": case.limit, "ours": None, "cuda": None, "ratio": None}
+            try:
+                row["ours"] = measure(case, "webgpu", args.quick)
+            except Exception as e:  # reported in the table, never hidden
+                row["limit"] = f"ours failed: {type(e).__name__}: {str(e).splitlines()[0][:80]}"
+            if use_cuda:
+                try:
+                    row["cuda"] = measure(case, "cuda", args.quick)
+                except Exception as e:
+                    row["limit"] += f" cuda failed: {str(e).splitlines()[0][:60]}"
+            if row["ours"] and row["cuda"]:
+                row["ratio"] = (row["cuda"] / row["ours"] if case.unit == "us"
+                                else row["ours"] / row["cuda"])
+            fmt = lambda v: f"{v:9.4g}" if v is not None else f"{'-':>9s}"  # noqa: E731
+            ratio = f"{row['ratio']:6.2f}" if row["ratio"] is not None else f"{'-':>6s}"
+            print(f"{section:10s} {case.op:22s} {case.shape:34s} {fmt(row['ours'])} {fmt(row['cuda'])} "
+                  f"{ratio} {case.unit:7s} {row['limit']}", flush=True)
+            rows.append(row)
+            torch.webgpu.empty_cache()
+    print("ratio: ours / CUDA (1.0 = as fast as CUDA; for us, CUDA's time over ours)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"adapter": caps.name, "backend": caps.backend, "quick": args.quick,
+                       "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

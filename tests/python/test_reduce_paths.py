@@ -1,0 +1,117 @@
+"""The reduction kernels' size-dependent paths against the CPU: one stage with four
+accumulators per invocation (lengths not a multiple of the 4-way step), two stages for few
+long rows and for long column reductions (chunks of >= 64 rows), softmax rows held in
+registers (up to 16 per invocation of groups of 64..256) or swept three times beyond, each
+at the sizes that cross the thresholds, with offset (misaligned) and non-contiguous inputs,
+integer dtypes (exact), empty and 0-dim tensors. The CPU fallback is disabled."""
+import pytest
+import torch
+
+from conftest import assert_same, dev, make
+
+pytestmark = pytest.mark.usefixtures("no_fallback")
+
+LOOSE = {torch.float32: dict(rtol=1e-4, atol=1e-3), torch.float16: dict(rtol=2e-3, atol=1e-2),
+         torch.bfloat16: dict(rtol=2e-2, atol=5e-2)}
+
+
+def compare(fn, x, **tol):
+    assert_same(fn(dev(x)), fn(x), **tol)
+
+
+# (shape, dim): few long rows (two stages over chunks of 4096), one long run, rows just
+# below/above the split, long columns (two stages over chunks of rows), columns too few
+# elements to split, a 4-way step remainder in each.
+SHAPES = [((3, 70001), 1), ((1, 16385), 1), ((2, 16383), 1), ((65537,), 0), ((1100, 1000), 0),
+          ((2049, 513), 0), ((3, 1030, 7), 1), ((1023, 5), 0), ((5000, 3), 0)]
+
+
+@pytest.mark.parametrize("shape,dim", SHAPES)
+@pytest.mark.parametrize("op", ["sum", "mean", "amax", "amin", "prod_abs_small"])
+def test_float_paths(shape, dim, op):
+    x = make(shape, torch.float32, seed=3, low=-1, high=1)
+    fns = {"sum": lambda t: t.sum(dim), "mean": lambda t: t.mean(dim),
+           "amax": lambda t: t.amax(dim), "amin": lambda t: t.amin(dim),
+           # values near 1 so the product stays finite over long runs
+           "prod_abs_small": lambda t: (1.0 + t * 1e-4).prod(dim)}
+    compare(fns[op], x, **LOOSE[torch.float32])
+
+
+@pytest.mark.parametrize("shape,dim", SHAPES[:6])
+def test_index_and_statistic_paths(shape, dim):
+    """Kinds with no two-stage form (argmax, var) and nansum/norm/count on the same sizes."""
+    x = make(shape, torch.float32, seed=4, low=-1, high=1)
+    x.view(-1)[7] = float("nan")
+    compare(lambda t: t.nansum(dim), x, **LOOSE[torch.float32])
+    compare(lambda t: torch.linalg.vector_norm(t.nan_to_num(), 2, dim), x, **LOOSE[torch.float32])
+    compare(lambda t: torch.count_nonzero(t > 0.5, dim), x)
+    y = make(shape, torch.float32, seed=5)
+    compare(lambda t: t.argmax(dim), y)
+    compare(lambda t: t.var(dim), y, **LOOSE[torch.float32])
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.int16, torch.uint8])
+@pytest.mark.parametrize("shape,dim", [((3, 70001), 1), ((1100, 1000), 0), ((65537,), 0)])
+def test_integer_sums_exact(dtype, shape, dim):
+    x = make(shape, dtype, seed=6, low=0 if dtype == torch.uint8 else -50, high=50)
+    compare(lambda t: t.sum(dim), x)
+    compare(lambda t: t.amax(dim), x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_paths(dtype):
+    x = make((1100, 1000), dtype, seed=7, low=-1, high=1)
+    compare(lambda t: t.sum(0), x, **LOOSE[dtype])
+    compare(lambda t: t.float().sum(1), x, **LOOSE[torch.float32])
+    compare(lambda t: t.sum(), x, rtol=2e-2, atol=2.0)
+
+
+def test_bool_paths():
+    x = make((1100, 1000), torch.float32, seed=8) > 2.5
+    compare(lambda t: t.any(0), x)
+    compare(lambda t: t.all(1), ~x)
+    compare(lambda t: t.any(), x.view(-1)[1:])
+
+
+@pytest.mark.parametrize("start", [1, 3])
+def test_offset_and_strided_views(start):
+    """Storage offsets that break any 16-byte alignment, a transposed input (reduced in
+    memory order), a stepped slice (copied)."""
+    base = make((1101, 1000), torch.float32, seed=9, low=-1, high=1)
+    compare(lambda t: t.view(-1)[start:start + 200000].sum(), base, **LOOSE[torch.float32])
+    compare(lambda t: t[start:].sum(0), base, **LOOSE[torch.float32])
+    compare(lambda t: t.t().sum(1), base, **LOOSE[torch.float32])
+    compare(lambda t: t[::3, 1::2].sum(0), base, **LOOSE[torch.float32])
+    compare(lambda t: t[:, start:].amax(1), base)
+
+
+def test_empty_and_zero_dim():
+    for x in (torch.randn(0, 1000), torch.randn(1000, 0), torch.tensor(2.5)):
+        compare(lambda t: t.sum(), x)
+        compare(lambda t: t.sum(-1), x)
+    compare(lambda t: t.amax(0), torch.randn(1000, 0))
+
+
+# Softmax rows: 127 (one invocation per row), 128 and 1024 (groups of 64), 1025 and 4096
+# (groups of 128 and 256, all in registers), 4097 and 9000 (sweeps over memory).
+@pytest.mark.parametrize("n", [127, 128, 1024, 1025, 4096, 4097, 9000])
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_softmax_row_lengths(n, op):
+    x = make((3, n), torch.float32, seed=10, low=-8, high=8)
+    fn = getattr(torch, op)
+    compare(lambda t: fn(t, -1), x, rtol=1e-5, atol=1e-6)
+    # Backward of the same rows.
+    xc, xd = x.clone().requires_grad_(), dev(x).requires_grad_()
+    g = make((3, n), torch.float32, seed=11)
+    fn(xc, -1).backward(g)
+    fn(xd, -1).backward(dev(g))
+    assert_same(xd.grad, xc.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_softmax_views_and_half():
+    base = make((5, 3001), torch.float32, seed=12, low=-4, high=4)
+    compare(lambda t: torch.softmax(t[1:, 1:], -1), base, rtol=1e-5, atol=1e-6)
+    compare(lambda t: torch.softmax(t.t(), 0), base, rtol=1e-5, atol=1e-6)
+    h = base.half()
+    compare(lambda t: torch.softmax(t, -1), h, **LOOSE[torch.float16])
+    compare(lambda t: torch.softmax(t, -1), torch.randn(0, 2000))
