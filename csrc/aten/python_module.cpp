@@ -97,12 +97,21 @@ void register_memory_bindings(py::module_& m);  // python_memory.cpp
 void register_stream_bindings(py::module_& m);  // python_streams.cpp
 }  // namespace twgpu::aten
 
+#ifdef TWGPU_HAVE_ENGINE
+namespace twgpu::engine {
+void register_engine_bindings(py::module_& m);  // csrc/engine/python/engine_bindings.cpp
+}
+#endif
+
 PYBIND11_MODULE(_C, m) {
   using namespace twgpu;
   using namespace twgpu::aten;
   m.doc() = "torch_webgpu native core";
   register_memory_bindings(m);
   register_stream_bindings(m);
+#ifdef TWGPU_HAVE_ENGINE
+  engine::register_engine_bindings(m);
+#endif
   m.def("is_available", [] { return Context::available(); });
   m.def("is_initialized", [] { return Context::initialized(); });
   m.def("init", [] { guarded([] { Context::get(); }); });
