@@ -61,6 +61,11 @@ def _as_numpy(data, dtype=None):
     return arr
 
 
+def _raw(arr):
+    """The bytes of a contiguous array as a flat uint8 array (any shape, empty included)."""
+    return np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+
+
 def _to_numpy(dtype, shape, raw):
     if dtype == "bfloat16":
         return torch.frombuffer(bytearray(raw), dtype=torch.bfloat16).reshape(shape)
@@ -83,7 +88,7 @@ class Tensor:
 
     def set_data(self, data):
         """Uploads bytes, a numpy array or a CPU tensor (same dtype and size); returns self."""
-        self._t.set_data(memoryview(_as_numpy(data, self.dtype)).cast("B"))
+        self._t.set_data(_raw(_as_numpy(data, self.dtype)))
         return self
 
     def get_data(self):
@@ -134,7 +139,7 @@ class Program:
         for (dtype, shape), x in zip(self.input_specs, inputs):
             arr = _as_numpy(x)
             packed.append((_dtype_name(x.dtype) if isinstance(x, torch.Tensor) else arr.dtype.name,
-                           list(arr.shape), memoryview(arr).cast("B")))
+                           list(arr.shape), _raw(arr)))
         if len(inputs) != len(self.input_specs):
             raise ValueError(f"the program takes {len(self.input_specs)} inputs, got {len(inputs)}")
         return [_to_numpy(d, s, raw) for d, s, raw in self._p.run(packed)]

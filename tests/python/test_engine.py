@@ -1,0 +1,312 @@
+"""The AOT engine (docs/ENGINE.md): programs exported by torch_webgpu.aot and run by the
+C++ engine, through the Python API and the twgpu-run CLI, against PyTorch on the CPU and,
+where the engine must equal eager to the bit, against eager webgpu."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+
+import torch_webgpu
+from torch_webgpu import _C
+
+if not hasattr(_C, "_engine"):
+    pytest.skip("torch_webgpu built without the engine (nlohmann-json3-dev missing)", allow_module_level=True)
+
+from torch_webgpu import aot, engine  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def twgpu_run():
+    path = os.environ.get("TWGPU_RUN", os.path.join(REPO, "build", "twgpu-run"))
+    assert os.path.exists(path), f"twgpu-run not found at {path} (build it, or set TWGPU_RUN)"
+    return path
+
+
+def export_and_load(model, inputs, tmp_path):
+    aot.export(model, inputs, str(tmp_path))
+    return engine.Program.load(str(tmp_path))
+
+
+def run_engine(model, inputs, tmp_path):
+    prog = export_and_load(model, inputs, tmp_path)
+    return [torch.from_numpy(y) for y in prog.run(*inputs)]
+
+
+def eager_webgpu(model, inputs):
+    with torch.no_grad():
+        out = model.to("webgpu")(*[x.to("webgpu") for x in inputs])
+    return out.cpu()
+
+
+def mlp():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 16), nn.GELU(), nn.Linear(16, 4)).eval()
+
+
+def cnn():
+    torch.manual_seed(0)
+    m = nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=2), nn.BatchNorm2d(8), nn.SiLU(),
+        nn.AvgPool2d(2), nn.Flatten(), nn.Linear(8 * 2 * 2, 10)).eval()
+    with torch.no_grad():
+        for bn in (m[1], m[5]):
+            bn.running_mean.uniform_(-0.5, 0.5)
+            bn.running_var.uniform_(0.5, 2.0)
+            bn.weight.uniform_(0.5, 1.5)
+            bn.bias.uniform_(-0.5, 0.5)
+    return m
+
+
+def test_mlp_matches_cpu_and_eager(tmp_path):
+    x = torch.randn(5, 8)
+    (y,) = run_engine(mlp(), (x,), tmp_path)
+    with torch.no_grad():
+        torch.testing.assert_close(y, mlp()(x), rtol=1e-5, atol=1e-6)
+    assert torch.equal(y, eager_webgpu(mlp(), (x,))), "engine and eager differ in bits"
+
+
+def test_cnn_matches_cpu_and_eager(tmp_path):
+    x = torch.randn(2, 3, 16, 16)
+    prog = export_and_load(cnn(), (x,), tmp_path)
+    ops = {c["op"] for c in json.load(open(tmp_path / "program.json"))["chain"]}
+    assert {"aten::convolution", "aten::_native_batch_norm_legit_no_training", "aten::relu",
+            "aten::max_pool2d_with_indices", "aten::avg_pool2d", "aten::addmm"} <= ops
+    (y,) = [torch.from_numpy(a) for a in prog.run(x)]
+    with torch.no_grad():
+        torch.testing.assert_close(y, cnn()(x), rtol=1e-5, atol=1e-5)
+    assert torch.equal(y, eager_webgpu(cnn(), (x,)))
+    # A second run on other data reuses the loaded program.
+    x2 = torch.randn(2, 3, 16, 16)
+    (y2,) = prog.run(x2)
+    with torch.no_grad():
+        torch.testing.assert_close(torch.from_numpy(y2), cnn()(x2), rtol=1e-5, atol=1e-5)
+
+
+def test_transformer_encoder_layer_matches_cpu(tmp_path):
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True).eval()
+    x = torch.randn(2, 7, 32)
+    (y,) = run_engine(layer, (x,), tmp_path)
+    with torch.no_grad():
+        # The CPU's eval fast path (_transformer_encoder_layer_fwd) sums in another order.
+        torch.testing.assert_close(y, layer(x), rtol=1e-4, atol=1e-5)
+
+
+class TinyLM(nn.Module):
+    """Embedding, layer norm, attention-like softmax, cat, slicing: the rest of the op set."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.emb = nn.Embedding(50, 16)
+        self.norm = nn.LayerNorm(16)
+        self.proj = nn.Linear(16, 16)
+
+    def forward(self, ids):
+        h = self.norm(self.emb(ids))                       # [B, T, 16]
+        scores = torch.softmax(h @ h.transpose(1, 2) / 4.0, dim=-1)
+        ctx = torch.bmm(scores, h)
+        both = torch.cat([ctx, h[:, :, :8]], dim=-1)       # [B, T, 24]
+        pooled = both.mean(dim=1)                          # [B, 24]
+        return torch.tanh(self.proj(torch.sigmoid(ctx))) + pooled[:, None, :16] - both[:, :, 8:].sub(1.0)
+
+
+def test_embedding_norm_softmax_cat_model(tmp_path):
+    ids = torch.randint(0, 50, (3, 6))
+    (y,) = run_engine(TinyLM().eval(), (ids,), tmp_path)
+    with torch.no_grad():
+        torch.testing.assert_close(y, TinyLM().eval()(ids), rtol=1e-5, atol=1e-5)
+
+
+class Views(nn.Module):
+    def forward(self, x):  # x: [4, 6, 5]
+        a = x.permute(2, 0, 1).reshape(5, 24)               # copy: view of a permuted tensor
+        b = x.transpose(0, 1)[1:5:2].select(2, 3)           # strided view, no copy
+        c = b.unsqueeze(0).expand(3, 2, 4).contiguous()
+        d = torch.cat([c.flatten(), a.t()[:, 1]])           # [24 + 24]
+        return d * 2.0, a[::2].clone()
+
+
+def test_views_and_copies_are_exact(tmp_path):
+    x = torch.randn(4, 6, 5)
+    d, a = run_engine(Views(), (x,), tmp_path)
+    ed, ea = Views()(x)
+    assert torch.equal(d, ed) and torch.equal(a, ea)
+
+
+class Dtypes(nn.Module):
+    def forward(self, i, j, h):
+        s = i + j * 3 - 7                                  # int64
+        mask = s > 0                                       # bool
+        w = torch.where(mask, h, h * 0.5)                  # float16
+        return s, mask, w, (i.to(torch.float32) / 4.0)
+
+
+def test_dtypes_int64_bool_float16(tmp_path):
+    i = torch.randint(-2**40, 2**40, (3, 4))
+    j = torch.randint(-100, 100, (4,))
+    h = torch.randn(3, 4).to(torch.float16)
+    got = run_engine(Dtypes(), (i, j, h), tmp_path)
+    for g, e in zip(got, Dtypes()(i, j, h)):
+        assert g.dtype == e.dtype
+        torch.testing.assert_close(g, e, rtol=0, atol=0)
+
+
+class Reductions(nn.Module):
+    def forward(self, x):
+        return (x * 3.0).mean(dim=(0, 1)), x.sum(dim=-1, keepdim=True)
+
+
+def test_zero_dim_result_and_empty_batch(tmp_path):
+    x = torch.randn(3, 5)
+    m, s = run_engine(Reductions(), (x,), tmp_path / "red")
+    em, es = Reductions()(x)
+    assert m.shape == () and s.shape == (3, 1)
+    torch.testing.assert_close(m, em)
+    torch.testing.assert_close(s, es)
+    empty = torch.randn(0, 8)
+    (y,) = run_engine(mlp(), (empty,), tmp_path / "empty")
+    assert y.shape == (0, 4)
+
+
+def test_cli_runs_exported_cnn(tmp_path):
+    x = torch.randn(2, 3, 16, 16)
+    aot.export(cnn(), (x,), str(tmp_path))
+    np.save(tmp_path / "x.npy", x.numpy())
+    r = subprocess.run([twgpu_run(), str(tmp_path), "--input", str(tmp_path / "x.npy"),
+                        "--output", str(tmp_path / "y.npy"), "--repeat", "3"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "dispatches per run" in r.stdout and "submits per run 1.0" in r.stdout, r.stdout
+    y = torch.from_numpy(np.load(tmp_path / "y.npy"))
+    assert torch.equal(y, eager_webgpu(cnn(), (x,)))
+    # Wrong input shape: a clear error and a failing exit status, no crash.
+    np.save(tmp_path / "bad.npy", np.zeros((2, 3, 8, 8), np.float32))
+    r = subprocess.run([twgpu_run(), str(tmp_path), "--input", str(tmp_path / "bad.npy")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1 and "input 0: expected float32[2, 3, 16, 16], got float32[2, 3, 8, 8]" in r.stderr
+
+
+def test_aot_cli_exports(tmp_path):
+    (tmp_path / "models_for_cli.py").write_text(
+        "import torch\n"
+        "def make():\n"
+        "    torch.manual_seed(1)\n"
+        "    return torch.nn.Sequential(torch.nn.Linear(6, 3), torch.nn.Tanh()).eval()\n")
+    out = tmp_path / "prog"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(REPO, "python"), str(tmp_path)]))
+    r = subprocess.run([sys.executable, "-m", "torch_webgpu.aot", "export", "models_for_cli:make",
+                        "--input-shape", "2,6", "--out", str(out)], capture_output=True, text=True,
+                       cwd=tmp_path, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    x = torch.randn(2, 6)
+    (y,) = engine.Program.load(str(out)).run(x)
+    torch.manual_seed(1)
+    ref = torch.nn.Sequential(torch.nn.Linear(6, 3), torch.nn.Tanh())(x)
+    torch.testing.assert_close(torch.from_numpy(y), ref.detach(), rtol=1e-5, atol=1e-6)
+
+
+SEED = {
+    "version": 1,
+    "values": [
+        {"type": "tensor", "dtype": "float32", "shape": [2, 2], "mem": {"pool": 0, "offset": 0}},
+        {"type": "tensor", "dtype": "float32", "shape": [2, 2], "mem": {"pool": 1, "offset": 0}},
+        {"type": "tensor", "dtype": "float32", "shape": [2, 2], "mem": {"pool": 2, "offset": 0}},
+        {"type": "float", "value": 1.5},
+        {"type": "tensor", "dtype": "float32", "shape": [2, 2], "mem": {"pool": 3, "offset": 0}},
+        {"type": "tensor", "dtype": "float32", "shape": [2, 2], "mem": {"pool": 0, "offset": 0}},
+    ],
+    "chain": [{"op": "aten::add.Tensor", "args": [0, 1, 3], "outputs": [4]},
+              {"op": "aten::mm", "args": [4, 2], "outputs": [5]}],
+    "inputIds": [0, 1, 2],
+    "outputIds": [5],
+    "memoryPlan": {"pools": [{"id": i, "size": 16} for i in range(4)]},
+}
+SEED_IN = [np.array([[1, 2], [3, 4]], np.float32), np.array([[2, 4], [6, 8]], np.float32),
+           np.array([[4, 8], [12, 16]], np.float32)]
+
+
+def test_seed_program_and_context_api():
+    prog = engine.Program.load(json.dumps(SEED), b"")
+    (y,) = prog.run(*SEED_IN)
+    assert y.tolist() == [[112, 160], [240, 352]]
+    ctx = engine.Context()
+    a = ctx.tensor("float32", [2, 2]).set_data(SEED_IN[0])
+    b = ctx.tensor(torch.float32, [2, 2]).set_data(torch.from_numpy(SEED_IN[1]))
+    c = ctx.tensor(np.float32, [2, 2]).set_data(SEED_IN[2].tobytes())
+    s, p, out = (ctx.tensor("float32", [2, 2]) for _ in range(3))
+    before = ctx.dispatches
+    ctx.record_shader("aten::add.Tensor", [a, b, 1.5], [s])
+    ctx.record_shader("aten::mm", [s, c], [p])
+    ctx.record_program(json.dumps(SEED), b"", [a, b, c, out])
+    ctx.submit()
+    ctx.sync()
+    assert ctx.dispatches - before == 2 + 3 + 2 + 1  # 2 shaders; 3 input copies, 2 ops, 1 output copy
+    expected = (SEED_IN[0] + 1.5 * SEED_IN[1]) @ SEED_IN[2]
+    assert np.array_equal(s.get_data(), SEED_IN[0] + 1.5 * SEED_IN[1])
+    assert np.array_equal(p.get_data(), expected) and np.array_equal(out.get_data(), expected)
+    ints = ctx.tensor("int64", [3]).set_data(np.array([5, -7, 2**40], np.int64))
+    r = ctx.tensor("int64", [3])
+    ctx.record_shader("aten::mul.Scalar", [ints, 3], [r])
+    assert r.get_data().tolist() == [15, -21, 3 * 2**40]
+
+
+def test_loader_and_run_errors():
+    bad = json.loads(json.dumps(SEED))
+    bad["chain"][1]["op"] = "aten::frobnicate"
+    with pytest.raises(ValueError, match=r"chain\[1\].*aten::frobnicate"):
+        engine.Program.load(json.dumps(bad), b"")
+    overlap = json.loads(json.dumps(SEED))
+    overlap["values"][4]["mem"]["pool"] = 0
+    with pytest.raises(ValueError, match="values 0 and 4 share bytes of pool 0"):
+        engine.Program.load(json.dumps(overlap), b"")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        engine.Program.load(json.dumps(SEED)[:-5], b"")
+    prog = engine.Program.load(json.dumps(SEED), b"")
+    with pytest.raises(ValueError, match=r"input 1: expected float32\[2, 2\], got float32\[4\]"):
+        prog.run(SEED_IN[0], SEED_IN[1].reshape(4), SEED_IN[2])
+    with pytest.raises(ValueError, match="got int32"):
+        prog.run(SEED_IN[0], SEED_IN[1].astype(np.int32), SEED_IN[2])
+    with pytest.raises(ValueError, match="takes 3 inputs"):
+        prog.run(SEED_IN[0])
+    ctx = engine.Context()
+    with pytest.raises(ValueError, match="holds 16 bytes, got 12"):
+        ctx.tensor("float32", [2, 2]).set_data(np.zeros(3, np.float32))
+    t = ctx.tensor("float32", [2, 3])
+    with pytest.raises(ValueError, match="cannot be multiplied"):
+        ctx.record_shader("aten::mm", [t, t], [ctx.tensor("float32", [2, 3])])
+
+
+def test_export_reports_ops_the_engine_lacks(tmp_path):
+    class Cumsum(nn.Module):
+        def forward(self, x):
+            return torch.cumsum(x, 0)
+    with pytest.raises(NotImplementedError, match="aten::cumsum"):
+        aot.export(Cumsum(), (torch.randn(4),), str(tmp_path))
+
+
+def test_memory_plan_shares_pools(tmp_path):
+    deep = nn.Sequential(*[m for _ in range(6) for m in (nn.Linear(16, 16), nn.ReLU())]).eval()
+    program = aot.export(deep, (torch.randn(4, 16),), str(tmp_path))
+    owned = [v for v in program["values"] if v["type"] == "tensor" and "mem" in v]
+    assert len(program["memoryPlan"]["pools"]) <= 3 < len(owned)
+    x = torch.randn(4, 16)
+    (y,) = engine.Program.load(str(tmp_path)).run(x)
+    with torch.no_grad():
+        torch.testing.assert_close(torch.from_numpy(y), deep(x), rtol=1e-5, atol=1e-6)
+
+
+def test_planner_keeps_overlapping_lifetimes_apart():
+    from torch_webgpu.aot import plan_pools
+    placement, sizes = plan_pools([(0, 100, -1, 1), (1, 300, 0, 2), (2, 50, 2, 3), (3, 200, 3, 4)])
+    assert placement[0] != placement[1] and placement[1] != placement[2]
+    assert placement[3] == placement[1]  # born after 1 died: reuses its pool
+    assert placement[2] == placement[0]
+    assert all(s % 256 == 0 for s in sizes) and len(sizes) == 2
