@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/program.h"
 #include "kernels/dtype.h"
 
 namespace twgpu::engine {
@@ -19,11 +20,7 @@ struct DeviceTensor {
   bool is_view = false;  // its storage is decided by the view op that defines it
 
   int64_t dim() const { return static_cast<int64_t>(shape.size()); }
-  uint64_t numel() const {
-    uint64_t n = 1;
-    for (int64_t s : shape) n *= static_cast<uint64_t>(s);
-    return n;
-  }
+  uint64_t numel() const { return numel_of(shape); }
   uint64_t nbytes() const { return numel() * static_cast<uint64_t>(element_size(dtype)); }
   bool is_contiguous() const {
     int64_t expected = 1;
@@ -33,7 +30,7 @@ struct DeviceTensor {
     }
     return true;
   }
-  std::string describe() const;  // "float32[2, 3]"
+  std::string describe() const { return shape_text(dtype, shape); }
 };
 
 }  // namespace twgpu::engine

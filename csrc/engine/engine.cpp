@@ -16,13 +16,6 @@ namespace {
 
 uint64_t round4(uint64_t n) { return (n + 3) & ~uint64_t(3); }
 
-std::string shape_text(DType dtype, const std::vector<int64_t>& shape) {
-  DeviceTensor t;
-  t.dtype = dtype;
-  t.shape = shape;
-  return t.describe();
-}
-
 // Resolves the arguments of one op call into device views.
 std::vector<OpArg> op_args(const Program& p, const OpCall& c, std::vector<DeviceTensor>& tensors) {
   std::vector<OpArg> args;
@@ -38,12 +31,6 @@ std::vector<OpArg> op_args(const Program& p, const OpCall& c, std::vector<Device
 }
 
 }  // namespace
-
-uint64_t HostTensor::numel() const {
-  uint64_t n = 1;
-  for (int64_t s : shape) n *= static_cast<uint64_t>(s);
-  return n;
-}
 
 BufferSet::~BufferSet() { release_all(); }
 
@@ -142,10 +129,15 @@ Executable::Executable(Program program, const std::vector<uint8_t>& weights)
     t.shape = s.shape;
     t.strides = s.strides;
     t.offset = s.offset / static_cast<uint64_t>(element_size(s.dtype));
-    if (s.storage == Storage::Pool) t.buffer = pools[s.pool];
-    else if (s.storage == Storage::Constant) t.buffer = weight_buffer ? weight_buffer : pools.empty() ? nullptr : pools[0];
-    else t.is_view = true;
-    if (s.storage == Storage::Constant && !weight_buffer) t.buffer = buffers_.allocate(4);
+    if (s.storage == Storage::Pool) {
+      t.buffer = pools[s.pool];
+    } else if (s.storage == Storage::Constant) {
+      // Empty constants of a program without weights still need a buffer to bind.
+      if (!weight_buffer) weight_buffer = buffers_.allocate(4);
+      t.buffer = weight_buffer;
+    } else {
+      t.is_view = true;
+    }
   }
   for (size_t i = 0; i < p.chain.size(); ++i) {
     const OpCall& c = p.chain[i];

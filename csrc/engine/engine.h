@@ -24,7 +24,7 @@ struct HostTensor {
   DType dtype = DType::Float32;
   std::vector<int64_t> shape;
   std::vector<uint8_t> data;
-  uint64_t numel() const;
+  uint64_t numel() const { return numel_of(shape); }
 };
 
 // Device buffers the engine owns (pools, weights, scratch), returned to the runtime's

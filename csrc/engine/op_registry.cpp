@@ -1,7 +1,6 @@
 #include "engine/op_registry.h"
 
 #include <map>
-#include <sstream>
 
 #include "engine/ops/pointwise.h"
 #include "runtime/error.h"
@@ -40,14 +39,6 @@ std::vector<std::string> registered_ops() {
   std::vector<std::string> names;
   for (const auto& kv : registry()) names.push_back(kv.first);
   return names;
-}
-
-std::string DeviceTensor::describe() const {
-  std::ostringstream o;
-  o << dtype_name(dtype) << "[";
-  for (size_t d = 0; d < shape.size(); ++d) o << (d ? ", " : "") << shape[d];
-  o << "]";
-  return o.str();
 }
 
 void OpBuilder::fail(const std::string& msg) const {
@@ -139,12 +130,9 @@ DeviceTensor& OpBuilder::output(size_t i) {
 
 DeviceTensor& OpBuilder::checked_output(size_t i, const std::vector<int64_t>& shape, DType dtype) {
   DeviceTensor& out = output(i);
-  DeviceTensor expected;
-  expected.dtype = dtype;
-  expected.shape = shape;
   if (out.shape != shape || out.dtype != dtype)
     fail("output " + std::to_string(i) + " is " + out.describe() + ", the op makes " +
-         expected.describe());
+         shape_text(dtype, shape));
   if (out.is_view || !out.is_contiguous())
     fail("output " + std::to_string(i) + " must be contiguous memory of its own");
   return out;

@@ -127,7 +127,7 @@ Value parse_value(const json& j, const std::string& where) {
 
 }  // namespace
 
-uint64_t TensorSpec::numel() const {
+uint64_t numel_of(const std::vector<int64_t>& shape) {
   uint64_t n = 1;
   for (int64_t s : shape) n *= static_cast<uint64_t>(s);
   return n;
@@ -154,10 +154,10 @@ DType parse_dtype(const std::string& name) {
   bad("unsupported dtype \"" + name + "\"");
 }
 
-std::string describe(const TensorSpec& t) {
+std::string shape_text(DType dtype, const std::vector<int64_t>& shape) {
   std::ostringstream o;
-  o << dtype_name(t.dtype) << "[";
-  for (size_t d = 0; d < t.shape.size(); ++d) o << (d ? ", " : "") << t.shape[d];
+  o << dtype_name(dtype) << "[";
+  for (size_t d = 0; d < shape.size(); ++d) o << (d ? ", " : "") << shape[d];
   o << "]";
   return o.str();
 }

@@ -13,6 +13,8 @@ constexpr int kProgramVersion = 1;
 
 enum class ValueKind : uint8_t { Tensor, Int, Float, Bool, String, IntList, TensorList, None };
 
+uint64_t numel_of(const std::vector<int64_t>& shape);
+
 // Where a tensor's bytes live: a pool of the memory plan, the weights file, or (neither)
 // the storage of the tensor it is a view of, decided by the view op that defines it.
 enum class Storage : uint8_t { Pool, Constant, View };
@@ -24,7 +26,7 @@ struct TensorSpec {
   Storage storage = Storage::Pool;
   int64_t pool = -1;
   uint64_t offset = 0;  // bytes into the pool or into weights.bin
-  uint64_t numel() const;
+  uint64_t numel() const { return numel_of(shape); }
   uint64_t nbytes() const;  // bytes spanned by the elements (strides respected)
 };
 
@@ -63,6 +65,7 @@ void check_program(const Program& p, uint64_t weights_bytes);
 
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape);
 DType parse_dtype(const std::string& name);  // "float32", ... (Error on others)
-std::string describe(const TensorSpec& t);    // "float32[2, 2]"
+std::string shape_text(DType dtype, const std::vector<int64_t>& shape);  // "float32[2, 2]"
+inline std::string describe(const TensorSpec& t) { return shape_text(t.dtype, t.shape); }
 
 }  // namespace twgpu::engine

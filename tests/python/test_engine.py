@@ -310,3 +310,65 @@ def test_planner_keeps_overlapping_lifetimes_apart():
     assert placement[3] == placement[1]  # born after 1 died: reuses its pool
     assert placement[2] == placement[0]
     assert all(s % 256 == 0 for s in sizes) and len(sizes) == 2
+
+
+class Fn(nn.Module):
+    def __init__(self, fn, *params):
+        super().__init__()
+        self.fn = fn
+        self.params = nn.ParameterList([nn.Parameter(p, requires_grad=False) for p in params])
+
+    def forward(self, *xs):
+        return self.fn(*xs, *self.params)
+
+
+F = torch.nn.functional
+OP_CASES = {
+    # name: (fn, inputs, parameters) -- inputs are often strided views inside fn.
+    "softmax_dim0_transposed": (lambda x: torch.softmax(x.t(), 0), [(6, 5)], []),
+    "log_softmax_last": (lambda x: torch.log_softmax(x[:, 1:], -1), [(4, 9)], []),
+    "layer_norm_strided": (lambda x, w, b: F.layer_norm(x[:, ::2], (4,), w, b, 1e-5), [(3, 8)], [(4,), (4,)]),
+    "layer_norm_no_affine": (lambda x: F.layer_norm(x, (2, 5)), [(3, 2, 5)], []),
+    "gelu_tanh_silu_sigmoid": (lambda x: F.gelu(x.t(), approximate="tanh") + F.silu(x.t()) * torch.sigmoid(x.t()), [(4, 6)], []),
+    "div_modes": (lambda x, y: (torch.div(x, y, rounding_mode="floor"), torch.div(x, y, rounding_mode="trunc"), x / y), [(5, 3), (3,)], []),
+    "bmm_transposed": (lambda a, b: torch.bmm(a, b.transpose(1, 2)), [(2, 3, 4), (2, 5, 4)], []),
+    "addmm_beta_alpha": (lambda a, b, c: torch.addmm(c, a, b.t(), beta=0.5, alpha=2.0), [(3, 4), (5, 4)], [(5,)]),
+    "linear_3d_noncontiguous": (lambda x, w, b: F.linear(x.transpose(0, 1), w, b), [(4, 2, 6)], [(3, 6), (3,)]),
+    "conv1d_dilated": (lambda x, w, b: F.conv1d(x, w, b, stride=2, padding=2, dilation=2), [(2, 4, 17)], [(6, 4, 3), (6,)]),
+    "conv2d_pointwise_nobias": (lambda x, w: F.conv2d(x, w), [(2, 4, 5, 5)], [(3, 4, 1, 1)]),
+    "conv2d_strided_input": (lambda x, w, b: F.conv2d(x.permute(0, 3, 1, 2), w, b, padding=1, groups=2), [(1, 6, 6, 4)], [(4, 2, 3, 3), (4,)]),
+    "conv3d": (lambda x, w: F.conv3d(x, w, stride=(1, 2, 1)), [(1, 2, 4, 5, 4)], [(3, 2, 2, 2, 2)]),
+    "max_pool_dilated_ceil": (lambda x: F.max_pool2d(x, 3, 2, 1, dilation=2, ceil_mode=True), [(2, 3, 9, 8)], []),
+    "max_pool_3d_input_strided": (lambda x: F.max_pool2d(x.transpose(1, 2), 2), [(3, 8, 6)], []),
+    "avg_pool_ceil_exclude_pad": (lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False), [(2, 3, 8, 7)], []),
+    "avg_pool_divisor": (lambda x: F.avg_pool2d(x, 2, divisor_override=3), [(1, 2, 6, 6)], []),
+    "mean_middle_dims_keepdim": (lambda x: x.mean(dim=(1, 2), keepdim=True), [(2, 3, 4, 5)], []),
+}
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("name", sorted(OP_CASES))
+def test_ops_match_cpu_and_eager(name, tmp_path):
+    fn, shapes, params = OP_CASES[name]
+    torch.manual_seed(0)
+    xs = tuple(torch.randn(s) for s in shapes)
+    model = Fn(fn, *[torch.randn(s) for s in params]).eval()
+    got = run_engine(model, xs, tmp_path)
+    with torch.no_grad():
+        want = model(*xs)
+        want = list(want) if isinstance(want, tuple) else [want]
+        eager = model.to("webgpu")(*[x.to("webgpu") for x in xs])
+        eager = [e.cpu() for e in (eager if isinstance(eager, tuple) else [eager])]
+    for g, w, e in zip(got, want, eager):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+        assert torch.equal(g, e), f"{name}: engine and eager differ by {(g - e).abs().max()}"
+
+
+def test_float16_mlp(tmp_path):
+    model = mlp().half()
+    x = torch.randn(5, 8).half()
+    (y,) = run_engine(model, (x,), tmp_path)
+    assert y.dtype == torch.float16
+    with torch.no_grad():
+        torch.testing.assert_close(y, model(x), rtol=1e-2, atol=1e-2)
+        assert torch.equal(y, eager_webgpu(model, (x,)))

@@ -1,10 +1,7 @@
-// Comparisons (eq/ne/lt/le/gt/ge, Tensor and Scalar), logical_not, where, any, and the
-// fills full / full_like: what masks (e.g. attention's NaN check) are made of.
-#include <algorithm>
-
+// Comparisons (eq/ne/lt/le/gt/ge, Tensor and Scalar), logical_not, where, and the fills
+// full / full_like: what masks (e.g. attention's NaN check) are made of.
 #include "engine/op_registry.h"
 #include "engine/ops/pointwise.h"
-#include "kernels/reduce.h"
 
 namespace twgpu::engine {
 namespace {
@@ -61,43 +58,6 @@ void full(OpBuilder& b) {
   fill(b, 1);
 }
 
-// any.dim / any.dims over a run of adjacent dims (a boolean result).
-void any_dims(OpBuilder& b) {
-  const DeviceTensor x = b.contiguous(b.tensor(0));
-  std::vector<int64_t> dims = b.is_none(1) ? std::vector<int64_t>{} : b.ints(1);
-  const int64_t n = std::max<int64_t>(x.dim(), 1);
-  if (dims.empty())
-    for (int64_t d = 0; d < x.dim(); ++d) dims.push_back(d);
-  for (int64_t& d : dims) {
-    b.check(d >= -n && d < n, "dim out of range");
-    if (d < 0) d += n;
-  }
-  std::sort(dims.begin(), dims.end());
-  if (x.dim() == 0) dims.clear();
-  for (size_t i = 1; i < dims.size(); ++i)
-    b.check(dims[i] == dims[i - 1] + 1, "reduces over dims that are not adjacent (not supported by the engine yet)");
-  const bool keepdim = b.boolean_or(2, false);
-  ReduceShape shape;
-  std::vector<int64_t> out_shape;
-  for (int64_t d = 0; d < x.dim(); ++d) {
-    const bool reduced = std::find(dims.begin(), dims.end(), d) != dims.end();
-    if (reduced) shape.reduce *= x.shape[d];
-    else if (dims.empty() || d < dims.front()) shape.outer *= x.shape[d];
-    else shape.inner *= x.shape[d];
-    if (!reduced) out_shape.push_back(x.shape[d]);
-    else if (keepdim) out_shape.push_back(1);
-  }
-  const DeviceTensor& out = b.checked_output(0, out_shape, b.output(0).dtype);
-  ReduceSpec spec;
-  spec.kind = ReduceKind::Any;
-  spec.in = x.dtype;
-  spec.out = out.dtype;
-  spec.acc = compute_type_for(x.dtype);
-  ReduceBuffers bufs{x.buffer, x.offset, out.buffer, out.offset};
-  if (out.numel() == 0) return;
-  b.record([spec, shape, bufs](twgpu::Context& ctx) { launch_reduce(ctx, spec, shape, bufs); });
-}
-
 void eq(OpBuilder& b) { compare(b, "eq"); }
 void ne(OpBuilder& b) { compare(b, "ne"); }
 void lt(OpBuilder& b) { compare(b, "lt"); }
@@ -123,7 +83,5 @@ TWGPU_ENGINE_OP("aten::logical_not", logical_not);
 TWGPU_ENGINE_OP("aten::where.self", where);
 TWGPU_ENGINE_OP("aten::full_like", full_like);
 TWGPU_ENGINE_OP("aten::full", full);
-TWGPU_ENGINE_OP("aten::any.dim", any_dims);
-TWGPU_ENGINE_OP("aten::any.dims", any_dims);
 
 }  // namespace twgpu::engine

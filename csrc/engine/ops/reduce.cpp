@@ -1,4 +1,4 @@
-// mean.dim / sum.dim_IntList over a run of adjacent dims (the reduce family over
+// mean.dim / sum.dim_IntList / any.dim(s) over a run of adjacent dims (the reduce family over
 // [outer, reduce, inner]). Reductions over dims that are not adjacent are refused at load.
 #include <algorithm>
 
@@ -41,7 +41,8 @@ void reduce_dims(OpBuilder& b, ReduceKind kind) {
   spec.kind = kind;
   spec.in = x.dtype;
   spec.out = out.dtype;
-  spec.acc = compute_type_for(out.dtype);
+  // any compares in the input's type; sums accumulate in the result's.
+  spec.acc = compute_type_for(kind == ReduceKind::Any ? x.dtype : out.dtype);
   const float param = kind == ReduceKind::Mean ? static_cast<float>(shape.reduce) : 0.f;
   ReduceBuffers bufs{x.buffer, x.offset, out.buffer, out.offset};
   if (out.numel() == 0) return;
@@ -50,10 +51,13 @@ void reduce_dims(OpBuilder& b, ReduceKind kind) {
 
 void mean(OpBuilder& b) { reduce_dims(b, ReduceKind::Mean); }
 void sum(OpBuilder& b) { reduce_dims(b, ReduceKind::Sum); }
+void any(OpBuilder& b) { reduce_dims(b, ReduceKind::Any); }
 
 }  // namespace
 
 TWGPU_ENGINE_OP("aten::mean.dim", mean);
 TWGPU_ENGINE_OP("aten::sum.dim_IntList", sum);
+TWGPU_ENGINE_OP("aten::any.dim", any);
+TWGPU_ENGINE_OP("aten::any.dims", any);
 
 }  // namespace twgpu::engine
