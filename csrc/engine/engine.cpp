@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -150,7 +151,10 @@ Executable::Executable(Program program, const std::vector<uint8_t>& weights)
       if (tensors_[o].is_view && !tensors_[o].buffer)
         bad("program.json: chain[" + std::to_string(i) + "] " + c.op + ": output value " +
             std::to_string(o) + " has no memory and the op makes no view");
-    for (Launch& l : b.take()) launches_.push_back(std::move(l));
+    for (Launch& l : b.take()) {
+      launches_.push_back(std::move(l));
+      launch_ops_.push_back(static_cast<int64_t>(i));
+    }
   }
   // Outputs that are strided views are read through a contiguous copy.
   for (int64_t id : p.outputs) {
@@ -165,6 +169,7 @@ Executable::Executable(Program program, const std::vector<uint8_t>& weights)
     c.is_view = false;
     c.buffer = buffers_.allocate(c.nbytes());
     launches_.push_back(copy_launch(t, c));
+    launch_ops_.push_back(-1);
     readable_outputs_.push_back(c);
   }
 }
@@ -212,6 +217,22 @@ std::vector<HostTensor> Executable::read_outputs() {
   std::vector<HostTensor> out;
   for (const DeviceTensor& t : readable_outputs_) out.push_back(download(gpu_, t));
   return out;
+}
+
+std::vector<Executable::OpTime> Executable::profile(const std::vector<HostTensor>& inputs) {
+  write_inputs(inputs);
+  std::vector<OpTime> times;
+  RuntimeLock lock;
+  gpu_.recorder().synchronize();
+  for (size_t k = 0; k < launches_.size();) {
+    const int64_t op = launch_ops_[k];
+    const auto t0 = std::chrono::steady_clock::now();
+    for (; k < launches_.size() && launch_ops_[k] == op; ++k) launches_[k](gpu_);
+    gpu_.recorder().synchronize();
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    times.push_back({op, op < 0 ? std::string("(output copies)") : program_.chain[op].op, ms});
+  }
+  return times;
 }
 
 std::vector<HostTensor> Executable::run(const std::vector<HostTensor>& inputs) {

@@ -66,12 +66,22 @@ class Executable {
   const DeviceTensor& output(size_t i) const { return readable_outputs_.at(i); }
   size_t launches_per_run() const;
 
+  // Runs once with a wait after every op: (chain index, op name, milliseconds) per op that
+  // records anything (-1: the copies of strided outputs). For finding slow ops, not speed.
+  struct OpTime {
+    int64_t index;
+    std::string op;
+    double ms;
+  };
+  std::vector<OpTime> profile(const std::vector<HostTensor>& inputs);
+
  private:
   Program program_;
   twgpu::Context& gpu_;
   BufferSet buffers_;
   std::vector<DeviceTensor> tensors_;   // by value id (non-tensors: unused)
   std::vector<Launch> launches_;
+  std::vector<int64_t> launch_ops_;  // chain index of each launch (-1: output copies)
   std::vector<DeviceTensor> readable_outputs_;  // contiguous copies where outputs are views
 };
 

@@ -1,6 +1,8 @@
 // twgpu-run DIR --input x.npy ... [--output y.npy ...] [--repeat N]
 // Loads DIR/program.json + DIR/weights.bin, runs the program on the inputs and writes the
-// outputs; with --repeat, runs N more times and reports the time per run and the dispatches.
+// outputs; with --repeat, runs N more times and reports the time per run and the dispatches;
+// with --profile, times every op alone (a wait after each) and lists the slowest.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -15,7 +17,7 @@ namespace {
 
 int usage() {
   std::fprintf(stderr,
-               "usage: twgpu-run DIR --input x.npy [--input ...] [--output y.npy ...] [--repeat N]\n");
+               "usage: twgpu-run DIR --input x.npy [--input ...] [--output y.npy ...] [--repeat N] [--profile]\n");
   return 2;
 }
 
@@ -27,12 +29,14 @@ int main(int argc, char** argv) {
   std::string dir;
   std::vector<std::string> inputs, outputs;
   long repeat = 0;
+  bool profile = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if ((a == "--input" || a == "--output" || a == "--repeat") && i + 1 >= argc) return usage();
     if (a == "--input") inputs.push_back(argv[++i]);
     else if (a == "--output") outputs.push_back(argv[++i]);
     else if (a == "--repeat") repeat = std::strtol(argv[++i], nullptr, 10);
+    else if (a == "--profile") profile = true;
     else if (a == "-h" || a == "--help") return usage();
     else if (dir.empty() && a.rfind("--", 0) != 0) dir = a;
     else return usage();
@@ -58,6 +62,13 @@ int main(int argc, char** argv) {
       std::printf("runs %ld  per run %.3f ms  dispatches per run %.1f  submits per run %.1f\n", repeat,
                   1e3 * s / repeat, double(ctx.recorder().dispatches_recorded() - d0) / repeat,
                   double(ctx.recorder().submits() - s0) / repeat);
+    }
+    if (profile) {
+      std::vector<Executable::OpTime> times = exe->profile(in);
+      std::sort(times.begin(), times.end(), [](const auto& a, const auto& b) { return a.ms > b.ms; });
+      std::printf("slowest ops (each run alone, with a wait):\n");
+      for (size_t i = 0; i < times.size() && i < 15; ++i)
+        std::printf("  %9.3f ms  chain[%lld] %s\n", times[i].ms, (long long)times[i].index, times[i].op.c_str());
     }
     for (size_t i = 0; i < out.size(); ++i) {
       std::printf("output %zu: %s[", i, twgpu::dtype_name(out[i].dtype));
