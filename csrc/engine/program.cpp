@@ -49,8 +49,17 @@ TensorSpec parse_tensor(const json& j, const std::string& where) {
   if (!dt.is_string()) bad(where + ".dtype must be a string");
   t.dtype = parse_dtype(dt.get<std::string>());
   t.shape = integers(field(j, "shape", where), where + ".shape");
-  for (int64_t s : t.shape)
-    if (s < 0 || s > (int64_t(1) << 40)) bad(where + ".shape has a bad size " + std::to_string(s));
+  // Sizes bounded so that element counts and byte spans cannot overflow.
+  constexpr uint64_t kMaxElements = uint64_t(1) << 40;
+  uint64_t numel = 1;
+  bool empty = false;
+  for (int64_t s : t.shape) {
+    if (s < 0 || static_cast<uint64_t>(s) > kMaxElements) bad(where + ".shape has a bad size " + std::to_string(s));
+    if (s == 0) empty = true;
+    else if (numel > kMaxElements / static_cast<uint64_t>(s)) numel = kMaxElements + 1;
+    else numel *= static_cast<uint64_t>(s);
+  }
+  if (!empty && numel > kMaxElements) bad(where + ".shape has more than 2^40 elements");
   if (j.contains("strides")) {
     t.strides = integers(j["strides"], where + ".strides");
     if (t.strides.size() != t.shape.size()) bad(where + ".strides and .shape differ in length");
@@ -263,6 +272,8 @@ void check_program(const Program& p, uint64_t weights_bytes) {
     const Value& v = p.values[id];
     if (v.kind != ValueKind::Tensor || v.tensor.storage != Storage::Pool)
       bad("input " + value_name(id) + " must be a tensor in a pool");
+    if (v.tensor.strides != contiguous_strides(v.tensor.shape))
+      bad("input " + value_name(id) + " must be contiguous (no strides)");
     if (defined[id] != -2) bad("input " + value_name(id) + " is listed twice");
     defined[id] = -1;
   }
