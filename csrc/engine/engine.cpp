@@ -236,6 +236,7 @@ std::vector<Executable::OpTime> Executable::profile(const std::vector<HostTensor
 }
 
 std::vector<HostTensor> Executable::run(const std::vector<HostTensor>& inputs) {
+  RuntimeLock lock;  // one run at a time: inputs, launches and read-back stay together
   write_inputs(inputs);
   record();
   return read_outputs();

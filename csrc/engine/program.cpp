@@ -47,7 +47,11 @@ TensorSpec parse_tensor(const json& j, const std::string& where) {
   TensorSpec t;
   const json& dt = field(j, "dtype", where);
   if (!dt.is_string()) bad(where + ".dtype must be a string");
-  t.dtype = parse_dtype(dt.get<std::string>());
+  try {
+    t.dtype = parse_dtype(dt.get<std::string>());
+  } catch (const Error& e) {
+    bad(where + ".dtype: " + e.what());
+  }
   t.shape = integers(field(j, "shape", where), where + ".shape");
   // Sizes bounded so that element counts and byte spans cannot overflow.
   constexpr uint64_t kMaxElements = uint64_t(1) << 40;
@@ -160,7 +164,9 @@ DType parse_dtype(const std::string& name) {
   for (DType t : {DType::Float32, DType::Float16, DType::BFloat16, DType::Int64, DType::Int32,
                   DType::Int16, DType::Int8, DType::UInt8, DType::Bool})
     if (name == dtype_name(t)) return t;
-  bad("unsupported dtype \"" + name + "\"");
+  fail(ErrorKind::InvalidArgument, "unsupported dtype \"" + name +
+                                       "\" (the engine runs float32, float16, bfloat16, int64, "
+                                       "int32, int16, int8, uint8 and bool)");
 }
 
 std::string shape_text(DType dtype, const std::vector<int64_t>& shape) {

@@ -395,3 +395,13 @@ def test_outputs_that_are_inputs_views_or_parameters(tmp_path):
     got = run_engine(model, (x,), tmp_path)
     for g, e in zip(got, model(x)):
         assert torch.equal(g, e.detach())
+
+
+def test_unsupported_input_dtype_is_named():
+    prog = engine.Program.load(json.dumps(SEED), b"")
+    with pytest.raises(ValueError, match='unsupported dtype "float64"'):
+        prog.run(SEED_IN[0].astype(np.float64), SEED_IN[1], SEED_IN[2])
+    bad = json.loads(json.dumps(SEED))
+    bad["values"][2]["dtype"] = "complex64"
+    with pytest.raises(ValueError, match=r'values\[2\]\.dtype: unsupported dtype "complex64"'):
+        engine.Program.load(json.dumps(bad), b"")
