@@ -405,3 +405,28 @@ def test_unsupported_input_dtype_is_named():
     bad["values"][2]["dtype"] = "complex64"
     with pytest.raises(ValueError, match=r'values\[2\]\.dtype: unsupported dtype "complex64"'):
         engine.Program.load(json.dumps(bad), b"")
+
+
+MATH_CASES = {
+    "exp_log_sqrt_rsqrt": (lambda x: x.exp() + (x.abs() + 1).log() + x.abs().sqrt() - (x.abs() + 0.5).rsqrt(), [(3, 5)]),
+    "neg_abs_erf_sin_cos": (lambda x: -x.t().abs() + torch.erf(x.t()) * x.t().sin() / (2 + x.t().cos()), [(4, 6)]),
+    "reciprocal_floor_ceil_round": (lambda x: (x + 3).reciprocal() + x.floor() + (x * 2).ceil() - x.round(), [(2, 7)]),
+    "clamp_pow": (lambda x: torch.clamp(x, -0.5, 0.7) + x.clamp(min=0.1) + x.pow(2) + x.abs().pow(0.5) + x.abs().pow(1.7), [(3, 4)]),
+    "maximum_minimum_pow_tensor": (lambda x, y: torch.maximum(x, y) - torch.minimum(x, y[0]) + x.abs().pow(y.abs()), [(3, 4), (3, 4)]),
+    "activations_with_parameters": (lambda x: F.leaky_relu(x, 0.2) + F.elu(x, 0.7) + F.relu6(x * 4) + F.hardswish(x) + F.hardsigmoid(x), [(4, 5)]),
+    "adaptive_avg_pool": (lambda x: F.adaptive_avg_pool2d(x, (3, 2)) + F.adaptive_avg_pool2d(x, 1).sum(), [(2, 3, 7, 5)]),
+}
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("name", sorted(MATH_CASES))
+def test_math_ops_match_cpu_and_eager(name, tmp_path):
+    fn, shapes = MATH_CASES[name]
+    torch.manual_seed(0)
+    xs = tuple(torch.randn(s) for s in shapes)
+    model = Fn(fn).eval()
+    (got,) = run_engine(model, xs, tmp_path)
+    with torch.no_grad():
+        torch.testing.assert_close(got, model(*xs), rtol=1e-5, atol=1e-5)
+        eager = model.to("webgpu")(*[x.to("webgpu") for x in xs]).cpu()
+    assert torch.equal(got, eager), f"{name}: engine and eager differ by {(got - eager).abs().max()}"

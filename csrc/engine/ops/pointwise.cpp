@@ -24,12 +24,14 @@ std::vector<int64_t> broadcast_shapes(const OpBuilder& b, const std::vector<cons
 }
 
 Launch pointwise_launch(const std::string& op, Compute compute, const DeviceTensor& out,
-                        const std::vector<PointwiseInput>& inputs, ScalarBits p0, ScalarBits p1) {
+                        const std::vector<PointwiseInput>& inputs, ScalarBits p0, ScalarBits p1,
+                        ScalarBits p2) {
   ElementwiseLaunch l;
   l.op = op;
   l.compute = compute;
   l.params[0] = p0;
   l.params[1] = p1;
+  l.params[2] = p2;
   if (!elementwise_supports(op, compute))
     fail(ErrorKind::Unsupported, "elementwise op " + op + " has no " + compute_name(compute) + " kernel");
   // Dims of size 1 iterate once: drop them; the rest go fastest first.

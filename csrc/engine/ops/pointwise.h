@@ -22,7 +22,7 @@ std::vector<int64_t> broadcast_shapes(const OpBuilder& b, const std::vector<cons
 // Inputs broadcast to out's shape; any strides on either side.
 Launch pointwise_launch(const std::string& op, Compute compute, const DeviceTensor& out,
                         const std::vector<PointwiseInput>& inputs, ScalarBits p0 = {},
-                        ScalarBits p1 = {});
+                        ScalarBits p1 = {}, ScalarBits p2 = {});
 
 // dst = src (converting the dtype, broadcasting src to dst's shape).
 Launch copy_launch(const DeviceTensor& src, const DeviceTensor& dst);
