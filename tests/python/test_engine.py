@@ -430,3 +430,36 @@ def test_math_ops_match_cpu_and_eager(name, tmp_path):
         torch.testing.assert_close(got, model(*xs), rtol=1e-5, atol=1e-5)
         eager = model.to("webgpu")(*[x.to("webgpu") for x in xs]).cpu()
     assert torch.equal(got, eager), f"{name}: engine and eager differ by {(got - eager).abs().max()}"
+
+
+class ResidualNet(nn.Module):
+    """A ResNet-style network: residual blocks with a strided downsample, ReLU6, adaptive pool."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU6())
+        self.block = nn.Sequential(nn.Conv2d(8, 16, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(16),
+                                   nn.ReLU(), nn.Conv2d(16, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16))
+        self.down = nn.Sequential(nn.Conv2d(8, 16, 1, stride=2, bias=False), nn.BatchNorm2d(16))
+        self.head = nn.Linear(16, 5)
+        with torch.no_grad():
+            for bn in self.modules():
+                if isinstance(bn, nn.BatchNorm2d):
+                    bn.running_mean.uniform_(-0.3, 0.3)
+                    bn.running_var.uniform_(0.5, 1.5)
+
+    def forward(self, x):
+        h = self.stem(x)
+        h = torch.relu(self.block(h) + self.down(h))
+        return self.head(torch.flatten(nn.functional.adaptive_avg_pool2d(h, 1), 1))
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_residual_network_matches_cpu_and_eager(tmp_path):
+    x = torch.randn(2, 3, 12, 12)
+    model = ResidualNet().eval()
+    (y,) = run_engine(model, (x,), tmp_path)
+    with torch.no_grad():
+        torch.testing.assert_close(y, model(x), rtol=1e-5, atol=1e-5)
+    assert torch.equal(y, eager_webgpu(model, (x,)))
