@@ -179,9 +179,19 @@ def test_zero_dim_result_and_empty_batch(tmp_path):
     assert y.shape == (0, 4)
 
 
-def test_cli_runs_exported_cnn(tmp_path):
-    x = torch.randn(2, 3, 16, 16)
-    aot.export(cnn(), (x,), str(tmp_path))
+def encoder():
+    torch.manual_seed(0)
+    return nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True).eval()
+
+
+CLI_MODELS = {"mlp": (mlp, (5, 8)), "cnn": (cnn, (2, 3, 16, 16)), "encoder": (encoder, (2, 7, 32))}
+
+
+@pytest.mark.parametrize("name", sorted(CLI_MODELS))
+def test_cli_runs_exported_models(name, tmp_path):
+    make, shape = CLI_MODELS[name]
+    x = torch.randn(shape)
+    aot.export(make(), (x,), str(tmp_path))
     np.save(tmp_path / "x.npy", x.numpy())
     r = subprocess.run([twgpu_run(), str(tmp_path), "--input", str(tmp_path / "x.npy"),
                         "--output", str(tmp_path / "y.npy"), "--repeat", "3"],
@@ -189,12 +199,17 @@ def test_cli_runs_exported_cnn(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "dispatches per run" in r.stdout and "submits per run 1.0" in r.stdout, r.stdout
     y = torch.from_numpy(np.load(tmp_path / "y.npy"))
-    assert torch.equal(y, eager_webgpu(cnn(), (x,)))
+    with torch.no_grad():
+        torch.testing.assert_close(y, make()(x), rtol=1e-4, atol=1e-5)
+    (py,) = engine.Program.load(str(tmp_path)).run(x)
+    assert torch.equal(y, torch.from_numpy(py)), "the CLI and the Python API differ"
     # Wrong input shape: a clear error and a failing exit status, no crash.
-    np.save(tmp_path / "bad.npy", np.zeros((2, 3, 8, 8), np.float32))
+    bad = np.zeros((1,) + tuple(shape), np.float32)
+    np.save(tmp_path / "bad.npy", bad)
     r = subprocess.run([twgpu_run(), str(tmp_path), "--input", str(tmp_path / "bad.npy")],
                        capture_output=True, text=True, timeout=300)
-    assert r.returncode == 1 and "input 0: expected float32[2, 3, 16, 16], got float32[2, 3, 8, 8]" in r.stderr
+    expected = f"input 0: expected float32{list(shape)}, got float32{list(bad.shape)}"
+    assert r.returncode == 1 and expected in r.stderr, r.stderr
 
 
 def test_aot_cli_exports(tmp_path):
