@@ -85,6 +85,12 @@ void register_graph_bindings(py::module_& m);   // python_graphs.cpp
 void register_wgsl_bindings(py::module_& m);    // python_wgsl.cpp
 }  // namespace twgpu::aten
 
+#ifdef TWGPU_HAVE_ENGINE
+namespace twgpu::engine {
+void register_engine_bindings(py::module_& m);  // csrc/engine/python/engine_bindings.cpp
+}
+#endif
+
 PYBIND11_MODULE(_C, m) {
   using namespace twgpu;
   using namespace twgpu::aten;
@@ -93,6 +99,9 @@ PYBIND11_MODULE(_C, m) {
   register_stream_bindings(m);
   register_graph_bindings(m);
   register_wgsl_bindings(m);
+#ifdef TWGPU_HAVE_ENGINE
+  engine::register_engine_bindings(m);
+#endif
   m.def("is_available", [] { return Context::available(); });
   m.def("is_initialized", [] { return Context::initialized(); });
   m.def("init", [] { guarded([] { Context::get(); }); });

@@ -1,0 +1,238 @@
+"""torch.export -> program.json + weights.bin (format: docs/ENGINE.md)."""
+import json
+import math
+import operator
+import os
+
+import torch
+
+from .memory_plan import plan_pools
+
+PROGRAM_VERSION = 1
+WEIGHT_ALIGN = 256  # bytes between constants in weights.bin
+
+_DTYPES = {
+    torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16",
+    torch.int64: "int64", torch.int32: "int32", torch.int16: "int16", torch.int8: "int8",
+    torch.uint8: "uint8", torch.bool: "bool",
+}
+
+
+def dtype_name(dtype):
+    if dtype not in _DTYPES:
+        raise NotImplementedError(f"torch_webgpu.aot: dtype {dtype} is not supported by the engine")
+    return _DTYPES[dtype]
+
+
+def op_name(target):
+    """ATen name as the engine registers it: "aten::add.Tensor", "aten::mm"."""
+    schema = target._schema
+    overload = schema.overload_name
+    return schema.name + ("." + overload if overload else "")
+
+
+def _is_view_op(target):
+    # Ops whose result aliases their first argument (view, permute, expand, slice, ...):
+    # the engine makes strided views of them with no memory of their own.
+    returns = target._schema.returns
+    return len(returns) == 1 and returns[0].alias_info is not None and not returns[0].alias_info.is_write
+
+
+def _nbytes(shape, dtype):
+    return math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+
+
+class _Builder:
+    def __init__(self):
+        self.values = []
+        self.chain = []
+        self.weights = bytearray()
+        self.defined = {}   # value id -> chain index that writes it (-1: input)
+        self.last_use = {}  # base value id -> last chain index that reads it or a view of it
+        self.base = {}      # value id -> value id owning its memory
+
+    def add(self, value):
+        self.values.append(value)
+        return len(self.values) - 1
+
+    def tensor(self, fake, storage):
+        v = {"type": "tensor", "dtype": dtype_name(fake.dtype), "shape": [int(s) for s in fake.shape]}
+        v.update(storage)
+        vid = self.add(v)
+        self.base[vid] = vid
+        return vid
+
+    def constant(self, t):
+        t = t.detach().to("cpu").contiguous()
+        pad = (-len(self.weights)) % WEIGHT_ALIGN
+        self.weights += b"\0" * pad
+        offset = len(self.weights)
+        # Raw bytes of any dtype (numpy has no bfloat16): a flat view as uint8.
+        self.weights += t.reshape(-1).view(torch.uint8).numpy().tobytes()
+        vid = self.tensor(t, {"constant": {"offset": offset}})
+        return vid
+
+    def scalar(self, x):
+        if x is None or isinstance(x, (torch.device, torch.layout, torch.memory_format)):
+            return self.add({"type": "none"})
+        if isinstance(x, bool):
+            return self.add({"type": "bool", "value": x})
+        if isinstance(x, int):
+            return self.add({"type": "int", "value": x})
+        if isinstance(x, float):
+            if math.isinf(x) or math.isnan(x):
+                return self.add({"type": "float", "value": "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")})
+            return self.add({"type": "float", "value": x})
+        if isinstance(x, str):
+            return self.add({"type": "string", "value": x})
+        if isinstance(x, torch.dtype):
+            return self.add({"type": "string", "value": dtype_name(x)})
+        if isinstance(x, (list, tuple)) and all(isinstance(e, int) and not isinstance(e, bool) for e in x):
+            return self.add({"type": "int_list", "value": list(x)})
+        raise NotImplementedError(f"torch_webgpu.aot: argument {x!r} ({type(x).__name__}) cannot be exported")
+
+    def use(self, vid, at):
+        b = self.base[vid]
+        self.last_use[b] = max(self.last_use.get(b, -1), at)
+
+
+def program_from_exported(ep):
+    """(program dict, weights bytes) for an ExportedProgram in core ATen."""
+    b = _Builder()
+    node_values = {}  # fx node -> value id, or tuple of ids for multi-output ops
+    sig = ep.graph_signature
+    constants = {}
+    for spec in sig.input_specs:
+        if spec.kind.name in ("PARAMETER", "BUFFER"):
+            constants[spec.arg.name] = ep.state_dict[spec.target] if spec.target in ep.state_dict else ep.constants[spec.target]
+        elif spec.kind.name in ("CONSTANT_TENSOR",):
+            constants[spec.arg.name] = ep.constants[spec.target]
+    inputs = []
+    for node in ep.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        if node.name in constants:
+            node_values[node] = b.constant(constants[node.name])
+        else:
+            val = node.meta.get("val")
+            if not isinstance(val, torch.Tensor):
+                raise NotImplementedError(f"torch_webgpu.aot: input {node.name} is not a tensor")
+            vid = b.tensor(val, {"mem": None})
+            b.defined[vid] = -1
+            inputs.append(vid)
+            node_values[node] = vid
+
+    def arg_value(x, at):
+        if isinstance(x, torch.fx.Node):
+            vid = node_values[x]
+            b.use(vid, at)
+            return vid
+        if isinstance(x, (list, tuple)) and x and all(isinstance(e, torch.fx.Node) for e in x):
+            ids = [node_values[e] for e in x]
+            for vid in ids:
+                b.use(vid, at)
+            return b.add({"type": "tensor_list", "items": ids})
+        return b.scalar(x)
+
+    for node in ep.graph.nodes:
+        if node.op != "call_function":
+            continue
+        if node.target is operator.getitem:
+            node_values[node] = node_values[node.args[0]][node.args[1]]
+            continue
+        if not isinstance(node.target, torch._ops.OpOverload):
+            raise NotImplementedError(f"torch_webgpu.aot: {node.target} is not an ATen op")
+        if not node.target._schema.returns and op_name(node.target).startswith("aten::_assert"):
+            continue  # export-time metadata checks: the program's shapes are static
+        at = len(b.chain)
+        schema = node.target._schema
+        args = []
+        for i, a in enumerate(schema.arguments):
+            if i < len(node.args):
+                x = node.args[i]
+            elif a.name in node.kwargs:
+                x = node.kwargs[a.name]
+            elif a.has_default_value():
+                x = a.default_value
+            else:
+                raise NotImplementedError(f"torch_webgpu.aot: {op_name(node.target)} misses argument {a.name}")
+            args.append(arg_value(x, at))
+        val = node.meta["val"]
+        vals = list(val) if isinstance(val, (tuple, list)) else [val]
+        view = _is_view_op(node.target)
+        outs = []
+        for v in vals:
+            if not isinstance(v, torch.Tensor):
+                raise NotImplementedError(f"torch_webgpu.aot: {op_name(node.target)} returns a non-tensor")
+            vid = b.tensor(v, {} if view else {"mem": None})
+            if view:
+                b.base[vid] = b.base[args[0]]
+            b.defined[vid] = at
+            b.use(vid, at)
+            outs.append(vid)
+        node_values[node] = tuple(outs) if isinstance(val, (tuple, list)) else outs[0]
+        b.chain.append({"op": op_name(node.target), "args": args, "outputs": outs})
+
+    end = len(b.chain)
+    outputs = []
+    out_node = next(n for n in ep.graph.nodes if n.op == "output")
+    for x in out_node.args[0]:
+        if not isinstance(x, torch.fx.Node):
+            raise NotImplementedError("torch_webgpu.aot: outputs must be tensors")
+        vid = node_values[x]
+        b.use(vid, end)
+        outputs.append(vid)
+
+    # Pools: every tensor with memory of its own, alive from its definition to the last
+    # use of it or of a view of it.
+    spans = []
+    for vid, v in enumerate(b.values):
+        if v.get("type") == "tensor" and "mem" in v:
+            nbytes = _nbytes(v["shape"], _TORCH[v["dtype"]])
+            first = b.defined[vid]
+            last = max(b.last_use.get(vid, first), first)
+            spans.append((vid, (nbytes + 3) // 4 * 4, first, last))
+    placement, sizes = plan_pools(spans)
+    for vid, pool in placement.items():
+        b.values[vid]["mem"] = {"pool": pool, "offset": 0}
+    program = {
+        "version": PROGRAM_VERSION,
+        "values": b.values,
+        "chain": b.chain,
+        "inputIds": inputs,
+        "outputIds": outputs,
+        "memoryPlan": {"pools": [{"id": i, "size": s} for i, s in enumerate(sizes)]},
+        "weights": {"file": "weights.bin", "size": len(b.weights)},
+    }
+    return program, bytes(b.weights)
+
+
+_TORCH = {v: k for k, v in _DTYPES.items()}
+
+
+def _check_ops(program):
+    try:
+        from .. import _C
+        known = set(_C._engine.registered_ops())
+    except (ImportError, AttributeError):
+        return  # no engine in this build: twgpu-run will say what it lacks
+    missing = sorted({c["op"] for c in program["chain"]} - known)
+    if missing:
+        raise NotImplementedError("torch_webgpu.aot: the engine has no kernel for " + ", ".join(missing))
+
+
+def export(model, example_inputs, out_dir, check_ops=True):
+    """Exports `model` called on `example_inputs` (a tuple of CPU tensors) into out_dir
+    (program.json, weights.bin). Returns the program dict."""
+    if isinstance(example_inputs, torch.Tensor):
+        example_inputs = (example_inputs,)
+    ep = torch.export.export(model, tuple(example_inputs)).run_decompositions()
+    program, weights = program_from_exported(ep)
+    if check_ops:
+        _check_ops(program)
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "program.json"), "w") as f:
+        json.dump(program, f, indent=1)
+    with open(os.path.join(out_dir, "weights.bin"), "wb") as f:
+        f.write(weights)
+    return program

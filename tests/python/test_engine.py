@@ -1,0 +1,484 @@
+"""The AOT engine (docs/ENGINE.md): programs exported by torch_webgpu.aot and run by the
+C++ engine, through the Python API and the twgpu-run CLI, against PyTorch on the CPU and,
+where the engine must equal eager to the bit, against eager webgpu."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+
+import torch_webgpu
+from torch_webgpu import _C
+
+if not hasattr(_C, "_engine"):
+    pytest.skip("torch_webgpu built without the engine (nlohmann-json3-dev missing)", allow_module_level=True)
+
+from torch_webgpu import aot, engine  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def twgpu_run():
+    path = os.environ.get("TWGPU_RUN", os.path.join(REPO, "build", "twgpu-run"))
+    assert os.path.exists(path), f"twgpu-run not found at {path} (build it, or set TWGPU_RUN)"
+    return path
+
+
+def export_and_load(model, inputs, tmp_path):
+    aot.export(model, inputs, str(tmp_path))
+    return engine.Program.load(str(tmp_path))
+
+
+def run_engine(model, inputs, tmp_path):
+    prog = export_and_load(model, inputs, tmp_path)
+    # numpy arrays, or tensors for bfloat16 (numpy has none)
+    return [y if isinstance(y, torch.Tensor) else torch.from_numpy(y) for y in prog.run(*inputs)]
+
+
+def eager_webgpu(model, inputs):
+    with torch.no_grad():
+        out = model.to("webgpu")(*[x.to("webgpu") for x in inputs])
+    return out.cpu()
+
+
+def mlp():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 16), nn.GELU(), nn.Linear(16, 4)).eval()
+
+
+def cnn():
+    torch.manual_seed(0)
+    m = nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=2), nn.BatchNorm2d(8), nn.SiLU(),
+        nn.AvgPool2d(2), nn.Flatten(), nn.Linear(8 * 2 * 2, 10)).eval()
+    with torch.no_grad():
+        for bn in (m[1], m[5]):
+            bn.running_mean.uniform_(-0.5, 0.5)
+            bn.running_var.uniform_(0.5, 2.0)
+            bn.weight.uniform_(0.5, 1.5)
+            bn.bias.uniform_(-0.5, 0.5)
+    return m
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_mlp_matches_cpu_and_eager(tmp_path):
+    x = torch.randn(5, 8)
+    (y,) = run_engine(mlp(), (x,), tmp_path)
+    with torch.no_grad():
+        torch.testing.assert_close(y, mlp()(x), rtol=1e-5, atol=1e-6)
+    assert torch.equal(y, eager_webgpu(mlp(), (x,))), "engine and eager differ in bits"
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_cnn_matches_cpu_and_eager(tmp_path):
+    x = torch.randn(2, 3, 16, 16)
+    prog = export_and_load(cnn(), (x,), tmp_path)
+    ops = {c["op"] for c in json.load(open(tmp_path / "program.json"))["chain"]}
+    assert {"aten::convolution", "aten::_native_batch_norm_legit_no_training", "aten::relu",
+            "aten::max_pool2d_with_indices", "aten::avg_pool2d", "aten::addmm"} <= ops
+    (y,) = [torch.from_numpy(a) for a in prog.run(x)]
+    with torch.no_grad():
+        torch.testing.assert_close(y, cnn()(x), rtol=1e-5, atol=1e-5)
+    assert torch.equal(y, eager_webgpu(cnn(), (x,)))
+    # A second run on other data reuses the loaded program.
+    x2 = torch.randn(2, 3, 16, 16)
+    (y2,) = prog.run(x2)
+    with torch.no_grad():
+        torch.testing.assert_close(torch.from_numpy(y2), cnn()(x2), rtol=1e-5, atol=1e-5)
+
+
+def test_transformer_encoder_layer_matches_cpu(tmp_path):
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True).eval()
+    x = torch.randn(2, 7, 32)
+    (y,) = run_engine(layer, (x,), tmp_path)
+    with torch.no_grad():
+        # The CPU's eval fast path (_transformer_encoder_layer_fwd) sums in another order.
+        torch.testing.assert_close(y, layer(x), rtol=1e-4, atol=1e-5)
+
+
+class TinyLM(nn.Module):
+    """Embedding, layer norm, attention-like softmax, cat, slicing: the rest of the op set."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.emb = nn.Embedding(50, 16)
+        self.norm = nn.LayerNorm(16)
+        self.proj = nn.Linear(16, 16)
+
+    def forward(self, ids):
+        h = self.norm(self.emb(ids))                       # [B, T, 16]
+        scores = torch.softmax(h @ h.transpose(1, 2) / 4.0, dim=-1)
+        ctx = torch.bmm(scores, h)
+        both = torch.cat([ctx, h[:, :, :8]], dim=-1)       # [B, T, 24]
+        pooled = both.mean(dim=1)                          # [B, 24]
+        return torch.tanh(self.proj(torch.sigmoid(ctx))) + pooled[:, None, :16] - both[:, :, 8:].sub(1.0)
+
+
+def test_embedding_norm_softmax_cat_model(tmp_path):
+    ids = torch.randint(0, 50, (3, 6))
+    (y,) = run_engine(TinyLM().eval(), (ids,), tmp_path)
+    with torch.no_grad():
+        torch.testing.assert_close(y, TinyLM().eval()(ids), rtol=1e-5, atol=1e-5)
+
+
+class Views(nn.Module):
+    def forward(self, x):  # x: [4, 6, 5]
+        a = x.permute(2, 0, 1).reshape(5, 24)               # copy: view of a permuted tensor
+        b = x.transpose(0, 1)[1:5:2].select(2, 3)           # strided view, no copy
+        c = b.unsqueeze(0).expand(3, 2, 4).contiguous()
+        d = torch.cat([c.flatten(), a.t()[:, 1]])           # [24 + 24]
+        e = x[:, 1:3].reshape(4, 10)                         # a view of a sliced tensor
+        return d * 2.0, a[::2].clone(), e + 1.0
+
+
+def test_views_and_copies_are_exact(tmp_path):
+    x = torch.randn(4, 6, 5)
+    got = run_engine(Views(), (x,), tmp_path)
+    program = json.load(open(tmp_path / "program.json"))
+    views = [c for c in program["chain"] if "mem" not in program["values"][c["outputs"][0]]]
+    assert len(views) >= 8  # strided views, no memory of their own
+    for g, e in zip(got, Views()(x)):
+        assert torch.equal(g, e)
+
+
+class Dtypes(nn.Module):
+    def forward(self, i, j, h):
+        s = i + j * 3 - 7                                  # int64
+        mask = s > 0                                       # bool
+        w = torch.where(mask, h, h * 0.5)                  # float16
+        return s, mask, w, (i.to(torch.float32) / 4.0)
+
+
+def test_dtypes_int64_bool_float16(tmp_path):
+    i = torch.randint(-2**40, 2**40, (3, 4))
+    j = torch.randint(-100, 100, (4,))
+    h = torch.randn(3, 4).to(torch.float16)
+    got = run_engine(Dtypes(), (i, j, h), tmp_path)
+    for g, e in zip(got, Dtypes()(i, j, h)):
+        assert g.dtype == e.dtype
+        torch.testing.assert_close(g, e, rtol=0, atol=0)
+
+
+class Reductions(nn.Module):
+    def forward(self, x):
+        return (x * 3.0).mean(dim=(0, 1)), x.sum(dim=-1, keepdim=True)
+
+
+def test_zero_dim_result_and_empty_batch(tmp_path):
+    x = torch.randn(3, 5)
+    m, s = run_engine(Reductions(), (x,), tmp_path / "red")
+    em, es = Reductions()(x)
+    assert m.shape == () and s.shape == (3, 1)
+    torch.testing.assert_close(m, em)
+    torch.testing.assert_close(s, es)
+    empty = torch.randn(0, 8)
+    (y,) = run_engine(mlp(), (empty,), tmp_path / "empty")
+    assert y.shape == (0, 4)
+
+
+def encoder():
+    torch.manual_seed(0)
+    return nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True).eval()
+
+
+CLI_MODELS = {"mlp": (mlp, (5, 8)), "cnn": (cnn, (2, 3, 16, 16)), "encoder": (encoder, (2, 7, 32))}
+
+
+@pytest.mark.parametrize("name", sorted(CLI_MODELS))
+def test_cli_runs_exported_models(name, tmp_path):
+    make, shape = CLI_MODELS[name]
+    x = torch.randn(shape)
+    aot.export(make(), (x,), str(tmp_path))
+    np.save(tmp_path / "x.npy", x.numpy())
+    r = subprocess.run([twgpu_run(), str(tmp_path), "--input", str(tmp_path / "x.npy"),
+                        "--output", str(tmp_path / "y.npy"), "--repeat", "3"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "dispatches per run" in r.stdout and "submits per run 1.0" in r.stdout, r.stdout
+    y = torch.from_numpy(np.load(tmp_path / "y.npy"))
+    with torch.no_grad():
+        torch.testing.assert_close(y, make()(x), rtol=1e-4, atol=1e-5)
+    (py,) = engine.Program.load(str(tmp_path)).run(x)
+    assert torch.equal(y, torch.from_numpy(py)), "the CLI and the Python API differ"
+    # Wrong input shape: a clear error and a failing exit status, no crash.
+    bad = np.zeros((1,) + tuple(shape), np.float32)
+    np.save(tmp_path / "bad.npy", bad)
+    r = subprocess.run([twgpu_run(), str(tmp_path), "--input", str(tmp_path / "bad.npy")],
+                       capture_output=True, text=True, timeout=300)
+    expected = f"input 0: expected float32{list(shape)}, got float32{list(bad.shape)}"
+    assert r.returncode == 1 and expected in r.stderr, r.stderr
+
+
+def test_aot_cli_exports(tmp_path):
+    (tmp_path / "models_for_cli.py").write_text(
+        "import torch\n"
+        "def make():\n"
+        "    torch.manual_seed(1)\n"
+        "    return torch.nn.Sequential(torch.nn.Linear(6, 3), torch.nn.Tanh()).eval()\n")
+    out = tmp_path / "prog"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(REPO, "python"), str(tmp_path)]))
+    r = subprocess.run([sys.executable, "-m", "torch_webgpu.aot", "export", "models_for_cli:make",
+                        "--input-shape", "2,6", "--out", str(out)], capture_output=True, text=True,
+                       cwd=tmp_path, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr
+    x = torch.randn(2, 6)
+    (y,) = engine.Program.load(str(out)).run(x)
+    torch.manual_seed(1)
+    ref = torch.nn.Sequential(torch.nn.Linear(6, 3), torch.nn.Tanh())(x)
+    torch.testing.assert_close(torch.from_numpy(y), ref.detach(), rtol=1e-5, atol=1e-6)
+
+
+SEED = {
+    "version": 1,
+    "values": [
+        {"type": "tensor", "dtype": "float32", "shape": [2, 2], "mem": {"pool": 0, "offset": 0}},
+        {"type": "tensor", "dtype": "float32", "shape": [2, 2], "mem": {"pool": 1, "offset": 0}},
+        {"type": "tensor", "dtype": "float32", "shape": [2, 2], "mem": {"pool": 2, "offset": 0}},
+        {"type": "float", "value": 1.5},
+        {"type": "tensor", "dtype": "float32", "shape": [2, 2], "mem": {"pool": 3, "offset": 0}},
+        {"type": "tensor", "dtype": "float32", "shape": [2, 2], "mem": {"pool": 0, "offset": 0}},
+    ],
+    "chain": [{"op": "aten::add.Tensor", "args": [0, 1, 3], "outputs": [4]},
+              {"op": "aten::mm", "args": [4, 2], "outputs": [5]}],
+    "inputIds": [0, 1, 2],
+    "outputIds": [5],
+    "memoryPlan": {"pools": [{"id": i, "size": 16} for i in range(4)]},
+}
+SEED_IN = [np.array([[1, 2], [3, 4]], np.float32), np.array([[2, 4], [6, 8]], np.float32),
+           np.array([[4, 8], [12, 16]], np.float32)]
+
+
+def test_seed_program_and_context_api():
+    prog = engine.Program.load(json.dumps(SEED), b"")
+    (y,) = prog.run(*SEED_IN)
+    assert y.tolist() == [[112, 160], [240, 352]]
+    ctx = engine.Context()
+    a = ctx.tensor("float32", [2, 2]).set_data(SEED_IN[0])
+    b = ctx.tensor(torch.float32, [2, 2]).set_data(torch.from_numpy(SEED_IN[1]))
+    c = ctx.tensor(np.float32, [2, 2]).set_data(SEED_IN[2].tobytes())
+    s, p, out = (ctx.tensor("float32", [2, 2]) for _ in range(3))
+    before = ctx.dispatches
+    ctx.record_shader("aten::add.Tensor", [a, b, 1.5], [s])
+    ctx.record_shader("aten::mm", [s, c], [p])
+    ctx.record_program(json.dumps(SEED), b"", [a, b, c, out])
+    ctx.submit()
+    ctx.sync()
+    assert ctx.dispatches - before == 2 + 3 + 2 + 1  # 2 shaders; 3 input copies, 2 ops, 1 output copy
+    expected = (SEED_IN[0] + 1.5 * SEED_IN[1]) @ SEED_IN[2]
+    assert np.array_equal(s.get_data(), SEED_IN[0] + 1.5 * SEED_IN[1])
+    assert np.array_equal(p.get_data(), expected) and np.array_equal(out.get_data(), expected)
+    ints = ctx.tensor("int64", [3]).set_data(np.array([5, -7, 2**40], np.int64))
+    r = ctx.tensor("int64", [3])
+    ctx.record_shader("aten::mul.Scalar", [ints, 3], [r])
+    assert r.get_data().tolist() == [15, -21, 3 * 2**40]
+
+
+def test_loader_and_run_errors():
+    bad = json.loads(json.dumps(SEED))
+    bad["chain"][1]["op"] = "aten::frobnicate"
+    with pytest.raises(ValueError, match=r"chain\[1\].*aten::frobnicate"):
+        engine.Program.load(json.dumps(bad), b"")
+    overlap = json.loads(json.dumps(SEED))
+    overlap["values"][4]["mem"]["pool"] = 0
+    with pytest.raises(ValueError, match="values 0 and 4 share bytes of pool 0"):
+        engine.Program.load(json.dumps(overlap), b"")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        engine.Program.load(json.dumps(SEED)[:-5], b"")
+    prog = engine.Program.load(json.dumps(SEED), b"")
+    with pytest.raises(ValueError, match=r"input 1: expected float32\[2, 2\], got float32\[4\]"):
+        prog.run(SEED_IN[0], SEED_IN[1].reshape(4), SEED_IN[2])
+    with pytest.raises(ValueError, match="got int32"):
+        prog.run(SEED_IN[0], SEED_IN[1].astype(np.int32), SEED_IN[2])
+    with pytest.raises(ValueError, match="takes 3 inputs"):
+        prog.run(SEED_IN[0])
+    ctx = engine.Context()
+    with pytest.raises(ValueError, match="holds 16 bytes, got 12"):
+        ctx.tensor("float32", [2, 2]).set_data(np.zeros(3, np.float32))
+    t = ctx.tensor("float32", [2, 3])
+    with pytest.raises(ValueError, match="cannot be multiplied"):
+        ctx.record_shader("aten::mm", [t, t], [ctx.tensor("float32", [2, 3])])
+
+
+def test_export_reports_ops_the_engine_lacks(tmp_path):
+    class Cumsum(nn.Module):
+        def forward(self, x):
+            return torch.cumsum(x, 0)
+    with pytest.raises(NotImplementedError, match="aten::cumsum"):
+        aot.export(Cumsum(), (torch.randn(4),), str(tmp_path))
+
+
+def test_memory_plan_shares_pools(tmp_path):
+    deep = nn.Sequential(*[m for _ in range(6) for m in (nn.Linear(16, 16), nn.ReLU())]).eval()
+    program = aot.export(deep, (torch.randn(4, 16),), str(tmp_path))
+    owned = [v for v in program["values"] if v["type"] == "tensor" and "mem" in v]
+    assert len(program["memoryPlan"]["pools"]) <= 3 < len(owned)
+    x = torch.randn(4, 16)
+    (y,) = engine.Program.load(str(tmp_path)).run(x)
+    with torch.no_grad():
+        torch.testing.assert_close(torch.from_numpy(y), deep(x), rtol=1e-5, atol=1e-6)
+
+
+def test_planner_keeps_overlapping_lifetimes_apart():
+    from torch_webgpu.aot import plan_pools
+    placement, sizes = plan_pools([(0, 100, -1, 1), (1, 300, 0, 2), (2, 50, 2, 3), (3, 200, 3, 4)])
+    assert placement[0] != placement[1] and placement[1] != placement[2]
+    assert placement[3] == placement[1]  # born after 1 died: reuses its pool
+    assert placement[2] == placement[0]
+    assert all(s % 256 == 0 for s in sizes) and len(sizes) == 2
+
+
+class Fn(nn.Module):
+    def __init__(self, fn, *params):
+        super().__init__()
+        self.fn = fn
+        self.params = nn.ParameterList([nn.Parameter(p, requires_grad=False) for p in params])
+
+    def forward(self, *xs):
+        return self.fn(*xs, *self.params)
+
+
+F = torch.nn.functional
+OP_CASES = {
+    # name: (fn, inputs, parameters) -- inputs are often strided views inside fn.
+    "softmax_dim0_transposed": (lambda x: torch.softmax(x.t(), 0), [(6, 5)], []),
+    "log_softmax_last": (lambda x: torch.log_softmax(x[:, 1:], -1), [(4, 9)], []),
+    "layer_norm_strided": (lambda x, w, b: F.layer_norm(x[:, ::2], (4,), w, b, 1e-5), [(3, 8)], [(4,), (4,)]),
+    "layer_norm_no_affine": (lambda x: F.layer_norm(x, (2, 5)), [(3, 2, 5)], []),
+    "gelu_tanh_silu_sigmoid": (lambda x: F.gelu(x.t(), approximate="tanh") + F.silu(x.t()) * torch.sigmoid(x.t()), [(4, 6)], []),
+    "div_modes": (lambda x, y: (torch.div(x, y, rounding_mode="floor"), torch.div(x, y, rounding_mode="trunc"), x / y), [(5, 3), (3,)], []),
+    "bmm_transposed": (lambda a, b: torch.bmm(a, b.transpose(1, 2)), [(2, 3, 4), (2, 5, 4)], []),
+    "addmm_beta_alpha": (lambda a, b, c: torch.addmm(c, a, b.t(), beta=0.5, alpha=2.0), [(3, 4), (5, 4)], [(5,)]),
+    "linear_3d_noncontiguous": (lambda x, w, b: F.linear(x.transpose(0, 1), w, b), [(4, 2, 6)], [(3, 6), (3,)]),
+    "conv1d_dilated": (lambda x, w, b: F.conv1d(x, w, b, stride=2, padding=2, dilation=2), [(2, 4, 17)], [(6, 4, 3), (6,)]),
+    "conv2d_pointwise_nobias": (lambda x, w: F.conv2d(x, w), [(2, 4, 5, 5)], [(3, 4, 1, 1)]),
+    "conv2d_strided_input": (lambda x, w, b: F.conv2d(x.permute(0, 3, 1, 2), w, b, padding=1, groups=2), [(1, 6, 6, 4)], [(4, 2, 3, 3), (4,)]),
+    "conv3d": (lambda x, w: F.conv3d(x, w, stride=(1, 2, 1)), [(1, 2, 4, 5, 4)], [(3, 2, 2, 2, 2)]),
+    "max_pool_dilated_ceil": (lambda x: F.max_pool2d(x, 3, 2, 1, dilation=2, ceil_mode=True), [(2, 3, 9, 8)], []),
+    "max_pool_3d_input_strided": (lambda x: F.max_pool2d(x.transpose(1, 2), 2), [(3, 8, 6)], []),
+    "avg_pool_ceil_exclude_pad": (lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False), [(2, 3, 8, 7)], []),
+    "avg_pool_divisor": (lambda x: F.avg_pool2d(x, 2, divisor_override=3), [(1, 2, 6, 6)], []),
+    "mean_middle_dims_keepdim": (lambda x: x.mean(dim=(1, 2), keepdim=True), [(2, 3, 4, 5)], []),
+}
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("name", sorted(OP_CASES))
+def test_ops_match_cpu_and_eager(name, tmp_path):
+    fn, shapes, params = OP_CASES[name]
+    torch.manual_seed(0)
+    xs = tuple(torch.randn(s) for s in shapes)
+    model = Fn(fn, *[torch.randn(s) for s in params]).eval()
+    got = run_engine(model, xs, tmp_path)
+    with torch.no_grad():
+        want = model(*xs)
+        want = list(want) if isinstance(want, tuple) else [want]
+        eager = model.to("webgpu")(*[x.to("webgpu") for x in xs])
+        eager = [e.cpu() for e in (eager if isinstance(eager, tuple) else [eager])]
+    for g, w, e in zip(got, want, eager):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5)
+        assert torch.equal(g, e), f"{name}: engine and eager differ by {(g - e).abs().max()}"
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_mlp(dtype, tmp_path):
+    model = mlp().to(dtype)
+    x = torch.randn(5, 8).to(dtype)
+    (y,) = run_engine(model, (x,), tmp_path)
+    assert y.dtype == dtype
+    with torch.no_grad():
+        torch.testing.assert_close(y, model(x), rtol=5e-2, atol=5e-2)
+        assert torch.equal(y, eager_webgpu(model, (x,)))
+
+
+class PassThrough(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.w = nn.Parameter(torch.randn(3, 2))
+
+    def forward(self, x):
+        return x, x.t(), self.w, x * 2, x[1]
+
+
+def test_outputs_that_are_inputs_views_or_parameters(tmp_path):
+    x = torch.randn(2, 3)
+    model = PassThrough()
+    got = run_engine(model, (x,), tmp_path)
+    for g, e in zip(got, model(x)):
+        assert torch.equal(g, e.detach())
+
+
+def test_unsupported_input_dtype_is_named():
+    prog = engine.Program.load(json.dumps(SEED), b"")
+    with pytest.raises(ValueError, match='unsupported dtype "float64"'):
+        prog.run(SEED_IN[0].astype(np.float64), SEED_IN[1], SEED_IN[2])
+    bad = json.loads(json.dumps(SEED))
+    bad["values"][2]["dtype"] = "complex64"
+    with pytest.raises(ValueError, match=r'values\[2\]\.dtype: unsupported dtype "complex64"'):
+        engine.Program.load(json.dumps(bad), b"")
+
+
+MATH_CASES = {
+    "exp_log_sqrt_rsqrt": (lambda x: x.exp() + (x.abs() + 1).log() + x.abs().sqrt() - (x.abs() + 0.5).rsqrt(), [(3, 5)]),
+    "neg_abs_erf_sin_cos": (lambda x: -x.t().abs() + torch.erf(x.t()) * x.t().sin() / (2 + x.t().cos()), [(4, 6)]),
+    "reciprocal_floor_ceil_round": (lambda x: (x + 3).reciprocal() + x.floor() + (x * 2).ceil() - x.round(), [(2, 7)]),
+    "clamp_pow": (lambda x: torch.clamp(x, -0.5, 0.7) + x.clamp(min=0.1) + x.pow(2) + x.abs().pow(0.5) + x.abs().pow(1.7), [(3, 4)]),
+    "maximum_minimum_pow_tensor": (lambda x, y: torch.maximum(x, y) - torch.minimum(x, y[0]) + x.abs().pow(y.abs()), [(3, 4), (3, 4)]),
+    "activations_with_parameters": (lambda x: F.leaky_relu(x, 0.2) + F.elu(x, 0.7) + F.relu6(x * 4) + F.hardswish(x) + F.hardsigmoid(x), [(4, 5)]),
+    "adaptive_avg_pool": (lambda x: F.adaptive_avg_pool2d(x, (3, 2)) + F.adaptive_avg_pool2d(x, 1).sum(), [(2, 3, 7, 5)]),
+}
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("name", sorted(MATH_CASES))
+def test_math_ops_match_cpu_and_eager(name, tmp_path):
+    fn, shapes = MATH_CASES[name]
+    torch.manual_seed(0)
+    xs = tuple(torch.randn(s) for s in shapes)
+    model = Fn(fn).eval()
+    (got,) = run_engine(model, xs, tmp_path)
+    with torch.no_grad():
+        torch.testing.assert_close(got, model(*xs), rtol=1e-5, atol=1e-5)
+        eager = model.to("webgpu")(*[x.to("webgpu") for x in xs]).cpu()
+    assert torch.equal(got, eager), f"{name}: engine and eager differ by {(got - eager).abs().max()}"
+
+
+class ResidualNet(nn.Module):
+    """A ResNet-style network: residual blocks with a strided downsample, ReLU6, adaptive pool."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU6())
+        self.block = nn.Sequential(nn.Conv2d(8, 16, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(16),
+                                   nn.ReLU(), nn.Conv2d(16, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16))
+        self.down = nn.Sequential(nn.Conv2d(8, 16, 1, stride=2, bias=False), nn.BatchNorm2d(16))
+        self.head = nn.Linear(16, 5)
+        with torch.no_grad():
+            for bn in self.modules():
+                if isinstance(bn, nn.BatchNorm2d):
+                    bn.running_mean.uniform_(-0.3, 0.3)
+                    bn.running_var.uniform_(0.5, 1.5)
+
+    def forward(self, x):
+        h = self.stem(x)
+        h = torch.relu(self.block(h) + self.down(h))
+        return self.head(torch.flatten(nn.functional.adaptive_avg_pool2d(h, 1), 1))
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_residual_network_matches_cpu_and_eager(tmp_path):
+    x = torch.randn(2, 3, 12, 12)
+    model = ResidualNet().eval()
+    (y,) = run_engine(model, (x,), tmp_path)
+    with torch.no_grad():
+        torch.testing.assert_close(y, model(x), rtol=1e-5, atol=1e-5)
+    assert torch.equal(y, eager_webgpu(model, (x,)))
