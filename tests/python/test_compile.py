@@ -236,6 +236,23 @@ def test_int64_beyond_32_bits_raises():
         compiled(dev(torch.tensor([1, 2**40]))).cpu()
 
 
+def test_int64_overflow_in_arithmetic_raises():
+    # Values that fit in 32 bits whose results do not: a device check, never a wrapped value.
+    big = dev(torch.tensor([2**30, 3], dtype=torch.int64))
+    for fn in (lambda a: a * 4, lambda a: a + a + a, lambda a: -a - a - a,
+               lambda a: a.sum() * 3, lambda a: (a * a).abs()):
+        with pytest.raises(RuntimeError, match="beyond 32 bits"):
+            torch.compile(fn)(big).cpu()
+    # In range: exact, and the int32 sum of int32 values widens to int64 as on the CPU.
+    small = torch.tensor([[-7, 2**20], [5, -(2**21)]], dtype=torch.int32)
+    for fn in (lambda a: (a.to(torch.int64) * 3 - 1).abs(), lambda a: a.sum(1), lambda a: -a.sum()):
+        torch._dynamo.reset()
+        assert_same(torch.compile(fn)(dev(small)), fn(small))
+    # A constant beyond 32 bits cannot compute in i32: a clear error at compile time.
+    with pytest.raises(Exception, match="needs more than 32 bits"):
+        torch.compile(lambda a: a + 2**40)(dev(torch.tensor([1, 2])))
+
+
 def test_ops_from_the_eager_table(no_fallback):
     x, y = make((5, 7), torch.float32, low=0.5), make((5, 7), torch.float32, seed=1)
     compiled_matches(lambda x, y: (torch.atan2(x, y), torch.hypot(x, y), torch.special.i0(x),

@@ -13,8 +13,9 @@ Four parts, one job each:
 
 Values live in WGSL registers as f32 (float32/float16/bfloat16: half types compute in f32
 as eager does), i32 (int32 and narrower, int64: see below) or bool. Limits of this first
-slice: int64 values compute in i32 inside generated kernels (loads of values beyond 32 bits
-raise through a device check; arithmetic that overflows 32 bits is not caught); float64
+slice: int64 values compute in i32 inside generated kernels: loads of values beyond 32 bits,
+and int64 additions, subtractions, products, negations and sums that leave 32 bits, raise
+through a device check (at the next read-back), never a wrong value; float64
 and complex are refused; random ops, scans, sorts and templates are not generated (they
 run as eager ATen ops through Inductor's fallback path).
 """
@@ -106,7 +107,12 @@ def constant_expr(value: Any, dtype: torch.dtype) -> str:
         return f"f32({value!r})"
     value = int(value)
     if not -(2**31) <= value < 2**31:
-        # Sentinels such as int64 min/max (masked argmax/argmin paddings) saturate.
+        # Sentinels int64 min/max (masked argmax/argmin paddings, clamps) saturate; any
+        # other constant beyond 32 bits would compute wrongly in i32.
+        if value not in (2**63 - 1, -(2**63)):
+            raise NotImplementedError(
+                f"torch_webgpu compile: the integer constant {value} needs more than 32 bits, "
+                "which generated kernels do not compute; run this function eagerly")
         value = max(min(value, 2**31 - 1), -(2**31))
     return f"i32({value})" if value >= 0 else f"i32({value + 1}) - 1" if value == -(2**31) else f"i32({value})"
 
@@ -209,6 +215,36 @@ def _eager(name: str, *args: Any) -> str:
     return re.sub(r"\b[abc]\b", lambda m: values[m.group(0)], expr)
 
 
+# int64 arithmetic in i32 with overflow checks: WGSL's i32 wraps, so each helper tests the
+# wrapped result and reports through the device error word (CHECK is replaced by the call).
+_INT64_HELPERS = {
+    "add": ("fn i64c_add(a: i32, b: i32) -> i32 {\n  let r = a + b;\n"
+            "  if (((a ^ r) & (b ^ r)) < 0) { CHECK }\n  return r;\n}"),
+    "sub": ("fn i64c_sub(a: i32, b: i32) -> i32 {\n  let r = a - b;\n"
+            "  if (((a ^ b) & (a ^ r)) < 0) { CHECK }\n  return r;\n}"),
+    "mul": ("fn i64c_mul(a: i32, b: i32) -> i32 {\n  let r = a * b;\n"
+            "  if (a != 0 && (r / a != b || (a == -1 && b == i32(-2147483647) - 1))) { CHECK }\n"
+            "  return r;\n}"),
+    "neg": ("fn i64c_neg(a: i32) -> i32 {\n"
+            "  if (a == i32(-2147483647) - 1) { CHECK }\n  return -a;\n}"),
+}
+
+
+def is_int64(*values) -> bool:
+    return any(dtype_of(v) == torch.int64 for v in values)
+
+
+def int64_checked(op: str, *args) -> str:
+    """A call of the overflow-checked int64 helper `op` (declared once per kernel)."""
+    kernel = V.kernel
+    name = f"i64c_{op}"
+    if name not in kernel.helper_names:
+        kernel.helper_names.add(name)
+        check = f"check_failed({kernel._check(INT64_RANGE)}u);"
+        kernel.declarations.splice(_INT64_HELPERS[op].replace("CHECK", check))
+    return f"{name}({', '.join(str(a) for a in args)})"
+
+
 class WebGPUOverrides(OpOverrides):
     """Inductor ops as WGSL; math from the eager table (see _eager)."""
 
@@ -255,7 +291,31 @@ class WebGPUOverrides(OpOverrides):
     def mul(a, b) -> str:
         if dtype_of(a) == torch.bool:
             return f"({a} && {b})"
+        if is_int64(a, b):
+            return int64_checked("mul", a, b)
         return f"({a} * {b})"
+
+    @staticmethod
+    def add(a, b) -> str:
+        return int64_checked("add", a, b) if is_int64(a, b) else f"({a} + {b})"
+
+    @staticmethod
+    def sub(a, b) -> str:
+        return int64_checked("sub", a, b) if is_int64(a, b) else f"({a} - {b})"
+
+    @staticmethod
+    def neg(a) -> str:
+        return int64_checked("neg", a) if is_int64(a) else f"(-{a})"
+
+    @staticmethod
+    def square(a) -> str:
+        return int64_checked("mul", a, a) if is_int64(a) else f"({a} * {a})"
+
+    @staticmethod
+    def abs(a) -> str:
+        if is_int64(a):
+            return f"select({a}, {int64_checked('neg', a)}, {a} < 0)"
+        return _eager("abs", a)
 
     @staticmethod
     def logical_not(a) -> str:
@@ -272,7 +332,7 @@ class WebGPUOverrides(OpOverrides):
 
 # Inductor op -> eager table op, for ops whose expressions carry over one to one.
 _EAGER_OPS = {
-    "abs": "abs", "exp": "exp", "log": "log", "log1p": "log1p", "expm1": "expm1",
+    "exp": "exp", "log": "log", "log1p": "log1p", "expm1": "expm1",
     "sqrt": "sqrt", "rsqrt": "rsqrt", "sin": "sin", "cos": "cos", "tan": "tan",
     "asin": "asin", "acos": "acos", "atan": "atan", "sinh": "sinh", "cosh": "cosh",
     "tanh": "tanh", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh", "exp2": "exp2",
@@ -287,13 +347,13 @@ _EAGER_OPS = {
 }
 # Inductor op -> WGSL template of its operand x.
 _UNARY_OPS = {
-    "neg": "(-{x})", "square": "({x} * {x})", "identity": "{x}",
+    "identity": "{x}",
     "isnan": "is_nan({x})", "isinf": "is_inf({x})",
     "signbit": "((bitcast<u32>({x}) & 0x80000000u) != 0u)",  # exact for -0.0 and NaN signs
 }
 # Inductor op -> WGSL infix operator (same meaning on f32, i32 and bool operands).
 _INFIX_OPS = {
-    "add": "+", "sub": "-", "bitwise_and": "&", "bitwise_or": "|",
+    "bitwise_and": "&", "bitwise_or": "|",
     "logical_and": "&&", "logical_or": "||", "logical_xor": "!=",
 }
 # Comparisons give bool; floats compare through the library's NaN-exact functions.
@@ -531,6 +591,9 @@ class WebGPUKernel(SIMDKernel):
                 init = constant_expr(int(init), dtype)
                 if reduction_type == "sum" and wtype == "bool":
                     combine = "{a} || {b}"
+                elif dtype == torch.int64 and reduction_type in ("sum", "prod"):
+                    op = "add" if reduction_type == "sum" else "mul"
+                    combine = int64_checked(op, "{a}", "{b}")
             elif reduction_type == "any":
                 combine, init = "{a} || {b}", constant_expr(False, dtype)
             else:
