@@ -2,7 +2,7 @@
 # Sets up a fresh machine (scripts/setup.sh) and runs every test: the C++ runtime/kernel
 # suite (GoogleTest under ctest), the Python suite (pytest) against the CPU, then
 # PyTorch's OpInfo suite (nine dtypes x fallback/native x forward/gradients, strict
-# expected-failure list; about 14 minutes on 2 cores) and its gates (enforced).
+# expected-failure list; about 26 minutes on 2 cores) and its gates (enforced).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
