@@ -1,5 +1,5 @@
 """``torch.webgpu``: the device module, shaped like ``torch.cuda``."""
-from dataclasses import dataclass
+import dataclasses
 
 import torch
 
@@ -97,7 +97,7 @@ def synchronize(device=None) -> None:
     _C.synchronize()
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class WebGPUDeviceProperties:
     name: str
     vendor: str
