@@ -4,6 +4,7 @@ Every test compares the webgpu device against PyTorch on the CPU (or an exact an
 Helpers here build deterministic inputs per dtype, move them to the device, and compare
 results with dtype-appropriate tolerances.
 """
+import gc
 import os
 import subprocess
 import sys
@@ -196,3 +197,13 @@ def ftz(t):
         return t
     sub = (t.abs() < torch.finfo(t.dtype).tiny) & (t != 0)
     return torch.where(sub, torch.copysign(torch.zeros_like(t), t), t)
+
+
+@pytest.fixture
+def no_gc():
+    """Holds the garbage collector for a test that counts device memory: tensors of
+    earlier tests held in reference cycles must not be freed in the middle of it."""
+    gc.collect()
+    gc.disable()
+    yield
+    gc.enable()

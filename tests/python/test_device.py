@@ -123,16 +123,6 @@ def _alloc_floats(n):
     return torch.empty(n, dtype=torch.float32, device="webgpu")
 
 
-@pytest.fixture
-def no_gc():
-    # Tensors of earlier tests held in reference cycles must not free in the middle (the
-    # counts below would move under them).
-    gc.collect()
-    gc.disable()
-    yield
-    gc.enable()
-
-
 def test_memory_stats_move(no_gc):
     torch.webgpu.synchronize()
     torch.webgpu.empty_cache()

@@ -1,7 +1,6 @@
 """torch.webgpu.memory (shaped like torch.cuda.memory): mem_get_info, memory_summary, the
 per-process memory fraction, the cached/max aliases and resets, compared with
 memory_stats, torch.accelerator and the operating system."""
-import gc
 import os
 
 import pytest
@@ -53,15 +52,6 @@ def test_stats_aliases_and_accelerator_agree():
     assert torch.accelerator.memory_reserved() == torch.webgpu.memory_reserved()
     assert torch.webgpu.memory_allocated() >= x.numel() * 4
     del x
-
-
-@pytest.fixture
-def no_gc():
-    # Tensors of earlier tests held in reference cycles must not free in the middle.
-    gc.collect()
-    gc.disable()
-    yield
-    gc.enable()
 
 
 def test_reset_max_and_accumulated(no_gc):
