@@ -14,6 +14,13 @@
 #include <ATen/native/TensorAdvancedIndexingUtils.h>
 #include <ATen/ops/_index_put_impl_ops.h>
 #include <ATen/ops/aminmax.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/cumsum.h>
+#include <ATen/ops/segment_reduce.h>
+#include <ATen/ops/sort.h>
+#include <ATen/ops/take.h>
+#include <ATen/ops/unique_consecutive.h>
 #include <ATen/TensorUtils.h>
 #include <ATen/ops/embedding_dense_backward_ops.h>
 #include <ATen/ops/embedding_renorm_ops.h>
@@ -641,6 +648,33 @@ Tensor& index_reduce_out(const Tensor& self, int64_t dim, const Tensor& index, c
   return out;
 }
 
+// Accumulating into a half type, the CPU adds the values bound for one element one after
+// another in index order, rounding every sum to the half type; atomics would add them in
+// whatever order the GPU runs, a different answer from run to run (a few ulps apart, past
+// float16's tolerance when many indices repeat). So for half types: sort the destinations
+// stably, put each element's old value before its values, and let segment_reduce (which
+// rounds every step, as the CPU does) sum each run in order. `dest` holds flat element
+// numbers of `target` (contiguous), checked and wrapped; `values` one value per entry.
+void accumulate_in_index_order(Tensor& target, const Tensor& dest, const Tensor& values) {
+  Tensor flat = target.view({-1});
+  auto [sorted, perm] = at::sort(dest.reshape({-1}), /*stable=*/true, /*dim=*/0, /*descending=*/false);
+  auto [elements, group, counts] = at::unique_consecutive(sorted, /*return_inverse=*/true, /*return_counts=*/true);
+  const int64_t n = sorted.numel(), groups = elements.numel();
+  Tensor offsets = at::cat({at::zeros({1}, counts.options()), at::cumsum(counts.add(1), 0)});
+  Tensor runs = at::empty({n + groups}, target.options());
+  runs.index_copy_(0, offsets.slice(0, 0, groups), flat.index_select(0, elements));
+  runs.index_copy_(0, at::arange(n, counts.options()).add(group).add(1), values.reshape({-1}).index_select(0, perm));
+  Tensor sums = at::segment_reduce(runs, "sum", std::nullopt, std::nullopt, offsets, 0, /*unsafe=*/true);
+  flat.index_copy_(0, elements, sums);
+}
+
+bool half_type(const Tensor& t) { return t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16; }
+
+// Flat element numbers of `self` as an index tensor of its shape, to map indices to elements.
+Tensor element_numbers(const Tensor& self) {
+  return at::arange(self.numel(), self.options().dtype(at::kLong)).view(self.sizes());
+}
+
 Tensor& put_(Tensor& self, const Tensor& index, const Tensor& source, bool accumulate) {
   {
     Tensor m = meta(self);
@@ -652,6 +686,11 @@ Tensor& put_(Tensor& self, const Tensor& index, const Tensor& source, bool accum
   if (index.numel() == 0) return self;
   if (self.numel() == 0) raise_bad_index(BadIndex::Take, 0, 0, 0);
   Tensor target = self.is_contiguous() ? self : self.contiguous();
+  if (accumulate && half_type(self)) {
+    accumulate_in_index_order(target, at::take(element_numbers(self), index), source);
+    if (!target.is_same(self)) self.copy_(target);
+    return self;
+  }
   Tensor idx = device_index(index, self, self.numel(), true, BadIndex::Take, 0);
   Tensor src = source.reshape(index.sizes());
   ScatterSpec s;
@@ -795,6 +834,13 @@ Tensor& index_put_impl_(Tensor& self, const c10::List<std::optional<Tensor>>& in
   for (int64_t v : a.shape) n *= static_cast<uint64_t>(v);
   if (n == 0) return self;
   if (a.self.numel() == 0) raise_bad_index(BadIndex::BoundsIndexError, 0, a.dims[0], 0);
+  if (accumulate && half_type(self)) {
+    Tensor dest = at::index(element_numbers(self), indices);
+    Tensor target = self.is_contiguous() ? self : self.contiguous();
+    accumulate_in_index_order(target, dest, vals.expand(dest.sizes()));
+    if (!target.is_same(self)) self.copy_(target);
+    return self;
+  }
   place_indices(a, self);
   if (same_buffer(expanded, self)) expanded = expanded.clone();
   for (auto& ix : a.indices)

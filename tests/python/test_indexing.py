@@ -289,6 +289,28 @@ def test_setitem_and_accumulate_duplicates():
     check(lambda x, i, v: x.index_put((i,), v), x, i, make((3,), torch.float64))  # dtype mismatch
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_accumulate_in_index_order(dtype):
+    # The CPU adds a destination's values one by one in index order, rounding each sum to
+    # the half type: ours must give the same bits, run after run (atomics would not).
+    x = make((5, 5, 5), dtype)
+    i0, i1, i2 = rand_index((10, 1, 1), 5, 1), rand_index((1, 9, 1), 5, 2), rand_index((1, 1, 11), 5, 3)
+    v = make((10, 9, 11), dtype, seed=4) * 8
+    for _ in range(3):
+        check(lambda x, a, b, c, v: x.index_put((a, b, c), v, accumulate=True), x, i0, i1, i2, v, exact=True)
+    xt = make((7, 6), dtype).t()  # non-contiguous target, negative indices
+    i = rand_index((200,), 6, 5) - 3
+    w = make((200, 7), dtype, seed=6) * 8
+    check(lambda x, i, w: x.clone().index_put_((i,), w, accumulate=True), xt, i, w, exact=True)
+    check(lambda x, i, w: x.index_put((None, i), w.t(), accumulate=True), xt.t(), i, w, exact=True)
+    j = rand_index((300,), 30, 7) - 15
+    check(lambda x, j, w: x.clone().put_(j, w, accumulate=True), xt, j, make((300,), dtype, seed=8), exact=True)
+    with pytest.raises(IndexError):
+        dev(x).index_put_((torch.tensor([5]),), dev(v[0, 0, 0]), accumulate=True)
+    assert_same(dev(x).index_put_((torch.tensor([1]),), dev(v[0, 0, 0]), accumulate=True),
+                x.clone().index_put_((torch.tensor([1]),), v[0, 0, 0], accumulate=True), exact=True)
+
+
 # ---- masks and compaction -------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", MOVE_DTYPES)
