@@ -106,7 +106,14 @@ void launch_norm_rows(Context& ctx, const std::string& key, std::vector<Operand>
   k.params = {len, f32_bits(eps)};
   k.body = row_sum_fn() + "fn run_group(r: u32, lid: u32) {\n  let n = pu(0u);\n  let base = r * n;\n" +
            row_body + "}\n";
-  launch_groups(ctx, k, rows);
+  // Rows of x and y, one statistic per row; the affine vectors (inputs 1 and up) whole.
+  std::vector<uint64_t> per_row(k.inputs.size() + k.outputs.size(), 1);
+  per_row[0] = per_row[k.inputs.size()] = len;
+  for (size_t j = 1; j < k.inputs.size(); ++j) {
+    per_row[j] = 0;
+    k.inputs[j].count = len;
+  }
+  launch_in_pieces(ctx, k, rows, per_row, [&](NnKernel& piece, uint64_t n) { launch_groups(ctx, piece, n); });
 }
 
 // A sweep over this invocation's elements of the row, four at a time so that four loads are

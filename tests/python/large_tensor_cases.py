@@ -228,6 +228,33 @@ def softmax_backward():
 
 
 @case
+def layer_norm_rows():
+    a = rand(1024, 1200)
+    w, b = rand(1200, seed=1), rand(1200, seed=2)
+    same(torch.nn.functional.layer_norm(big(a), (1200,), w.to(DEVICE), b.to(DEVICE)),
+         torch.nn.functional.layer_norm(a, (1200,), w, b), rtol=1e-4, atol=1e-4)
+    # Statistics too, and rows starting past the tensor's first binding (a view's offset).
+    y, mean, rstd = torch.native_layer_norm(big(a)[24:], (1200,), None, None, 1e-5)
+    ey, emean, erstd = torch.native_layer_norm(a[24:], (1200,), None, None, 1e-5)
+    same(y, ey, rtol=1e-4, atol=1e-4)
+    same(mean, emean, rtol=1e-4, atol=1e-5)
+    same(rstd, erstd, rtol=1e-4, atol=1e-5)
+    h = rand(4, 300, 1000, dtype=torch.float16)
+    same(torch.nn.functional.layer_norm(big(h), (1000,)), torch.nn.functional.layer_norm(h, (1000,)),
+         rtol=1e-3, atol=2e-3)
+
+
+@case
+def rms_norm_rows():
+    a = rand(1024, 1200)
+    w = rand(1200, seed=1)
+    same(torch.nn.functional.rms_norm(big(a), (1200,), w.to(DEVICE)),
+         torch.nn.functional.rms_norm(a, (1200,), w), rtol=1e-4, atol=1e-4)
+    same(torch.nn.functional.rms_norm(big(a), (1200,)), torch.nn.functional.rms_norm(a, (1200,)),
+         rtol=1e-4, atol=1e-4)
+
+
+@case
 def mm_huge_m():
     a, b = rand(4000, 300), rand(300, 64, seed=1)
     same(big(a) @ b.to(DEVICE), a @ b, rtol=1e-4, atol=1e-3)
