@@ -216,4 +216,10 @@ void launch_in_pieces(Context& ctx, const NnKernel& k, uint64_t units,
   }
 }
 
+void launch_map_planes(Context& ctx, const NnKernel& k, uint64_t planes,
+                       const std::vector<uint64_t>& per_plane, uint64_t per_plane_invocations) {
+  launch_in_pieces(ctx, k, planes, per_plane,
+                   [&](NnKernel& piece, uint64_t n) { launch_map(ctx, piece, n * per_plane_invocations); });
+}
+
 }  // namespace twgpu::nn

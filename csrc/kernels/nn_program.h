@@ -72,5 +72,10 @@ void launch_in_pieces(Context& ctx, const NnKernel& k, uint64_t units,
                       const std::vector<uint64_t>& per_unit,
                       const std::function<void(NnKernel&, uint64_t)>& launch);
 
+// launch_map over `planes` independent planes of `per_plane_invocations` invocations each,
+// operand j holding per_plane[j] elements of every plane (pooling, upsampling).
+void launch_map_planes(Context& ctx, const NnKernel& k, uint64_t planes,
+                       const std::vector<uint64_t>& per_plane, uint64_t per_plane_invocations);
+
 }  // namespace nn
 }  // namespace twgpu

@@ -255,6 +255,30 @@ def rms_norm_rows():
 
 
 @case
+def pooling_and_upsampling():
+    F = torch.nn.functional
+    a = rand(16, 8, 48, 48)  # 1.2 MiB planes of 9 KiB: pieces of planes
+    g = rand(16, 8, 24, 24, seed=1)
+    for fn in (lambda x: F.max_pool2d(x, 2), lambda x: F.avg_pool2d(x, 3, 2, 1),
+               lambda x: F.adaptive_avg_pool2d(x, 7)):
+        x = big(a).requires_grad_()
+        xc = a.clone().requires_grad_()
+        y, yc = fn(x), fn(xc)
+        same(y, yc, rtol=1e-5, atol=1e-5)
+        y.backward(torch.ones_like(y))
+        yc.backward(torch.ones_like(yc))
+        same(x.grad, xc.grad, rtol=1e-5, atol=1e-5)
+    for mode in ("nearest", "bilinear"):
+        x = big(g.repeat(1, 1, 2, 2)).requires_grad_()
+        xc = g.repeat(1, 1, 2, 2).requires_grad_()
+        y, yc = F.interpolate(x, scale_factor=2, mode=mode), F.interpolate(xc, scale_factor=2, mode=mode)
+        same(y, yc, rtol=1e-5, atol=1e-5)
+        y.backward(torch.ones_like(y))
+        yc.backward(torch.ones_like(yc))
+        same(x.grad, xc.grad, rtol=1e-5, atol=1e-4)
+
+
+@case
 def mm_huge_m():
     a, b = rand(4000, 300), rand(300, 64, seed=1)
     same(big(a) @ b.to(DEVICE), a @ b, rtol=1e-4, atol=1e-3)
