@@ -279,6 +279,36 @@ def pooling_and_upsampling():
 
 
 @case
+def scatter_into_large_target():
+    # The target spans several bindings: one pass per segment of it.
+    a = rand(1500, 1000)
+    i = torch.randint(0, 1500, (700, 1000), generator=torch.Generator().manual_seed(3))
+    v = rand(700, 1000, seed=4)
+    same(big(a).scatter_add(0, i.to(DEVICE), v.to(DEVICE)), a.scatter_add(0, i, v), rtol=1e-5, atol=1e-5)
+    u = torch.argsort(rand(1500, 1000, seed=7), dim=0)[:700]  # no duplicates per column
+    same(big(a).scatter(0, u.to(DEVICE), v.to(DEVICE)), a.scatter(0, u, v))
+    rows = torch.tensor([0, 1499, 700, 3, 1200])
+    same(big(a).index_copy_(0, rows.to(DEVICE), v[:5].to(DEVICE)), a.clone().index_copy_(0, rows, v[:5]))
+    same(big(a).index_put_((rows,), v[:5].to(DEVICE), accumulate=True),
+         a.clone().index_put_((rows,), v[:5], accumulate=True))
+    d = big(a)
+    d[rows.to(DEVICE), 5:900] = v[:5, 5:900].to(DEVICE)
+    e = a.clone()
+    e[rows, 5:900] = v[:5, 5:900]
+    same(d, e)
+    # A key/value cache updated in place at one position per step (static-cache decode).
+    cache = rand(4, 8, 1024, 64, dtype=torch.float16)
+    step = rand(4, 8, 1, 64, seed=5, dtype=torch.float16)
+    pos = torch.tensor([777])
+    dc = big(cache)
+    dc.index_copy_(2, pos.to(DEVICE), step.to(DEVICE))
+    same(dc, cache.clone().index_copy_(2, pos, step))
+    j = torch.randint(-1_500_000, 1_500_000, (5000,), generator=torch.Generator().manual_seed(6))
+    same(big(a).put_(j.to(DEVICE), v.flatten()[:5000].to(DEVICE), accumulate=True),
+         a.clone().put_(j, v.flatten()[:5000], accumulate=True), rtol=1e-5, atol=1e-5)
+
+
+@case
 def mm_huge_m():
     a, b = rand(4000, 300), rand(300, 64, seed=1)
     same(big(a) @ b.to(DEVICE), a @ b, rtol=1e-4, atol=1e-3)
