@@ -22,10 +22,6 @@ std::string element_map_fn(int base) {
          "fn chan(i: u32) -> u32 { return (i / " + p[2] + ") % " + p[3] + "; }\n";
 }
 
-Operand or_dummy(const Operand& op, const Operand& dummy) {
-  return op.buffer ? op : Operand{dummy.buffer, 0, dummy.dtype};
-}
-
 // WGSL statement `let y = ...;` normalizing x with mean mu, rstd rs and affine parameters
 // wv, bv (WGSL expressions) as the CPU does: the layer norm form with both parameters
 // (x * rstd + (-rstd * mean)) * w + b, (x - mean) * rstd * w + b without, and the

@@ -32,6 +32,12 @@ struct Operand {
   uint64_t count = 0;
 };
 
+// `op`, or for an absent optional operand (null buffer) a stand-in the kernel never reads:
+// one element of `other`, so the binding stays valid and within one window.
+inline Operand or_dummy(const Operand& op, const Operand& other) {
+  return op.buffer ? op : Operand{other.buffer, other.offset, other.dtype, 1};
+}
+
 constexpr uint32_t kRowWorkgroup = 64;
 
 struct NnKernel {

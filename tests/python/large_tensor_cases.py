@@ -309,6 +309,28 @@ def scatter_into_large_target():
 
 
 @case
+def cross_entropy_large_logits():
+    # Logits spanning several bindings (a language model's [tokens, vocab]): pieces of rows.
+    F = torch.nn.functional
+    a = rand(600, 1000)
+    t = torch.randint(0, 1000, (600,), generator=torch.Generator().manual_seed(8))
+    t[::7] = -100
+    w = rand(1000, seed=9).abs()
+    for kw in (dict(), dict(reduction="sum"), dict(reduction="none"), dict(weight=w), dict(label_smoothing=0.1)):
+        dkw = {k: (v.to(DEVICE) if torch.is_tensor(v) else v) for k, v in kw.items()}
+        x = big(a).requires_grad_()
+        xc = a.clone().requires_grad_()
+        y, yc = F.cross_entropy(x, t.to(DEVICE), **dkw), F.cross_entropy(xc, t, **kw)
+        same(y, yc, rtol=1e-4, atol=1e-4)
+        y.sum().backward()
+        yc.sum().backward()
+        same(x.grad, xc.grad, rtol=1e-4, atol=1e-6)
+    img = rand(6, 10, 100, 50)
+    ti = torch.randint(0, 10, (6, 100, 50), generator=torch.Generator().manual_seed(10))
+    same(F.cross_entropy(big(img), ti.to(DEVICE)), F.cross_entropy(img, ti), rtol=1e-4, atol=1e-4)
+
+
+@case
 def mm_huge_m():
     a, b = rand(4000, 300), rand(300, 64, seed=1)
     same(big(a) @ b.to(DEVICE), a @ b, rtol=1e-4, atol=1e-3)
