@@ -331,6 +331,24 @@ def cross_entropy_large_logits():
 
 
 @case
+def flips_rolls_triangles():
+    # Gather copies over several bindings: pieces of the outermost dim.
+    a = rand(1100, 1000)
+    for fn in (lambda x: x.flip(0), lambda x: x.flip(1), lambda x: x.flip(0, 1),
+               lambda x: x.roll(7, 1), lambda x: x.tril(), lambda x: x.triu(5), lambda x: x.tril(-300),
+               lambda x: x.t().flip(0), lambda x: x[::2].flip(1)):
+        same(fn(big(a)), fn(a))
+    c = rand(3, 500, 700)
+    same(big(c).tril(2), c.tril(2))
+    same(big(c).flip(2), c.flip(2))
+    h = rand(1001, 999, dtype=torch.float16)  # odd rows of a narrow dtype: word-aligned pieces
+    same(big(h).flip(0), h.flip(0))
+    same(big(h).triu(), h.triu())
+    v = rand(400_000)
+    same(big(v).flip(0), v.flip(0))
+
+
+@case
 def mm_huge_m():
     a, b = rand(4000, 300), rand(300, 64, seed=1)
     same(big(a) @ b.to(DEVICE), a @ b, rtol=1e-4, atol=1e-3)
