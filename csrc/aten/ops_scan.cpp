@@ -9,11 +9,14 @@
 #include <ATen/ops/cumprod_ops.h>
 #include <ATen/ops/cumsum_ops.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/logaddexp.h>
 #include <torch/library.h>
 
 #include "aten/cpu_fallback.h"
 #include "aten/webgpu_tensor.h"
+#include "kernels/binding_window.h"
 #include "kernels/scan.h"
+#include "runtime/runtime.h"
 
 namespace twgpu::aten {
 namespace {
@@ -25,6 +28,31 @@ void check_out_device(const Tensor& self, const Tensor& out) {
   TORCH_CHECK(out.device() == self.device(),
               "Expected all tensors to be on the same device, but found at least two devices, ",
               self.device(), " and ", out.device(), "!");
+}
+
+// Scans the contiguous rows of `in` into `values` (and `indices` when defined), both
+// contiguous and sized like it.
+void scan_contiguous(ScanOp op, const Tensor& in, const Tensor& values, const Tensor& indices) {
+  const int64_t n = in.size(-1);
+  TWGPU_TRY
+    DeviceRef i = device_ref(in), o = device_ref(values);
+    ScanArgs a;
+    a.op = op;
+    a.dtype = i.dtype;
+    a.rows = static_cast<uint64_t>(in.numel() / n);
+    a.n = static_cast<uint64_t>(n);
+    a.in = i.buffer;
+    a.in_offset = i.offset;
+    a.out = o.buffer;
+    a.out_offset = o.offset;
+    if (indices.defined()) {
+      DeviceRef x = device_ref(indices);
+      a.indices = x.buffer;
+      a.indices_offset = x.offset;
+    }
+    RuntimeLock lock;
+    scan_rows(lock.ctx(), a);
+  TWGPU_CATCH
 }
 
 // Scans `src` (already in the result dtype) along `dim` into `values` (and `indices`),
@@ -39,25 +67,26 @@ void run_scan(ScanOp op, const Tensor& src, int64_t dim, const Tensor& values,
   Tensor out_indices;
   if (indices) out_indices = at::empty(in.sizes(), in.options().dtype(at::kLong));
   const int64_t n = in.size(-1);
-  TWGPU_TRY
-    DeviceRef i = device_ref(in), o = device_ref(out_values);
-    ScanArgs a;
-    a.op = op;
-    a.dtype = i.dtype;
-    a.rows = static_cast<uint64_t>(in.numel() / n);
-    a.n = static_cast<uint64_t>(n);
-    a.in = i.buffer;
-    a.in_offset = i.offset;
-    a.out = o.buffer;
-    a.out_offset = o.offset;
-    if (indices) {
-      DeviceRef x = device_ref(out_indices);
-      a.indices = x.buffer;
-      a.indices_offset = x.offset;
+  const int64_t fit = static_cast<int64_t>(window_budget(Context::get()) / in.element_size());
+  if (n > fit && !indices) {
+    // Rows longer than one storage binding holds: chunks of columns, each scanned alone and
+    // then combined with the running total the previous chunk ended on.
+    for (int64_t c0 = 0; c0 < n; c0 += fit) {
+      const int64_t len = std::min(fit, n - c0);
+      Tensor piece = in.narrow(-1, c0, len).contiguous();
+      Tensor scanned = at::empty(piece.sizes(), piece.options());
+      scan_contiguous(op, piece, scanned, Tensor());
+      if (c0 > 0) {
+        Tensor carry = out_values.narrow(-1, c0 - 1, 1);
+        if (op == ScanOp::Sum) scanned.add_(carry);
+        if (op == ScanOp::Prod) scanned.mul_(carry);
+        if (op == ScanOp::LogSumExp) scanned = at::logaddexp(scanned, carry);
+      }
+      out_values.narrow(-1, c0, len).copy_(scanned);
     }
-    RuntimeLock lock;
-    scan_rows(lock.ctx(), a);
-  TWGPU_CATCH
+  } else {
+    scan_contiguous(op, in, out_values, out_indices);
+  }
   auto back = [&](const Tensor& t) {
     return src.dim() == 0 ? t.reshape({}) : t.movedim(-1, dim);
   };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "kernels/binding_window.h"
 #include "kernels/kernel_program.h"
 #include "runtime/buffer_pool.h"
 #include "runtime/runtime.h"
@@ -128,6 +129,13 @@ constexpr uint64_t kMaxSerial = 32768;  // loop iterations one invocation may sa
 KernelLaunch& declare_scan(KernelLaunch& l, const ScanArgs& a, uint64_t blocks, uint64_t block) {
   static const UniformLayout layout(
       {{"in_offset"}, {"out_offset"}, {"indices_offset"}, {"n"}, {"blocks"}, {"block"}});
+  // The rows' elements of input and outputs, for buffers larger than one binding.
+  for (KernelBuffer& b : l.buffers) {
+    if (b.buffer == a.in) b.touches(layout.fields()[layout.find("in_offset")].word, a.dtype, a.in_offset, a.rows * a.n);
+    else if (b.buffer == a.out) b.touches(layout.fields()[layout.find("out_offset")].word, a.dtype, a.out_offset, a.rows * a.n);
+    else if (b.buffer == a.indices)
+      b.touches(layout.fields()[layout.find("indices_offset")].word, DType::Int64, a.indices_offset, a.rows * a.n);
+  }
   return l.declare(layout)
       .set_u32("in_offset", static_cast<uint32_t>(a.in_offset))
       .set_u32("out_offset", static_cast<uint32_t>(a.out_offset))
@@ -231,12 +239,7 @@ void scan_rows_blocked(Context& ctx, const ScanArgs& a) {
   ctx.pool().release(aggregates);
 }
 
-}  // namespace
-
-void scan_rows(Context& ctx, const ScanArgs& a) {
-  if (a.rows == 0 || a.n == 0) return;
-  if (a.in_offset + a.rows * a.n >= (1ull << 32) || a.out_offset + a.rows * a.n >= (1ull << 32))
-    fail(ErrorKind::Unsupported, "torch_webgpu: scan over too many elements");
+void scan_piece(Context& ctx, const ScanArgs& a) {
   if ((a.n >= kBlockedMinLength && a.rows < kBlockedMaxRows) || a.n > kMaxSerial)
     return scan_rows_blocked(ctx, a);
   const Compute c = compute_type_for(a.dtype);
@@ -297,6 +300,27 @@ void scan_rows(Context& ctx, const ScanArgs& a) {
     return s + "}\n";
   };
   launch_kernel(ctx, l);
+}
+
+}  // namespace
+
+void scan_rows(Context& ctx, const ScanArgs& a) {
+  if (a.rows == 0 || a.n == 0) return;
+  if (a.in_offset + a.rows * a.n >= (1ull << 32) || a.out_offset + a.rows * a.n >= (1ull << 32))
+    fail(ErrorKind::Unsupported, "torch_webgpu: scan over too many elements");
+  if (!needs_window(ctx, a.in) && !needs_window(ctx, a.out) && !needs_window(ctx, a.indices))
+    return scan_piece(ctx, a);
+  // Buffers larger than one binding: pieces of whole rows, each within one window.
+  const uint64_t row_bytes = a.n * std::max<uint64_t>(element_size(a.dtype), a.indices ? 8 : 0);
+  const uint64_t per = rows_per_window(ctx, a.rows, row_bytes, "scan");
+  for (uint64_t lo = 0; lo < a.rows; lo += per) {
+    ScanArgs p = a;
+    p.rows = std::min(per, a.rows - lo);
+    p.in_offset += lo * a.n;
+    p.out_offset += lo * a.n;
+    p.indices_offset += lo * a.n;
+    scan_piece(ctx, p);
+  }
 }
 
 }  // namespace twgpu

@@ -349,6 +349,24 @@ def flips_rolls_triangles():
 
 
 @case
+def scans():
+    a = rand(1100, 1000)  # rows fit a binding: pieces of rows
+    same(torch.cumsum(big(a), 1), torch.cumsum(a, 1), rtol=1e-5, atol=1e-4)
+    same(torch.cumsum(big(a), 0), torch.cumsum(a, 0), rtol=1e-4, atol=1e-3)
+    same(torch.logcumsumexp(big(a), 1), torch.logcumsumexp(a, 1), rtol=1e-5, atol=1e-5)
+    v, i = torch.cummax(big(a), 1)
+    ev, ei = torch.cummax(a, 1)
+    same(v, ev)
+    same(i, ei)
+    same(torch.cumprod(big(a * 0.01 + 1), 1), torch.cumprod(a * 0.01 + 1, 1), rtol=1e-4, atol=1e-5)
+    n = rand(3, 400_000)  # one row longer than a binding: chunks of columns with carries
+    same(torch.cumsum(big(n), 1), torch.cumsum(n, 1), rtol=1e-4, atol=2e-2)
+    same(torch.logcumsumexp(big(n), 1), torch.logcumsumexp(n, 1), rtol=1e-5, atol=1e-5)
+    k = torch.randint(-5, 6, (1_200_000,), generator=torch.Generator().manual_seed(11))
+    same(torch.cumsum(big(k), 0), torch.cumsum(k, 0))
+
+
+@case
 def mm_huge_m():
     a, b = rand(4000, 300), rand(300, 64, seed=1)
     same(big(a) @ b.to(DEVICE), a @ b, rtol=1e-4, atol=1e-3)
