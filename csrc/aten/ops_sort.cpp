@@ -12,17 +12,24 @@
 #include <ATen/ops/_unique2_ops.h>
 #include <ATen/ops/bincount_ops.h>
 #include <ATen/ops/bucketize_ops.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/histc_ops.h>
 #include <ATen/ops/isin_ops.h>
+#include <ATen/ops/kthvalue.h>
 #include <ATen/ops/kthvalue_ops.h>
+#include <ATen/ops/median.h>
 #include <ATen/ops/median_ops.h>
+#include <ATen/ops/mode.h>
 #include <ATen/ops/mode_ops.h>
+#include <ATen/ops/nanmedian.h>
 #include <ATen/ops/nanmedian_ops.h>
 #include <ATen/ops/result_type.h>
 #include <ATen/ops/searchsorted_ops.h>
+#include <ATen/ops/sort.h>
 #include <ATen/ops/sort_ops.h>
 #include <ATen/ops/tensor.h>
+#include <ATen/ops/topk.h>
 #include <ATen/ops/topk_ops.h>
 #include <ATen/ops/unique_consecutive_ops.h>
 #include <ATen/ops/unique_dim_ops.h>
@@ -32,11 +39,14 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <functional>
 
 #include "aten/cpu_fallback.h"
 #include "aten/webgpu_tensor.h"
+#include "kernels/binding_window.h"
 #include "kernels/scan.h"
 #include "kernels/sort.h"
+#include "runtime/runtime.h"
 
 namespace twgpu::aten {
 namespace {
@@ -121,6 +131,41 @@ void write_result(Tensor& out, const Tensor& result) {
   out.copy_(result);
 }
 
+// Ops that treat each row along `dim` alone: when the rows' data and sort scratch exceed
+// one storage binding, runs `op` over pieces of the rows ([rows, n] views, reducing along
+// -1 into [rows, k]) and joins the pieces, shaped as the op's result (`reduces`: the dim
+// is dropped unless keepdim). False when one piece holds everything, or when a single row
+// is larger than a binding (the kernels then refuse it, naming themselves).
+bool over_row_pieces(const Tensor& self, int64_t dim, bool reduces, bool keepdim,
+                     const std::function<std::pair<Tensor, Tensor>(const Tensor&)>& op,
+                     Tensor& values, Tensor& indices) {
+  if (self.dim() == 0) return false;
+  const int64_t n = self.size(dim), rows = self.numel() / n;
+  const uint64_t per_row = std::max<uint64_t>(sort_scratch_words(1, n) * 4, uint64_t(n) * 8);
+  const uint64_t budget = window_budget(Context::get());
+  if (rows < 2 || per_row * rows <= budget || per_row > budget) return false;
+  const int64_t step = static_cast<int64_t>(budget / per_row);
+  Tensor in = self.movedim(dim, -1).reshape({rows, n});
+  std::vector<Tensor> vs, is;
+  for (int64_t lo = 0; lo < rows; lo += step) {
+    // A buffer of its own: the sort kernels bind whole buffers.
+    auto [v, i] = op(in.narrow(0, lo, std::min(step, rows - lo)).clone());
+    vs.push_back(v);
+    is.push_back(i);
+  }
+  auto lead = self.movedim(dim, -1).sizes().vec();
+  lead.back() = vs[0].size(-1);
+  Tensor v = at::cat(vs).reshape(lead).movedim(-1, dim);
+  Tensor i = at::cat(is).reshape(lead).movedim(-1, dim);
+  if (reduces && !keepdim) {
+    v = v.squeeze(dim);
+    i = i.squeeze(dim);
+  }
+  write_result(values, v);
+  write_result(indices, i);
+  return true;
+}
+
 // The shape of a reduction of `self` over `dim`.
 std::vector<int64_t> reduced_shape(const Tensor& self, int64_t dim, bool keepdim) {
   auto sizes = self.sizes().vec();
@@ -156,6 +201,11 @@ std::tuple<Tensor&, Tensor&> sort_values_stable(const Tensor& self, std::optiona
     at::native::resize_output(indices, self.sizes());
     return {values, indices};
   }
+  auto sort_piece = [&](const Tensor& p) {
+    auto [v, i] = at::sort(p, stable, -1, descending);
+    return std::make_pair(v, i);
+  };
+  if (over_row_pieces(self, dim, false, false, sort_piece, values, indices)) return {values, indices};
   Rows r = sort_along(self, dim, descending);
   auto [v, i] = take_sorted(r, r.in.size(-1));
   write_result(values, v);
@@ -180,6 +230,11 @@ std::tuple<Tensor&, Tensor&> topk_values(const Tensor& self, int64_t k, int64_t 
     at::native::resize_output(indices, sizes);
     return {values, indices};
   }
+  auto topk_piece = [&](const Tensor& p) {
+    auto [v, i] = at::topk(p, k, -1, largest, sorted);
+    return std::make_pair(v, i);
+  };
+  if (over_row_pieces(self, dim, false, false, topk_piece, values, indices)) return {values, indices};
   const int64_t length = self.dim() > 0 ? self.size(dim) : 1;
   if (length <= static_cast<int64_t>(kTopkSerialMaxLength)) {
     // Short rows: the CPU's own selection steps, so ties report the CPU's indices.
@@ -222,6 +277,17 @@ void pick_into(const Tensor& self, int64_t dim, bool keepdim, SortedPick pick, i
     at::native::resize_output(indices, shape);
     return;
   }
+  auto pick_piece = [&](const Tensor& p) {
+    std::tuple<Tensor, Tensor> t;
+    switch (pick) {
+      case SortedPick::Position: t = at::kthvalue(p, position + 1, -1, true); break;
+      case SortedPick::Median: t = at::median(p, -1, true); break;
+      case SortedPick::NanMedian: t = at::nanmedian(p, -1, true); break;
+      case SortedPick::Mode: t = at::mode(p, -1, true); break;
+    }
+    return std::make_pair(std::get<0>(t), std::get<1>(t));
+  };
+  if (self.dim() > 0 && over_row_pieces(self, dim, true, keepdim, pick_piece, values, indices)) return;
   Rows r = sort_along(self, dim, false);
   auto [v, i] = pick_sorted(r, pick, position, keepdim);
   write_result(values, v);
@@ -245,6 +311,11 @@ std::tuple<Tensor&, Tensor&> kthvalue_values(const Tensor& self, int64_t k, int6
     at::native::resize_output(indices, shape);
     return {values, indices};
   }
+  auto kth_piece = [&](const Tensor& p) {
+    auto [v, i] = at::kthvalue(p, k, -1, true);
+    return std::make_pair(v, i);
+  };
+  if (over_row_pieces(self, dim, true, keepdim, kth_piece, values, indices)) return {values, indices};
   if (size > static_cast<int64_t>(kQuickselectMaxLength)) {
     // Long rows: the sorted order (the value is the CPU's; among equal values the index
     // may differ).

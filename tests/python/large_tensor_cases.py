@@ -367,6 +367,31 @@ def scans():
 
 
 @case
+def sorting_rows():
+    # Rows whose data and sort scratch exceed a binding: pieces of rows, results joined.
+    a = rand(1100, 1000)
+    v, i = torch.sort(big(a), dim=1, stable=True)
+    ev, ei = torch.sort(a, dim=1, stable=True)
+    same(v, ev)
+    same(i, ei)
+    v, i = torch.sort(big(a).t(), dim=0, descending=True, stable=True)  # dim 0 of a transposed view
+    ev, ei = torch.sort(a.t(), dim=0, descending=True, stable=True)
+    same(v, ev)
+    same(i, ei)
+    v, i = torch.topk(big(a), 5, 1)
+    ev, ei = torch.topk(a, 5, 1)
+    same(v, ev)
+    assert torch.equal(a.gather(1, i.cpu()), ev)  # ties may pick another index
+    same(torch.kthvalue(big(a), 3, 1)[0], torch.kthvalue(a, 3, 1)[0])
+    same(torch.median(big(a), 1, keepdim=True)[0], torch.median(a, 1, keepdim=True)[0])
+    q = (rand(600, 900, seed=2) * 2).round()
+    v, i = torch.mode(big(q), 1)
+    ev, ei = torch.mode(q, 1)
+    same(v, ev)
+    assert torch.equal(q.gather(1, i.cpu()[:, None])[:, 0], ev)  # which equal element: unspecified
+
+
+@case
 def mm_huge_m():
     a, b = rand(4000, 300), rand(300, 64, seed=1)
     same(big(a) @ b.to(DEVICE), a @ b, rtol=1e-4, atol=1e-3)
