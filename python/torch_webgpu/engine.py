@@ -133,6 +133,13 @@ class Program:
     def launches_per_run(self):
         return self._p.launches_per_run
 
+    def emit_web(self, out_dir):
+        """Writes the web bundle (``out_dir/bundle.json`` + ``buffers.bin``): one run's
+        dispatches, copies and writes with the buffers they use, for ``web/player.js``
+        (docs/ENGINE.md, "Web bundle")."""
+        os.makedirs(out_dir, exist_ok=True)
+        self._p.emit_web(os.fspath(out_dir))
+
     def run(self, *inputs):
         """Runs on numpy arrays or CPU tensors; returns numpy arrays (bfloat16: tensors)."""
         packed = []

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "engine/context.h"
+#include "engine/web_bundle.h"
 #include "runtime/error.h"
 
 namespace py = pybind11;
@@ -119,7 +120,10 @@ void register_engine_bindings(py::module_& parent) {
         for (size_t i = 0; i < e.num_outputs(); ++i) ts.push_back(&e.output(i));
         return specs(ts);
       })
-      .def_property_readonly("launches_per_run", &Executable::launches_per_run);
+      .def_property_readonly("launches_per_run", &Executable::launches_per_run)
+      .def("emit_web", [](Executable& e, const std::string& out_dir) {
+        translated([&] { write_web_bundle(e, out_dir); });
+      });
 
   py::class_<Context>(m, "Context")
       .def(py::init([] { return translated([] { return std::make_unique<Context>(); }); }))

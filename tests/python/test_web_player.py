@@ -1,0 +1,244 @@
+"""The engine's web bundle (docs/ENGINE.md, "Web bundle") run by web/player.js in a real
+browser: Debian's chromium driven by Playwright, WebGPU on SwiftShader. Each model is
+exported, written out as a bundle and run in the page; outputs are compared with PyTorch
+on the CPU and with the Python engine. Damaged bundles and bad inputs must reject the
+player's promise with a message naming what is wrong."""
+import base64
+import functools
+import http.server
+import json
+import os
+import shutil
+import threading
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+
+from torch_webgpu import _C
+
+if not hasattr(_C, "_engine"):
+    pytest.skip("torch_webgpu built without the engine (nlohmann-json3-dev missing)", allow_module_level=True)
+
+from playwright.sync_api import sync_playwright  # noqa: E402
+
+from torch_webgpu import aot, engine  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CHROMIUM = "/usr/bin/chromium"
+# WebGPU on the CPU: SwiftShader's Vulkan (DESIGN.md, "Environment facts").
+CHROMIUM_ARGS = ["--enable-unsafe-webgpu", "--enable-features=Vulkan", "--use-vulkan=swiftshader",
+                 "--use-webgpu-adapter=swiftshader", "--no-sandbox"]
+
+HARNESS = """<!doctype html><meta charset="utf-8"><script type="module">
+import * as player from "./player.js";
+const b64 = (bytes) => { let s = ""; for (const x of bytes) s += String.fromCharCode(x); return btoa(s); };
+const unb64 = (s) => Uint8Array.from(atob(s), (c) => c.charCodeAt(0));
+const ARRAYS = {float32: Float32Array, float16: Uint16Array, bfloat16: Uint16Array, int64: BigInt64Array,
+                int32: Int32Array, int16: Int16Array, int8: Int8Array, uint8: Uint8Array, bool: Uint8Array};
+// Loads the bundle at url and runs it on inputs ([dtype, base64 bytes]); returns the
+// outputs' bytes, or the error's name and message.
+window.runBundle = async (url, inputs) => {
+  try {
+    const adapter = await navigator.gpu.requestAdapter();
+    if (!adapter) return {error: "no WebGPU adapter", name: "none"};
+    const b = await player.loadBundle(adapter, url);
+    const outs = await b.run(inputs.map(([dtype, data]) => new ARRAYS[dtype](unb64(data).buffer)));
+    b.destroy();
+    return {outputs: outs.map((o) => b64(new Uint8Array(o.buffer, o.byteOffset, o.byteLength)))};
+  } catch (e) {
+    return {error: e.message, name: e.name};
+  }
+};
+window.harnessReady = true;
+</script>"""
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """A local http server over a folder holding player.js, the harness page and bundles."""
+    root = tmp_path_factory.mktemp("site")
+    shutil.copy(os.path.join(REPO, "web", "player.js"), root / "player.js")
+    (root / "harness.html").write_text(HARNESS)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(root)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield root, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    thread.join()
+
+
+@pytest.fixture(scope="module")
+def page(site):
+    _, url = site
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        pg = browser.new_page()
+        pg.goto(url + "/harness.html")
+        pg.wait_for_function("window.harnessReady === true")
+        yield pg
+        browser.close()
+
+
+def run_in_browser(page, name, inputs):
+    arrays = [np.ascontiguousarray(x.numpy() if isinstance(x, torch.Tensor) else x) for x in inputs]
+    payload = [[a.dtype.name if a.dtype != np.bool_ else "bool", base64.b64encode(a.tobytes()).decode()]
+               for a in arrays]
+    return page.evaluate("([url, inputs]) => window.runBundle(url, inputs)", [name, payload])
+
+
+def export_bundle(site, name, model, inputs):
+    """Exports model to a program dir and its web bundle under the site; returns the
+    loaded engine program."""
+    root, _ = site
+    prog_dir = root / (name + "_program")
+    aot.export(model, inputs, str(prog_dir), web_dir=str(root / name))
+    return engine.Program.load(str(prog_dir))
+
+
+def outputs_of(result, prog):
+    assert "error" not in result, f"{result.get('name')}: {result.get('error')}"
+    outs = []
+    for (dtype, shape), data in zip(prog.output_specs, result["outputs"]):
+        outs.append(np.frombuffer(base64.b64decode(data), dtype=np.dtype(dtype)).reshape(shape))
+    assert len(outs) == len(prog.output_specs)
+    return outs
+
+
+def mlp():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 16), nn.GELU(), nn.Linear(16, 8)).eval()
+
+
+def cnn():
+    torch.manual_seed(0)
+    m = nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(8, 8, 3, stride=2, padding=1), nn.BatchNorm2d(8), nn.SiLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10)).eval()
+    with torch.no_grad():
+        for bn in (m[1], m[5]):
+            bn.running_mean.uniform_(-0.5, 0.5)
+            bn.running_var.uniform_(0.5, 2.0)
+            bn.weight.uniform_(0.5, 1.5)
+            bn.bias.uniform_(-0.5, 0.5)
+    return m
+
+
+def encoder_layer():
+    torch.manual_seed(0)
+    return nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True).eval()
+
+
+# (name, model factory, input, tolerance vs the CPU): the CPU's encoder fast path sums in
+# another order, as in test_engine.py.
+MODELS = [
+    ("mlp", mlp, lambda: torch.randn(4, 16), 1e-5),
+    ("cnn", cnn, lambda: torch.randn(2, 3, 16, 16), 1e-5),
+    ("encoder", encoder_layer, lambda: torch.randn(2, 7, 32), 1e-4),
+]
+
+
+@pytest.mark.parametrize("name,factory,make_input,tol", MODELS, ids=[m[0] for m in MODELS])
+def test_bundle_in_browser_matches_cpu_and_engine(name, factory, make_input, tol, site, page):
+    torch.manual_seed(1)
+    x = make_input()
+    prog = export_bundle(site, name, factory(), (x,))
+    (got,) = outputs_of(run_in_browser(page, name, [x]), prog)
+    with torch.no_grad():
+        expected = factory()(x)
+    torch.testing.assert_close(torch.from_numpy(got.copy()), expected, rtol=tol, atol=tol)
+    (ours,) = prog.run(x)
+    # Another adapter (SwiftShader, not llvmpipe): the same kernels, within float32 rounding.
+    np.testing.assert_allclose(got, ours, rtol=1e-5, atol=1e-6)
+
+
+def test_bundle_contents(site):
+    """The bundle lists what one engine run does, and its buffers hold the weights."""
+    root, _ = site
+    model = mlp()
+    x = torch.randn(4, 16)
+    prog = export_bundle(site, "mlp_contents", model, (x,))
+    m = json.loads((root / "mlp_contents" / "bundle.json").read_text())
+    assert m["format"] == "torch-webgpu-web-bundle" and m["version"] == 1
+    dispatches = [s for s in m["steps"] if s["kind"] == "dispatch"]
+    assert len(dispatches) == prog.launches_per_run
+    bin_bytes = (root / "mlp_contents" / "buffers.bin").read_bytes()
+    assert len(bin_bytes) == m["bin"]["size"]
+    weights = (root / "mlp_contents_program" / "weights.bin").read_bytes()
+    constants = [b for b in m["buffers"] if b["role"] == "constant" and "content" in b]
+    assert any(bin_bytes[b["content"]["offset"]:b["content"]["offset"] + len(weights)] == weights
+               for b in constants), "the weights are not in buffers.bin"
+    assert [(i["dtype"], tuple(i["shape"])) for i in m["inputs"]] == prog.input_specs
+    assert [(o["dtype"], tuple(o["shape"])) for o in m["outputs"]] == prog.output_specs
+    assert all(s["wgsl"] and s["entryPoint"] == "main" for s in m["shaders"])
+
+
+def test_two_inputs_and_two_outputs_in_order(site, page):
+    class Two(nn.Module):
+        def forward(self, a, b):
+            return a @ b, torch.relu(a - 1.0)
+
+    a, b = torch.randn(3, 5), torch.randn(5, 2)
+    prog = export_bundle(site, "two", Two(), (a, b))
+    mm, r = outputs_of(run_in_browser(page, "two", [a, b]), prog)
+    torch.testing.assert_close(torch.from_numpy(mm.copy()), a @ b, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(torch.from_numpy(r.copy()), torch.relu(a - 1.0), rtol=0, atol=0)
+
+
+def damaged(site, name, edit_json=None, edit_bin=None):
+    """A copy of the mlp bundle with bundle.json / buffers.bin changed."""
+    root, _ = site
+    src, dst = root / "mlp", root / name
+    if not (src / "bundle.json").exists():
+        export_bundle(site, "mlp", mlp(), (torch.randn(4, 16),))
+    dst.mkdir(exist_ok=True)
+    text, data = (src / "bundle.json").read_text(), (src / "buffers.bin").read_bytes()
+    (dst / "bundle.json").write_text(edit_json(text) if edit_json else text)
+    (dst / "buffers.bin").write_bytes(edit_bin(data) if edit_bin else data)
+    return name
+
+
+def with_field(text, key, value):
+    m = json.loads(text)
+    m[key] = value
+    return json.dumps(m)
+
+
+@pytest.mark.parametrize("case,expected", [
+    ("truncated_json", "is not valid JSON"),
+    ("truncated_bin", "buffers.bin has"),
+    ("wrong_version", "bundle version 99 is not supported"),
+    ("bad_buffer_id", "buffer 9999 does not exist"),
+    ("missing", "HTTP 404"),
+])
+def test_bad_bundles_reject_with_a_message(case, expected, site, page):
+    edits = {
+        "truncated_json": dict(edit_json=lambda t: t[: len(t) // 2]),
+        "truncated_bin": dict(edit_bin=lambda b: b[: len(b) - 64]),
+        "wrong_version": dict(edit_json=lambda t: with_field(t, "version", 99)),
+        "bad_buffer_id": dict(edit_json=lambda t: json.dumps(
+            {**json.loads(t), "inputs": [{**json.loads(t)["inputs"][0], "buffer": 9999}]})),
+    }
+    name = damaged(site, "bad_" + case, **edits[case]) if case in edits else "no_such_bundle"
+    result = run_in_browser(page, name, [torch.randn(4, 16)])
+    assert result.get("name") == ("BundleError"), result
+    assert expected in result["error"], result["error"]
+
+
+@pytest.mark.parametrize("bad_input,expected", [
+    (torch.randn(4, 15), "needs 256 bytes (64 elements), got 240"),
+    (torch.randint(0, 5, (4, 16), dtype=torch.int32), "expected a Float32Array for float32[4, 16], got Int32Array"),
+])
+def test_wrong_inputs_reject_with_a_message(bad_input, expected, site, page):
+    name = damaged(site, "mlp_inputs")
+    result = run_in_browser(page, name, [bad_input])
+    assert result.get("name") == "BundleError", result
+    assert expected in result["error"], result["error"]
+    assert "the program takes 1 inputs, got 0" in run_in_browser(page, name, [])["error"]
