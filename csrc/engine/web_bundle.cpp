@@ -207,4 +207,144 @@ void write_web_bundle(Executable& exe, const std::string& out_dir) {
   write(out_dir + "/buffers.bin", b.bin.data(), b.bin.size());
 }
 
+namespace {
+
+[[noreturn]] void bad_bundle(const std::string& msg) {
+  fail(ErrorKind::InvalidArgument, "web bundle: " + msg);
+}
+
+// A {offset, size} range of buffers.bin, checked.
+const uint8_t* bin_range(const json& r, const std::vector<uint8_t>& bin, uint64_t& size,
+                         const std::string& what) {
+  const uint64_t offset = r.at("offset").get<uint64_t>();
+  size = r.at("size").get<uint64_t>();
+  if (offset > bin.size() || size > bin.size() - offset)
+    bad_bundle(what + ": bytes outside buffers.bin (" + std::to_string(bin.size()) + " bytes)");
+  return bin.data() + offset;
+}
+
+}  // namespace
+
+std::vector<HostTensor> run_web_bundle(const std::string& dir,
+                                       const std::vector<HostTensor>& inputs) {
+  const std::vector<uint8_t> text = read_file(dir + "/bundle.json");
+  const json m = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (m.is_discarded()) bad_bundle(dir + "/bundle.json is not valid JSON");
+  try {
+    if (m.value("format", std::string()) != "torch-webgpu-web-bundle")
+      bad_bundle("not a torch-webgpu web bundle");
+    if (m.at("version").get<int>() != kWebBundleVersion)
+      bad_bundle("version " + m.at("version").dump() + " is not supported (reads " +
+                 std::to_string(kWebBundleVersion) + ")");
+    const std::vector<uint8_t> bin = read_file(dir + "/" + m.at("bin").at("file").get<std::string>());
+    if (bin.size() != m.at("bin").at("size").get<uint64_t>())
+      bad_bundle("buffers.bin has " + std::to_string(bin.size()) + " bytes, bundle.json expects " +
+                 m.at("bin").at("size").dump());
+
+    RuntimeLock lock;
+    twgpu::Context& gpu = lock.ctx();
+    BufferSet set(gpu);
+    std::vector<WGPUBuffer> buffers;
+    std::vector<uint64_t> sizes;
+    for (const json& b : m.at("buffers")) {
+      const uint64_t size = b.at("size").get<uint64_t>();
+      if (size == 0 || size % 4) bad_bundle("buffer " + b.at("id").dump() + ": bad size");
+      buffers.push_back(set.allocate(size));
+      sizes.push_back(size);
+      if (b.contains("content")) {
+        uint64_t n = 0;
+        const uint8_t* p = bin_range(b.at("content"), bin, n, "buffer content");
+        if (n > size || n % 4) bad_bundle("buffer " + b.at("id").dump() + ": content does not fit");
+        if (n) gpu.recorder().write(buffers.back(), 0, p, n);
+      }
+    }
+    auto check = [&](uint64_t id, uint64_t offset, uint64_t size, const std::string& what) {
+      if (id >= buffers.size()) bad_bundle(what + ": buffer " + std::to_string(id) + " does not exist");
+      if (offset > sizes[id] || size > sizes[id] - offset || offset % 4)
+        bad_bundle(what + ": bytes outside buffer " + std::to_string(id));
+      return buffers[id];
+    };
+    const json& ins = m.at("inputs");
+    if (inputs.size() != ins.size())
+      bad_bundle("the program takes " + std::to_string(ins.size()) + " inputs, got " +
+                 std::to_string(inputs.size()));
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const json& t = ins[i];
+      const uint64_t n = t.at("byteSize").get<uint64_t>(), offset = t.at("offset").get<uint64_t>();
+      if (inputs[i].data.size() != n)
+        bad_bundle("input " + std::to_string(i) + " needs " + std::to_string(n) + " bytes, got " +
+                   std::to_string(inputs[i].data.size()));
+      WGPUBuffer b = check(t.at("buffer").get<uint64_t>(), offset, round4(n), "input");
+      std::vector<uint8_t> padded(inputs[i].data);
+      padded.resize(round4(n), 0);
+      if (n) gpu.recorder().write(b, offset, padded.data(), padded.size());
+    }
+    const json& shaders = m.at("shaders");
+    std::vector<const Pipeline*> pipelines;
+    for (const json& sh : shaders) {
+      ProgramDesc desc;
+      desc.label = sh.at("label").get<std::string>();
+      desc.wgsl = sh.at("wgsl").get<std::string>();
+      desc.uniform_bytes = sh.at("uniformBytes").get<uint32_t>();
+      for (const json& k : sh.at("bindings"))
+        if (k != "uniform") desc.storage.push_back(k == "read-only-storage" ? Access::Read : Access::ReadWrite);
+      const std::string key = "web-bundle:" + sh.at("bindings").dump() + desc.wgsl;
+      pipelines.push_back(&gpu.pipelines().get(key, [&] { return desc; }));
+    }
+    for (const json& s : m.at("steps")) {
+      const std::string kind = s.at("kind").get<std::string>();
+      if (kind == "copy") {
+        const uint64_t n = s.at("size").get<uint64_t>();
+        WGPUBuffer src = check(s.at("src").get<uint64_t>(), s.at("srcOffset").get<uint64_t>(), n, "copy");
+        WGPUBuffer dst = check(s.at("dst").get<uint64_t>(), s.at("dstOffset").get<uint64_t>(), n, "copy");
+        gpu.recorder().copy(src, s.at("srcOffset").get<uint64_t>(), dst, s.at("dstOffset").get<uint64_t>(), n);
+      } else if (kind == "write") {
+        uint64_t n = 0;
+        const uint8_t* p = bin_range(s.at("data"), bin, n, "write");
+        WGPUBuffer dst = check(s.at("dst").get<uint64_t>(), s.at("dstOffset").get<uint64_t>(), n, "write");
+        gpu.recorder().write(dst, s.at("dstOffset").get<uint64_t>(), p, n);
+      } else if (kind == "dispatch") {
+        const uint64_t shader = s.at("shader").get<uint64_t>();
+        if (shader >= pipelines.size()) bad_bundle("dispatch: shader " + std::to_string(shader) + " does not exist");
+        const Pipeline& p = *pipelines[shader];
+        const json& bindings = s.at("bindings");
+        if (bindings.size() != p.num_storage) bad_bundle("dispatch: binding count differs from its shader's");
+        std::vector<WGPUBuffer> bufs;
+        std::vector<BufferWindow> windows;
+        for (const json& b : bindings) {
+          const uint64_t offset = b.at("offset").get<uint64_t>(), size = b.at("size").get<uint64_t>();
+          bufs.push_back(check(b.at("buffer").get<uint64_t>(), offset, size, "dispatch"));
+          windows.push_back(BufferWindow{offset, size});
+        }
+        std::vector<uint8_t> uniforms;
+        if (p.uniform_bytes) {
+          uint64_t n = 0;
+          const uint8_t* u = bin_range(s.at("uniforms"), bin, n, "uniforms");
+          if (n != p.uniform_bytes) bad_bundle("dispatch: uniform size differs from its shader's");
+          uniforms.assign(u, u + n);
+        }
+        const json& g = s.at("workgroups");
+        gpu.recorder().dispatch(p, bufs.data(), uniforms.data(), g.at(0).get<uint32_t>(),
+                                g.at(1).get<uint32_t>(), g.at(2).get<uint32_t>(), windows.data());
+      } else {
+        bad_bundle("unknown step kind " + kind);
+      }
+    }
+    std::vector<HostTensor> out;
+    for (const json& t : m.at("outputs")) {
+      DeviceTensor d;
+      d.dtype = parse_dtype(t.at("dtype").get<std::string>());
+      d.shape = t.at("shape").get<std::vector<int64_t>>();
+      d.strides = contiguous_strides(d.shape);
+      const uint64_t offset = t.at("offset").get<uint64_t>();
+      d.buffer = check(t.at("buffer").get<uint64_t>(), offset & ~uint64_t(3), round4(d.nbytes() + (offset & 3)), "output");
+      d.offset = offset / static_cast<uint64_t>(element_size(d.dtype));
+      out.push_back(download(gpu, d));
+    }
+    return out;
+  } catch (const json::exception& e) {
+    bad_bundle(std::string("malformed bundle.json: ") + e.what());
+  }
+}
+
 }  // namespace twgpu::engine

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-namespace twgpu::engine {
+#include "engine/engine.h"
 
-class Executable;
+namespace twgpu::engine {
 
 constexpr int kWebBundleVersion = 1;
 
@@ -29,5 +29,12 @@ WebBundle make_web_bundle(Executable& exe);
 // make_web_bundle, written to OUT_DIR/bundle.json and OUT_DIR/buffers.bin (the directory
 // is created when missing).
 void write_web_bundle(Executable& exe, const std::string& out_dir);
+
+// Replays a bundle on this device, as web/player.js does in a browser: buffers and
+// contents, then per run the inputs written, every step recorded, the outputs read. On the
+// adapter that made the bundle its outputs equal the engine's bit for bit; it is how the
+// tests check that a bundle holds everything a run does. Raises Error(InvalidArgument)
+// naming a malformed field, id or range.
+std::vector<HostTensor> run_web_bundle(const std::string& dir, const std::vector<HostTensor>& inputs);
 
 }  // namespace twgpu::engine

@@ -159,6 +159,32 @@ def test_bundle_in_browser_matches_cpu_and_engine(name, factory, make_input, tol
     np.testing.assert_allclose(got, ours, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("name,factory,make_input,tol", MODELS, ids=[m[0] for m in MODELS])
+def test_bundle_replays_the_engine_bit_for_bit(name, factory, make_input, tol, site):
+    """On the adapter that wrote it, the bundle alone (engine.run_web_bundle: the player's
+    steps through our runtime) gives the engine's outputs to the bit."""
+    root, _ = site
+    torch.manual_seed(2)
+    x = make_input()
+    prog = export_bundle(site, name + "_exact", factory(), (x,))
+    (ours,) = prog.run(x)
+    (replayed,) = engine.run_web_bundle(root / (name + "_exact"), x)
+    assert replayed.dtype == ours.dtype and replayed.shape == ours.shape
+    assert np.array_equal(replayed.view(np.uint32), ours.view(np.uint32))
+
+
+def test_replay_errors_are_value_errors(site):
+    name = damaged(site, "bad_replay", edit_bin=lambda b: b[:-64])
+    root, _ = site
+    with pytest.raises(ValueError, match="buffers.bin has"):
+        engine.run_web_bundle(root / name, torch.randn(4, 16))
+    name = damaged(site, "bad_replay_json", edit_json=lambda t: t[:100])
+    with pytest.raises(ValueError, match="not valid JSON"):
+        engine.run_web_bundle(root / name, torch.randn(4, 16))
+    with pytest.raises(ValueError, match="needs 256 bytes"):
+        engine.run_web_bundle(root / "mlp", torch.randn(4, 15))
+
+
 def test_bundle_contents(site):
     """The bundle lists what one engine run does, and its buffers hold the weights."""
     root, _ = site
