@@ -143,6 +143,7 @@ Executable::Executable(Program program, const std::vector<uint8_t>& weights)
       // Empty constants of a program without weights still need a buffer to bind.
       if (!weight_buffer) weight_buffer = buffers_.allocate(4);
       t.buffer = weight_buffer;
+      weight_buffer_ = weight_buffer;
     } else {
       t.is_view = true;
     }

@@ -70,6 +70,7 @@ class Executable {
   // The buffers behind the program's memory-plan pools (by pool id), and every buffer the
   // engine holds (pools, weights, scratch): what a web bundle (web_bundle.h) describes.
   const std::vector<WGPUBuffer>& pool_buffers() const { return pool_buffers_; }
+  WGPUBuffer weight_buffer() const { return weight_buffer_; }  // null: no constants
   std::vector<std::pair<WGPUBuffer, uint64_t>> held_buffers() const { return buffers_.held(); }
 
   // Runs once with a wait after every op: (chain index, op name, milliseconds) per op that
@@ -86,6 +87,7 @@ class Executable {
   twgpu::Context& gpu_;
   BufferSet buffers_;
   std::vector<WGPUBuffer> pool_buffers_;
+  WGPUBuffer weight_buffer_ = nullptr;
   std::vector<DeviceTensor> tensors_;   // by value id (non-tensors: unused)
   std::vector<Launch> launches_;
   std::vector<int64_t> launch_ops_;  // chain index of each launch (-1: output copies)

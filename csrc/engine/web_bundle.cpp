@@ -47,9 +47,9 @@ WebBundle make_web_bundle(Executable& exe) {
   twgpu::Context& gpu = lock.ctx();
   gpu.recorder().synchronize();
 
-  // Buffers: the memory plan's pools first (ids = pool ids; no content: every run writes
-  // them before reading), then the engine's other buffers (weights, constants and scratch
-  // made at load: their content now), then buffers first named by the run itself.
+  // Buffers: the memory plan's pools first (ids = pool ids), then the engine's others.
+  // Content ships only where a run relies on it: the weights (uploaded at load). Pools
+  // and scratch are written by every run before they are read.
   struct Buf {
     WGPUBuffer buffer;
     const char* role;
@@ -64,16 +64,18 @@ WebBundle make_web_bundle(Executable& exe) {
   for (const auto& [b, requested] : exe.held_buffers()) {
     if (ids.count(b)) continue;
     ids.emplace(b, bufs.size());
-    bufs.push_back({b, "constant", round4(requested)});
+    const bool weights = b == exe.weight_buffer();
+    bufs.push_back({b, weights ? "weights" : "scratch", weights ? round4(requested) : 0});
   }
   std::vector<uint8_t> bin;
   std::vector<json> contents(bufs.size());
-  for (size_t i = 0; i < bufs.size(); ++i) {
-    if (!bufs[i].content_bytes) continue;
+  auto ship = [&](size_t i) {
     std::vector<uint8_t> bytes(bufs[i].content_bytes);
     gpu.recorder().read(bufs[i].buffer, 0, bytes.data(), bytes.size());
     contents[i] = append(bin, bytes.data(), bytes.size());
-  }
+  };
+  for (size_t i = 0; i < bufs.size(); ++i)
+    if (bufs[i].content_bytes) ship(i);
 
   CapturedGraph graph(gpu);
   graph.begin(0);
@@ -86,12 +88,15 @@ WebBundle make_web_bundle(Executable& exe) {
   graph.end(/*bake=*/false);
   const std::vector<CapturedGraph::StepRecord> steps = graph.recorded_steps();
 
+  // A buffer the engine does not hold (a kernel's own): shipped with its content as it
+  // was before the run (nothing ran during the capture).
   auto id_of = [&](WGPUBuffer b) {
     auto it = ids.find(b);
     if (it != ids.end()) return it->second;
     ids.emplace(b, bufs.size());
-    bufs.push_back({b, "transient", 0});
+    bufs.push_back({b, "external", round4(BufferPool::size_of(b))});
     contents.emplace_back();
+    ship(bufs.size() - 1);
     return static_cast<uint64_t>(bufs.size() - 1);
   };
 
@@ -142,6 +147,12 @@ WebBundle make_web_bundle(Executable& exe) {
     if (!s.uniforms.empty()) step["uniforms"] = append(bin, s.uniforms.data(), s.uniforms.size());
     out_steps.push_back(std::move(step));
   }
+
+  json inputs = json::array(), outputs = json::array();
+  for (size_t i = 0; i < exe.num_inputs(); ++i)
+    inputs.push_back(tensor_entry(exe.input(i), id_of(exe.input(i).buffer)));
+  for (size_t i = 0; i < exe.num_outputs(); ++i)
+    outputs.push_back(tensor_entry(exe.output(i), id_of(exe.output(i).buffer)));
   graph.reset();
 
   uint64_t max_buffer = 0;
@@ -153,15 +164,6 @@ WebBundle make_web_bundle(Executable& exe) {
     if (!contents[i].is_null()) b["content"] = contents[i];
     buffers.push_back(std::move(b));
   }
-  json inputs = json::array(), outputs = json::array();
-  for (size_t i = 0; i < exe.num_inputs(); ++i)
-    inputs.push_back(tensor_entry(exe.input(i), id_of(exe.input(i).buffer)));
-  for (size_t i = 0; i < exe.num_outputs(); ++i)
-    outputs.push_back(tensor_entry(exe.output(i), id_of(exe.output(i).buffer)));
-  // Buffers named only as inputs/outputs (a program that only copies) join the list too.
-  for (size_t i = buffers.size(); i < bufs.size(); ++i)
-    buffers.push_back({{"id", i}, {"size", BufferPool::size_of(bufs[i].buffer)}, {"role", bufs[i].role}});
-
   json features = json::array();
   if (f16) features.push_back("shader-f16");
   if (subgroups) features.push_back("subgroups");

@@ -198,7 +198,7 @@ def test_bundle_contents(site):
     bin_bytes = (root / "mlp_contents" / "buffers.bin").read_bytes()
     assert len(bin_bytes) == m["bin"]["size"]
     weights = (root / "mlp_contents_program" / "weights.bin").read_bytes()
-    constants = [b for b in m["buffers"] if b["role"] == "constant" and "content" in b]
+    constants = [b for b in m["buffers"] if b["role"] == "weights" and "content" in b]
     assert any(bin_bytes[b["content"]["offset"]:b["content"]["offset"] + len(weights)] == weights
                for b in constants), "the weights are not in buffers.bin"
     assert [(i["dtype"], tuple(i["shape"])) for i in m["inputs"]] == prog.input_specs
