@@ -268,3 +268,27 @@ def test_wrong_inputs_reject_with_a_message(bad_input, expected, site, page):
     assert result.get("name") == "BundleError", result
     assert expected in result["error"], result["error"]
     assert "the program takes 1 inputs, got 0" in run_in_browser(page, name, [])["error"]
+
+
+def test_demo_page_classifies_like_the_engine_and_cpu(site, page):
+    """examples/web: EfficientNet-Lite0 (real ImageNet weights) as a bundle; the page's
+    self-check runs the saved input and must give the engine's and the CPU's top-5."""
+    import importlib.util
+
+    root, url = site
+    demo = root / "demo"
+    (demo / "web").mkdir(parents=True)
+    shutil.copy(os.path.join(REPO, "web", "player.js"), demo / "web" / "player.js")
+    shutil.copytree(os.path.join(REPO, "examples", "web"), demo / "examples" / "web",
+                    ignore=shutil.ignore_patterns("efficientnet", "__pycache__"))
+    spec = importlib.util.spec_from_file_location("make_bundle", os.path.join(REPO, "examples", "web", "make_bundle.py"))
+    make_bundle = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(make_bundle)
+    make_bundle.make(str(demo / "examples" / "web" / "efficientnet"))
+    page.goto(url + "/demo/examples/web/")
+    page.wait_for_function("window.demoReady === true || document.getElementById('status').className === 'bad'",
+                           timeout=120_000)
+    assert page.evaluate("window.demoReady === true"), page.inner_text("#status")
+    check = page.evaluate("window.demo.selfCheck()")
+    assert check["top5"] == check["engineTop5"] == check["cpuTop5"], check
+    assert check["maxDiff"] < 1e-3, check
