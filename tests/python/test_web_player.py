@@ -292,3 +292,23 @@ def test_demo_page_classifies_like_the_engine_and_cpu(site, page):
     check = page.evaluate("window.demo.selfCheck()")
     assert check["top5"] == check["engineTop5"] == check["cpuTop5"], check
     assert check["maxDiff"] < 1e-3, check
+
+
+def test_clis_write_the_same_bundle(site, tmp_path):
+    """twgpu-run --emit-web and python -m torch_webgpu.aot web write what emit_web writes."""
+    import subprocess
+    import sys
+
+    root, _ = site
+    export_bundle(site, "cli_ref", mlp(), (torch.randn(4, 16),))
+    prog_dir = root / "cli_ref_program"
+    twgpu_run = os.environ.get("TWGPU_RUN", os.path.join(REPO, "build", "twgpu-run"))
+    assert os.path.exists(twgpu_run), f"twgpu-run not found at {twgpu_run} (build it, or set TWGPU_RUN)"
+    subprocess.run([twgpu_run, str(prog_dir), "--emit-web", str(tmp_path / "native")], check=True,
+                   capture_output=True)
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
+    subprocess.run([sys.executable, "-m", "torch_webgpu.aot", "web", str(prog_dir), str(tmp_path / "py")],
+                   check=True, capture_output=True, env=env)
+    for out in ("native", "py"):
+        for f in ("bundle.json", "buffers.bin"):
+            assert (tmp_path / out / f).read_bytes() == (root / "cli_ref" / f).read_bytes(), (out, f)
