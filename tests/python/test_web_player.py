@@ -218,6 +218,23 @@ def test_two_inputs_and_two_outputs_in_order(site, page):
     torch.testing.assert_close(torch.from_numpy(r.copy()), torch.relu(a - 1.0), rtol=0, atol=0)
 
 
+class Dtypes(nn.Module):
+    def forward(self, i, h):
+        mask = h > 0                                       # bool (3 bytes a row: padding)
+        return i * 3 - 7, mask, torch.where(mask, h, h * 0.5), i.to(torch.float32) / 4.0
+
+
+def test_int64_bool_float16_inputs_and_outputs(site, page):
+    i = torch.randint(-2**40, 2**40, (3, 3))
+    h = torch.randn(3, 3).to(torch.float16)
+    prog = export_bundle(site, "dtypes", Dtypes(), (i, h))
+    got = outputs_of(run_in_browser(page, "dtypes", [i, h]), prog)
+    for g, e, ours in zip(got, Dtypes()(i, h), prog.run(i, h)):
+        assert torch.from_numpy(g.copy()).dtype == e.dtype
+        torch.testing.assert_close(torch.from_numpy(g.copy()), e, rtol=0, atol=0)
+        assert np.array_equal(g, ours)
+
+
 def damaged(site, name, edit_json=None, edit_bin=None):
     """A copy of the mlp bundle with bundle.json / buffers.bin changed."""
     root, _ = site
@@ -243,12 +260,18 @@ def with_field(text, key, value):
     ("wrong_version", "bundle version 99 is not supported"),
     ("bad_buffer_id", "buffer 9999 does not exist"),
     ("missing", "HTTP 404"),
+    ("needs_more_than_the_adapter", "the adapter's maxStorageBuffersPerShaderStage is"),
+    ("bad_wgsl", "does not compile"),
 ])
 def test_bad_bundles_reject_with_a_message(case, expected, site, page):
     edits = {
         "truncated_json": dict(edit_json=lambda t: t[: len(t) // 2]),
         "truncated_bin": dict(edit_bin=lambda b: b[: len(b) - 64]),
         "wrong_version": dict(edit_json=lambda t: with_field(t, "version", 99)),
+        "needs_more_than_the_adapter": dict(edit_json=lambda t: with_field(
+            t, "limits", {**json.loads(t)["limits"], "maxStorageBuffersPerShaderStage": 1000})),
+        "bad_wgsl": dict(edit_json=lambda t: with_field(
+            t, "shaders", [{**sh, "wgsl": sh["wgsl"] + "\nfn broken( {"} for sh in json.loads(t)["shaders"]])),
         "bad_buffer_id": dict(edit_json=lambda t: json.dumps(
             {**json.loads(t), "inputs": [{**json.loads(t)["inputs"][0], "buffer": 9999}]})),
     }
