@@ -75,15 +75,22 @@ def site(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def page(site):
-    _, url = site
+def browser():
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        pg = browser.new_page()
-        pg.goto(url + "/harness.html")
-        pg.wait_for_function("window.harnessReady === true")
-        yield pg
-        browser.close()
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def page(site, browser):
+    """The harness page (window.runBundle), shared by the tests of a worker."""
+    _, url = site
+    pg = browser.new_page()
+    pg.goto(url + "/harness.html")
+    pg.wait_for_function("window.harnessReady === true")
+    yield pg
+    pg.close()
 
 
 def run_in_browser(page, name, inputs):
@@ -293,7 +300,7 @@ def test_wrong_inputs_reject_with_a_message(bad_input, expected, site, page):
     assert "the program takes 1 inputs, got 0" in run_in_browser(page, name, [])["error"]
 
 
-def test_demo_page_classifies_like_the_engine_and_cpu(site, page):
+def test_demo_page_classifies_like_the_engine_and_cpu(site, browser):
     """examples/web: EfficientNet-Lite0 (real ImageNet weights) as a bundle; the page's
     self-check runs the saved input and must give the engine's and the CPU's top-5."""
     import importlib.util
@@ -308,6 +315,7 @@ def test_demo_page_classifies_like_the_engine_and_cpu(site, page):
     make_bundle = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(make_bundle)
     make_bundle.make(str(demo / "examples" / "web" / "efficientnet"))
+    page = browser.new_page()
     page.goto(url + "/demo/examples/web/")
     page.wait_for_function("window.demoReady === true || document.getElementById('status').className === 'bad'",
                            timeout=120_000)
@@ -315,6 +323,7 @@ def test_demo_page_classifies_like_the_engine_and_cpu(site, page):
     check = page.evaluate("window.demo.selfCheck()")
     assert check["top5"] == check["engineTop5"] == check["cpuTop5"], check
     assert check["maxDiff"] < 1e-3, check
+    page.close()
 
 
 def test_clis_write_the_same_bundle(site, tmp_path):
