@@ -242,6 +242,27 @@ def test_int64_bool_float16_inputs_and_outputs(site, page):
         assert np.array_equal(g, ours)
 
 
+class Passthrough(nn.Module):
+    """Outputs that are an input, a parameter, views (copied) and an empty tensor."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.arange(3.0), requires_grad=False)
+
+    def forward(self, x, empty):
+        return x, self.w, x.t(), empty * 2, x[1:, :2]
+
+
+def test_outputs_that_are_inputs_parameters_views_or_empty(site, page):
+    x, empty = torch.randn(3, 4), torch.randn(0, 5)
+    model = Passthrough()
+    prog = export_bundle(site, "passthrough", model, (x, empty))
+    got = outputs_of(run_in_browser(page, "passthrough", [x, empty]), prog)
+    for g, e in zip(got, model(x, empty)):
+        assert g.shape == tuple(e.shape)
+        assert np.array_equal(g, e.detach().numpy())
+
+
 def damaged(site, name, edit_json=None, edit_bin=None):
     """A copy of the mlp bundle with bundle.json / buffers.bin changed."""
     root, _ = site
