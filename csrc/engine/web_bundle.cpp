@@ -49,7 +49,8 @@ WebBundle make_web_bundle(Executable& exe) {
 
   // Buffers: the memory plan's pools first (ids = pool ids), then the engine's others.
   // Content ships only where a run relies on it: the weights (uploaded at load). Pools
-  // and scratch are written by every run before they are read.
+  // and scratch are written by every run before they are read (op factories write
+  // nothing at load; one that uploaded a table into scratch would have to ship it).
   struct Buf {
     WGPUBuffer buffer;
     const char* role;
