@@ -40,43 +40,152 @@ json tensor_entry(const DeviceTensor& t, uint64_t buffer_id) {
               {"byteSize", t.nbytes()}};
 }
 
+// Builds bundle.json's parts and buffers.bin from an engine's buffers and a capture.
+class BundleWriter {
+ public:
+  explicit BundleWriter(twgpu::Context& gpu) : gpu_(gpu) {}
+
+  // The memory plan's pools first (ids = pool ids), then the engine's others. Content
+  // ships only where a run relies on it: the weights (uploaded at load). Pools and scratch
+  // are written by every run before they are read (op factories write nothing at load; one
+  // that uploaded a table into scratch would have to ship it).
+  void add_engine_buffers(const Executable& exe) {
+    for (WGPUBuffer b : exe.pool_buffers()) add(b, "activations", 0);
+    for (const auto& [b, requested] : exe.held_buffers()) {
+      if (ids_.count(b)) continue;
+      const bool weights = b == exe.weight_buffer();
+      add(b, weights ? "weights" : "scratch", weights ? round4(requested) : 0);
+    }
+  }
+
+  // A buffer's id. One the engine does not hold (a kernel's own) ships with its content as
+  // it was before the run (nothing ran during the capture).
+  uint64_t id_of(WGPUBuffer b) {
+    auto it = ids_.find(b);
+    if (it != ids_.end()) return it->second;
+    return add(b, "external", round4(BufferPool::size_of(b)));
+  }
+
+  void add_step(const CapturedGraph::StepRecord& s) {
+    if (!s.is_dispatch) {
+      if (s.size == 0) return;
+      if (s.src)
+        steps_.push_back({{"kind", "copy"}, {"src", id_of(s.src)}, {"srcOffset", s.src_offset},
+                          {"dst", id_of(s.dst)}, {"dstOffset", s.dst_offset}, {"size", s.size}});
+      else
+        steps_.push_back({{"kind", "write"}, {"dst", id_of(s.dst)}, {"dstOffset", s.dst_offset},
+                          {"data", append(bin_, s.data.data(), s.data.size())}});
+      return;
+    }
+    json bindings = json::array();
+    for (size_t i = 0; i < s.buffers.size(); ++i) {
+      const BufferWindow& w = s.windows[i];
+      const uint64_t size = w.size ? w.size : BufferPool::size_of(s.buffers[i]) - w.offset;
+      bindings.push_back({{"buffer", id_of(s.buffers[i])}, {"offset", w.offset}, {"size", size}});
+      max_binding_ = std::max(max_binding_, size);
+    }
+    max_storage_ = std::max<uint64_t>(max_storage_, s.buffers.size());
+    max_uniform_ = std::max<uint64_t>(max_uniform_, s.uniforms.size());
+    for (uint32_t g : s.groups) max_groups_ = std::max<uint64_t>(max_groups_, g);
+    json step = {{"kind", "dispatch"}, {"shader", shader_id(*s.pipeline)}, {"bindings", bindings},
+                 {"workgroups", {s.groups[0], s.groups[1], s.groups[2]}}};
+    if (!s.uniforms.empty()) step["uniforms"] = append(bin_, s.uniforms.data(), s.uniforms.size());
+    steps_.push_back(std::move(step));
+  }
+
+  WebBundle finish(json inputs, json outputs) {
+    uint64_t max_buffer = 0;
+    json buffers = json::array();
+    for (size_t i = 0; i < bufs_.size(); ++i) {
+      const uint64_t size = BufferPool::size_of(bufs_[i].buffer);
+      max_buffer = std::max(max_buffer, size);
+      json b = {{"id", i}, {"size", size}, {"role", bufs_[i].role}};
+      if (!bufs_[i].content.is_null()) b["content"] = bufs_[i].content;
+      buffers.push_back(std::move(b));
+    }
+    json features = json::array();
+    if (f16_) features.push_back("shader-f16");
+    if (subgroups_) features.push_back("subgroups");
+    const DeviceCapabilities& caps = gpu_.caps();
+    json doc = {
+        {"format", "torch-webgpu-web-bundle"},
+        {"version", kWebBundleVersion},
+        {"bin", {{"file", "buffers.bin"}, {"size", bin_.size()}}},
+        {"features", features},
+        // What the steps need: a device with less cannot run them.
+        {"limits",
+         {{"maxStorageBuffersPerShaderStage", max_storage_},
+          {"maxStorageBufferBindingSize", max_binding_},
+          {"maxBufferSize", max_buffer},
+          {"maxComputeWorkgroupsPerDimension", max_groups_},
+          {"maxUniformBufferBindingSize", max_uniform_}}},
+        // The engine's adapter had these; the WGSL may use up to them (workgroup sizes and
+        // memory). A player asks for them where its adapter has them.
+        {"preferredLimits",
+         {{"maxComputeWorkgroupStorageSize", caps.max_workgroup_storage},
+          {"maxComputeInvocationsPerWorkgroup", caps.max_workgroup_invocations},
+          {"maxComputeWorkgroupSizeX", caps.max_workgroup_size_x}}},
+        {"buffers", buffers},
+        {"shaders", shaders_},
+        {"steps", steps_},
+        {"inputs", std::move(inputs)},
+        {"outputs", std::move(outputs)}};
+    return WebBundle{doc.dump(1), std::move(bin_)};
+  }
+
+ private:
+  struct Buf {
+    WGPUBuffer buffer;
+    const char* role;
+    json content;  // {offset, size} in buffers.bin, or null
+  };
+
+  uint64_t add(WGPUBuffer b, const char* role, uint64_t content_bytes) {
+    const uint64_t id = bufs_.size();
+    ids_.emplace(b, id);
+    json content;
+    if (content_bytes) {
+      std::vector<uint8_t> bytes(content_bytes);
+      gpu_.recorder().read(b, 0, bytes.data(), bytes.size());
+      content = append(bin_, bytes.data(), bytes.size());
+    }
+    bufs_.push_back({b, role, std::move(content)});
+    return id;
+  }
+
+  uint64_t shader_id(const Pipeline& p) {
+    auto found = shader_ids_.find(&p);
+    if (found != shader_ids_.end()) return found->second;
+    const ProgramDesc* src = pipeline_source(p);
+    if (!src) fail(ErrorKind::Internal, "web bundle: kernel '" + p.label + "' has no recorded WGSL source");
+    json kinds = json::array();
+    for (Access a : src->storage) kinds.push_back(binding_kind(a));
+    if (p.uniform_bytes) kinds.push_back("uniform");
+    shaders_.push_back({{"label", p.label}, {"wgsl", src->wgsl}, {"entryPoint", "main"},
+                        {"bindings", kinds}, {"uniformBytes", p.uniform_bytes}});
+    f16_ = f16_ || src->wgsl.find("enable f16") != std::string::npos;
+    subgroups_ = subgroups_ || src->wgsl.find("enable subgroups") != std::string::npos;
+    return shader_ids_[&p] = shaders_.size() - 1;
+  }
+
+  twgpu::Context& gpu_;
+  std::vector<Buf> bufs_;
+  std::unordered_map<WGPUBuffer, uint64_t> ids_;
+  std::map<const Pipeline*, uint64_t> shader_ids_;
+  json shaders_ = json::array(), steps_ = json::array();
+  std::vector<uint8_t> bin_;
+  uint64_t max_storage_ = 0, max_binding_ = 0, max_groups_ = 0, max_uniform_ = 0;
+  bool f16_ = false, subgroups_ = false;
+};
+
 }  // namespace
 
 WebBundle make_web_bundle(Executable& exe) {
   RuntimeLock lock;
   twgpu::Context& gpu = lock.ctx();
   gpu.recorder().synchronize();
-
-  // Buffers: the memory plan's pools first (ids = pool ids), then the engine's others.
-  // Content ships only where a run relies on it: the weights (uploaded at load). Pools
-  // and scratch are written by every run before they are read (op factories write
-  // nothing at load; one that uploaded a table into scratch would have to ship it).
-  struct Buf {
-    WGPUBuffer buffer;
-    const char* role;
-    uint64_t content_bytes;  // bytes of content to ship (from byte 0)
-  };
-  std::vector<Buf> bufs;
-  std::unordered_map<WGPUBuffer, uint64_t> ids;
-  for (WGPUBuffer b : exe.pool_buffers()) {
-    ids.emplace(b, bufs.size());
-    bufs.push_back({b, "activations", 0});
-  }
-  for (const auto& [b, requested] : exe.held_buffers()) {
-    if (ids.count(b)) continue;
-    ids.emplace(b, bufs.size());
-    const bool weights = b == exe.weight_buffer();
-    bufs.push_back({b, weights ? "weights" : "scratch", weights ? round4(requested) : 0});
-  }
-  std::vector<uint8_t> bin;
-  std::vector<json> contents(bufs.size());
-  auto ship = [&](size_t i) {
-    std::vector<uint8_t> bytes(bufs[i].content_bytes);
-    gpu.recorder().read(bufs[i].buffer, 0, bytes.data(), bytes.size());
-    contents[i] = append(bin, bytes.data(), bytes.size());
-  };
-  for (size_t i = 0; i < bufs.size(); ++i)
-    if (bufs[i].content_bytes) ship(i);
+  BundleWriter writer(gpu);
+  writer.add_engine_buffers(exe);
 
   CapturedGraph graph(gpu);
   graph.begin(0);
@@ -87,112 +196,15 @@ WebBundle make_web_bundle(Executable& exe) {
     throw;
   }
   graph.end(/*bake=*/false);
-  const std::vector<CapturedGraph::StepRecord> steps = graph.recorded_steps();
-
-  // A buffer the engine does not hold (a kernel's own): shipped with its content as it
-  // was before the run (nothing ran during the capture).
-  auto id_of = [&](WGPUBuffer b) {
-    auto it = ids.find(b);
-    if (it != ids.end()) return it->second;
-    ids.emplace(b, bufs.size());
-    bufs.push_back({b, "external", round4(BufferPool::size_of(b))});
-    contents.emplace_back();
-    ship(bufs.size() - 1);
-    return static_cast<uint64_t>(bufs.size() - 1);
-  };
-
-  uint64_t max_storage = 0, max_binding = 0, max_groups = 0, max_uniform = 0;
-  bool f16 = false, subgroups = false;
-  std::map<const Pipeline*, uint64_t> shader_ids;
-  json shaders = json::array(), out_steps = json::array();
-  for (const CapturedGraph::StepRecord& s : steps) {
-    if (!s.is_dispatch) {
-      if (s.size == 0) continue;
-      if (s.src) {
-        out_steps.push_back({{"kind", "copy"}, {"src", id_of(s.src)}, {"srcOffset", s.src_offset},
-                             {"dst", id_of(s.dst)}, {"dstOffset", s.dst_offset}, {"size", s.size}});
-      } else {
-        out_steps.push_back({{"kind", "write"}, {"dst", id_of(s.dst)}, {"dstOffset", s.dst_offset},
-                             {"data", append(bin, s.data.data(), s.data.size())}});
-      }
-      continue;
-    }
-    const Pipeline& p = *s.pipeline;
-    auto found = shader_ids.find(&p);
-    if (found == shader_ids.end()) {
-      const ProgramDesc* src = pipeline_source(p);
-      if (!src)
-        fail(ErrorKind::Internal, "web bundle: kernel '" + p.label + "' has no recorded WGSL source");
-      json kinds = json::array();
-      for (Access a : src->storage) kinds.push_back(binding_kind(a));
-      if (p.uniform_bytes) kinds.push_back("uniform");
-      found = shader_ids.emplace(&p, shaders.size()).first;
-      shaders.push_back({{"label", p.label}, {"wgsl", src->wgsl}, {"entryPoint", "main"},
-                         {"bindings", kinds}, {"uniformBytes", p.uniform_bytes}});
-      f16 = f16 || src->wgsl.find("enable f16") != std::string::npos;
-      subgroups = subgroups || src->wgsl.find("enable subgroups") != std::string::npos;
-    }
-    json bindings = json::array();
-    for (size_t i = 0; i < s.buffers.size(); ++i) {
-      const uint64_t whole = BufferPool::size_of(s.buffers[i]);
-      const uint64_t size = s.windows[i].size ? s.windows[i].size : whole - s.windows[i].offset;
-      bindings.push_back({{"buffer", id_of(s.buffers[i])}, {"offset", s.windows[i].offset},
-                          {"size", size}});
-      max_binding = std::max(max_binding, size);
-    }
-    max_storage = std::max<uint64_t>(max_storage, s.buffers.size());
-    max_uniform = std::max<uint64_t>(max_uniform, s.uniforms.size());
-    for (uint32_t g : s.groups) max_groups = std::max<uint64_t>(max_groups, g);
-    json step = {{"kind", "dispatch"}, {"shader", found->second}, {"bindings", bindings},
-                 {"workgroups", {s.groups[0], s.groups[1], s.groups[2]}}};
-    if (!s.uniforms.empty()) step["uniforms"] = append(bin, s.uniforms.data(), s.uniforms.size());
-    out_steps.push_back(std::move(step));
-  }
-
+  // The graph holds a reference to every buffer it names until reset().
+  for (const CapturedGraph::StepRecord& s : graph.recorded_steps()) writer.add_step(s);
   json inputs = json::array(), outputs = json::array();
   for (size_t i = 0; i < exe.num_inputs(); ++i)
-    inputs.push_back(tensor_entry(exe.input(i), id_of(exe.input(i).buffer)));
+    inputs.push_back(tensor_entry(exe.input(i), writer.id_of(exe.input(i).buffer)));
   for (size_t i = 0; i < exe.num_outputs(); ++i)
-    outputs.push_back(tensor_entry(exe.output(i), id_of(exe.output(i).buffer)));
+    outputs.push_back(tensor_entry(exe.output(i), writer.id_of(exe.output(i).buffer)));
   graph.reset();
-
-  uint64_t max_buffer = 0;
-  json buffers = json::array();
-  for (size_t i = 0; i < bufs.size(); ++i) {
-    const uint64_t size = BufferPool::size_of(bufs[i].buffer);
-    max_buffer = std::max(max_buffer, size);
-    json b = {{"id", i}, {"size", size}, {"role", bufs[i].role}};
-    if (!contents[i].is_null()) b["content"] = contents[i];
-    buffers.push_back(std::move(b));
-  }
-  json features = json::array();
-  if (f16) features.push_back("shader-f16");
-  if (subgroups) features.push_back("subgroups");
-  const DeviceCapabilities& caps = gpu.caps();
-  json doc = {
-      {"format", "torch-webgpu-web-bundle"},
-      {"version", kWebBundleVersion},
-      {"bin", {{"file", "buffers.bin"}, {"size", bin.size()}}},
-      {"features", features},
-      // What the steps need: a device with less cannot run them.
-      {"limits",
-       {{"maxStorageBuffersPerShaderStage", max_storage},
-        {"maxStorageBufferBindingSize", max_binding},
-        {"maxBufferSize", max_buffer},
-        {"maxComputeWorkgroupsPerDimension", max_groups},
-        {"maxUniformBufferBindingSize", max_uniform}}},
-      // The engine's adapter had these; the WGSL may use up to them (workgroup sizes and
-      // memory). A player asks for them where its adapter has them.
-      {"preferredLimits",
-       {{"maxComputeWorkgroupStorageSize", caps.max_workgroup_storage},
-        {"maxComputeInvocationsPerWorkgroup", caps.max_workgroup_invocations},
-        {"maxComputeWorkgroupSizeX", caps.max_workgroup_size_x}}},
-      {"buffers", buffers},
-      {"shaders", shaders},
-      {"steps", out_steps},
-      {"inputs", inputs},
-      {"outputs", outputs}};
-  return WebBundle{doc.dump(1), std::move(bin)};
+  return writer.finish(std::move(inputs), std::move(outputs));
 }
 
 void write_web_bundle(Executable& exe, const std::string& out_dir) {
