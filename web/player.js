@@ -150,12 +150,12 @@ export function validateBundle(m, bin) {
 
 // The device limits and features a bundle needs, checked against an adapter (or a
 // device): { requiredLimits, requiredFeatures } for requestDevice.
-export function bundleRequirements(m, adapter) {
+export function bundleRequirements(m, adapter, what = "adapter") {
   const requiredLimits = {};
   for (const [name, need] of Object.entries(m.limits)) {
     const has = adapter.limits[name];
     if (has === undefined) continue;  // a limit this browser does not know: nothing to ask
-    if (has < need) fail(`the adapter's ${name} is ${has}, the bundle needs ${need}`);
+    if (has < need) fail(`the ${what}'s ${name} is ${has}, the bundle needs ${need}`);
     requiredLimits[name] = need;
   }
   // The engine's adapter had these; asking for them (where possible) keeps its WGSL valid.
@@ -165,7 +165,7 @@ export function bundleRequirements(m, adapter) {
     requiredLimits[name] = Math.max(requiredLimits[name] || 0, Math.min(has, want));
   }
   for (const f of m.features)
-    if (!adapter.features.has(f)) fail(`the bundle needs the WebGPU feature '${f}', which the adapter lacks`);
+    if (!adapter.features.has(f)) fail(`the bundle needs the WebGPU feature '${f}', which the ${what} lacks`);
   return { requiredLimits, requiredFeatures: [...m.features] };
 }
 
@@ -181,7 +181,7 @@ export async function loadBundle(target, source) {
   validateBundle(manifest, bin);
   let device = target;
   if (typeof target.requestDevice === "function") device = await requestBundleDevice(target, manifest);
-  else bundleRequirements(manifest, device);  // a device that lacks them: a clear error now
+  else bundleRequirements(manifest, device, "device");  // one that lacks them: a clear error now
   const player = new BundlePlayer(device, manifest, bin);
   await player._build();
   return player;

@@ -39,11 +39,12 @@ const ARRAYS = {float32: Float32Array, float16: Uint16Array, bfloat16: Uint16Arr
                 int32: Int32Array, int16: Int16Array, int8: Int8Array, uint8: Uint8Array, bool: Uint8Array};
 // Loads the bundle at url and runs it on inputs ([dtype, base64 bytes]); returns the
 // outputs' bytes, or the error's name and message.
-window.runBundle = async (url, inputs) => {
+// With viaDevice, the player gets a default device instead of the adapter.
+window.runBundle = async (url, inputs, viaDevice) => {
   try {
     const adapter = await navigator.gpu.requestAdapter();
     if (!adapter) return {error: "no WebGPU adapter", name: "none"};
-    const b = await player.loadBundle(adapter, url);
+    const b = await player.loadBundle(viaDevice ? await adapter.requestDevice() : adapter, url);
     const outs = await b.run(inputs.map(([dtype, data]) => new ARRAYS[dtype](unb64(data).buffer)));
     b.destroy();
     return {outputs: outs.map((o) => b64(new Uint8Array(o.buffer, o.byteOffset, o.byteLength)))};
@@ -93,11 +94,11 @@ def page(site, browser):
     pg.close()
 
 
-def run_in_browser(page, name, inputs):
+def run_in_browser(page, name, inputs, via_device=False):
     arrays = [np.ascontiguousarray(x.numpy() if isinstance(x, torch.Tensor) else x) for x in inputs]
     payload = [[a.dtype.name if a.dtype != np.bool_ else "bool", base64.b64encode(a.tobytes()).decode()]
                for a in arrays]
-    return page.evaluate("([url, inputs]) => window.runBundle(url, inputs)", [name, payload])
+    return page.evaluate("([url, inputs, dev]) => window.runBundle(url, inputs, dev)", [name, payload, via_device])
 
 
 def export_bundle(site, name, model, inputs):
@@ -307,6 +308,20 @@ def test_bad_bundles_reject_with_a_message(case, expected, site, page):
     result = run_in_browser(page, name, [torch.randn(4, 16)])
     assert result.get("name") == ("BundleError"), result
     assert expected in result["error"], result["error"]
+
+
+def test_a_device_given_to_the_player(site, page):
+    """loadBundle(device, url): a default device runs a bundle within its limits and is
+    refused, naming the limit, when the bundle needs more."""
+    x = torch.randn(4, 16)
+    prog = export_bundle(site, "mlp_device", mlp(), (x,))
+    (got,) = outputs_of(run_in_browser(page, "mlp_device", [x], via_device=True), prog)
+    np.testing.assert_allclose(got, prog.run(x)[0], rtol=1e-5, atol=1e-6)
+    name = damaged(site, "bad_device", edit_json=lambda t: with_field(
+        t, "limits", {**json.loads(t)["limits"], "maxStorageBuffersPerShaderStage": 9}))
+    result = run_in_browser(page, name, [x], via_device=True)
+    assert result.get("name") == "BundleError", result
+    assert "the device's maxStorageBuffersPerShaderStage is 8, the bundle needs 9" in result["error"]
 
 
 @pytest.mark.parametrize("bad_input,expected", [
