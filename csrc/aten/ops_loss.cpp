@@ -250,13 +250,38 @@ bool nll_forward_impl(const Tensor& self, const Tensor& target, const Tensor& we
     if (r == Reduce::Sum) out.zero_();
     if (r == Reduce::Mean) out.fill_(std::numeric_limits<double>::quiet_NaN());
   } else {
-    Tensor bad = at::empty({1}, x.options().dtype(at::kFloat));
+    // Inputs larger than one storage binding: pieces of the batch, their sums added.
+    const int64_t step = rows_per_binding(x);
+    const int64_t pieces = (x.size(0) + step - 1) / step;
+    const bool split = x.dim() > 1 && pieces > 1;
+    const Reduce piece_r = split && r == Reduce::Mean ? Reduce::Sum : r;
+    Tensor bad = at::empty({split ? pieces : 1}, x.options().dtype(at::kFloat));
+    Tensor sums = split ? at::empty({pieces}, x.options()) : out;
+    Tensor weights = split ? at::empty({pieces}, x.options()) : tw;
     TWGPU_TRY
     RuntimeLock lock;
-    nn::nll_forward(lock.ctx(), operand(x), operand(t), operand(w), *g, r, operand(out),
-                    operand(tw), operand(bad));
+    for (int64_t p = 0; p < (split ? pieces : 1); ++p) {
+      nn::NllGeometry pg = *g;
+      Tensor xs = x, ts = t, os = r == Reduce::None ? out : sums, ws = weights, bs = bad;
+      if (split) {
+        const int64_t lo = p * step, n = std::min(step, x.size(0) - lo);
+        pg.n = u32(n);
+        xs = x.narrow(0, lo, n);
+        ts = t.narrow(0, lo, n);
+        os = r == Reduce::None ? out.narrow(0, lo, n) : sums.narrow(0, p, 1);
+        ws = weights.narrow(0, p, 1);
+        bs = bad.narrow(0, p, 1);
+      }
+      nn::nll_forward(lock.ctx(), operand(xs), operand(ts), operand(w), pg, piece_r, operand(os),
+                      operand(ws), operand(bs));
+    }
     TWGPU_CATCH
-    if (bad.item<float>() > 0) return false;
+    if (bad.sum().item<float>() > 0) return false;
+    if (split) {
+      tw = weights.sum();
+      if (r == Reduce::Sum) out = sums.sum();
+      if (r == Reduce::Mean) out = at::div(sums.sum(), tw);
+    }
   }
   deliver(out, output);
   deliver(tw, total_weight);
@@ -277,10 +302,19 @@ bool nll_backward_impl(const Tensor& grad_out, const Tensor& self, const Tensor&
   Tensor w = weight.defined() ? weight.contiguous() : weight;
   Tensor result = at::zeros(self.sizes(), self.options());
   if (result.numel() > 0) {
+    const int64_t step = result.dim() > 1 ? rows_per_binding(result) : result.size(0);
     TWGPU_TRY
     RuntimeLock lock;
-    nn::nll_backward(lock.ctx(), operand(go), operand(t), operand(w), operand(tw), *g, r,
-                     operand(result));
+    for (int64_t lo = 0; lo < std::max<int64_t>(g->n, 1); lo += step) {  // pieces of the batch
+      const int64_t n = std::min<int64_t>(step, std::max<int64_t>(g->n, 1) - lo);
+      const bool whole = n == std::max<int64_t>(g->n, 1);
+      nn::NllGeometry pg = *g;
+      pg.n = whole ? g->n : u32(n);
+      Tensor ts = whole ? t : t.narrow(0, lo, n), rs = whole ? result : result.narrow(0, lo, n);
+      Tensor gs = r == Reduce::None && !whole ? go.narrow(0, lo, n) : go;
+      nn::nll_backward(lock.ctx(), operand(gs), operand(ts), operand(w), operand(tw), pg, r,
+                       operand(rs));
+    }
     TWGPU_CATCH
   }
   deliver(result, grad_input);

@@ -25,7 +25,9 @@
 
 #include "aten/webgpu_tensor.h"
 #include "aten/structured_meta.h"
+#include "kernels/binding_window.h"
 #include "kernels/shape_ops.h"
+#include "runtime/runtime.h"
 
 namespace twgpu::aten {
 namespace {
@@ -60,6 +62,12 @@ void gather_into(const at::Tensor& out, const at::Tensor& self, const GatherSpec
     at::Tensor tmp = at::empty(self.sizes(), self.options());
     gather_into(tmp, self, spec);
     out.copy_(tmp);
+    return;
+  }
+  if (!self.is_contiguous() && self.storage().nbytes() > window_budget(Context::get())) {
+    // A strided view of a buffer larger than one binding: pieces of a gather are rows of
+    // its outermost dim, which fit a window when the source is laid out as the output.
+    gather_into(out, self.contiguous(), spec);
     return;
   }
   DeviceRef src = device_ref(self), dst = device_ref(out);

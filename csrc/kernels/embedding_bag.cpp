@@ -95,7 +95,7 @@ void embedding_bag_forward(Context& ctx, const Operand& weight, const Operand& i
   NnKernel k;
   const bool weighted = psw.buffer != nullptr;
   k.key = std::string("embedding_bag_m") + std::to_string(int(g.mode)) + (weighted ? "_psw" : "");
-  k.inputs = {weight, indices, offsets, weighted ? psw : Operand{weight.buffer, 0, weight.dtype}};
+  k.inputs = {weight, indices, offsets, weighted ? psw : or_dummy(Operand{}, weight)};
   k.outputs = {output};
   if (g.mode == BagMode::Max) k.outputs.push_back(max_indices);
   k.params = bag_params(g);

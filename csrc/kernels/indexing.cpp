@@ -1,5 +1,6 @@
 #include "kernels/indexing.h"
 
+#include <functional>
 #include <algorithm>
 #include <string>
 
@@ -254,6 +255,17 @@ int gather_run(const IndexedLaunch& l) {
 
 namespace {
 
+// One pass of a target larger than one binding: binds the window over `segment` (elements
+// after the target's offset) and returns the statement that skips elements outside it.
+std::string limit_to_segment(Common& c, const IndexedLaunch& l, const ElementRange& segment, int run) {
+  c.uniforms[kWSegmentLo] = static_cast<uint32_t>(segment.first);
+  c.uniforms[kWSegmentHi] = static_cast<uint32_t>(segment.end);
+  declare(c.buffers[0], kWTargetOff, l.target.dtype,
+          {l.target.offset + segment.first, l.target.offset + segment.end + run});
+  return "  let rel = to - " + w(kWTargetOff) + ";\n  if (rel < " + w(kWSegmentLo) + " || rel >= " +
+         w(kWSegmentHi) + ") { return; }\n";
+}
+
 // One gather dispatch; with `segment`, only the elements whose target lies in that range
 // of elements after the target offset (one pass of a target larger than one binding).
 void gather_piece(Context& ctx, const IndexedLaunch& launch, const ElementRange* segment) {
@@ -268,14 +280,7 @@ void gather_piece(Context& ctx, const IndexedLaunch& launch, const ElementRange*
   }
   Common c = build_common(ctx, l, Access::Read, false, Access::ReadWrite, sub, run);
   std::string tail;
-  if (segment) {
-    c.uniforms[kWSegmentLo] = static_cast<uint32_t>(segment->first);
-    c.uniforms[kWSegmentHi] = static_cast<uint32_t>(segment->end);
-    declare(c.buffers[0], kWTargetOff, l.target.dtype,
-            {l.target.offset + segment->first, l.target.offset + segment->end + run});
-    tail += "  let rel = to - " + w(kWTargetOff) + ";\n  if (rel < " + w(kWSegmentLo) +
-            " || rel >= " + w(kWSegmentHi) + ") { return; }\n";
-  }
+  if (segment) tail += limit_to_segment(c, l, *segment, run);
   for (int e = 0; e < run; ++e) {
     const std::string off = e ? " + " + std::to_string(e) + "u" : "";
     tail += "  {\n" + move_bits(l.values.dtype, "buf0", "to" + off, "buf" + std::to_string(c.values_binding),
@@ -293,13 +298,13 @@ bool any_window(Context& ctx, const IndexedLaunch& l) {
   return any;
 }
 
-}  // namespace
-
 // Buffers larger than one binding: blocks of the iteration space in which values, indices
-// and mask fit one window each; a target whose reachable range does not is read in
-// segments, one pass each, every pass moving only the elements its segment holds.
-void indexed_gather(Context& ctx, const IndexedLaunch& launch) {
-  if (!any_window(ctx, launch)) return gather_piece(ctx, launch, nullptr);
+// and mask fit one window each; a target whose reachable range does not is reached in
+// segments, one pass each, every pass touching only the elements its segment holds.
+// Calls run(piece, segment or null) for each dispatch.
+void for_each_piece(Context& ctx, const IndexedLaunch& launch, const char* what,
+                    const std::function<void(const IndexedLaunch&, const ElementRange*)>& run) {
+  if (!any_window(ctx, launch)) return run(launch, nullptr);
   const int nd = static_cast<int>(launch.shape.size());
   std::vector<BlockOperand> planned;
   auto plan = [&](const StridedArg& a) {
@@ -310,7 +315,7 @@ void indexed_gather(Context& ctx, const IndexedLaunch& launch) {
   for (const IndexArg& ix : launch.indices) plan(ix.index);
   if (launch.has_mask) plan(launch.mask);
   const std::vector<int64_t> block =
-      plan_blocks(ctx, launch.shape.data(), nd, planned, nd - 1, "index gather");
+      plan_blocks(ctx, launch.shape.data(), nd, planned, nd - 1, what);
   const uint64_t target_bytes = element_size(launch.target.dtype);
   const uint64_t segment = window_budget(ctx) / target_bytes - 16;
   for_each_block(launch.shape.data(), nd, block, [&](const int64_t* origin, const int64_t* extent) {
@@ -327,13 +332,20 @@ void indexed_gather(Context& ctx, const IndexedLaunch& launch) {
     if (piece.has_mask) shift(piece.mask);
     const ElementRange t = target_touched(piece, 0);
     if (!needs_window(ctx, piece.target.buffer) || (t.end - t.first) * target_bytes <= window_budget(ctx))
-      return gather_piece(ctx, piece, nullptr);
+      return run(piece, nullptr);
     const uint64_t reach = t.end - piece.target.offset;
     for (uint64_t lo = 0; lo < reach; lo += segment) {
       const ElementRange seg{lo, std::min(reach, lo + segment)};
-      gather_piece(ctx, piece, &seg);
+      run(piece, &seg);
     }
   });
+}
+
+}  // namespace
+
+void indexed_gather(Context& ctx, const IndexedLaunch& launch) {
+  for_each_piece(ctx, launch, "index gather",
+                 [&](const IndexedLaunch& piece, const ElementRange* seg) { gather_piece(ctx, piece, seg); });
 }
 
 bool indexed_scatter_supports(DType dtype, IndexCombine combine) {
@@ -342,15 +354,16 @@ bool indexed_scatter_supports(DType dtype, IndexCombine combine) {
   return is_computable(dtype) && element_size(dtype) <= 4;
 }
 
-void indexed_scatter(Context& ctx, const IndexedLaunch& l, IndexCombine combine) {
+namespace {
+
+// One scatter dispatch; with `segment`, only the elements whose target lies in it.
+void scatter_piece(Context& ctx, const IndexedLaunch& l, IndexCombine combine, const ElementRange* segment) {
   const DType dt = l.target.dtype;
-  if (!indexed_scatter_supports(dt, combine) ||
-      (dt == DType::Int64 && combine != IndexCombine::Add && combine != IndexCombine::Assign))
-    fail(ErrorKind::Unsupported, std::string("torch_webgpu: scatter reduction on ") + dtype_name(dt));
   Common c = build_common(ctx, l, Access::ReadWrite, true, Access::Read, false);
   const std::string vb = "buf" + std::to_string(c.values_binding);
   const int size = element_size(dt);
   std::string helpers, tail;
+  if (segment) tail += limit_to_segment(c, l, *segment, 1);
   // The value's storage bits (all words) for element vo, or the scalar's.
   auto value_word = [&](int i) {
     if (l.use_scalar) return w(kWScalar + i);
@@ -406,7 +419,20 @@ void indexed_scatter(Context& ctx, const IndexedLaunch& l, IndexCombine combine)
     tail += "  rmw(to, from_bits(" + vbits + "));\n";
   }
   static const char* names[] = {"assign", "add", "mul", "max", "min"};
-  finish(ctx, c, l, std::string("index_scatter|") + names[static_cast<int>(combine)] + "|" + c.key, helpers, tail);
+  finish(ctx, c, l, std::string("index_scatter|") + names[static_cast<int>(combine)] + (segment ? "|seg|" : "|") + c.key,
+         helpers, tail);
+}
+
+}  // namespace
+
+void indexed_scatter(Context& ctx, const IndexedLaunch& l, IndexCombine combine) {
+  const DType dt = l.target.dtype;
+  if (!indexed_scatter_supports(dt, combine) ||
+      (dt == DType::Int64 && combine != IndexCombine::Add && combine != IndexCombine::Assign))
+    fail(ErrorKind::Unsupported, std::string("torch_webgpu: scatter reduction on ") + dtype_name(dt));
+  for_each_piece(ctx, l, "index scatter", [&](const IndexedLaunch& piece, const ElementRange* seg) {
+    scatter_piece(ctx, piece, combine, seg);
+  });
 }
 
 void indexed_scatter_extreme_i64(Context& ctx, const IndexedLaunch& l, bool is_max, uint64_t numel) {

@@ -4,10 +4,6 @@ namespace twgpu::nn {
 
 namespace {
 
-Operand or_dummy(const Operand& op, const Operand& dummy) {
-  return op.buffer ? op : Operand{dummy.buffer, 0, dummy.dtype};
-}
-
 const char* kind_name(PointLoss k) {
   switch (k) {
     case PointLoss::Mse: return "mse";

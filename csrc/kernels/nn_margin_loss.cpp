@@ -8,10 +8,6 @@ namespace twgpu::nn {
 
 namespace {
 
-Operand or_dummy(const Operand& op, const Operand& dummy) {
-  return op.buffer ? op : Operand{dummy.buffer, 0, dummy.dtype};
-}
-
 // One invocation per element of buf0 (from `u.offset`); `test` is a WGSL expression of `v`
 // (and `u.limit`, `u.allow_minus_one`) that is true for a bad element; buf1 is the error
 // word, set to `u.code`.

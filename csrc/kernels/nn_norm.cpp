@@ -22,10 +22,6 @@ std::string element_map_fn(int base) {
          "fn chan(i: u32) -> u32 { return (i / " + p[2] + ") % " + p[3] + "; }\n";
 }
 
-Operand or_dummy(const Operand& op, const Operand& dummy) {
-  return op.buffer ? op : Operand{dummy.buffer, 0, dummy.dtype};
-}
-
 // WGSL statement `let y = ...;` normalizing x with mean mu, rstd rs and affine parameters
 // wv, bv (WGSL expressions) as the CPU does: the layer norm form with both parameters
 // (x * rstd + (-rstd * mean)) * w + b, (x - mean) * rstd * w + b without, and the
@@ -106,7 +102,14 @@ void launch_norm_rows(Context& ctx, const std::string& key, std::vector<Operand>
   k.params = {len, f32_bits(eps)};
   k.body = row_sum_fn() + "fn run_group(r: u32, lid: u32) {\n  let n = pu(0u);\n  let base = r * n;\n" +
            row_body + "}\n";
-  launch_groups(ctx, k, rows);
+  // Rows of x and y, one statistic per row; the affine vectors (inputs 1 and up) whole.
+  std::vector<uint64_t> per_row(k.inputs.size() + k.outputs.size(), 1);
+  per_row[0] = per_row[k.inputs.size()] = len;
+  for (size_t j = 1; j < k.inputs.size(); ++j) {
+    per_row[j] = 0;
+    k.inputs[j].count = len;
+  }
+  launch_in_pieces(ctx, k, rows, per_row, [&](NnKernel& piece, uint64_t n) { launch_groups(ctx, piece, n); });
 }
 
 // A sweep over this invocation's elements of the row, four at a time so that four loads are

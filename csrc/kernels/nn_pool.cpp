@@ -75,6 +75,10 @@ const char* kMaxOverWindow =
     "      }\n    }\n  }\n"
     "  out0(idx, m);\n  out1(idx, max(mi, 0));\n}\n";
 
+// Plane sizes of a pooling geometry, for launch_map_planes.
+uint64_t in_plane(const PoolGeometry& g) { return uint64_t(g.in[0]) * g.in[1] * g.in[2]; }
+uint64_t out_plane(const PoolGeometry& g) { return uint64_t(g.out[0]) * g.out[1] * g.out[2]; }
+
 }  // namespace
 
 void pool_max_forward(Context& ctx, const Operand& x, const PoolGeometry& g, const Operand& y,
@@ -85,7 +89,7 @@ void pool_max_forward(Context& ctx, const Operand& x, const PoolGeometry& g, con
   k.outputs = {y, indices};
   k.params = pool_params(g);
   k.body = window_fns(g.adaptive) + "fn run(idx: u32) {\n" + kWindows + kMaxOverWindow;
-  launch_map(ctx, k, g.out_count());
+  launch_map_planes(ctx, k, g.planes, {in_plane(g), out_plane(g), out_plane(g)}, out_plane(g));
 }
 
 void pool_max_fractional(Context& ctx, const Operand& x, const Operand& samples,
@@ -140,7 +144,7 @@ void pool_max_backward(Context& ctx, const Operand& grad_out, const Operand& ind
   k.body = window_fns(false) +
            "fn run(idx: u32) {\n  let o = out_pos(idx);\n"
            "  acc0(o.x * plane_size() + u32(in1(idx)), in0(idx));\n}\n";
-  launch_map(ctx, k, g.out_count());
+  launch_map_planes(ctx, k, g.planes, {out_plane(g), out_plane(g), in_plane(g)}, out_plane(g));
 }
 
 void pool_avg_forward(Context& ctx, const Operand& x, const PoolGeometry& g,
@@ -159,7 +163,7 @@ void pool_avg_forward(Context& ctx, const Operand& x, const PoolGeometry& g,
            "        s = s + in0(base + u32((id * IH + ih) * IW + iw));\n"
            "      }\n    }\n  }\n"
            "  out0(idx, div_f32(s, avg_divisor(wd, wh, ww)));\n}\n";
-  launch_map(ctx, k, g.out_count());
+  launch_map_planes(ctx, k, g.planes, {in_plane(g), out_plane(g)}, out_plane(g));
 }
 
 void pool_avg_backward(Context& ctx, const Operand& grad_out, const PoolGeometry& g,
@@ -180,7 +184,7 @@ void pool_avg_backward(Context& ctx, const Operand& grad_out, const PoolGeometry
            "      for (var iw = cw.x; iw < cw.y; iw = iw + 1) {\n"
            "        acc0(base + u32((id * IH + ih) * IW + iw), gv);\n"
            "      }\n    }\n  }\n}\n";
-  launch_map(ctx, k, g.out_count());
+  launch_map_planes(ctx, k, g.planes, {out_plane(g), in_plane(g)}, out_plane(g));
 }
 
 }  // namespace twgpu::nn

@@ -1,10 +1,12 @@
 #include "kernels/nn_program.h"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <map>
 #include <memory>
 
+#include "kernels/binding_window.h"
 #include "kernels/kernel_program.h"
 #include "kernels/wgsl_dtype.h"
 #include "runtime/runtime.h"
@@ -50,7 +52,14 @@ void prepare(NnKernel& k, KernelLaunch& l, const std::vector<uint32_t>& extra) {
     key += std::string("|o") + dtype_name(op.dtype);
   }
   if (k.accumulate) key += "|acc";
-  l.declare(nn_layout(offsets.size(), extra.size(), k.params.size()))
+  const UniformLayout& layout = nn_layout(offsets.size(), extra.size(), k.params.size());
+  // Operands that say how far they reach may live in buffers larger than one binding.
+  for (size_t i = 0; i < l.buffers.size(); ++i) {
+    const Operand& op = i < k.inputs.size() ? k.inputs[i] : k.outputs[i - k.inputs.size()];
+    if (op.count > 0)
+      l.buffers[i].touches(layout.fields()[layout.find("offsets")].word + static_cast<uint32_t>(i), op.dtype, op.offset, op.count);
+  }
+  l.declare(layout)
       .set_u32s("offsets", offsets)
       .set_u32s("extra", extra)
       .set_u32s("params", k.params);
@@ -171,6 +180,46 @@ void launch_groups(Context& ctx, NnKernel& k, uint64_t groups) {
            "  if (group < uw(0u)) { run_group(group, lid); }\n}\n";
   };
   launch_kernel(ctx, l);
+}
+
+void launch_in_pieces(Context& ctx, const NnKernel& k, uint64_t units,
+                      const std::vector<uint64_t>& per_unit,
+                      const std::function<void(NnKernel&, uint64_t)>& launch) {
+  if (units == 0) return;
+  std::vector<const Operand*> ops;
+  for (const auto& op : k.inputs) ops.push_back(&op);
+  for (const auto& op : k.outputs) ops.push_back(&op);
+  uint64_t per_piece = units;
+  bool oversized = false;
+  for (size_t j = 0; j < ops.size(); ++j) {
+    if (!needs_window(ctx, ops[j]->buffer)) continue;
+    oversized = true;
+    const uint64_t step = j < per_unit.size() ? per_unit[j] : 0;
+    if (step > 0)
+      per_piece = std::min(per_piece, rows_per_window(ctx, units, step * element_size(ops[j]->dtype), "nn:" + k.key));
+  }
+  if (!oversized) {
+    NnKernel whole = k;
+    launch(whole, units);
+    return;
+  }
+  for (uint64_t lo = 0; lo < units; lo += per_piece) {
+    const uint64_t n = std::min(per_piece, units - lo);
+    NnKernel piece = k;
+    for (size_t j = 0; j < ops.size(); ++j) {
+      Operand& op = j < k.inputs.size() ? piece.inputs[j] : piece.outputs[j - k.inputs.size()];
+      const uint64_t step = j < per_unit.size() ? per_unit[j] : 0;
+      op.offset += lo * step;
+      if (step > 0) op.count = n * step;
+    }
+    launch(piece, n);
+  }
+}
+
+void launch_map_planes(Context& ctx, const NnKernel& k, uint64_t planes,
+                       const std::vector<uint64_t>& per_plane, uint64_t per_plane_invocations) {
+  launch_in_pieces(ctx, k, planes, per_plane,
+                   [&](NnKernel& piece, uint64_t n) { launch_map(ctx, piece, n * per_plane_invocations); });
 }
 
 }  // namespace twgpu::nn

@@ -11,6 +11,7 @@
 #include <webgpu/webgpu.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,16 @@ struct Operand {
   WGPUBuffer buffer = nullptr;
   uint64_t offset = 0;  // elements
   DType dtype = DType::Float32;
+  // Elements the kernel reaches from `offset` (0: unknown). Lets a buffer larger than one
+  // storage binding be bound through the window over them (binding_window.h).
+  uint64_t count = 0;
 };
+
+// `op`, or for an absent optional operand (null buffer) a stand-in the kernel never reads:
+// one element of `other`, so the binding stays valid and within one window.
+inline Operand or_dummy(const Operand& op, const Operand& other) {
+  return op.buffer ? op : Operand{other.buffer, other.offset, other.dtype, 1};
+}
 
 constexpr uint32_t kRowWorkgroup = 64;
 
@@ -57,6 +67,21 @@ void launch_rows(Context& ctx, NnKernel& k, uint64_t rows, uint32_t len, int pas
 // group (recurrences over time): the body defines `fn run_group(group: u32, lid: u32)`,
 // called in uniform control flow so it may use barriers.
 void launch_groups(Context& ctx, NnKernel& k, uint64_t groups);
+
+// Tensors larger than one storage binding: calls launch(piece, n) over pieces of `units`
+// (the rows, groups or invocations `launch` runs) when an operand's buffer exceeds a
+// binding, else once over all of them. Operand j (inputs, then outputs) advances
+// per_unit[j] elements per unit (0: every unit reads its `count` elements); each piece's
+// operands start at the piece's first unit. For kernels whose unit index addresses their
+// operands only relative to each operand's start.
+void launch_in_pieces(Context& ctx, const NnKernel& k, uint64_t units,
+                      const std::vector<uint64_t>& per_unit,
+                      const std::function<void(NnKernel&, uint64_t)>& launch);
+
+// launch_map over `planes` independent planes of `per_plane_invocations` invocations each,
+// operand j holding per_plane[j] elements of every plane (pooling, upsampling).
+void launch_map_planes(Context& ctx, const NnKernel& k, uint64_t planes,
+                       const std::vector<uint64_t>& per_plane, uint64_t per_plane_invocations);
 
 }  // namespace nn
 }  // namespace twgpu

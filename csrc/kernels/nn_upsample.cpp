@@ -144,7 +144,8 @@ void upsample_forward(Context& ctx, const Operand& x, const UpsampleGeometry& g,
       break;
   }
   k.body = body + "}\n";
-  launch_map(ctx, k, g.out_count());
+  const uint64_t in_plane = uint64_t(g.in[0]) * g.in[1] * g.in[2], out_plane = g.out_count() / std::max<uint32_t>(g.planes, 1);
+  launch_map_planes(ctx, k, g.planes, {in_plane, out_plane}, out_plane);
 }
 
 void upsample_backward(Context& ctx, const Operand& grad_out, const UpsampleGeometry& g,
@@ -171,7 +172,8 @@ void upsample_backward(Context& ctx, const Operand& grad_out, const UpsampleGeom
       break;
   }
   k.body = body + "}\n";
-  launch_map(ctx, k, g.out_count());
+  const uint64_t in_plane = uint64_t(g.in[0]) * g.in[1] * g.in[2], out_plane = g.out_count() / std::max<uint32_t>(g.planes, 1);
+  launch_map_planes(ctx, k, g.planes, {out_plane, in_plane}, out_plane);
 }
 
 }  // namespace twgpu::nn

@@ -6,11 +6,6 @@ namespace twgpu::nn {
 
 namespace {
 
-// An absent optional operand binds `stand_in` (never read: the key says it is absent).
-Operand present_or(const Operand& op, const Operand& stand_in) {
-  return op.buffer ? op : Operand{stand_in.buffer, 0, stand_in.dtype};
-}
-
 // WGSL `gate(b, j, k)`: gate k of element (b, j), both gate rows each with its bias (when
 // `bias`), grouped as the CPU's two biased matmuls are; in0/in1 are the gate rows,
 // in2/in3 the biases. `gates` gates per row.
@@ -35,8 +30,8 @@ void lstm_cell_forward(Context& ctx, const Operand& input_gates, const Operand& 
   const bool bias = input_bias.buffer != nullptr;
   NnKernel k;
   k.key = std::string("lstm_cell_fwd") + (bias ? "_bias" : "");
-  k.inputs = {input_gates, hidden_gates, present_or(input_bias, input_gates),
-              present_or(hidden_bias, input_gates), cx};
+  k.inputs = {input_gates, hidden_gates, or_dummy(input_bias, input_gates),
+              or_dummy(hidden_bias, input_gates), cx};
   k.outputs = {hy, cy, workspace};
   k.params = params(g);
   k.body = gate_sum(bias, 4) +
@@ -60,7 +55,7 @@ void lstm_cell_backward(Context& ctx, const Operand& grad_hy, const Operand& gra
   const bool has_hy = grad_hy.buffer != nullptr, has_cy = grad_cy.buffer != nullptr;
   NnKernel k;
   k.key = std::string("lstm_cell_bwd") + (has_hy ? "_ghy" : "") + (has_cy ? "_gcy" : "");
-  k.inputs = {present_or(grad_hy, cx), present_or(grad_cy, cx), cx, cy, workspace};
+  k.inputs = {or_dummy(grad_hy, cx), or_dummy(grad_cy, cx), cx, cy, workspace};
   k.outputs = {grad_gates, grad_cx};
   k.params = params(g);
   k.body = std::string("fn run(e: u32) {\n"
@@ -87,8 +82,8 @@ void gru_cell_forward(Context& ctx, const Operand& input_gates, const Operand& h
   const bool bias = input_bias.buffer != nullptr;
   NnKernel k;
   k.key = std::string("gru_cell_fwd") + (bias ? "_bias" : "");
-  k.inputs = {input_gates, hidden_gates, present_or(input_bias, input_gates),
-              present_or(hidden_bias, input_gates), hx};
+  k.inputs = {input_gates, hidden_gates, or_dummy(input_bias, input_gates),
+              or_dummy(hidden_bias, input_gates), hx};
   k.outputs = {hy, workspace};
   k.params = params(g);
   // The new gate sees the reset gate times the hidden part (with its bias) only.

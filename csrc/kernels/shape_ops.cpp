@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "kernels/binding_window.h"
 #include "kernels/kernel_program.h"
 #include "runtime/runtime.h"
 
@@ -175,21 +176,21 @@ fn lin_int(base: vec2<u32>, neg: bool, j: u32) -> vec2<u32> {
 
 }  // namespace
 
-void launch_gather_copy(Context& ctx, const GatherCopy& g) {
-  if (g.numel == 0) return;
-  const int e = g.elem_size;
-  if (e != 1 && e != 2 && e != 4 && e != 8 && e != 16)
-    fail(ErrorKind::Internal, "torch_webgpu: gather copy of an element size it cannot move");
-  // Source indices are i32 in the kernel.
+namespace {
+
+// Source elements [first, last] a gather reads.
+std::pair<int64_t, int64_t> source_span(const GatherCopy& g) {
   int64_t lo = g.src_offset, hi = g.src_offset;
   for (const auto& d : g.dims) {
-    if (d.size == 0) return;
     int64_t span = static_cast<int64_t>(d.size - 1) * d.stride;
     (span < 0 ? lo : hi) += span;
   }
-  if (lo < 0 || hi >= (int64_t{1} << 31))
-    fail(ErrorKind::Unsupported, "torch_webgpu: gather copy over more than 2**31 elements");
+  return {lo, hi};
+}
 
+// One dispatch; `windowed`: source and destination bound through windows over its span.
+void gather_piece(Context& ctx, const GatherCopy& g, bool windowed) {
+  const int e = g.elem_size;
   KernelLaunch l;
   l.typed = {"shape:gather", {static_cast<uint32_t>(e)}};
   l.buffers = {{g.src, Access::Read, false}, {g.dst, Access::ReadWrite, false}};
@@ -201,7 +202,20 @@ void launch_gather_copy(Context& ctx, const GatherCopy& g) {
   }
   // Only the sign of (col - row - k) matters and |col - row| < 2**31: clamp k.
   int64_t k = std::max<int64_t>(std::min<int64_t>(g.diagonal, INT32_MAX), INT32_MIN + 1);
-  l.declare(gather_layout(g.dims.size()))
+  const UniformLayout& layout = gather_layout(g.dims.size());
+  l.count = e >= 4 ? g.numel : (g.numel * e + 3) / 4;
+  if (windowed) {
+    auto [lo, hi] = source_span(g);
+    KernelBuffer& src = l.buffers[0];
+    src.offset_word = layout.fields()[layout.find("src_offset")].word;
+    src.element_bytes = static_cast<uint32_t>(e);
+    src.touched = {static_cast<uint64_t>(lo), static_cast<uint64_t>(hi) + 1};
+    KernelBuffer& dst = l.buffers[1];
+    dst.offset_word = layout.fields()[layout.find("dst_word")].word;
+    dst.element_bytes = 4;
+    dst.touched = {g.dst_word, g.dst_word + (e >= 4 ? g.numel * e / 4 : l.count)};
+  }
+  l.declare(layout)
       .set_u32("ndim", static_cast<uint32_t>(g.dims.size()))
       .set_i32("src_offset", static_cast<int32_t>(g.src_offset))
       .set_u32("dst_word", static_cast<uint32_t>(g.dst_word))
@@ -209,13 +223,72 @@ void launch_gather_copy(Context& ctx, const GatherCopy& g) {
       .set_u32("mask", static_cast<uint32_t>(g.mask))
       .set_i32("diagonal", static_cast<int32_t>(k))
       .set_u32s("dims", dims);
-  l.count = e >= 4 ? g.numel : (g.numel * e + 3) / 4;
   const uint32_t wg = ctx.caps().workgroup_1d();
   l.workgroup = wg;
   l.body = [&, wg] {
     return std::string(kGatherSource) + kernel_main(Grid::Invocations, wg) + gather_main(e);
   };
   launch_kernel(ctx, l);
+}
+
+}  // namespace
+
+void launch_gather_copy(Context& ctx, const GatherCopy& g) {
+  if (g.numel == 0) return;
+  const int e = g.elem_size;
+  if (e != 1 && e != 2 && e != 4 && e != 8 && e != 16)
+    fail(ErrorKind::Internal, "torch_webgpu: gather copy of an element size it cannot move");
+  for (const auto& d : g.dims)
+    if (d.size == 0) return;
+  // Source indices are i32 in the kernel.
+  auto [lo, hi] = source_span(g);
+  if (lo < 0 || hi >= (int64_t{1} << 31))
+    fail(ErrorKind::Unsupported, "torch_webgpu: gather copy over more than 2**31 elements");
+  if (!needs_window(ctx, g.src) && !needs_window(ctx, g.dst)) return gather_piece(ctx, g, false);
+  // Buffers larger than one binding: pieces of the outermost dim (not a rolled one), each
+  // reading and writing within one window.
+  const GatherDim outer = g.dims.empty() ? GatherDim{} : g.dims[0];
+  if (g.dims.empty() || outer.shift != 0) return gather_piece(ctx, g, true);
+  const uint64_t inner = g.numel / outer.size;
+  GatherCopy rest = g;
+  rest.dims[0].size = 1;
+  auto [rlo, rhi] = source_span(rest);
+  const uint64_t budget = window_budget(ctx) / static_cast<uint64_t>(e);
+  const uint64_t step = static_cast<uint64_t>(std::abs(static_cast<int64_t>(outer.stride)));
+  const uint64_t inner_span = static_cast<uint64_t>(rhi - rlo) + 1;
+  uint64_t rows = std::min<uint64_t>(outer.size, budget / std::max<uint64_t>(inner, 1));
+  if (step > 0 && inner_span <= budget) rows = std::min<uint64_t>(rows, (budget - inner_span) / step + 1);
+  // Narrow dtypes are written as whole words: pieces start on word boundaries.
+  const uint64_t row_bytes = inner * static_cast<uint64_t>(e);
+  uint64_t multiple = 1;
+  while (e < 4 && (row_bytes * multiple) % 4 != 0) ++multiple;
+  rows = rows / multiple * multiple;
+  const int nd = static_cast<int>(g.dims.size());
+  if ((rows == 0 || inner_span > budget) && nd > 1 && (e >= 4 || row_bytes % 4 == 0)) {
+    // One row of the outermost dim does not fit: each row alone, split the same way.
+    for (uint64_t a = 0; a < outer.size; ++a) {
+      GatherCopy p = g;
+      p.dims.erase(p.dims.begin());
+      p.src_offset = g.src_offset + static_cast<int64_t>(a) * outer.stride;
+      p.dst_word = g.dst_word + a * row_bytes / 4;
+      p.numel = inner;
+      if (nd == 2) p.diagonal = g.diagonal + static_cast<int64_t>(a);  // the row is fixed at a
+      launch_gather_copy(ctx, p);
+    }
+    return;
+  }
+  if (rows == 0 || inner_span > budget) return gather_piece(ctx, g, true);  // refused, naming it
+  for (uint64_t a = 0; a < outer.size; a += rows) {
+    GatherCopy p = g;
+    p.dims[0].size = static_cast<uint32_t>(std::min<uint64_t>(rows, outer.size - a));
+    p.src_offset = g.src_offset + static_cast<int64_t>(a) * outer.stride;
+    p.dst_word = g.dst_word + a * row_bytes / 4;
+    p.numel = p.dims[0].size * inner;
+    // The triangle mask compares column - row: the split dim is the row (2-d) or the column (1-d).
+    if (nd == 2) p.diagonal = g.diagonal + static_cast<int64_t>(a);
+    if (nd == 1) p.diagonal = g.diagonal - static_cast<int64_t>(a);
+    gather_piece(ctx, p, true);
+  }
 }
 
 void launch_range_fill(Context& ctx, const RangeFill& r) {

@@ -228,6 +228,127 @@ def softmax_backward():
 
 
 @case
+def layer_norm_rows():
+    a = rand(1024, 1200)
+    w, b = rand(1200, seed=1), rand(1200, seed=2)
+    same(torch.nn.functional.layer_norm(big(a), (1200,), w.to(DEVICE), b.to(DEVICE)),
+         torch.nn.functional.layer_norm(a, (1200,), w, b), rtol=1e-4, atol=1e-4)
+    # Statistics too, and rows starting past the tensor's first binding (a view's offset).
+    y, mean, rstd = torch.native_layer_norm(big(a)[24:], (1200,), None, None, 1e-5)
+    ey, emean, erstd = torch.native_layer_norm(a[24:], (1200,), None, None, 1e-5)
+    same(y, ey, rtol=1e-4, atol=1e-4)
+    same(mean, emean, rtol=1e-4, atol=1e-5)
+    same(rstd, erstd, rtol=1e-4, atol=1e-5)
+    h = rand(4, 300, 1000, dtype=torch.float16)
+    same(torch.nn.functional.layer_norm(big(h), (1000,)), torch.nn.functional.layer_norm(h, (1000,)),
+         rtol=1e-3, atol=2e-3)
+
+
+@case
+def rms_norm_rows():
+    a = rand(1024, 1200)
+    w = rand(1200, seed=1)
+    same(torch.nn.functional.rms_norm(big(a), (1200,), w.to(DEVICE)),
+         torch.nn.functional.rms_norm(a, (1200,), w), rtol=1e-4, atol=1e-4)
+    same(torch.nn.functional.rms_norm(big(a), (1200,)), torch.nn.functional.rms_norm(a, (1200,)),
+         rtol=1e-4, atol=1e-4)
+
+
+@case
+def pooling_and_upsampling():
+    F = torch.nn.functional
+    a = rand(16, 8, 48, 48)  # 1.2 MiB planes of 9 KiB: pieces of planes
+    g = rand(16, 8, 24, 24, seed=1)
+    for fn in (lambda x: F.max_pool2d(x, 2), lambda x: F.avg_pool2d(x, 3, 2, 1),
+               lambda x: F.adaptive_avg_pool2d(x, 7)):
+        x = big(a).requires_grad_()
+        xc = a.clone().requires_grad_()
+        y, yc = fn(x), fn(xc)
+        same(y, yc, rtol=1e-5, atol=1e-5)
+        y.backward(torch.ones_like(y))
+        yc.backward(torch.ones_like(yc))
+        same(x.grad, xc.grad, rtol=1e-5, atol=1e-5)
+    for mode in ("nearest", "bilinear"):
+        x = big(g.repeat(1, 1, 2, 2)).requires_grad_()
+        xc = g.repeat(1, 1, 2, 2).requires_grad_()
+        y, yc = F.interpolate(x, scale_factor=2, mode=mode), F.interpolate(xc, scale_factor=2, mode=mode)
+        same(y, yc, rtol=1e-5, atol=1e-5)
+        y.backward(torch.ones_like(y))
+        yc.backward(torch.ones_like(yc))
+        same(x.grad, xc.grad, rtol=1e-5, atol=1e-4)
+
+
+@case
+def scatter_into_large_target():
+    # The target spans several bindings: one pass per segment of it.
+    a = rand(1500, 1000)
+    i = torch.randint(0, 1500, (700, 1000), generator=torch.Generator().manual_seed(3))
+    v = rand(700, 1000, seed=4)
+    same(big(a).scatter_add(0, i.to(DEVICE), v.to(DEVICE)), a.scatter_add(0, i, v), rtol=1e-5, atol=1e-5)
+    u = torch.argsort(rand(1500, 1000, seed=7), dim=0)[:700]  # no duplicates per column
+    same(big(a).scatter(0, u.to(DEVICE), v.to(DEVICE)), a.scatter(0, u, v))
+    rows = torch.tensor([0, 1499, 700, 3, 1200])
+    same(big(a).index_copy_(0, rows.to(DEVICE), v[:5].to(DEVICE)), a.clone().index_copy_(0, rows, v[:5]))
+    same(big(a).index_put_((rows,), v[:5].to(DEVICE), accumulate=True),
+         a.clone().index_put_((rows,), v[:5], accumulate=True))
+    d = big(a)
+    d[rows.to(DEVICE), 5:900] = v[:5, 5:900].to(DEVICE)
+    e = a.clone()
+    e[rows, 5:900] = v[:5, 5:900]
+    same(d, e)
+    # A key/value cache updated in place at one position per step (static-cache decode).
+    cache = rand(4, 8, 1024, 64, dtype=torch.float16)
+    step = rand(4, 8, 1, 64, seed=5, dtype=torch.float16)
+    pos = torch.tensor([777])
+    dc = big(cache)
+    dc.index_copy_(2, pos.to(DEVICE), step.to(DEVICE))
+    same(dc, cache.clone().index_copy_(2, pos, step))
+    j = torch.randint(-1_500_000, 1_500_000, (5000,), generator=torch.Generator().manual_seed(6))
+    same(big(a).put_(j.to(DEVICE), v.flatten()[:5000].to(DEVICE), accumulate=True),
+         a.clone().put_(j, v.flatten()[:5000], accumulate=True), rtol=1e-5, atol=1e-5)
+
+
+@case
+def cross_entropy_large_logits():
+    # Logits spanning several bindings (a language model's [tokens, vocab]): pieces of rows.
+    F = torch.nn.functional
+    a = rand(600, 1000)
+    t = torch.randint(0, 1000, (600,), generator=torch.Generator().manual_seed(8))
+    t[::7] = -100
+    w = rand(1000, seed=9).abs()
+    for kw in (dict(), dict(reduction="sum"), dict(reduction="none"), dict(weight=w), dict(label_smoothing=0.1)):
+        dkw = {k: (v.to(DEVICE) if torch.is_tensor(v) else v) for k, v in kw.items()}
+        x = big(a).requires_grad_()
+        xc = a.clone().requires_grad_()
+        y, yc = F.cross_entropy(x, t.to(DEVICE), **dkw), F.cross_entropy(xc, t, **kw)
+        same(y, yc, rtol=1e-4, atol=1e-4)
+        y.sum().backward()
+        yc.sum().backward()
+        same(x.grad, xc.grad, rtol=1e-4, atol=1e-6)
+    img = rand(6, 10, 100, 50)
+    ti = torch.randint(0, 10, (6, 100, 50), generator=torch.Generator().manual_seed(10))
+    same(F.cross_entropy(big(img), ti.to(DEVICE)), F.cross_entropy(img, ti), rtol=1e-4, atol=1e-4)
+
+
+@case
+def flips_rolls_triangles():
+    # Gather copies over several bindings: pieces of the outermost dim.
+    a = rand(1100, 1000)
+    for fn in (lambda x: x.flip(0), lambda x: x.flip(1), lambda x: x.flip(0, 1),
+               lambda x: x.roll(7, 1), lambda x: x.tril(), lambda x: x.triu(5), lambda x: x.tril(-300),
+               lambda x: x.t().flip(0), lambda x: x[::2].flip(1)):
+        same(fn(big(a)), fn(a))
+    c = rand(3, 500, 700)
+    same(big(c).tril(2), c.tril(2))
+    same(big(c).flip(2), c.flip(2))
+    h = rand(1001, 999, dtype=torch.float16)  # odd rows of a narrow dtype: word-aligned pieces
+    same(big(h).flip(0), h.flip(0))
+    same(big(h).triu(), h.triu())
+    v = rand(400_000)
+    same(big(v).flip(0), v.flip(0))
+
+
+@case
 def mm_huge_m():
     a, b = rand(4000, 300), rand(300, 64, seed=1)
     same(big(a) @ b.to(DEVICE), a @ b, rtol=1e-4, atol=1e-3)
