@@ -156,7 +156,7 @@ export function bundleRequirements(m, adapter, what = "adapter") {
     const has = adapter.limits[name];
     if (has === undefined) continue;  // a limit this browser does not know: nothing to ask
     if (has < need) fail(`the ${what}'s ${name} is ${has}, the bundle needs ${need}`);
-    requiredLimits[name] = need;
+    if (need > 0) requiredLimits[name] = need;  // 0: a program with no dispatch
   }
   // The engine's adapter had these; asking for them (where possible) keeps its WGSL valid.
   for (const [name, want] of Object.entries(m.preferredLimits || {})) {

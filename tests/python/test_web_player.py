@@ -380,3 +380,18 @@ def test_clis_write_the_same_bundle(site, tmp_path):
     for out in ("native", "py"):
         for f in ("bundle.json", "buffers.bin"):
             assert (tmp_path / out / f).read_bytes() == (root / "cli_ref" / f).read_bytes(), (out, f)
+
+
+def test_a_program_without_dispatches(site, page):
+    """An identity program: no step but the output read-back."""
+
+    class Identity(nn.Module):
+        def forward(self, x):
+            return x
+
+    x = torch.randn(5)
+    prog = export_bundle(site, "identity", Identity(), (x,))
+    manifest = json.loads((site[0] / "identity" / "bundle.json").read_text())
+    assert not [s for s in manifest["steps"] if s["kind"] == "dispatch"]
+    (got,) = outputs_of(run_in_browser(page, "identity", [x]), prog)
+    assert np.array_equal(got, x.numpy())
