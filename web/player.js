@@ -125,6 +125,8 @@ export function validateBundle(m, bin) {
       if (sh.uniformBytes) {
         binRange(s.uniforms, `${what} uniforms`);
         if (s.uniforms.size !== sh.uniformBytes) fail(`${what}: ${s.uniforms.size} uniform bytes, shader needs ${sh.uniformBytes}`);
+      } else if (s.uniforms !== undefined) {
+        fail(`${what}: uniforms given, shader '${sh.label}' takes none`);
       }
       if (!Array.isArray(s.workgroups) || s.workgroups.length !== 3 || !s.workgroups.every(isCount))
         fail(`${what}: workgroups must be 3 counts`);
