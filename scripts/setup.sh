@@ -20,7 +20,9 @@ WGPU_WHEEL_SHA256=a5cca85fe39e7db67d3c4fcccb137e57e8c4a209b467d1752ba1e7f8b929fd
 log() { echo "[setup] $*"; }
 
 if command -v apt-get >/dev/null 2>&1; then
-  pkgs="libegl1 libegl-mesa0 libgles2 libgl1-mesa-dri mesa-vulkan-drivers libvulkan1 ninja-build ccache libgtest-dev nlohmann-json3-dev"
+  # chromium: the browser tests/python/test_web_player.py runs web/player.js in (WebGPU on
+  # SwiftShader), driven by PyPI playwright (requirements.txt).
+  pkgs="libegl1 libegl-mesa0 libgles2 libgl1-mesa-dri mesa-vulkan-drivers libvulkan1 ninja-build ccache libgtest-dev nlohmann-json3-dev chromium"
   missing=""
   for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
   # Tools that may come from elsewhere (e.g. Node.js's own npm): install only if absent.

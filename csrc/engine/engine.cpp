@@ -42,6 +42,12 @@ WGPUBuffer BufferSet::allocate(uint64_t bytes) {
   return a->buffer;
 }
 
+std::vector<std::pair<WGPUBuffer, uint64_t>> BufferSet::held() const {
+  std::vector<std::pair<WGPUBuffer, uint64_t>> out;
+  for (const Allocation* a : held_) out.emplace_back(a->buffer, a->requested);
+  return out;
+}
+
 void BufferSet::release_all() {
   if (held_.empty()) return;
   RuntimeLock lock;
@@ -114,6 +120,7 @@ Executable::Executable(Program program, const std::vector<uint8_t>& weights)
   RuntimeLock lock;
   std::vector<WGPUBuffer> pools;
   for (uint64_t size : p.pool_sizes) pools.push_back(buffers_.allocate(size));
+  pool_buffers_ = pools;
   WGPUBuffer weight_buffer = nullptr;
   if (p.weights_size > 0) {
     weight_buffer = buffers_.allocate(p.weights_size);
@@ -136,6 +143,7 @@ Executable::Executable(Program program, const std::vector<uint8_t>& weights)
       // Empty constants of a program without weights still need a buffer to bind.
       if (!weight_buffer) weight_buffer = buffers_.allocate(4);
       t.buffer = weight_buffer;
+      weight_buffer_ = weight_buffer;
     } else {
       t.is_view = true;
     }

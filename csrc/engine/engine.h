@@ -37,6 +37,8 @@ class BufferSet {
   BufferSet& operator=(const BufferSet&) = delete;
   WGPUBuffer allocate(uint64_t bytes);
   void release_all();
+  // Every buffer held, in allocation order, with the bytes asked for.
+  std::vector<std::pair<WGPUBuffer, uint64_t>> held() const;
 
  private:
   twgpu::Context& gpu_;
@@ -65,6 +67,11 @@ class Executable {
   const DeviceTensor& input(size_t i) const { return tensors_[program_.inputs.at(i)]; }
   const DeviceTensor& output(size_t i) const { return readable_outputs_.at(i); }
   size_t launches_per_run() const;
+  // The buffers behind the program's memory-plan pools (by pool id), and every buffer the
+  // engine holds (pools, weights, scratch): what a web bundle (web_bundle.h) describes.
+  const std::vector<WGPUBuffer>& pool_buffers() const { return pool_buffers_; }
+  WGPUBuffer weight_buffer() const { return weight_buffer_; }  // null: no constants
+  std::vector<std::pair<WGPUBuffer, uint64_t>> held_buffers() const { return buffers_.held(); }
 
   // Runs once with a wait after every op: (chain index, op name, milliseconds) per op that
   // records anything (-1: the copies of strided outputs). For finding slow ops, not speed.
@@ -79,6 +86,8 @@ class Executable {
   Program program_;
   twgpu::Context& gpu_;
   BufferSet buffers_;
+  std::vector<WGPUBuffer> pool_buffers_;
+  WGPUBuffer weight_buffer_ = nullptr;
   std::vector<DeviceTensor> tensors_;   // by value id (non-tensors: unused)
   std::vector<Launch> launches_;
   std::vector<int64_t> launch_ops_;  // chain index of each launch (-1: output copies)

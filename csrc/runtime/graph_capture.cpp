@@ -68,13 +68,48 @@ void CapturedGraph::begin(uint64_t pool_id) {
   g_active.store(this, std::memory_order_release);
 }
 
-void CapturedGraph::end() {
+void CapturedGraph::end(bool bake_now) {
   if (!capturing_)
     fail(ErrorKind::Internal, "torch.webgpu graphs: capture_end() without capture_begin()");
   g_active.store(nullptr, std::memory_order_release);
   ctx_.pool().set_capture_pool(nullptr);
   capturing_ = false;
-  bake();
+  if (bake_now) bake();
+}
+
+std::vector<CapturedGraph::StepRecord> CapturedGraph::recorded_steps() const {
+  if (capturing_ || baked_)
+    fail(ErrorKind::Internal,
+         "torch.webgpu graphs: recorded_steps() needs a capture ended with end(false)");
+  std::vector<StepRecord> out;
+  out.reserve(steps_.size());
+  for (const Step& step : steps_) {
+    StepRecord r;
+    if (step.is_copy) {
+      const Copy& c = copies_[step.index];
+      r.src = c.src;
+      r.src_offset = c.src ? c.src_offset : 0;
+      r.dst = c.dst;
+      r.dst_offset = c.dst_offset;
+      r.size = c.size;
+      if (!c.src)
+        r.data.assign(snapshot_host_.begin() + c.src_offset,
+                      snapshot_host_.begin() + c.src_offset + c.size);
+    } else {
+      const Dispatch& d = dispatches_[step.index];
+      r.is_dispatch = true;
+      r.pipeline = d.desc;
+      r.buffers.assign(buffers_.begin() + d.first_buffer,
+                       buffers_.begin() + d.first_buffer + d.desc->num_storage);
+      r.windows.assign(windows_.begin() + d.first_buffer,
+                       windows_.begin() + d.first_buffer + d.desc->num_storage);
+      r.uniforms.assign(uniforms_host_.begin() + d.uniform_offset,
+                        uniforms_host_.begin() + d.uniform_offset + d.desc->uniform_bytes);
+      for (int k = 0; k < 3; ++k) r.groups[k] = d.groups[k];
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
 }
 
 void CapturedGraph::abort() {

@@ -41,7 +41,9 @@ class CapturedGraph {
   // capturing (nested capture, or another thread's) or this one holds a capture.
   // pool_id 0: a pool of its own; otherwise the pool shared under that id.
   void begin(uint64_t pool_id);
-  void end();
+  // bake = false keeps what was recorded on the host, unbaked (no replay): for reading it
+  // out with recorded_steps() (the engine's web bundle), then reset().
+  void end(bool bake = true);
   // Abandons a capture that failed: recorded steps are dropped, the pool is released.
   void abort();
   void replay();
@@ -56,6 +58,26 @@ class CapturedGraph {
   // (on GL backends the driver runs the work inside the submit).
   uint64_t last_replay_ns() const { return last_replay_ns_; }
   uint64_t last_submit_ns() const { return last_submit_ns_; }
+
+  // A copy of one recorded step, for writing a capture out. A dispatch: its pipeline
+  // (WGSL, binding kinds), buffers and windows in binding order, uniform bytes, grid. A
+  // copy: src -> dst. A write: `data` -> dst (src null).
+  struct StepRecord {
+    bool is_dispatch = false;
+    const Pipeline* pipeline = nullptr;
+    std::vector<WGPUBuffer> buffers;
+    std::vector<BufferWindow> windows;
+    std::vector<uint8_t> uniforms;
+    uint32_t groups[3] = {0, 0, 0};
+    WGPUBuffer src = nullptr;
+    uint64_t src_offset = 0;
+    WGPUBuffer dst = nullptr;
+    uint64_t dst_offset = 0;
+    uint64_t size = 0;
+    std::vector<uint8_t> data;
+  };
+  // Every step in order; only between end(false) and reset() (raises otherwise).
+  std::vector<StepRecord> recorded_steps() const;
 
   // ---- called by the CommandRecorder while this graph captures -----------------------
   void record_dispatch(const Pipeline& p, const WGPUBuffer* buffers, const void* uniforms,

@@ -1,5 +1,7 @@
 #include "runtime/pipeline_cache.h"
 
+#include "runtime/pipeline_source.h"
+
 #include <fstream>
 
 #include "runtime/config.h"
@@ -9,6 +11,18 @@
 namespace twgpu {
 namespace {
 constexpr size_t kMaxBindGroups = 8192;  // past this the cache starts afresh
+
+// Guarded by the runtime lock, as the caches are. Pipelines live as long as the process's
+// context, so entries are never dropped.
+std::unordered_map<WGPUComputePipeline, ProgramDesc>& pipeline_sources() {
+  static auto* sources = new std::unordered_map<WGPUComputePipeline, ProgramDesc>();
+  return *sources;
+}
+}  // namespace
+
+const ProgramDesc* pipeline_source(const Pipeline& p) {
+  auto it = pipeline_sources().find(p.pipeline);
+  return it == pipeline_sources().end() ? nullptr : &it->second;
 }
 
 size_t PipelineCache::BindKeyHash::operator()(const BindKey& k) const {
@@ -109,6 +123,7 @@ Pipeline PipelineCache::build(const ProgramDesc& desc) {
   p.num_storage = static_cast<uint32_t>(desc.storage.size());
   p.uniform_bytes = desc.uniform_bytes;
   p.label = desc.label;
+  pipeline_sources()[pipeline] = desc;
   return p;
 }
 

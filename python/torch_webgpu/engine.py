@@ -133,16 +133,34 @@ class Program:
     def launches_per_run(self):
         return self._p.launches_per_run
 
+    def emit_web(self, out_dir):
+        """Writes the web bundle (``out_dir/bundle.json`` + ``buffers.bin``): one run's
+        dispatches, copies and writes with the buffers they use, for ``web/player.js``
+        (docs/ENGINE.md, "Web bundle")."""
+        os.makedirs(out_dir, exist_ok=True)
+        self._p.emit_web(os.fspath(out_dir))
+
     def run(self, *inputs):
         """Runs on numpy arrays or CPU tensors; returns numpy arrays (bfloat16: tensors)."""
-        packed = []
-        for (dtype, shape), x in zip(self.input_specs, inputs):
-            arr = _as_numpy(x)
-            packed.append((_dtype_name(x.dtype) if isinstance(x, torch.Tensor) else arr.dtype.name,
-                           list(arr.shape), _raw(arr)))
         if len(inputs) != len(self.input_specs):
             raise ValueError(f"the program takes {len(self.input_specs)} inputs, got {len(inputs)}")
-        return [_to_numpy(d, s, raw) for d, s, raw in self._p.run(packed)]
+        return [_to_numpy(d, s, raw) for d, s, raw in self._p.run(_pack(inputs))]
+
+
+def _pack(inputs):
+    packed = []
+    for x in inputs:
+        arr = _as_numpy(x)
+        packed.append((_dtype_name(x.dtype) if isinstance(x, torch.Tensor) else arr.dtype.name,
+                       list(arr.shape), _raw(arr)))
+    return packed
+
+
+def run_web_bundle(bundle_dir, *inputs):
+    """Replays a web bundle (Program.emit_web) on this device as web/player.js does in a
+    browser; returns numpy arrays. On the adapter that wrote it, the outputs equal the
+    engine's bit for bit."""
+    return [_to_numpy(d, s, raw) for d, s, raw in _engine().run_web_bundle(os.fspath(bundle_dir), _pack(inputs))]
 
 
 class Context:

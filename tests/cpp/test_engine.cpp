@@ -4,12 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "engine/context.h"
 #include "engine/engine.h"
+#include "engine/web_bundle.h"
 #include "runtime/error.h"
 
 using namespace twgpu;
@@ -82,6 +84,29 @@ TEST(Engine, SeedProgramGivesKnownAnswer) {
     EXPECT_EQ(floats(out[0]), (std::vector<float>{112, 160, 240, 352}));
   }
   EXPECT_EQ(exe->launches_per_run(), 2u);
+}
+
+TEST(Engine, WebBundleOfTheSeedReplaysToTheKnownAnswer) {
+  auto exe = Executable::load(kSeed, {});
+  const WebBundle b = make_web_bundle(*exe);
+  EXPECT_NE(b.json.find("\"version\": 1"), std::string::npos);
+  EXPECT_NE(b.json.find("\"kind\": \"dispatch\""), std::string::npos);
+  const std::string dir = (std::filesystem::temp_directory_path() / "twgpu_seed_bundle").string();
+  write_web_bundle(*exe, dir);
+  std::vector<HostTensor> out = run_web_bundle(dir, seed_inputs());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(floats(out[0]), (std::vector<float>{112, 160, 240, 352}));
+  // The engine still runs after a bundle was made from it.
+  EXPECT_EQ(floats(exe->run(seed_inputs())[0]), (std::vector<float>{112, 160, 240, 352}));
+  std::vector<HostTensor> two = seed_inputs();
+  two.pop_back();
+  try {
+    run_web_bundle(dir, two);
+    ADD_FAILURE() << "a missing input was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("takes 3 inputs, got 2"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Engine, ContextRecordsShadersAndPrograms) {

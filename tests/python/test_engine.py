@@ -365,6 +365,9 @@ OP_CASES = {
     "avg_pool_ceil_exclude_pad": (lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False), [(2, 3, 8, 7)], []),
     "avg_pool_divisor": (lambda x: F.avg_pool2d(x, 2, divisor_override=3), [(1, 2, 6, 6)], []),
     "mean_middle_dims_keepdim": (lambda x: x.mean(dim=(1, 2), keepdim=True), [(2, 3, 4, 5)], []),
+    # constant_pad_nd: padding (EfficientNet's "same"), a value, cropping by negative pads
+    "pad_same_and_crop": (lambda x: (F.pad(x, (0, 1, 1, 2)), F.pad(x.transpose(2, 3), (1, 1), value=-2.5),
+                                     F.pad(x, (-1, 2, 0, -3))), [(2, 3, 5, 6)], []),
 }
 
 

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "engine/context.h"
+#include "engine/web_bundle.h"
 #include "runtime/error.h"
 
 namespace py = pybind11;
@@ -81,6 +82,15 @@ ShaderArg shader_arg(const py::handle& o) {
 void register_engine_bindings(py::module_& parent) {
   py::module_ m = parent.def_submodule("_engine", "the ahead-of-time engine (torch_webgpu.engine)");
   m.def("registered_ops", [] { return registered_ops(); });
+  m.def("run_web_bundle", [](const std::string& dir, const std::vector<py::tuple>& inputs) {
+    return translated([&] {
+      std::vector<HostTensor> in;
+      for (const py::tuple& t : inputs) in.push_back(host_from_py(t));
+      py::list out;
+      for (const HostTensor& h : run_web_bundle(dir, in)) out.append(host_to_py(h));
+      return out;
+    });
+  });
 
   py::class_<Tensor>(m, "Tensor")
       .def_property_readonly("dtype", [](const Tensor& t) { return std::string(dtype_name(t.dtype())); })
@@ -119,7 +129,10 @@ void register_engine_bindings(py::module_& parent) {
         for (size_t i = 0; i < e.num_outputs(); ++i) ts.push_back(&e.output(i));
         return specs(ts);
       })
-      .def_property_readonly("launches_per_run", &Executable::launches_per_run);
+      .def_property_readonly("launches_per_run", &Executable::launches_per_run)
+      .def("emit_web", [](Executable& e, const std::string& out_dir) {
+        translated([&] { write_web_bundle(e, out_dir); });
+      });
 
   py::class_<Context>(m, "Context")
       .def(py::init([] { return translated([] { return std::make_unique<Context>(); }); }))

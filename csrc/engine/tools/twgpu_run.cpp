@@ -1,4 +1,5 @@
 // twgpu-run DIR --input x.npy ... [--output y.npy ...] [--repeat N]
+// twgpu-run DIR --emit-web OUT   (writes the web bundle: OUT/bundle.json + OUT/buffers.bin)
 // Loads DIR/program.json + DIR/weights.bin, runs the program on the inputs and writes the
 // outputs; with --repeat, runs N more times and reports the time per run and the dispatches;
 // with --profile, times every op alone (a wait after each) and lists the slowest.
@@ -11,13 +12,15 @@
 
 #include "engine/engine.h"
 #include "engine/npy.h"
+#include "engine/web_bundle.h"
 #include "runtime/runtime.h"
 
 namespace {
 
 int usage() {
   std::fprintf(stderr,
-               "usage: twgpu-run DIR --input x.npy [--input ...] [--output y.npy ...] [--repeat N] [--profile]\n");
+               "usage: twgpu-run DIR --input x.npy [--input ...] [--output y.npy ...] [--repeat N] [--profile]\n"
+               "       twgpu-run DIR --emit-web OUT\n");
   return 2;
 }
 
@@ -30,13 +33,16 @@ int main(int argc, char** argv) {
   std::vector<std::string> inputs, outputs;
   long repeat = 0;
   bool profile = false;
+  std::string web_out;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if ((a == "--input" || a == "--output" || a == "--repeat") && i + 1 >= argc) return usage();
+    if ((a == "--input" || a == "--output" || a == "--repeat" || a == "--emit-web") && i + 1 >= argc)
+      return usage();
     if (a == "--input") inputs.push_back(argv[++i]);
     else if (a == "--output") outputs.push_back(argv[++i]);
     else if (a == "--repeat") repeat = std::strtol(argv[++i], nullptr, 10);
     else if (a == "--profile") profile = true;
+    else if (a == "--emit-web") web_out = argv[++i];
     else if (a == "-h" || a == "--help") return usage();
     else if (dir.empty() && a.rfind("--", 0) != 0) dir = a;
     else return usage();
@@ -44,6 +50,11 @@ int main(int argc, char** argv) {
   if (dir.empty() || repeat < 0) return usage();
   try {
     auto exe = Executable::load_dir(dir);
+    if (!web_out.empty()) {
+      write_web_bundle(*exe, web_out);
+      std::printf("wrote %s/bundle.json and %s/buffers.bin\n", web_out.c_str(), web_out.c_str());
+      if (inputs.empty()) return 0;
+    }
     std::vector<HostTensor> in;
     for (const std::string& p : inputs) in.push_back(read_npy(p));
     if (!outputs.empty() && outputs.size() != exe->num_outputs()) {

@@ -3,9 +3,11 @@
 ``export(model, example_inputs, out_dir)`` writes ``program.json`` and ``weights.bin``:
 the model's core-ATen graph (``torch.export`` + ``run_decompositions()``), its parameters,
 buffers and constants, and a static memory plan. Run the result with
-``torch_webgpu.engine.Program`` or the ``twgpu-run`` CLI.
+``torch_webgpu.engine.Program`` or the ``twgpu-run`` CLI. ``export_web(dir, web_dir)``
+(or ``export(..., web_dir=...)``) writes the web bundle that ``web/player.js`` runs in a
+browser.
 """
-from .exporter import export, program_from_exported
+from .exporter import export, export_web, program_from_exported
 from .memory_plan import plan_pools
 
-__all__ = ["export", "program_from_exported", "plan_pools"]
+__all__ = ["export", "export_web", "program_from_exported", "plan_pools"]

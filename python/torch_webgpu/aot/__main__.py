@@ -1,4 +1,5 @@
 """python -m torch_webgpu.aot export MODULE:FACTORY --input-shape 1,3,32,32 [...] --out DIR
+python -m torch_webgpu.aot web DIR OUT   (web bundle of an exported program, for web/player.js)
 
 MODULE:FACTORY names a function returning the model (an nn.Module in eval mode is
 exported as it is); each --input-shape adds a float32 example input (random values;
@@ -9,7 +10,7 @@ import sys
 
 import torch
 
-from . import export
+from . import export, export_web
 
 
 def main(argv=None):
@@ -22,7 +23,16 @@ def main(argv=None):
     ex.add_argument("--input-dtype", action="append", default=[],
                     help="dtype of the matching input (default float32)")
     ex.add_argument("--out", required=True, help="output directory")
+    ex.add_argument("--web", metavar="WEB_DIR", help="also write the web bundle there")
+    web = sub.add_parser("web", help="write the web bundle (bundle.json + buffers.bin) of "
+                                     "an exported program")
+    web.add_argument("dir", help="directory with program.json (+ weights.bin)")
+    web.add_argument("out", help="output directory of the bundle")
     args = parser.parse_args(argv)
+    if args.command == "web":
+        export_web(args.dir, args.out)
+        print(f"wrote {args.out}/bundle.json and {args.out}/buffers.bin")
+        return
     module_name, _, attr = args.model.partition(":")
     if not attr:
         parser.error("model must be given as module:function")
@@ -41,6 +51,9 @@ def main(argv=None):
     print(f"wrote {args.out}/program.json ({len(program['chain'])} ops, "
           f"{len(program['memoryPlan']['pools'])} pools) and {args.out}/weights.bin "
           f"({program['weights']['size']} bytes)")
+    if args.web:
+        export_web(args.out, args.web)
+        print(f"wrote {args.web}/bundle.json and {args.web}/buffers.bin")
 
 
 if __name__ == "__main__":

@@ -221,9 +221,10 @@ def _check_ops(program):
         raise NotImplementedError("torch_webgpu.aot: the engine has no kernel for " + ", ".join(missing))
 
 
-def export(model, example_inputs, out_dir, check_ops=True):
+def export(model, example_inputs, out_dir, check_ops=True, web_dir=None):
     """Exports `model` called on `example_inputs` (a tuple of CPU tensors) into out_dir
-    (program.json, weights.bin). Returns the program dict."""
+    (program.json, weights.bin); with `web_dir`, also the web bundle (export_web).
+    Returns the program dict."""
     if isinstance(example_inputs, torch.Tensor):
         example_inputs = (example_inputs,)
     ep = torch.export.export(model, tuple(example_inputs)).run_decompositions()
@@ -235,4 +236,15 @@ def export(model, example_inputs, out_dir, check_ops=True):
         json.dump(program, f, indent=1)
     with open(os.path.join(out_dir, "weights.bin"), "wb") as f:
         f.write(weights)
+    if web_dir is not None:
+        export_web(out_dir, web_dir)
     return program
+
+
+def export_web(program_dir, web_dir):
+    """Loads the exported program in program_dir on this device and writes its web bundle
+    (web_dir/bundle.json + buffers.bin, docs/ENGINE.md "Web bundle") for web/player.js.
+    The WGSL follows this adapter's limits."""
+    from .. import engine
+
+    engine.Program.load(os.fspath(program_dir)).emit_web(web_dir)
