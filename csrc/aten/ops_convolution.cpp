@@ -126,14 +126,18 @@ at::TensorOptions f32_like(const Tensor& t) { return t.options().dtype(at::kFloa
 
 // Images per pass, so that a pass's float32 column buffer stays within one storage
 // binding (and a bounded amount of memory).
-uint64_t images_per_pass(const ConvGeometry& g) {
+uint64_t images_per_pass(const ConvGeometry& g, uint64_t y_channels) {
   uint64_t budget = uint64_t(256) << 20;
   {
     RuntimeLock lock;
     const uint64_t binding = lock.ctx().caps().max_storage_binding_size;
     if (binding && binding < budget) budget = binding;
   }
-  const uint64_t per_image = uint64_t(g.groups) * g.rows() * g.y_spatial() * 4;
+  // Per image: its columns, and (bound through windows of larger buffers) its input and
+  // output, at most 4 bytes an element.
+  const uint64_t per_image = std::max({uint64_t(g.groups) * g.rows() * g.y_spatial() * 4,
+                                       uint64_t(g.groups) * g.cx * g.x_spatial() * 4,
+                                       y_channels * g.y_spatial() * 4});
   return std::max<uint64_t>(1, budget / std::max<uint64_t>(per_image, 1));
 }
 
@@ -183,7 +187,7 @@ Tensor conv_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& bias,
                     const ConvGeometry& g, int64_t nd) {
   const Tensor x = x_in.contiguous(), w = w_in.contiguous();
   Tensor y = at::empty(nc_sizes(g.batch, w.size(0), g.ys, nd), x.options());
-  const uint64_t step = images_per_pass(g);
+  const uint64_t step = images_per_pass(g, static_cast<uint64_t>(w.size(0)));
   for (uint64_t n0 = 0; n0 < g.batch; n0 += step) {
     ConvGeometry p = g;
     p.batch = static_cast<uint32_t>(std::min<uint64_t>(step, g.batch - n0));
@@ -228,7 +232,7 @@ Tensor conv_backward_data(const Tensor& gy_in, const Tensor& w_in, const ConvGeo
                           int64_t nd, const Tensor& bias = Tensor()) {
   const Tensor gy = gy_in.contiguous(), w = w_in.contiguous();
   Tensor x = at::empty(nc_sizes(g.batch, uint64_t(g.groups) * g.cx, g.xs, nd), gy.options());
-  const uint64_t step = images_per_pass(g);
+  const uint64_t step = images_per_pass(g, static_cast<uint64_t>(w.size(0)));
   for (uint64_t n0 = 0; n0 < g.batch; n0 += step) {
     ConvGeometry p = g;
     p.batch = static_cast<uint32_t>(std::min<uint64_t>(step, g.batch - n0));
@@ -245,7 +249,7 @@ Tensor conv_backward_weight(const Tensor& gy_in, const Tensor& x_in, const Tenso
   const uint64_t G = g.groups, R = g.rows(), L = g.y_spatial();
   const uint64_t Cy = static_cast<uint64_t>(w_like.size(0)), cy = Cy / G;
   Tensor gw = at::empty(w_like.sizes(), x.options());
-  const uint64_t step = images_per_pass(g);
+  const uint64_t step = images_per_pass(g, Cy);
   const bool single = step >= g.batch;
   Tensor acc, next;
   if (!single) {

@@ -542,6 +542,8 @@ void conv_im2col(Context& ctx, const ConvGeometry& g, WGPUBuffer x, uint64_t x_o
   l.uniforms = conv_uniforms(g, layout, x_offset);
   l.uniforms.resize(kCvXOff + 2, 0);
   l.uniforms[kCvXOff + 1] = static_cast<uint32_t>(chunks);
+  // The pass's images, for an input buffer larger than one binding.
+  l.buffers[0].touches(kCvXOff, x_dtype, x_offset, uint64_t(g.batch) * g.groups * g.cx * g.x_spatial());
   l.count = count;
   l.workgroup = 64;
   l.body = [&, x_dtype] {
@@ -601,6 +603,7 @@ void conv_col2im(Context& ctx, const ConvGeometry& g, WGPUBuffer col, const ColL
     l.uniforms[kCvXOff + 1] = u32_or_fail(bias.offset, "offset");
     l.uniforms[kCvXOff + 2] = u32_or_fail(bias.rows, "stride");
   }
+  l.buffers.back().touches(kCvXOff, x_dtype, x_offset, count);  // the pass's images
   l.count = count;
   l.workgroup = 64;
   const DType bias_dtype = bias.dtype;

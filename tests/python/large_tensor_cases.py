@@ -392,6 +392,28 @@ def sorting_rows():
 
 
 @case
+def convolutions():
+    # Inputs and outputs spanning several bindings: passes of images through windows.
+    F = torch.nn.functional
+    x = rand(80, 8, 32, 32)  # one image's columns fit a binding; the batch does not
+    for w, kw in ((rand(8, 8, 3, 3, seed=1), dict(padding=1)), (rand(16, 8, 1, 1, seed=2), {}),
+                  (rand(4, 4, 3, 3, seed=3), dict(stride=2, groups=2))):
+        xd = big(x).requires_grad_()
+        wd = w.to(DEVICE).requires_grad_()
+        xc, wc = x.clone().requires_grad_(), w.clone().requires_grad_()
+        y, yc = F.conv2d(xd, wd, **kw), F.conv2d(xc, wc, **kw)
+        same(y, yc, rtol=1e-4, atol=1e-3)
+        g = rand(*yc.shape, seed=4)
+        y.backward(g.to(DEVICE))
+        yc.backward(g)
+        same(xd.grad, xc.grad, rtol=1e-4, atol=1e-3)
+        same(wd.grad, wc.grad, rtol=1e-3, atol=1e-1)
+    wt = rand(8, 4, 2, 2, seed=5)
+    same(F.conv_transpose2d(big(x), wt.to(DEVICE), stride=2), F.conv_transpose2d(x, wt, stride=2),
+         rtol=1e-4, atol=1e-3)
+
+
+@case
 def mm_huge_m():
     a, b = rand(4000, 300), rand(300, 64, seed=1)
     same(big(a) @ b.to(DEVICE), a @ b, rtol=1e-4, atol=1e-3)
