@@ -234,14 +234,21 @@ std::tuple<Tensor, Tensor, Tensor> group_norm(const Tensor& input, const OptT& w
   Tensor w = weight.defined() ? weight.contiguous() : weight;
   Tensor b = bias.defined() ? bias.contiguous() : bias;
   if (rows > 0) {
+    // Pieces of whole images (all of them at once unless x is larger than one binding).
+    const int64_t step = x.dim() > 0 && x.size(0) == N ? rows_per_binding(x) : N;
     TWGPU_TRY
     RuntimeLock lock;
-    nn::RowLayout L{static_cast<uint64_t>(rows), u32(len), u32(len), 0, u32(len)};
-    nn::norm_moments(lock.ctx(), operand(x), L, static_cast<float>(eps), operand(mean),
-                     operand(rstd), operand(m2));
-    nn::ElementMap em{u32(len), u32(rows), u32(std::max<int64_t>(HxW, 1)), u32(C)};
-    nn::norm_apply(lock.ctx(), operand(x), operand(mean), operand(rstd), operand(w), operand(b),
-                   operand(y), static_cast<uint64_t>(rows * len), em, false);
+    for (int64_t lo = 0; lo < N; lo += step) {
+      const int64_t n = std::min(step, N - lo), r0 = lo * group, nr = n * group;
+      const Tensor xs = x.narrow(0, lo, n), ys = y.narrow(0, lo, n);
+      const Tensor ms = mean.narrow(0, r0, nr), rs = rstd.narrow(0, r0, nr), m2s = m2.narrow(0, r0, nr);
+      nn::RowLayout L{static_cast<uint64_t>(nr), u32(len), u32(len), 0, u32(len)};
+      nn::norm_moments(lock.ctx(), operand(xs), L, static_cast<float>(eps), operand(ms),
+                       operand(rs), operand(m2s));
+      nn::ElementMap em{u32(len), u32(nr), u32(std::max<int64_t>(HxW, 1)), u32(C)};
+      nn::norm_apply(lock.ctx(), operand(xs), operand(ms), operand(rs), operand(w), operand(b),
+                     operand(ys), static_cast<uint64_t>(nr * len), em, false);
+    }
     TWGPU_CATCH
   }
   return {y, mean.to(*sdt).view({N, group}), rstd.to(*sdt).view({N, group})};
@@ -350,8 +357,14 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_impl(const Tensor& input, const Te
     RuntimeLock lock;
     nn::norm_invstd(lock.ctx(), operand(rv), static_cast<float>(eps), operand(invstd),
                     static_cast<uint64_t>(g.C));
-    nn::norm_apply(lock.ctx(), operand(x), operand(rm), operand(invstd), operand(w), operand(b),
-                   operand(y), count, em, false);
+    // Pieces of whole images when x is larger than one binding (channels restart at each).
+    const int64_t step = rows_per_binding(x);
+    for (int64_t lo = 0; lo < x.size(0); lo += step) {
+      const int64_t n = std::min(step, x.size(0) - lo);
+      const Tensor xs = x.narrow(0, lo, n), ys = y.narrow(0, lo, n);
+      nn::norm_apply(lock.ctx(), operand(xs), operand(rm), operand(invstd), operand(w), operand(b),
+                     operand(ys), static_cast<uint64_t>(xs.numel()), em, false);
+    }
     TWGPU_CATCH
     return {y, at::empty({0}, x.options().dtype(sdt)), at::empty({0}, x.options().dtype(sdt))};
   }

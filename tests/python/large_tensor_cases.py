@@ -414,6 +414,23 @@ def convolutions():
 
 
 @case
+def group_and_eval_batch_norm():
+    # Images larger together than one binding: pieces of whole images.
+    F = torch.nn.functional
+    x = rand(24, 32, 24, 24)
+    w, b = rand(32, seed=1), rand(32, seed=2)
+    same(F.group_norm(big(x), 8, w.to(DEVICE), b.to(DEVICE)), F.group_norm(x, 8, w, b), rtol=1e-4, atol=1e-4)
+    y, mean, rstd = torch.native_group_norm(big(x), None, None, 24, 32, 576, 4, 1e-5)
+    ey, emean, erstd = torch.native_group_norm(x, None, None, 24, 32, 576, 4, 1e-5)
+    same(y, ey, rtol=1e-4, atol=1e-4)
+    same(mean, emean, rtol=1e-4, atol=1e-5)
+    same(rstd, erstd, rtol=1e-4, atol=1e-5)
+    rm, rv = rand(32, seed=3), rand(32, seed=4).abs() + 0.5
+    same(F.batch_norm(big(x), rm.to(DEVICE), rv.to(DEVICE), w.to(DEVICE), b.to(DEVICE)),
+         F.batch_norm(x, rm, rv, w, b), rtol=1e-4, atol=1e-4)
+
+
+@case
 def mm_huge_m():
     a, b = rand(4000, 300), rand(300, 64, seed=1)
     same(big(a) @ b.to(DEVICE), a @ b, rtol=1e-4, atol=1e-3)
