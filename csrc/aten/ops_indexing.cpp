@@ -66,7 +66,9 @@
 
 #include "aten/cpu_fallback.h"
 #include "aten/webgpu_tensor.h"
+#include "kernels/binding_window.h"
 #include "kernels/indexing.h"
+#include "runtime/runtime.h"
 
 namespace twgpu::aten {
 namespace {
@@ -895,6 +897,18 @@ Tensor& masked_fill_tensor_(Tensor& self, const Tensor& mask, const Tensor& valu
   return masked_fill_scalar_(self, mask, value.item());
 }
 
+// Rows of dim 0 of `t` per piece so that a piece's elements, at `bytes_per_element` each
+// (the largest buffer an op makes per element), fit one storage binding; all when they do.
+int64_t rows_per_piece(const Tensor& t, int64_t bytes_per_element) {
+  const int64_t rows = t.size(0), per_row = t.numel() / std::max<int64_t>(rows, 1);
+  const uint64_t budget = window_budget(Context::get());
+  if (static_cast<uint64_t>(t.numel() * bytes_per_element) <= budget) return rows;
+  return std::max<int64_t>(1, static_cast<int64_t>(budget / static_cast<uint64_t>(std::max<int64_t>(per_row * bytes_per_element, 1))));
+}
+
+Tensor nonzero_fn(const Tensor& self);
+Tensor masked_select(const Tensor& self, const Tensor& mask);
+
 // Exclusive positions of the nonzero flags of `flags` (viewed through `shape`), and their
 // count (one read-back, as CUDA does to size the output).
 std::pair<Tensor, int64_t> positions_of(const Tensor& flags) {
@@ -922,6 +936,23 @@ Tensor& nonzero_out(const Tensor& self, Tensor& out) {
   if (self.numel() == 0) {
     at::native::resize_output(out, {0, self.dim()});
     return out;
+  }
+  if (self.dim() > 0) {
+    // Tensors whose flags, positions or coordinates exceed one binding: pieces of dim 0,
+    // each in a buffer of its own, their coordinates shifted and joined.
+    const int64_t per = rows_per_piece(self, std::max<int64_t>(8 * self.dim(), self.element_size()));
+    if (per < self.size(0)) {
+      std::vector<Tensor> parts;
+      for (int64_t lo = 0; lo < self.size(0); lo += per) {
+        Tensor c = nonzero_fn(self.narrow(0, lo, std::min(per, self.size(0) - lo)).clone());
+        c.select(1, 0).add_(lo);
+        parts.push_back(c);
+      }
+      Tensor all = at::cat(parts);
+      at::native::resize_output(out, all.sizes());
+      out.copy_(all);
+      return out;
+    }
   }
   auto [pos, count] = positions_of(self);
   at::native::resize_output(out, {count, self.dim()});
@@ -972,6 +1003,21 @@ Tensor& masked_select_out(const Tensor& self, const Tensor& mask, Tensor& out) {
   if (m.numel() == 0) {
     at::native::resize_output(out, {0});
     return out;
+  }
+  if (!shape.empty()) {
+    // Pieces of dim 0 when values or positions exceed one binding (see nonzero_out).
+    const int64_t per = rows_per_piece(v, std::max<int64_t>(8, v.element_size()));
+    if (per < shape[0]) {
+      std::vector<Tensor> parts;
+      for (int64_t lo = 0; lo < shape[0]; lo += per) {
+        const int64_t n = std::min(per, shape[0] - lo);
+        parts.push_back(twgpu::aten::masked_select(v.narrow(0, lo, n).clone(), m.narrow(0, lo, n).clone()));
+      }
+      Tensor all = at::cat(parts);
+      at::native::resize_output(out, all.sizes());
+      out.copy_(all);
+      return out;
+    }
   }
   auto [pos, count] = positions_of(m);
   at::native::resize_output(out, {count});

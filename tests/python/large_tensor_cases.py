@@ -431,6 +431,19 @@ def group_and_eval_batch_norm():
 
 
 @case
+def nonzero_and_masks():
+    a = rand(1100, 1000)
+    m = a > 1.0
+    same(torch.nonzero(big(m)), torch.nonzero(m))
+    same(torch.nonzero(big(a) > 3.9), torch.nonzero(a > 3.9))
+    same(torch.masked_select(big(a), big(m)), torch.masked_select(a, m))
+    same(big(a)[big(m)], a[m])
+    same(torch.masked_select(big(a), m[0].to(DEVICE)), torch.masked_select(a, m[0]))  # broadcast mask
+    v = rand(1_500_000)
+    same(torch.nonzero(big(v) > 3.5), torch.nonzero(v > 3.5))
+
+
+@case
 def mm_huge_m():
     a, b = rand(4000, 300), rand(300, 64, seed=1)
     same(big(a) @ b.to(DEVICE), a @ b, rtol=1e-4, atol=1e-3)
