@@ -67,21 +67,44 @@ bool point_forward(PointLoss kind, const Tensor& self, const Tensor& target, con
   }
   const auto r = static_cast<Reduce>(reduction);
   Tensor result = r == Reduce::None ? at::empty(x.sizes(), x.options()) : at::empty({}, x.options());
+  // Inputs larger than one storage binding: pieces of dim 0, their float32 sums added.
+  const int64_t step = x.dim() > 0 ? rows_per_binding(x) : 1;
+  const int64_t pieces = x.dim() > 0 && x.numel() > 0 ? (x.size(0) + step - 1) / step : 1;
+  const bool split = pieces > 1;
+  Tensor sums = split && r != Reduce::None ? at::empty({pieces}, x.options().dtype(at::kFloat)) : Tensor();
   TWGPU_TRY
   RuntimeLock lock;
   if (kind == PointLoss::Bce && x.numel() > 0) {
-    Tensor bad = at::empty({1}, x.options().dtype(at::kFloat));
-    nn::count_outside_unit(lock.ctx(), operand(x), static_cast<uint64_t>(x.numel()), operand(bad));
-    if (bad.item<float>() > 0) return false;  // the CPU raises its error
+    Tensor bad = at::zeros({pieces}, x.options().dtype(at::kFloat));
+    for (int64_t p = 0; p < pieces; ++p) {
+      const Tensor xs = split ? x.narrow(0, p * step, std::min(step, x.size(0) - p * step)) : x;
+      nn::count_outside_unit(lock.ctx(), operand(xs), static_cast<uint64_t>(xs.numel()),
+                             operand(bad.narrow(0, p, 1)));
+    }
+    if (bad.sum().item<float>() > 0) return false;  // the CPU raises its error
   }
   if (x.numel() == 0) {
     if (r == Reduce::Mean) result.fill_(std::numeric_limits<double>::quiet_NaN());
     if (r == Reduce::Sum) result.zero_();
-  } else {
+  } else if (!split) {
     nn::point_loss(lock.ctx(), kind, operand(x), operand(t), operand(w), static_cast<float>(param),
                    static_cast<uint64_t>(x.numel()), r, operand(result));
+  } else {
+    for (int64_t p = 0; p < pieces; ++p) {
+      const int64_t lo = p * step, n = std::min(step, x.size(0) - lo);
+      const Tensor xs = x.narrow(0, lo, n), ts = t.narrow(0, lo, n);
+      const Tensor ws = w.defined() ? w.narrow(0, lo, n) : w;
+      const Tensor os = r == Reduce::None ? result.narrow(0, lo, n) : sums.narrow(0, p, 1);
+      nn::point_loss(lock.ctx(), kind, operand(xs), operand(ts), operand(ws), static_cast<float>(param),
+                     static_cast<uint64_t>(xs.numel()), r == Reduce::None ? r : Reduce::Sum, operand(os));
+    }
   }
   TWGPU_CATCH
+  if (split && r != Reduce::None) {
+    Tensor total = sums.sum();
+    if (r == Reduce::Mean) total = at::div(total, static_cast<double>(x.numel()));
+    result = total.to(x.scalar_type());
+  }
   deliver(result, out);
   return true;
 }
@@ -103,11 +126,22 @@ bool point_backward(PointLoss kind, const Tensor& grad_out, const Tensor& self,
     w = weight.expand(x.sizes()).contiguous();
   }
   Tensor result = at::empty(x.sizes(), x.options());
+  // Pieces of dim 0 for inputs larger than one binding; a mean's gradient is the sum's
+  // scaled by 1 / numel (each piece would otherwise divide by its own count).
+  const int64_t step = x.dim() > 0 ? rows_per_binding(x) : 1;
+  const bool split = x.dim() > 0 && step < x.size(0);
+  const Tensor go_piece = split && r == Reduce::Mean ? at::div(go, static_cast<double>(x.numel())) : go;
   TWGPU_TRY
   RuntimeLock lock;
-  nn::point_loss_backward(lock.ctx(), kind, operand(go), operand(x), operand(t), operand(w),
-                          static_cast<float>(param), static_cast<uint64_t>(x.numel()), r,
-                          operand(result));
+  for (int64_t lo = 0; lo < (split ? x.size(0) : 1); lo += step) {
+    const int64_t n = split ? std::min(step, x.size(0) - lo) : 0;
+    auto piece = [&](const Tensor& a) { return split && a.defined() ? a.narrow(0, lo, n) : a; };
+    const Tensor xs = piece(x), gs = r == Reduce::None ? piece(go) : go_piece;
+    nn::point_loss_backward(lock.ctx(), kind, operand(gs), operand(xs), operand(piece(t)),
+                            operand(piece(w)), static_cast<float>(param),
+                            static_cast<uint64_t>(xs.numel()),
+                            split && r == Reduce::Mean ? Reduce::Sum : r, operand(piece(result)));
+  }
   TWGPU_CATCH
   deliver(result, grad_input);
   return true;

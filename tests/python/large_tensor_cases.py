@@ -444,6 +444,26 @@ def nonzero_and_masks():
 
 
 @case
+def pointwise_losses():
+    # Losses over inputs larger than one binding: pieces of dim 0, their sums added.
+    F = torch.nn.functional
+    a, b = rand(700, 1000), rand(700, 1000, seed=1)
+    p, q, w = torch.sigmoid(a), torch.sigmoid(b), rand(1000, seed=2).abs()
+    cases = ((F.mse_loss, a, b, {}), (F.smooth_l1_loss, a, b, dict(beta=0.5)),
+             (F.huber_loss, a, b, dict(delta=2.0)), (F.binary_cross_entropy, p, q, dict(weight=w)))
+    for fn, x, y, kw in cases:
+        for reduction in ("mean", "sum", "none"):
+            dkw = {k: (v.to(DEVICE) if torch.is_tensor(v) else v) for k, v in kw.items()}
+            xd = big(x).requires_grad_()
+            xc = x.clone().requires_grad_()
+            out, ref = fn(xd, y.to(DEVICE), reduction=reduction, **dkw), fn(xc, y, reduction=reduction, **kw)
+            same(out, ref, rtol=1e-4, atol=1e-4)
+            out.sum().backward()
+            ref.sum().backward()
+            same(xd.grad, xc.grad, rtol=1e-4, atol=1e-7)
+
+
+@case
 def mm_huge_m():
     a, b = rand(4000, 300), rand(300, 64, seed=1)
     same(big(a) @ b.to(DEVICE), a @ b, rtol=1e-4, atol=1e-3)
