@@ -173,22 +173,42 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_backward(const Tensor& grad_out, c
     db32 = f32_empty(x, N);
   }
   if (M > 0) {
+    // Pieces of rows when x is larger than one storage binding; the affine gradients of
+    // later pieces are added to the first's.
+    const Tensor x2 = x.view({M, N}), dy2 = dy.view({M, N}), mu1 = mu.view({M}), rs1 = rs.view({M});
+    const int64_t step = rows_per_binding(x2);
+    Tensor dx2 = mask[0] ? dx.view({M, N}) : dx;
+    Tensor dw_part, db_part;
+    if (dw32.defined() && step < M) {
+      dw_part = f32_empty(x, N);
+      db_part = f32_empty(x, N);
+    }
     TWGPU_TRY
     RuntimeLock lock;
-    if (mask[0]) {
-      Tensor cb = f32_empty(x, M), cc = f32_empty(x, M);
-      nn::norm_backward_coeffs(lock.ctx(), operand(dy), operand(x), operand(mu), operand(rs),
-                               operand(w), u32(M), u32(N), 1, 0, 1, operand(cb), operand(cc));
-      nn::ElementMap em{u32(N), u32(M), 1, u32(N)};
-      nn::norm_backward_input(lock.ctx(), operand(dy), operand(x), operand(rs), operand(w),
-                              operand(cb), operand(cc), operand(dx),
-                              static_cast<uint64_t>(M * N), em);
-    }
-    if (dw32.defined()) {
-      // Columns: element k of column c is x[k * N + c]; its statistic row is k.
-      nn::RowLayout L{static_cast<uint64_t>(N), u32(M), 1, u32(N), 1};
-      nn::norm_affine_grads(lock.ctx(), operand(dy), operand(x), operand(mu), operand(rs), L, 1,
-                            1, 0xffffffffu, operand(dw32), operand(db32));
+    for (int64_t lo = 0; lo < M; lo += step) {
+      const int64_t n = std::min(step, M - lo);
+      const Tensor xs = x2.narrow(0, lo, n), dys = dy2.narrow(0, lo, n);
+      const Tensor mus = mu1.narrow(0, lo, n), rss = rs1.narrow(0, lo, n);
+      if (mask[0]) {
+        Tensor cb = f32_empty(x, n), cc = f32_empty(x, n);
+        nn::norm_backward_coeffs(lock.ctx(), operand(dys), operand(xs), operand(mus), operand(rss),
+                                 operand(w), u32(n), u32(N), 1, 0, 1, operand(cb), operand(cc));
+        nn::ElementMap em{u32(N), u32(n), 1, u32(N)};
+        nn::norm_backward_input(lock.ctx(), operand(dys), operand(xs), operand(rss), operand(w),
+                                operand(cb), operand(cc), operand(dx2.narrow(0, lo, n)),
+                                static_cast<uint64_t>(n * N), em);
+      }
+      if (dw32.defined()) {
+        // Columns: element k of column c is x[k * N + c]; its statistic row is k.
+        nn::RowLayout L{static_cast<uint64_t>(N), u32(n), 1, u32(N), 1};
+        const bool first = lo == 0;
+        nn::norm_affine_grads(lock.ctx(), operand(dys), operand(xs), operand(mus), operand(rss), L, 1,
+                              1, 0xffffffffu, operand(first ? dw32 : dw_part), operand(first ? db32 : db_part));
+        if (!first) {
+          dw32.add_(dw_part);
+          db32.add_(db_part);
+        }
+      }
     }
     TWGPU_CATCH
   } else if (dw32.defined()) {
@@ -280,24 +300,45 @@ std::tuple<Tensor, Tensor, Tensor> group_norm_backward(const Tensor& grad_out, c
     db32 = f32_empty(x, C);
   }
   if (rows > 0) {
+    // Pieces of whole images when x is larger than one storage binding; the affine
+    // gradients of later pieces are added to the first's.
+    const Tensor x3 = x.view({N, C * HxW}), dy3 = dy.view({N, C * HxW});
+    const Tensor mu1 = mu.view({rows}), rs1 = rs.view({rows});
+    const int64_t step = rows_per_binding(x3);
+    Tensor dw_part, db_part;
+    if (dw32.defined() && step < N) {
+      dw_part = f32_empty(x, C);
+      db_part = f32_empty(x, C);
+    }
     TWGPU_TRY
     RuntimeLock lock;
-    if (mask[0]) {
-      Tensor cb = f32_empty(x, rows), cc = f32_empty(x, rows);
-      nn::norm_backward_coeffs(lock.ctx(), operand(dy), operand(x), operand(mu), operand(rs),
-                               operand(w), u32(rows), u32(len), u32(group), u32(D), u32(HxW),
-                               operand(cb), operand(cc));
-      nn::ElementMap em{u32(len), u32(rows), u32(HxW), u32(C)};
-      nn::norm_backward_input(lock.ctx(), operand(dy), operand(x), operand(rs), operand(w),
-                              operand(cb), operand(cc), operand(dx),
-                              static_cast<uint64_t>(rows * len), em);
-    }
-    if (dw32.defined()) {
-      // Channel c over [N, HxW]: element k at (k / HxW) * C * HxW + c * HxW + k % HxW; its
-      // statistic row is n * G + c / D.
-      nn::RowLayout L{static_cast<uint64_t>(C), u32(N * HxW), u32(HxW), u32(C * HxW), u32(HxW)};
-      nn::norm_affine_grads(lock.ctx(), operand(dy), operand(x), operand(mu), operand(rs), L,
-                            u32(HxW), u32(group), u32(D), operand(dw32), operand(db32));
+    for (int64_t lo = 0; lo < N; lo += step) {
+      const int64_t n = std::min(step, N - lo), nr = n * group;
+      const Tensor xs = x3.narrow(0, lo, n), dys = dy3.narrow(0, lo, n);
+      const Tensor mus = mu1.narrow(0, lo * group, nr), rss = rs1.narrow(0, lo * group, nr);
+      if (mask[0]) {
+        Tensor cb = f32_empty(x, nr), cc = f32_empty(x, nr);
+        nn::norm_backward_coeffs(lock.ctx(), operand(dys), operand(xs), operand(mus), operand(rss),
+                                 operand(w), u32(nr), u32(len), u32(group), u32(D), u32(HxW),
+                                 operand(cb), operand(cc));
+        nn::ElementMap em{u32(len), u32(nr), u32(HxW), u32(C)};
+        nn::norm_backward_input(lock.ctx(), operand(dys), operand(xs), operand(rss), operand(w),
+                                operand(cb), operand(cc), operand(dx.view({N, C * HxW}).narrow(0, lo, n)),
+                                static_cast<uint64_t>(nr * len), em);
+      }
+      if (dw32.defined()) {
+        // Channel c over [n, HxW]: element k at (k / HxW) * C * HxW + c * HxW + k % HxW; its
+        // statistic row is n * G + c / D.
+        nn::RowLayout L{static_cast<uint64_t>(C), u32(n * HxW), u32(HxW), u32(C * HxW), u32(HxW)};
+        const bool first = lo == 0;
+        nn::norm_affine_grads(lock.ctx(), operand(dys), operand(xs), operand(mus), operand(rss), L,
+                              u32(HxW), u32(group), u32(D), operand(first ? dw32 : dw_part),
+                              operand(first ? db32 : db_part));
+        if (!first) {
+          dw32.add_(dw_part);
+          db32.add_(db_part);
+        }
+      }
     }
     TWGPU_CATCH
   } else if (dw32.defined()) {

@@ -464,6 +464,23 @@ def pointwise_losses():
 
 
 @case
+def norm_backward():
+    # Gradients of layer and group norm over inputs larger than one binding.
+    F = torch.nn.functional
+    for fn, shape, wshape in ((lambda x, w, b: F.layer_norm(x, (1200,), w, b), (1024, 1200), (1200,)),
+                              (lambda x, w, b: F.group_norm(x, 8, w, b), (24, 32, 24, 24), (32,))):
+        a, g = rand(*shape), rand(*shape, seed=1)
+        w, b = rand(*wshape, seed=2), rand(*wshape, seed=3)
+        xd, wd, bd = big(a).requires_grad_(), w.to(DEVICE).requires_grad_(), b.to(DEVICE).requires_grad_()
+        xc, wc, bc = a.clone().requires_grad_(), w.clone().requires_grad_(), b.clone().requires_grad_()
+        fn(xd, wd, bd).backward(g.to(DEVICE))
+        fn(xc, wc, bc).backward(g)
+        same(xd.grad, xc.grad, rtol=1e-4, atol=1e-4)
+        same(wd.grad, wc.grad, rtol=1e-4, atol=1e-2)
+        same(bd.grad, bc.grad, rtol=1e-4, atol=1e-2)
+
+
+@case
 def mm_huge_m():
     a, b = rand(4000, 300), rand(300, 64, seed=1)
     same(big(a) @ b.to(DEVICE), a @ b, rtol=1e-4, atol=1e-3)
