@@ -1,6 +1,6 @@
 """A 6 GiB float32 tensor (larger than the H200's 4 GiB storage binding) through add, sum,
-softmax over rows, copies, index_select and mm on webgpu, compared with the same ops on
-CUDA. Prints one PASS/FAIL line per check with its time and bandwidth.
+softmax over rows, copies, index_select, mm, layer_norm, cross_entropy, cumsum, flip, topk
+and index_copy_ on webgpu, compared with the same ops on CUDA. Prints one PASS/FAIL line per check with its time and bandwidth.
 
     PYTHONPATH=python python3 scripts/h200/check_large_tensors.py [--gib 6]
 """
@@ -114,6 +114,40 @@ def main():
     d = max_diff(mm, ref)
     flops = 2 * a_w.shape[0] * 1024 * 64
     report("mm huge M", d <= 2e-3, t, nbytes, f"max diff {d:.3g}, {flops / t / 1e12:.2f} TFLOP/s")
+    del mm, ref
+
+    F = torch.nn.functional
+    crow = c.view(-1, 4096)
+    ln, t = timed(lambda: F.layer_norm(rows, (4096,)))
+    d = max_diff(ln, F.layer_norm(crow, (4096,)))
+    report("layer_norm rows", d <= 1e-4, t, 2 * nbytes, f"max diff {d:.3g}")
+    del ln
+
+    tg = torch.randint(0, 4096, (rows.shape[0],), generator=torch.Generator().manual_seed(3))
+    ce, t = timed(lambda: F.cross_entropy(rows, tg.to("webgpu")))
+    ref = F.cross_entropy(crow, tg.cuda()).item()
+    report("cross_entropy", abs(ce.item() - ref) <= 1e-4 * abs(ref), t, nbytes,
+           f"webgpu {ce.item():.6g} cuda {ref:.6g}")
+
+    cs, t = timed(lambda: torch.cumsum(rows, 1))
+    d = max_diff(cs, torch.cumsum(crow, 1))
+    report("cumsum rows", d <= 1e-2, t, 2 * nbytes, f"max diff {d:.3g}")
+    del cs
+
+    fl, t = timed(lambda: rows.flip(0))
+    report("flip rows", max_diff(fl, crow.flip(0)) == 0, t, 2 * nbytes, "exact")
+    del fl
+
+    tk, t = timed(lambda: torch.topk(rows, 4, dim=1)[0])
+    report("topk rows", max_diff(tk, torch.topk(crow, 4, dim=1)[0]) == 0, t, nbytes, "values exact")
+    del tk
+
+    pos = torch.randint(0, rows.shape[0], (64,), generator=torch.Generator().manual_seed(4)).unique()
+    new_rows = torch.rand(pos.numel(), 4096, generator=torch.Generator().manual_seed(5))
+    _, t = timed(lambda: rows.index_copy_(0, pos.to("webgpu"), new_rows.to("webgpu")))
+    crow.index_copy_(0, pos.cuda(), new_rows.cuda())
+    report("index_copy_ rows", max_diff(rows, crow) == 0, t, new_rows.numel() * 8,
+           f"{pos.numel()} rows into {rows.shape[0]}")
 
 
 if __name__ == "__main__":
