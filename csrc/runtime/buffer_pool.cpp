@@ -67,6 +67,10 @@ Allocation* BufferPool::allocate(uint64_t nbytes) {
              " bytes; reserved: " + std::to_string(stats_.reserved) + " bytes.");
   }
   uint64_t size = std::min(bucket_size(nbytes), limit);
+  // A request that fits one storage binding gets a buffer that does too: kernels that do
+  // not split their work bind such buffers whole (a bucket may round past the binding).
+  const uint64_t binding = ctx_.caps().max_storage_binding_size / 4 * 4;
+  if (nbytes <= binding && size > binding) size = binding;
   Allocation* a = nullptr;
   // A capture takes only its own pool's blocks: a global free block may still be named
   // by another graph, which would then overwrite it on replay.

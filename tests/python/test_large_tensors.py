@@ -96,3 +96,23 @@ def test_300_mib_tensor_under_real_limits():
     assert out["round_trip"] and out["add"] and out["copy"], out
     s, ref = out["sum"]
     assert abs(s - ref) <= 1e-4 * abs(ref), out
+
+
+FITS = """
+import json, torch, torch_webgpu
+# 990,000 bytes: under the 1,000,192-byte binding, but the pool's bucket above it is
+# 1 MiB. The buffer must still fit one binding, so ops that bind it whole work.
+x = torch.arange(247_500, dtype=torch.float32).remainder(97.0)
+out = {"binding": torch.webgpu.get_device_properties().max_storage_buffer_binding_size}
+d = x.to("webgpu")
+out["storage"] = d.untyped_storage().nbytes()
+out["histc"] = bool(torch.equal(torch.histc(d, 97, 0, 97).cpu(), torch.histc(x, 97, 0, 97)))
+print("RESULT " + json.dumps(out))
+"""
+
+
+def test_tensor_under_the_binding_limit_gets_a_buffer_within_it():
+    out = run_script(["-c", FITS], timeout=300, TORCH_WEBGPU_MAX_BINDING_BYTES="1000192",
+                     TORCH_WEBGPU_DISABLE_CPU_FALLBACK="1")
+    assert out["binding"] == 1000192 and out["storage"] == 990000, out
+    assert out["histc"], out
