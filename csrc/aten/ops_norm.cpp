@@ -8,6 +8,7 @@
 #include <ATen/ops/mul.h>
 #include <ATen/ops/sub.h>
 #include <ATen/ops/sum.h>
+#include <ATen/ops/tensor.h>
 #include <ATen/ops/zeros.h>
 #include <ATen/ops/_batch_norm_with_update_ops.h>
 #include <ATen/ops/_native_batch_norm_legit_ops.h>
@@ -410,13 +411,41 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_impl(const Tensor& input, const Te
     return {y, at::empty({0}, x.options().dtype(sdt)), at::empty({0}, x.options().dtype(sdt))};
   }
   Tensor mean = f32_empty(x, g.C), invstd = f32_empty(x, g.C), m2 = f32_empty(x, g.C);
+  // x larger than one storage binding: moments of pieces of whole images, combined as
+  // parallel variance does (mean of the means by count; m2 plus each piece's count times
+  // its mean's squared distance), then the normalization piece by piece.
+  const int64_t step = rows_per_binding(x);
+  const int64_t pieces = (g.N + step - 1) / std::max<int64_t>(step, 1);
   TWGPU_TRY
   RuntimeLock lock;
-  nn::RowLayout L{static_cast<uint64_t>(g.C), u32(n), u32(g.S), u32(g.C * g.S), u32(g.S)};
-  nn::norm_moments(lock.ctx(), operand(x), L, static_cast<float>(eps), operand(mean),
-                   operand(invstd), operand(m2));
-  nn::norm_apply(lock.ctx(), operand(x), operand(mean), operand(invstd), operand(w), operand(b),
-                 operand(y), count, em, false);
+  if (pieces <= 1) {
+    nn::RowLayout L{static_cast<uint64_t>(g.C), u32(n), u32(g.S), u32(g.C * g.S), u32(g.S)};
+    nn::norm_moments(lock.ctx(), operand(x), L, static_cast<float>(eps), operand(mean),
+                     operand(invstd), operand(m2));
+    nn::norm_apply(lock.ctx(), operand(x), operand(mean), operand(invstd), operand(w), operand(b),
+                   operand(y), count, em, false);
+  } else {
+    Tensor pm = at::empty({pieces, g.C}, x.options().dtype(at::kFloat));
+    Tensor pr = at::empty_like(pm), pm2 = at::empty_like(pm);
+    std::vector<double> counts;
+    for (int64_t p = 0; p < pieces; ++p) {
+      const int64_t lo = p * step, k = std::min(step, g.N - lo);
+      nn::RowLayout L{static_cast<uint64_t>(g.C), u32(k * g.S), u32(g.S), u32(g.C * g.S), u32(g.S)};
+      nn::norm_moments(lock.ctx(), operand(x.narrow(0, lo, k)), L, static_cast<float>(eps),
+                       operand(pm.select(0, p)), operand(pr.select(0, p)), operand(pm2.select(0, p)));
+      counts.push_back(static_cast<double>(k * g.S));
+    }
+    Tensor c = at::tensor(counts, at::TensorOptions().dtype(at::kFloat)).to(x.device()).view({pieces, 1});
+    mean.copy_(pm.mul(c).sum(0).div(static_cast<double>(n)));
+    m2.copy_(pm2.add(pm.sub(mean).pow(2).mul(c)).sum(0));
+    invstd.copy_(m2.div(static_cast<double>(n)).clamp_min(0).add(eps).rsqrt());
+    for (int64_t lo = 0; lo < g.N; lo += step) {
+      const int64_t k = std::min(step, g.N - lo);
+      const Tensor xs = x.narrow(0, lo, k), ys = y.narrow(0, lo, k);
+      nn::norm_apply(lock.ctx(), operand(xs), operand(mean), operand(invstd), operand(w), operand(b),
+                     operand(ys), static_cast<uint64_t>(xs.numel()), em, false);
+    }
+  }
   if (running_mean.defined() || running_var.defined()) {
     Tensor rm = running_mean.defined() ? running_mean.contiguous() : running_mean;
     Tensor rv = running_var.defined() ? running_var.contiguous() : running_var;
@@ -501,10 +530,26 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_backward_impl(
                     operand(invstd), static_cast<uint64_t>(g.C));
   }
   Tensor dw_unit = f32_empty(x, g.C), sum_dy = f32_empty(x, g.C);
+  // Pieces of whole images when x is larger than one binding: channel sums add up.
+  const int64_t step = n > 0 ? rows_per_binding(x) : 1;
+  Tensor dw_part, dy_part;
   if (n > 0) {
-    nn::RowLayout L{static_cast<uint64_t>(g.C), u32(n), u32(g.S), u32(g.C * g.S), u32(g.S)};
-    nn::norm_affine_grads(lock.ctx(), operand(dy), operand(x), operand(mean), operand(invstd), L,
-                          0xffffffffu, 0, 1, operand(dw_unit), operand(sum_dy));
+    for (int64_t lo = 0; lo < g.N; lo += step) {
+      const int64_t k = std::min(step, g.N - lo);
+      const bool first = lo == 0;
+      if (!first && !dw_part.defined()) {
+        dw_part = f32_empty(x, g.C);
+        dy_part = f32_empty(x, g.C);
+      }
+      nn::RowLayout L{static_cast<uint64_t>(g.C), u32(k * g.S), u32(g.S), u32(g.C * g.S), u32(g.S)};
+      nn::norm_affine_grads(lock.ctx(), operand(dy.narrow(0, lo, k)), operand(x.narrow(0, lo, k)),
+                            operand(mean), operand(invstd), L, 0xffffffffu, 0, 1,
+                            operand(first ? dw_unit : dw_part), operand(first ? sum_dy : dy_part));
+      if (!first) {
+        dw_unit.add_(dw_part);
+        sum_dy.add_(dy_part);
+      }
+    }
   } else {
     dw_unit.zero_();
     sum_dy.zero_();
@@ -512,10 +557,16 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_backward_impl(
   Tensor dx, dw, db;
   if (mask[0]) {
     dx = at::empty(input.sizes(), x.options());
-    nn::batch_norm_backward_input(lock.ctx(), operand(dy), operand(x), operand(mean),
-                                  operand(invstd), operand(w), operand(sum_dy), operand(dw_unit),
-                                  operand(dx), static_cast<uint64_t>(x.numel()), u32(g.S),
-                                  u32(g.C), static_cast<uint64_t>(n), train);
+    for (int64_t lo = 0; lo < std::max<int64_t>(g.N, 1); lo += step) {
+      const int64_t k = std::min(step, std::max<int64_t>(g.N, 1) - lo);
+      const bool whole = k == g.N || g.N == 0;
+      const Tensor dys = whole ? dy : dy.narrow(0, lo, k), xs = whole ? x : x.narrow(0, lo, k);
+      const Tensor dxs = whole ? dx : dx.narrow(0, lo, k);
+      nn::batch_norm_backward_input(lock.ctx(), operand(dys), operand(xs), operand(mean),
+                                    operand(invstd), operand(w), operand(sum_dy), operand(dw_unit),
+                                    operand(dxs), static_cast<uint64_t>(xs.numel()), u32(g.S),
+                                    u32(g.C), static_cast<uint64_t>(n), train);
+    }
   }
   at::ScalarType pdt = weight.defined() ? weight.scalar_type() : input.scalar_type();
   if (mask[1]) dw = dw_unit.to(pdt);

@@ -481,6 +481,28 @@ def norm_backward():
 
 
 @case
+def batch_norm_training():
+    # Statistics of pieces of images combined (parallel variance), running stats updated.
+    F = torch.nn.functional
+    a, g = rand(24, 32, 24, 24), rand(24, 32, 24, 24, seed=1)
+    w, b = rand(32, seed=2), rand(32, seed=3)
+    rm, rv = torch.zeros(32), torch.ones(32)
+    rmd, rvd = rm.to(DEVICE), rv.to(DEVICE)
+    xd, wd, bd = big(a).requires_grad_(), w.to(DEVICE).requires_grad_(), b.to(DEVICE).requires_grad_()
+    xc, wc, bc = a.clone().requires_grad_(), w.clone().requires_grad_(), b.clone().requires_grad_()
+    y = F.batch_norm(xd, rmd, rvd, wd, bd, training=True, momentum=0.2)
+    yc = F.batch_norm(xc, rm, rv, wc, bc, training=True, momentum=0.2)
+    same(y, yc, rtol=1e-4, atol=1e-4)
+    same(rmd, rm, rtol=1e-5, atol=1e-6)
+    same(rvd, rv, rtol=1e-5, atol=1e-6)
+    y.backward(g.to(DEVICE))
+    yc.backward(g)
+    same(xd.grad, xc.grad, rtol=1e-4, atol=1e-4)
+    same(wd.grad, wc.grad, rtol=1e-4, atol=1e-2)
+    same(bd.grad, bc.grad, rtol=1e-4, atol=1e-2)
+
+
+@case
 def mm_huge_m():
     a, b = rand(4000, 300), rand(300, 64, seed=1)
     same(big(a) @ b.to(DEVICE), a @ b, rtol=1e-4, atol=1e-3)
