@@ -13,17 +13,22 @@
 #include <ATen/ops/_fft_r2c_ops.h>
 #include <ATen/ops/complex_ops.h>
 #include <ATen/ops/conj_physical_ops.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/polar_ops.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <vector>
 
 #include "aten/cpu_fallback.h"
 #include "aten/iterator_launch.h"
 #include "aten/webgpu_tensor.h"
+#include "kernels/binding_window.h"
 #include "kernels/fft.h"
+#include "runtime/runtime.h"
 
 namespace twgpu::aten {
 namespace {
@@ -181,6 +186,30 @@ bool dims_nonempty(const Tensor& t, const std::vector<int64_t>& dims) {
   return !dims.empty();
 }
 
+// Transforms of tensors larger than one storage binding: pieces along a dim the transform
+// leaves alone (the largest such), each a contiguous copy of its own, joined along it.
+// nullopt when everything fits, or when no such dim splits it into fitting pieces.
+std::optional<Tensor> over_batch_pieces(const Tensor& self, const std::vector<int64_t>& dims,
+                                        const std::function<Tensor(const Tensor&)>& transform) {
+  // An element in, as complex scratch and output, several times over.
+  const uint64_t per_element = 4 * sizeof(float) * 2;
+  const uint64_t budget = window_budget(Context::get());
+  if (static_cast<uint64_t>(self.numel()) * per_element <= budget) return std::nullopt;
+  int64_t batch = -1;
+  for (int64_t d = 0; d < self.dim(); ++d)
+    if (std::find(dims.begin(), dims.end(), d) == dims.end() && self.size(d) > 1 &&
+        (batch < 0 || self.size(d) > self.size(batch)))
+      batch = d;
+  if (batch < 0) return std::nullopt;
+  const uint64_t slice = static_cast<uint64_t>(self.numel() / self.size(batch)) * per_element;
+  if (slice > budget) return std::nullopt;
+  const int64_t step = static_cast<int64_t>(budget / slice);
+  std::vector<Tensor> parts;
+  for (int64_t lo = 0; lo < self.size(batch); lo += step)
+    parts.push_back(transform(self.narrow(batch, lo, std::min(step, self.size(batch) - lo)).clone(at::MemoryFormat::Contiguous)));
+  return at::cat(parts, batch);
+}
+
 // ---- _fft_r2c ---------------------------------------------------------------------------
 
 std::optional<Tensor> r2c_native(const Tensor& self, at::IntArrayRef dim, int64_t normalization,
@@ -190,6 +219,10 @@ std::optional<Tensor> r2c_native(const Tensor& self, at::IntArrayRef dim, int64_
     return std::nullopt;
   auto dims = wrapped_dims(dim, self.dim());
   if (!dims || !dims_nonempty(self, *dims)) return std::nullopt;
+  if (auto r = over_batch_pieces(self, *dims, [&](const Tensor& p) {
+        return *r2c_native(p, dim, normalization, onesided);
+      }))
+    return r;
   const int64_t last = dims->back();
   const int64_t n = self.size(last);
   std::vector<int64_t> sizes(self.sizes().begin(), self.sizes().end());
@@ -243,6 +276,10 @@ std::optional<Tensor> c2c_native(const Tensor& self, c10::SymIntArrayRef dim, in
   if (!dims) return std::nullopt;
   if (self.numel() == 0 || dims->empty()) return self.clone(at::MemoryFormat::Contiguous);
   if (!dims_nonempty(self, *dims)) return std::nullopt;
+  if (auto r = over_batch_pieces(self, *dims, [&](const Tensor& p) {
+        return *c2c_native(p, dim, normalization, forward);
+      }))
+    return r;
   double total = 1;
   for (int64_t d : *dims) total *= static_cast<double>(self.size(d));
   return c2c_dims(self.contiguous(), *dims, !forward, norm_scale(normalization, total));
@@ -280,6 +317,10 @@ std::optional<Tensor> c2r_native(const Tensor& self, at::IntArrayRef dim, int64_
   std::vector<int64_t> rest(dims->begin(), dims->end() - 1);
   for (int64_t d : rest)
     if (self.size(d) == 0 || !length_fits(self.size(d))) return std::nullopt;
+  if (auto r = over_batch_pieces(self, *dims, [&](const Tensor& p) {
+        return *c2r_native(p, dim, normalization, last_dim_size);
+      }))
+    return r;
   std::vector<int64_t> sizes(self.sizes().begin(), self.sizes().end());
   sizes[last] = n;
   Tensor out = at::empty(sizes, self.options().dtype(c10::kFloat));

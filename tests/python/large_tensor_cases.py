@@ -503,6 +503,18 @@ def batch_norm_training():
 
 
 @case
+def ffts_over_batches():
+    # Transforms split along a dim they leave alone (pieces of the batch), joined.
+    a = rand(300, 1024)
+    same(torch.fft.rfft(big(a), dim=1), torch.fft.rfft(a, dim=1), rtol=1e-4, atol=1e-3)
+    same(torch.fft.rfft(big(a).t(), dim=0), torch.fft.rfft(a.t(), dim=0), rtol=1e-4, atol=1e-3)
+    c = torch.complex(rand(40, 64, 64, seed=1), rand(40, 64, 64, seed=2))
+    same(torch.fft.fft2(big(c)), torch.fft.fft2(c), rtol=1e-4, atol=1e-2)
+    h = torch.fft.rfft(a, dim=1)
+    same(torch.fft.irfft(big(h), n=1024, dim=1), torch.fft.irfft(h, n=1024, dim=1), rtol=1e-4, atol=1e-4)
+
+
+@case
 def mm_huge_m():
     a, b = rand(4000, 300), rand(300, 64, seed=1)
     same(big(a) @ b.to(DEVICE), a @ b, rtol=1e-4, atol=1e-3)
