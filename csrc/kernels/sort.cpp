@@ -1,8 +1,10 @@
 #include "kernels/sort.h"
 
 #include <algorithm>
+#include <functional>
 #include <string>
 
+#include "kernels/binding_window.h"
 #include "kernels/kernel_program.h"
 #include "kernels/wgsl_dtype.h"
 #include "runtime/runtime.h"
@@ -471,11 +473,46 @@ void unique_counts(Context& ctx, WGPUBuffer start, uint64_t groups, uint64_t n,
   launch_kernel(ctx, l);
 }
 
+namespace {
+
+// Calls fn(first, count) over chunks of n elements read at up to `element_bytes` each:
+// once over all of them unless one of `buffers` is larger than a binding, then in chunks
+// that each fit one window.
+void over_chunks(Context& ctx, uint64_t n, uint64_t element_bytes, std::initializer_list<WGPUBuffer> buffers,
+                 const std::function<void(uint64_t, uint64_t)>& fn) {
+  bool windowed = false;
+  for (WGPUBuffer b : buffers) windowed = windowed || needs_window(ctx, b);
+  const uint64_t chunk = windowed ? std::max<uint64_t>(1, window_budget(ctx) / element_bytes) : n;
+  for (uint64_t lo = 0; lo < n; lo += chunk) fn(lo, std::min(chunk, n - lo));
+}
+
+void value_range_launch(Context& ctx, const SortInput& in, WGPUBuffer range);
+void histogram_launch(Context& ctx, const HistogramArgs& a);
+
+}  // namespace
+
 void value_range(Context& ctx, const SortInput& in, WGPUBuffer range) {
   if (in.n == 0) return;
+  if (needs_window(ctx, in.buffer)) {
+    // Min and max are atomics into `range`: chunks of the input add up.
+    return over_chunks(ctx, in.n, element_size(in.dtype), {in.buffer}, [&](uint64_t lo, uint64_t n) {
+      SortInput piece = in;
+      piece.offset += lo;
+      piece.n = n;
+      piece.rows = 1;
+      value_range_launch(ctx, piece, range);
+    });
+  }
+  value_range_launch(ctx, in, range);
+}
+
+namespace {
+
+void value_range_launch(Context& ctx, const SortInput& in, WGPUBuffer range) {
   KernelLaunch l;
   l.key = std::string("range:") + dtype_name(in.dtype);
   l.buffers = {{in.buffer, Access::Read, false}, {range, Access::ReadWrite, true}};
+  l.buffers[0].touches(4, in.dtype, in.offset, in.n);
   l.uniforms = base_uniforms(in, false);
   l.count = in.n;
   l.workgroup = 256;
@@ -493,8 +530,27 @@ void value_range(Context& ctx, const SortInput& in, WGPUBuffer range) {
   launch_kernel(ctx, l);
 }
 
+}  // namespace
+
 void histogram(Context& ctx, const HistogramArgs& a) {
   if (a.in.n == 0) return;
+  if (needs_window(ctx, a.in.buffer) || needs_window(ctx, a.weights)) {
+    // Counts are atomic adds: chunks of the input (and weights) add up.
+    const uint64_t bytes = std::max<uint64_t>(element_size(a.in.dtype), a.weights ? element_size(a.weights_dtype) : 0);
+    return over_chunks(ctx, a.in.n, bytes, {a.in.buffer, a.weights}, [&](uint64_t lo, uint64_t n) {
+      HistogramArgs piece = a;
+      piece.in.offset += lo;
+      piece.in.n = n;
+      piece.weights_offset += lo;
+      histogram_launch(ctx, piece);
+    });
+  }
+  histogram_launch(ctx, a);
+}
+
+namespace {
+
+void histogram_launch(Context& ctx, const HistogramArgs& a) {
   const bool weighted = a.weights != nullptr;
   const Compute c = compute_type_for(a.in.dtype);
   KernelLaunch l;
@@ -504,6 +560,8 @@ void histogram(Context& ctx, const HistogramArgs& a) {
   const DType weights_dtype = a.weights_dtype;
   l.buffers = {{a.in.buffer, Access::Read, false}, {a.counts, Access::ReadWrite, true}};
   if (weighted) l.buffers.push_back({a.weights, Access::Read, false});
+  l.buffers[0].touches(4, a.in.dtype, a.in.offset, a.in.n);
+  if (weighted) l.buffers[2].touches(6, a.weights_dtype, a.weights_offset, a.in.n);
   l.uniforms = {0, 0, 0, 0, static_cast<uint32_t>(a.in.offset), static_cast<uint32_t>(a.counts_offset),
                 static_cast<uint32_t>(a.weights_offset), a.bins, ScalarBits::from_f32(a.lo).lo,
                 ScalarBits::from_f32(a.hi).lo};
@@ -554,6 +612,8 @@ void histogram(Context& ctx, const HistogramArgs& a) {
   };
   launch_kernel(ctx, l);
 }
+
+}  // namespace
 
 namespace {
 

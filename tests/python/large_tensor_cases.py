@@ -515,6 +515,18 @@ def ffts_over_batches():
 
 
 @case
+def histograms():
+    # Counts are atomic adds: chunks of an input larger than one binding add up.
+    a = rand(1_500_000)
+    same(torch.histc(big(a), 50, -4, 4), torch.histc(a, 50, -4, 4))
+    same(torch.histc(big(a), 50), torch.histc(a, 50))  # range read from the data
+    k = torch.randint(0, 1000, (400_000,), generator=torch.Generator().manual_seed(12))
+    same(torch.bincount(big(k)), torch.bincount(k))
+    w = rand(400_000, seed=13)
+    same(torch.bincount(big(k), big(w)), torch.bincount(k, w), rtol=1e-4, atol=1e-3)
+
+
+@case
 def mm_huge_m():
     a, b = rand(4000, 300), rand(300, 64, seed=1)
     same(big(a) @ b.to(DEVICE), a @ b, rtol=1e-4, atol=1e-3)
