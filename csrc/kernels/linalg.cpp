@@ -1,8 +1,10 @@
 #include "kernels/linalg.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
+#include "kernels/binding_window.h"
 #include "kernels/kernel_program.h"
 #include "runtime/runtime.h"
 
@@ -39,18 +41,67 @@ std::string i32_access(const char* name, int b, bool writable = true) {
   return access("i32", name, b, writable);
 }
 
-void run(Context& ctx, const std::string& key, std::vector<KernelBuffer> buffers,
-         const Uniforms& u, uint64_t count, const std::string& body) {
+const UniformLayout& linalg_layout() {
   static const UniformLayout layout(
       {{"dims", UniformType::U32, 4}, {"offsets", UniformType::U32, kMaxBuffers}});
+  return layout;
+}
+
+void launch(Context& ctx, const std::string& key, std::vector<KernelBuffer> buffers,
+            const Uniforms& u, uint64_t count, const std::string& body) {
   KernelLaunch l;
   l.key = "linalg:" + key;
   l.buffers = std::move(buffers);
-  l.declare(layout).set_u32s("dims", u.dims).set_u32s("offsets", u.offsets);
+  l.declare(linalg_layout()).set_u32s("dims", u.dims).set_u32s("offsets", u.offsets);
   l.count = count;
   l.workgroup = 64;
   l.body = [&] { return body; };
   launch_kernel(ctx, l);
+}
+
+// The shape of a batched launch: `matrices` of `invocations` invocations each (idx /
+// invocations is the matrix), buffer b holding per_matrix[b] elements (4 bytes each) of
+// every matrix. Kernels address buffers from matrix 0 on, so a launch whose buffers are
+// larger than one binding runs over pieces of whole matrices, each bound through windows.
+struct Batch {
+  uint64_t matrices = 0, invocations = 1;
+  std::vector<uint64_t> per_matrix;
+};
+
+void run(Context& ctx, const std::string& key, std::vector<KernelBuffer> buffers,
+         const Uniforms& u, const Batch& batch, const std::string& body) {
+  bool oversized = false;
+  uint64_t widest = 1;
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    oversized = oversized || needs_window(ctx, buffers[b].buffer);
+    widest = std::max<uint64_t>(widest, batch.per_matrix.at(b) * 4);
+  }
+  if (!oversized) return launch(ctx, key, std::move(buffers), u, batch.matrices * batch.invocations, body);
+  const uint64_t step = rows_per_window(ctx, batch.matrices, widest, "linalg:" + key);
+  const uint32_t first_offset = linalg_layout().fields()[linalg_layout().find("offsets")].word;
+  for (uint64_t lo = 0; lo < batch.matrices; lo += step) {
+    const uint64_t n = std::min(step, batch.matrices - lo);
+    Uniforms piece = u;
+    std::vector<KernelBuffer> bufs = buffers;
+    for (size_t b = 0; b < bufs.size(); ++b) {
+      const uint64_t first = u.offsets[b] + lo * batch.per_matrix[b];
+      piece.offsets[b] = static_cast<uint32_t>(first);
+      bufs[b].touches(first_offset + static_cast<uint32_t>(b), DType::Float32, first,
+                      std::max<uint64_t>(n * batch.per_matrix[b], 1));
+    }
+    launch(ctx, key, std::move(bufs), piece, n * batch.invocations, body);
+  }
+}
+
+// Jacobi sweeps a kernel may run: 40, or fewer where the adapter ends an invocation's loops
+// after a fixed number of iterations in all (llvmpipe), so that a matrix that has not
+// converged stops early (less accurate) instead of having its loops cut off (garbage).
+uint32_t max_sweeps(Context& ctx, uint64_t per_sweep, uint64_t rest) {
+  const uint64_t limit = ctx.caps().max_loop_iterations;
+  if (limit == 0) return 40;
+  const uint64_t budget = limit * 9 / 10;
+  if (budget <= rest + per_sweep) return 1;
+  return static_cast<uint32_t>(std::min<uint64_t>(40, (budget - rest) / std::max<uint64_t>(per_sweep, 1)));
 }
 
 KernelBuffer rw(WGPUBuffer b) { return {b, Access::ReadWrite, false}; }
@@ -98,7 +149,8 @@ void lu_factor(Context& ctx, MatrixBatch a, MatrixBatch pivots, MatrixBatch info
 }
 )";
   run(ctx, "lu_factor", {rw(a.buffer), rw(pivots.buffer), rw(info.buffer)},
-      uniforms({m, n}, {a.offset, pivots.offset, info.offset}), batch, body);
+      uniforms({m, n}, {a.offset, pivots.offset, info.offset}),
+      {batch, 1, {uint64_t(m) * n, std::min(m, n), 1}}, body);
 }
 
 void lu_solve(Context& ctx, MatrixBatch lu, MatrixBatch pivots, MatrixBatch b, uint32_t batch,
@@ -153,7 +205,8 @@ void lu_solve(Context& ctx, MatrixBatch lu, MatrixBatch pivots, MatrixBatch b, u
 )";
   }
   run(ctx, transpose ? "lu_solve_t" : "lu_solve", {ro(lu.buffer), ro(pivots.buffer), rw(b.buffer)},
-      uniforms({n, k}, {lu.offset, pivots.offset, b.offset}), uint64_t(batch) * k, body);
+      uniforms({n, k}, {lu.offset, pivots.offset, b.offset}),
+      {batch, k, {uint64_t(n) * n, n, uint64_t(n) * k}}, body);
 }
 
 void cholesky(Context& ctx, MatrixBatch a, MatrixBatch info, uint32_t batch, uint32_t n) {
@@ -181,7 +234,7 @@ void cholesky(Context& ctx, MatrixBatch a, MatrixBatch info, uint32_t batch, uin
 }
 )";
   run(ctx, "cholesky", {rw(a.buffer), rw(info.buffer)}, uniforms({n}, {a.offset, info.offset}),
-      batch, body);
+      {batch, 1, {uint64_t(n) * n, 1}}, body);
 }
 
 void triangular_solve(Context& ctx, MatrixBatch a, MatrixBatch b, uint32_t batch, uint32_t n,
@@ -203,7 +256,7 @@ void triangular_solve(Context& ctx, MatrixBatch a, MatrixBatch b, uint32_t batch
   body += "    setB(b0 + i * k, " + diag + ");\n  }\n}\n";
   run(ctx, std::string("trsm:") + (upper ? "u" : "l") + (unit_diagonal ? "1" : "n"),
       {ro(a.buffer), rw(b.buffer)}, uniforms({n, k}, {a.offset, b.offset}),
-      uint64_t(batch) * k, body);
+      {batch, k, {uint64_t(n) * n, uint64_t(n) * k}}, body);
 }
 
 void lu_determinant(Context& ctx, MatrixBatch lu, MatrixBatch pivots, MatrixBatch det,
@@ -232,8 +285,8 @@ void lu_determinant(Context& ctx, MatrixBatch lu, MatrixBatch pivots, MatrixBatc
 )";
   run(ctx, "lu_det", {ro(lu.buffer), ro(pivots.buffer), rw(det.buffer), rw(sign.buffer),
                       rw(logabsdet.buffer)},
-      uniforms({n}, {lu.offset, pivots.offset, det.offset, sign.offset, logabsdet.offset}), batch,
-      body);
+      uniforms({n}, {lu.offset, pivots.offset, det.offset, sign.offset, logabsdet.offset}),
+      {batch, 1, {uint64_t(n) * n, n, 1, 1, 1}}, body);
 }
 
 void lu_permutation(Context& ctx, MatrixBatch pivots, MatrixBatch perm, MatrixBatch p,
@@ -254,7 +307,7 @@ void lu_permutation(Context& ctx, MatrixBatch pivots, MatrixBatch perm, MatrixBa
 }
 )";
   run(ctx, "lu_perm", {ro(pivots.buffer), rw(perm.buffer), rw(p.buffer)},
-      uniforms({m, k}, {pivots.offset, perm.offset, p.offset}), batch, body);
+      uniforms({m, k}, {pivots.offset, perm.offset, p.offset}), {batch, 1, {k, m, uint64_t(m) * m}}, body);
 }
 
 void householder_qr(Context& ctx, MatrixBatch a, MatrixBatch tau, uint32_t batch, uint32_t m,
@@ -284,8 +337,8 @@ void householder_qr(Context& ctx, MatrixBatch a, MatrixBatch tau, uint32_t batch
   }
 }
 )";
-  run(ctx, "geqrf", {rw(a.buffer), rw(tau.buffer)}, uniforms({m, n}, {a.offset, tau.offset}), batch,
-      body);
+  run(ctx, "geqrf", {rw(a.buffer), rw(tau.buffer)}, uniforms({m, n}, {a.offset, tau.offset}),
+      {batch, 1, {uint64_t(m) * n, std::min(m, n)}}, body);
 }
 
 void householder_apply(Context& ctx, MatrixBatch v, MatrixBatch tau, MatrixBatch c,
@@ -318,7 +371,8 @@ void householder_apply(Context& ctx, MatrixBatch v, MatrixBatch tau, MatrixBatch
 )";
   run(ctx, std::string("ormqr:") + (left ? "l" : "r") + (forward ? "f" : "b"),
       {ro(v.buffer), ro(tau.buffer), rw(c.buffer)},
-      uniforms({m, kv, k, nc}, {v.offset, tau.offset, c.offset}), uint64_t(batch) * nc, body);
+      uniforms({m, kv, k, nc}, {v.offset, tau.offset, c.offset}),
+      {batch, nc, {uint64_t(m) * kv, k, uint64_t(m) * nc}}, body);
 }
 
 void jacobi_svd(Context& ctx, MatrixBatch a, MatrixBatch v, MatrixBatch s, uint32_t batch,
@@ -331,7 +385,7 @@ void jacobi_svd(Context& ctx, MatrixBatch a, MatrixBatch v, MatrixBatch s, uint3
     for (var j = 0u; j < n; j = j + 1u) { setV(vb + i * n + j, select(0.0, 1.0, i == j)); }
   }
   // Sweeps until every pair of columns is orthogonal to working precision.
-  for (var sweep = 0u; sweep < 40u; sweep = sweep + 1u) {
+  for (var sweep = 0u; sweep < u_dims(2u); sweep = sweep + 1u) {
     var rotated = false;
     for (var p = 0u; p + 1u < n; p = p + 1u) {
       for (var q = p + 1u; q < n; q = q + 1u) {
@@ -385,7 +439,10 @@ void jacobi_svd(Context& ctx, MatrixBatch a, MatrixBatch v, MatrixBatch s, uint3
 }
 )";
   run(ctx, "svd_jacobi", {rw(a.buffer), rw(v.buffer), rw(s.buffer)},
-      uniforms({m, n}, {a.offset, v.offset, s.offset}), batch, body);
+      uniforms({m, n, max_sweeps(ctx, uint64_t(n) * (n - 1) / 2 * (2 * uint64_t(m) + n + 1),
+                                 uint64_t(n) * (n + 3 * m + 2 * n))},
+               {a.offset, v.offset, s.offset}),
+      {batch, 1, {uint64_t(m) * n, uint64_t(n) * n, n}}, body);
 }
 
 void jacobi_eigh(Context& ctx, MatrixBatch a, MatrixBatch v, MatrixBatch w, uint32_t batch,
@@ -397,19 +454,16 @@ void jacobi_eigh(Context& ctx, MatrixBatch a, MatrixBatch v, MatrixBatch w, uint
   for (var i = 0u; i < n; i = i + 1u) {
     for (var j = 0u; j < n; j = j + 1u) { setV(ab + i * n + j, select(0.0, 1.0, i == j)); }
   }
-  for (var sweep = 0u; sweep < 40u; sweep = sweep + 1u) {
-    var off = 0.0; var diag = 0.0;
-    for (var i = 0u; i < n; i = i + 1u) {
-      for (var j = 0u; j < n; j = j + 1u) {
-        let x = A(ab + i * n + j);
-        if (i == j) { diag = diag + x * x; } else { off = off + x * x; }
-      }
-    }
-    if (off <= 1e-14 * diag || off == 0.0) { break; }
+  // Sweeps until no pair needs a rotation: an entry below float32's precision next to its
+  // diagonal pair is left alone (as one-sided Jacobi does for the SVD). At most u_dims(1)
+  // sweeps, which the host derives from the adapter's loop budget.
+  for (var sweep = 0u; sweep < u_dims(1u); sweep = sweep + 1u) {
+    var rotated = false;
     for (var p = 0u; p + 1u < n; p = p + 1u) {
       for (var q = p + 1u; q < n; q = q + 1u) {
         let apq = A(ab + p * n + q);
-        if (apq == 0.0) { continue; }
+        if (apq == 0.0 || abs(apq) <= 1e-7 * sqrt(abs(A(ab + p * n + p) * A(ab + q * n + q)))) { continue; }
+        rotated = true;
         let theta = (A(ab + q * n + q) - A(ab + p * n + p)) / (2.0 * apq);
         let t = select(-1.0, 1.0, theta >= 0.0) / (abs(theta) + sqrt(theta * theta + 1.0));
         let c = inverseSqrt(t * t + 1.0);
@@ -432,6 +486,7 @@ void jacobi_eigh(Context& ctx, MatrixBatch a, MatrixBatch v, MatrixBatch w, uint
         }
       }
     }
+    if (!rotated) { break; }
   }
   for (var i = 0u; i < n; i = i + 1u) { setW(wb + i, A(ab + i * n + i)); }
   for (var j = 0u; j < n; j = j + 1u) {
@@ -446,7 +501,9 @@ void jacobi_eigh(Context& ctx, MatrixBatch a, MatrixBatch v, MatrixBatch w, uint
 }
 )";
   run(ctx, "eigh_jacobi", {rw(a.buffer), rw(v.buffer), rw(w.buffer)},
-      uniforms({n}, {a.offset, v.offset, w.offset}), batch, body);
+      uniforms({n, max_sweeps(ctx, uint64_t(n) * (n - 1) / 2 * (3 * uint64_t(n) + 1), 4 * uint64_t(n) * n)},
+               {a.offset, v.offset, w.offset}),
+      {batch, 1, {uint64_t(n) * n, uint64_t(n) * n, n}}, body);
 }
 
 void ldl_factor(Context& ctx, MatrixBatch a, MatrixBatch pivots, MatrixBatch info, uint32_t batch,
@@ -558,7 +615,7 @@ void ldl_factor(Context& ctx, MatrixBatch a, MatrixBatch pivots, MatrixBatch inf
 }
 )";
   run(ctx, "ldl_factor", {rw(a.buffer), rw(pivots.buffer), rw(info.buffer)},
-      uniforms({n}, {a.offset, pivots.offset, info.offset}), batch, body);
+      uniforms({n}, {a.offset, pivots.offset, info.offset}), {batch, 1, {uint64_t(n) * n, n, 1}}, body);
 }
 
 void ldl_solve(Context& ctx, MatrixBatch ld, MatrixBatch pivots, MatrixBatch b, uint32_t batch,
@@ -624,7 +681,8 @@ void ldl_solve(Context& ctx, MatrixBatch ld, MatrixBatch pivots, MatrixBatch b, 
 }
 )";
   run(ctx, "ldl_solve", {ro(ld.buffer), ro(pivots.buffer), rw(b.buffer)},
-      uniforms({n, k}, {ld.offset, pivots.offset, b.offset}), uint64_t(batch) * k, body);
+      uniforms({n, k}, {ld.offset, pivots.offset, b.offset}),
+      {batch, k, {uint64_t(n) * n, n, uint64_t(n) * k}}, body);
 }
 
 }  // namespace twgpu

@@ -527,6 +527,29 @@ def histograms():
 
 
 @case
+def batched_linalg():
+    # Batches of small matrices larger together than one binding: pieces of whole matrices.
+    L = torch.linalg
+    a = rand(2000, 12, 12) * 0.1 + 4 * torch.eye(12)
+    spd = a @ a.mT
+    b = rand(2000, 12, 3, seed=1)
+    tol = dict(rtol=1e-3, atol=1e-3)
+    same(L.inv(big(a)), L.inv(a), **tol)
+    same(L.solve(big(a), b.to(DEVICE)), L.solve(a, b), **tol)
+    same(L.det(big(a)), L.det(a), rtol=1e-3, atol=1e-2)
+    same(L.cholesky(big(spd)), L.cholesky(spd), **tol)
+    same(L.solve_triangular(big(a).triu(), b.to(DEVICE), upper=True), L.solve_triangular(a.triu(), b, upper=True), **tol)
+    q, r = L.qr(big(a))
+    same(q @ r, a, **tol)
+    same(L.svdvals(big(a)), L.svdvals(a), **tol)
+    same(L.eigvalsh(big(spd)), L.eigvalsh(spd), rtol=1e-3, atol=1e-2)
+    p, lo, up = L.lu(big(a))
+    same(p @ lo @ up, a, **tol)
+    ld, piv = L.ldl_factor(big(spd))
+    same(L.ldl_solve(ld, piv, b.to(DEVICE)), L.solve(spd, b), **tol)
+
+
+@case
 def mm_huge_m():
     a, b = rand(4000, 300), rand(300, 64, seed=1)
     same(big(a) @ b.to(DEVICE), a @ b, rtol=1e-4, atol=1e-3)
