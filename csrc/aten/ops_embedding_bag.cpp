@@ -12,12 +12,20 @@
 #include <ATen/ops/_embedding_bag_dense_backward_ops.h>
 #include <ATen/ops/_embedding_bag_ops.h>
 #include <ATen/ops/_embedding_bag_per_sample_weights_backward_ops.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/index_select.h>
+#include <ATen/ops/index_add.h>
+#include <ATen/ops/index_put.h>
+#include <ATen/ops/where.h>
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
 #include "aten/cpu_fallback.h"
 #include "aten/nn_common.h"
+#include "kernels/binding_window.h"
 #include "kernels/embedding_bag.h"
 #include "runtime/device_checks.h"
 #include "runtime/runtime.h"
@@ -57,6 +65,25 @@ std::optional<Bags> bag_forward(const Tensor& weight, const Tensor& indices_in,
   indices = indices.contiguous();
   offsets = offsets.contiguous();
   const auto ix_opts = indices.options();
+  const uint64_t budget = window_budget(Context::get());
+  if (weight.nbytes() > budget && indices.numel() > 0 &&
+      static_cast<uint64_t>(indices.numel() + 1) * weight.size(1) * weight.element_size() <= budget) {
+    // A table larger than one storage binding: its rows the bags name, gathered (a windowed
+    // index_select), form a small table that the bags then index in order. A padding index
+    // becomes an appended row of that table, so it is still left out.
+    const int64_t n = indices.numel();
+    Tensor rows = at::cat({weight.index_select(0, indices), at::zeros({1, weight.size(1)}, weight.options())});
+    Tensor order = at::arange(n, ix_opts);
+    if (padding_idx >= 0) order = at::where(indices.eq(padding_idx), at::full({}, n, ix_opts), order);
+    auto r = bag_forward(rows, order, offsets, mode, psw_opt, include_last_offset, padding_idx >= 0 ? n : -1,
+                         forward_only);
+    if (r && mode == 2) {  // max positions back to rows of the table
+      Tensor& at_max = std::get<3>(*r);
+      Tensor valid = at_max.ge(0).logical_and(at_max.lt(n));
+      at_max = at::where(valid, indices.index_select(0, at_max.clamp(0, n - 1).flatten()).view(at_max.sizes()), at_max);
+    }
+    return r;
+  }
 
   nn::BagGeometry g;
   g.num_weights = u32(weight.size(0));
@@ -193,7 +220,29 @@ std::optional<Tensor> dense_backward(const Tensor& grad_in, const Tensor& indice
   g.bags = u32(bags);
   g.mode = static_cast<nn::BagMode>(mode);
   g.padding_idx = padding_idx;
-  if (gw.numel() > 0 && grad.numel() > 0) {
+  if (gw.nbytes() > window_budget(Context::get()) && grad.numel() > 0) {
+    // A table larger than one storage binding (see bag_forward): max bags add their
+    // gradient at the rows that won (a windowed index_put_); sum and mean bags make one
+    // gradient row per index position in a small table, added into the rows named.
+    if (mode == 2) {
+      Tensor rows = ix[4].to(at::kLong);
+      Tensor cols = at::arange(dim, rows.options()).expand_as(rows);
+      // Empty bags (size 0) have no winner, whatever their max index says.
+      Tensor valid = rows.ge(0).logical_and(rows.lt(num_weights)).logical_and(ix[3].gt(0).unsqueeze(1));
+      c10::List<std::optional<Tensor>> at_rows;
+      at_rows.push_back(rows.masked_select(valid));
+      at_rows.push_back(cols.masked_select(valid));
+      gw.index_put_(at_rows, grad.to(at::kFloat).masked_select(valid), /*accumulate=*/true);
+    } else if (g.indices > 0) {
+      const int64_t n = ix[0].numel();
+      Tensor order = at::arange(n, ix[0].options());
+      if (padding_idx >= 0) order = at::where(ix[0].eq(padding_idx), at::full({}, n, ix[0].options()), order);
+      auto small = dense_backward(grad_in, order, offsets_in, offset2bag_in, bag_size_in, max_indices_in, n + 1,
+                                  false, mode, psw_opt, padding_idx >= 0 ? n : -1);
+      if (!small) return std::nullopt;
+      gw.index_add_(0, ix[0].to(at::kLong), small->narrow(0, 0, n).to(at::kFloat));
+    }
+  } else if (gw.numel() > 0 && grad.numel() > 0) {
     TWGPU_TRY
     RuntimeLock lock;
     Context& ctx = lock.ctx();

@@ -550,6 +550,26 @@ def batched_linalg():
 
 
 @case
+def embedding_bag_large_table():
+    # A table larger than one binding: the named rows gathered, then bagged.
+    F = torch.nn.functional
+    w = rand(3000, 128)
+    i = torch.randint(0, 3000, (400,), generator=torch.Generator().manual_seed(14))
+    i[::9] = 7
+    o = torch.tensor([0, 3, 3, 50, 120, 399])
+    psw = rand(400, seed=15)
+    for mode, kw in (("sum", {}), ("mean", dict(padding_idx=7)), ("max", {}), ("sum", dict(per_sample_weights=psw))):
+        dkw = {k: (v.to(DEVICE) if torch.is_tensor(v) else v) for k, v in kw.items()}
+        wd, wc = big(w).requires_grad_(), w.clone().requires_grad_()
+        y = F.embedding_bag(i.to(DEVICE), wd, o.to(DEVICE), mode=mode, **dkw)
+        yc = F.embedding_bag(i, wc, o, mode=mode, **kw)
+        same(y, yc, rtol=1e-4, atol=1e-4)
+        y.sum().backward()
+        yc.sum().backward()
+        same(wd.grad, wc.grad, rtol=1e-4, atol=1e-4)
+
+
+@case
 def mm_huge_m():
     a, b = rand(4000, 300), rand(300, 64, seed=1)
     same(big(a) @ b.to(DEVICE), a @ b, rtol=1e-4, atol=1e-3)
