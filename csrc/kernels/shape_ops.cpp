@@ -248,8 +248,24 @@ void launch_gather_copy(Context& ctx, const GatherCopy& g) {
   // Buffers larger than one binding: pieces of the outermost dim (not a rolled one), each
   // reading and writing within one window.
   const GatherDim outer = g.dims.empty() ? GatherDim{} : g.dims[0];
-  if (g.dims.empty() || outer.shift != 0) return gather_piece(ctx, g, true);
+  if (g.dims.empty()) return gather_piece(ctx, g, true);
   const uint64_t inner = g.numel / outer.size;
+  if (outer.shift != 0 && g.mask == TriangleMask::None && (e >= 4 || inner * e % 4 == 0)) {
+    // Rolled along the outermost dim: output rows [0, shift) come from the source's last
+    // `shift` rows, the rest from its first rows; two unrolled copies.
+    const uint64_t sh = outer.shift;
+    GatherCopy head = g, tail = g;
+    head.dims[0] = {static_cast<uint32_t>(sh), outer.stride, 0};
+    head.src_offset = g.src_offset + static_cast<int64_t>(outer.size - sh) * outer.stride;
+    head.numel = sh * inner;
+    tail.dims[0] = {static_cast<uint32_t>(outer.size - sh), outer.stride, 0};
+    tail.dst_word = g.dst_word + sh * inner * e / 4;
+    tail.numel = (outer.size - sh) * inner;
+    launch_gather_copy(ctx, head);
+    launch_gather_copy(ctx, tail);
+    return;
+  }
+  if (outer.shift != 0) return gather_piece(ctx, g, true);  // refused, naming it
   GatherCopy rest = g;
   rest.dims[0].size = 1;
   auto [rlo, rhi] = source_span(rest);

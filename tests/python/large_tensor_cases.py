@@ -335,7 +335,7 @@ def flips_rolls_triangles():
     # Gather copies over several bindings: pieces of the outermost dim.
     a = rand(1100, 1000)
     for fn in (lambda x: x.flip(0), lambda x: x.flip(1), lambda x: x.flip(0, 1),
-               lambda x: x.roll(7, 1), lambda x: x.tril(), lambda x: x.triu(5), lambda x: x.tril(-300),
+               lambda x: x.roll(7, 1), lambda x: x.roll(-300, 0), lambda x: x.roll((5, 9), (0, 1)), lambda x: x.tril(), lambda x: x.triu(5), lambda x: x.tril(-300),
                lambda x: x.t().flip(0), lambda x: x[::2].flip(1)):
         same(fn(big(a)), fn(a))
     c = rand(3, 500, 700)
