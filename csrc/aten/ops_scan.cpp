@@ -9,7 +9,9 @@
 #include <ATen/ops/cumprod_ops.h>
 #include <ATen/ops/cumsum_ops.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/isnan.h>
 #include <ATen/ops/logaddexp.h>
+#include <ATen/ops/where.h>
 #include <torch/library.h>
 
 #include "aten/cpu_fallback.h"
@@ -68,21 +70,33 @@ void run_scan(ScanOp op, const Tensor& src, int64_t dim, const Tensor& values,
   if (indices) out_indices = at::empty(in.sizes(), in.options().dtype(at::kLong));
   const int64_t n = in.size(-1);
   const int64_t fit = static_cast<int64_t>(window_budget(Context::get()) / in.element_size());
-  if (n > fit && !indices) {
+  if (n > fit / (indices ? 2 : 1)) {
     // Rows longer than one storage binding holds: chunks of columns, each scanned alone and
-    // then combined with the running total the previous chunk ended on.
-    for (int64_t c0 = 0; c0 < n; c0 += fit) {
-      const int64_t len = std::min(fit, n - c0);
+    // then combined with the running state the previous chunk ended on.
+    const int64_t step = indices ? fit / 2 : fit;
+    for (int64_t c0 = 0; c0 < n; c0 += step) {
+      const int64_t len = std::min(step, n - c0);
       Tensor piece = in.narrow(-1, c0, len).contiguous();
       Tensor scanned = at::empty(piece.sizes(), piece.options());
-      scan_contiguous(op, piece, scanned, Tensor());
+      Tensor pos = indices ? at::empty(piece.sizes(), piece.options().dtype(at::kLong)) : Tensor();
+      scan_contiguous(op, piece, scanned, pos);
+      if (indices) pos.add_(c0);
       if (c0 > 0) {
         Tensor carry = out_values.narrow(-1, c0 - 1, 1);
         if (op == ScanOp::Sum) scanned.add_(carry);
         if (op == ScanOp::Prod) scanned.mul_(carry);
         if (op == ScanOp::LogSumExp) scanned = at::logaddexp(scanned, carry);
+        if (indices) {
+          // The chunk's running extreme wins over the carry where the kernel's `replaces`
+          // would have let it: a NaN always, else not below (max) / above (min) a non-NaN.
+          Tensor beats = op == ScanOp::Max ? scanned.ge(carry) : scanned.le(carry);
+          Tensor wins = at::isnan(scanned).logical_or(at::isnan(carry).logical_not().logical_and(beats));
+          scanned = at::where(wins, scanned, carry);
+          pos = at::where(wins, pos, out_indices.narrow(-1, c0 - 1, 1));
+        }
       }
       out_values.narrow(-1, c0, len).copy_(scanned);
+      if (indices) out_indices.narrow(-1, c0, len).copy_(pos);
     }
   } else {
     scan_contiguous(op, in, out_values, out_indices);

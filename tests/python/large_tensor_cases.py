@@ -364,6 +364,13 @@ def scans():
     same(torch.logcumsumexp(big(n), 1), torch.logcumsumexp(n, 1), rtol=1e-5, atol=1e-5)
     k = torch.randint(-5, 6, (1_200_000,), generator=torch.Generator().manual_seed(11))
     same(torch.cumsum(big(k), 0), torch.cumsum(k, 0))
+    n[1, 300_000] = float("nan")  # extremes with ties and a NaN across chunks
+    for fn in (torch.cummax, torch.cummin):
+        for x in (n.round(), k):
+            v, i = fn(big(x), -1)
+            ev, ei = fn(x, -1)
+            same(v, ev, equal_nan=True)
+            same(i, ei)
 
 
 @case
