@@ -485,3 +485,83 @@ def test_residual_network_matches_cpu_and_eager(tmp_path):
     with torch.no_grad():
         torch.testing.assert_close(y, model(x), rtol=1e-5, atol=1e-5)
     assert torch.equal(y, eager_webgpu(model, (x,)))
+
+
+def _index_inputs():
+    g = torch.Generator().manual_seed(0)
+    return {
+        "x45": torch.randn(4, 5, generator=g),
+        "i43": torch.randint(0, 5, (4, 3), generator=g),
+        "i25": torch.randint(0, 4, (2, 5), generator=g),
+        "x562": torch.randn(5, 6, 2, generator=g),
+        "i31": torch.randint(-5, 5, (3, 1), generator=g),
+        "i14": torch.randint(-6, 6, (1, 4), generator=g),
+        "i23": torch.randint(0, 5, (2, 3), generator=g).to(torch.int32),
+        "x36": torch.randn(3, 6, generator=g),
+    }
+
+
+INDEX_CASES = {
+    # name: (fn, input names): the engine ops MiniLM's graph needs (gather, index.Tensor,
+    # arange, bitwise/logical ops, scalar_tensor, linalg_vector_norm), vs the CPU and eager.
+    "gather": (lambda x, i, j: (torch.gather(x, 1, i), torch.gather(x.t(), 1, j.t()), torch.gather(x, 0, j)),
+               ["x45", "i43", "i25"]),
+    "index_tensor": (lambda x, i, j, k: (x[i, j], x[k], x.transpose(0, 1)[j.t()]), ["x562", "i31", "i14", "i23"]),
+    "arange": (lambda x: (x * torch.arange(0.5, 3.5, 0.5, device=x.device) + torch.arange(6, device=x.device),
+                          torch.arange(-3, 9, 4, device=x.device), torch.arange(5, dtype=torch.int32, device=x.device)),
+               ["x36"]),
+    "bitwise_logical": (lambda x, y: (((x > 0) & (y > 0)) | ((x < -1) ^ (y < -1)), torch.logical_and(x, y > 0),
+                                      torch.logical_or(x > 1, y[0] < 0), torch.logical_xor(x, y),
+                                      (torch.arange(18, device=x.device).view(3, 6) & 5) | 8 ^ torch.arange(6, device=x.device)),
+                        ["x36", "x36"]),
+    "scalar_tensor_where": (lambda x: torch.where(x > 0, x, float("-inf")) + torch.where(x < 1, 0.0, x), ["x36"]),
+    "vector_norm": (lambda x: (F.normalize(x, dim=-1), torch.linalg.vector_norm(x, ord=3, dim=(0, 1)),
+                               x.norm(dim=1, keepdim=True), torch.linalg.vector_norm(x, float("inf"), dim=0),
+                               torch.linalg.vector_norm(x, 1)), ["x36"]),
+}
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("name", sorted(INDEX_CASES))
+def test_index_mask_norm_ops_match_cpu_and_eager(name, tmp_path):
+    fn, names = INDEX_CASES[name]
+    xs = tuple(_index_inputs()[n] for n in names)
+    model = Fn(fn).eval()
+    got = run_engine(model, xs, tmp_path)
+    with torch.no_grad():
+        want = model(*xs)
+        want = list(want) if isinstance(want, tuple) else [want]
+        eager = model.to("webgpu")(*[x.to("webgpu") for x in xs])
+        eager = [e.cpu() for e in (eager if isinstance(eager, tuple) else [eager])]
+    assert len(got) == len(want)
+    for g, w, e in zip(got, want, eager):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
+        assert torch.equal(g, e), f"{name}: engine and eager differ"
+
+
+def test_minilm_sentence_embeddings_match_cpu(tmp_path):
+    """all-MiniLM-L6-v2 (real weights) exported and run by the engine, twice on one load."""
+    from torch_webgpu.testing import packaged_weights
+
+    model, tokenizer = packaged_weights.load_minilm()
+    embedder = packaged_weights.SentenceEmbedder(model).eval()
+
+    def batch(sentences):
+        b = tokenizer(sentences, padding="max_length", max_length=16, truncation=True, return_tensors="pt")
+        return b["input_ids"], b["attention_mask"]
+
+    first = batch(["The capital of France is Paris.", "A quick brown fox jumps over the lazy dog.",
+                   "Graphics processors run compute shaders.", "Short."])
+    prog = export_and_load(embedder, first, tmp_path)
+    ops = {c["op"] for c in json.load(open(tmp_path / "program.json"))["chain"]}
+    assert {"aten::gather", "aten::index.Tensor", "aten::linalg_vector_norm", "aten::bitwise_and.Tensor"} <= ops
+    second = batch(["Engines run exported programs.", "Paris is in France.", "Dogs are lazy.", "Hi."])
+    for ids, mask in (first, second):
+        (y,) = prog.run(ids, mask)
+        with torch.no_grad():
+            want = embedder(ids, mask)
+        y = torch.from_numpy(y)
+        assert y.shape == (4, 384)
+        assert (F.cosine_similarity(y, want, dim=-1) >= 0.9999).all()
+        torch.testing.assert_close(y, want, rtol=1e-4, atol=1e-5)
