@@ -498,7 +498,16 @@ def _index_inputs():
         "i14": torch.randint(-6, 6, (1, 4), generator=g),
         "i23": torch.randint(0, 5, (2, 3), generator=g).to(torch.int32),
         "x36": torch.randn(3, 6, generator=g),
+        "p3": torch.tensor([3, 0, 4]),
     }
+
+
+def _index_put(x, p):
+    y = x.clone()
+    y[:, p] = x[:, :3] * 2                             # index_put with a none index
+    z = x.clone()
+    z.index_put_((p,), x[:1], accumulate=True)         # accumulate, values broadcast
+    return y, z, x[:, p], x[p, :, 1:]
 
 
 INDEX_CASES = {
@@ -507,6 +516,7 @@ INDEX_CASES = {
     "gather": (lambda x, i, j: (torch.gather(x, 1, i), torch.gather(x.t(), 1, j.t()), torch.gather(x, 0, j)),
                ["x45", "i43", "i25"]),
     "index_tensor": (lambda x, i, j, k: (x[i, j], x[k], x.transpose(0, 1)[j.t()]), ["x562", "i31", "i14", "i23"]),
+    "index_put_and_none_indices": (_index_put, ["x562", "p3"]),
     "arange": (lambda x: (x * torch.arange(0.5, 3.5, 0.5, device=x.device) + torch.arange(6, device=x.device),
                           torch.arange(-3, 9, 4, device=x.device), torch.arange(5, dtype=torch.int32, device=x.device)),
                ["x36"]),
@@ -565,3 +575,94 @@ def test_minilm_sentence_embeddings_match_cpu(tmp_path):
         assert y.shape == (4, 384)
         assert (F.cosine_similarity(y, want, dim=-1) >= 0.9999).all()
         torch.testing.assert_close(y, want, rtol=1e-4, atol=1e-5)
+
+
+def test_llama_decode_with_kv_cache_state_matches_cpu(tmp_path):
+    """A tiny Llama's one-token decode step whose KV cache is module buffers written in
+    place: exported as state tensors, run token by token (the cache stays on the device
+    between runs), greedy tokens equal to transformers' generate on the CPU."""
+    from torch_webgpu.testing.llama_decode import LlamaDecodeStep, greedy_tokens_hf, tiny_llama
+
+    model = tiny_llama()
+    prompt, steps, max_len = [5, 17, 42], 16, 32
+    expected = greedy_tokens_hf(model, prompt, steps)
+    program = aot.export(LlamaDecodeStep(model, max_len).eval(), (torch.tensor([[0]]), torch.tensor([0])),
+                         str(tmp_path))
+    assert program["version"] == 2
+    states = [v for v in program["values"] if v.get("type") == "tensor" and "init" in v]
+    assert len(states) == 4 and all(v["shape"] == [1, 2, max_len, 16] for v in states)
+    ops = [c["op"] for c in program["chain"]]
+    assert ops.count("aten::index_put_") == 4 and "aten::copy_" not in ops  # written in place
+    prog = engine.Program.load(str(tmp_path))
+    reference = LlamaDecodeStep(model, max_len).eval()  # the same step on the CPU
+
+    def decode():
+        tokens, first_logits = [], None
+        for pos in range(len(prompt) + steps - 1):
+            tok = prompt[pos] if pos < len(prompt) else tokens[-1]
+            args = (torch.tensor([[tok]]), torch.tensor([pos]))
+            (logits,) = prog.run(*args)
+            logits = torch.from_numpy(logits)
+            first_logits = logits if first_logits is None else first_logits
+            with torch.no_grad():
+                torch.testing.assert_close(logits, reference(*args), rtol=1e-4, atol=1e-5)
+            if pos >= len(prompt) - 1:
+                tokens.append(int(logits.argmax()))
+        return tokens, first_logits
+
+    tokens, first = decode()
+    assert tokens == expected
+    # reset_state puts the zero cache back: the same prompt decodes the same way.
+    prog.reset_state()
+    reference = LlamaDecodeStep(model, max_len).eval()
+    tokens2, first2 = decode()
+    assert tokens2 == expected and torch.equal(first, first2)
+
+
+class Accumulator(nn.Module):
+    """A buffer whose new value is not an index_put: written back by aten::copy_."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("total", torch.full((3,), 0.5))
+
+    def forward(self, x):
+        self.total.add_(x.sum(0))
+        return x * self.total
+
+
+def test_mutated_buffer_written_back_by_copy(tmp_path):
+    program = aot.export(Accumulator(), (torch.zeros(2, 3),), str(tmp_path))
+    assert program["chain"][-1]["op"] == "aten::copy_" and program["version"] == 2
+    prog = engine.Program.load(str(tmp_path))
+    cpu = Accumulator()
+    for i in range(3):
+        x = torch.randn(2, 3)
+        (y,) = prog.run(x)
+        torch.testing.assert_close(torch.from_numpy(y), cpu(x), rtol=1e-6, atol=1e-6)
+
+
+def test_state_tensor_loader_errors(tmp_path):
+    aot.export(Accumulator(), (torch.zeros(2, 3),), str(tmp_path))
+    text = (tmp_path / "program.json").read_text()
+    weights = (tmp_path / "weights.bin").read_bytes()
+    p = json.loads(text)
+    state = next(i for i, v in enumerate(p["values"]) if "init" in v)
+    old = dict(p, version=1)
+    with pytest.raises(ValueError, match=rf"value {state}: state tensors .* need program version 2"):
+        engine.Program.load(json.dumps(old), weights)
+    shared = json.loads(text)
+    other = next(i for i, v in enumerate(shared["values"]) if "mem" in v and "init" not in v)
+    shared["values"][other]["mem"]["pool"] = shared["values"][state]["mem"]["pool"]
+    with pytest.raises(ValueError, match="a state tensor's pool holds nothing else"):
+        engine.Program.load(json.dumps(shared), weights)
+    past = json.loads(text)
+    past["values"][state]["init"] = {"offset": len(weights)}
+    with pytest.raises(ValueError, match="starts from bytes past the end of weights.bin"):
+        engine.Program.load(json.dumps(past), weights)
+    bad = json.loads(text)
+    bad["values"][state]["init"] = {"offset": 2}
+    with pytest.raises(ValueError, match="init.offset is not a multiple of 4"):
+        engine.Program.load(json.dumps(bad), weights)
+    with pytest.raises(ValueError, match="state tensors"):
+        engine.Program.load(str(tmp_path)).emit_web(str(tmp_path / "web"))

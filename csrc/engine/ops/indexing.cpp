@@ -1,6 +1,6 @@
-// gather(self, dim, index) and index.Tensor(self, indices) with index tensors for the
-// leading dims (the indexing family's gather; a bad index is reported by the device check
-// on the next read-back, as in eager).
+// gather(self, dim, index), index.Tensor(self, indices) and index_put(_) (indices may hold
+// none; the given ones must be adjacent): the indexing family's gather and scatter. A bad
+// index is reported by the device check on the next read-back, as in eager.
 #include "engine/op_registry.h"
 #include "engine/ops/pointwise.h"
 #include "kernels/indexing.h"
@@ -42,44 +42,124 @@ void gather(OpBuilder& b) {
   b.record([l](twgpu::Context& ctx) { indexed_gather(ctx, l); });
 }
 
-// self[i0, i1, ..., ik-1]: the index tensors broadcast to B; the result is B + self's
-// remaining dims.
+// The iteration space of self[indices] (None entries keep their dim): the index tensors
+// broadcast to B, which replaces the indexed dims in place (they must be adjacent, the
+// case torch also keeps in place).
+struct IndexSpace {
+  std::vector<int64_t> shape;  // the result of self[indices]
+  StridedArg target;
+  std::vector<IndexArg> indices;
+};
+
+IndexSpace index_space(OpBuilder& b, const DeviceTensor& self, const std::vector<const DeviceTensor*>& idx) {
+  b.check(static_cast<int64_t>(idx.size()) <= self.dim(),
+          std::to_string(idx.size()) + " indices for " + self.describe());
+  std::vector<const DeviceTensor*> given;
+  int64_t first = -1, last = -1;
+  for (size_t d = 0; d < idx.size(); ++d)
+    if (idx[d]) {
+      if (first < 0) first = static_cast<int64_t>(d);
+      b.check(last < 0 || last == static_cast<int64_t>(d) - 1,
+              "index tensors separated by none are not supported by the engine");
+      last = static_cast<int64_t>(d);
+      check_index_dtype(b, *idx[d]);
+      given.push_back(idx[d]);
+    }
+  b.check(!given.empty(), "needs at least one index tensor");
+  b.check(static_cast<int>(given.size()) <= kIndexMaxTensors, "more than 4 index tensors");
+  const std::vector<int64_t> bshape = broadcast_shapes(b, given);
+  const int64_t nb = static_cast<int64_t>(bshape.size());
+  IndexSpace s;
+  for (int64_t d = 0; d < first; ++d) s.shape.push_back(self.shape[d]);
+  s.shape.insert(s.shape.end(), bshape.begin(), bshape.end());
+  for (int64_t d = last + 1; d < self.dim(); ++d) s.shape.push_back(self.shape[d]);
+  b.check(static_cast<int64_t>(s.shape.size()) <= kIndexMaxDims, "the iteration space has more than 8 dims");
+  s.target = {self.buffer, self.offset, self.dtype, std::vector<int64_t>(s.shape.size(), 0)};
+  for (int64_t d = 0; d < first; ++d) s.target.strides[d] = self.strides[d];
+  for (int64_t d = last + 1; d < self.dim(); ++d) s.target.strides[d - (last + 1 - first) + nb] = self.strides[d];
+  for (int64_t d = first; d <= last; ++d) {
+    const DeviceTensor& t = *idx[d];
+    b.check(self.shape[d] > 0, "indexing an empty dim");
+    StridedArg a{t.buffer, t.offset, t.dtype, std::vector<int64_t>(s.shape.size(), 0)};
+    // Right-aligned onto B; broadcast dims read stride 0.
+    for (int64_t k = 0; k < t.dim(); ++k)
+      if (t.shape[k] != 1) a.strides[first + nb - t.dim() + k] = t.strides[k];
+    s.indices.push_back({a, self.shape[d], self.strides[d]});
+  }
+  return s;
+}
+
 void index_tensor(OpBuilder& b) {
   const DeviceTensor& self = b.tensor(0);
-  const std::vector<const DeviceTensor*> idx = b.tensors(1);
-  b.check(!idx.empty() && static_cast<int64_t>(idx.size()) <= self.dim(),
-          "needs 1 to " + std::to_string(self.dim()) + " index tensors for " + self.describe());
-  b.check(static_cast<int>(idx.size()) <= kIndexMaxTensors, "more than 4 index tensors");
-  for (const DeviceTensor* t : idx) check_index_dtype(b, *t);
-  const std::vector<int64_t> bshape = broadcast_shapes(b, idx);
-  std::vector<int64_t> shape = bshape;
-  for (int64_t d = static_cast<int64_t>(idx.size()); d < self.dim(); ++d) shape.push_back(self.shape[d]);
-  b.check(static_cast<int64_t>(shape.size()) <= kIndexMaxDims, "the result has more than 8 dims");
-  const DeviceTensor& out = b.checked_output(0, shape, self.dtype);
+  IndexSpace s = index_space(b, self, b.optional_tensors(1));
+  const DeviceTensor& out = b.checked_output(0, s.shape, self.dtype);
   if (out.numel() == 0) return;
-  const size_t nb = bshape.size();
   IndexedLaunch l;
-  l.shape = shape;
-  l.target = {self.buffer, self.offset, self.dtype, std::vector<int64_t>(shape.size(), 0)};
-  for (size_t d = nb; d < shape.size(); ++d) l.target.strides[d] = self.strides[idx.size() + d - nb];
-  for (size_t i = 0; i < idx.size(); ++i) {
-    const DeviceTensor& t = *idx[i];
-    b.check(self.shape[i] > 0, "indexing an empty dim");
-    StridedArg s{t.buffer, t.offset, t.dtype, std::vector<int64_t>(shape.size(), 0)};
-    // Right-aligned onto B; broadcast dims read stride 0.
-    for (int64_t d = 0; d < t.dim(); ++d)
-      if (t.shape[d] != 1) s.strides[nb - t.dim() + d] = t.strides[d];
-    l.indices.push_back({s, self.shape[i], self.strides[i]});
-  }
+  l.shape = s.shape;
+  l.target = s.target;
+  l.indices = s.indices;
   l.values = {out.buffer, out.offset, out.dtype, out.strides};
   l.wrap_negative = true;
   l.check_code = b.gpu().checks().code_for("index out of bounds in aten::index");
   b.record([l](twgpu::Context& ctx) { indexed_gather(ctx, l); });
 }
 
+// index_put(self, indices, values, accumulate) into `target` (self's own memory for the
+// in-place form, a copy of self for the functional one).
+void put_into(OpBuilder& b, const DeviceTensor& target) {
+  const DeviceTensor& values = b.tensor(2);
+  b.check(values.dtype == target.dtype, "values " + values.describe() + " must have the dtype of " + target.describe());
+  IndexSpace s = index_space(b, target, b.optional_tensors(1));
+  // values broadcast onto the iteration space.
+  b.check(values.dim() <= static_cast<int64_t>(s.shape.size()),
+          "values " + values.describe() + " do not broadcast to the indexed shape");
+  StridedArg v{values.buffer, values.offset, values.dtype, std::vector<int64_t>(s.shape.size(), 0)};
+  const int64_t lead = static_cast<int64_t>(s.shape.size()) - values.dim();
+  for (int64_t k = 0; k < values.dim(); ++k) {
+    b.check(values.shape[k] == 1 || values.shape[k] == s.shape[lead + k],
+            "values " + values.describe() + " do not broadcast to the indexed shape");
+    if (values.shape[k] != 1) v.strides[lead + k] = values.strides[k];
+  }
+  const IndexCombine combine = b.boolean_or(3, false) ? IndexCombine::Add : IndexCombine::Assign;
+  b.check(indexed_scatter_supports(target.dtype, combine), "accumulate is not supported for " + target.describe());
+  if (numel_of(s.shape) == 0) return;
+  IndexedLaunch l;
+  l.shape = s.shape;
+  l.target = s.target;
+  l.indices = s.indices;
+  l.values = v;
+  l.wrap_negative = true;
+  l.check_code = b.gpu().checks().code_for("index out of bounds in aten::index_put");
+  b.record([l, combine](twgpu::Context& ctx) { indexed_scatter(ctx, l, combine); });
+}
+
+void index_put(OpBuilder& b) {
+  const DeviceTensor& self = b.tensor(0);
+  const DeviceTensor& out = b.checked_output(0, self.shape, self.dtype);
+  if (out.numel() > 0) b.record(copy_launch(self, out));
+  put_into(b, out);
+}
+
+// The in-place form writes a state tensor (a mutated buffer, docs/ENGINE.md); its output
+// is a view of it.
+void index_put_inplace(OpBuilder& b) {
+  const DeviceTensor& self = b.tensor(0);
+  b.check(b.value(0).tensor.storage == Storage::Pool && self.is_contiguous(),
+          "writes in place only into a tensor with memory of its own, got " + self.describe());
+  DeviceTensor& out = b.output(0);
+  b.check(out.is_view && out.shape == self.shape && out.dtype == self.dtype,
+          "the output must be a view of the written tensor");
+  out.buffer = self.buffer;
+  out.offset = self.offset;
+  out.strides = self.strides;
+  put_into(b, self);
+}
+
 }  // namespace
 
 TWGPU_ENGINE_OP("aten::gather", gather);
 TWGPU_ENGINE_OP("aten::index.Tensor", index_tensor);
+TWGPU_ENGINE_OP("aten::index_put", index_put);
+TWGPU_ENGINE_OP("aten::index_put_", index_put_inplace);
 
 }  // namespace twgpu::engine
