@@ -666,3 +666,56 @@ def test_state_tensor_loader_errors(tmp_path):
         engine.Program.load(json.dumps(bad), weights)
     with pytest.raises(ValueError, match="state tensors"):
         engine.Program.load(str(tmp_path)).emit_web(str(tmp_path / "web"))
+
+
+def _pte(model, inputs, path):
+    from executorch.exir import to_edge
+
+    et = to_edge(torch.export.export(model, inputs)).to_executorch()
+    path.write_bytes(et.buffer)
+    return path
+
+
+def test_executorch_pte_converted_and_run(tmp_path):
+    """A .pte made by ExecuTorch (to_edge, to_executorch) converted with its own
+    deserializer, through the Python API and the CLI, run vs the CPU."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 16, 16)
+    pte = _pte(cnn(), (x,), tmp_path / "cnn.pte")
+    program = aot.convert_pte(str(pte), str(tmp_path / "cnn"))
+    ops = {c["op"] for c in program["chain"]}
+    assert {"aten::convolution", "aten::max_pool2d_with_indices", "aten::addmm"} <= ops
+    (y,) = engine.Program.load(str(tmp_path / "cnn")).run(x)
+    with torch.no_grad():
+        torch.testing.assert_close(torch.from_numpy(y), cnn()(x), rtol=1e-5, atol=1e-5)
+    # The CLI, on the MLP.
+    xm = torch.randn(5, 8)
+    pte = _pte(mlp(), (xm,), tmp_path / "mlp.pte")
+    subprocess.run([sys.executable, "-m", "torch_webgpu.aot", "convert", str(pte), "--out", str(tmp_path / "mlp")],
+                   check=True, env=dict(os.environ, PYTHONPATH=os.path.join(REPO, "python")), capture_output=True)
+    (ym,) = engine.Program.load(str(tmp_path / "mlp")).run(xm)
+    with torch.no_grad():
+        torch.testing.assert_close(torch.from_numpy(ym), mlp()(xm), rtol=1e-5, atol=1e-6)
+
+
+def test_bad_pte_is_a_clear_error(tmp_path):
+    pte = _pte(mlp(), (torch.randn(5, 8),), tmp_path / "mlp.pte")
+    data = pte.read_bytes()
+    (tmp_path / "short.pte").write_bytes(data[: len(data) // 3])
+    (tmp_path / "json.pte").write_bytes(b'{"version": 1}')
+    with pytest.raises(aot.PteError, match="cannot read the .pte"):
+        aot.convert_pte(str(tmp_path / "short.pte"), str(tmp_path / "out"))
+    with pytest.raises(aot.PteError, match="not an ExecuTorch .pte"):
+        aot.convert_pte(str(tmp_path / "json.pte"), str(tmp_path / "out"))
+    # Every single-byte corruption of the flatbuffer either converts or fails with PteError
+    # (or the engine's ValueError at load): never a crash.
+    g = torch.Generator().manual_seed(0)
+    for k in torch.randint(8, len(data), (40,), generator=g).tolist():
+        bad = bytearray(data)
+        bad[k] ^= 0xFF
+        (tmp_path / "bad.pte").write_bytes(bytes(bad))
+        try:
+            aot.convert_pte(str(tmp_path / "bad.pte"), str(tmp_path / "bad"))
+            engine.Program.load(str(tmp_path / "bad"))
+        except (aot.PteError, ValueError, NotImplementedError):
+            pass
