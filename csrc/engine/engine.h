@@ -60,6 +60,9 @@ class Executable {
   void write_inputs(const std::vector<HostTensor>& inputs);
   void record();  // every launch of the chain, in order (not submitted yet)
   std::vector<HostTensor> read_outputs();
+  // State tensors (mutated buffers) back to their initial bytes from weights.bin; runs
+  // otherwise carry them over (a KV cache fills token by token).
+  void reset_state();
 
   const Program& program() const { return program_; }
   size_t num_inputs() const { return program_.inputs.size(); }
@@ -92,6 +95,7 @@ class Executable {
   std::vector<Launch> launches_;
   std::vector<int64_t> launch_ops_;  // chain index of each launch (-1: output copies)
   std::vector<DeviceTensor> readable_outputs_;  // contiguous copies where outputs are views
+  std::vector<std::pair<size_t, std::vector<uint8_t>>> states_;  // value id, initial bytes
 };
 
 // Reads a whole file (Error naming the path when it cannot).

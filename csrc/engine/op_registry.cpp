@@ -114,12 +114,19 @@ std::vector<int64_t> OpBuilder::ints(size_t i) const {
   fail("argument " + std::to_string(i) + " must be a list of ints, got " + kind_name(v.kind));
 }
 
-std::vector<const DeviceTensor*> OpBuilder::tensors(size_t i) const {
+std::vector<const DeviceTensor*> OpBuilder::optional_tensors(size_t i) const {
   const OpArg& a = arg(i);
   if (a.value->kind != ValueKind::TensorList)
     fail("argument " + std::to_string(i) + " must be a list of tensors, got " +
          kind_name(a.value->kind));
   return std::vector<const DeviceTensor*>(a.list.begin(), a.list.end());
+}
+
+std::vector<const DeviceTensor*> OpBuilder::tensors(size_t i) const {
+  std::vector<const DeviceTensor*> ts = optional_tensors(i);
+  for (const DeviceTensor* t : ts)
+    if (!t) fail("argument " + std::to_string(i) + " lists none where a tensor is needed");
+  return ts;
 }
 
 DeviceTensor& OpBuilder::output(size_t i) {

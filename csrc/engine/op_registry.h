@@ -47,7 +47,8 @@ class OpBuilder {
   bool boolean_or(size_t i, bool dflt) const;
   std::string string_or(size_t i, const std::string& dflt) const;
   std::vector<int64_t> ints(size_t i) const;
-  std::vector<const DeviceTensor*> tensors(size_t i) const;
+  std::vector<const DeviceTensor*> tensors(size_t i) const;           // every item a tensor
+  std::vector<const DeviceTensor*> optional_tensors(size_t i) const;  // null for none items
   bool is_none(size_t i) const;
   const Value& value(size_t i) const;
   DeviceTensor& output(size_t i);

@@ -84,6 +84,13 @@ TensorSpec parse_tensor(const json& j, const std::string& where) {
   } else {
     t.storage = Storage::View;
   }
+  if (j.contains("init")) {
+    if (t.storage != Storage::Pool) bad(where + ".init needs \"mem\" (a state tensor lives in a pool)");
+    if (t.strides != contiguous_strides(t.shape)) bad(where + ": a state tensor must be contiguous");
+    t.is_state = true;
+    t.init_offset = count(field(j["init"], "offset", where + ".init"), where + ".init.offset");
+    if (t.init_offset % 4 != 0) bad(where + ".init.offset is not a multiple of 4");
+  }
   if (t.offset % static_cast<uint64_t>(element_size(t.dtype)) != 0 || t.offset % 4 != 0)
     bad(where + ": byte offset " + std::to_string(t.offset) + " is not a multiple of 4 and of the element size");
   return t;
@@ -186,9 +193,9 @@ Program parse_program(const std::string& json_text) {
   }
   Program p;
   p.version = static_cast<int>(integer(field(j, "version", "the program"), "version"));
-  if (p.version != kProgramVersion)
-    bad("version " + std::to_string(p.version) + " (this engine reads version " +
-        std::to_string(kProgramVersion) + ")");
+  if (p.version < kOldestProgramVersion || p.version > kProgramVersion)
+    bad("version " + std::to_string(p.version) + " (this engine reads versions " +
+        std::to_string(kOldestProgramVersion) + " to " + std::to_string(kProgramVersion) + ")");
   const json& values = field(j, "values", "the program");
   if (!values.is_array()) bad("values must be a list");
   for (size_t i = 0; i < values.size(); ++i)
@@ -247,7 +254,8 @@ void check_program(const Program& p, uint64_t weights_bytes) {
     if (val.kind == ValueKind::TensorList)
       for (int64_t id : val.ints) {
         check_id(p, id, value_name(v));
-        if (p.values[id].kind != ValueKind::Tensor) bad(value_name(v) + " lists a non-tensor value " + std::to_string(id));
+        if (p.values[id].kind != ValueKind::Tensor && p.values[id].kind != ValueKind::None)
+          bad(value_name(v) + " lists a value " + std::to_string(id) + " that is neither a tensor nor none");
       }
     if (val.kind != ValueKind::Tensor) continue;
     const TensorSpec& t = val.tensor;
@@ -264,11 +272,28 @@ void check_program(const Program& p, uint64_t weights_bytes) {
         bad(value_name(v) + " (" + describe(t) + " at byte " + std::to_string(t.offset) +
             ") does not fit in pool " + std::to_string(t.pool) + " of " +
             std::to_string(p.pool_sizes[t.pool]) + " bytes");
+      if (t.is_state) {
+        if (p.version < 2) bad(value_name(v) + ": state tensors (\"init\") need program version 2");
+        if (t.init_offset + t.nbytes() > weights_bytes)
+          bad(value_name(v) + " (state " + describe(t) + ") starts from bytes past the end of weights.bin (" +
+              std::to_string(weights_bytes) + " bytes; truncated?)");
+        defined[v] = -1;  // alive from before the first op to after the last
+      }
     }
+  }
+  // A state tensor's pool is its own: what a run leaves there is the next run's start.
+  for (int64_t v = 0; v < n; ++v) {
+    if (p.values[v].kind != ValueKind::Tensor || !p.values[v].tensor.is_state) continue;
+    for (int64_t w = 0; w < n; ++w)
+      if (w != v && p.values[w].kind == ValueKind::Tensor && p.values[w].tensor.storage == Storage::Pool &&
+          p.values[w].tensor.pool == p.values[v].tensor.pool)
+        bad("values " + std::to_string(v) + " (a state tensor) and " + std::to_string(w) + " share pool " +
+            std::to_string(p.values[v].tensor.pool) + ": a state tensor's pool holds nothing else");
   }
   auto use = [&](int64_t id, int64_t at) {
     if (p.values[id].kind == ValueKind::TensorList) {
-      for (int64_t e : p.values[id].ints) last_use[base[e]] = std::max(last_use[base[e]], at);
+      for (int64_t e : p.values[id].ints)
+        if (p.values[e].kind == ValueKind::Tensor) last_use[base[e]] = std::max(last_use[base[e]], at);
     } else {
       last_use[base[id]] = std::max(last_use[base[id]], at);
     }
@@ -280,7 +305,7 @@ void check_program(const Program& p, uint64_t weights_bytes) {
       bad("input " + value_name(id) + " must be a tensor in a pool");
     if (v.tensor.strides != contiguous_strides(v.tensor.shape))
       bad("input " + value_name(id) + " must be contiguous (no strides)");
-    if (defined[id] != -2) bad("input " + value_name(id) + " is listed twice");
+    if (defined[id] != -2) bad("input " + value_name(id) + " is listed twice or is a state tensor");
     defined[id] = -1;
   }
   for (int64_t i = 0; i < end; ++i) {
@@ -315,6 +340,8 @@ void check_program(const Program& p, uint64_t weights_bytes) {
       bad("output " + value_name(id) + " is not a tensor the program defines");
     last_use[base[id]] = end;
   }
+  for (int64_t v = 0; v < n; ++v)
+    if (p.values[v].kind == ValueKind::Tensor && p.values[v].tensor.is_state) last_use[v] = end;
   for (int64_t v = 0; v < n; ++v)
     if (p.values[v].kind == ValueKind::Tensor && p.values[v].tensor.storage == Storage::View &&
         defined[v] == -2)

@@ -9,7 +9,9 @@
 
 namespace twgpu::engine {
 
-constexpr int kProgramVersion = 1;
+// Version 2 added state tensors (mutated buffers, "init"); version 1 programs still load.
+constexpr int kProgramVersion = 2;
+constexpr int kOldestProgramVersion = 1;
 
 enum class ValueKind : uint8_t { Tensor, Int, Float, Bool, String, IntList, TensorList, None };
 
@@ -26,6 +28,10 @@ struct TensorSpec {
   Storage storage = Storage::Pool;
   int64_t pool = -1;
   uint64_t offset = 0;  // bytes into the pool or into weights.bin
+  // A state tensor (a mutated buffer): a pool tensor whose first bytes come from weights.bin
+  // at `init_offset` at load and that keeps what the runs write into it between runs.
+  bool is_state = false;
+  uint64_t init_offset = 0;
   uint64_t numel() const { return numel_of(shape); }
   uint64_t nbytes() const;  // bytes spanned by the elements (strides respected)
 };
@@ -37,7 +43,7 @@ struct Value {
   double f = 0;
   bool b = false;
   std::string s;
-  std::vector<int64_t> ints;   // IntList values, TensorList value ids
+  std::vector<int64_t> ints;   // IntList values, TensorList value ids (a none value's id: an absent optional tensor)
 };
 
 struct OpCall {

@@ -133,6 +133,11 @@ class Program:
     def launches_per_run(self):
         return self._p.launches_per_run
 
+    def reset_state(self):
+        """Puts the state tensors (buffers the program mutates, e.g. a KV cache) back to
+        their exported values; runs otherwise carry them over."""
+        self._p.reset_state()
+
     def emit_web(self, out_dir):
         """Writes the web bundle (``out_dir/bundle.json`` + ``buffers.bin``): one run's
         dispatches, copies and writes with the buffers they use, for ``web/player.js``

@@ -485,3 +485,237 @@ def test_residual_network_matches_cpu_and_eager(tmp_path):
     with torch.no_grad():
         torch.testing.assert_close(y, model(x), rtol=1e-5, atol=1e-5)
     assert torch.equal(y, eager_webgpu(model, (x,)))
+
+
+def _index_inputs():
+    g = torch.Generator().manual_seed(0)
+    return {
+        "x45": torch.randn(4, 5, generator=g),
+        "i43": torch.randint(0, 5, (4, 3), generator=g),
+        "i25": torch.randint(0, 4, (2, 5), generator=g),
+        "x562": torch.randn(5, 6, 2, generator=g),
+        "i31": torch.randint(-5, 5, (3, 1), generator=g),
+        "i14": torch.randint(-6, 6, (1, 4), generator=g),
+        "i23": torch.randint(0, 5, (2, 3), generator=g).to(torch.int32),
+        "x36": torch.randn(3, 6, generator=g),
+        "p3": torch.tensor([3, 0, 4]),
+    }
+
+
+def _index_put(x, p):
+    y = x.clone()
+    y[:, p] = x[:, :3] * 2                             # index_put with a none index
+    z = x.clone()
+    z.index_put_((p,), x[:1], accumulate=True)         # accumulate, values broadcast
+    return y, z, x[:, p], x[p, :, 1:]
+
+
+INDEX_CASES = {
+    # name: (fn, input names): the engine ops MiniLM's graph needs (gather, index.Tensor,
+    # arange, bitwise/logical ops, scalar_tensor, linalg_vector_norm), vs the CPU and eager.
+    "gather": (lambda x, i, j: (torch.gather(x, 1, i), torch.gather(x.t(), 1, j.t()), torch.gather(x, 0, j)),
+               ["x45", "i43", "i25"]),
+    "index_tensor": (lambda x, i, j, k: (x[i, j], x[k], x.transpose(0, 1)[j.t()]), ["x562", "i31", "i14", "i23"]),
+    "index_put_and_none_indices": (_index_put, ["x562", "p3"]),
+    "arange": (lambda x: (x * torch.arange(0.5, 3.5, 0.5, device=x.device) + torch.arange(6, device=x.device),
+                          torch.arange(-3, 9, 4, device=x.device), torch.arange(5, dtype=torch.int32, device=x.device)),
+               ["x36"]),
+    "bitwise_logical": (lambda x, y: (((x > 0) & (y > 0)) | ((x < -1) ^ (y < -1)), torch.logical_and(x, y > 0),
+                                      torch.logical_or(x > 1, y[0] < 0), torch.logical_xor(x, y),
+                                      (torch.arange(18, device=x.device).view(3, 6) & 5) | 8 ^ torch.arange(6, device=x.device)),
+                        ["x36", "x36"]),
+    "scalar_tensor_where": (lambda x: torch.where(x > 0, x, float("-inf")) + torch.where(x < 1, 0.0, x), ["x36"]),
+    "vector_norm": (lambda x: (F.normalize(x, dim=-1), torch.linalg.vector_norm(x, ord=3, dim=(0, 1)),
+                               x.norm(dim=1, keepdim=True), torch.linalg.vector_norm(x, float("inf"), dim=0),
+                               torch.linalg.vector_norm(x, 1)), ["x36"]),
+}
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("name", sorted(INDEX_CASES))
+def test_index_mask_norm_ops_match_cpu_and_eager(name, tmp_path):
+    fn, names = INDEX_CASES[name]
+    xs = tuple(_index_inputs()[n] for n in names)
+    model = Fn(fn).eval()
+    got = run_engine(model, xs, tmp_path)
+    with torch.no_grad():
+        want = model(*xs)
+        want = list(want) if isinstance(want, tuple) else [want]
+        eager = model.to("webgpu")(*[x.to("webgpu") for x in xs])
+        eager = [e.cpu() for e in (eager if isinstance(eager, tuple) else [eager])]
+    assert len(got) == len(want)
+    for g, w, e in zip(got, want, eager):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
+        assert torch.equal(g, e), f"{name}: engine and eager differ"
+
+
+def test_minilm_sentence_embeddings_match_cpu(tmp_path):
+    """all-MiniLM-L6-v2 (real weights) exported and run by the engine, twice on one load."""
+    from torch_webgpu.testing import packaged_weights
+
+    model, tokenizer = packaged_weights.load_minilm()
+    embedder = packaged_weights.SentenceEmbedder(model).eval()
+
+    def batch(sentences):
+        b = tokenizer(sentences, padding="max_length", max_length=16, truncation=True, return_tensors="pt")
+        return b["input_ids"], b["attention_mask"]
+
+    first = batch(["The capital of France is Paris.", "A quick brown fox jumps over the lazy dog.",
+                   "Graphics processors run compute shaders.", "Short."])
+    prog = export_and_load(embedder, first, tmp_path)
+    ops = {c["op"] for c in json.load(open(tmp_path / "program.json"))["chain"]}
+    assert {"aten::gather", "aten::index.Tensor", "aten::linalg_vector_norm", "aten::bitwise_and.Tensor"} <= ops
+    second = batch(["Engines run exported programs.", "Paris is in France.", "Dogs are lazy.", "Hi."])
+    for ids, mask in (first, second):
+        (y,) = prog.run(ids, mask)
+        with torch.no_grad():
+            want = embedder(ids, mask)
+        y = torch.from_numpy(y)
+        assert y.shape == (4, 384)
+        assert (F.cosine_similarity(y, want, dim=-1) >= 0.9999).all()
+        torch.testing.assert_close(y, want, rtol=1e-4, atol=1e-5)
+
+
+def test_llama_decode_with_kv_cache_state_matches_cpu(tmp_path):
+    """A tiny Llama's one-token decode step whose KV cache is module buffers written in
+    place: exported as state tensors, run token by token (the cache stays on the device
+    between runs), greedy tokens equal to transformers' generate on the CPU."""
+    from torch_webgpu.testing.llama_decode import LlamaDecodeStep, greedy_tokens_hf, tiny_llama
+
+    model = tiny_llama()
+    prompt, steps, max_len = [5, 17, 42], 16, 32
+    expected = greedy_tokens_hf(model, prompt, steps)
+    program = aot.export(LlamaDecodeStep(model, max_len).eval(), (torch.tensor([[0]]), torch.tensor([0])),
+                         str(tmp_path))
+    assert program["version"] == 2
+    states = [v for v in program["values"] if v.get("type") == "tensor" and "init" in v]
+    assert len(states) == 4 and all(v["shape"] == [1, 2, max_len, 16] for v in states)
+    ops = [c["op"] for c in program["chain"]]
+    assert ops.count("aten::index_put_") == 4 and "aten::copy_" not in ops  # written in place
+    prog = engine.Program.load(str(tmp_path))
+    reference = LlamaDecodeStep(model, max_len).eval()  # the same step on the CPU
+
+    def decode():
+        tokens, first_logits = [], None
+        for pos in range(len(prompt) + steps - 1):
+            tok = prompt[pos] if pos < len(prompt) else tokens[-1]
+            args = (torch.tensor([[tok]]), torch.tensor([pos]))
+            (logits,) = prog.run(*args)
+            logits = torch.from_numpy(logits)
+            first_logits = logits if first_logits is None else first_logits
+            with torch.no_grad():
+                torch.testing.assert_close(logits, reference(*args), rtol=1e-4, atol=1e-5)
+            if pos >= len(prompt) - 1:
+                tokens.append(int(logits.argmax()))
+        return tokens, first_logits
+
+    tokens, first = decode()
+    assert tokens == expected
+    # reset_state puts the zero cache back: the same prompt decodes the same way.
+    prog.reset_state()
+    reference = LlamaDecodeStep(model, max_len).eval()
+    tokens2, first2 = decode()
+    assert tokens2 == expected and torch.equal(first, first2)
+
+
+class Accumulator(nn.Module):
+    """A buffer whose new value is not an index_put: written back by aten::copy_."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("total", torch.full((3,), 0.5))
+
+    def forward(self, x):
+        self.total.add_(x.sum(0))
+        return x * self.total
+
+
+def test_mutated_buffer_written_back_by_copy(tmp_path):
+    program = aot.export(Accumulator(), (torch.zeros(2, 3),), str(tmp_path))
+    assert program["chain"][-1]["op"] == "aten::copy_" and program["version"] == 2
+    prog = engine.Program.load(str(tmp_path))
+    cpu = Accumulator()
+    for i in range(3):
+        x = torch.randn(2, 3)
+        (y,) = prog.run(x)
+        torch.testing.assert_close(torch.from_numpy(y), cpu(x), rtol=1e-6, atol=1e-6)
+
+
+def test_state_tensor_loader_errors(tmp_path):
+    aot.export(Accumulator(), (torch.zeros(2, 3),), str(tmp_path))
+    text = (tmp_path / "program.json").read_text()
+    weights = (tmp_path / "weights.bin").read_bytes()
+    p = json.loads(text)
+    state = next(i for i, v in enumerate(p["values"]) if "init" in v)
+    old = dict(p, version=1)
+    with pytest.raises(ValueError, match=rf"value {state}: state tensors .* need program version 2"):
+        engine.Program.load(json.dumps(old), weights)
+    shared = json.loads(text)
+    other = next(i for i, v in enumerate(shared["values"]) if "mem" in v and "init" not in v)
+    shared["values"][other]["mem"]["pool"] = shared["values"][state]["mem"]["pool"]
+    with pytest.raises(ValueError, match="a state tensor's pool holds nothing else"):
+        engine.Program.load(json.dumps(shared), weights)
+    past = json.loads(text)
+    past["values"][state]["init"] = {"offset": len(weights)}
+    with pytest.raises(ValueError, match="starts from bytes past the end of weights.bin"):
+        engine.Program.load(json.dumps(past), weights)
+    bad = json.loads(text)
+    bad["values"][state]["init"] = {"offset": 2}
+    with pytest.raises(ValueError, match="init.offset is not a multiple of 4"):
+        engine.Program.load(json.dumps(bad), weights)
+    with pytest.raises(ValueError, match="state tensors"):
+        engine.Program.load(str(tmp_path)).emit_web(str(tmp_path / "web"))
+
+
+def _pte(model, inputs, path):
+    from executorch.exir import to_edge
+
+    et = to_edge(torch.export.export(model, inputs)).to_executorch()
+    path.write_bytes(et.buffer)
+    return path
+
+
+def test_executorch_pte_converted_and_run(tmp_path):
+    """A .pte made by ExecuTorch (to_edge, to_executorch) converted with its own
+    deserializer, through the Python API and the CLI, run vs the CPU."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 16, 16)
+    pte = _pte(cnn(), (x,), tmp_path / "cnn.pte")
+    program = aot.convert_pte(str(pte), str(tmp_path / "cnn"))
+    ops = {c["op"] for c in program["chain"]}
+    assert {"aten::convolution", "aten::max_pool2d_with_indices", "aten::addmm"} <= ops
+    (y,) = engine.Program.load(str(tmp_path / "cnn")).run(x)
+    with torch.no_grad():
+        torch.testing.assert_close(torch.from_numpy(y), cnn()(x), rtol=1e-5, atol=1e-5)
+    # The CLI, on the MLP.
+    xm = torch.randn(5, 8)
+    pte = _pte(mlp(), (xm,), tmp_path / "mlp.pte")
+    subprocess.run([sys.executable, "-m", "torch_webgpu.aot", "convert", str(pte), "--out", str(tmp_path / "mlp")],
+                   check=True, env=dict(os.environ, PYTHONPATH=os.path.join(REPO, "python")), capture_output=True)
+    (ym,) = engine.Program.load(str(tmp_path / "mlp")).run(xm)
+    with torch.no_grad():
+        torch.testing.assert_close(torch.from_numpy(ym), mlp()(xm), rtol=1e-5, atol=1e-6)
+
+
+def test_bad_pte_is_a_clear_error(tmp_path):
+    pte = _pte(mlp(), (torch.randn(5, 8),), tmp_path / "mlp.pte")
+    data = pte.read_bytes()
+    (tmp_path / "short.pte").write_bytes(data[: len(data) // 3])
+    (tmp_path / "json.pte").write_bytes(b'{"version": 1}')
+    with pytest.raises(aot.PteError, match="cannot read the .pte"):
+        aot.convert_pte(str(tmp_path / "short.pte"), str(tmp_path / "out"))
+    with pytest.raises(aot.PteError, match="not an ExecuTorch .pte"):
+        aot.convert_pte(str(tmp_path / "json.pte"), str(tmp_path / "out"))
+    # Every single-byte corruption of the flatbuffer either converts or fails with PteError
+    # (or the engine's ValueError at load): never a crash.
+    g = torch.Generator().manual_seed(0)
+    for k in torch.randint(8, len(data), (40,), generator=g).tolist():
+        bad = bytearray(data)
+        bad[k] ^= 0xFF
+        (tmp_path / "bad.pte").write_bytes(bytes(bad))
+        try:
+            aot.convert_pte(str(tmp_path / "bad.pte"), str(tmp_path / "bad"))
+            engine.Program.load(str(tmp_path / "bad"))
+        except (aot.PteError, ValueError, NotImplementedError):
+            pass

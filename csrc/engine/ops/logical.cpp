@@ -1,5 +1,5 @@
 // Comparisons (eq/ne/lt/le/gt/ge, Tensor and Scalar), logical_not, where, and the fills
-// full / full_like: what masks (e.g. attention's NaN check) are made of.
+// full / full_like / scalar_tensor: what masks (e.g. attention's NaN check) are made of.
 #include "engine/op_registry.h"
 #include "engine/ops/pointwise.h"
 
@@ -58,6 +58,12 @@ void full(OpBuilder& b) {
   fill(b, 1);
 }
 
+// scalar_tensor(value, dtype, ...): a 0-d fill.
+void scalar_tensor(OpBuilder& b) {
+  b.check(b.output(0).shape.empty(), "output must be 0-d");
+  fill(b, 0);
+}
+
 void eq(OpBuilder& b) { compare(b, "eq"); }
 void ne(OpBuilder& b) { compare(b, "ne"); }
 void lt(OpBuilder& b) { compare(b, "lt"); }
@@ -83,5 +89,6 @@ TWGPU_ENGINE_OP("aten::logical_not", logical_not);
 TWGPU_ENGINE_OP("aten::where.self", where);
 TWGPU_ENGINE_OP("aten::full_like", full_like);
 TWGPU_ENGINE_OP("aten::full", full);
+TWGPU_ENGINE_OP("aten::scalar_tensor", scalar_tensor);
 
 }  // namespace twgpu::engine

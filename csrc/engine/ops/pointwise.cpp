@@ -38,34 +38,55 @@ Launch pointwise_launch(const std::string& op, Compute compute, const DeviceTens
   std::vector<int64_t> dims;
   for (int64_t d = out.dim() - 1; d >= 0; --d)
     if (out.shape[d] != 1) dims.push_back(d);
-  if (dims.size() > static_cast<size_t>(kMaxElementwiseDims))
-    fail(ErrorKind::Unsupported, "elementwise op " + op + " over " + std::to_string(dims.size()) +
-                                     " non-trivial dims (at most 8)");
-  l.ndim = static_cast<int>(dims.size());
-  for (size_t k = 0; k < dims.size(); ++k) l.sizes[k] = out.shape[dims[k]];
-  auto operand = [&](const DeviceTensor& t) {
-    ElementwiseOperand o;
-    o.buffer = t.buffer;
-    o.offset = t.offset;
-    o.dtype = t.dtype;
+  std::vector<const DeviceTensor*> tensors = {&out};
+  for (const PointwiseInput& in : inputs) tensors.push_back(in.tensor);
+  std::vector<int64_t> sizes;
+  std::vector<std::vector<int64_t>> strides(tensors.size());  // per operand, fastest first
+  for (int64_t d : dims) sizes.push_back(out.shape[d]);
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (!tensors[i]) continue;
+    const DeviceTensor& t = *tensors[i];
     const int64_t lead = out.dim() - t.dim();
-    for (size_t k = 0; k < dims.size(); ++k) {
-      const int64_t d = dims[k] - lead;
-      o.strides[k] = (d < 0 || t.shape[d] == 1) ? 0 : t.strides[d];
+    for (int64_t dim : dims) {
+      const int64_t d = dim - lead;
+      strides[i].push_back((d < 0 || t.shape[d] == 1) ? 0 : t.strides[d]);
     }
-    return o;
-  };
-  l.operands.push_back(operand(out));
-  for (const PointwiseInput& in : inputs) {
-    if (in.tensor) {
-      l.operands.push_back(operand(*in.tensor));
+  }
+  // Coalesce as TensorIterator does: a dim that continues the faster one in every operand
+  // joins it, so contiguous operands become one dense dim (the vectorized kernels).
+  size_t w = 0;
+  for (size_t k = 1; k < sizes.size(); ++k) {
+    bool joins = true;
+    for (size_t i = 0; i < tensors.size(); ++i)
+      if (tensors[i] && strides[i][k] != strides[i][w] * sizes[w]) joins = false;
+    if (joins) {
+      sizes[w] *= sizes[k];
+      continue;
+    }
+    ++w;
+    sizes[w] = sizes[k];
+    for (size_t i = 0; i < tensors.size(); ++i)
+      if (tensors[i]) strides[i][w] = strides[i][k];
+  }
+  if (!sizes.empty()) sizes.resize(w + 1);
+  if (sizes.size() > static_cast<size_t>(kMaxElementwiseDims))
+    fail(ErrorKind::Unsupported, "elementwise op " + op + " over " + std::to_string(sizes.size()) +
+                                     " non-trivial dims (at most 8)");
+  l.ndim = static_cast<int>(sizes.size());
+  for (size_t k = 0; k < sizes.size(); ++k) l.sizes[k] = sizes[k];
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    ElementwiseOperand o;
+    if (tensors[i]) {
+      o.buffer = tensors[i]->buffer;
+      o.offset = tensors[i]->offset;
+      o.dtype = tensors[i]->dtype;
+      for (size_t k = 0; k < sizes.size(); ++k) o.strides[k] = strides[i][k];
     } else {
-      ElementwiseOperand o;
       o.is_scalar = true;
       o.dtype = out.dtype;
-      o.scalar = in.scalar;
-      l.operands.push_back(o);
+      o.scalar = inputs[i - 1].scalar;
     }
+    l.operands.push_back(o);
   }
   const bool empty = out.numel() == 0;
   return [l, empty](twgpu::Context& ctx) {

@@ -1,6 +1,7 @@
 // View and copy ops: view/reshape/_unsafe_view, permute, expand, t, transpose, slice,
 // select, unsqueeze, squeeze, alias (strided views: no launch when the program gives the
-// output no memory of its own, a copy into it otherwise), clone, _to_copy and cat (copies).
+// output no memory of its own, a copy into it otherwise), clone, _to_copy and cat (copies),
+// copy_ (in place, for mutated buffers).
 #include <algorithm>
 
 #include "engine/op_registry.h"
@@ -257,6 +258,25 @@ void cat(OpBuilder& b) {
   }
 }
 
+// copy_(self, src, non_blocking): src (broadcast, converted) into self's own memory, in
+// place; the output is a view of self. The exporter writes mutated buffers back with it.
+void copy_inplace(OpBuilder& b) {
+  const DeviceTensor &self = b.tensor(0), &src = b.tensor(1);
+  b.check(b.value(0).tensor.storage == Storage::Pool && self.is_contiguous(),
+          "writes in place only into a tensor with memory of its own, got " + self.describe());
+  DeviceTensor& out = b.output(0);
+  b.check(out.is_view && out.shape == self.shape && out.dtype == self.dtype,
+          "the output must be a view of the written tensor");
+  out.buffer = self.buffer;
+  out.offset = self.offset;
+  out.strides = self.strides;
+  const std::string msg = "source " + src.describe() + " does not broadcast to " + self.describe();
+  b.check(src.dim() <= self.dim(), msg);
+  for (int64_t k = 0; k < src.dim(); ++k)
+    b.check(src.shape[k] == 1 || src.shape[k] == self.shape[self.dim() - src.dim() + k], msg);
+  if (self.numel() > 0) b.record(copy_launch(src, self));
+}
+
 }  // namespace
 
 TWGPU_ENGINE_OP("aten::view", reshape);
@@ -276,5 +296,6 @@ TWGPU_ENGINE_OP("aten::alias", alias);
 TWGPU_ENGINE_OP("aten::clone", copy_op);
 TWGPU_ENGINE_OP("aten::_to_copy", copy_op);
 TWGPU_ENGINE_OP("aten::cat", cat);
+TWGPU_ENGINE_OP("aten::copy_", copy_inplace);
 
 }  // namespace twgpu::engine

@@ -130,6 +130,7 @@ void register_engine_bindings(py::module_& parent) {
         return specs(ts);
       })
       .def_property_readonly("launches_per_run", &Executable::launches_per_run)
+      .def("reset_state", [](Executable& e) { translated([&] { e.reset_state(); }); })
       .def("emit_web", [](Executable& e, const std::string& out_dir) {
         translated([&] { write_web_bundle(e, out_dir); });
       });

@@ -5,9 +5,11 @@ the model's core-ATen graph (``torch.export`` + ``run_decompositions()``), its p
 buffers and constants, and a static memory plan. Run the result with
 ``torch_webgpu.engine.Program`` or the ``twgpu-run`` CLI. ``export_web(dir, web_dir)``
 (or ``export(..., web_dir=...)``) writes the web bundle that ``web/player.js`` runs in a
-browser.
+browser. ``convert_pte(path, out_dir)`` converts an ExecuTorch ``.pte`` (portable ops) into
+the same format.
 """
 from .exporter import export, export_web, program_from_exported
 from .memory_plan import plan_pools
+from .pte import PteError, convert_pte
 
-__all__ = ["export", "export_web", "program_from_exported", "plan_pools"]
+__all__ = ["export", "export_web", "program_from_exported", "plan_pools", "convert_pte", "PteError"]

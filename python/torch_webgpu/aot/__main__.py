@@ -1,5 +1,6 @@
 """python -m torch_webgpu.aot export MODULE:FACTORY --input-shape 1,3,32,32 [...] --out DIR
 python -m torch_webgpu.aot web DIR OUT   (web bundle of an exported program, for web/player.js)
+python -m torch_webgpu.aot convert MODEL.pte --out DIR   (an ExecuTorch .pte, portable ops)
 
 MODULE:FACTORY names a function returning the model (an nn.Module in eval mode is
 exported as it is); each --input-shape adds a float32 example input (random values;
@@ -10,7 +11,7 @@ import sys
 
 import torch
 
-from . import export, export_web
+from . import convert_pte, export, export_web
 
 
 def main(argv=None):
@@ -28,7 +29,16 @@ def main(argv=None):
                                      "an exported program")
     web.add_argument("dir", help="directory with program.json (+ weights.bin)")
     web.add_argument("out", help="output directory of the bundle")
+    conv = sub.add_parser("convert", help="convert an ExecuTorch .pte to program.json + weights.bin")
+    conv.add_argument("pte", help="the .pte file (to_edge(...).to_executorch(), no delegates)")
+    conv.add_argument("--out", required=True, help="output directory")
     args = parser.parse_args(argv)
+    if args.command == "convert":
+        program = convert_pte(args.pte, args.out)
+        print(f"wrote {args.out}/program.json ({len(program['chain'])} ops, "
+              f"{len(program['memoryPlan']['pools'])} pools) and {args.out}/weights.bin "
+              f"({program['weights']['size']} bytes)")
+        return
     if args.command == "web":
         export_web(args.dir, args.out)
         print(f"wrote {args.out}/bundle.json and {args.out}/buffers.bin")

@@ -8,7 +8,8 @@ import torch
 
 from .memory_plan import plan_pools
 
-PROGRAM_VERSION = 1
+PROGRAM_VERSION = 1        # programs without state tensors stay readable by version-1 engines
+STATE_PROGRAM_VERSION = 2  # state tensors (mutated buffers): "init" on a pool tensor
 WEIGHT_ALIGN = 256  # bytes between constants in weights.bin
 
 _DTYPES = {
@@ -72,6 +73,15 @@ class _Builder:
         vid = self.tensor(t, {"constant": {"offset": offset}})
         return vid
 
+    def state(self, t):
+        """A mutated buffer: a pool tensor of its own whose first bytes are `t`'s."""
+        t = t.detach().to("cpu").contiguous()
+        pad = (-len(self.weights)) % WEIGHT_ALIGN
+        self.weights += b"\0" * pad
+        offset = len(self.weights)
+        self.weights += t.reshape(-1).view(torch.uint8).numpy().tobytes()
+        return self.tensor(t, {"mem": None, "init": {"offset": offset}})
+
     def scalar(self, x):
         if x is None or isinstance(x, (torch.device, torch.layout, torch.memory_format)):
             return self.add({"type": "none"})
@@ -101,9 +111,16 @@ def program_from_exported(ep):
     b = _Builder()
     node_values = {}  # fx node -> value id, or tuple of ids for multi-output ops
     sig = ep.graph_signature
+    # Buffers the program writes (torch.export's BUFFER_MUTATION outputs): buffer name ->
+    # the node holding its new value.
+    mutated = {spec.target: spec.arg.name for spec in sig.output_specs if spec.kind.name == "BUFFER_MUTATION"}
     constants = {}
+    states = {}  # placeholder name -> buffer name
     for spec in sig.input_specs:
-        if spec.kind.name in ("PARAMETER", "BUFFER"):
+        if spec.kind.name == "BUFFER" and spec.target in mutated:
+            states[spec.arg.name] = spec.target
+            constants[spec.arg.name] = ep.state_dict[spec.target] if spec.target in ep.state_dict else ep.constants[spec.target]
+        elif spec.kind.name in ("PARAMETER", "BUFFER"):
             constants[spec.arg.name] = ep.state_dict[spec.target] if spec.target in ep.state_dict else ep.constants[spec.target]
         elif spec.kind.name in ("CONSTANT_TENSOR",):
             constants[spec.arg.name] = ep.constants[spec.target]
@@ -111,7 +128,11 @@ def program_from_exported(ep):
     for node in ep.graph.nodes:
         if node.op != "placeholder":
             continue
-        if node.name in constants:
+        if node.name in states:
+            vid = b.state(constants[node.name])
+            b.defined[vid] = -1
+            node_values[node] = vid
+        elif node.name in constants:
             node_values[node] = b.constant(constants[node.name])
         else:
             val = node.meta.get("val")
@@ -127,12 +148,27 @@ def program_from_exported(ep):
             vid = node_values[x]
             b.use(vid, at)
             return vid
-        if isinstance(x, (list, tuple)) and x and all(isinstance(e, torch.fx.Node) for e in x):
-            ids = [node_values[e] for e in x]
-            for vid in ids:
-                b.use(vid, at)
+        if (isinstance(x, (list, tuple)) and any(isinstance(e, torch.fx.Node) for e in x)
+                and all(e is None or isinstance(e, torch.fx.Node) for e in x)):
+            # A tensor list; None items (Tensor?[] of index ops) are none values.
+            ids = [b.scalar(None) if e is None else node_values[e] for e in x]
+            for e, vid in zip(x, ids):
+                if e is not None:
+                    b.use(vid, at)
             return b.add({"type": "tensor_list", "items": ids})
         return b.scalar(x)
+
+    # A buffer's new value made by index_put from the buffer alone (nothing else reads the
+    # old value) is written in place: aten::index_put_ on the state tensor, output a view of
+    # it. Any other new value is copied back into the buffer after the chain (aten::copy_).
+    state_node = {n.name: n for n in ep.graph.nodes if n.op == "placeholder" and n.name in states}
+    value_of_buffer = {mutated[buf]: state_node[ph] for ph, buf in states.items()}
+    in_place = set()
+    for node in ep.graph.nodes:
+        buf = value_of_buffer.get(node.name)
+        if (buf is not None and node.target is torch.ops.aten.index_put.default
+                and node.args[0] is buf and set(buf.users) == {node}):
+            in_place.add(node.name)
 
     for node in ep.graph.nodes:
         if node.op != "call_function":
@@ -159,7 +195,7 @@ def program_from_exported(ep):
             args.append(arg_value(x, at))
         val = node.meta["val"]
         vals = list(val) if isinstance(val, (tuple, list)) else [val]
-        view = _is_view_op(node.target)
+        view = _is_view_op(node.target) or node.name in in_place
         outs = []
         for v in vals:
             if not isinstance(v, torch.Tensor):
@@ -171,12 +207,33 @@ def program_from_exported(ep):
             b.use(vid, at)
             outs.append(vid)
         node_values[node] = tuple(outs) if isinstance(val, (tuple, list)) else outs[0]
-        b.chain.append({"op": op_name(node.target), "args": args, "outputs": outs})
+        name = "aten::index_put_" if node.name in in_place else op_name(node.target)
+        b.chain.append({"op": name, "args": args, "outputs": outs})
+
+    out_node = next(n for n in ep.graph.nodes if n.op == "output")
+    user_outputs = []
+    for spec, x in zip(sig.output_specs, out_node.args[0]):
+        if spec.kind.name == "BUFFER_MUTATION":
+            if x.name in in_place:
+                continue
+            # Written back after every read of the old value: the chain's last ops.
+            at = len(b.chain)
+            buf = node_values[value_of_buffer[x.name]]
+            src = node_values[x]
+            b.use(buf, at)
+            b.use(src, at)
+            view = b.add({"type": "tensor", "dtype": b.values[buf]["dtype"], "shape": b.values[buf]["shape"]})
+            b.base[view] = buf
+            b.defined[view] = at
+            b.chain.append({"op": "aten::copy_", "args": [buf, src, b.scalar(False)], "outputs": [view]})
+        elif spec.kind.name == "USER_OUTPUT":
+            user_outputs.append(x)
+        else:
+            raise NotImplementedError(f"torch_webgpu.aot: output kind {spec.kind.name} is not supported")
 
     end = len(b.chain)
     outputs = []
-    out_node = next(n for n in ep.graph.nodes if n.op == "output")
-    for x in out_node.args[0]:
+    for x in user_outputs:
         if not isinstance(x, torch.fx.Node):
             raise NotImplementedError("torch_webgpu.aot: outputs must be tensors")
         vid = node_values[x]
@@ -187,7 +244,7 @@ def program_from_exported(ep):
     # use of it or of a view of it.
     spans = []
     for vid, v in enumerate(b.values):
-        if v.get("type") == "tensor" and "mem" in v:
+        if v.get("type") == "tensor" and "mem" in v and "init" not in v:
             nbytes = _nbytes(v["shape"], _TORCH[v["dtype"]])
             first = b.defined[vid]
             last = max(b.last_use.get(vid, first), first)
@@ -195,8 +252,14 @@ def program_from_exported(ep):
     placement, sizes = plan_pools(spans)
     for vid, pool in placement.items():
         b.values[vid]["mem"] = {"pool": pool, "offset": 0}
+    # A state tensor's pool holds only it: what one run leaves is the next run's start.
+    state_ids = [vid for vid, v in enumerate(b.values) if v.get("type") == "tensor" and "init" in v]
+    for vid in state_ids:
+        b.values[vid]["mem"] = {"pool": len(sizes), "offset": 0}
+        nbytes = _nbytes(b.values[vid]["shape"], _TORCH[b.values[vid]["dtype"]])
+        sizes.append(max(WEIGHT_ALIGN, (nbytes + WEIGHT_ALIGN - 1) // WEIGHT_ALIGN * WEIGHT_ALIGN))
     program = {
-        "version": PROGRAM_VERSION,
+        "version": STATE_PROGRAM_VERSION if state_ids else PROGRAM_VERSION,
         "values": b.values,
         "chain": b.chain,
         "inputIds": inputs,

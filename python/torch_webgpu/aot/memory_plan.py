@@ -2,8 +2,8 @@
 pool (one device buffer each); tensors are placed greedily, largest first, into the first
 pool whose tenants are all dead or not yet born while they live.
 
-This is our own planner; ExecuTorch's planner is not used (its PyPI package pins another
-torch than the one installed here).
+This is our own planner; ExecuTorch's is not used: it packs tensors into one arena buffer at
+offsets, and WebGPU refuses a dispatch binding one buffer both read-only and writable.
 """
 
 ALIGN = 256  # bytes: pool sizes are rounded up to it

