@@ -275,9 +275,11 @@ class WebGPUOverrides(OpOverrides):
 
     @staticmethod
     def masked(mask, body, other) -> str:
-        # Loads out of a buffer's bounds are safe in WebGPU (clamped or zero), so the body
-        # runs unconditionally and `select` keeps its value only where the mask holds.
-        result = body()
+        # The body runs unconditionally and `select` keeps its value only where the mask
+        # holds; its loads read index 0 where the mask fails (see load: an int64 load past
+        # the end would trip the 32-bit check on another tensor's bytes).
+        with V.kernel.mask_loads(mask, other):
+            result = body()
         dtype = dtype_of(result) or torch.float32
         other_expr = constant_expr(other, dtype)
         return V.kernel.cse.generate(
@@ -486,7 +488,12 @@ class WebGPUKernel(SIMDKernel):
         indirect = free_symbol_is_type(index, SymT.TMP)
         dtype = V.graph.get_dtype(name)
         register_type(dtype)
-        line = f"load_{var}(u32({self.index_to_str(index)}))"
+        index_str = self.index_to_str(index)
+        mask = self._load_mask
+        if mask is not None:  # inside ops.masked: the mask is a value of the compute code
+            index_str = f"select(0, {index_str}, {mask})"
+            indirect = True
+        line = f"load_{var}(u32({index_str}))"
         if dtype == torch.int64:
             line = f"i64_narrow({line})"  # raises at the next read-back past 32 bits
             if "i64_narrow" not in self.helper_names:
