@@ -427,3 +427,11 @@ def test_fuzz_masked_int64_load_past_a_view(no_fallback):
     b = dev(torch.tensor([3]))
     fn = lambda a, b: torch.cat([a, b])
     assert_same(torch.compile(fn)(base[:5], b), fn(base[:5].cpu(), b.cpu()), exact=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32])
+def test_fuzz_argmax_of_negative_rows_shorter_than_the_workgroup(dtype, no_fallback):
+    # Threads past the row's end hold the placeholder (0, "no index"): it must not beat
+    # negative values in the tree combine.
+    x = -make((4, 3), dtype, low=1, high=5)
+    compiled_matches(lambda x: (x.argmax(-1), x.argmin(0), x.argmax()), x)

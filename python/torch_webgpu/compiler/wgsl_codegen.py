@@ -638,19 +638,22 @@ class WebGPUKernel(SIMDKernel):
 
     def _arg_better(self, reduction_type: str, vtype: str) -> str:
         """A WGSL function: does (v, i) beat the current (av, ai)? NaN beats numbers (as on
-        the CPU); ties go to the lower index; index i32 max marks "nothing yet"."""
+        the CPU); ties go to the lower index; index i32 max marks "nothing yet" (a thread
+        that saw no element never wins the tree combine, whatever its placeholder value)."""
         name = f"{reduction_type}_better_{vtype}"
         if name in self.helper_names:
             return name
         self.helper_names.add(name)
         cmp = ">" if reduction_type == "argmax" else "<"
         if vtype == "f32":
-            test = (f"if (ai == 2147483647) {{ return true; }}\n"
+            test = (f"if (i == 2147483647) {{ return false; }}\n"
+                    f"  if (ai == 2147483647) {{ return true; }}\n"
                     f"  if (is_nan(av)) {{ return is_nan(v) && i < ai; }}\n"
                     f"  if (is_nan(v)) {{ return true; }}\n"
                     f"  return v {cmp} av || (v == av && i < ai);")
         else:
-            test = (f"if (ai == 2147483647) {{ return true; }}\n"
+            test = (f"if (i == 2147483647) {{ return false; }}\n"
+                    f"  if (ai == 2147483647) {{ return true; }}\n"
                     f"  return v {cmp} av || (v == av && i < ai);")
         self.declarations.splice(
             f"fn {name}(v: {vtype}, i: i32, av: {vtype}, ai: i32) -> bool {{\n  {test}\n}}")
