@@ -28,12 +28,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import os
 import random
 import signal
 import sys
 import threading
 import time
 import traceback
+import warnings
 from typing import Optional
 
 import torch
@@ -775,8 +777,13 @@ def run_program(program: Program, timeout: float = 120.0) -> Outcome:
         return outcome
     device_inputs = [_to_device(t) for t in inputs]
     torch._dynamo.reset()
+    import torch._inductor.config as inductor_config
+
     try:
-        with _time_limit(timeout):
+        # No FX graph cache: each program generates its own kernels.
+        with _time_limit(timeout), warnings.catch_warnings(), \
+                inductor_config.patch(fx_graph_cache=False):
+            warnings.simplefilter("ignore")
             actual = torch.compile(fn, backend="inductor")(*device_inputs)
             torch.webgpu.synchronize()
             problem = compare(actual, expected)
@@ -823,20 +830,6 @@ class _time_limit:
         return False
 
 
-def setup():
-    """Quiet, cache-free compiles (each program generates its own kernels)."""
-    import os
-    import warnings
-
-    os.environ.setdefault("TORCH_WEBGPU_FALLBACK_WARN", "0")
-    import torch._inductor.config as inductor_config
-
-    import torch_webgpu  # noqa: F401
-
-    inductor_config.fx_graph_cache = False
-    warnings.filterwarnings("ignore")
-    torch._dynamo.config.cache_size_limit = 64
-
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -850,7 +843,9 @@ def main(argv=None) -> int:
         for seed in range(args.seed, args.seed + args.count):
             print(generate(seed).describe())
         return 0
-    setup()
+    os.environ.setdefault("TORCH_WEBGPU_FALLBACK_WARN", "0")
+    import torch_webgpu  # noqa: F401
+
     counts = {"pass": 0, "mismatch": 0, "error": 0, "invalid": 0}
     start = time.perf_counter()
     for seed in range(args.seed, args.seed + args.count):
@@ -864,6 +859,11 @@ def main(argv=None) -> int:
           + ", ".join(f"{v} {k}" for k, v in counts.items())
           + f"; {elapsed:.0f} s ({elapsed / max(args.count, 1):.2f} s per program)")
     return 0 if counts["pass"] == args.count else 1
+
+
+def failures(seeds, timeout: float = 120.0) -> list:
+    """The outcomes of `seeds` that did not pass (for tests)."""
+    return [o for o in (run_program(generate(s), timeout) for s in seeds) if o.status != "pass"]
 
 
 if __name__ == "__main__":
