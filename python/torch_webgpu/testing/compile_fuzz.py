@@ -30,6 +30,7 @@ import dataclasses
 import math
 import os
 import random
+import re
 import signal
 import sys
 import threading
@@ -64,6 +65,9 @@ class Value:
     dtype: torch.dtype
     bound: float          # an upper bound of |value|
     exact: bool = True    # the value is what eager computes, bit for bit, in any order
+    # The least precise float dtype whose rounding went into the value: a float32 result
+    # of a computed half value is compared with the half type's tolerance.
+    precision: torch.dtype = torch.float32
 
 
 @dataclasses.dataclass
@@ -87,6 +91,7 @@ class Program:
     inputs: list
     lines: list
     outputs: list
+    precisions: list      # per output: the dtype whose tolerance applies (floats)
 
     @property
     def source(self) -> str:
@@ -154,6 +159,7 @@ class Generator:
         return f"v{self.counter}"
 
     def new_input(self, shape, dtype, low=-4, high=4, layout=None) -> Value:
+        """A new argument of the program (exact: its values are given)."""
         r = self.rng
         if layout is None:
             layout = r.choices(["contiguous", "permuted", "sliced", "expanded"], [5, 2, 2, 1])[0]
@@ -161,10 +167,16 @@ class Generator:
                          seed=self.seed * 101 + len(self.inputs))
         self.inputs.append(spec)
         bound = 4.0 if dtype.is_floating_point else max(abs(low), abs(high), 1)
-        return Value(spec.name, tuple(shape), dtype, bound, True)
+        value = Value(spec.name, tuple(shape), dtype, bound, True)
+        self.values.append(value)
+        return value
 
     def emit(self, expr: str, shape, dtype, bound, exact) -> Value:
-        v = Value(self.fresh(), tuple(shape), dtype, float(bound), exact)
+        known = {w.name: w for w in self.values}
+        operands = [known[n] for n in re.findall(r"\b[vx]\d+\b", expr) if n in known]
+        precision = _loosest([w.precision for w in operands if not w.exact]
+                             + ([dtype] if dtype.is_floating_point and not exact else []))
+        v = Value(self.fresh(), tuple(shape), dtype, float(bound), exact, precision)
         self.lines.append(f"{v.name} = {expr}")
         self.values.append(v)
         return v
@@ -208,11 +220,11 @@ class Generator:
         r = self.rng
         dtype = r.choices(DTYPES, [5, 2, 2, 2, 2, 1])[0]
         shape = self.random_shape()
-        self.values.append(self.value_input(shape, dtype))
+        self.value_input(shape, dtype)
         if r.random() < 0.5:
             other = r.choice([dtype, dtype, r.choice(DTYPES)])
-            self.values.append(self.value_input(self.broadcast_partner_shape(shape), other))
-        steps = r.randint(1, 6)
+            self.value_input(self.broadcast_partner_shape(shape), other)
+        steps = r.randint(1, 8)
         made = 0
         attempts = 0
         while made < steps and attempts < 60:
@@ -226,9 +238,17 @@ class Generator:
             produced = [self.emit(f"{base.name} + {base.name}" if base.dtype != torch.bool
                                   else f"~{base.name}", base.shape, base.dtype,
                                   base.bound * 2, base.exact)]
-        outputs = [produced[-1].name]
-        extra = [v.name for v in produced[:-1] if r.random() < 0.25]
-        return Program(self.seed, self.inputs, self.lines, extra + outputs)
+        outputs = [v for v in produced[:-1] if r.random() < 0.25] + [produced[-1]]
+        return Program(self.seed, self.inputs, self.lines, [v.name for v in outputs],
+                       [v.precision for v in outputs])
+
+
+_PRECISION_ORDER = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _loosest(dtypes) -> torch.dtype:
+    found = [d for d in dtypes if d in _PRECISION_ORDER]
+    return max(found, key=_PRECISION_ORDER.index) if found else torch.float32
 
 
 def _is_float(v):
@@ -742,8 +762,9 @@ def _tolerance(dtype, expected: torch.Tensor):
     return rtol, atol
 
 
-def compare(actual, expected) -> Optional[str]:
-    """None when the outputs match, else what differs."""
+def compare(actual, expected, precisions=None) -> Optional[str]:
+    """None when the outputs match, else what differs. precisions: per output, the dtype
+    whose tolerance applies to a float output (default: its own)."""
     if len(actual) != len(expected):
         return f"{len(actual)} outputs, expected {len(expected)}"
     for i, (a, e) in enumerate(zip(actual, expected)):
@@ -754,7 +775,10 @@ def compare(actual, expected) -> Optional[str]:
         if a.dtype != e.dtype or a.shape != e.shape:
             return (f"output {i}: {a.dtype} {tuple(a.shape)}, expected {e.dtype} "
                     f"{tuple(e.shape)}")
-        rtol, atol = _tolerance(e.dtype, e.float() if e.dtype in FLOATS else e)
+        tol_dtype = e.dtype
+        if precisions and e.dtype in FLOATS:
+            tol_dtype = _loosest([e.dtype, precisions[i]])
+        rtol, atol = _tolerance(tol_dtype, e.float() if e.dtype in FLOATS else e)
         try:
             torch.testing.assert_close(a.cpu(), e, rtol=rtol, atol=atol, equal_nan=True)
         except AssertionError as err:
@@ -786,7 +810,7 @@ def run_program(program: Program, timeout: float = 120.0) -> Outcome:
             warnings.simplefilter("ignore")
             actual = torch.compile(fn, backend="inductor")(*device_inputs)
             torch.webgpu.synchronize()
-            problem = compare(actual, expected)
+            problem = compare(actual, expected, program.precisions)
     except ProgramTimeout:
         outcome.status, outcome.detail = "error", f"timed out after {timeout:g} s"
     except Exception as e:  # noqa: BLE001
