@@ -414,7 +414,11 @@ def _map_remaining_eager_ops() -> None:
             setattr(WebGPUOverrides, name, _make_missing_override(name))
 
 
+MISSING_OPS: set[str] = set()  # Inductor ops with no WGSL (registration falls back on them)
+
+
 def _make_missing_override(name: str):
+    MISSING_OPS.add(name)
     def override(*args, **kwargs) -> str:
         raise NotImplementedError(
             f"torch_webgpu compile: the WGSL generator has no '{name}' yet; run this "
