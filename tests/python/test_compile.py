@@ -445,3 +445,15 @@ def test_fuzz_argmax_of_negative_rows_shorter_than_the_workgroup(dtype, no_fallb
     # negative values in the tree combine.
     x = -make((4, 3), dtype, low=1, high=5)
     compiled_matches(lambda x: (x.argmax(-1), x.argmin(0), x.argmax()), x)
+
+
+def test_fuzz_dynamic_shapes_symbolic_products_are_parenthesized(no_fallback):
+    # With dynamic shapes a numel is a product of sizes: `linear % ks1*ks2` computed
+    # (linear % ks1) * ks2 in WGSL.
+    fn = lambda a, b: (a.unsqueeze(-1) ^ b, a.unsqueeze(-1).float() * b.float().sin())
+    a = make((2, 5), torch.bool)
+    b = make((2, 5, 3), torch.bool, seed=1)[..., 1::2]
+    compiled = torch.compile(fn, dynamic=True)
+    assert_same(compiled(dev(a), dev(b)), fn(a, b))
+    a, b = make((3, 7), torch.bool, seed=2), make((3, 7, 1), torch.bool, seed=3)
+    assert_same(compiled(dev(a), dev(b)), fn(a, b))

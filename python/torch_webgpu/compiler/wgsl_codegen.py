@@ -138,11 +138,13 @@ class WGSLExprPrinter(ExprPrinter):
 
     def _print_ModularIndexing(self, expr: sympy.Expr) -> str:
         # Inductor guarantees a non-negative x here, where / and % are floor division.
+        # Symbolic divisors print as products (ks0*ks1): parenthesized, as / and % bind
+        # as tightly as * in WGSL.
         x, div, mod = expr.args
         x_str = f"({self._print(x)})"
         if div != 1:
-            x_str = f"({x_str} / {self._print(div)})"
-        return f"({x_str} % {self._print(mod)})"
+            x_str = f"({x_str} / ({self._print(div)}))"
+        return f"({x_str} % ({self._print(mod)}))"
 
     def _print_PythonMod(self, expr: sympy.Expr) -> str:
         return f"mod_floor_i32({self._print(expr.args[0])}, {self._print(expr.args[1])})"
@@ -765,7 +767,8 @@ class WebGPUKernel(SIMDKernel):
         rest = "linear"
         numels = []
         for tree in sorted(self._outer_trees(), key=lambda t: t.prefix != "x"):
-            numel = self.sexpr(self.rename_indexing(tree.numel))
+            # (a symbolic numel prints as a product: parenthesized)
+            numel = f"({self.sexpr(self.rename_indexing(tree.numel))})"
             numels.append(numel)
             code.writeline(f"let {tree.name} = {rest} % {numel};")
             rest = f"({rest} / {numel})"

@@ -12,7 +12,7 @@ Each program runs once as ``torch.compile(fn, backend="inductor")`` on webgpu co
 its inputs (``torch._dynamo.reset()`` first) and once eagerly on the CPU; the outputs must
 have the same dtypes and shapes and values within the dtype's tolerance.
 
-    python -m torch_webgpu.testing.compile_fuzz --count 200 --seed 0 [--verbose]
+    python -m torch_webgpu.testing.compile_fuzz --count 200 --seed 0 [--dynamic] [--verbose]
 
 prints one line per failure (mismatch or error) with the program, then a summary.
 
@@ -786,8 +786,9 @@ def compare(actual, expected, precisions=None) -> Optional[str]:
     return None
 
 
-def run_program(program: Program, timeout: float = 120.0) -> Outcome:
-    """Compiles and runs `program` on webgpu and compares with eager on the CPU."""
+def run_program(program: Program, timeout: float = 120.0, dynamic: Optional[bool] = None) -> Outcome:
+    """Compiles and runs `program` on webgpu and compares with eager on the CPU.
+    dynamic: torch.compile's (True: symbolic shapes in the generated kernels)."""
     import torch._dynamo
 
     start = time.perf_counter()
@@ -808,7 +809,7 @@ def run_program(program: Program, timeout: float = 120.0) -> Outcome:
         with _time_limit(timeout), warnings.catch_warnings(), \
                 inductor_config.patch(fx_graph_cache=False):
             warnings.simplefilter("ignore")
-            actual = torch.compile(fn, backend="inductor")(*device_inputs)
+            actual = torch.compile(fn, backend="inductor", dynamic=dynamic)(*device_inputs)
             torch.webgpu.synchronize()
             problem = compare(actual, expected, program.precisions)
     except ProgramTimeout:
@@ -861,6 +862,8 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="first seed")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per program")
     parser.add_argument("--verbose", action="store_true", help="print every program")
+    parser.add_argument("--dynamic", action="store_true",
+                        help="compile with dynamic=True (symbolic shapes)")
     parser.add_argument("--show", action="store_true", help="only print the programs")
     args = parser.parse_args(argv)
     if args.show:
@@ -873,13 +876,14 @@ def main(argv=None) -> int:
     counts = {"pass": 0, "mismatch": 0, "error": 0, "invalid": 0}
     start = time.perf_counter()
     for seed in range(args.seed, args.seed + args.count):
-        outcome = run_program(generate(seed), args.timeout)
+        outcome = run_program(generate(seed), args.timeout, dynamic=args.dynamic or None)
         counts[outcome.status] += 1
         if outcome.status != "pass" or args.verbose:
             print(f"== seed {seed}: {outcome.status} ({outcome.seconds:.1f} s) {outcome.detail}")
             print(outcome.source, flush=True)
     elapsed = time.perf_counter() - start
-    print(f"compile_fuzz: {args.count} programs from seed {args.seed}: "
+    print(f"compile_fuzz: {args.count} programs from seed {args.seed}"
+          + (" (dynamic shapes)" if args.dynamic else "") + ": "
           + ", ".join(f"{v} {k}" for k, v in counts.items())
           + f"; {elapsed:.0f} s ({elapsed / max(args.count, 1):.2f} s per program)")
     return 0 if counts["pass"] == args.count else 1
