@@ -457,3 +457,11 @@ def test_fuzz_dynamic_shapes_symbolic_products_are_parenthesized(no_fallback):
     assert_same(compiled(dev(a), dev(b)), fn(a, b))
     a, b = make((3, 7), torch.bool, seed=2), make((3, 7, 1), torch.bool, seed=3)
     assert_same(compiled(dev(a), dev(b)), fn(a, b))
+
+
+def test_fuzz_float_op_of_a_float_and_an_index(no_fallback):
+    # avg_pool without padded elements divides a float sum by a count computed from
+    # indices (i32): div_f32(f32, i32) did not compile (found by the OpInfo compile mode).
+    x = make((1, 3, 9), torch.float32)
+    compiled_matches(lambda x: F.avg_pool1d(x, 3, stride=1, padding=1, ceil_mode=True,
+                                            count_include_pad=False), x)

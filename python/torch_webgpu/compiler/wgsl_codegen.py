@@ -207,12 +207,16 @@ def _eager(name: str, *args: Any) -> str:
     if found is None:
         raise NotImplementedError(f"torch_webgpu compile: no WGSL for '{name}'")
     f32_expr, i32_expr, libraries = found
-    floating = register_type(dtype_of(args[0]) or torch.float32) == "f32"
+    types = [register_type(dtype_of(a) or torch.float32) for a in args]
+    floating = types[0] == "f32" or (f32_expr is not None and "f32" in types)
     expr = f32_expr if floating else i32_expr
     if expr is None:
         raise NotImplementedError(f"torch_webgpu compile: '{name}' on {dtype_of(args[0])}")
     for lib in libraries:
         V.kernel.libraries.add(lib)
+    # Mixed operands (a float and an index, as avg_pool's divisor) compute in f32.
+    args = [convert(str(a), dtype_of(a), torch.float32) if floating and t != "f32" else a
+            for a, t in zip(args, types)]
     values = dict(zip("abc", (f"({a})" for a in args)))
     return re.sub(r"\b[abc]\b", lambda m: values[m.group(0)], expr)
 
