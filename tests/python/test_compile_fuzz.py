@@ -13,17 +13,23 @@ import pytest
 from torch_webgpu.testing import compile_fuzz
 
 SEEDS_PER_BLOCK = 25
-BLOCKS = 12  # 300 programs: about a minute with -n 2
+BLOCKS = 12  # 300 programs with static shapes: about a minute with -n 2
+DYNAMIC_BLOCKS = 2  # and 50 with dynamic=True (symbolic sizes in the kernels)
 FIRST_SEED = int(os.environ.get("TORCH_WEBGPU_FUZZ_SEED", "0"))
+DYNAMIC_SEED = 5000  # other programs than the static blocks'
 
 
-@pytest.mark.parametrize("block", range(BLOCKS))
+@pytest.mark.parametrize("block", [("static", b) for b in range(BLOCKS)]
+                         + [("dynamic", b) for b in range(DYNAMIC_BLOCKS)],
+                         ids=lambda b: f"{b[0]}{b[1]}")
 def test_compiled_programs_match_eager(block):
-    start = FIRST_SEED + block * SEEDS_PER_BLOCK
+    shapes, index = block
+    start = FIRST_SEED + index * SEEDS_PER_BLOCK + (DYNAMIC_SEED if shapes == "dynamic" else 0)
     # A hang inside C++ cannot be interrupted: past this limit the worker exits.
     faulthandler.dump_traceback_later(600, exit=True)
     try:
-        failed = compile_fuzz.failures(range(start, start + SEEDS_PER_BLOCK))
+        failed = compile_fuzz.failures(range(start, start + SEEDS_PER_BLOCK),
+                                       dynamic=True if shapes == "dynamic" else None)
     finally:
         faulthandler.cancel_dump_traceback_later()
     report = "\n".join(f"seed {o.seed}: {o.status}: {o.detail}\n{o.source}" for o in failed)

@@ -889,9 +889,10 @@ def main(argv=None) -> int:
     return 0 if counts["pass"] == args.count else 1
 
 
-def failures(seeds, timeout: float = 120.0) -> list:
+def failures(seeds, timeout: float = 120.0, dynamic: Optional[bool] = None) -> list:
     """The outcomes of `seeds` that did not pass (for tests)."""
-    return [o for o in (run_program(generate(s), timeout) for s in seeds) if o.status != "pass"]
+    return [o for o in (run_program(generate(s), timeout, dynamic) for s in seeds)
+            if o.status != "pass"]
 
 
 if __name__ == "__main__":
