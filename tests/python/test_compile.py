@@ -465,3 +465,16 @@ def test_fuzz_float_op_of_a_float_and_an_index(no_fallback):
     x = make((1, 3, 9), torch.float32)
     compiled_matches(lambda x: F.avg_pool1d(x, 3, stride=1, padding=1, ceil_mode=True,
                                             count_include_pad=False), x)
+
+
+def test_fuzz_mutated_input_read_and_written_by_one_kernel(no_fallback):
+    # batch_norm in training updates its running stats in place: one kernel reads and
+    # writes the same buffer through two arguments, which WebGPU refuses to bind
+    # (found by the OpInfo compile mode).
+    x = make((4, 3, 5), torch.float32)
+    fn = lambda x, m, v: F.batch_norm(x, m, v, training=True, momentum=0.3)
+    mean, var = torch.zeros(3), torch.ones(3)
+    dmean, dvar = dev(mean), dev(var)
+    assert_same(torch.compile(fn)(dev(x), dmean, dvar), fn(x, mean, var), atol=1e-5, rtol=1e-5)
+    assert_same(dmean, mean)
+    assert_same(dvar, var)

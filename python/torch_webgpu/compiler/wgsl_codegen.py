@@ -761,6 +761,14 @@ class WebGPUKernel(SIMDKernel):
     def _outer_trees(self):
         return [t for t in self.range_trees if not t.is_reduction]
 
+    def _aliased_inputs(self) -> dict:
+        """{in_ptr: out_ptr} for buffers the kernel reads and writes through two arguments
+        (a mutated graph input, as batch_norm's running stats): WebGPU refuses a buffer
+        bound twice when one binding is writable, so such loads read the output binding."""
+        outputs = self.args.output_buffers
+        return {inner: outputs[buf] for buf, inner in self.args.input_buffers.items()
+                if isinstance(outputs.get(buf), str) and outputs[buf].startswith("out_ptr")}
+
     def codegen_kernel(self, name: str | None = None) -> str:
         self.codegen_body()
         reduction = self.reduction_tree is not None
@@ -783,8 +791,11 @@ class WebGPUKernel(SIMDKernel):
         code.splice(self.body)
 
         _, call_args, precompile_args, _ = self.args.python_argdefs()
+        aliased = self._aliased_inputs()
         tensors, uniforms = [], []
         for arg in precompile_args:
+            if isinstance(arg, TensorArg) and arg.name in aliased:
+                continue
             if isinstance(arg, TensorArg):
                 access = "read" if arg.name.startswith("in_ptr") else "read_write"
                 if arg.name in self.atomic_outputs:
@@ -798,7 +809,10 @@ class WebGPUKernel(SIMDKernel):
                           if hasattr(n, "node") and n.node is not None
                           for o in getattr(n.node, "origins", ())})
         comment = f"// from FX nodes: {', '.join(origins)}\n" if origins else ""
-        body = textwrap.indent(comment + code.getvalue(), "  ")
+        text = code.getvalue()
+        for inner, output in aliased.items():
+            text = re.sub(rf"\bload_{inner}\(", f"load_{output}(", text)
+        body = textwrap.indent(comment + text, "  ")
         return (
             "WGSLKernel('''\n" + body + "''',\n"
             f"    [{', '.join(tensors)}],\n"
@@ -812,7 +826,9 @@ class WebGPUKernel(SIMDKernel):
     def call_kernel(self, name: str, node: Any = None, deallocate_ws: bool = True) -> None:
         wrapper = V.graph.wrapper_code
         _, call_args, precompile_args, _ = self.args.python_argdefs()
-        tensors = [c for c, a in zip(call_args, precompile_args) if isinstance(a, TensorArg)]
+        aliased = self._aliased_inputs()
+        tensors = [c for c, a in zip(call_args, precompile_args)
+                   if isinstance(a, TensorArg) and a.name not in aliased]
         sizes = [str(c) for c, a in zip(call_args, precompile_args) if isinstance(a, SizeArg)]
         count = sympy.Integer(1)
         for tree in self._outer_trees():
