@@ -478,3 +478,11 @@ def test_fuzz_mutated_input_read_and_written_by_one_kernel(no_fallback):
     assert_same(torch.compile(fn)(dev(x), dmean, dvar), fn(x, mean, var), atol=1e-5, rtol=1e-5)
     assert_same(dmean, mean)
     assert_same(dvar, var)
+
+
+def test_fuzz_eager_expressions_with_host_parameters_run_eagerly():
+    # polygamma's and zeta's eager expressions read host parameters (n, a runtime zero)
+    # that generated kernels lack: 'p0' did not compile (found by the OpInfo compile mode).
+    x = make((5, 5), torch.float32, low=0.5, high=3)
+    compiled_matches(lambda x: (torch.polygamma(2, x) * 2, torch.special.zeta(x + 1, x)), x,
+                     tolerances=dict(rtol=1e-4, atol=1e-4))
