@@ -694,9 +694,12 @@ def _call(op, sample):
 
 def _call_compiled(op, sample):
     """The sample through torch.compile (static shapes; graph breaks run eagerly, as they
-    would for a user). A recompile past Dynamo's limit raises rather than silently running
-    eager code."""
+    would for a user). A fresh Dynamo per sample: each sample compiles anew anyway, and
+    Dynamo's recompile limits (per function and accumulated) never come into play; a
+    recompile past them would raise rather than silently run eager code."""
     import torch._dynamo
+
+    torch._dynamo.reset()
 
     def program(x, *args, **kwargs):
         return op(x, *args, **kwargs)
@@ -707,8 +710,8 @@ def _call_compiled(op, sample):
 
 @contextlib.contextmanager
 def compile_settings():
-    """Dynamo and Inductor settings of the compile mode: a fresh Dynamo per op, no FX graph
-    cache (kernels are generated each time), no silent fall back to eager."""
+    """Dynamo and Inductor settings of the compile mode: no FX graph cache (kernels are
+    generated each time), no silent fall back to eager."""
     import torch._dynamo
     import torch._inductor.config as inductor_config
 
