@@ -178,6 +178,21 @@ KNOWN_CAUSES = {
                                       "dtype, then col2vol adds the columns: another summation "
                                       "order and intermediate rounding",
 }
+# The same for the compile mode (torch.compile's own behaviour, not our kernels').
+_EMPTY_WELFORD = "Inductor folds the Welford reduction of an empty tensor to mean 0 (eager: NaN)"
+COMPILE_KNOWN_CAUSES = {
+    "addr": "Inductor's addr decomposition multiplies NaN/inf inputs by beta = alpha = 0; "
+            "eager skips them",
+    "var_mean": _EMPTY_WELFORD, "var_mean.unbiased": _EMPTY_WELFORD,
+    "std_mean": _EMPTY_WELFORD, "std_mean.unbiased": _EMPTY_WELFORD,
+}
+for _seeded in ("item", "cauchy", "exponential", "geometric", "log_normal", "normal",
+                "normal.in_place", "uniform", "svd_lowrank", "pca_lowrank", "bernoulli",
+                "nn.functional.dropout"):
+    COMPILE_KNOWN_CAUSES[_seeded] = (
+        "OpInfo wraps the op in freeze_rng_state, whose no_dispatch() block calls "
+        "torch.webgpu.set_rng_state: Dynamo traces that Python function and cannot make "
+        "fake tensors under no_dispatch (torch.cuda's is skipped by Dynamo's rules)")
 for _cast in ("byte", "char", "short", "int"):
     KNOWN_CAUSES[_cast] = ("float to int32 is undefined out of range: x86 gives INT_MIN (then "
                            "wraps to 0), WGSL saturates to 2147483520 (wraps to 128/-128)")
@@ -364,9 +379,10 @@ class OpResult:
                 text += f"; +{len(parts) - 2} more"
             text += f" [{len(fails)}/{ran} samples]"
         # A cause found by hand explains failures other than a missing kernel.
-        if self.op in KNOWN_CAUSES and (self.error or any(
+        causes = COMPILE_KNOWN_CAUSES if self.mode == COMPILE_MODE else KNOWN_CAUSES
+        if self.op in causes and (self.error or any(
                 s.category != "no-native" for s in self.failures)):
-            text += f"; cause: {KNOWN_CAUSES[self.op]}"
+            text += f"; cause: {causes[self.op]}"
         if self.note:
             text += f" ({self.note})"
         text = " ".join(text.split())
