@@ -13,6 +13,8 @@ Options (or the environment variable in brackets, for runs where this conftest i
 an initial one, e.g. `pytest tests`):
   --opinfo-dtypes=float32,int64   [TORCH_WEBGPU_OPINFO_DTYPES]  default: all nine
   --opinfo-modes=fallback|native  [TORCH_WEBGPU_OPINFO_MODES]   default: both
+                 (or compile: each sample through torch.compile, forward only; its
+                 expected failures are in expected_failures_compile.txt)
   --opinfo-checks=forward|backward [TORCH_WEBGPU_OPINFO_CHECKS] default: both
   --opinfo-ops=add,nn.functional.gelu [TORCH_WEBGPU_OPINFO_OPS] default: all of op_db
   --opinfo-record=FILE  write every test's outcome (JSON lines) for update_expected_failures.py
@@ -35,6 +37,8 @@ from torch_webgpu.testing import opinfo as oi  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXPECTED_FAILURES_PATH = os.path.join(HERE, "expected_failures.txt")
+# The compile mode's tests (--opinfo-modes=compile) have their own list.
+COMPILE_EXPECTED_FAILURES_PATH = os.path.join(HERE, "expected_failures_compile.txt")
 
 
 _OPTIONS = {
@@ -69,12 +73,17 @@ def _split(value):
 def selected_cases(config):
     dtypes = option(config, "dtypes")
     dtype_names = list(oi.DTYPES) if dtypes == "all" else _split(dtypes)
+    modes = _split(option(config, "modes"))
+    unknown_modes = [m for m in modes if m not in oi.ALL_MODES]
+    if unknown_modes:
+        raise pytest.UsageError(f"--opinfo-modes: unknown {unknown_modes}; choose from "
+                                f"{list(oi.ALL_MODES)}")
     unknown = [d for d in dtype_names if d not in oi.DTYPES]
     if unknown:
         raise pytest.UsageError(f"--opinfo-dtypes: unknown {unknown}; choose from {list(oi.DTYPES)}")
     ops = oi.select_ops(_split(option(config, "ops")) or None)
     return list(oi.all_cases(ops, [oi.DTYPES[d] for d in dtype_names],
-                             modes=_split(option(config, "modes")),
+                             modes=modes,
                              checks=_split(option(config, "checks"))))
 
 
@@ -91,7 +100,10 @@ def pytest_generate_tests(metafunc):
 
 @pytest.fixture(scope="session")
 def expected_failures():
-    return oi.read_expected_failures(EXPECTED_FAILURES_PATH)
+    """Both lists: keys differ by mode."""
+    entries = oi.read_expected_failures(EXPECTED_FAILURES_PATH)
+    entries.update(oi.read_expected_failures(COMPILE_EXPECTED_FAILURES_PATH))
+    return entries
 
 
 @pytest.fixture
@@ -101,7 +113,10 @@ def hard_timeout(request):
 
 @pytest.fixture(scope="session")
 def expected_failures_path():
-    return EXPECTED_FAILURES_PATH
+    """The list a test of `mode` belongs in."""
+    def path(mode):
+        return COMPILE_EXPECTED_FAILURES_PATH if mode == oi.COMPILE_MODE else EXPECTED_FAILURES_PATH
+    return path
 
 
 _RECORD = None

@@ -15,6 +15,7 @@ def test_opinfo(opinfo_case, expected_failures, expected_failures_path, hard_tim
     op, dtype, mode, check = opinfo_case
     key = _key(op, dtype, mode, check)
     expected = expected_failures.get(key)
+    listing = expected_failures_path(mode)
     if expected is not None and expected.startswith(oi.NOT_RUN_PREFIXES) and not oi.RUN_CRASHERS:
         pytest.skip(f"expected failure, not run: {expected}")
     # A hang inside C++ cannot be interrupted: past the hard limit the process exits
@@ -31,10 +32,10 @@ def test_opinfo(opinfo_case, expected_failures, expected_failures_path, hard_tim
     if result.status == "fail":
         if expected is not None:
             pytest.xfail(expected)
-        pytest.fail(f"{result.failure_report()}\n(not in {expected_failures_path}: "
+        pytest.fail(f"{result.failure_report()}\n(not in {listing}: "
                     f"fix it, or add the line\n{line}  {result.reason()})", pytrace=False)
     if expected is not None:
-        pytest.fail(f"{line}: listed in {expected_failures_path} ({expected}) but now "
+        pytest.fail(f"{line}: listed in {listing} ({expected}) but now "
                     f"{'passes' if result.status == 'pass' else 'runs no sample'}: delete its "
                     f"line", pytrace=False)
     if result.status == "skip":

@@ -1,4 +1,5 @@
-"""Rewrites expected_failures.txt from the outcomes a run recorded.
+"""Rewrites expected_failures.txt (and expected_failures_compile.txt, for the compile
+mode's tests) from the outcomes a run recorded.
 
     pytest tests/opinfo -n 2 --opinfo-record=/tmp/opinfo.jsonl [--opinfo-dtypes=...]
     python tests/opinfo/update_expected_failures.py /tmp/opinfo.jsonl [--file PATH]
@@ -53,8 +54,12 @@ def main(argv=None):
                              "of opinfo_report (its crashed or hung ops only, to list them "
                              "before a pytest run)")
     parser.add_argument("--file", default=os.path.join(HERE, "expected_failures.txt"))
+    parser.add_argument("--compile-file",
+                        default=os.path.join(HERE, "expected_failures_compile.txt"),
+                        help="the list of the compile mode's tests")
     args = parser.parse_args(argv)
     entries = oi.read_expected_failures(args.file)
+    entries.update(oi.read_expected_failures(args.compile_file))
     ops_by_id = None
     added = removed = changed = 0
     for path in args.records:
@@ -73,9 +78,12 @@ def main(argv=None):
             elif key in entries:
                 del entries[key]
                 removed += 1
-    oi.write_expected_failures(args.file, entries)
-    print(f"{args.file}: {len(entries)} entries ({added} added, {removed} removed, "
-          f"{changed} with a new reason)")
+    compiled = {k: v for k, v in entries.items() if k[3] == oi.COMPILE_MODE}
+    eager = {k: v for k, v in entries.items() if k[3] != oi.COMPILE_MODE}
+    oi.write_expected_failures(args.file, eager)
+    oi.write_expected_failures(args.compile_file, compiled, oi.COMPILE_EXPECTED_HEADER)
+    print(f"{args.file}: {len(eager)} entries, {args.compile_file}: {len(compiled)} entries "
+          f"({added} added, {removed} removed, {changed} with a new reason)")
 
 
 if __name__ == "__main__":

@@ -159,6 +159,60 @@ def _code_version_pass():
     return WGSLCodeVersion()
 
 
+# Dtypes generated kernels cannot compute: they live on the device and compute on the CPU.
+EAGER_ONLY_DTYPES = (torch.float64, torch.complex64, torch.complex128)
+# Inductor ops the WGSL generator lacks that stand for no aten op (random draws are
+# Inductor's own; the rest map to aten.NAME or aten.special_NAME).
+_NOT_ATEN = {"partial_accumulate", "rand", "rand_eager", "randint64", "randn"}
+
+
+def _fallback_ops() -> set:
+    """Aten op packets whose lowering needs an Inductor op with no WGSL."""
+    from .wgsl_codegen import MISSING_OPS
+
+    aten = torch.ops.aten
+    packets = set()
+    for name in MISSING_OPS - _NOT_ATEN:
+        for candidate in (name, f"special_{name}"):
+            if hasattr(aten, candidate):
+                packets.add(getattr(aten, candidate))
+    return packets
+
+
+def _install_fallbacks() -> None:
+    """Nodes the WGSL generator cannot compute run as extern (eager ATen) calls: Inductor
+    asks ``fallback_node_due_to_unsupported_type`` (as it does for complex tensors) before
+    lowering each aten node; ours adds webgpu nodes that read or write float64 / complex,
+    and aten ops whose lowering needs an Inductor op with no WGSL (frexp, Bessel functions,
+    ...). Eager computes them (float64 on the CPU, by design), never a wrong answer."""
+    import torch._inductor.graph as inductor_graph
+    import torch._inductor.pattern_matcher as pattern_matcher
+    from torch.utils import _pytree as pytree
+
+    original = inductor_graph.fallback_node_due_to_unsupported_type
+    if getattr(original, "webgpu", False):
+        return
+    packets = _fallback_ops()
+
+    def fake_tensors(node):
+        values = [node.meta.get("val")] + [a.meta.get("val") for a in node.all_input_nodes]
+        return [t for t in pytree.tree_leaves(values) if isinstance(t, torch.Tensor)]
+
+    def fallback_node_due_to_unsupported_type(node, allow_cpu_inputs=True):
+        if node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload):
+            tensors = fake_tensors(node)
+            if any(t.device.type == "webgpu" for t in tensors):
+                if node.target.overloadpacket in packets:
+                    return True
+                if any(t.dtype in EAGER_ONLY_DTYPES for t in tensors):
+                    return True
+        return original(node, allow_cpu_inputs)
+
+    fallback_node_due_to_unsupported_type.webgpu = True
+    inductor_graph.fallback_node_due_to_unsupported_type = fallback_node_due_to_unsupported_type
+    pattern_matcher.fallback_node_due_to_unsupported_type = fallback_node_due_to_unsupported_type
+
+
 class _NoCppWrapper:
     def __init__(self, *args, **kwargs):
         raise NotImplementedError("torch_webgpu: cpp_wrapper (AOTInductor) is not supported "
@@ -188,6 +242,7 @@ def register() -> dict:
     if "device_custom_pass" in inspect.signature(register_backend_for_device).parameters:
         extra["device_custom_pass"] = _code_version_pass()
     register_backend_for_device("webgpu", WebGPUScheduling, wrapper, _NoCppWrapper, **extra)
+    _install_fallbacks()
     return {
         "Scheduling": WebGPUScheduling,
         "PythonWrapperCodegen": wrapper,

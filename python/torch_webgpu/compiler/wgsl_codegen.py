@@ -138,11 +138,13 @@ class WGSLExprPrinter(ExprPrinter):
 
     def _print_ModularIndexing(self, expr: sympy.Expr) -> str:
         # Inductor guarantees a non-negative x here, where / and % are floor division.
+        # Symbolic divisors print as products (ks0*ks1): parenthesized, as / and % bind
+        # as tightly as * in WGSL.
         x, div, mod = expr.args
         x_str = f"({self._print(x)})"
         if div != 1:
-            x_str = f"({x_str} / {self._print(div)})"
-        return f"({x_str} % {self._print(mod)})"
+            x_str = f"({x_str} / ({self._print(div)}))"
+        return f"({x_str} % ({self._print(mod)}))"
 
     def _print_PythonMod(self, expr: sympy.Expr) -> str:
         return f"mod_floor_i32({self._print(expr.args[0])}, {self._print(expr.args[1])})"
@@ -205,12 +207,16 @@ def _eager(name: str, *args: Any) -> str:
     if found is None:
         raise NotImplementedError(f"torch_webgpu compile: no WGSL for '{name}'")
     f32_expr, i32_expr, libraries = found
-    floating = register_type(dtype_of(args[0]) or torch.float32) == "f32"
+    types = [register_type(dtype_of(a) or torch.float32) for a in args]
+    floating = types[0] == "f32" or (f32_expr is not None and "f32" in types)
     expr = f32_expr if floating else i32_expr
     if expr is None:
         raise NotImplementedError(f"torch_webgpu compile: '{name}' on {dtype_of(args[0])}")
     for lib in libraries:
         V.kernel.libraries.add(lib)
+    # Mixed operands (a float and an index, as avg_pool's divisor) compute in f32.
+    args = [convert(str(a), dtype_of(a), torch.float32) if floating and t != "f32" else a
+            for a, t in zip(args, types)]
     values = dict(zip("abc", (f"({a})" for a in args)))
     return re.sub(r"\b[abc]\b", lambda m: values[m.group(0)], expr)
 
@@ -275,9 +281,11 @@ class WebGPUOverrides(OpOverrides):
 
     @staticmethod
     def masked(mask, body, other) -> str:
-        # Loads out of a buffer's bounds are safe in WebGPU (clamped or zero), so the body
-        # runs unconditionally and `select` keeps its value only where the mask holds.
-        result = body()
+        # The body runs unconditionally and `select` keeps its value only where the mask
+        # holds; its loads read index 0 where the mask fails (see load: an int64 load past
+        # the end would trip the 32-bit check on another tensor's bytes).
+        with V.kernel.mask_loads(mask, other):
+            result = body()
         dtype = dtype_of(result) or torch.float32
         other_expr = constant_expr(other, dtype)
         return V.kernel.cse.generate(
@@ -406,13 +414,22 @@ def _map_remaining_eager_ops() -> None:
     for name in dir(OpsHandler):
         if name.startswith("_") or name in WebGPUOverrides.__dict__:
             continue
-        if _C._wgsl_pointwise_expression(name) is not None:
+        found = _C._wgsl_pointwise_expression(name)
+        if found is not None and not any(e and re.search(r"\bp\d\b", e) for e in found[:2]):
             setattr(WebGPUOverrides, name, _make_eager_override(name))
+        elif found is not None:
+            # Its eager expression takes host parameters (polygamma's n, zeta's runtime
+            # zero) that a generated kernel does not have: eager computes it.
+            setattr(WebGPUOverrides, name, _make_missing_override(name))
         elif getattr(OpOverrides, name, None) is getattr(OpsHandler, name):
             setattr(WebGPUOverrides, name, _make_missing_override(name))
 
 
+MISSING_OPS: set[str] = set()  # Inductor ops with no WGSL (registration falls back on them)
+
+
 def _make_missing_override(name: str):
+    MISSING_OPS.add(name)
     def override(*args, **kwargs) -> str:
         raise NotImplementedError(
             f"torch_webgpu compile: the WGSL generator has no '{name}' yet; run this "
@@ -486,7 +503,12 @@ class WebGPUKernel(SIMDKernel):
         indirect = free_symbol_is_type(index, SymT.TMP)
         dtype = V.graph.get_dtype(name)
         register_type(dtype)
-        line = f"load_{var}(u32({self.index_to_str(index)}))"
+        index_str = self.index_to_str(index)
+        mask = self._load_mask
+        if mask is not None:  # inside ops.masked: the mask is a value of the compute code
+            index_str = f"select(0, {index_str}, {mask})"
+            indirect = True
+        line = f"load_{var}(u32({index_str}))"
         if dtype == torch.int64:
             line = f"i64_narrow({line})"  # raises at the next read-back past 32 bits
             if "i64_narrow" not in self.helper_names:
@@ -631,19 +653,22 @@ class WebGPUKernel(SIMDKernel):
 
     def _arg_better(self, reduction_type: str, vtype: str) -> str:
         """A WGSL function: does (v, i) beat the current (av, ai)? NaN beats numbers (as on
-        the CPU); ties go to the lower index; index i32 max marks "nothing yet"."""
+        the CPU); ties go to the lower index; index i32 max marks "nothing yet" (a thread
+        that saw no element never wins the tree combine, whatever its placeholder value)."""
         name = f"{reduction_type}_better_{vtype}"
         if name in self.helper_names:
             return name
         self.helper_names.add(name)
         cmp = ">" if reduction_type == "argmax" else "<"
         if vtype == "f32":
-            test = (f"if (ai == 2147483647) {{ return true; }}\n"
+            test = (f"if (i == 2147483647) {{ return false; }}\n"
+                    f"  if (ai == 2147483647) {{ return true; }}\n"
                     f"  if (is_nan(av)) {{ return is_nan(v) && i < ai; }}\n"
                     f"  if (is_nan(v)) {{ return true; }}\n"
                     f"  return v {cmp} av || (v == av && i < ai);")
         else:
-            test = (f"if (ai == 2147483647) {{ return true; }}\n"
+            test = (f"if (i == 2147483647) {{ return false; }}\n"
+                    f"  if (ai == 2147483647) {{ return true; }}\n"
                     f"  return v {cmp} av || (v == av && i < ai);")
         self.declarations.splice(
             f"fn {name}(v: {vtype}, i: i32, av: {vtype}, ai: i32) -> bool {{\n  {test}\n}}")
@@ -741,6 +766,14 @@ class WebGPUKernel(SIMDKernel):
     def _outer_trees(self):
         return [t for t in self.range_trees if not t.is_reduction]
 
+    def _aliased_inputs(self) -> dict:
+        """{in_ptr: out_ptr} for buffers the kernel reads and writes through two arguments
+        (a mutated graph input, as batch_norm's running stats): WebGPU refuses a buffer
+        bound twice when one binding is writable, so such loads read the output binding."""
+        outputs = self.args.output_buffers
+        return {inner: outputs[buf] for buf, inner in self.args.input_buffers.items()
+                if isinstance(outputs.get(buf), str) and outputs[buf].startswith("out_ptr")}
+
     def codegen_kernel(self, name: str | None = None) -> str:
         self.codegen_body()
         reduction = self.reduction_tree is not None
@@ -751,7 +784,8 @@ class WebGPUKernel(SIMDKernel):
         rest = "linear"
         numels = []
         for tree in sorted(self._outer_trees(), key=lambda t: t.prefix != "x"):
-            numel = self.sexpr(self.rename_indexing(tree.numel))
+            # (a symbolic numel prints as a product: parenthesized)
+            numel = f"({self.sexpr(self.rename_indexing(tree.numel))})"
             numels.append(numel)
             code.writeline(f"let {tree.name} = {rest} % {numel};")
             rest = f"({rest} / {numel})"
@@ -762,8 +796,11 @@ class WebGPUKernel(SIMDKernel):
         code.splice(self.body)
 
         _, call_args, precompile_args, _ = self.args.python_argdefs()
+        aliased = self._aliased_inputs()
         tensors, uniforms = [], []
         for arg in precompile_args:
+            if isinstance(arg, TensorArg) and arg.name in aliased:
+                continue
             if isinstance(arg, TensorArg):
                 access = "read" if arg.name.startswith("in_ptr") else "read_write"
                 if arg.name in self.atomic_outputs:
@@ -777,7 +814,10 @@ class WebGPUKernel(SIMDKernel):
                           if hasattr(n, "node") and n.node is not None
                           for o in getattr(n.node, "origins", ())})
         comment = f"// from FX nodes: {', '.join(origins)}\n" if origins else ""
-        body = textwrap.indent(comment + code.getvalue(), "  ")
+        text = code.getvalue()
+        for inner, output in aliased.items():
+            text = re.sub(rf"\bload_{inner}\(", f"load_{output}(", text)
+        body = textwrap.indent(comment + text, "  ")
         return (
             "WGSLKernel('''\n" + body + "''',\n"
             f"    [{', '.join(tensors)}],\n"
@@ -791,7 +831,9 @@ class WebGPUKernel(SIMDKernel):
     def call_kernel(self, name: str, node: Any = None, deallocate_ws: bool = True) -> None:
         wrapper = V.graph.wrapper_code
         _, call_args, precompile_args, _ = self.args.python_argdefs()
-        tensors = [c for c, a in zip(call_args, precompile_args) if isinstance(a, TensorArg)]
+        aliased = self._aliased_inputs()
+        tensors = [c for c, a in zip(call_args, precompile_args)
+                   if isinstance(a, TensorArg) and a.name not in aliased]
         sizes = [str(c) for c, a in zip(call_args, precompile_args) if isinstance(a, SizeArg)]
         count = sympy.Integer(1)
         for tree in self._outer_trees():

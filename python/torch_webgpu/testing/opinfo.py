@@ -12,6 +12,11 @@ Modes:
   so a passing sample is either *native* or *fallback-only*.
 - ``native`` (mode B): ``TORCH_WEBGPU_DISABLE_CPU_FALLBACK=1`` while the device runs, so
   any op without a native kernel raises ``NotImplementedError``.
+- ``compile``: the device side runs the op through ``torch.compile`` (Inductor's WGSL
+  generator; static shapes, Dynamo reset per op, the CPU fallback allowed) and must match
+  eager on the CPU. Not among the default ``MODES``: it has its own expected-failure file
+  (``tests/opinfo/expected_failures_compile.txt``) and is selected with
+  ``--opinfo-modes=compile``.
 
 Checks:
 
@@ -72,6 +77,8 @@ DTYPES = {
 DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 
 MODES = ("fallback", "native")
+COMPILE_MODE = "compile"
+ALL_MODES = MODES + (COMPILE_MODE,)
 CHECKS = ("forward", "backward")
 
 # (rtol, atol) by the dtype of the compared result. float32: a little looser than
@@ -171,6 +178,21 @@ KNOWN_CAUSES = {
                                       "dtype, then col2vol adds the columns: another summation "
                                       "order and intermediate rounding",
 }
+# The same for the compile mode (torch.compile's own behaviour, not our kernels').
+_EMPTY_WELFORD = "Inductor folds the Welford reduction of an empty tensor to mean 0 (eager: NaN)"
+COMPILE_KNOWN_CAUSES = {
+    "addr": "Inductor's addr decomposition multiplies NaN/inf inputs by beta = alpha = 0; "
+            "eager skips them",
+    "var_mean": _EMPTY_WELFORD, "var_mean.unbiased": _EMPTY_WELFORD,
+    "std_mean": _EMPTY_WELFORD, "std_mean.unbiased": _EMPTY_WELFORD,
+}
+for _seeded in ("item", "cauchy", "exponential", "geometric", "log_normal", "normal",
+                "normal.in_place", "uniform", "svd_lowrank", "pca_lowrank", "bernoulli",
+                "nn.functional.dropout"):
+    COMPILE_KNOWN_CAUSES[_seeded] = (
+        "OpInfo wraps the op in freeze_rng_state, whose no_dispatch() block calls "
+        "torch.webgpu.set_rng_state: Dynamo traces that Python function and cannot make "
+        "fake tensors under no_dispatch (torch.cuda's is skipped by Dynamo's rules)")
 for _cast in ("byte", "char", "short", "int"):
     KNOWN_CAUSES[_cast] = ("float to int32 is undefined out of range: x86 gives INT_MIN (then "
                            "wraps to 0), WGSL saturates to 2147483520 (wraps to 128/-128)")
@@ -357,9 +379,10 @@ class OpResult:
                 text += f"; +{len(parts) - 2} more"
             text += f" [{len(fails)}/{ran} samples]"
         # A cause found by hand explains failures other than a missing kernel.
-        if self.op in KNOWN_CAUSES and (self.error or any(
+        causes = COMPILE_KNOWN_CAUSES if self.mode == COMPILE_MODE else KNOWN_CAUSES
+        if self.op in causes and (self.error or any(
                 s.category != "no-native" for s in self.failures)):
-            text += f"; cause: {KNOWN_CAUSES[self.op]}"
+            text += f"; cause: {causes[self.op]}"
         if self.note:
             text += f" ({self.note})"
         text = " ".join(text.split())
@@ -685,6 +708,43 @@ def _call(op, sample):
     return sample.output_process_fn_grad(op(sample.input, *sample.args, **sample.kwargs))
 
 
+def _call_compiled(op, sample):
+    """The sample through torch.compile (static shapes; graph breaks run eagerly, as they
+    would for a user). A fresh Dynamo per sample: each sample compiles anew anyway, and
+    Dynamo's recompile limits (per function and accumulated) never come into play; a
+    recompile past them would raise rather than silently run eager code."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+
+    def program(x, *args, **kwargs):
+        return op(x, *args, **kwargs)
+
+    compiled = torch.compile(program, backend="inductor", dynamic=False)
+    return sample.output_process_fn_grad(compiled(sample.input, *sample.args, **sample.kwargs))
+
+
+@contextlib.contextmanager
+def compile_settings():
+    """Dynamo and Inductor settings of the compile mode: no FX graph cache (kernels are
+    generated each time), no silent fall back to eager."""
+    import torch._dynamo
+    import torch._inductor.config as inductor_config
+
+    saved = (torch._dynamo.config.recompile_limit, torch._dynamo.config.fail_on_recompile_limit_hit,
+             inductor_config.fx_graph_cache)
+    torch._dynamo.reset()
+    torch._dynamo.config.recompile_limit = 1000
+    torch._dynamo.config.fail_on_recompile_limit_hit = True
+    inductor_config.fx_graph_cache = False
+    try:
+        yield
+    finally:
+        torch._dynamo.reset()
+        (torch._dynamo.config.recompile_limit, torch._dynamo.config.fail_on_recompile_limit_hit,
+         inductor_config.fx_graph_cache) = saved
+
+
 def _differentiable_outputs(out) -> list:
     """Indices (in the flattened output) of float tensors that require grad."""
     from torch.utils._pytree import tree_flatten
@@ -766,6 +826,8 @@ def run_sample(op, sample, index: int, dtype, mode: str, check: str, *,
                             _, out = _backward(op, dev_sample, indices)
                         else:
                             out = _call(op, dev_sample)
+                    elif mode == COMPILE_MODE:
+                        out = _call_compiled(op, dev_sample)
                     else:
                         out = _call(op, dev_sample)
                     actual = _to_cpu(out)
@@ -817,7 +879,9 @@ def run_op(op, dtype, mode: str = "fallback", check: str = "forward", *,
     forward|backward) and returns the per-sample results. inputs="reference" takes
     OpInfo's reference_inputs (a superset of sample_inputs: extremal values, more shapes,
     as test_compare_cpu does) instead of sample_inputs."""
-    assert mode in MODES and check in CHECKS, (mode, check)
+    assert mode in ALL_MODES and check in CHECKS, (mode, check)
+    if mode == COMPILE_MODE and check != "forward":
+        raise ValueError("the compile mode checks forward results only")
     op_budget = OP_BUDGET_S if op_budget is None else op_budget
     overrides, note = opinfo_notes(op, dtype)
     result = OpResult(op=op_id(op), name=op.name, variant=op_variant(op),
@@ -826,30 +890,32 @@ def run_op(op, dtype, mode: str = "fallback", check: str = "forward", *,
     if check == "backward" and not (op.supports_autograd and dtype.is_floating_point):
         return result
     start = time.perf_counter()
-    try:
-        generate = op.reference_inputs if inputs == "reference" else op.sample_inputs
-        samples = generate("cpu", dtype, requires_grad=(check == "backward"))
-        index = 0
-        while True:
-            try:
-                with time_limit(sample_budget or SAMPLE_BUDGET_S):
-                    sample = next(samples, None)
-            except SampleTimeout:
-                result.error = "sample generation timed out"
-                break
-            if sample is None:
-                break
-            if time.perf_counter() - start > op_budget:
-                result.samples.append(SampleResult(index, "fail", "timeout",
-                                                   f"op budget of {op_budget:g} s exhausted"))
-                break
-            result.samples.append(run_sample(op, sample, index, dtype, mode, check,
-                                             overrides=overrides, seed=1000 + index,
-                                             budget=sample_budget))
-            del sample
-            index += 1
-    except Exception as e:  # noqa: BLE001 - the generator itself failed
-        result.error = f"sample generation fails: {_error_text(e)}"
+    settings = compile_settings() if mode == COMPILE_MODE else contextlib.nullcontext()
+    with settings:
+        try:
+            generate = op.reference_inputs if inputs == "reference" else op.sample_inputs
+            samples = generate("cpu", dtype, requires_grad=(check == "backward"))
+            index = 0
+            while True:
+                try:
+                    with time_limit(sample_budget or SAMPLE_BUDGET_S):
+                        sample = next(samples, None)
+                except SampleTimeout:
+                    result.error = "sample generation timed out"
+                    break
+                if sample is None:
+                    break
+                if time.perf_counter() - start > op_budget:
+                    result.samples.append(SampleResult(index, "fail", "timeout",
+                                                       f"op budget of {op_budget:g} s exhausted"))
+                    break
+                result.samples.append(run_sample(op, sample, index, dtype, mode, check,
+                                                 overrides=overrides, seed=1000 + index,
+                                                 budget=sample_budget))
+                del sample
+                index += 1
+        except Exception as e:  # noqa: BLE001 - the generator itself failed
+            result.error = f"sample generation fails: {_error_text(e)}"
     result.seconds = time.perf_counter() - start
     return result
 
@@ -873,6 +939,8 @@ def all_cases(ops=None, dtypes=None, modes=MODES, checks=CHECKS):
                 if check not in checks:
                     continue
                 for mode in modes:
+                    if mode == COMPILE_MODE and check != "forward":
+                        continue  # the compile mode checks forward results only
                     yield op, dtype, mode, check
 
 
@@ -910,7 +978,7 @@ def read_expected_failures(path) -> dict:
             if len(parts) < 5:
                 raise ValueError(f"{path}:{number}: expected 'op variant dtype mode check reason'")
             key = tuple(parts[:5])
-            if key[3] not in MODES or key[4] not in CHECKS:
+            if key[3] not in ALL_MODES or key[4] not in CHECKS:
                 raise ValueError(f"{path}:{number}: bad mode or check in {line!r}")
             if key in entries:
                 raise ValueError(f"{path}:{number}: duplicate entry {' '.join(key)}")
@@ -918,14 +986,25 @@ def read_expected_failures(path) -> dict:
     return entries
 
 
-def write_expected_failures(path, entries: dict):
+COMPILE_EXPECTED_HEADER = """\
+# OpInfo samples through torch.compile on webgpu that are expected to fail (tests/opinfo,
+# --opinfo-modes=compile: each sample compiled with Inductor's WGSL generator vs eager on
+# the CPU). One line per test: op  variant  dtype  compile  forward  reason
+# A listed test that passes fails the run (strict xfail): delete its line. Regenerate with
+#   pytest tests/opinfo -n 2 --opinfo-modes=compile --opinfo-dtypes=float32 \\
+#     --opinfo-checks=forward --opinfo-record=FILE
+#   python tests/opinfo/update_expected_failures.py FILE
+"""
+
+
+def write_expected_failures(path, entries: dict, header: str = EXPECTED_HEADER):
     order = {n: i for i, n in enumerate(DTYPES)}
     keys = sorted(entries, key=lambda k: (k[0], k[1], order.get(k[2], 99), k[2],
-                                          CHECKS.index(k[4]), MODES.index(k[3])))
+                                          CHECKS.index(k[4]), ALL_MODES.index(k[3])))
     # Aligned columns, but a long op or variant name overflows rather than widening all.
     caps = (32, 14, 8, 8, 8)
     widths = [min(caps[i], max([len(k[i]) for k in keys] + [1])) for i in range(5)]
     with open(path, "w") as f:
-        f.write(EXPECTED_HEADER)
+        f.write(header)
         for k in keys:
             f.write("  ".join(k[i].ljust(widths[i]) for i in range(5)) + "  " + entries[k] + "\n")
