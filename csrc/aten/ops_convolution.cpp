@@ -17,6 +17,7 @@
 #include <torch/library.h>
 
 #include "aten/webgpu_tensor.h"
+#include "kernels/binding_window.h"
 #include "kernels/matmul.h"
 
 namespace twgpu::aten {
@@ -149,10 +150,16 @@ std::vector<int64_t> nc_sizes(uint64_t n, uint64_t c, const uint32_t* spatial, i
 
 // y (N, groups * cy, ys) = conv(x (N, groups * cx, xs), w (groups * cy, cx, k)) + bias, for
 // the images of one pass (g.batch of them; x and y contiguous).
-void conv_forward_pass(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
-                       const ConvGeometry& g) {
-  const uint64_t N = g.batch, G = g.groups, R = g.rows(), L = g.y_spatial();
+// With `tile` (g.ys holding the whole output): only the tile's output rows (its y_first
+// and ys along one outer spatial dim), so that their columns fit one storage binding.
+void conv_forward_pass(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y_all,
+                       const ConvGeometry& g_all, const ConvGeometry* tile = nullptr) {
+  const ConvGeometry& g = tile ? *tile : g_all;
+  const uint64_t N = g.batch, G = g.groups, R = g.rows(), L = g.y_spatial(), Ly = g_all.y_spatial();
   const uint64_t Cy = static_cast<uint64_t>(w.size(0)), cy = Cy / G;
+  // The tile's first output element within each channel plane: its rows are contiguous there.
+  const uint64_t first = tile ? uint64_t(g.y_first[0]) * g_all.ys[1] * g_all.ys[2] + uint64_t(g.y_first[1]) * g_all.ys[2] : 0;
+  const Tensor y = first ? y_all.view({-1}).narrow(0, static_cast<int64_t>(first), 1) : y_all;
   GemmDesc d;
   d.batch_outer = N;
   d.batch_inner = G;
@@ -162,7 +169,7 @@ void conv_forward_pass(const Tensor& x, const Tensor& w, const Tensor& bias, con
   d.compute = Compute::F32;
   d.a = mat(w, 0, cy * R, R, 1);
   Tensor col;
-  if (is_pointwise(g)) {
+  if (is_pointwise(g) && !tile) {
     const uint64_t C = G * g.cx;
     d.b = mat(x, C * L, g.cx * L, L, 1);
   } else {
@@ -178,9 +185,29 @@ void conv_forward_pass(const Tensor& x, const Tensor& w, const Tensor& bias, con
     d.c = mat(bias, 0, cy * bs, bs, 0);
     d.beta = ScalarBits::from_f32(1.0f);
   }
-  d.out = mat(y, Cy * L, cy * L, L, 1);
+  d.out = mat(y, Cy * Ly, cy * Ly, Ly, 1);
   RuntimeLock lock;
   gemm(lock.ctx(), d);
+}
+
+// One image whose columns exceed a binding: tiles of output rows along its outermost
+// spatial dim of more than one row (2-d and 3-d convolutions), each tile's columns within
+// one binding. False when that cannot be done (the kernels then refuse by name).
+bool conv_forward_tiled(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
+                        const ConvGeometry& g) {
+  const int dim = g.ys[0] > 1 ? 0 : (g.ys[1] > 1 ? 1 : -1);
+  if (dim < 0 || g.batch != 1) return false;
+  const uint64_t row_cols = uint64_t(g.groups) * g.rows() * (g.y_spatial() / g.ys[dim]) * 4;
+  const uint64_t budget = window_budget(Context::get());
+  if (row_cols > budget) return false;
+  const uint32_t rows = static_cast<uint32_t>(std::min<uint64_t>(g.ys[dim], budget / row_cols));
+  for (uint32_t r0 = 0; r0 < g.ys[dim]; r0 += rows) {
+    ConvGeometry t = g;
+    t.ys[dim] = std::min(rows, g.ys[dim] - r0);
+    t.y_first[dim] = r0;
+    conv_forward_pass(x, w, bias, y, g, &t);
+  }
+  return true;
 }
 
 Tensor conv_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& bias,
@@ -191,7 +218,10 @@ Tensor conv_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& bias,
   for (uint64_t n0 = 0; n0 < g.batch; n0 += step) {
     ConvGeometry p = g;
     p.batch = static_cast<uint32_t>(std::min<uint64_t>(step, g.batch - n0));
-    conv_forward_pass(x.narrow(0, n0, p.batch), w, bias, y.narrow(0, n0, p.batch), p);
+    const Tensor xs = x.narrow(0, n0, p.batch), ys = y.narrow(0, n0, p.batch);
+    const bool columns_fit = is_pointwise(p) || uint64_t(p.batch) * p.groups * p.rows() * p.y_spatial() * 4 <=
+                                                    window_budget(Context::get());
+    if (columns_fit || !conv_forward_tiled(xs, w, bias, ys, p)) conv_forward_pass(xs, w, bias, ys, p);
   }
   return y;
 }

@@ -540,8 +540,10 @@ void conv_im2col(Context& ctx, const ConvGeometry& g, WGPUBuffer x, uint64_t x_o
   l.key = std::string("conv:im2col:") + dtype_name(x_dtype);
   l.buffers = {{x, Access::Read, false}, {col, Access::ReadWrite, false}};
   l.uniforms = conv_uniforms(g, layout, x_offset);
-  l.uniforms.resize(kCvXOff + 2, 0);
+  l.uniforms.resize(kCvXOff + 4, 0);
   l.uniforms[kCvXOff + 1] = static_cast<uint32_t>(chunks);
+  l.uniforms[kCvXOff + 2] = g.y_first[0];
+  l.uniforms[kCvXOff + 3] = g.y_first[1];
   // The pass's images, for an input buffer larger than one binding.
   l.buffers[0].touches(kCvXOff, x_dtype, x_offset, uint64_t(g.batch) * g.groups * g.cx * g.x_spatial());
   l.count = count;
@@ -566,8 +568,8 @@ void conv_im2col(Context& ctx, const ConvGeometry& g, WGPUBuffer x, uint64_t x_o
          "  let cbase = n * uw(32u) + g * uw(33u) + r * uw(34u);\n";
     for (int d = 0; d < 2; ++d) {
       const std::string D = std::to_string(d);
-      s += "  let p" + D + " = i32(o" + D + " * " + w(kCvStride + d) + " + k" + D + " * " +
-           w(kCvDil + d) + ") - i32(" + w(kCvPad + d) + ");\n";
+      s += "  let p" + D + " = i32((o" + D + " + " + w(kCvXOff + 2 + d) + ") * " + w(kCvStride + d) + " + k" + D +
+           " * " + w(kCvDil + d) + ") - i32(" + w(kCvPad + d) + ");\n";
     }
     s += "  let rows_inside = p0 >= 0 && p0 < i32(uw(8u)) && p1 >= 0 && p1 < i32(uw(9u));\n"
          "  let xrow = xbase + (u32(max(p0, 0)) * uw(9u) + u32(max(p1, 0))) * uw(10u);\n"

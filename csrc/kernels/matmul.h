@@ -48,6 +48,9 @@ struct ConvGeometry {
   uint32_t batch = 0, groups = 1, cx = 0;  // cx: channels of X per group
   uint32_t xs[3] = {1, 1, 1}, ys[3] = {1, 1, 1}, ks[3] = {1, 1, 1};
   uint32_t stride[3] = {1, 1, 1}, pad[3] = {0, 0, 0}, dil[3] = {1, 1, 1};
+  // im2col of a tile of output rows: the first output position along dims 0 and 1 (ys
+  // then holds the tile's extent there).
+  uint32_t y_first[2] = {0, 0};
   uint64_t x_spatial() const { return uint64_t(xs[0]) * xs[1] * xs[2]; }
   uint64_t y_spatial() const { return uint64_t(ys[0]) * ys[1] * ys[2]; }
   uint64_t k_spatial() const { return uint64_t(ks[0]) * ks[1] * ks[2]; }

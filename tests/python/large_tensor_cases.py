@@ -415,6 +415,15 @@ def convolutions():
         yc.backward(g)
         same(xd.grad, xc.grad, rtol=1e-4, atol=1e-3)
         same(wd.grad, wc.grad, rtol=1e-3, atol=1e-1)
+    # One image whose im2col columns exceed a binding: tiles of output rows.
+    img = rand(2, 8, 64, 64, seed=6)
+    for w, b, kw in ((rand(8, 8, 3, 3, seed=7), rand(8, seed=8), dict(padding=1)),
+                     (rand(6, 4, 3, 3, seed=9), None, dict(stride=2, padding=2, dilation=2, groups=2))):
+        ref = F.conv2d(img, w, b, **kw)
+        same(F.conv2d(img.to(DEVICE), w.to(DEVICE), b.to(DEVICE) if b is not None else None, **kw), ref,
+             rtol=1e-4, atol=1e-3)
+    vol, wv = rand(1, 4, 12, 40, 40, seed=10), rand(4, 4, 3, 3, 3, seed=11)
+    same(F.conv3d(vol.to(DEVICE), wv.to(DEVICE), padding=1), F.conv3d(vol, wv, padding=1), rtol=1e-4, atol=1e-3)
     wt = rand(8, 4, 2, 2, seed=5)
     same(F.conv_transpose2d(big(x), wt.to(DEVICE), stride=2), F.conv_transpose2d(x, wt, stride=2),
          rtol=1e-4, atol=1e-3)
