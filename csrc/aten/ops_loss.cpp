@@ -43,6 +43,10 @@ void deliver(const Tensor& result, Tensor& out) {
   out.copy_(result);
 }
 
+// The number of bad inputs the check kernels counted, one count per piece (one read-back;
+// a sum kernel only when the work was split).
+float bad_count(const Tensor& bad) { return (bad.numel() > 1 ? bad.sum() : bad).item<float>(); }
+
 // Pointwise loss forward; false when not native. `w` must already match x's numel.
 bool point_forward(PointLoss kind, const Tensor& self, const Tensor& target, const Tensor& weight,
                    int64_t reduction, double param, Tensor& out) {
@@ -75,13 +79,13 @@ bool point_forward(PointLoss kind, const Tensor& self, const Tensor& target, con
   TWGPU_TRY
   RuntimeLock lock;
   if (kind == PointLoss::Bce && x.numel() > 0) {
-    Tensor bad = at::zeros({pieces}, x.options().dtype(at::kFloat));
+    Tensor bad = at::empty({pieces}, x.options().dtype(at::kFloat));
     for (int64_t p = 0; p < pieces; ++p) {
       const Tensor xs = split ? x.narrow(0, p * step, std::min(step, x.size(0) - p * step)) : x;
       nn::count_outside_unit(lock.ctx(), operand(xs), static_cast<uint64_t>(xs.numel()),
                              operand(bad.narrow(0, p, 1)));
     }
-    if (bad.sum().item<float>() > 0) return false;  // the CPU raises its error
+    if (bad_count(bad) > 0) return false;  // the CPU raises its error
   }
   if (x.numel() == 0) {
     if (r == Reduce::Mean) result.fill_(std::numeric_limits<double>::quiet_NaN());
@@ -310,7 +314,7 @@ bool nll_forward_impl(const Tensor& self, const Tensor& target, const Tensor& we
                       operand(ws), operand(bs));
     }
     TWGPU_CATCH
-    if (bad.sum().item<float>() > 0) return false;
+    if (bad_count(bad) > 0) return false;
     if (split) {
       tw = weights.sum();
       if (r == Reduce::Sum) out = sums.sum();
