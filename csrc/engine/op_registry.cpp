@@ -145,6 +145,19 @@ DeviceTensor& OpBuilder::checked_output(size_t i, const std::vector<int64_t>& sh
   return out;
 }
 
+const DeviceTensor& OpBuilder::written_in_place() {
+  const DeviceTensor& self = tensor(0);
+  check(value(0).tensor.storage == Storage::Pool && self.is_contiguous(),
+        "writes in place only into a tensor with memory of its own, got " + self.describe());
+  DeviceTensor& out = output(0);
+  check(out.is_view && out.shape == self.shape && out.dtype == self.dtype,
+        "the output must be a view of the written tensor");
+  out.buffer = self.buffer;
+  out.offset = self.offset;
+  out.strides = self.strides;
+  return self;
+}
+
 DeviceTensor OpBuilder::scratch(DType dtype, const std::vector<int64_t>& shape) {
   DeviceTensor t;
   t.dtype = dtype;

@@ -68,6 +68,9 @@ class OpBuilder {
   }
   // Outputs must be the engine's contiguous memory of the expected shape and dtype.
   DeviceTensor& checked_output(size_t i, const std::vector<int64_t>& shape, DType dtype);
+  // In-place ops (index_put_, copy_) on a state tensor: argument 0 must have memory of its
+  // own (contiguous) and output 0 be a view of it, which this points at it. Returns arg 0.
+  const DeviceTensor& written_in_place();
 
  private:
   const OpArg& arg(size_t i) const;

@@ -143,15 +143,7 @@ void index_put(OpBuilder& b) {
 // The in-place form writes a state tensor (a mutated buffer, docs/ENGINE.md); its output
 // is a view of it.
 void index_put_inplace(OpBuilder& b) {
-  const DeviceTensor& self = b.tensor(0);
-  b.check(b.value(0).tensor.storage == Storage::Pool && self.is_contiguous(),
-          "writes in place only into a tensor with memory of its own, got " + self.describe());
-  DeviceTensor& out = b.output(0);
-  b.check(out.is_view && out.shape == self.shape && out.dtype == self.dtype,
-          "the output must be a view of the written tensor");
-  out.buffer = self.buffer;
-  out.offset = self.offset;
-  out.strides = self.strides;
+  const DeviceTensor& self = b.written_in_place();
   put_into(b, self);
 }
 

@@ -261,15 +261,7 @@ void cat(OpBuilder& b) {
 // copy_(self, src, non_blocking): src (broadcast, converted) into self's own memory, in
 // place; the output is a view of self. The exporter writes mutated buffers back with it.
 void copy_inplace(OpBuilder& b) {
-  const DeviceTensor &self = b.tensor(0), &src = b.tensor(1);
-  b.check(b.value(0).tensor.storage == Storage::Pool && self.is_contiguous(),
-          "writes in place only into a tensor with memory of its own, got " + self.describe());
-  DeviceTensor& out = b.output(0);
-  b.check(out.is_view && out.shape == self.shape && out.dtype == self.dtype,
-          "the output must be a view of the written tensor");
-  out.buffer = self.buffer;
-  out.offset = self.offset;
-  out.strides = self.strides;
+  const DeviceTensor &self = b.written_in_place(), &src = b.tensor(1);
   const std::string msg = "source " + src.describe() + " does not broadcast to " + self.describe();
   b.check(src.dim() <= self.dim(), msg);
   for (int64_t k = 0; k < src.dim(); ++k)
