@@ -461,6 +461,24 @@ def searching_beyond_binding():
 
 
 @case
+def cdist_blocks():
+    # Operands and distance matrices larger than a binding: blocks of rows of each side.
+    for shape1, shape2, p in (((700, 400), (90, 400), 1.0), ((2, 300, 500), (2, 40, 500), 3.0),
+                              ((600, 8), (600, 8), 0.5)):
+        x1, x2 = rand(*shape1), rand(*shape2, seed=1)
+        d1, d2 = x1.to(DEVICE).requires_grad_(), x2.to(DEVICE).requires_grad_()
+        c1, c2 = x1.clone().requires_grad_(), x2.clone().requires_grad_()
+        got, expected = torch.cdist(d1, d2, p=p), torch.cdist(c1, c2, p=p)
+        assert max(d1.untyped_storage().nbytes(), got.untyped_storage().nbytes()) > BINDING
+        same(got, expected, rtol=1e-4, atol=1e-3)
+        g = rand(*expected.shape, seed=2)
+        got.backward(g.to(DEVICE))
+        expected.backward(g)
+        same(d1.grad, c1.grad, rtol=1e-3, atol=1e-3)
+        same(d2.grad, c2.grad, rtol=1e-3, atol=1e-3)
+
+
+@case
 def convolutions():
     # Inputs and outputs spanning several bindings: passes of images through windows.
     F = torch.nn.functional
