@@ -479,6 +479,26 @@ def cdist_blocks():
 
 
 @case
+def fft_long_signals():
+    # One signal longer than a binding holds: a four-step transform (columns, twiddle,
+    # rows); batches whose one transform fits but no single dim splits them: pieces of
+    # the flattened batch dims.
+    x = rand(300_000, seed=3) / 4
+    xc = torch.complex(x, rand(300_000, seed=4) / 4)
+    for fn in (torch.fft.fft, lambda t: torch.fft.ifft(t, norm="ortho")):
+        same(fn(big(xc)), fn(xc), rtol=1e-4, atol=2e-3)
+    same(torch.fft.rfft(big(x)), torch.fft.rfft(x), rtol=1e-4, atol=2e-3)
+    for n in (300_000, 299_999):
+        h = torch.fft.rfft(x[:n])
+        same(torch.fft.irfft(h.to(DEVICE), n=n), torch.fft.irfft(h, n=n), rtol=1e-4, atol=1e-5)
+    b = xc[:270_000].reshape(3, 3, 30_000)
+    same(torch.fft.fft(big(b)), torch.fft.fft(b), rtol=1e-4, atol=2e-3)
+    m = x[:250_000].reshape(500, 500)
+    same(torch.fft.rfft2(m.to(DEVICE)), torch.fft.rfft2(m), rtol=1e-4, atol=2e-3)  # scratch > binding
+    same(torch.fft.irfft2(torch.fft.rfft2(m).to(DEVICE), s=(500, 500)), m, rtol=1e-4, atol=1e-5)
+
+
+@case
 def convolutions():
     # Inputs and outputs spanning several bindings: passes of images through windows.
     F = torch.nn.functional
