@@ -1,9 +1,14 @@
-// The web demo: EfficientNet-Lite0 as a web bundle, run by web/player.js. Pictures are
-// scaled to 224x224 and normalized with ImageNet's mean and std; the table shows the top-5
-// ImageNet class indices (class names are not shipped: no registry package has them).
+// The web demo: EfficientNet-Lite0 and all-MiniLM-L6-v2 as web bundles, run by
+// web/player.js. Pictures are scaled to 224x224 and normalized with ImageNet's mean and
+// std; the table shows the top-5 ImageNet class indices (class names are not shipped: no
+// registry package has them). Two sentences are tokenized by wordpiece.js and embedded in
+// one run (the program takes a batch of two); their vectors are unit length, so the
+// similarity is their dot product.
 import { loadBundle } from "../../web/player.js";
+import { WordPiece } from "./wordpiece.js";
 
 const BUNDLE = "efficientnet/web";
+const MINILM = "minilm";
 const MEAN = [0.485, 0.456, 0.406], STD = [0.229, 0.224, 0.225];
 const $ = (id) => document.getElementById(id);
 const canvas = $("canvas"), ctx = canvas.getContext("2d", { willReadFrequently: true });
@@ -68,6 +73,67 @@ async function selfCheck() {
   return { top5: ours, engineTop5: check.engineTop5, cpuTop5: check.cpuTop5, maxDiff, ms };
 }
 
+let minilm = null, tokenizer = null, seq = 0;
+
+function minilmStatus(text, bad = false) {
+  $("similarity-status").textContent = text;
+  $("similarity-status").className = bad ? "bad" : "";
+}
+
+// Cosine similarity of two sentences, with the token ids the program saw.
+async function similarity(first, second) {
+  const a = tokenizer.encode(first, seq), b = tokenizer.encode(second, seq);
+  const ids = new BigInt64Array(2 * seq), mask = new BigInt64Array(2 * seq);
+  ids.set(a.ids); ids.set(b.ids, seq);
+  mask.set(a.mask); mask.set(b.mask, seq);
+  const t0 = performance.now();
+  const [vectors] = await minilm.run([ids, mask]);
+  const ms = performance.now() - t0;
+  const dim = vectors.length / 2;
+  let dot = 0;
+  for (let i = 0; i < dim; ++i) dot += vectors[i] * vectors[dim + i];
+  $("similarity").textContent = `similarity ${dot.toFixed(4)}`;
+  minilmStatus(`ran in ${ms.toFixed(0)} ms`);
+  return { similarity: dot, ids: [Array.from(a.ids, Number), Array.from(b.ids, Number)], ms };
+}
+
+// The sentences make_bundle.py saved: our token ids against transformers', our
+// similarity against the engine's and the CPU's.
+async function minilmCheck() {
+  const check = await (await fetch(MINILM + "/check.json")).json();
+  const results = [];
+  for (const pair of check.pairs) {
+    const r = await similarity(...pair.sentences);
+    const idsEqual = JSON.stringify(r.ids) === JSON.stringify(pair.ids);
+    results.push({ sentences: pair.sentences, idsEqual, ids: r.ids, expectedIds: pair.ids, similarity: r.similarity,
+                   engineSimilarity: pair.engineSimilarity, cpuSimilarity: pair.cpuSimilarity });
+  }
+  const worst = Math.max(...results.map((r) => Math.abs(r.similarity - r.cpuSimilarity)));
+  const ok = results.every((r) => r.idsEqual) && worst < 1e-4;
+  minilmStatus(`self-check: token ids ${results.every((r) => r.idsEqual) ? "equal" : "DIFFER from"} ` +
+               `transformers'; largest similarity difference from the CPU ${worst.toExponential(2)}`, !ok);
+  return results;
+}
+
+async function setupMinilm() {
+  try {
+    // An adapter gives one device; each bundle asks its own for the limits it needs.
+    const adapter = await navigator.gpu.requestAdapter();
+    if (!adapter) throw new Error("no WebGPU adapter");
+    const vocab = (await (await fetch(MINILM + "/vocab.txt")).text()).split("\n");
+    if (vocab[vocab.length - 1] === "") vocab.pop();
+    tokenizer = new WordPiece(vocab);
+    seq = (await (await fetch(MINILM + "/check.json")).json()).seq;
+    minilm = await loadBundle(adapter, MINILM + "/web");
+  } catch (e) {
+    return minilmStatus(`${e.message} (did you run examples/web/make_bundle.py?)`, true);
+  }
+  minilmStatus("ready");
+  $("compare").onclick = () => similarity($("first").value, $("second").value);
+  $("check-minilm").onclick = minilmCheck;
+  return true;
+}
+
 async function main() {
   if (!navigator.gpu) return status("this browser has no WebGPU (navigator.gpu is missing)", true);
   const adapter = await navigator.gpu.requestAdapter();
@@ -88,7 +154,9 @@ async function main() {
   };
   $("sample").onclick = async () => { drawSample(); await classify(canvasTensor()); };
   $("check").onclick = selfCheck;
-  window.demo = { selfCheck, classifySample: async () => { drawSample(); return (await classify(canvasTensor())).best; } };
+  const minilmReady = await setupMinilm();
+  window.demo = { selfCheck, minilmCheck, similarity, minilmReady: minilmReady === true,
+                  classifySample: async () => { drawSample(); return (await classify(canvasTensor())).best; } };
   window.demoReady = true;
 }
 

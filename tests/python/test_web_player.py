@@ -336,9 +336,11 @@ def test_wrong_inputs_reject_with_a_message(bad_input, expected, site, page):
     assert "the program takes 1 inputs, got 0" in run_in_browser(page, name, [])["error"]
 
 
-def test_demo_page_classifies_like_the_engine_and_cpu(site, browser):
+def test_demo_page_classifies_and_compares_sentences_like_the_cpu(site, browser):
     """examples/web: EfficientNet-Lite0 (real ImageNet weights) as a bundle; the page's
-    self-check runs the saved input and must give the engine's and the CPU's top-5."""
+    self-check runs the saved input and must give the engine's and the CPU's top-5. MiniLM
+    (real weights) as a bundle: the page's own WordPiece tokenizer must give transformers'
+    ids, and its sentence similarities the CPU's."""
     import importlib.util
 
     root, url = site
@@ -346,11 +348,12 @@ def test_demo_page_classifies_like_the_engine_and_cpu(site, browser):
     (demo / "web").mkdir(parents=True)
     shutil.copy(os.path.join(REPO, "web", "player.js"), demo / "web" / "player.js")
     shutil.copytree(os.path.join(REPO, "examples", "web"), demo / "examples" / "web",
-                    ignore=shutil.ignore_patterns("efficientnet", "__pycache__"))
+                    ignore=shutil.ignore_patterns("efficientnet", "minilm", "__pycache__"))
     spec = importlib.util.spec_from_file_location("make_bundle", os.path.join(REPO, "examples", "web", "make_bundle.py"))
     make_bundle = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(make_bundle)
     make_bundle.make(str(demo / "examples" / "web" / "efficientnet"))
+    make_bundle.make_minilm(str(demo / "examples" / "web" / "minilm"))
     page = browser.new_page()
     page.goto(url + "/demo/examples/web/")
     page.wait_for_function("window.demoReady === true || document.getElementById('status').className === 'bad'",
@@ -359,6 +362,14 @@ def test_demo_page_classifies_like_the_engine_and_cpu(site, browser):
     check = page.evaluate("window.demo.selfCheck()")
     assert check["top5"] == check["engineTop5"] == check["cpuTop5"], check
     assert check["maxDiff"] < 1e-3, check
+    assert page.evaluate("window.demo.minilmReady"), page.inner_text("#similarity-status")
+    pairs = page.evaluate("window.demo.minilmCheck()")
+    assert len(pairs) == 3
+    for pair in pairs:
+        assert pair["idsEqual"], (pair["ids"], pair["expectedIds"])
+        assert abs(pair["similarity"] - pair["cpuSimilarity"]) < 1e-4, pair
+        assert abs(pair["similarity"] - pair["engineSimilarity"]) < 1e-5, pair
+    assert pairs[0]["cpuSimilarity"] > pairs[1]["cpuSimilarity"]  # related sentences score higher
     page.close()
 
 
