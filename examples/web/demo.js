@@ -59,6 +59,24 @@ function drawSample() {
   ctx.fill();
 }
 
+// One frame of the camera, its centre square scaled to 224x224, classified.
+async function classifyCamera() {
+  const stream = await navigator.mediaDevices.getUserMedia({ video: true });
+  try {
+    const video = document.createElement("video");
+    video.srcObject = stream;
+    video.muted = true;
+    await video.play();
+    const side = Math.min(video.videoWidth, video.videoHeight);
+    ctx.drawImage(video, (video.videoWidth - side) / 2, (video.videoHeight - side) / 2, side, side, 0, 0, 224, 224);
+  } finally {
+    stream.getTracks().forEach((t) => t.stop());
+  }
+  const x = canvasTensor();
+  const { logits, best } = await classify(x);
+  return { input: Array.from(x), logits: Array.from(logits), best };
+}
+
 // Runs the input make_bundle.py saved and compares with the engine's top-5 for it.
 async function selfCheck() {
   const check = await (await fetch("efficientnet/check.json")).json();
@@ -153,9 +171,11 @@ async function main() {
     await classify(canvasTensor());
   };
   $("sample").onclick = async () => { drawSample(); await classify(canvasTensor()); };
+  $("camera").onclick = () => classifyCamera().catch((e) => status(`camera: ${e.message}`, true));
+  if (!navigator.mediaDevices) $("camera").disabled = true;  // not a secure context
   $("check").onclick = selfCheck;
   const minilmReady = await setupMinilm();
-  window.demo = { selfCheck, minilmCheck, similarity, minilmReady: minilmReady === true,
+  window.demo = { selfCheck, minilmCheck, similarity, classifyCamera, minilmReady: minilmReady === true,
                   classifySample: async () => { drawSample(); return (await classify(canvasTensor())).best; } };
   window.demoReady = true;
 }

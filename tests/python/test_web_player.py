@@ -29,7 +29,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CHROMIUM = "/usr/bin/chromium"
 # WebGPU on the CPU: SwiftShader's Vulkan (DESIGN.md, "Environment facts").
 CHROMIUM_ARGS = ["--enable-unsafe-webgpu", "--enable-features=Vulkan", "--use-vulkan=swiftshader",
-                 "--use-webgpu-adapter=swiftshader", "--no-sandbox"]
+                 "--use-webgpu-adapter=swiftshader", "--no-sandbox",
+                 # The demo page's camera button: a generated test pattern, no permission prompt.
+                 "--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream"]
 
 HARNESS = """<!doctype html><meta charset="utf-8"><script type="module">
 import * as player from "./player.js";
@@ -362,6 +364,13 @@ def test_demo_page_classifies_and_compares_sentences_like_the_cpu(site, browser)
     check = page.evaluate("window.demo.selfCheck()")
     assert check["top5"] == check["engineTop5"] == check["cpuTop5"], check
     assert check["maxDiff"] < 1e-3, check
+    # A camera frame (chromium's generated test pattern): the page's input through the CPU.
+    camera = page.evaluate("window.demo.classifyCamera()")
+    from torch_webgpu.testing.packaged_weights import load_efficientnet_lite0
+    with torch.no_grad():
+        cpu_logits = load_efficientnet_lite0()(torch.tensor(camera["input"]).reshape(1, 3, 224, 224))[0]
+    assert torch.tensor(camera["input"]).std() > 0.05  # a picture, not a blank frame
+    torch.testing.assert_close(torch.tensor(camera["logits"]), cpu_logits, rtol=1e-3, atol=1e-3)
     assert page.evaluate("window.demo.minilmReady"), page.inner_text("#similarity-status")
     pairs = page.evaluate("window.demo.minilmCheck()")
     assert len(pairs) == 3
