@@ -4,14 +4,18 @@ Every row is one op at one shape: our figure, CUDA's (with --cuda and a CUDA dev
 ratio ours / CUDA (1.0 = as fast; higher is better for every unit, host cost included, where
 it is CUDA's microseconds over ours) and a "limit" note (what bounds the figure, or which
 fallback path our adapter took). Units: GB/s (bytes an ideal kernel must move: inputs read
-once, outputs written once), TFLOP/s, or us per op.
+once, outputs written once), TFLOP/s, us per op, and for HF generate tok/s, ms and MB
+(peak device memory); for us, ms and MB the ratio is CUDA's figure over ours.
 
     python3 benchmarks/run.py [--cuda] [--quick] [--only reductions,gemv] [--match softmax,sum]
                               [--cpu-clock] [--json FILE]
 
 --quick uses small sizes that a software adapter (llvmpipe, ~5 GB/s) runs in minutes.
-Sections: bandwidth, reductions, movement, gemv, gemm, conv, attention, pool, sort, host.
-Not yet here: HF generate tokens/s (scripts/e2e_models.py has it) and peak memory.
+Sections: bandwidth, reductions, movement, gemv, gemm, conv, attention, pool, sort, host,
+models (HF generate with GPT-2, Qwen2.5-0.5B and Llama-3.2-1B built from their configs with
+seeded random weights, scripts/e2e_models.py: decode tok/s after a 512-token prompt, the
+prompt's prefill latency, peak device memory of the run; --quick: 2-layer versions and a
+32-token prompt).
 """
 import argparse
 import json
@@ -37,8 +41,12 @@ class Case:
     shape: str
     setup: Callable  # setup(device) -> fn to time
     amount: float    # bytes (GB/s), flops (TFLOP/s) or ops per call (us)
-    unit: str        # "GB/s", "TFLOP/s" or "us"
+    unit: str        # "GB/s", "TFLOP/s", "us"; "tok/s", "ms", "MB" for figures measured directly
     limit: str = ""
+    figure: Callable = None  # figure(device) -> the value itself (setup unused)
+
+
+LOWER_IS_BETTER = ("us", "ms", "MB")
 
 
 def rate(case, ms):
@@ -376,8 +384,45 @@ def host(quick, caps):
             Case("host", "MLP train step", "256x512-1024-10 AdamW", mlp_train_step, 1, "us")]
 
 
+def models(quick, caps):
+    """HF generate per model and device, run once and read three ways (tok/s, prefill, memory)."""
+    prompt_len, new_tokens = (32, 8) if quick else (512, 32)
+    runs = {}
+
+    def run(key, device):
+        if (key, device) not in runs:
+            sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
+            import e2e_models  # transformers: imported only when this section runs
+
+            spec = e2e_models.MODELS[key]
+            init = "cuda" if torch.cuda.is_available() else "cpu"
+            model = e2e_models.build_model(spec, tiny=quick, init_device=init).to(device)
+            prompt = e2e_models.prompt_tokens(model.config.vocab_size, prompt_len)
+            memory = torch.webgpu if device == "webgpu" else torch.cuda
+            e2e_models.synchronize(device)
+            memory.reset_peak_memory_stats()
+            result = e2e_models.greedy(model, prompt, new_tokens, device)
+            result["peak_mb"] = memory.max_memory_allocated() / MB
+            del model
+            e2e_models.release(device)
+            runs[(key, device)] = result
+        return runs[(key, device)]
+
+    cases = []
+    for key, label in (("gpt2", "GPT-2"), ("qwen2.5", "Qwen2.5-0.5B"), ("llama-3.2-1b", "Llama-3.2-1B")):
+        shape = f"{label}{' (2 layers)' if quick else ''} fp32"
+        cases += [
+            Case("models", "generate decode", f"{shape}, {prompt_len}+{new_tokens} tokens", None, 1, "tok/s",
+                 figure=lambda d, key=key: run(key, d)["tok_s"]),
+            Case("models", "generate prefill", f"{shape}, {prompt_len} tokens", None, 1, "ms",
+                 figure=lambda d, key=key: run(key, d)["prefill_ms"]),
+            Case("models", "generate peak memory", f"{shape}", None, 1, "MB",
+                 "weights + KV cache + temporaries", figure=lambda d, key=key: run(key, d)["peak_mb"])]
+    return cases
+
+
 SECTIONS = ["bandwidth", "reductions", "movement", "gemv", "gemm", "conv", "attention", "pool",
-            "sort", "host"]
+            "sort", "host", "models"]
 
 
 def all_cases(quick, caps):
@@ -394,6 +439,7 @@ def all_cases(quick, caps):
         "pool": pool(scale, caps),
         "sort": sorting(scale, caps),
         "host": host(quick, caps),
+        "models": models(quick, caps),
     }
 
 
@@ -401,6 +447,8 @@ CLOCK = time.perf_counter
 
 
 def measure(case, device, quick):
+    if case.figure is not None:
+        return case.figure(device)
     fn = case.setup(device)
     reps, inner = (3, 3) if quick else (5, 10)
     if case.unit == "us":
@@ -457,7 +505,7 @@ def main():
                 except Exception as e:
                     row["limit"] += f" cuda failed: {str(e).splitlines()[0][:60]}"
             if row["ours"] and row["cuda"]:
-                row["ratio"] = (row["cuda"] / row["ours"] if case.unit == "us"
+                row["ratio"] = (row["cuda"] / row["ours"] if case.unit in LOWER_IS_BETTER
                                 else row["ours"] / row["cuda"])
             fmt = lambda v: f"{v:9.4g}" if v is not None else f"{'-':>9s}"  # noqa: E731
             ratio = f"{row['ratio']:6.2f}" if row["ratio"] is not None else f"{'-':>6s}"
@@ -465,7 +513,7 @@ def main():
                   f"{ratio} {case.unit:7s} {row['limit']}", flush=True)
             rows.append(row)
             torch.webgpu.empty_cache()
-    print("ratio: ours / CUDA (1.0 = as fast as CUDA; for us, CUDA's time over ours)")
+    print("ratio: ours / CUDA (1.0 = as fast as CUDA; for us, ms and MB, CUDA's figure over ours)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"adapter": caps.name, "backend": caps.backend, "quick": args.quick,
