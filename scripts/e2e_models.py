@@ -228,29 +228,34 @@ class StepClock(transformers.StoppingCriteria):
         return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
 
 
-def _generate(model, prompt, new_tokens, clock=None):
+def _generate(model, prompt, new_tokens, clock=None, **generate_kwargs):
     # No end-of-sequence stop: every run makes exactly new_tokens tokens.
     criteria = transformers.StoppingCriteriaList([clock] if clock else [])
     with torch.no_grad():
         out = model.generate(prompt, attention_mask=torch.ones_like(prompt),
                              max_new_tokens=new_tokens, min_new_tokens=new_tokens,
                              do_sample=False, eos_token_id=None, pad_token_id=0,
-                             stopping_criteria=criteria)
+                             stopping_criteria=criteria, **generate_kwargs)
     return out[0, prompt.shape[1]:].tolist()
 
 
-def greedy(model, prompt, new_tokens, device, timed=True):
+def greedy(model, prompt, new_tokens, device, timed=True, **generate_kwargs):
     """Greedy tokens from `model` (on `device`) and, when timed, the prefill time
     (prompt to first token) and the decode speed (the tokens after the first), after a short
-    warm-up run (pipelines, caches)."""
+    warm-up run (pipelines, caches; for a compiled model, its compilation)."""
     prompt = prompt.to(device)
     if not timed:
-        return {"tokens": _generate(model, prompt, new_tokens)}
-    _generate(model, prompt, min(new_tokens, 4))
+        return {"tokens": _generate(model, prompt, new_tokens, **generate_kwargs)}
+    start = time.perf_counter()
+    # A static cache is sized by the run's length: the warm-up (compilation) uses the same.
+    warmup_tokens = new_tokens if "cache_implementation" in generate_kwargs else min(new_tokens, 4)
+    _generate(model, prompt, warmup_tokens, **generate_kwargs)
     synchronize(device)
+    warmup_s = time.perf_counter() - start
     clock = StepClock(device)
     start = time.perf_counter()
-    result = {"tokens": _generate(model, prompt, new_tokens, clock)}
+    result = {"tokens": _generate(model, prompt, new_tokens, clock, **generate_kwargs),
+              "warmup_s": warmup_s}
     result["prefill_ms"] = (clock.times[0] - start) * 1e3
     if new_tokens > 1:
         result["tok_s"] = (new_tokens - 1) / (clock.times[-1] - clock.times[0])
@@ -268,9 +273,18 @@ def release(device):
         torch.cuda.empty_cache()
 
 
+def compiled(model, mode):
+    """`model` whose forward is compiled by torch.compile (Inductor; on webgpu our WGSL
+    generator), to be run with a static KV cache (fixed shapes: one graph per phase)."""
+    model.forward = torch.compile(model.forward, mode=None if mode == "default" else mode,
+                                  dynamic=False)
+    return model
+
+
 def compare(key, tiny=False, dtype=torch.float32, tokens=32, devices=("webgpu",), timed=True,
-            init_device="cpu"):
-    """Runs one architecture on the CPU and on `devices`; returns a result row."""
+            init_device="cpu", compile_mode=None):
+    """Runs one architecture on the CPU and on `devices` (and, with compile_mode, each
+    device again compiled, as "<device> compiled"); returns a result row."""
     spec = MODELS[key]
     model = build_model(spec, tiny=tiny, dtype=dtype, init_device=init_device)
     params = sum(p.numel() for p in model.parameters())
@@ -289,14 +303,22 @@ def compare(key, tiny=False, dtype=torch.float32, tokens=32, devices=("webgpu",)
         run["matched"] = sum(a == b for a, b in zip(run["tokens"], cpu["tokens"]))
         run["first_mismatch"] = first_mismatch(run["tokens"], cpu["tokens"])
         row["devices"][device] = run
+    for device in devices if compile_mode else ():
+        device_model = compiled(copy.deepcopy(model).to(device), compile_mode)
+        run = greedy(device_model, prompt, tokens, device, timed, cache_implementation="static")
+        del device_model
+        torch._dynamo.reset()  # the next model compiles afresh (Dynamo's recompile limit)
+        release(device)
+        run["matched"] = sum(a == b for a, b in zip(run["tokens"], cpu["tokens"]))
+        run["first_mismatch"] = first_mismatch(run["tokens"], cpu["tokens"])
+        row["devices"][f"{device} compiled"] = run
     return row
 
 
 def _format_table(rows, devices):
     head = ["model", "params", "dtype", "webgpu match", "1st mismatch", "webgpu prefill ms"]
     head += [f"tok/s {d}" for d in ["cpu"] + list(devices)]
-    if "cuda" in devices:
-        head.append("cuda match")
+    head += [f"{d} match" for d in devices if d != "webgpu"]
     lines = []
     for row in rows:
         if "error" in row:
@@ -310,8 +332,9 @@ def _format_table(rows, devices):
                 f"{ours['prefill_ms']:.0f}" if "prefill_ms" in ours else "-"]
         line += [f"{runs[d]['tok_s']:.2f}" if "tok_s" in runs.get(d, {}) else "-"
                  for d in ["cpu"] + list(devices)]
-        if "cuda" in devices:
-            line.append(f"{runs['cuda']['matched']}/{row['tokens']}" if "cuda" in runs else "-")
+        for d in devices:
+            if d != "webgpu":
+                line.append(f"{runs[d]['matched']}/{row['tokens']}" if d in runs else "-")
         lines.append(line)
     widths = [max(len(str(x)) for x in col) for col in zip(head, *[l + [""] * (len(head) - len(l)) for l in lines])]
     fmt = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths))  # noqa: E731
@@ -330,6 +353,9 @@ def main(argv=None):
                         help="comma-separated subset of: " + ", ".join(MODELS))
     parser.add_argument("--cuda", action="store_true", help="also run on CUDA when present")
     parser.add_argument("--json", metavar="PATH", help="write the results as JSON")
+    parser.add_argument("--compile", nargs="?", const="default", choices=["default", "reduce-overhead"],
+                        help="also run each device with torch.compile'd forward and a static KV cache "
+                             "(tok/s after compilation; its tokens checked against the CPU's too)")
     parser.add_argument("--init-device", default="cpu", choices=["cpu", "cuda"],
                         help="where the seeded random weights are drawn (cuda: much faster "
                              "for billion-parameter models; the weights differ from cpu's)")
@@ -355,9 +381,11 @@ def main(argv=None):
         bar.set_postfix_str(key)
         try:
             row = compare(key, tiny=args.tiny, dtype=dtype, tokens=args.tokens, devices=devices,
-                          init_device=args.init_device)
-            if dtype == torch.float32 and row["devices"]["webgpu"]["first_mismatch"] is not None:
-                failed = True
+                          init_device=args.init_device, compile_mode=args.compile)
+            for name in ("webgpu", "webgpu compiled"):
+                if dtype == torch.float32 and name in row["devices"] and \
+                        row["devices"][name]["first_mismatch"] is not None:
+                    failed = True
         except Exception as error:  # noqa: BLE001 - report it in the table, keep going
             row = {"model": key, "dtype": args.dtype, "error": f"{type(error).__name__}: {error}"}
             failed = True
@@ -368,12 +396,13 @@ def main(argv=None):
     print(f"\nwebgpu: {props.name} ({props.backend}); torch {torch.__version__}, "
           f"transformers {transformers.__version__}; {'tiny' if args.tiny else 'full size'}, "
           f"{args.tokens} new tokens, prompt {PROMPT_LENGTH} tokens; tok/s = decode only")
-    print(_format_table(rows, devices))
+    shown = devices + [f"{d} compiled" for d in devices] if args.compile else devices
+    print(_format_table(rows, shown))
     if args.json:
         meta = {"webgpu_device": props.name, "backend": props.backend,
                 "torch": torch.__version__, "transformers": transformers.__version__,
                 "tiny": args.tiny, "dtype": args.dtype, "tokens": args.tokens,
-                "prompt_length": PROMPT_LENGTH, "devices": ["cpu"] + devices}
+                "prompt_length": PROMPT_LENGTH, "devices": ["cpu"] + shown, "compile": args.compile}
         with open(args.json, "w") as f:
             json.dump({"meta": meta, "results": rows}, f, indent=1)
     return 1 if failed else 0
