@@ -500,10 +500,17 @@ void softmax_piece(Context& ctx, const SoftmaxSpec& spec, const ReduceShape& sha
            "  for (var w = " + std::to_string(wg / 2) + "u; w > 0u; w = w >> 1u) {\n"
            "    if (lid < w) { red[lid] = red[lid] + red[lid + w]; }\n    workgroupBarrier();\n  }\n"
            "  return red[0];\n}\n";
-      s += "fn wg_max(v: f32, lid: u32) -> f32 {\n  workgroupBarrier();\n  red[lid] = v;\n  workgroupBarrier();\n"
+      // The row's (max, sum of exp(x - max)) from each invocation's own pair in one tree:
+      // a sum taken at a smaller max is rescaled to the larger (empty sums stay 0, so that
+      // an invocation that saw only -inf adds nothing).
+      s += "var<workgroup> red2: array<vec2<f32>, " + G + ">;\n"
+           "fn pair_merge(x: vec2<f32>, y: vec2<f32>) -> vec2<f32> {\n"
+           "  let m = nan_max(x.x, y.x);\n"
+           "  return vec2<f32>(m, select(x.y * exp(x.x - m), 0.0, x.y == 0.0) + select(y.y * exp(y.x - m), 0.0, y.y == 0.0));\n}\n"
+           "fn wg_pair(v: vec2<f32>, lid: u32) -> vec2<f32> {\n  workgroupBarrier();\n  red2[lid] = v;\n  workgroupBarrier();\n"
            "  for (var w = " + std::to_string(wg / 2) + "u; w > 0u; w = w >> 1u) {\n"
-           "    if (lid < w) { red[lid] = nan_max(red[lid], red[lid + w]); }\n    workgroupBarrier();\n  }\n"
-           "  return red[0];\n}\n";
+           "    if (lid < w) { red2[lid] = pair_merge(red2[lid], red2[lid + w]); }\n    workgroupBarrier();\n  }\n"
+           "  return red2[0];\n}\n";
       s += kernel_main(Grid::Groups, wg);
       s += "  let live = group < uw(0u);\n  let r = select(0u, group, live);\n"
            "  let n = select(0u, u.reduce, live);\n";
@@ -520,10 +527,14 @@ void softmax_piece(Context& ctx, const SoftmaxSpec& spec, const ReduceShape& sha
       return "  for (var j = " + first + "; j < n; j = j + " + stride + ") { let k = base + j * step; " +
              body + " }\n";
     };
-    auto total = [&](const std::string& var, bool max) {
+    auto total = [&](const std::string& var) {
       if (!groups) return std::string();
-      return "  " + var + " = " + (max ? "wg_max(" : "wg_sum(") + var + ", lid);\n";
+      return "  " + var + " = wg_sum(" + var + ", lid);\n";
     };
+    // After each invocation's max m and sum t of exp(x - m) (shifted by 0 when m is -inf,
+    // so that -inf elements add 0), the row's m and t.
+    const std::string shift = "  let sh = select(m, 0.0, m == -f32_inf());\n  var t = 0.0;\n";
+    const std::string row_pair = groups ? "  let mt = wg_pair(vec2<f32>(m, t), lid);\n  m = mt.x;\n  t = mt.y;\n" : "";
     if (cached) {
       // Element q of this invocation: j = lid + q * wg, held in a<q> (and b<q>).
       auto each = [&](const std::function<std::string(const std::string&)>& stmt) {
@@ -550,10 +561,9 @@ void softmax_piece(Context& ctx, const SoftmaxSpec& spec, const ReduceShape& sha
         case SoftmaxKind::LogSoftmax:
           s += "  var m = -f32_inf();\n" +
                each([](const std::string& q) { return "  if (in" + q + ") { m = nan_max(m, a" + q + "); }\n"; }) +
-               total("m", true);
-          s += "  var t = 0.0;\n" +
-               each([](const std::string& q) { return "  if (in" + q + ") { t = t + exp(a" + q + " - m); }\n"; }) +
-               total("t", false);
+               shift +
+               each([](const std::string& q) { return "  if (in" + q + ") { t = t + exp(a" + q + " - sh); }\n"; }) +
+               row_pair;
           if (spec.kind == SoftmaxKind::Softmax)
             s += "  let inv = div_f32(1.0, t);\n" + put_all("exp(a# - m) * inv");
           else
@@ -561,12 +571,12 @@ void softmax_piece(Context& ctx, const SoftmaxSpec& spec, const ReduceShape& sha
           break;
         case SoftmaxKind::SoftmaxBackward:
           s += "  var t = 0.0;\n" +
-               each([](const std::string& q) { return "  t = t + a" + q + " * b" + q + ";\n"; }) + total("t", false);
+               each([](const std::string& q) { return "  t = t + a" + q + " * b" + q + ";\n"; }) + total("t");
           s += put_all("b# * (a# - t)");
           break;
         case SoftmaxKind::LogSoftmaxBackward:
           s += "  var t = 0.0;\n" +
-               each([](const std::string& q) { return "  t = t + a" + q + ";\n"; }) + total("t", false);
+               each([](const std::string& q) { return "  t = t + a" + q + ";\n"; }) + total("t");
           s += put_all("a# - exp(b#) * t");
           break;
       }
@@ -576,19 +586,19 @@ void softmax_piece(Context& ctx, const SoftmaxSpec& spec, const ReduceShape& sha
     switch (spec.kind) {
       case SoftmaxKind::Softmax:
       case SoftmaxKind::LogSoftmax:
-        s += "  var m = -f32_inf();\n" + loop("m = nan_max(m, xa(k));") + total("m", true);
-        s += "  var t = 0.0;\n" + loop("t = t + exp(xa(k) - m);") + total("t", false);
+        s += "  var m = -f32_inf();\n" + loop("m = nan_max(m, xa(k));") + shift +
+             loop("t = t + exp(xa(k) - sh);") + row_pair;
         if (spec.kind == SoftmaxKind::Softmax)
           s += "  let inv = div_f32(1.0, t);\n" + loop("put(k, exp(xa(k) - m) * inv);");
         else
           s += "  let lt = log(t);\n" + loop("put(k, (xa(k) - m) - lt);");
         break;
       case SoftmaxKind::SoftmaxBackward:
-        s += "  var t = 0.0;\n" + loop("t = t + xa(k) * xb(k);") + total("t", false);
+        s += "  var t = 0.0;\n" + loop("t = t + xa(k) * xb(k);") + total("t");
         s += loop("put(k, xb(k) * (xa(k) - t));");
         break;
       case SoftmaxKind::LogSoftmaxBackward:
-        s += "  var t = 0.0;\n" + loop("t = t + xa(k);") + total("t", false);
+        s += "  var t = 0.0;\n" + loop("t = t + xa(k);") + total("t");
         s += loop("put(k, xa(k) - exp(xb(k)) * t);");
         break;
     }
