@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 
+#include "kernels/adapter_kind.h"
 #include "runtime/context.h"
 
 namespace twgpu::nn {
@@ -103,9 +104,11 @@ struct RowPlan {
   uint32_t held = 0;
 };
 
+// Software adapters keep groups of 64: their barriers cost per invocation, and a sweep
+// re-reads from the CPU's caches.
 RowPlan row_plan(Context& ctx, uint32_t len) {
   RowPlan p;
-  const uint32_t cap = std::min<uint32_t>(256, ctx.caps().workgroup_1d());
+  const uint32_t cap = std::min<uint32_t>(software_adapter(ctx) ? kRowWorkgroup : 256, ctx.caps().workgroup_1d());
   if (len == 0 || len > cap * kHeldPer) return p;
   while (p.wg < cap && len > p.wg * kHeldPer) p.wg *= 2;
   p.held = (len + p.wg - 1) / p.wg;
