@@ -21,19 +21,25 @@ uint32_t reduce_group(Context& ctx) {
   return std::min<uint32_t>(software_adapter(ctx) ? 64 : 256, ctx.caps().workgroup_1d());
 }
 
-// Accumulates elements j = first, first + stride, ... < end into `st` with four independent
-// states (merged at the end), so that four loads are in flight instead of one.
-std::string accumulate(const std::string& first, const std::string& end, const std::string& stride) {
-  return "    var j = " + first + ";\n"
-         "    var st1 = s_init();\n    var st2 = s_init();\n    var st3 = s_init();\n"
-         "    for (; j + 3u * " + stride + " < " + end + "; j = j + 4u * " + stride + ") {\n"
-         "      st = s_add(st, load(base + j * step), j);\n"
-         "      let j1 = j + " + stride + ";\n      st1 = s_add(st1, load(base + j1 * step), j1);\n"
-         "      let j2 = j1 + " + stride + ";\n      st2 = s_add(st2, load(base + j2 * step), j2);\n"
-         "      let j3 = j2 + " + stride + ";\n      st3 = s_add(st3, load(base + j3 * step), j3);\n"
-         "    }\n"
-         "    for (; j < " + end + "; j = j + " + stride + ") { st = s_add(st, load(base + j * step), j); }\n"
-         "    st = s_merge(s_merge(st, st1), s_merge(st2, st3));\n";
+// Accumulates elements j = first, first + stride, ... < end into `st` with `ways`
+// independent states (merged at the end), so that `ways` loads are in flight instead of one.
+std::string accumulate(const std::string& first, const std::string& end, const std::string& stride,
+                       uint32_t ways) {
+  std::string s = "    var j = " + first + ";\n";
+  for (uint32_t w = 1; w < ways; ++w) s += "    var st" + std::to_string(w) + " = s_init();\n";
+  s += "    for (; j + " + std::to_string(ways - 1) + "u * " + stride + " < " + end + "; j = j + " +
+       std::to_string(ways) + "u * " + stride + ") {\n"
+       "      st = s_add(st, load(base + j * step), j);\n";
+  for (uint32_t w = 1; w < ways; ++w) {
+    const std::string i = std::to_string(w);
+    s += "      let j" + i + " = j + " + i + "u * " + stride + ";\n"
+         "      st" + i + " = s_add(st" + i + ", load(base + j" + i + " * step), j" + i + ");\n";
+  }
+  s += "    }\n"
+       "    for (; j < " + end + "; j = j + " + stride + ") { st = s_add(st, load(base + j * step), j); }\n";
+  // Merged in order (ArgMax breaks ties by the index, not by the merge order).
+  for (uint32_t w = 1; w < ways; ++w) s += "    st = s_merge(st, st" + std::to_string(w) + ");\n";
+  return s;
 }
 
 // Output q = (o * chunks + c) * inner + i reduces j in [c * chunk, min(reduce, (c + 1) * chunk))
@@ -153,12 +159,13 @@ StateCode state_code(const ReduceSpec& s) {
       if (tc == Compute::F32) {
         // The plain max / min plus the largest |bits| seen: no branch per element, and a
         // NaN (|bits| above infinity's) anywhere makes the result NaN at the store.
-        const std::string f = mx ? "max" : "min";
+        // A NaN never enters `a` (the comparison is false), so `a` needs no NaN rules.
+        const std::string better = mx ? "v > a" : "v < a";
         d += "struct S { a: f32, n: u32 }\n";
         d += "fn s_init() -> S { return S(" + init + ", 0u); }\n";
-        d += "fn s_add(s: S, v: f32, j: u32) -> S { return S(" + f +
-             "(s.a, v), max(s.n, bitcast<u32>(v) & 0x7fffffffu)); }\n";
-        d += "fn s_merge(x: S, y: S) -> S { return S(" + f + "(x.a, y.a), max(x.n, y.n)); }\n";
+        d += "fn s_pick(a: f32, v: f32) -> f32 { return select(a, v, " + better + "); }\n";
+        d += "fn s_add(s: S, v: f32, j: u32) -> S { return S(s_pick(s.a, v), max(s.n, bitcast<u32>(v) & 0x7fffffffu)); }\n";
+        d += "fn s_merge(x: S, y: S) -> S { return S(s_pick(x.a, y.a), max(x.n, y.n)); }\n";
         d += "fn s_store(o: u32, s: S) { store0(u.out_offset + o, select(s.a, f32_nan(), s.n > 0x7f800000u)); }\n";
         break;
       }
@@ -336,6 +343,9 @@ void reduce_piece(Context& ctx, const ReduceSpec& requested, const ReduceShape& 
   const uint32_t wg = groups ? reduce_group(ctx) : ctx.caps().workgroup_1d();
   const uint32_t lanes = groups ? lanes_per_output(chunk, wg) : 1;
   const uint32_t per_group = wg / lanes;  // outputs per workgroup
+  // Loads in flight per invocation: 8 on GPUs (a full group of 256 reading 4 bytes each
+  // otherwise holds too few bytes in flight to cover memory latency), 4 on software adapters.
+  const uint32_t ways = software_adapter(ctx) ? 4 : 8;
 
   KernelLaunch l;
   l.buffers = {{b.in, Access::Read, false},
@@ -365,7 +375,7 @@ void reduce_piece(Context& ctx, const ReduceSpec& requested, const ReduceShape& 
   l.typed = {"reduce",
              {u8(spec.kind) | u8(spec.acc) << 8 | flags << 16,
               u8(spec.in) | u8(spec.out) << 8 | u8(spec.out2) << 16 | u8(spec.round_input) << 24,
-              lanes}};
+              lanes, ways}};
   l.body = [&]() {
     std::string s = kernel_load("load", l.buffers, 0, spec.in);
     s += kernel_store("store0", l.buffers, 1, spec.out, store_compute(spec, 0));
@@ -390,7 +400,7 @@ void reduce_piece(Context& ctx, const ReduceSpec& requested, const ReduceShape& 
              "  pre_value = pm;\n";
       }
       s += "  var st = s_init();\n  {\n    let end = j_end(idx);\n" +
-           accumulate("j_begin(idx)", "end", "1u") + "  }\n  s_store(idx, st);\n}\n";
+           accumulate("j_begin(idx)", "end", "1u", ways) + "  }\n  s_store(idx, st);\n}\n";
       return s;
     }
     // `lanes` invocations per output: output q = group * per_group + lid / lanes, and a tree
@@ -425,7 +435,7 @@ void reduce_piece(Context& ctx, const ReduceSpec& requested, const ReduceShape& 
     }
     s += "  var st = s_init();\n"
          "  if (live) {\n    let end = j_end(q);\n" +
-         accumulate("j_begin(q) + lane", "end", L + "u") + "  }\n"
+         accumulate("j_begin(q) + lane", "end", L + "u", ways) + "  }\n"
          "  part[lid] = st;\n  workgroupBarrier();\n" + tree("part", "s_merge") +
          "  if (live && lane == 0u) { s_store(q, part[lid]); }\n}\n";
     return s;
