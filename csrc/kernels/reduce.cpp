@@ -157,16 +157,15 @@ StateCode state_code(const ReduceSpec& s) {
       const bool mx = s.kind == ReduceKind::Max;
       const std::string init = mx ? lowest_of(tc) : highest_of(tc);
       if (tc == Compute::F32) {
-        // The plain max / min plus the largest |bits| seen: no branch per element, and a
-        // NaN (|bits| above infinity's) anywhere makes the result NaN at the store.
-        // A NaN never enters `a` (the comparison is false), so `a` needs no NaN rules.
+        // Branch-free and NaN-sticky: v replaces a when it is better or a NaN; a NaN in `a`
+        // is never replaced by a number (comparisons with it are false).
         const std::string better = mx ? "v > a" : "v < a";
-        d += "struct S { a: f32, n: u32 }\n";
-        d += "fn s_init() -> S { return S(" + init + ", 0u); }\n";
-        d += "fn s_pick(a: f32, v: f32) -> f32 { return select(a, v, " + better + "); }\n";
-        d += "fn s_add(s: S, v: f32, j: u32) -> S { return S(s_pick(s.a, v), max(s.n, bitcast<u32>(v) & 0x7fffffffu)); }\n";
-        d += "fn s_merge(x: S, y: S) -> S { return S(s_pick(x.a, y.a), max(x.n, y.n)); }\n";
-        d += "fn s_store(o: u32, s: S) { store0(u.out_offset + o, select(s.a, f32_nan(), s.n > 0x7f800000u)); }\n";
+        d += "struct S { a: f32 }\n";
+        d += "fn s_init() -> S { return S(" + init + "); }\n";
+        d += "fn s_pick(a: f32, v: f32) -> f32 { return select(a, v, " + better + " || is_nan(v)); }\n";
+        d += "fn s_add(s: S, v: f32, j: u32) -> S { return S(s_pick(s.a, v)); }\n";
+        d += "fn s_merge(x: S, y: S) -> S { return S(s_pick(x.a, y.a)); }\n";
+        d += "fn s_store(o: u32, s: S) { store0(u.out_offset + o, s.a); }\n";
         break;
       }
       d += compare_helpers(tc);
