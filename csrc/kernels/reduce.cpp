@@ -155,26 +155,23 @@ StateCode state_code(const ReduceSpec& s) {
     case ReduceKind::Max:
     case ReduceKind::Min: {
       const bool mx = s.kind == ReduceKind::Max;
-      const std::string init = mx ? lowest_of(tc) : highest_of(tc);
+      // Floats: branch-free and NaN-sticky, v replaces a when it is better or a NaN, and a
+      // NaN held is never replaced by a number (comparisons with it are false). Integers
+      // have no NaN: WGSL's max / min, or the int64 comparison.
+      std::string pick;
       if (tc == Compute::F32) {
-        // Branch-free and NaN-sticky: v replaces a when it is better or a NaN; a NaN in `a`
-        // is never replaced by a number (comparisons with it are false).
-        const std::string better = mx ? "v > a" : "v < a";
-        d += "struct S { a: f32 }\n";
-        d += "fn s_init() -> S { return S(" + init + "); }\n";
-        d += "fn s_pick(a: f32, v: f32) -> f32 { return select(a, v, " + better + " || is_nan(v)); }\n";
-        d += "fn s_add(s: S, v: f32, j: u32) -> S { return S(s_pick(s.a, v)); }\n";
-        d += "fn s_merge(x: S, y: S) -> S { return S(s_pick(x.a, y.a)); }\n";
-        d += "fn s_store(o: u32, s: S) { store0(u.out_offset + o, s.a); }\n";
-        break;
+        pick = std::string("select(a, v, ") + (mx ? "v > a" : "v < a") + " || is_nan(v))";
+      } else if (tc == Compute::I32) {
+        pick = mx ? "max(a, v)" : "min(a, v)";
+      } else {
+        d += compare_helpers(tc);
+        pick = mx ? "r_max(a, v)" : "r_min(a, v)";
       }
-      d += compare_helpers(tc);
-      // Integers have no NaN: WGSL's max / min, or the int64 comparison.
-      const std::string f = tc == Compute::I32 ? (mx ? "max" : "min") : (mx ? "r_max" : "r_min");
       d += "struct S { a: " + T + " }\n";
-      d += "fn s_init() -> S { return S(" + init + "); }\n";
-      d += "fn s_add(s: S, v: " + T + ", j: u32) -> S { return S(" + f + "(s.a, v)); }\n";
-      d += "fn s_merge(x: S, y: S) -> S { return S(" + f + "(x.a, y.a)); }\n";
+      d += "fn s_init() -> S { return S(" + (mx ? lowest_of(tc) : highest_of(tc)) + "); }\n";
+      d += "fn s_pick(a: " + T + ", v: " + T + ") -> " + T + " { return " + pick + "; }\n";
+      d += "fn s_add(s: S, v: " + T + ", j: u32) -> S { return S(s_pick(s.a, v)); }\n";
+      d += "fn s_merge(x: S, y: S) -> S { return S(s_pick(x.a, y.a)); }\n";
       d += "fn s_store(o: u32, s: S) { store0(u.out_offset + o, s.a); }\n";
       break;
     }

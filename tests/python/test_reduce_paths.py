@@ -155,8 +155,8 @@ def test_outputs_per_group_dtypes(adapter_kind, dtype, shape):
 @pytest.mark.parametrize("shape,dim", [((13, 300), 1), ((5, 4097), 1), ((70001,), 0), ((1100, 1000), 0)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_amax_amin_nan_and_infinities(adapter_kind, shape, dim, dtype):
-    """Float max / min keep the plain max plus the largest |bits| seen: a NaN anywhere in a
-    run (first, last, between infinities) gives NaN; infinities and all -inf runs do not."""
+    """Float max / min pick by one NaN-sticky select: a NaN anywhere in a run (first, last,
+    between infinities) gives NaN; infinities and all -inf runs do not."""
     x = make(shape, torch.float32, seed=22, low=-1, high=1)
     flat = x.view(-1)
     flat[0] = float("nan")
