@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kernels/adapter_kind.h"
+#include "kernels/binding_window.h"
 #include "kernels/kernel_program.h"
 #include "kernels/wgsl_dtype.h"
 #include "runtime/runtime.h"
@@ -39,6 +40,44 @@ std::string accumulate(const std::string& first, const std::string& end, const s
        "    for (; j < " + end + "; j = j + " + stride + ") { st = s_add(st, load(base + j * step), j); }\n";
   // Merged in order (ArgMax breaks ties by the index, not by the merge order).
   for (uint32_t w = 1; w < ways; ++w) s += "    st = s_merge(st, st" + std::to_string(w) + ");\n";
+  return s;
+}
+
+// The same over the elements [lo, hi) of buffer `words4` (array<vec4<u32>>, the input's
+// words four at a time) for `lanes` invocations: the aligned body in 16-byte loads, `ways`
+// of them in flight, the up to three elements before and after it one at a time. Element
+// i is j = i - base of the run; `word(w)` turns a u32 word into the value type.
+std::string accumulate4(const std::string& words4, const std::string& lanes, uint32_t ways) {
+  std::string s =
+      "    let a = min((lo + 3u) & ~3u, hi);\n"
+      "    let e = max(hi & ~3u, a);\n"
+      "    if (lo + lane < a) { st = s_add(st, load(lo + lane), lo + lane - base); }\n"
+      "    if (e + lane < hi) { st = s_add(st, load(e + lane), e + lane - base); }\n"
+      "    let e4 = e / 4u;\n"
+      "    var w = a / 4u + lane;\n";
+  auto add4 = [&](const std::string& state, const std::string& v, const std::string& at) {
+    std::string t;
+    const char* c = "xyzw";
+    for (int k = 0; k < 4; ++k)
+      t += "      " + state + " = s_add(" + state + ", word(" + v + "." + c[k] + "), " + at + " + " +
+           std::to_string(k) + "u);\n";
+    return t;
+  };
+  for (uint32_t q = 1; q < ways; ++q) s += "    var st" + std::to_string(q) + " = s_init();\n";
+  s += "    for (; w + " + std::to_string(ways - 1) + "u * " + lanes + " < e4; w = w + " +
+       std::to_string(ways) + "u * " + lanes + ") {\n";
+  for (uint32_t q = 0; q < ways; ++q) {
+    const std::string i = std::to_string(q);
+    s += "      let v" + i + " = " + words4 + "[w + " + i + "u * " + lanes + "];\n";
+  }
+  for (uint32_t q = 0; q < ways; ++q) {
+    const std::string i = std::to_string(q);
+    s += add4(q == 0 ? "st" : "st" + i, "v" + i, "4u * (w + " + i + "u * " + lanes + ") - base");
+  }
+  s += "    }\n"
+       "    for (; w < e4; w = w + " + lanes + ") {\n"
+       "      let v0 = " + words4 + "[w];\n" + add4("st", "v0", "4u * w - base") + "    }\n";
+  for (uint32_t q = 1; q < ways; ++q) s += "    st = s_merge(st, st" + std::to_string(q) + ");\n";
   return s;
 }
 
@@ -342,6 +381,10 @@ void reduce_piece(Context& ctx, const ReduceSpec& requested, const ReduceShape& 
   // Loads in flight per invocation: 8 on GPUs (a full group of 256 reading 4 bytes each
   // otherwise holds too few bytes in flight to cover memory latency), 4 on software adapters.
   const uint32_t ways = software_adapter(ctx) ? 4 : 8;
+  // Contiguous runs of 4-byte values that fit one binding also read the input through a
+  // second binding as vec4<u32>: four elements per load.
+  const bool wide_loads = groups && shape.inner == 1 && !needs_window(ctx, b.in) &&
+                          (spec.in == DType::Float32 || spec.in == DType::Int32);
 
   KernelLaunch l;
   l.buffers = {{b.in, Access::Read, false},
@@ -360,6 +403,11 @@ void reduce_piece(Context& ctx, const ReduceSpec& requested, const ReduceShape& 
   l.buffers[0].touches(l.word_of("in_offset"), spec.in, b.in_offset, in_elems);
   l.buffers[1].touches(l.word_of("out_offset"), spec.out, b.out_offset, outputs);
   if (two_outputs) l.buffers[2].touches(l.word_of("out2_offset"), spec.out2, b.out2_offset, outputs);
+  const size_t words4 = l.buffers.size();
+  if (wide_loads) {
+    l.buffers.push_back({b.in, Access::Read, false});
+    l.buffers.back().vec4 = true;
+  }
   l.grid = groups ? Grid::Groups : Grid::Invocations;
   l.count = groups ? (outputs + per_group - 1) / per_group : outputs;
   l.workgroup = wg;
@@ -367,7 +415,7 @@ void reduce_piece(Context& ctx, const ReduceSpec& requested, const ReduceShape& 
   const uint32_t flags = (spec.values ? 1u : 0u) | (spec.indices ? 2u : 0u) |
                          (spec.take_sqrt ? 4u : 0u) | (spec.second ? 8u : 0u) |
                          (spec.partial_in ? 16u : 0u) | (spec.partial_out ? 32u : 0u) |
-                         (two_outputs ? 64u : 0u) | (groups ? 128u : 0u);
+                         (two_outputs ? 64u : 0u) | (groups ? 128u : 0u) | (wide_loads ? 256u : 0u);
   l.typed = {"reduce",
              {u8(spec.kind) | u8(spec.acc) << 8 | flags << 16,
               u8(spec.in) | u8(spec.out) << 8 | u8(spec.out2) << 16 | u8(spec.round_input) << 24,
@@ -381,6 +429,10 @@ void reduce_piece(Context& ctx, const ReduceSpec& requested, const ReduceShape& 
     s += "fn pre_max(m: f32, v: f32) -> f32 { if (is_nan(m)) { return m; } if (is_nan(v) || v > m) { return v; } return m; }\n";
     StateCode st = state_code(spec);
     s += st.decl;
+    if (wide_loads) {
+      const std::string T = wgsl_type(compute_type_for(spec.in));
+      s += "fn word(w: u32) -> " + T + " { return bitcast<" + T + ">(w); }\n";
+    }
     const std::string fload = wgsl_convert(compute_type_for(spec.in), Compute::F32, "load(base + j * step)");
     if (!groups) {
       s += kernel_main(Grid::Invocations, l.workgroup);
@@ -429,9 +481,13 @@ void reduce_piece(Context& ctx, const ReduceSpec& requested, const ReduceShape& 
            "  psum[lid] = pm;\n  workgroupBarrier();\n" + tree("psum", "pre_max") +
            "  pre_value = psum[lid - lane];\n";
     }
+    std::string run = "    let end = j_end(q);\n" + accumulate("j_begin(q) + lane", "end", L + "u", ways);
+    if (wide_loads) {
+      run = "    let lo = base + j_begin(q);\n    let hi = base + j_end(q);\n" +
+            accumulate4("buf" + std::to_string(words4), L + "u", std::max<uint32_t>(ways / 2, 1));
+    }
     s += "  var st = s_init();\n"
-         "  if (live) {\n    let end = j_end(q);\n" +
-         accumulate("j_begin(q) + lane", "end", L + "u", ways) + "  }\n"
+         "  if (live) {\n" + run + "  }\n"
          "  part[lid] = st;\n  workgroupBarrier();\n" + tree("part", "s_merge") +
          "  if (live && lane == 0u) { s_store(q, part[lid]); }\n}\n";
     return s;

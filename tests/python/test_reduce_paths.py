@@ -186,3 +186,26 @@ def test_softmax_partial_rows_of_minus_infinity(adapter_kind):
         x[5] *= 20
         for fn in (torch.softmax, torch.log_softmax):
             compare(lambda t: fn(t, -1), x, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("start", [0, 1, 2, 3])
+@pytest.mark.parametrize("shape", [(13, 300), (5, 4097), (3, 9001), (2, 16383)])
+def test_vec4_loads_with_offsets(adapter_kind, start, shape):
+    """Contiguous float32 / int32 runs read their aligned body as vec4<u32> through a second
+    binding and up to three elements on each side one at a time: storage offsets 0..3 and
+    row lengths that are not multiples of 4 move both ends; argmax checks each index."""
+    n = shape[0] * shape[1]
+    for dtype in (torch.float32, torch.int32):
+        base = make((n + 8,), dtype, seed=24, low=-50, high=50)
+        x = base[start:start + n].view(shape)
+        tol = LOOSE[torch.float32] if dtype == torch.float32 else {}
+        compare(lambda t: t[start:start + n].view(shape).sum(1), base, **tol)
+        compare(lambda t: t[start:start + n].view(shape).amax(1), base)
+        compare(lambda t: t[start:start + n].view(shape).argmax(1), base)
+        compare(lambda t: t[start:start + n].view(shape).argmin(1), base)
+        compare(lambda t: t[start:start + n].sum(), base, **tol)
+        assert x.storage_offset() == start
+    f = make((n + 8,), torch.float32, seed=25, low=-1, high=1)
+    for fn in (lambda t: t.var(1), lambda t: t.logsumexp(1), lambda t: t.mean(1),
+               lambda t: t.aminmax(dim=1), lambda t: torch.linalg.vector_norm(t, 2, 1)):
+        compare(lambda t: fn(t[start:start + n].view(shape)), f, **LOOSE[torch.float32])
