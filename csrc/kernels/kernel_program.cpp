@@ -17,7 +17,8 @@ std::string storage_bindings(const std::vector<KernelBuffer>& buffers) {
   for (size_t b = 0; b < buffers.size(); ++b) {
     s += "@group(0) @binding(" + std::to_string(b) + ") var<storage, " +
          (buffers[b].access == Access::ReadWrite ? "read_write" : "read") + "> buf" +
-         std::to_string(b) + ": array<" + (buffers[b].atomic ? "atomic<u32>" : "u32") + ">;\n";
+         std::to_string(b) + ": array<" +
+         (buffers[b].atomic ? "atomic<u32>" : buffers[b].vec4 ? "vec4<u32>" : "u32") + ">;\n";
   }
   return s;
 }
@@ -257,7 +258,7 @@ const std::string& typed_key(const KernelLaunch& l, uint32_t workgroup, uint32_t
   uint32_t access = 0;
   for (size_t i = 0; i < l.buffers.size(); ++i) {
     const KernelBuffer& b = l.buffers[i];
-    access |= (b.access == Access::ReadWrite ? (b.atomic ? 3u : 2u) : 1u) << (2 * i);
+    access |= (b.access == Access::ReadWrite ? (b.atomic ? 3u : 2u) : b.vec4 ? 0u : 1u) << (2 * i);
   }
   const uint64_t layout = l.layout() ? l.layout()->hash() : 0;
   k[4] = workgroup;
@@ -331,7 +332,7 @@ KernelPlan plan_kernel(Context& ctx, KernelLaunch& l) {
   } else {
     std::string key = l.key + "|wg" + std::to_string(workgroup) + "|u" + std::to_string(words);
     for (const auto& b : l.buffers)
-      key += b.access == Access::ReadWrite ? (b.atomic ? 'A' : 'W') : 'R';
+      key += b.access == Access::ReadWrite ? (b.atomic ? 'A' : 'W') : b.vec4 ? 'V' : 'R';
     if (layout) key += "|n" + std::to_string(layout->hash());
     plan.pipeline = &ctx.pipelines().get(key, make);
   }

@@ -1,6 +1,10 @@
 #include "kernels/nn_norm.h"
 
+#include <algorithm>
 #include <functional>
+
+#include "kernels/adapter_kind.h"
+#include "runtime/context.h"
 
 namespace twgpu::nn {
 
@@ -76,17 +80,40 @@ void norm_apply(Context& ctx, const Operand& x, const Operand& mean, const Opera
   launch_map(ctx, k, count);
 }
 
-// `row_sum(v, lid)`: the sum of v over the kRowWorkgroup invocations of a row (called by
-// all of them: uniform control flow).
-std::string row_sum_fn() {
-  return "var<workgroup> red: array<f32, " + std::to_string(kRowWorkgroup) + ">;\n"
+// `row_sum(v, lid)`: the sum of v over the `wg` invocations of a row (called by all of
+// them: uniform control flow).
+std::string row_sum_fn(uint32_t wg = kRowWorkgroup) {
+  return "var<workgroup> red: array<f32, " + std::to_string(wg) + ">;\n"
          "fn row_sum(v: f32, lid: u32) -> f32 {\n  workgroupBarrier();\n  red[lid] = v;\n  workgroupBarrier();\n"
-         "  for (var h = " + std::to_string(kRowWorkgroup / 2) + "u; h > 0u; h = h >> 1u) {\n"
+         "  for (var h = " + std::to_string(wg / 2) + "u; h > 0u; h = h >> 1u) {\n"
          "    if (lid < h) { red[lid] = red[lid] + red[lid + h]; }\n    workgroupBarrier();\n  }\n"
          "  return red[0];\n}\n";
 }
 
 namespace {
+
+// Rows of up to kHeldPer elements per invocation of a group of up to 256 are read once into
+// registers (named values x0, x1, ...: a loop-indexed array would live in local memory) and
+// both the statistics and the output come from there; longer rows are swept from the cache.
+constexpr uint32_t kHeldPer = 16;
+
+// How a row kernel walks its row: `held` elements per invocation in registers (0: sweeps)
+// over a group of `wg`.
+struct RowPlan {
+  uint32_t wg = kRowWorkgroup;
+  uint32_t held = 0;
+};
+
+// Software adapters keep groups of 64: their barriers cost per invocation, and a sweep
+// re-reads from the CPU's caches.
+RowPlan row_plan(Context& ctx, uint32_t len) {
+  RowPlan p;
+  const uint32_t cap = std::min<uint32_t>(software_adapter(ctx) ? kRowWorkgroup : 256, ctx.caps().workgroup_1d());
+  if (len == 0 || len > cap * kHeldPer) return p;
+  while (p.wg < cap && len > p.wg * kHeldPer) p.wg *= 2;
+  p.held = (len + p.wg - 1) / p.wg;
+  return p;
+}
 
 // One workgroup per contiguous row of `len` elements: `row_body` is the inside of
 // run_group(r, lid) with `n` (the length), `base` (the row's first element), `row_sum` and
@@ -94,13 +121,13 @@ namespace {
 // from memory: one kernel reads x once from memory and writes y once.
 void launch_norm_rows(Context& ctx, const std::string& key, std::vector<Operand> inputs,
                       std::vector<Operand> outputs, uint64_t rows, uint32_t len, float eps,
-                      const std::string& row_body) {
+                      const RowPlan& plan, const std::string& row_body) {
   NnKernel k;
-  k.key = key;
+  k.key = key + (plan.held ? "|held" + std::to_string(plan.held) : "");
   k.inputs = std::move(inputs);
   k.outputs = std::move(outputs);
   k.params = {len, f32_bits(eps)};
-  k.body = row_sum_fn() + "fn run_group(r: u32, lid: u32) {\n  let n = pu(0u);\n  let base = r * n;\n" +
+  k.body = row_sum_fn(plan.wg) + "fn run_group(r: u32, lid: u32) {\n  let n = pu(0u);\n  let base = r * n;\n" +
            row_body + "}\n";
   // Rows of x and y, one statistic per row; the affine vectors (inputs 1 and up) whole.
   std::vector<uint64_t> per_row(k.inputs.size() + k.outputs.size(), 1);
@@ -109,14 +136,28 @@ void launch_norm_rows(Context& ctx, const std::string& key, std::vector<Operand>
     per_row[j] = 0;
     k.inputs[j].count = len;
   }
-  launch_in_pieces(ctx, k, rows, per_row, [&](NnKernel& piece, uint64_t n) { launch_groups(ctx, piece, n); });
+  launch_in_pieces(ctx, k, rows, per_row,
+                   [&](NnKernel& piece, uint64_t n) { launch_groups(ctx, piece, n, plan.wg); });
 }
 
-// A sweep over this invocation's elements of the row, four at a time so that four loads are
-// in flight: x<i> is element k<i> (loaded clamped into the row), `each(i)` the statement for
-// element i, run when k<i> < n.
-std::string row_sweep(const std::function<std::string(const std::string&)>& each) {
-  const uint32_t g = kRowWorkgroup;
+// A sweep over this invocation's elements of the row: x<i> is element k<i>, `each(i)` the
+// statement for element i, run when k<i> < n. Held rows: the first sweep (`load`) reads
+// x<i> (0 past the row's end) into registers, the later ones use them. Swept rows: four
+// at a time from memory, so that four loads are in flight (loaded clamped into the row).
+std::string row_sweep(const RowPlan& p, const std::function<std::string(const std::string&)>& each,
+                      bool load = false) {
+  if (p.held) {
+    std::string s;
+    for (uint32_t q = 0; q < p.held; ++q) {
+      const std::string i = std::to_string(q);
+      if (load)
+        s += "  let k" + i + " = lid + " + std::to_string(q * p.wg) + "u;\n"
+             "  let x" + i + " = select(0.0, in0(base + min(k" + i + ", n - 1u)), k" + i + " < n);\n";
+      s += "  if (k" + i + " < n) { " + each(i) + " }\n";
+    }
+    return s;
+  }
+  const uint32_t g = p.wg;
   std::string s = "  for (var k0 = lid; k0 < n; k0 = k0 + " + std::to_string(4 * g) + "u) {\n";
   for (uint32_t i = 1; i < 4; ++i)
     s += "    let k" + std::to_string(i) + " = k0 + " + std::to_string(i * g) + "u;\n";
@@ -133,13 +174,14 @@ void layer_norm_rows(Context& ctx, const Operand& x, const Operand& w, const Ope
                      const Operand& y, const Operand& mean, const Operand& rstd, uint64_t rows,
                      uint32_t len, float eps) {
   const bool both = w.buffer && b.buffer;
+  const RowPlan p = row_plan(ctx, len);
   const std::string body =
-      "  var t = 0.0;\n" + row_sweep([](const std::string& i) { return "t = t + x" + i + ";"; }) +
+      "  var t = 0.0;\n" + row_sweep(p, [](const std::string& i) { return "t = t + x" + i + ";"; }, true) +
       "  let mu = div_f32(row_sum(t, lid), f32(n));\n"
       "  var q = 0.0;\n" +
-      row_sweep([](const std::string& i) { return "let d = x" + i + " - mu; q = q + d * d;"; }) +
+      row_sweep(p, [](const std::string& i) { return "let d = x" + i + " - mu; q = q + d * d;"; }) +
       "  let rs = div_f32(1.0, sqrt(max(div_f32(row_sum(q, lid), f32(n)), 0.0) + pf(1u)));\n" +
-      row_sweep([&](const std::string& i) {
+      row_sweep(p, [&](const std::string& i) {
         return "let x = x" + i + ";\n" +
                normalized(true, both, w.buffer ? "in1(k" + i + ")" : "1.0",
                           b.buffer ? "in2(k" + i + ")" : "0.0") +
@@ -147,20 +189,22 @@ void layer_norm_rows(Context& ctx, const Operand& x, const Operand& w, const Ope
       }) +
       "  if (lid == 0u) { out1(r, mu); out2(r, rs); }\n";
   launch_norm_rows(ctx, std::string("layer_norm_rows") + (w.buffer ? "_w" : "") + (b.buffer ? "_b" : ""),
-                   {x, or_dummy(w, x), or_dummy(b, x)}, {y, mean, rstd}, rows, len, eps, body);
+                   {x, or_dummy(w, x), or_dummy(b, x)}, {y, mean, rstd}, rows, len, eps, p, body);
 }
 
 void rms_norm_rows(Context& ctx, const Operand& x, const Operand& w, const Operand& y,
                    const Operand& rstd, uint64_t rows, uint32_t len, float eps) {
+  const RowPlan p = row_plan(ctx, len);
   const std::string body =
-      "  var q = 0.0;\n" + row_sweep([](const std::string& i) { return "q = q + x" + i + " * x" + i + ";"; }) +
+      "  var q = 0.0;\n" +
+      row_sweep(p, [](const std::string& i) { return "q = q + x" + i + " * x" + i + ";"; }, true) +
       "  let rs = div_f32(1.0, sqrt(div_f32(row_sum(q, lid), f32(n)) + pf(1u)));\n" +
-      row_sweep([&](const std::string& i) {
+      row_sweep(p, [&](const std::string& i) {
         return "out0(base + k" + i + ", (x" + i + " * rs)" + (w.buffer ? " * in1(k" + i + ")" : "") + ");";
       }) +
       "  if (lid == 0u) { out1(r, rs); }\n";
   launch_norm_rows(ctx, std::string("rms_norm_rows") + (w.buffer ? "_w" : ""), {x, or_dummy(w, x)},
-                   {y, rstd}, rows, len, eps, body);
+                   {y, rstd}, rows, len, eps, p, body);
 }
 
 void norm_invstd(Context& ctx, const Operand& var, float eps, const Operand& out, uint64_t n) {

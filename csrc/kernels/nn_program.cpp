@@ -166,17 +166,17 @@ void launch_rows(Context& ctx, NnKernel& k, uint64_t rows, uint32_t len, int pas
   launch_kernel(ctx, l);
 }
 
-void launch_groups(Context& ctx, NnKernel& k, uint64_t groups) {
+void launch_groups(Context& ctx, NnKernel& k, uint64_t groups, uint32_t workgroup) {
   if (groups == 0) return;
   KernelLaunch l;
   prepare(k, l, {});
-  l.key += "|groups";
+  l.key += "|groups" + std::to_string(workgroup);
   l.grid = Grid::Groups;
   l.count = groups;
-  l.workgroup = kRowWorkgroup;
+  l.workgroup = workgroup;
   auto inner = l.body;
-  l.body = [inner] {
-    return inner() + kernel_main(Grid::Groups, kRowWorkgroup) +
+  l.body = [inner, workgroup] {
+    return inner() + kernel_main(Grid::Groups, workgroup) +
            "  if (group < uw(0u)) { run_group(group, lid); }\n}\n";
   };
   launch_kernel(ctx, l);

@@ -63,10 +63,10 @@ void launch_map(Context& ctx, NnKernel& k, uint64_t count);
 // `prev` the pass-0 sums; `finish` runs once per row with the sums of each pass.
 void launch_rows(Context& ctx, NnKernel& k, uint64_t rows, uint32_t len, int passes);
 
-// `groups` workgroups of kRowWorkgroup invocations for kernels that synchronize within a
-// group (recurrences over time): the body defines `fn run_group(group: u32, lid: u32)`,
-// called in uniform control flow so it may use barriers.
-void launch_groups(Context& ctx, NnKernel& k, uint64_t groups);
+// `groups` workgroups of `workgroup` invocations for kernels that synchronize within a
+// group (recurrences over time, row statistics): the body defines
+// `fn run_group(group: u32, lid: u32)`, called in uniform control flow so it may use barriers.
+void launch_groups(Context& ctx, NnKernel& k, uint64_t groups, uint32_t workgroup = kRowWorkgroup);
 
 // Tensors larger than one storage binding: calls launch(piece, n) over pieces of `units`
 // (the rows, groups or invocations `launch` runs) when an operand's buffer exceeds a

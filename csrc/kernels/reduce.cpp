@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kernels/adapter_kind.h"
+#include "kernels/binding_window.h"
 #include "kernels/kernel_program.h"
 #include "kernels/wgsl_dtype.h"
 #include "runtime/runtime.h"
@@ -21,29 +22,71 @@ uint32_t reduce_group(Context& ctx) {
   return std::min<uint32_t>(software_adapter(ctx) ? 64 : 256, ctx.caps().workgroup_1d());
 }
 
-// Accumulates elements j = first, first + stride, ... < end into `st` with four independent
-// states (merged at the end), so that four loads are in flight instead of one.
-std::string accumulate(const std::string& first, const std::string& end, const std::string& stride) {
-  return "    var j = " + first + ";\n"
-         "    var st1 = s_init();\n    var st2 = s_init();\n    var st3 = s_init();\n"
-         "    for (; j + 3u * " + stride + " < " + end + "; j = j + 4u * " + stride + ") {\n"
-         "      st = s_add(st, load(base + j * step), j);\n"
-         "      let j1 = j + " + stride + ";\n      st1 = s_add(st1, load(base + j1 * step), j1);\n"
-         "      let j2 = j1 + " + stride + ";\n      st2 = s_add(st2, load(base + j2 * step), j2);\n"
-         "      let j3 = j2 + " + stride + ";\n      st3 = s_add(st3, load(base + j3 * step), j3);\n"
-         "    }\n"
-         "    for (; j < " + end + "; j = j + " + stride + ") { st = s_add(st, load(base + j * step), j); }\n"
-         "    st = s_merge(s_merge(st, st1), s_merge(st2, st3));\n";
+// Accumulates elements j = first, first + stride, ... < end into `st` with `ways`
+// independent states (merged at the end), so that `ways` loads are in flight instead of one.
+std::string accumulate(const std::string& first, const std::string& end, const std::string& stride,
+                       uint32_t ways) {
+  std::string s = "    var j = " + first + ";\n";
+  for (uint32_t w = 1; w < ways; ++w) s += "    var st" + std::to_string(w) + " = s_init();\n";
+  s += "    for (; j + " + std::to_string(ways - 1) + "u * " + stride + " < " + end + "; j = j + " +
+       std::to_string(ways) + "u * " + stride + ") {\n"
+       "      st = s_add(st, load(base + j * step), j);\n";
+  for (uint32_t w = 1; w < ways; ++w) {
+    const std::string i = std::to_string(w);
+    s += "      let j" + i + " = j + " + i + "u * " + stride + ";\n"
+         "      st" + i + " = s_add(st" + i + ", load(base + j" + i + " * step), j" + i + ");\n";
+  }
+  s += "    }\n"
+       "    for (; j < " + end + "; j = j + " + stride + ") { st = s_add(st, load(base + j * step), j); }\n";
+  // Merged in order (ArgMax breaks ties by the index, not by the merge order).
+  for (uint32_t w = 1; w < ways; ++w) s += "    st = s_merge(st, st" + std::to_string(w) + ");\n";
+  return s;
 }
 
-// Uniform words of the reduction kernels.
-// 4: input offset, 5: reduce length, 6: inner, 7: out offset, 8: out2 offset, 9: param bits,
-// 10: chunk length, 11: chunks. Output q = (o * chunks + c) * inner + i reduces
-// j in [c * chunk, min(reduce, (c + 1) * chunk)).
+// The same over the elements [lo, hi) of buffer `words4` (array<vec4<u32>>, the input's
+// words four at a time) for `lanes` invocations: the aligned body in 16-byte loads, `ways`
+// of them in flight, the up to three elements before and after it one at a time. Element
+// i is j = i - base of the run; `word(w)` turns a u32 word into the value type.
+std::string accumulate4(const std::string& words4, const std::string& lanes, uint32_t ways) {
+  std::string s =
+      "    let a = min((lo + 3u) & ~3u, hi);\n"
+      "    let e = max(hi & ~3u, a);\n"
+      "    if (lo + lane < a) { st = s_add(st, load(lo + lane), lo + lane - base); }\n"
+      "    if (e + lane < hi) { st = s_add(st, load(e + lane), e + lane - base); }\n"
+      "    let e4 = e / 4u;\n"
+      "    var w = a / 4u + lane;\n";
+  auto add4 = [&](const std::string& state, const std::string& v, const std::string& at) {
+    std::string t;
+    const char* c = "xyzw";
+    for (int k = 0; k < 4; ++k)
+      t += "      " + state + " = s_add(" + state + ", word(" + v + "." + c[k] + "), " + at + " + " +
+           std::to_string(k) + "u);\n";
+    return t;
+  };
+  for (uint32_t q = 1; q < ways; ++q) s += "    var st" + std::to_string(q) + " = s_init();\n";
+  s += "    for (; w + " + std::to_string(ways - 1) + "u * " + lanes + " < e4; w = w + " +
+       std::to_string(ways) + "u * " + lanes + ") {\n";
+  for (uint32_t q = 0; q < ways; ++q) {
+    const std::string i = std::to_string(q);
+    s += "      let v" + i + " = " + words4 + "[w + " + i + "u * " + lanes + "];\n";
+  }
+  for (uint32_t q = 0; q < ways; ++q) {
+    const std::string i = std::to_string(q);
+    s += add4(q == 0 ? "st" : "st" + i, "v" + i, "4u * (w + " + i + "u * " + lanes + ") - base");
+  }
+  s += "    }\n"
+       "    for (; w < e4; w = w + " + lanes + ") {\n"
+       "      let v0 = " + words4 + "[w];\n" + add4("st", "v0", "4u * w - base") + "    }\n";
+  for (uint32_t q = 1; q < ways; ++q) s += "    st = s_merge(st, st" + std::to_string(q) + ");\n";
+  return s;
+}
+
+// Output q = (o * chunks + c) * inner + i reduces j in [c * chunk, min(reduce, (c + 1) * chunk))
+// of outer row o, column i.
 const char* kAddressing =
-    "fn in_base(q: u32) -> u32 { return uw(4u) + (q / (uw(11u) * uw(6u))) * uw(5u) * uw(6u) + q % uw(6u); }\n"
-    "fn j_begin(q: u32) -> u32 { return ((q / uw(6u)) % uw(11u)) * uw(10u); }\n"
-    "fn j_end(q: u32) -> u32 { return min(uw(5u), j_begin(q) + uw(10u)); }\n";
+    "fn in_base(q: u32) -> u32 { return u.in_offset + (q / (u.chunks * u.inner)) * u.reduce * u.inner + q % u.inner; }\n"
+    "fn j_begin(q: u32) -> u32 { return ((q / u.inner) % u.chunks) * u.chunk; }\n"
+    "fn j_end(q: u32) -> u32 { return min(u.reduce, j_begin(q) + u.chunk); }\n";
 
 std::string zero_of(Compute c) {
   switch (c) {
@@ -129,7 +172,7 @@ StateCode state_code(const ReduceSpec& s) {
     d += "fn s_init() -> S { return S(" + init + "); }\n";
     d += "fn s_add(s: S, v: " + T + ", j: u32) -> S { return S(" + add + "); }\n";
     d += "fn s_merge(x: S, y: S) -> S { return S(" + merge + "); }\n";
-    d += "fn s_store(o: u32, s: S) { store0(uw(7u) + o, " + store + "); }\n";
+    d += "fn s_store(o: u32, s: S) { store0(u.out_offset + o, " + store + "); }\n";
   };
   switch (s.kind) {
     case ReduceKind::Sum:
@@ -146,18 +189,29 @@ StateCode state_code(const ReduceSpec& s) {
       break;
     case ReduceKind::Mean:
       simple("0.0", "s.a + " + wgsl_convert(tc, Compute::F32, "v"), "x.a + y.a",
-             "div_f32(s.a, bitcast<f32>(uw(9u)))");
+             "div_f32(s.a, u.param)");
       break;
     case ReduceKind::Max:
     case ReduceKind::Min: {
       const bool mx = s.kind == ReduceKind::Max;
-      d += compare_helpers(tc);
-      std::string f = mx ? "r_max" : "r_min";
+      // Floats: branch-free and NaN-sticky, v replaces a when it is better or a NaN, and a
+      // NaN held is never replaced by a number (comparisons with it are false). Integers
+      // have no NaN: WGSL's max / min, or the int64 comparison.
+      std::string pick;
+      if (tc == Compute::F32) {
+        pick = std::string("select(a, v, ") + (mx ? "v > a" : "v < a") + " || is_nan(v))";
+      } else if (tc == Compute::I32) {
+        pick = mx ? "max(a, v)" : "min(a, v)";
+      } else {
+        d += compare_helpers(tc);
+        pick = mx ? "r_max(a, v)" : "r_min(a, v)";
+      }
       d += "struct S { a: " + T + " }\n";
       d += "fn s_init() -> S { return S(" + (mx ? lowest_of(tc) : highest_of(tc)) + "); }\n";
-      d += "fn s_add(s: S, v: " + T + ", j: u32) -> S { return S(" + f + "(s.a, v)); }\n";
-      d += "fn s_merge(x: S, y: S) -> S { return S(" + f + "(x.a, y.a)); }\n";
-      d += "fn s_store(o: u32, s: S) { store0(uw(7u) + o, s.a); }\n";
+      d += "fn s_pick(a: " + T + ", v: " + T + ") -> " + T + " { return " + pick + "; }\n";
+      d += "fn s_add(s: S, v: " + T + ", j: u32) -> S { return S(s_pick(s.a, v)); }\n";
+      d += "fn s_merge(x: S, y: S) -> S { return S(s_pick(x.a, y.a)); }\n";
+      d += "fn s_store(o: u32, s: S) { store0(u.out_offset + o, s.a); }\n";
       break;
     }
     case ReduceKind::MinMax:
@@ -166,7 +220,7 @@ StateCode state_code(const ReduceSpec& s) {
       d += "fn s_init() -> S { return S(" + highest_of(tc) + ", " + lowest_of(tc) + "); }\n";
       d += "fn s_add(s: S, v: " + T + ", j: u32) -> S { return S(r_min(s.lo, v), r_max(s.hi, v)); }\n";
       d += "fn s_merge(x: S, y: S) -> S { return S(r_min(x.lo, y.lo), r_max(x.hi, y.hi)); }\n";
-      d += "fn s_store(o: u32, s: S) { store0(uw(7u) + o, s.lo); store1(uw(8u) + o, s.hi); }\n";
+      d += "fn s_store(o: u32, s: S) { store0(u.out_offset + o, s.lo); store1(u.out2_offset + o, s.hi); }\n";
       break;
     case ReduceKind::ArgMax:
     case ReduceKind::ArgMin: {
@@ -188,11 +242,11 @@ StateCode state_code(const ReduceSpec& s) {
       d += "fn s_add(s: S, v: " + T + ", j: u32) -> S { return s_merge(s, S(v, j)); }\n";
       std::string idx = "i32(select(s.i, 0u, s.i == 0xffffffffu))";
       if (s.values && s.indices)
-        d += "fn s_store(o: u32, s: S) { store0(uw(7u) + o, s.v); store1(uw(8u) + o, " + idx + "); }\n";
+        d += "fn s_store(o: u32, s: S) { store0(u.out_offset + o, s.v); store1(u.out2_offset + o, " + idx + "); }\n";
       else if (s.values)
-        d += "fn s_store(o: u32, s: S) { store0(uw(7u) + o, s.v); }\n";
+        d += "fn s_store(o: u32, s: S) { store0(u.out_offset + o, s.v); }\n";
       else
-        d += "fn s_store(o: u32, s: S) { store0(uw(7u) + o, " + idx + "); }\n";
+        d += "fn s_store(o: u32, s: S) { store0(u.out_offset + o, " + idx + "); }\n";
       break;
     }
     case ReduceKind::All:
@@ -215,11 +269,11 @@ StateCode state_code(const ReduceSpec& s) {
            " - pre_value; return S(s.q + e * e, s.c + e); }\n";
       d += "fn s_merge(x: S, y: S) -> S { return S(x.q + y.q, x.c + y.c); }\n";
       d += "fn s_store(o: u32, s: S) {\n"
-           "  let n = f32(uw(5u));\n"
+           "  let n = f32(u.reduce);\n"
            "  let m2 = max(s.q - div_f32(s.c * s.c, n), 0.0);\n"
-           "  let var_ = div_f32(select(m2, 0.0, uw(5u) == 0u), max(n - bitcast<f32>(uw(9u)), 0.0));\n";
-      d += s.take_sqrt ? "  store0(uw(7u) + o, sqrt(var_));\n" : "  store0(uw(7u) + o, var_);\n";
-      if (s.second) d += "  store1(uw(8u) + o, pre_value + div_f32(s.c, n));\n";
+           "  let var_ = div_f32(select(m2, 0.0, u.reduce == 0u), max(n - u.param, 0.0));\n";
+      d += s.take_sqrt ? "  store0(u.out_offset + o, sqrt(var_));\n" : "  store0(u.out_offset + o, var_);\n";
+      if (s.second) d += "  store1(u.out2_offset + o, pre_value + div_f32(s.c, n));\n";
       d += "}\n";
       break;
     }
@@ -241,8 +295,8 @@ StateCode state_code(const ReduceSpec& s) {
       if (s.kind == ReduceKind::Norm1) term = "x";
       if (s.kind == ReduceKind::Norm0) term = "select(0.0, 1.0, x != 0.0 || is_nan(x))";
       if (s.kind == ReduceKind::NormP) {
-        term = "pow_f32(x, bitcast<f32>(uw(9u)))";
-        fin = "pow_f32(s.a, div_f32(1.0, bitcast<f32>(uw(9u))))";
+        term = "pow_f32(x, u.param)";
+        fin = "pow_f32(s.a, div_f32(1.0, u.param))";
       }
       if (s.partial_in) { term = "x"; a = wgsl_convert(tc, Compute::F32, "v"); }
       if (s.partial_out) fin = "s.a";
@@ -275,8 +329,21 @@ Compute store_compute(const ReduceSpec& s, int which) {
   }
 }
 
-std::string kind_name(ReduceKind k) { return std::to_string(static_cast<int>(k)); }
+// Invocations that share one output in the workgroup kernel: a power of two from 32 (one
+// coalesced row of loads) up to the workgroup, about 64 elements each, so that short runs
+// put several outputs in a workgroup and pay fewer tree levels per element.
+uint32_t lanes_per_output(uint64_t chunk, uint32_t wg) {
+  uint32_t lanes = 32;
+  while (lanes < wg && uint64_t(lanes) * 64 < chunk) lanes *= 2;
+  return std::min(lanes, wg);
+}
 
+const UniformLayout& reduce_layout() {
+  static const UniformLayout layout({{"in_offset"}, {"reduce"}, {"inner"}, {"out_offset"},
+                                     {"out2_offset"}, {"param", UniformType::F32}, {"chunk"},
+                                     {"chunks"}, {"outputs"}});
+  return layout;
+}
 
 // One dispatch; `chunk` is the length of a chunk of the reduced run (ceil(reduce / chunks)
 // unless a split launch passes its parent's).
@@ -302,41 +369,57 @@ void reduce_piece(Context& ctx, const ReduceSpec& requested, const ReduceShape& 
       std::max(b.out_offset, b.out2_offset) + outputs > 0xffffffffull)
     fail(ErrorKind::Unsupported, "torch_webgpu: reduction over too many elements");
   const bool two_outputs = b.out2 != nullptr;
-  // One workgroup per output when each output reads many elements and outputs are few
+  // Workgroups share outputs when each output reads many elements and outputs are few
   // enough that the groups do not starve a wide grid.
   // Many outputs side by side in memory (inner > 1) read best one invocation each:
   // neighbouring invocations then read neighbouring elements.
   const bool wide_inner = shape.inner >= 64 && outputs >= 2048;
   const bool groups = !wide_inner && (chunk >= 256 || (chunk >= 32 && outputs < 4096));
+  const uint32_t wg = groups ? reduce_group(ctx) : ctx.caps().workgroup_1d();
+  const uint32_t lanes = groups ? lanes_per_output(chunk, wg) : 1;
+  const uint32_t per_group = wg / lanes;  // outputs per workgroup
+  // Loads in flight per invocation: 8 on GPUs (a full group of 256 reading 4 bytes each
+  // otherwise holds too few bytes in flight to cover memory latency), 4 on software adapters.
+  const uint32_t ways = software_adapter(ctx) ? 4 : 8;
+  // Contiguous runs of 4-byte values that fit one binding also read the input through a
+  // second binding as vec4<u32>: four elements per load.
+  const bool wide_loads = groups && shape.inner == 1 && !needs_window(ctx, b.in) &&
+                          (spec.in == DType::Float32 || spec.in == DType::Int32);
 
   KernelLaunch l;
   l.buffers = {{b.in, Access::Read, false},
                {b.out, Access::ReadWrite, is_subword(spec.out)}};
-  l.buffers[0].touches(4, spec.in, b.in_offset, in_elems);
-  l.buffers[1].touches(7, spec.out, b.out_offset, outputs);
-  if (two_outputs) {
-    l.buffers.push_back({b.out2, Access::ReadWrite, is_subword(spec.out2)});
-    l.buffers[2].touches(8, spec.out2, b.out2_offset, outputs);
+  if (two_outputs) l.buffers.push_back({b.out2, Access::ReadWrite, is_subword(spec.out2)});
+  l.declare(reduce_layout())
+      .set_u32("in_offset", static_cast<uint32_t>(b.in_offset))
+      .set_u32("reduce", static_cast<uint32_t>(shape.reduce))
+      .set_u32("inner", static_cast<uint32_t>(shape.inner))
+      .set_u32("out_offset", static_cast<uint32_t>(b.out_offset))
+      .set_u32("out2_offset", static_cast<uint32_t>(b.out2_offset))
+      .set_f32("param", param)
+      .set_u32("chunk", static_cast<uint32_t>(chunk))
+      .set_u32("chunks", static_cast<uint32_t>(chunks))
+      .set_u32("outputs", static_cast<uint32_t>(outputs));
+  l.buffers[0].touches(l.word_of("in_offset"), spec.in, b.in_offset, in_elems);
+  l.buffers[1].touches(l.word_of("out_offset"), spec.out, b.out_offset, outputs);
+  if (two_outputs) l.buffers[2].touches(l.word_of("out2_offset"), spec.out2, b.out2_offset, outputs);
+  const size_t words4 = l.buffers.size();
+  if (wide_loads) {
+    l.buffers.push_back({b.in, Access::Read, false});
+    l.buffers.back().vec4 = true;
   }
-  uint32_t pbits;
-  std::memcpy(&pbits, &param, 4);
-  l.uniforms = {0, 0, 0, 0,
-                static_cast<uint32_t>(b.in_offset),
-                static_cast<uint32_t>(shape.reduce),
-                static_cast<uint32_t>(shape.inner),
-                static_cast<uint32_t>(b.out_offset),
-                static_cast<uint32_t>(b.out2_offset),
-                pbits,
-                static_cast<uint32_t>(chunk),
-                static_cast<uint32_t>(chunks)};
   l.grid = groups ? Grid::Groups : Grid::Invocations;
-  l.count = outputs;
-  const uint32_t wg = reduce_group(ctx);
-  l.workgroup = groups ? wg : ctx.caps().workgroup_1d();
-  l.key = std::string("reduce") + std::to_string(l.workgroup) + ":" + kind_name(spec.kind) + ":" + dtype_name(spec.in) + ">" +
-          dtype_name(spec.out) + "," + dtype_name(spec.out2) + ":" + compute_name(spec.acc) +
-          (spec.values ? "v" : "") + (spec.indices ? "i" : "") + (spec.take_sqrt ? "s" : "") +
-          (spec.second ? "2" : "") + (spec.partial_in ? "<" : "") + "r" + dtype_name(spec.round_input) + (spec.partial_out ? ">" : "") + (two_outputs ? "T" : "") + (groups ? ":g" : ":i");
+  l.count = groups ? (outputs + per_group - 1) / per_group : outputs;
+  l.workgroup = wg;
+  auto u8 = [](auto v) { return static_cast<uint32_t>(v) & 0xffu; };
+  const uint32_t flags = (spec.values ? 1u : 0u) | (spec.indices ? 2u : 0u) |
+                         (spec.take_sqrt ? 4u : 0u) | (spec.second ? 8u : 0u) |
+                         (spec.partial_in ? 16u : 0u) | (spec.partial_out ? 32u : 0u) |
+                         (two_outputs ? 64u : 0u) | (groups ? 128u : 0u) | (wide_loads ? 256u : 0u);
+  l.typed = {"reduce",
+             {u8(spec.kind) | u8(spec.acc) << 8 | flags << 16,
+              u8(spec.in) | u8(spec.out) << 8 | u8(spec.out2) << 16 | u8(spec.round_input) << 24,
+              lanes, ways}};
   l.body = [&]() {
     std::string s = kernel_load("load", l.buffers, 0, spec.in);
     s += kernel_store("store0", l.buffers, 1, spec.out, store_compute(spec, 0));
@@ -346,53 +429,67 @@ void reduce_piece(Context& ctx, const ReduceSpec& requested, const ReduceShape& 
     s += "fn pre_max(m: f32, v: f32) -> f32 { if (is_nan(m)) { return m; } if (is_nan(v) || v > m) { return v; } return m; }\n";
     StateCode st = state_code(spec);
     s += st.decl;
+    if (wide_loads) {
+      const std::string T = wgsl_type(compute_type_for(spec.in));
+      s += "fn word(w: u32) -> " + T + " { return bitcast<" + T + ">(w); }\n";
+    }
     const std::string fload = wgsl_convert(compute_type_for(spec.in), Compute::F32, "load(base + j * step)");
     if (!groups) {
       s += kernel_main(Grid::Invocations, l.workgroup);
-      s += "  let base = in_base(idx);\n  let step = uw(6u);\n";
+      s += "  let base = in_base(idx);\n  let step = u.inner;\n";
       if (st.needs_mean) {
         s += "  var ps = 0.0;\n"
-             "  for (var j = 0u; j < uw(5u); j = j + 1u) { ps = ps + " + fload + "; }\n"
-             "  pre_value = div_f32(ps, f32(uw(5u)));\n";
+             "  for (var j = 0u; j < u.reduce; j = j + 1u) { ps = ps + " + fload + "; }\n"
+             "  pre_value = div_f32(ps, f32(u.reduce));\n";
       }
       if (st.needs_max) {
         s += "  var pm = -f32_inf();\n"
-             "  for (var j = 0u; j < uw(5u); j = j + 1u) { pm = pre_max(pm, " + fload + "); }\n"
+             "  for (var j = 0u; j < u.reduce; j = j + 1u) { pm = pre_max(pm, " + fload + "); }\n"
              "  pre_value = pm;\n";
       }
       s += "  var st = s_init();\n  {\n    let end = j_end(idx);\n" +
-           accumulate("j_begin(idx)", "end", "1u") + "  }\n  s_store(idx, st);\n}\n";
+           accumulate("j_begin(idx)", "end", "1u", ways) + "  }\n  s_store(idx, st);\n}\n";
       return s;
     }
-    const std::string G = std::to_string(wg);
+    // `lanes` invocations per output: output q = group * per_group + lid / lanes, and a tree
+    // over each run of `lanes` slots of workgroup memory.
+    const std::string G = std::to_string(wg), L = std::to_string(lanes);
+    auto tree = [&](const std::string& arr, const std::string& merge) {
+      return "  for (var w = " + std::to_string(lanes / 2) + "u; w > 0u; w = w >> 1u) {\n"
+             "    if (lane < w) { " + arr + "[lid] = " + merge + "(" + arr + "[lid], " + arr + "[lid + w]); }\n"
+             "    workgroupBarrier();\n  }\n";
+    };
     s += "var<workgroup> part: array<S, " + G + ">;\n";
-    if (st.needs_mean || st.needs_max) s += "var<workgroup> psum: array<f32, " + G + ">;\n";
+    if (st.needs_mean || st.needs_max) {
+      s += "var<workgroup> psum: array<f32, " + G + ">;\n";
+      s += "fn f_add(a: f32, b: f32) -> f32 { return a + b; }\n";
+    }
     s += kernel_main(Grid::Groups, wg);
-    s += "  let live = group < uw(0u);\n"
-         "  let base = in_base(select(0u, group, live));\n  let step = uw(6u);\n";
+    s += "  let lane = lid % " + L + "u;\n"
+         "  let q = group * " + std::to_string(per_group) + "u + lid / " + L + "u;\n"
+         "  let live = q < u.outputs;\n"
+         "  let base = in_base(select(0u, q, live));\n  let step = u.inner;\n";
     if (st.needs_mean) {
       s += "  var ps = 0.0;\n"
-           "  if (live) { for (var j = lid; j < uw(5u); j = j + " + G + "u) { ps = ps + " + fload + "; } }\n"
-           "  psum[lid] = ps;\n  workgroupBarrier();\n"
-           "  for (var w = " + std::to_string(wg / 2) + "u; w > 0u; w = w >> 1u) {\n"
-           "    if (lid < w) { psum[lid] = psum[lid] + psum[lid + w]; }\n    workgroupBarrier();\n  }\n"
-           "  pre_value = div_f32(psum[0], f32(uw(5u)));\n";
+           "  if (live) { for (var j = lane; j < u.reduce; j = j + " + L + "u) { ps = ps + " + fload + "; } }\n"
+           "  psum[lid] = ps;\n  workgroupBarrier();\n" + tree("psum", "f_add") +
+           "  pre_value = div_f32(psum[lid - lane], f32(u.reduce));\n";
     }
     if (st.needs_max) {
       s += "  var pm = -f32_inf();\n"
-           "  if (live) { for (var j = lid; j < uw(5u); j = j + " + G + "u) { pm = pre_max(pm, " + fload + "); } }\n"
-           "  psum[lid] = pm;\n  workgroupBarrier();\n"
-           "  for (var w = " + std::to_string(wg / 2) + "u; w > 0u; w = w >> 1u) {\n"
-           "    if (lid < w) { psum[lid] = pre_max(psum[lid], psum[lid + w]); }\n    workgroupBarrier();\n  }\n"
-           "  pre_value = psum[0];\n";
+           "  if (live) { for (var j = lane; j < u.reduce; j = j + " + L + "u) { pm = pre_max(pm, " + fload + "); } }\n"
+           "  psum[lid] = pm;\n  workgroupBarrier();\n" + tree("psum", "pre_max") +
+           "  pre_value = psum[lid - lane];\n";
+    }
+    std::string run = "    let end = j_end(q);\n" + accumulate("j_begin(q) + lane", "end", L + "u", ways);
+    if (wide_loads) {
+      run = "    let lo = base + j_begin(q);\n    let hi = base + j_end(q);\n" +
+            accumulate4("buf" + std::to_string(words4), L + "u", std::max<uint32_t>(ways / 2, 1));
     }
     s += "  var st = s_init();\n"
-         "  if (live) {\n    let end = j_end(group);\n" +
-         accumulate("j_begin(group) + lid", "end", G + "u") + "  }\n"
-         "  part[lid] = st;\n  workgroupBarrier();\n"
-         "  for (var w = " + std::to_string(wg / 2) + "u; w > 0u; w = w >> 1u) {\n"
-         "    if (lid < w) { part[lid] = s_merge(part[lid], part[lid + w]); }\n    workgroupBarrier();\n  }\n"
-         "  if (live && lid == 0u) { s_store(group, part[0]); }\n}\n";
+         "  if (live) {\n" + run + "  }\n"
+         "  part[lid] = st;\n  workgroupBarrier();\n" + tree("part", "s_merge") +
+         "  if (live && lane == 0u) { s_store(q, part[lid]); }\n}\n";
     return s;
   };
   launch_kernel(ctx, l);
@@ -413,24 +510,25 @@ void softmax_piece(Context& ctx, const SoftmaxSpec& spec, const ReduceShape& sha
   while (groups && wg < softmax_group_cap(ctx) && shape.reduce > uint64_t(wg) * 16) wg *= 2;
 
   const uint64_t elems = rows * shape.reduce;
+  static const UniformLayout layout(
+      {{"in_offset"}, {"reduce"}, {"inner"}, {"out_offset"}, {"in2_offset"}});
   KernelLaunch l;
   l.buffers = {{b.in, Access::Read, false}};
-  l.buffers[0].touches(4, spec.in, b.in_offset, elems);
+  l.buffers[0].touches(layout.fields()[0].word, spec.in, b.in_offset, elems);
   if (backward) {
     l.buffers.push_back({b.in2, Access::Read, false});
-    l.buffers[1].touches(8, spec.in2, b.in2_offset, elems);
+    l.buffers[1].touches(layout.fields()[4].word, spec.in2, b.in2_offset, elems);
   }
   const size_t ob = l.buffers.size();
   // Invocations of one row write elements `inner` apart: narrow outputs need atomics.
   l.buffers.push_back({b.out, Access::ReadWrite, is_subword(spec.out)});
-  l.buffers[ob].touches(7, spec.out, b.out_offset, elems);
-  // 4: in offset, 5: reduce, 6: inner, 7: out offset, 8: in2 offset
-  l.uniforms = {0, 0, 0, 0,
-                static_cast<uint32_t>(b.in_offset),
-                static_cast<uint32_t>(shape.reduce),
-                static_cast<uint32_t>(shape.inner),
-                static_cast<uint32_t>(b.out_offset),
-                static_cast<uint32_t>(b.in2_offset)};
+  l.buffers[ob].touches(layout.fields()[3].word, spec.out, b.out_offset, elems);
+  l.declare(layout)
+      .set_u32("in_offset", static_cast<uint32_t>(b.in_offset))
+      .set_u32("reduce", static_cast<uint32_t>(shape.reduce))
+      .set_u32("inner", static_cast<uint32_t>(shape.inner))
+      .set_u32("out_offset", static_cast<uint32_t>(b.out_offset))
+      .set_u32("in2_offset", static_cast<uint32_t>(b.in2_offset));
   l.grid = groups ? Grid::Groups : Grid::Invocations;
   l.count = rows;
   l.workgroup = wg;
@@ -440,19 +538,19 @@ void softmax_piece(Context& ctx, const SoftmaxSpec& spec, const ReduceShape& sha
   if (groups)
     for (uint32_t r : {2u, 4u, 8u, 16u})
       if (!cached && shape.reduce <= uint64_t(wg) * r) cached = r;
-  l.key = std::string("softmax") + std::to_string(wg) + ":" + std::to_string(static_cast<int>(spec.kind)) + ":" +
-          dtype_name(spec.in) + "," + dtype_name(spec.in2) + ">" + dtype_name(spec.out) +
-          (groups ? ":g" : ":i") + std::to_string(cached);
+  l.typed = {"softmax", {static_cast<uint32_t>(spec.kind), static_cast<uint32_t>(spec.in) |
+                         static_cast<uint32_t>(spec.in2) << 8 | static_cast<uint32_t>(spec.out) << 16,
+                         groups ? 1u : 0u, cached}};
   l.body = [&]() {
     std::string s = kernel_load("load_a", l.buffers, 0, spec.in);
     if (backward) s += kernel_load("load_b", l.buffers, 1, spec.in2);
     s += kernel_store("store", l.buffers, ob, spec.out, Compute::F32);
     const Compute ca = compute_type_for(spec.in);
     const Compute cb = compute_type_for(spec.in2);
-    s += "fn xa(k: u32) -> f32 { return " + wgsl_convert(ca, Compute::F32, "load_a(uw(4u) + k)") + "; }\n";
+    s += "fn xa(k: u32) -> f32 { return " + wgsl_convert(ca, Compute::F32, "load_a(u.in_offset + k)") + "; }\n";
     if (backward)
-      s += "fn xb(k: u32) -> f32 { return " + wgsl_convert(cb, Compute::F32, "load_b(uw(8u) + k)") + "; }\n";
-    s += "fn put(k: u32, v: f32) { store(uw(7u) + k, v); }\n";
+      s += "fn xb(k: u32) -> f32 { return " + wgsl_convert(cb, Compute::F32, "load_b(u.in2_offset + k)") + "; }\n";
+    s += "fn put(k: u32, v: f32) { store(u.out_offset + k, v); }\n";
     s += "fn nan_max(m: f32, v: f32) -> f32 { if (is_nan(v) || v > m) { return v; } return m; }\n";
     const std::string G = std::to_string(wg);
     // Row loops: `first`, `stride` differ between the two grids.
@@ -464,30 +562,41 @@ void softmax_piece(Context& ctx, const SoftmaxSpec& spec, const ReduceShape& sha
            "  for (var w = " + std::to_string(wg / 2) + "u; w > 0u; w = w >> 1u) {\n"
            "    if (lid < w) { red[lid] = red[lid] + red[lid + w]; }\n    workgroupBarrier();\n  }\n"
            "  return red[0];\n}\n";
-      s += "fn wg_max(v: f32, lid: u32) -> f32 {\n  workgroupBarrier();\n  red[lid] = v;\n  workgroupBarrier();\n"
+      // The row's (max, sum of exp(x - max)) from each invocation's own pair in one tree:
+      // a sum taken at a smaller max is rescaled to the larger (empty sums stay 0, so that
+      // an invocation that saw only -inf adds nothing).
+      s += "var<workgroup> red2: array<vec2<f32>, " + G + ">;\n"
+           "fn pair_merge(x: vec2<f32>, y: vec2<f32>) -> vec2<f32> {\n"
+           "  let m = nan_max(x.x, y.x);\n"
+           "  return vec2<f32>(m, select(x.y * exp(x.x - m), 0.0, x.y == 0.0) + select(y.y * exp(y.x - m), 0.0, y.y == 0.0));\n}\n"
+           "fn wg_pair(v: vec2<f32>, lid: u32) -> vec2<f32> {\n  workgroupBarrier();\n  red2[lid] = v;\n  workgroupBarrier();\n"
            "  for (var w = " + std::to_string(wg / 2) + "u; w > 0u; w = w >> 1u) {\n"
-           "    if (lid < w) { red[lid] = nan_max(red[lid], red[lid + w]); }\n    workgroupBarrier();\n  }\n"
-           "  return red[0];\n}\n";
+           "    if (lid < w) { red2[lid] = pair_merge(red2[lid], red2[lid + w]); }\n    workgroupBarrier();\n  }\n"
+           "  return red2[0];\n}\n";
       s += kernel_main(Grid::Groups, wg);
       s += "  let live = group < uw(0u);\n  let r = select(0u, group, live);\n"
-           "  let n = select(0u, uw(5u), live);\n";
+           "  let n = select(0u, u.reduce, live);\n";
       first = "lid";
       stride = G + "u";
     } else {
       s += kernel_main(Grid::Invocations, wg);
-      s += "  let r = idx;\n  let n = uw(5u);\n";
+      s += "  let r = idx;\n  let n = u.reduce;\n";
       first = "0u";
       stride = "1u";
     }
-    s += "  let base = (r / uw(6u)) * uw(5u) * uw(6u) + r % uw(6u);\n  let step = uw(6u);\n";
+    s += "  let base = (r / u.inner) * u.reduce * u.inner + r % u.inner;\n  let step = u.inner;\n";
     auto loop = [&](const std::string& body) {
       return "  for (var j = " + first + "; j < n; j = j + " + stride + ") { let k = base + j * step; " +
              body + " }\n";
     };
-    auto total = [&](const std::string& var, bool max) {
+    auto total = [&](const std::string& var) {
       if (!groups) return std::string();
-      return "  " + var + " = " + (max ? "wg_max(" : "wg_sum(") + var + ", lid);\n";
+      return "  " + var + " = wg_sum(" + var + ", lid);\n";
     };
+    // After each invocation's max m and sum t of exp(x - m) (shifted by 0 when m is -inf,
+    // so that -inf elements add 0), the row's m and t.
+    const std::string shift = "  let sh = select(m, 0.0, m == -f32_inf());\n  var t = 0.0;\n";
+    const std::string row_pair = groups ? "  let mt = wg_pair(vec2<f32>(m, t), lid);\n  m = mt.x;\n  t = mt.y;\n" : "";
     if (cached) {
       // Element q of this invocation: j = lid + q * wg, held in a<q> (and b<q>).
       auto each = [&](const std::function<std::string(const std::string&)>& stmt) {
@@ -514,10 +623,9 @@ void softmax_piece(Context& ctx, const SoftmaxSpec& spec, const ReduceShape& sha
         case SoftmaxKind::LogSoftmax:
           s += "  var m = -f32_inf();\n" +
                each([](const std::string& q) { return "  if (in" + q + ") { m = nan_max(m, a" + q + "); }\n"; }) +
-               total("m", true);
-          s += "  var t = 0.0;\n" +
-               each([](const std::string& q) { return "  if (in" + q + ") { t = t + exp(a" + q + " - m); }\n"; }) +
-               total("t", false);
+               shift +
+               each([](const std::string& q) { return "  if (in" + q + ") { t = t + exp(a" + q + " - sh); }\n"; }) +
+               row_pair;
           if (spec.kind == SoftmaxKind::Softmax)
             s += "  let inv = div_f32(1.0, t);\n" + put_all("exp(a# - m) * inv");
           else
@@ -525,12 +633,12 @@ void softmax_piece(Context& ctx, const SoftmaxSpec& spec, const ReduceShape& sha
           break;
         case SoftmaxKind::SoftmaxBackward:
           s += "  var t = 0.0;\n" +
-               each([](const std::string& q) { return "  t = t + a" + q + " * b" + q + ";\n"; }) + total("t", false);
+               each([](const std::string& q) { return "  t = t + a" + q + " * b" + q + ";\n"; }) + total("t");
           s += put_all("b# * (a# - t)");
           break;
         case SoftmaxKind::LogSoftmaxBackward:
           s += "  var t = 0.0;\n" +
-               each([](const std::string& q) { return "  t = t + a" + q + ";\n"; }) + total("t", false);
+               each([](const std::string& q) { return "  t = t + a" + q + ";\n"; }) + total("t");
           s += put_all("a# - exp(b#) * t");
           break;
       }
@@ -540,19 +648,19 @@ void softmax_piece(Context& ctx, const SoftmaxSpec& spec, const ReduceShape& sha
     switch (spec.kind) {
       case SoftmaxKind::Softmax:
       case SoftmaxKind::LogSoftmax:
-        s += "  var m = -f32_inf();\n" + loop("m = nan_max(m, xa(k));") + total("m", true);
-        s += "  var t = 0.0;\n" + loop("t = t + exp(xa(k) - m);") + total("t", false);
+        s += "  var m = -f32_inf();\n" + loop("m = nan_max(m, xa(k));") + shift +
+             loop("t = t + exp(xa(k) - sh);") + row_pair;
         if (spec.kind == SoftmaxKind::Softmax)
           s += "  let inv = div_f32(1.0, t);\n" + loop("put(k, exp(xa(k) - m) * inv);");
         else
           s += "  let lt = log(t);\n" + loop("put(k, (xa(k) - m) - lt);");
         break;
       case SoftmaxKind::SoftmaxBackward:
-        s += "  var t = 0.0;\n" + loop("t = t + xa(k) * xb(k);") + total("t", false);
+        s += "  var t = 0.0;\n" + loop("t = t + xa(k) * xb(k);") + total("t");
         s += loop("put(k, xb(k) * (xa(k) - t));");
         break;
       case SoftmaxKind::LogSoftmaxBackward:
-        s += "  var t = 0.0;\n" + loop("t = t + xa(k);") + total("t", false);
+        s += "  var t = 0.0;\n" + loop("t = t + xa(k);") + total("t");
         s += loop("put(k, xa(k) - exp(xb(k)) * t);");
         break;
     }

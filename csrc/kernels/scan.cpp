@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "kernels/adapter_kind.h"
 #include "kernels/binding_window.h"
 #include "kernels/kernel_program.h"
 #include "runtime/buffer_pool.h"
@@ -239,7 +240,120 @@ void scan_rows_blocked(Context& ctx, const ScanArgs& a) {
   ctx.pool().release(aggregates);
 }
 
+// Rows scanned by one workgroup each, in tiles of `group * per` elements: the tile is read
+// into workgroup memory with neighbouring invocations on neighbouring elements, each
+// invocation scans `per` consecutive elements of it, a workgroup scan of those runs'
+// aggregates gives each run its prefix, the run is scanned again from it into workgroup
+// memory, and the tile is written out the way it was read. The tile's aggregate carries
+// into the next. Every element is read and written once, in whole rows of loads.
+// GPUs only: on software adapters every barrier costs a switch between invocations, and
+// the serial scan of a row per invocation is several times faster there.
+constexpr uint64_t kTiledMinLength = 512;
+constexpr uint64_t kTiledMinRows = 128;
+
+void scan_rows_tiled(Context& ctx, const ScanArgs& a) {
+  const Compute c = compute_type_for(a.dtype);
+  const bool with_indices = a.op == ScanOp::Max || a.op == ScanOp::Min;
+  const uint32_t group = std::min<uint32_t>(256, ctx.caps().workgroup_1d());
+  // Elements per invocation: up to 8, within half the workgroup memory the spec's default
+  // limits allow (16 KiB), the run aggregates (up to 16 bytes each) included.
+  const uint32_t value_bytes = (c == Compute::I64 ? 8 : 4) + (with_indices ? 4 : 0);
+  const uint32_t budget = std::min<uint32_t>(ctx.caps().max_workgroup_storage, 16384) - group * 16;
+  uint32_t per = 8;
+  while (per > 1 && group * per * value_bytes > budget) per /= 2;
+  const uint32_t tile = group * per;
+  KernelLaunch l;
+  l.typed = {"scan:tiles", {static_cast<uint32_t>(a.op), static_cast<uint32_t>(a.dtype), per}};
+  l.buffers = {{a.in, Access::Read, false}, {a.out, Access::ReadWrite, is_subword(a.dtype)}};
+  if (with_indices) l.buffers.push_back({a.indices, Access::ReadWrite, false});
+  declare_scan(l, a, 1, a.n);
+  l.grid = Grid::Groups;
+  l.count = a.rows;
+  l.workgroup = group;
+  const ScanOp op = a.op;
+  const DType dtype = a.dtype;
+  l.body = [&l, op, dtype, c, with_indices, group, per, tile] {
+    const std::string T = c == Compute::F32 ? "f32" : c == Compute::I32 ? "i32" : "vec2<u32>";
+    const std::string G = std::to_string(group) + "u", P = std::to_string(per) + "u",
+                      N = std::to_string(tile) + "u";
+    std::string s = kernel_load("load_in", l.buffers, 0, dtype) +
+                    kernel_store("store_out", l.buffers, 1, dtype, c) + state_functions(op, c);
+    if (with_indices) s += kernel_store("store_index", l.buffers, 2, DType::Int64, Compute::I64);
+    s += "var<workgroup> tile: array<" + T + ", " + N + ">;\n";
+    if (with_indices) s += "var<workgroup> tile_index: array<u32, " + N + ">;\n";
+    s += "var<workgroup> runs: array<St, " + G + ">;\n";
+    s += kernel_main(Grid::Groups, group) +
+         "  let live = group < uw(0u);\n"
+         "  let n = select(0u, u.n, live);\n"
+         "  let row = select(0u, group, live);\n"
+         "  let src = u.in_offset + row * u.n;\n"
+         "  let dst = u.out_offset + row * u.n;\n"
+         "  let first = lid * " + P + ";\n"
+         "  var carry = st_init(load_in(src), 0u);\n"
+         "  for (var t0 = 0u; t0 < n; t0 = t0 + " + N + ") {\n"
+         "    let count = min(n - t0, " + N + ");\n"
+         "    for (var i = 0u; i < " + P + "; i = i + 1u) {\n"
+         "      let k = i * " + G + " + lid;\n"
+         "      if (k < count) { tile[k] = load_in(src + t0 + k); }\n"
+         "    }\n"
+         "    workgroupBarrier();\n"
+         // This invocation's run [first, first + per) of the tile, when it has one.
+         "    let has_run = first < count;\n"
+         "    if (has_run) {\n"
+         "      var r = st_init(tile[first], t0 + first);\n"
+         "      for (var i = 1u; i < " + P + "; i = i + 1u) {\n"
+         "        if (first + i < count) { r = st_add(r, tile[first + i], t0 + first + i); }\n"
+         "      }\n"
+         "      runs[lid] = r;\n"
+         "    }\n"
+         "    workgroupBarrier();\n"
+         // Inclusive scan of the runs (runs past the tile's end are never read by live ones).
+         "    for (var d = 1u; d < " + G + "; d = d << 1u) {\n"
+         "      var v = runs[lid];\n"
+         "      if (has_run && lid >= d) { v = st_merge(runs[lid - d], v); }\n"
+         "      workgroupBarrier();\n"
+         "      runs[lid] = v;\n"
+         "      workgroupBarrier();\n"
+         "    }\n"
+         "    if (has_run) {\n"
+         "      var st = carry;\n"
+         "      var started = t0 > 0u;\n"
+         "      if (lid > 0u) {\n"
+         "        if (started) { st = st_merge(carry, runs[lid - 1u]); } else { st = runs[lid - 1u]; }\n"
+         "        started = true;\n"
+         "      }\n"
+         "      for (var i = 0u; i < " + P + "; i = i + 1u) {\n"
+         "        let k = first + i;\n"
+         "        if (k < count) {\n"
+         "          if (started) { st = st_add(st, tile[k], t0 + k); } else { st = st_init(tile[k], t0 + k); }\n"
+         "          started = true;\n"
+         "          tile[k] = st_value(st);\n" +
+         (with_indices ? "          tile_index[k] = st_index(st);\n" : "") +
+         "        }\n"
+         "      }\n"
+         "    }\n"
+         "    workgroupBarrier();\n"
+         "    let whole = runs[(count - 1u) / " + P + "];\n"
+         "    if (t0 > 0u) { carry = st_merge(carry, whole); } else { carry = whole; }\n"
+         "    for (var i = 0u; i < " + P + "; i = i + 1u) {\n"
+         "      let k = i * " + G + " + lid;\n"
+         "      if (k < count) {\n"
+         "        store_out(dst + t0 + k, tile[k]);\n" +
+         (with_indices ? "        store_index(u.indices_offset + row * u.n + t0 + k, vec2<u32>(tile_index[k], 0u));\n" : "") +
+         "      }\n"
+         "    }\n"
+         "    workgroupBarrier();\n"
+         "  }\n"
+         "}\n";
+    return s;
+  };
+  launch_kernel(ctx, l);
+}
+
 void scan_piece(Context& ctx, const ScanArgs& a) {
+  if (a.n >= kTiledMinLength && a.n <= kMaxSerial && a.rows >= kTiledMinRows &&
+      !software_adapter(ctx))
+    return scan_rows_tiled(ctx, a);
   if ((a.n >= kBlockedMinLength && a.rows < kBlockedMaxRows) || a.n > kMaxSerial)
     return scan_rows_blocked(ctx, a);
   const Compute c = compute_type_for(a.dtype);

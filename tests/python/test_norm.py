@@ -70,14 +70,37 @@ def test_layer_norm_non_contiguous():
     forward_backward(lambda t: F.layer_norm(t, (5,)), x)
 
 
-@pytest.mark.parametrize("shape", [(2, 4096), (3, 1001), (1, 63), (2, 65), (64, 3)])
-def test_layer_norm_row_lengths(shape):
-    """The one-kernel layer norm: rows shorter and longer than its 64 invocations, lengths
-    that do not divide by them, a row per invocation-sweep boundary."""
+# Row lengths of the one-kernel layer and RMS norms: held in registers by groups of 64
+# (up to 1024 elements), on GPUs also 128 (2048) and 256 (4096; 16 per invocation), swept
+# from memory beyond; lengths that do not divide by the group, shorter than it, one element.
+# TORCH_WEBGPU_ADAPTER_KIND runs both selections.
+ROW_SHAPES = [(2, 4096), (3, 1001), (1, 63), (2, 65), (64, 3), (2, 1024), (3, 1025), (2, 2049),
+              (2, 4097), (2, 9000), (3, 1)]
+
+
+@pytest.fixture(params=["software", "gpu"])
+def adapter_kind(request, monkeypatch):
+    monkeypatch.setenv("TORCH_WEBGPU_ADAPTER_KIND", request.param)
+    return request.param
+
+
+@pytest.mark.parametrize("shape", ROW_SHAPES)
+def test_layer_norm_row_lengths(adapter_kind, shape):
     x = make(shape, torch.float32, low=-3, high=5)
     w, b = make(shape[-1:], torch.float32, seed=1), make(shape[-1:], torch.float32, seed=2)
     check(lambda x, w, b: torch.native_layer_norm(x, shape[-1:], w, b, 1e-5), x, w, b,
           tolerances=dict(rtol=1e-4, atol=1e-5))
+    check(lambda x: torch.native_layer_norm(x, shape[-1:], None, None, 1e-5), x,
+          tolerances=dict(rtol=1e-4, atol=1e-5))
+
+
+@pytest.mark.parametrize("shape", ROW_SHAPES)
+def test_rms_norm_row_lengths(adapter_kind, shape):
+    x = make(shape, torch.float32, low=-3, high=5)
+    w = make(shape[-1:], torch.float32, seed=1)
+    tol = dict(rtol=1e-4, atol=1e-5)
+    check(lambda x, w: torch._fused_rms_norm(x, shape[-1:], w, 1e-6), x, w, tolerances=tol)
+    check(lambda x: torch._fused_rms_norm(x, shape[-1:], None, 1e-6), x, tolerances=tol)
 
 
 def test_layer_norm_offset_view():

@@ -115,3 +115,97 @@ def test_softmax_views_and_half():
     h = base.half()
     compare(lambda t: torch.softmax(t, -1), h, **LOOSE[torch.float16])
     compare(lambda t: torch.softmax(t, -1), torch.randn(0, 2000))
+
+
+# The workgroup kernel shares a group among several outputs: 32 invocations per output for
+# runs up to 2048 elements, 64 up to 4096, 128 up to 8192, then the whole group. Software
+# adapters use groups of 64 (up to 2 outputs each), GPUs 256 (up to 8): both selections run
+# here through TORCH_WEBGPU_ADAPTER_KIND. Row counts that leave the last group partly empty.
+@pytest.fixture(params=["software", "gpu"])
+def adapter_kind(request, monkeypatch):
+    monkeypatch.setenv("TORCH_WEBGPU_ADAPTER_KIND", request.param)
+    return request.param
+
+
+LANE_SHAPES = [(13, 300), (9, 2048), (7, 3000), (5, 4097), (3, 9000), (2, 16383)]
+
+
+@pytest.mark.parametrize("shape", LANE_SHAPES)
+def test_outputs_per_group_float(adapter_kind, shape):
+    x = make(shape, torch.float32, seed=20, low=-2, high=2)
+    for fn in (lambda t: t.sum(1), lambda t: t.mean(1), lambda t: t.amax(1), lambda t: t.amin(1),
+               lambda t: t.var(1), lambda t: t.logsumexp(1), lambda t: t.argmax(1),
+               lambda t: t.aminmax(dim=1), lambda t: torch.linalg.vector_norm(t, 2, 1),
+               lambda t: (1.0 + t * 1e-4).prod(1), lambda t: t[:, 1:].sum(1)):
+        compare(fn, x, **LOOSE[torch.float32])
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8, torch.float16])
+@pytest.mark.parametrize("shape", [(13, 300), (5, 4097)])
+def test_outputs_per_group_dtypes(adapter_kind, dtype, shape):
+    x = make(shape, dtype, seed=21, low=0 if dtype == torch.uint8 else -50, high=50)
+    tol = LOOSE.get(dtype, {})
+    compare(lambda t: t.sum(1), x, **tol)
+    compare(lambda t: t.amax(1), x)
+    compare(lambda t: t.amin(1), x)
+    compare(lambda t: (t > 0).all(1), x)
+    compare(lambda t: torch.count_nonzero(t, 1), x)
+
+
+@pytest.mark.parametrize("shape,dim", [((13, 300), 1), ((5, 4097), 1), ((70001,), 0), ((1100, 1000), 0)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_amax_amin_nan_and_infinities(adapter_kind, shape, dim, dtype):
+    """Float max / min pick by one NaN-sticky select: a NaN anywhere in a run (first, last,
+    between infinities) gives NaN; infinities and all -inf runs do not."""
+    x = make(shape, torch.float32, seed=22, low=-1, high=1)
+    flat = x.view(-1)
+    flat[0] = float("nan")
+    flat[-1] = float("nan")
+    flat[flat.numel() // 2] = float("inf")
+    flat[flat.numel() // 3] = float("-inf")
+    if x.dim() == 2:
+        x[2] = float("-inf")
+        x[3, ::2] = float("inf")
+        x[4, 5] = float("nan")
+    x = x.to(dtype)
+    for fn in (lambda t: t.amax(dim), lambda t: t.amin(dim), lambda t: t.amax(), lambda t: t.amin(),
+               lambda t: t.nan_to_num(nan=0.0).amax(dim), lambda t: t.nan_to_num(nan=0.0).amin()):
+        compare(fn, x)
+
+
+def test_softmax_partial_rows_of_minus_infinity(adapter_kind):
+    """The row's (max, sum) merge from each invocation's own pair: invocations that saw only
+    -inf add nothing; all -inf rows, +inf and NaN give NaN as on the CPU."""
+    for n in (127, 1000, 4096, 9000):
+        x = make((6, n), torch.float32, seed=23, low=-8, high=8)
+        x[0, : n // 2] = float("-inf")
+        x[1] = float("-inf")
+        x[2, n // 3] = float("inf")
+        x[3, n - 1] = float("nan")
+        x[4, ::7] = float("-inf")
+        x[5] *= 20
+        for fn in (torch.softmax, torch.log_softmax):
+            compare(lambda t: fn(t, -1), x, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("start", [0, 1, 2, 3])
+@pytest.mark.parametrize("shape", [(13, 300), (5, 4097), (3, 9001), (2, 16383)])
+def test_vec4_loads_with_offsets(adapter_kind, start, shape):
+    """Contiguous float32 / int32 runs read their aligned body as vec4<u32> through a second
+    binding and up to three elements on each side one at a time: storage offsets 0..3 and
+    row lengths that are not multiples of 4 move both ends; argmax checks each index."""
+    n = shape[0] * shape[1]
+    for dtype in (torch.float32, torch.int32):
+        base = make((n + 8,), dtype, seed=24, low=-50, high=50)
+        x = base[start:start + n].view(shape)
+        tol = LOOSE[torch.float32] if dtype == torch.float32 else {}
+        compare(lambda t: t[start:start + n].view(shape).sum(1), base, **tol)
+        compare(lambda t: t[start:start + n].view(shape).amax(1), base)
+        compare(lambda t: t[start:start + n].view(shape).argmax(1), base)
+        compare(lambda t: t[start:start + n].view(shape).argmin(1), base)
+        compare(lambda t: t[start:start + n].sum(), base, **tol)
+        assert x.storage_offset() == start
+    f = make((n + 8,), torch.float32, seed=25, low=-1, high=1)
+    for fn in (lambda t: t.var(1), lambda t: t.logsumexp(1), lambda t: t.mean(1),
+               lambda t: t.aminmax(dim=1), lambda t: torch.linalg.vector_norm(t, 2, 1)):
+        compare(lambda t: fn(t[start:start + n].view(shape)), f, **LOOSE[torch.float32])

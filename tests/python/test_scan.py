@@ -150,3 +150,44 @@ def test_many_long_rows(no_fallback):
     # loop (llvmpipe's 65535-iteration cap): still blocked.
     x = make((65, 33000), torch.int32, low=-3, high=3)
     check(torch.cumsum, x, 1, exact=True)
+
+
+# Rows of 512..32768 elements, 128 rows or more: on GPUs one workgroup per row scans
+# tiles of 256 x 8 elements (4 for 8-byte values or with indices) in workgroup memory;
+# software adapters keep one invocation per row. TORCH_WEBGPU_ADAPTER_KIND picks each.
+@pytest.mark.parametrize("kind", ["software", "gpu"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64, torch.int32, torch.uint8])
+@pytest.mark.parametrize("shape", [(128, 512), (130, 2049), (129, 4096)])
+def test_tiled_rows(no_fallback, monkeypatch, kind, dtype, shape):
+    monkeypatch.setenv("TORCH_WEBGPU_ADAPTER_KIND", kind)
+    loose = {torch.float32: dict(rtol=1e-4, atol=1e-3), torch.float16: dict(rtol=2e-3, atol=1e-2)}
+    x = make(shape, dtype, low=0 if dtype == torch.uint8 else -3, high=3)
+    check(torch.cumsum, x, 1, tolerances=loose.get(dtype))
+    check(torch.cummax, x, 1, exact=True)
+    check(torch.cummin, x, 1, exact=True)
+    if dtype.is_floating_point:
+        check(torch.logcumsumexp, x, 1, tolerances=loose.get(dtype))
+        check(torch.cumprod, make(shape, dtype, low=0.99, high=1.01), 1,
+              tolerances=dict(rtol=1e-3, atol=1e-4))
+    else:
+        check(torch.cumprod, make(shape, dtype, low=0 if dtype == torch.uint8 else -1, high=2), 1, exact=True)
+
+
+@pytest.mark.parametrize("kind", ["software", "gpu"])
+def test_tiled_rows_accuracy_nan_and_views(no_fallback, monkeypatch, kind):
+    monkeypatch.setenv("TORCH_WEBGPU_ADAPTER_KIND", kind)
+    # Compensated sums carried across tiles and runs (the CPU accumulates in double).
+    row = torch.cat([torch.full((1,), 1e8), torch.ones(3000), torch.full((1,), -1e8), torch.ones(95)])
+    check(torch.cumsum, row.repeat(128, 1), 1)
+    x = make((140, 3000), torch.float32)
+    x[3, 100] = float("nan")
+    x[5, 2500] = float("nan")
+    x[7, :] = float("-inf")
+    check(torch.cummax, x, 1, exact=True)
+    check(torch.cummin, x, 1, exact=True)
+    check(torch.cumsum, x, 1, tolerances=dict(rtol=1e-4, atol=1e-3))
+    check(torch.logcumsumexp, x, 1, tolerances=dict(rtol=1e-4, atol=1e-3))
+    base = make((300, 1500), torch.float32)
+    check(torch.cumsum, base[5:, 3:], 1, tolerances=dict(rtol=1e-4, atol=1e-3))  # copied view
+    check(torch.cumsum, base.t(), 0, tolerances=dict(rtol=1e-4, atol=1e-3))     # rows in memory
+    check(torch.cumsum, make((128, 1000), torch.bool), 1, exact=True)
