@@ -26,6 +26,16 @@ def test_tiny_model_generates_cpu_tokens(key, no_fallback):
     assert ours["matched"] == TOKENS
 
 
+@pytest.mark.parametrize("key", ["llama-3.2-1b", "gpt2"])
+def test_compiled_static_cache_generate_gives_cpu_tokens(key, no_fallback):
+    """--compile: torch.compile'd forward (our WGSL generator) with HF's static KV cache."""
+    row = e2e_models.compare(key, tiny=True, tokens=8, timed=True, compile_mode="default")
+    cpu_tokens = row["devices"]["cpu"]["tokens"]
+    ours = row["devices"]["webgpu compiled"]
+    assert ours["tokens"] == cpu_tokens, f"first mismatch at {ours['first_mismatch']}"
+    assert ours["tok_s"] > 0
+
+
 def test_tiny_keeps_the_architecture():
     """The tiny configs keep grouped KV heads, wide heads and local attention."""
     tiny = {key: e2e_models.tiny_config(spec.config) for key, spec in e2e_models.MODELS.items()}
