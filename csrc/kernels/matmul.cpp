@@ -590,28 +590,35 @@ void conv_im2col(Context& ctx, const ConvGeometry& g, WGPUBuffer x, uint64_t x_o
 }
 
 void conv_col2im(Context& ctx, const ConvGeometry& g, WGPUBuffer col, const ColLayout& layout,
-                 WGPUBuffer x, uint64_t x_offset, DType x_dtype, const MatOperand& bias) {
+                 WGPUBuffer x, uint64_t x_offset, DType x_dtype, const MatOperand& bias,
+                 bool accumulate) {
   const uint64_t count = uint64_t(g.batch) * g.groups * g.cx * g.x_spatial();
   if (count == 0) return;
+  if (accumulate && (x_dtype != DType::Float32 || bias.buffer))
+    fail(ErrorKind::Unsupported, "torch_webgpu: col2im accumulates into float32 only, without bias");
   KernelLaunch l;
   const bool has_bias = bias.buffer != nullptr;
-  l.key = std::string("conv:col2im:") + dtype_name(x_dtype) + (has_bias ? ":bias" : "");
+  l.key = std::string("conv:col2im:") + dtype_name(x_dtype) + (has_bias ? ":bias" : "") +
+          (accumulate ? ":acc" : "");
   l.buffers = {{col, Access::Read, false}};
   if (has_bias) l.buffers.push_back({bias.buffer, Access::Read, false});
   l.buffers.push_back({x, Access::ReadWrite, is_subword(x_dtype)});
   l.uniforms = conv_uniforms(g, layout, x_offset);
-  l.uniforms.resize(kCvXOff + 4, 0);
+  l.uniforms.resize(kCvXOff + 5, 0);
   if (has_bias) {
     l.uniforms[kCvXOff + 1] = u32_or_fail(bias.offset, "offset");
     l.uniforms[kCvXOff + 2] = u32_or_fail(bias.rows, "stride");
   }
+  l.uniforms[kCvXOff + 3] = g.y_first[0];
+  l.uniforms[kCvXOff + 4] = g.y_first[1];
   l.buffers.back().touches(kCvXOff, x_dtype, x_offset, count);  // the pass's images
   l.count = count;
   l.workgroup = 64;
   const DType bias_dtype = bias.dtype;
-  l.body = [&, x_dtype, has_bias, bias_dtype] {
+  l.body = [&, x_dtype, has_bias, bias_dtype, accumulate] {
     std::string s = kernel_store("store_x", l.buffers, l.buffers.size() - 1, x_dtype, Compute::F32);
     if (has_bias) s += kernel_load("load_bias", l.buffers, 1, bias_dtype);
+    if (accumulate) s += kernel_load("load_prev", l.buffers, l.buffers.size() - 1, x_dtype);
     // float16 outputs round every column value and partial sum to half, in the CPU's tap
     // order, as ATen's col2im does on a half buffer (the CPU's bfloat16 path accumulates
     // in float32, as we do).
@@ -621,27 +628,29 @@ void conv_col2im(Context& ctx, const ConvGeometry& g, WGPUBuffer col, const ColL
       s += "fn rnd(x: f32) -> f32 { return x; }\n";
     s += kernel_main(Grid::Invocations, 64);
     // idx -> (n, g, c, i0, i1, i2); sum over kernel taps k with
-    // o = (i + pad - k * dil) / stride integral and inside Y. Dimensions unrolled (see
-    // im2col).
+    // o = (i + pad - k * dil) / stride integral and inside Y (a tile of Y: its rows from
+    // y_first on). Dimensions unrolled (see im2col).
     const auto& w = uw_word;
     s += "  var rest = idx;\n" + peel_coords("i", kCvXs, 2);
     s += "  let c = rest % uw(6u);\n  rest = rest / uw(6u);\n"
          "  let g = rest % uw(5u);\n  let n = rest / uw(5u);\n"
          "  let taps = uw(16u) * uw(17u) * uw(18u);\n"
          "  let base = n * uw(32u) + g * uw(33u);\n"
-         "  var acc = 0.0;\n"
+         "  var acc = " + std::string(accumulate ? "load_prev(uw(36u) + idx)" : "0.0") + ";\n"
          "  for (var t = 0u; t < taps; t = t + 1u) {\n"
          "    let k2 = t % uw(18u);\n    let k1 = (t / uw(18u)) % uw(17u);\n"
          "    let k0 = t / (uw(18u) * uw(17u));\n"
          "    var ok = true;\n    var l = 0u;\n";
     for (int d = 0; d < 3; ++d) {
       const std::string D = std::to_string(d);
+      const std::string first = d < 2 ? "i32(" + w(kCvXOff + 3 + d) + ")" : "0";
       s += "    let q" + D + " = i32(i" + D + " + " + w(kCvPad + d) + ") - i32(k" + D + " * " +
            w(kCvDil + d) + ");\n"
            "    let s" + D + " = i32(" + w(kCvStride + d) + ");\n"
-           "    if (q" + D + " < 0 || q" + D + " % s" + D + " != 0 || q" + D + " / s" + D +
+           "    let o" + D + " = q" + D + " / s" + D + " - " + first + ";\n"
+           "    if (q" + D + " < 0 || q" + D + " % s" + D + " != 0 || o" + D + " < 0 || o" + D +
            " >= i32(" + w(kCvYs + d) + ")) { ok = false; }\n"
-           "    l = l * " + w(kCvYs + d) + " + u32(max(q" + D + ", 0) / s" + D + ");\n";
+           "    l = l * " + w(kCvYs + d) + " + u32(max(o" + D + ", 0));\n";
     }
     s +=
          "    if (ok) {\n"

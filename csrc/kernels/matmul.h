@@ -70,9 +70,12 @@ void conv_im2col(Context& ctx, const ConvGeometry& g, WGPUBuffer x, uint64_t x_o
 // The adjoint: x[n, g * cx + c, i] = sum of col[n, g, (c, k), o] over every (k, o) with
 // o * stride - pad + k * dil == i. col: float32 with `layout`; x: contiguous elements of
 // `x_dtype` from `x_offset` on. `bias` (buffer null: none; rows = its stride) adds bias[channel] to the
-// float32 sum before the one rounding.
+// float32 sum before the one rounding. With g.y_first set, col holds a tile of Y's rows
+// (g.ys: the tile's extent) and only its taps count; `accumulate` adds the sum to x (then
+// float32, no bias), so that the tiles of one image add up.
 void conv_col2im(Context& ctx, const ConvGeometry& g, WGPUBuffer col, const ColLayout& layout,
-                 WGPUBuffer x, uint64_t x_offset, DType x_dtype, const MatOperand& bias = {});
+                 WGPUBuffer x, uint64_t x_offset, DType x_dtype, const MatOperand& bias = {},
+                 bool accumulate = false);
 
 }  // namespace twgpu
 
