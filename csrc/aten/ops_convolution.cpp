@@ -354,7 +354,10 @@ class WeightGradSum {
 // 1x1, when they are no larger than the image's outputs.
 bool per_image_products(const ConvGeometry& g, uint64_t cy) {
   const uint64_t L = g.y_spatial(), R = g.rows();
-  if (g.batch < 2 || L < 64 || 2 * uint64_t(g.groups) * cy * R * 4 > window_budget(Context::get()))
+  ConvGeometry one = g;
+  one.batch = 1;
+  if (g.batch < 2 || L < 64 || !columns_fit(one) ||
+      2 * uint64_t(g.groups) * cy * R * 4 > window_budget(Context::get()))
     return false;
   const uint64_t tiles = uint64_t(g.groups) * ((cy + 31) / 32) * ((R + 31) / 32);
   return tiles < 128 || (is_pointwise(g) && cy <= L);
