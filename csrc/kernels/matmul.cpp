@@ -598,8 +598,9 @@ void conv_col2im(Context& ctx, const ConvGeometry& g, WGPUBuffer col, const ColL
     fail(ErrorKind::Unsupported, "torch_webgpu: col2im accumulates into float32 only, without bias");
   KernelLaunch l;
   const bool has_bias = bias.buffer != nullptr;
+  const bool unit_stride = g.stride[0] == 1 && g.stride[1] == 1 && g.stride[2] == 1;
   l.key = std::string("conv:col2im:") + dtype_name(x_dtype) + (has_bias ? ":bias" : "") +
-          (accumulate ? ":acc" : "");
+          (accumulate ? ":acc" : "") + (unit_stride ? ":s1" : "");
   l.buffers = {{col, Access::Read, false}};
   if (has_bias) l.buffers.push_back({bias.buffer, Access::Read, false});
   l.buffers.push_back({x, Access::ReadWrite, is_subword(x_dtype)});
@@ -615,7 +616,7 @@ void conv_col2im(Context& ctx, const ConvGeometry& g, WGPUBuffer col, const ColL
   l.count = count;
   l.workgroup = 64;
   const DType bias_dtype = bias.dtype;
-  l.body = [&, x_dtype, has_bias, bias_dtype, accumulate] {
+  l.body = [&, x_dtype, has_bias, bias_dtype, accumulate, unit_stride] {
     std::string s = kernel_store("store_x", l.buffers, l.buffers.size() - 1, x_dtype, Compute::F32);
     if (has_bias) s += kernel_load("load_bias", l.buffers, 1, bias_dtype);
     if (accumulate) s += kernel_load("load_prev", l.buffers, l.buffers.size() - 1, x_dtype);
@@ -634,30 +635,36 @@ void conv_col2im(Context& ctx, const ConvGeometry& g, WGPUBuffer col, const ColL
     s += "  var rest = idx;\n" + peel_coords("i", kCvXs, 2);
     s += "  let c = rest % uw(6u);\n  rest = rest / uw(6u);\n"
          "  let g = rest % uw(5u);\n  let n = rest / uw(5u);\n"
-         "  let taps = uw(16u) * uw(17u) * uw(18u);\n"
          "  let base = n * uw(32u) + g * uw(33u);\n"
          "  var acc = " + std::string(accumulate ? "load_prev(uw(36u) + idx)" : "0.0") + ";\n"
-         "  for (var t = 0u; t < taps; t = t + 1u) {\n"
-         "    let k2 = t % uw(18u);\n    let k1 = (t / uw(18u)) % uw(17u);\n"
-         "    let k0 = t / (uw(18u) * uw(17u));\n"
-         "    var ok = true;\n    var l = 0u;\n";
+         "  let r = c * uw(16u);\n";
+    // One loop per dim, outer to inner (the CPU's tap order, which float16's rounding
+    // follows), each tap's validity decided at its own level: o = (i + pad - k * dil) /
+    // stride only decreases with k, so a negative one ends the loop. Unit strides (the
+    // key says so) drop the divisibility test and the division.
+    std::string row = "0u";
     for (int d = 0; d < 3; ++d) {
-      const std::string D = std::to_string(d);
+      const std::string D = std::to_string(d), in(2 * d + 2, ' ');
       const std::string first = d < 2 ? "i32(" + w(kCvXOff + 3 + d) + ")" : "0";
-      s += "    let q" + D + " = i32(i" + D + " + " + w(kCvPad + d) + ") - i32(k" + D + " * " +
-           w(kCvDil + d) + ");\n"
-           "    let s" + D + " = i32(" + w(kCvStride + d) + ");\n"
-           "    let o" + D + " = q" + D + " / s" + D + " - " + first + ";\n"
-           "    if (q" + D + " < 0 || q" + D + " % s" + D + " != 0 || o" + D + " < 0 || o" + D +
-           " >= i32(" + w(kCvYs + d) + ")) { ok = false; }\n"
-           "    l = l * " + w(kCvYs + d) + " + u32(max(o" + D + ", 0));\n";
+      s += in + "for (var k" + D + " = 0u; k" + D + " < " + w(kCvKs + d) + "; k" + D + " = k" + D + " + 1u) {\n" +
+           in + "  let q" + D + " = i32(i" + D + " + " + w(kCvPad + d) + ") - i32(k" + D + " * " + w(kCvDil + d) + ");\n";
+      if (unit_stride) {
+        s += in + "  let o" + D + " = q" + D + " - " + first + ";\n";
+      } else {
+        s += in + "  let s" + D + " = i32(" + w(kCvStride + d) + ");\n" +
+             in + "  if (q" + D + " < 0) { break; }\n" +
+             in + "  if (q" + D + " % s" + D + " != 0) { continue; }\n" +
+             in + "  let o" + D + " = q" + D + " / s" + D + " - " + first + ";\n";
+      }
+      s += in + "  if (o" + D + " < 0) { break; }\n" +
+           in + "  if (o" + D + " >= i32(" + w(kCvYs + d) + ")) { continue; }\n" +
+           in + "  let l" + D + " = " + row + " * " + w(kCvYs + d) + " + u32(o" + D + ");\n";
+      row = "l" + D;
     }
+    s += "        let t = (r + k0) * uw(17u) + k1;\n"
+         "        acc = rnd(acc + rnd(bitcast<f32>(buf0[base + (t * uw(18u) + k2) * uw(34u) + l2 * uw(35u)])));\n"
+         "      }\n    }\n  }\n";
     s +=
-         "    if (ok) {\n"
-         "      let r = c * taps + t;\n"
-         "      acc = rnd(acc + rnd(bitcast<f32>(buf0[base + r * uw(34u) + l * uw(35u)])));\n"
-         "    }\n"
-         "  }\n"
          "  " + std::string(has_bias ? "acc = acc + load_bias(uw(37u) + (g * uw(6u) + c) * uw(38u));\n" : "") +
          "  store_x(uw(36u) + idx, acc);\n}\n";
     return s;
