@@ -104,7 +104,7 @@ def test_conv_larger_than_a_tile():
 
 
 # Batches with at least 64 outputs per image: the weight gradient sums one GEMM per image
-# (1x1: straight from x, no columns) unless its tiles are many (then one GEMM over the
+# (1x1: straight from x, no columns) unless cy > L with many tiles (then one GEMM over the
 # batch); 1x1 forward and input gradient are GEMMs over x / gy themselves.
 BATCHED = [
     ("1x1", F.conv2d, (4, 16, 9, 9), (8, 16, 1, 1), True, {}),
@@ -116,15 +116,16 @@ BATCHED = [
     ("conv1d", F.conv1d, (3, 4, 100), (5, 4, 3), True, {}),
     ("conv3d", F.conv3d, (2, 2, 4, 5, 6), (3, 2, 3, 3, 3), True, dict(padding=1)),
     ("conv_t2d", F.conv_transpose2d, (2, 4, 6, 6), (4, 3, 3, 3), True, dict(stride=2, padding=1)),
-    ("many_tiles", F.conv2d, (2, 128, 8, 8), (128, 128, 3, 3), False, dict(padding=1)),
+    ("one_gemm_over_batch", F.conv2d, (2, 128, 8, 8), (128, 128, 3, 3), False, dict(padding=1)),
 ]
 
 
 @pytest.mark.usefixtures("no_fallback")
 @pytest.mark.parametrize("name,fn,ishape,wshape,bias,kwargs", BATCHED, ids=[c[0] for c in BATCHED])
 def test_conv_batched_gemm_paths(name, fn, ishape, wshape, bias, kwargs):
-    # many_tiles sums 1152 products per output: the CPU's order differs more.
-    tol = dict(rtol=1e-4, atol=1e-3) if name == "many_tiles" else None
+    # cy > L and many tiles: one GEMM over the batch, 1152 products per output summed in
+    # another order than the CPU's.
+    tol = dict(rtol=1e-4, atol=1e-3) if name == "one_gemm_over_batch" else None
     run_case(fn, ishape, wshape, bias, kwargs, torch.float32, grad=True, tol=tol)
 
 
