@@ -186,7 +186,9 @@ Tensor from_tile(const Tensor& y, const ConvGeometry& all, const ConvGeometry* t
 
 // y (N, groups * cy, ys) = conv(x (N, groups * cx, xs), w (groups * cy, cx, k)) + bias, for
 // the images of one pass (g.batch of them; x and y contiguous): one GEMM batched over
-// (image, group). A 1x1 convolution multiplies x itself, without columns.
+// (image, group). A 1x1 convolution multiplies x itself, without columns; where GEMMs run
+// shared-memory tiles (GPUs) others gather their B tiles from x through the im2col index
+// map (implicit GEMM: no columns written and read back), elsewhere im2col writes columns.
 // With `tile` (g.ys holding the whole output): only the tile's output rows.
 void conv_forward_pass(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y_all,
                        const ConvGeometry& g_all, const ConvGeometry* tile = nullptr) {
@@ -202,9 +204,18 @@ void conv_forward_pass(const Tensor& x, const Tensor& w, const Tensor& bias, con
   d.compute = Compute::F32;
   d.a = mat(w, 0, cy * R, R, 1);
   Tensor col;
+  const uint64_t C = G * g.cx, X = g.x_spatial();
   if (is_pointwise(g) && !tile) {
-    const uint64_t C = G * g.cx;
     d.b = mat(x, C * L, g.cx * L, L, 1);
+  } else if (gemm_uses_tiles(Context::get()) && N * C * X < (uint64_t(1) << 31)) {
+    col = at::empty({static_cast<int64_t>(R * 4)}, x.options().dtype(at::kInt));  // the tap table
+    {
+      RuntimeLock lock;
+      conv_gather_taps(lock.ctx(), g, device_ref(col).buffer);
+    }
+    d.b = mat(x, C * X, g.cx * X, 0, 0);
+    d.conv = &g;
+    d.conv_taps = device_ref(col).buffer;
   } else {
     col = at::empty({static_cast<int64_t>(N * G * R * L)}, f32_like(x));
     ColLayout lay{G * R * L, R * L, L, 1};

@@ -44,6 +44,10 @@ constexpr uint32_t kM = 4, kN = 5, kK = 6, kBatchInner = 7, kTilesN = 8, kTilesP
                    kAlpha = 10, kBeta = 12, kOperands = 16;  // 4 operands x 5 words
 constexpr uint32_t kOpA = kOperands, kOpB = kOperands + 5, kOpC = kOperands + 10,
                    kOpOut = kOperands + 15;
+// Implicit GEMM (GemmDesc::conv): x's spatial sizes, the output tile's sizes, strides,
+// paddings (3 words each), the tile's first output row along dims 0 and 1.
+constexpr uint32_t kGatherXs = kOperands + 20, kGatherYs = kGatherXs + 3, kGatherStride = kGatherXs + 6,
+                   kGatherPad = kGatherXs + 9, kGatherFirst = kGatherXs + 12, kGatherEnd = kGatherXs + 14;
 
 void push_operand(std::vector<uint32_t>& u, uint32_t base, const MatOperand& o) {
   u[base] = u32_or_fail(o.offset, "offset");
@@ -70,6 +74,20 @@ std::string gemm_common(const GemmDesc& d, const std::vector<KernelBuffer>& bufs
   typed_load("load_a", 0, d.a.dtype);
   typed_load("load_b", 1, d.b.dtype);
   if (has_c) typed_load("load_c", 2, d.c.dtype);
+  if (d.conv) {
+    // B[r, l] of an implicit GEMM: the caller has turned l into ob (o * stride - pad per
+    // dim) and ooff (their offset within an image's group, negative at the padding); the
+    // tap table gives (c, k * dil)'s offset and k * dil per dim.
+    const std::string taps = "buf" + std::to_string(has_c ? 3 : 2), Z = ar.zero();
+    auto u = [](uint32_t w) { return "i32(uw(" + std::to_string(w) + "u))"; };
+    s += "fn gather_b(base: u32, r: u32, ob0: i32, ob1: i32, ob2: i32, ooff: i32) -> " + T + " {\n"
+         "  let t = r * 4u;\n"
+         "  let p0 = ob0 + i32(" + taps + "[t + 1u]);\n  let p1 = ob1 + i32(" + taps + "[t + 2u]);\n"
+         "  let p2 = ob2 + i32(" + taps + "[t + 3u]);\n"
+         "  if (p0 < 0 || p0 >= " + u(kGatherXs) + " || p1 < 0 || p1 >= " + u(kGatherXs + 1) +
+         " || p2 < 0 || p2 >= " + u(kGatherXs + 2) + ") { return " + Z + "; }\n"
+         "  return load_b(base + u32(ooff + i32(" + taps + "[t])));\n}\n";
+  }
   s += kernel_store("store_out", bufs, bufs.size() - 1, d.out.dtype, d.compute);
   s += "fn batch_base(op: u32, bo: u32, bi: u32) -> u32 {\n"
        "  return uw(op) + bo * uw(op + 1u) + bi * uw(op + 2u);\n}\n";
@@ -110,7 +128,7 @@ constexpr TileShape kSmallTile{32, 32, 16, 8, 8, false, false};
 constexpr TileShape kMediumTile{64, 64, 16, 16, 16, false, false};
 constexpr TileShape kLargeTile{128, 128, 8, 16, 16, false, false};
 
-std::string tiled_body(const Arith& ar, const TileShape& t) {
+std::string tiled_body(const Arith& ar, const TileShape& t, bool gather) {
   const std::string T = ar.type(), Z = ar.zero();
   const uint32_t rm = t.tm / t.wy, rn = t.tn / t.wx, sa_row = t.tm + 4, sb_row = t.tn + 4;
   auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
@@ -126,6 +144,22 @@ std::string tiled_body(const Arith& ar, const TileShape& t) {
        "  let tx = lid % " + n(t.wx) + ";\n  let ty = lid / " + n(t.wx) + ";\n"
        "  let M = uw(4u);\n  let N = uw(5u);\n  let K = uw(6u);\n"
        "  let abase = batch_base(16u, bo, bi);\n  let bbase = batch_base(21u, bo, bi);\n";
+  if (gather) {
+    // An implicit GEMM's B tile loads walk N (threads is a multiple of tn): each invocation
+    // loads one column l throughout, so its output position is decoded once, here.
+    auto w = [](uint32_t v) { return "uw(" + std::to_string(v) + "u)"; };
+    s += "  let gl = col0 + lid % " + n(t.tn) + ";\n"
+         "  let go2 = gl % " + w(kGatherYs + 2) + ";\n"
+         "  let go1 = (gl / " + w(kGatherYs + 2) + ") % " + w(kGatherYs + 1) + ";\n"
+         "  let go0 = gl / (" + w(kGatherYs + 2) + " * " + w(kGatherYs + 1) + ");\n";
+    for (uint32_t d = 0; d < 3; ++d) {
+      const std::string D = std::to_string(d);
+      const std::string first = d < 2 ? " + " + w(kGatherFirst + d) : "";
+      s += "  let ob" + D + " = i32((go" + D + first + ") * " + w(kGatherStride + d) + ") - i32(" +
+           w(kGatherPad + d) + ");\n";
+    }
+    s += "  let ooff = (ob0 * i32(" + w(kGatherXs + 1) + ") + ob1) * i32(" + w(kGatherXs + 2) + ") + ob2;\n";
+  }
   // Register blocks as named scalars with unrolled loops: drivers keep dynamically
   // indexed private arrays in (slow) local memory.
   auto acc = [](uint32_t i, uint32_t j) { return "c" + std::to_string(i) + "_" + std::to_string(j); };
@@ -147,7 +181,9 @@ std::string tiled_body(const Arith& ar, const TileShape& t) {
                   : "      let bn = idx % " + n(t.tn) + ";\n      let bk = idx / " + n(t.tn) + ";\n";
   s += "      var bv = " + Z + ";\n"
        "      if (valid && k0 + bk < K && col0 + bn < N) {\n"
-       "        bv = load_b(bbase + (k0 + bk) * uw(24u) + (col0 + bn) * uw(25u));\n      }\n"
+       "        bv = " + std::string(gather ? "gather_b(bbase, k0 + bk, ob0, ob1, ob2, ooff)"
+                                    : "load_b(bbase + (k0 + bk) * uw(24u) + (col0 + bn) * uw(25u))") +
+       ";\n      }\n"
        "      sb[bk * " + n(sb_row) + " + bn] = bv;\n"
        "    }\n"
        "    workgroupBarrier();\n"
@@ -326,6 +362,15 @@ ElementRange operand_range(const GemmDesc& d, const MatOperand& o, uint64_t m, u
   return strided_range(o.offset, sizes, strides, 4);
 }
 
+// The elements of B that rows [0, k) and columns [0, n) touch: an implicit GEMM's are its
+// images' groups, whole.
+ElementRange b_range(const GemmDesc& d, uint64_t k, uint64_t n) {
+  if (!d.conv) return operand_range(d, d.b, k, n);
+  const uint64_t group = uint64_t(d.conv->cx) * d.conv->x_spatial();
+  const uint64_t first = d.b.offset;
+  return {first, first + (d.batch_outer - 1) * d.b.batch_outer + (d.batch_inner - 1) * d.b.batch_inner + group};
+}
+
 void gemm_piece(Context& ctx, const GemmDesc& d) {
   const uint64_t batch = d.batch_outer * d.batch_inner;
   const uint64_t outputs = batch * d.m * d.n;
@@ -343,7 +388,10 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   const bool gemv_fits = d.compute == Compute::F32 && d.b.rows == 1 && d.b.cols != 1 && d.k >= 2;
   if (gemv_fits && (force == "gemv" || (force.empty() && !software_adapter(ctx) && d.m <= 4 && d.k >= 64)))
     v = Variant::Gemv;
-  // Large products: shared-memory tiles, register blocks on software adapters.
+  // Large products: shared-memory tiles, register blocks on software adapters (an implicit
+  // GEMM has only the tiles).
+  else if (d.conv)
+    v = Variant::Tiled;
   else if (d.m >= 16 && d.n >= 16)
     v = force == "block" || (force.empty() && software_adapter(ctx)) ? Variant::Block : Variant::Tiled;
   else if (d.k >= 256 && outputs <= 4096)
@@ -377,7 +425,7 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   uint64_t tile_m = v == Variant::Block ? 4 : shape.tm, tile_n = v == Variant::Block ? 4 : shape.tn;
   if (v == Variant::Gemv) tile_m = 1, tile_n = gemv_threads / kGemvLanes;
   const uint64_t tiles_m = (d.m + tile_m - 1) / tile_m, tiles_n = (d.n + tile_n - 1) / tile_n;
-  std::vector<uint32_t> u(kOperands + 20, 0);
+  std::vector<uint32_t> u(d.conv ? kGatherEnd : kOperands + 20, 0);
   u[kM] = u32_or_fail(d.m, "size");
   u[kN] = u32_or_fail(d.n, "size");
   u[kK] = u32_or_fail(d.k, "size");
@@ -392,6 +440,17 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   push_operand(u, kOpB, d.b);
   if (has_c) push_operand(u, kOpC, d.c);
   push_operand(u, kOpOut, d.out);
+  if (d.conv) {
+    const ConvGeometry& g = *d.conv;
+    for (int i = 0; i < 3; ++i) {
+      u[kGatherXs + i] = g.xs[i];
+      u[kGatherYs + i] = g.ys[i];
+      u[kGatherStride + i] = g.stride[i];
+      u[kGatherPad + i] = g.pad[i];
+    }
+    u[kGatherFirst] = g.y_first[0];
+    u[kGatherFirst + 1] = g.y_first[1];
+  }
 
   KernelLaunch l;
   auto bind = [&](const MatOperand& o, uint32_t word, Access access, bool atomic, uint64_t rows,
@@ -401,13 +460,16 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
     l.buffers.back().touches(word, o.dtype, r.first, r.end - r.first);
   };
   bind(d.a, kOpA, Access::Read, false, d.m, d.k);
-  bind(d.b, kOpB, Access::Read, false, d.k, d.n);
+  l.buffers.push_back({d.b.buffer, Access::Read, false});
+  const ElementRange br = b_range(d, d.k, d.n);
+  l.buffers.back().touches(kOpB, d.b.dtype, br.first, br.end - br.first);
   if (has_c) bind(d.c, kOpC, Access::Read, false, d.m, d.n);
+  if (d.conv) l.buffers.push_back({d.conv_taps, Access::Read, false});
   // Narrow outputs share words between neighbouring elements written by different
   // invocations: their stores are atomic.
   bind(d.out, kOpOut, Access::ReadWrite, is_subword(d.out.dtype), d.m, d.n);
   l.uniforms = u;
-  const std::string vname = v == Variant::Tiled    ? "tiled" + shape.key()
+  const std::string vname = v == Variant::Tiled    ? "tiled" + shape.key() + (d.conv ? "g" : "")
                             : v == Variant::Block  ? "block"
                             : v == Variant::Reduce ? "reduce"
                             : v == Variant::Gemv   ? "gemv" + std::to_string(gemv_threads) +
@@ -429,7 +491,7 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   const GemmDesc desc = d;
   l.body = [&, desc, has_c, v, ar, shape, gemv_threads, gemv_pairs] {
     std::string s = gemm_common(desc, l.buffers, has_c);
-    if (v == Variant::Tiled) s += tiled_body(ar, shape);
+    if (v == Variant::Tiled) s += tiled_body(ar, shape, desc.conv != nullptr);
     else if (v == Variant::Gemv) s += gemv_body(gemv_threads, gemv_pairs, desc.b.dtype);
     else if (v == Variant::Block) s += block_body(ar);
     else if (v == Variant::Reduce) s += reduce_body(ar);
@@ -453,7 +515,7 @@ void gemm(Context& ctx, const GemmDesc& d) {
   GemmDesc block = d;  // its batch_outer, m and n are the block's extents
   auto bytes = [&](const MatOperand& o, uint64_t rows, uint64_t cols) {
     if (!needs_window(ctx, o.buffer)) return uint64_t(0);
-    ElementRange r = operand_range(block, o, rows, cols);
+    ElementRange r = &o == &d.b ? b_range(block, rows, cols) : operand_range(block, o, rows, cols);
     return (r.end - r.first) * element_size(o.dtype);
   };
   for (;;) {
@@ -463,7 +525,7 @@ void gemm(Context& ctx, const GemmDesc& d) {
     if (rows_fit && cols_fit) break;
     if (block.batch_outer > 1) block.batch_outer = (block.batch_outer + 1) / 2;
     else if (!rows_fit && block.m > 1) block.m = (block.m + 1) / 2;
-    else if (block.n > 1) block.n = (block.n + 1) / 2;
+    else if (block.n > 1 && !d.conv) block.n = (block.n + 1) / 2;  // (a gather's columns are positions)
     else fail_too_large(ctx, "mm", std::max(bytes(d.a, 1, d.k), bytes(d.b, d.k, 1)));
   }
   for (uint64_t b0 = 0; b0 < d.batch_outer; b0 += block.batch_outer) {
@@ -584,6 +646,36 @@ void conv_im2col(Context& ctx, const ConvGeometry& g, WGPUBuffer x, uint64_t x_o
            "    }\n  }\n";
     }
     s += "}\n";
+    return s;
+  };
+  launch_kernel(ctx, l);
+}
+
+bool gemm_uses_tiles(Context& ctx) {
+  if (const char* f = std::getenv("TORCH_WEBGPU_GEMM_VARIANT"); f && *f)
+    return std::string(f).rfind("tiled", 0) == 0;
+  return !software_adapter(ctx);
+}
+
+void conv_gather_taps(Context& ctx, const ConvGeometry& g, WGPUBuffer taps) {
+  const uint64_t count = g.rows();
+  if (count == 0) return;
+  u32_or_fail(uint64_t(g.cx) * g.x_spatial(), "input");
+  KernelLaunch l;
+  l.key = "conv:gather_taps";
+  l.buffers = {{taps, Access::ReadWrite, false}};
+  l.uniforms = conv_uniforms(g, ColLayout{}, 0);
+  l.count = count;
+  l.workgroup = 64;
+  l.body = [] {
+    std::string s = kernel_main(Grid::Invocations, 64);
+    s += "  let taps = uw(16u) * uw(17u) * uw(18u);\n"
+         "  let c = idx / taps;\n  let t = idx % taps;\n"
+         "  let d0 = (t / (uw(17u) * uw(18u))) * uw(28u);\n"
+         "  let d1 = ((t / uw(18u)) % uw(17u)) * uw(29u);\n"
+         "  let d2 = (t % uw(18u)) * uw(30u);\n"
+         "  buf0[idx * 4u] = c * (uw(8u) * uw(9u) * uw(10u)) + (d0 * uw(9u) + d1) * uw(10u) + d2;\n"
+         "  buf0[idx * 4u + 1u] = d0;\n  buf0[idx * 4u + 2u] = d1;\n  buf0[idx * 4u + 3u] = d2;\n}\n";
     return s;
   };
   launch_kernel(ctx, l);

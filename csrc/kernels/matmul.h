@@ -26,21 +26,6 @@ struct MatOperand {
   uint64_t batch_outer = 0, batch_inner = 0, rows = 0, cols = 0;
 };
 
-struct GemmDesc {
-  uint64_t batch_outer = 1, batch_inner = 1;
-  uint64_t m = 0, n = 0, k = 0;
-  MatOperand a;    // m x k
-  MatOperand b;    // k x n
-  MatOperand c;    // m x n input term; buffer null: none
-  MatOperand out;  // m x n; must not share a buffer with a, b or c
-  Compute compute = Compute::F32;
-  ScalarBits alpha = ScalarBits::from_f32(1.0f), beta = ScalarBits::from_f32(0.0f);
-};
-
-// Records the product. With k == 0 the product term is zero (a and b may then be any
-// readable buffer). Nothing happens for an empty output.
-void gemm(Context& ctx, const GemmDesc& d);
-
 // Geometry of a convolution with up to 3 spatial dims (unused dims: size 1, stride 1,
 // padding 0, dilation 1). X is the "image" side (N, groups * cx, xs...), Y the
 // "feature" side (N, groups * cy, ys...): y[o] gathers x[o * stride - pad + k * dil].
@@ -56,6 +41,38 @@ struct ConvGeometry {
   uint64_t k_spatial() const { return uint64_t(ks[0]) * ks[1] * ks[2]; }
   uint64_t rows() const { return uint64_t(cx) * k_spatial(); }  // R = cx * K
 };
+
+struct GemmDesc {
+  uint64_t batch_outer = 1, batch_inner = 1;
+  uint64_t m = 0, n = 0, k = 0;
+  MatOperand a;    // m x k
+  MatOperand b;    // k x n
+  MatOperand c;    // m x n input term; buffer null: none
+  MatOperand out;  // m x n; must not share a buffer with a, b or c
+  Compute compute = Compute::F32;
+  ScalarBits alpha = ScalarBits::from_f32(1.0f), beta = ScalarBits::from_f32(0.0f);
+  // Implicit GEMM (set both): B[r, l] is gathered from a convolution's input instead of a
+  // column buffer, B[r = (c, k...), l = (o...)] = x[image, group * cx + c, o * stride - pad
+  // + k * dil] (0 outside) for the geometry's (tile of) output positions; b's buffer,
+  // offset, dtype and batch strides address x's images (outer) and groups (inner).
+  // `conv_taps` holds conv_gather_taps' table for the geometry. Runs the shared-memory tile
+  // variant on any adapter; no operand may need a binding window.
+  const ConvGeometry* conv = nullptr;
+  WGPUBuffer conv_taps = nullptr;
+};
+
+// Whether gemm picks shared-memory tiles for large products here (GPUs, or forced by
+// TORCH_WEBGPU_GEMM_VARIANT=tiled*): where an implicit GEMM costs no more than im2col.
+bool gemm_uses_tiles(Context& ctx);
+
+// The implicit GEMM's table: for each row r = (c, k...) of the columns, 4 u32 words: x's
+// element offset of (c, k * dil) within an image's group, and k * dil per spatial dim.
+// `taps`: at least g.rows() * 16 bytes.
+void conv_gather_taps(Context& ctx, const ConvGeometry& g, WGPUBuffer taps);
+
+// Records the product. With k == 0 the product term is zero (a and b may then be any
+// readable buffer). Nothing happens for an empty output.
+void gemm(Context& ctx, const GemmDesc& d);
 
 // Column layout strides: col[n, g, r, l] at n*sn + g*sg + r*sr + l*sl (float32).
 struct ColLayout {

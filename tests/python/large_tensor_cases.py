@@ -7,6 +7,7 @@ Prints one line `RESULT <json>`: case name -> null when the device matched the C
 the error text. Run with case names as arguments to run only those.
 """
 import json
+import os
 import sys
 import traceback
 
@@ -439,6 +440,18 @@ def forward_and_grads(fn, x, w, b, kw):
 def convolution_image_over_a_binding():
     # One image whose im2col columns exceed a binding: forward and both gradients run in
     # tiles of output rows (the input gradient's col2im adds the tiles up in float32).
+    # Once as here (im2col), once with GEMMs of shared-memory tiles as on GPUs (the
+    # forward's implicit GEMM gathers each tile's columns from x).
+    for variant in (None, "tiled"):
+        if variant:
+            os.environ["TORCH_WEBGPU_GEMM_VARIANT"] = variant
+        try:
+            convolution_image_tiles()
+        finally:
+            os.environ.pop("TORCH_WEBGPU_GEMM_VARIANT", None)
+
+
+def convolution_image_tiles():
     F = torch.nn.functional
     img = rand(2, 8, 64, 64, seed=6)
     forward_and_grads(F.conv2d, img, rand(8, 8, 3, 3, seed=7), rand(8, seed=8), dict(padding=1))

@@ -136,6 +136,27 @@ def test_conv_batched_gemm_paths_half(name, fn, ishape, wshape, bias, kwargs, dt
     run_case(fn, ishape, wshape, bias, kwargs, dtype, grad=True)
 
 
+IMPLICIT = [c for c in CASES if c[0] in ("conv1d", "conv2d_mixed", "conv2d_groups", "conv2d_depthwise",
+                                        "conv3d_stride", "conv_t2d", "conv_t3d")] + BATCHED[4:]
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("variant", ["tiled", "tiled_medium", "tiled_large"])
+@pytest.mark.parametrize("name,fn,ishape,wshape,bias,kwargs", IMPLICIT, ids=[c[0] for c in IMPLICIT])
+def test_conv_implicit_gemm(name, fn, ishape, wshape, bias, kwargs, variant, monkeypatch):
+    # GEMMs of shared-memory tiles (GPUs; forced here) gather the forward's B tiles from x
+    # (a transposed convolution's input gradient is that forward).
+    monkeypatch.setenv("TORCH_WEBGPU_GEMM_VARIANT", variant)
+    tol = dict(rtol=1e-4, atol=1e-3) if name == "one_gemm_over_batch" else None
+    run_case(fn, ishape, wshape, bias, kwargs, torch.float32, grad=True, tol=tol)
+    if name in ("conv2d_groups", "3x3_stride"):
+        for dtype in (torch.float16, torch.bfloat16):
+            run_case(fn, ishape, wshape, bias, kwargs, dtype, grad=True)
+    if name == "3x3_stride":
+        run_case(fn, ishape, wshape, bias, kwargs, torch.float32, grad=True,
+                 transform=lambda t: t.contiguous(memory_format=torch.channels_last))
+
+
 @pytest.mark.usefixtures("no_fallback")
 def test_conv_1x1_non_contiguous_input():
     run_case(F.conv2d, (4, 16, 9, 9), (8, 16, 1, 1), True, {}, torch.float32, grad=True,
