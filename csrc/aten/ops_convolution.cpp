@@ -14,6 +14,8 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/zeros.h>
+#include <cstdlib>
+#include <string>
 #include <c10/core/SymIntArrayRef.h>
 #include <torch/library.h>
 
@@ -184,6 +186,14 @@ Tensor from_tile(const Tensor& y, const ConvGeometry& all, const ConvGeometry* t
   return first ? y.view({-1}).narrow(0, static_cast<int64_t>(first), 1) : y;
 }
 
+// Whether the forward gathers its columns inside the GEMM: where GEMMs run shared-memory
+// tiles, unless TORCH_WEBGPU_CONV_IMPLICIT=0 (=1 forces it: measuring both on a GPU).
+bool implicit_gemm() {
+  const char* e = std::getenv("TORCH_WEBGPU_CONV_IMPLICIT");
+  if (e && *e) return std::string(e) != "0";
+  return gemm_uses_tiles(Context::get());
+}
+
 // y (N, groups * cy, ys) = conv(x (N, groups * cx, xs), w (groups * cy, cx, k)) + bias, for
 // the images of one pass (g.batch of them; x and y contiguous): one GEMM batched over
 // (image, group). A 1x1 convolution multiplies x itself, without columns; where GEMMs run
@@ -207,7 +217,7 @@ void conv_forward_pass(const Tensor& x, const Tensor& w, const Tensor& bias, con
   const uint64_t C = G * g.cx, X = g.x_spatial();
   if (is_pointwise(g) && !tile) {
     d.b = mat(x, C * L, g.cx * L, L, 1);
-  } else if (gemm_uses_tiles(Context::get()) && N * C * X < (uint64_t(1) << 31)) {
+  } else if (implicit_gemm() && N * C * X < (uint64_t(1) << 31)) {
     col = at::empty({static_cast<int64_t>(R * 4)}, x.options().dtype(at::kInt));  // the tap table
     {
       RuntimeLock lock;

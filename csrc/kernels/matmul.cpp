@@ -79,13 +79,14 @@ std::string gemm_common(const GemmDesc& d, const std::vector<KernelBuffer>& bufs
     // dim) and ooff (their offset within an image's group, negative at the padding); the
     // tap table gives (c, k * dil)'s offset and k * dil per dim.
     const std::string taps = "buf" + std::to_string(has_c ? 3 : 2), Z = ar.zero();
-    auto u = [](uint32_t w) { return "i32(uw(" + std::to_string(w) + "u))"; };
+    // (A position p is inside when u32(p) < size: negative ones wrap past every size.)
+    auto u = [](uint32_t w) { return "uw(" + std::to_string(w) + "u)"; };
     s += "fn gather_b(base: u32, r: u32, ob0: i32, ob1: i32, ob2: i32, ooff: i32) -> " + T + " {\n"
          "  let t = r * 4u;\n"
-         "  let p0 = ob0 + i32(" + taps + "[t + 1u]);\n  let p1 = ob1 + i32(" + taps + "[t + 2u]);\n"
-         "  let p2 = ob2 + i32(" + taps + "[t + 3u]);\n"
-         "  if (p0 < 0 || p0 >= " + u(kGatherXs) + " || p1 < 0 || p1 >= " + u(kGatherXs + 1) +
-         " || p2 < 0 || p2 >= " + u(kGatherXs + 2) + ") { return " + Z + "; }\n"
+         "  let p0 = u32(ob0 + i32(" + taps + "[t + 1u]));\n  let p1 = u32(ob1 + i32(" + taps + "[t + 2u]));\n"
+         "  let p2 = u32(ob2 + i32(" + taps + "[t + 3u]));\n"
+         "  if (p0 >= " + u(kGatherXs) + " || p1 >= " + u(kGatherXs + 1) + " || p2 >= " + u(kGatherXs + 2) +
+         ") { return " + Z + "; }\n"
          "  return load_b(base + u32(ooff + i32(" + taps + "[t])));\n}\n";
   }
   s += kernel_store("store_out", bufs, bufs.size() - 1, d.out.dtype, d.compute);
