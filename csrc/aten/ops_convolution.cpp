@@ -194,6 +194,26 @@ bool implicit_gemm() {
   return gemm_uses_tiles(Context::get());
 }
 
+// Whether a GEMM over the columns of `g`'s images gathers them from x itself.
+bool gather_columns(const ConvGeometry& g) {
+  return implicit_gemm() && uint64_t(g.batch) * g.groups * g.cx * g.x_spatial() < (uint64_t(1) << 31);
+}
+
+// Makes d's B the columns of `g` gathered from x (contiguous images of the pass); returns
+// the tap table, which must live until the GEMM is recorded.
+Tensor gather_from(GemmDesc& d, const Tensor& x, const ConvGeometry& g) {
+  Tensor taps = at::empty({static_cast<int64_t>(g.rows() * 4)}, x.options().dtype(at::kInt));
+  {
+    RuntimeLock lock;
+    conv_gather_taps(lock.ctx(), g, device_ref(taps).buffer);
+  }
+  const uint64_t X = g.x_spatial();
+  d.b = mat(x, uint64_t(g.groups) * g.cx * X, g.cx * X, 0, 0);
+  d.conv = &g;
+  d.conv_taps = device_ref(taps).buffer;
+  return taps;
+}
+
 // y (N, groups * cy, ys) = conv(x (N, groups * cx, xs), w (groups * cy, cx, k)) + bias, for
 // the images of one pass (g.batch of them; x and y contiguous): one GEMM batched over
 // (image, group). A 1x1 convolution multiplies x itself, without columns; where GEMMs run
@@ -214,18 +234,11 @@ void conv_forward_pass(const Tensor& x, const Tensor& w, const Tensor& bias, con
   d.compute = Compute::F32;
   d.a = mat(w, 0, cy * R, R, 1);
   Tensor col;
-  const uint64_t C = G * g.cx, X = g.x_spatial();
+  const uint64_t C = G * g.cx;
   if (is_pointwise(g) && !tile) {
     d.b = mat(x, C * L, g.cx * L, L, 1);
-  } else if (implicit_gemm() && N * C * X < (uint64_t(1) << 31)) {
-    col = at::empty({static_cast<int64_t>(R * 4)}, x.options().dtype(at::kInt));  // the tap table
-    {
-      RuntimeLock lock;
-      conv_gather_taps(lock.ctx(), g, device_ref(col).buffer);
-    }
-    d.b = mat(x, C * X, g.cx * X, 0, 0);
-    d.conv = &g;
-    d.conv_taps = device_ref(col).buffer;
+  } else if (gather_columns(g)) {
+    col = gather_from(d, x, g);
   } else {
     col = at::empty({static_cast<int64_t>(N * G * R * L)}, f32_like(x));
     ColLayout lay{G * R * L, R * L, L, 1};
@@ -426,6 +439,9 @@ Tensor conv_backward_weight(const Tensor& gy_in, const Tensor& x_in, const Tenso
       d.a = mat(gys, Cy * L, cy * L, L, 1);
       if (is_pointwise(p)) {
         d.b = mat(xs, C * L, g.cx * L, 1, L);
+      } else if (gather_columns(p)) {
+        col = gather_from(d, xs, p);
+        d.conv_positions_along_k = true;
       } else {
         im2col(p, ColLayout{G * R * L, R * L, L, 1});
         d.b = mat(col, G * R * L, R * L, 1, L);

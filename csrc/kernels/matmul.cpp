@@ -58,6 +58,9 @@ void push_operand(std::vector<uint32_t>& u, uint32_t base, const MatOperand& o) 
 }
 
 enum class Variant { Tiled, Block, PerOutput, Reduce, Gemv };
+// How an implicit GEMM's B is gathered (GemmDesc::conv): not at all, B[r = tap, l =
+// position] (forward), B[l, r] (weight gradient).
+enum class GatherB { None, TapsAlongK, PositionsAlongK };
 
 // Shared WGSL: typed loads converted to the compute type, the batch base of an operand,
 // and the epilogue that applies alpha/beta and stores one output element.
@@ -75,19 +78,21 @@ std::string gemm_common(const GemmDesc& d, const std::vector<KernelBuffer>& bufs
   typed_load("load_b", 1, d.b.dtype);
   if (has_c) typed_load("load_c", 2, d.c.dtype);
   if (d.conv) {
-    // B[r, l] of an implicit GEMM: the caller has turned l into ob (o * stride - pad per
-    // dim) and ooff (their offset within an image's group, negative at the padding); the
-    // tap table gives (c, k * dil)'s offset and k * dil per dim.
-    const std::string taps = "buf" + std::to_string(has_c ? 3 : 2), Z = ar.zero();
-    // (A position p is inside when u32(p) < size: negative ones wrap past every size.)
+    // B of an implicit GEMM at one output position and one row (c, k...): the caller has
+    // turned the position into ob (o * stride - pad per dim) and ooff (their offset within
+    // an image's group, negative at the padding); the row's tap (tap_at) holds (c, k *
+    // dil)'s offset and k * dil per dim. A position is inside when its unsigned value is
+    // below the size (negative ones wrap past every size).
+    const std::string taps = "buf" + std::to_string(has_c ? 3 : 2);
     auto u = [](uint32_t w) { return "uw(" + std::to_string(w) + "u)"; };
-    s += "fn gather_b(base: u32, r: u32, ob0: i32, ob1: i32, ob2: i32, ooff: i32) -> " + T + " {\n"
-         "  let t = r * 4u;\n"
-         "  let p0 = u32(ob0 + i32(" + taps + "[t + 1u]));\n  let p1 = u32(ob1 + i32(" + taps + "[t + 2u]));\n"
-         "  let p2 = u32(ob2 + i32(" + taps + "[t + 3u]));\n"
-         "  if (p0 >= " + u(kGatherXs) + " || p1 >= " + u(kGatherXs + 1) + " || p2 >= " + u(kGatherXs + 2) +
-         ") { return " + Z + "; }\n"
-         "  return load_b(base + u32(ooff + i32(" + taps + "[t])));\n}\n";
+    s += "fn tap_at(r: u32) -> vec4<i32> {\n  let t = r * 4u;\n"
+         "  return vec4<i32>(i32(" + taps + "[t]), i32(" + taps + "[t + 1u]), i32(" + taps + "[t + 2u]), i32(" +
+         taps + "[t + 3u]));\n}\n";
+    s += "fn gather_b(base: u32, ob: vec3<i32>, ooff: i32, tap: vec4<i32>) -> " + T + " {\n"
+         "  let p = vec3<u32>(ob + tap.yzw);\n"
+         "  if (any(p >= vec3<u32>(" + u(kGatherXs) + ", " + u(kGatherXs + 1) + ", " + u(kGatherXs + 2) +
+         "))) { return " + ar.zero() + "; }\n"
+         "  return load_b(base + u32(ooff + tap.x));\n}\n";
   }
   s += kernel_store("store_out", bufs, bufs.size() - 1, d.out.dtype, d.compute);
   s += "fn batch_base(op: u32, bo: u32, bi: u32) -> u32 {\n"
@@ -129,7 +134,21 @@ constexpr TileShape kSmallTile{32, 32, 16, 8, 8, false, false};
 constexpr TileShape kMediumTile{64, 64, 16, 16, 16, false, false};
 constexpr TileShape kLargeTile{128, 128, 8, 16, 16, false, false};
 
-std::string tiled_body(const Arith& ar, const TileShape& t, bool gather) {
+// WGSL turning output position `l` (of the implicit GEMM's output tile) into `ob` and
+// `ooff` (see gather_b).
+std::string decode_position(const std::string& in, const std::string& l) {
+  auto w = [](uint32_t v) { return "uw(" + std::to_string(v) + "u)"; };
+  std::string s = in + "let go2 = " + l + " % " + w(kGatherYs + 2) + ";\n" +
+                  in + "let go1 = (" + l + " / " + w(kGatherYs + 2) + ") % " + w(kGatherYs + 1) + ";\n" +
+                  in + "let go0 = " + l + " / (" + w(kGatherYs + 2) + " * " + w(kGatherYs + 1) + ");\n" +
+                  in + "let ob = vec3<i32>(vec3<u32>(go0 + " + w(kGatherFirst) + ", go1 + " + w(kGatherFirst + 1) +
+                  ", go2) * vec3<u32>(" + w(kGatherStride) + ", " + w(kGatherStride + 1) + ", " + w(kGatherStride + 2) +
+                  ")) - vec3<i32>(vec3<u32>(" + w(kGatherPad) + ", " + w(kGatherPad + 1) + ", " + w(kGatherPad + 2) + "));\n" +
+                  in + "let ooff = (ob.x * i32(" + w(kGatherXs + 1) + ") + ob.y) * i32(" + w(kGatherXs + 2) + ") + ob.z;\n";
+  return s;
+}
+
+std::string tiled_body(const Arith& ar, const TileShape& t, GatherB gather) {
   const std::string T = ar.type(), Z = ar.zero();
   const uint32_t rm = t.tm / t.wy, rn = t.tn / t.wx, sa_row = t.tm + 4, sb_row = t.tn + 4;
   auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
@@ -145,22 +164,16 @@ std::string tiled_body(const Arith& ar, const TileShape& t, bool gather) {
        "  let tx = lid % " + n(t.wx) + ";\n  let ty = lid / " + n(t.wx) + ";\n"
        "  let M = uw(4u);\n  let N = uw(5u);\n  let K = uw(6u);\n"
        "  let abase = batch_base(16u, bo, bi);\n  let bbase = batch_base(21u, bo, bi);\n";
-  if (gather) {
-    // An implicit GEMM's B tile loads walk N (threads is a multiple of tn): each invocation
-    // loads one column l throughout, so its output position is decoded once, here.
-    auto w = [](uint32_t v) { return "uw(" + std::to_string(v) + "u)"; };
-    s += "  let gl = col0 + lid % " + n(t.tn) + ";\n"
-         "  let go2 = gl % " + w(kGatherYs + 2) + ";\n"
-         "  let go1 = (gl / " + w(kGatherYs + 2) + ") % " + w(kGatherYs + 1) + ";\n"
-         "  let go0 = gl / (" + w(kGatherYs + 2) + " * " + w(kGatherYs + 1) + ");\n";
-    for (uint32_t d = 0; d < 3; ++d) {
-      const std::string D = std::to_string(d);
-      const std::string first = d < 2 ? " + " + w(kGatherFirst + d) : "";
-      s += "  let ob" + D + " = i32((go" + D + first + ") * " + w(kGatherStride + d) + ") - i32(" +
-           w(kGatherPad + d) + ");\n";
-    }
-    s += "  let ooff = (ob0 * i32(" + w(kGatherXs + 1) + ") + ob1) * i32(" + w(kGatherXs + 2) + ") + ob2;\n";
-  }
+  // An implicit GEMM's B tile loads (threads is a multiple of tn and of bk): taps along K
+  // walk N, so each invocation loads one output position throughout, decoded once here;
+  // positions along K walk K, so each loads the same few taps throughout, read once here
+  // (and its position is decoded once per step of K).
+  const uint32_t b_loads = t.tn * t.bk / t.threads(), b_cols = t.threads() / t.bk;
+  if (gather == GatherB::TapsAlongK) s += decode_position("  ", "(col0 + lid % " + n(t.tn) + ")");
+  if (gather == GatherB::PositionsAlongK)
+    for (uint32_t e = 0; e < b_loads; ++e)
+      s += "  let tap" + std::to_string(e) + " = tap_at(min(col0 + lid / " + n(t.bk) + " + " + n(e * b_cols) +
+           ", N - 1u));\n";
   // Register blocks as named scalars with unrolled loops: drivers keep dynamically
   // indexed private arrays in (slow) local memory.
   auto acc = [](uint32_t i, uint32_t j) { return "c" + std::to_string(i) + "_" + std::to_string(j); };
@@ -175,21 +188,33 @@ std::string tiled_body(const Arith& ar, const TileShape& t, bool gather) {
        "      if (valid && row0 + am < M && k0 + ak < K) {\n"
        "        av = load_a(abase + (row0 + am) * uw(19u) + (k0 + ak) * uw(20u));\n      }\n"
        "      sa[ak * " + n(sa_row) + " + am] = av;\n"
-       "    }\n"
-       "    for (var e = 0u; e < " + n(t.tn * t.bk / t.threads()) + "; e = e + 1u) {\n"
-       "      let idx = lid + e * " + n(t.threads()) + ";\n";
-  s += t.b_k_fast ? "      let bk = idx % " + n(t.bk) + ";\n      let bn = idx / " + n(t.bk) + ";\n"
-                  : "      let bn = idx % " + n(t.tn) + ";\n      let bk = idx / " + n(t.tn) + ";\n";
-  s += "      var bv = " + Z + ";\n"
-       "      if (valid && k0 + bk < K && col0 + bn < N) {\n"
-       "        bv = " + std::string(gather ? "gather_b(bbase, k0 + bk, ob0, ob1, ob2, ooff)"
+       "    }\n";
+  if (gather == GatherB::PositionsAlongK) {
+    s += "    {\n      let bk = lid % " + n(t.bk) + ";\n" + decode_position("      ", "(k0 + bk)");
+    for (uint32_t e = 0; e < b_loads; ++e) {
+      const std::string E = std::to_string(e), bn = "lid / " + n(t.bk) + " + " + n(e * b_cols);
+      s += "      var bv" + E + " = " + Z + ";\n"
+           "      if (valid && k0 + bk < K && col0 + " + bn + " < N) { bv" + E +
+           " = gather_b(bbase, ob, ooff, tap" + E + "); }\n"
+           "      sb[bk * " + n(sb_row) + " + " + bn + "] = bv" + E + ";\n";
+    }
+    s += "    }\n";
+  } else {
+    s += "    for (var e = 0u; e < " + n(b_loads) + "; e = e + 1u) {\n"
+         "      let idx = lid + e * " + n(t.threads()) + ";\n";
+    s += t.b_k_fast ? "      let bk = idx % " + n(t.bk) + ";\n      let bn = idx / " + n(t.bk) + ";\n"
+                    : "      let bn = idx % " + n(t.tn) + ";\n      let bk = idx / " + n(t.tn) + ";\n";
+    s += "      var bv = " + Z + ";\n"
+         "      if (valid && k0 + bk < K && col0 + bn < N) {\n"
+         "        bv = " + std::string(gather == GatherB::TapsAlongK ? "gather_b(bbase, ob, ooff, tap_at(k0 + bk))"
                                     : "load_b(bbase + (k0 + bk) * uw(24u) + (col0 + bn) * uw(25u))") +
-       ";\n      }\n"
-       "      sb[bk * " + n(sb_row) + " + bn] = bv;\n"
-       "    }\n"
-       "    workgroupBarrier();\n"
+         ";\n      }\n"
+         "      sb[bk * " + n(sb_row) + " + bn] = bv;\n"
+         "    }\n";
+  }
+  s += "    workgroupBarrier();\n"
        // Shared entries past K hold zeros in both operands, so every step runs all bk.
-    "    for (var kk = 0u; kk < " + n(t.bk) + "; kk = kk + 1u) {\n";
+       "    for (var kk = 0u; kk < " + n(t.bk) + "; kk = kk + 1u) {\n";
   for (uint32_t i = 0; i < rm; ++i)
     s += "      let a" + std::to_string(i) + " = sa[kk * " + n(sa_row) + " + ty + " + n(t.wy * i) + "];\n";
   for (uint32_t j = 0; j < rn; ++j)
@@ -417,6 +442,9 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   }
   shape.a_k_fast = d.a.cols == 1 && d.a.rows != 1;
   shape.b_k_fast = d.b.rows == 1 && d.b.cols != 1;
+  const GatherB gather = !d.conv ? GatherB::None
+                         : d.conv_positions_along_k ? GatherB::PositionsAlongK : GatherB::TapsAlongK;
+  if (gather != GatherB::None) shape.b_k_fast = gather == GatherB::PositionsAlongK;
 
   const uint32_t gemv_threads = std::min<uint32_t>(256, ctx.caps().workgroup_1d());
   const bool gemv_pairs = v == Variant::Gemv &&
@@ -470,7 +498,7 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   // invocations: their stores are atomic.
   bind(d.out, kOpOut, Access::ReadWrite, is_subword(d.out.dtype), d.m, d.n);
   l.uniforms = u;
-  const std::string vname = v == Variant::Tiled    ? "tiled" + shape.key() + (d.conv ? "g" : "")
+  const std::string vname = v == Variant::Tiled    ? "tiled" + shape.key() + (d.conv ? d.conv_positions_along_k ? "gp" : "gt" : "")
                             : v == Variant::Block  ? "block"
                             : v == Variant::Reduce ? "reduce"
                             : v == Variant::Gemv   ? "gemv" + std::to_string(gemv_threads) +
@@ -490,9 +518,9 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   }
   Arith ar{d.compute};
   const GemmDesc desc = d;
-  l.body = [&, desc, has_c, v, ar, shape, gemv_threads, gemv_pairs] {
+  l.body = [&, desc, has_c, v, ar, shape, gemv_threads, gemv_pairs, gather] {
     std::string s = gemm_common(desc, l.buffers, has_c);
-    if (v == Variant::Tiled) s += tiled_body(ar, shape, desc.conv != nullptr);
+    if (v == Variant::Tiled) s += tiled_body(ar, shape, gather);
     else if (v == Variant::Gemv) s += gemv_body(gemv_threads, gemv_pairs, desc.b.dtype);
     else if (v == Variant::Block) s += block_body(ar);
     else if (v == Variant::Reduce) s += reduce_body(ar);

@@ -51,14 +51,16 @@ struct GemmDesc {
   MatOperand out;  // m x n; must not share a buffer with a, b or c
   Compute compute = Compute::F32;
   ScalarBits alpha = ScalarBits::from_f32(1.0f), beta = ScalarBits::from_f32(0.0f);
-  // Implicit GEMM (set both): B[r, l] is gathered from a convolution's input instead of a
-  // column buffer, B[r = (c, k...), l = (o...)] = x[image, group * cx + c, o * stride - pad
-  // + k * dil] (0 outside) for the geometry's (tile of) output positions; b's buffer,
-  // offset, dtype and batch strides address x's images (outer) and groups (inner).
-  // `conv_taps` holds conv_gather_taps' table for the geometry. Runs the shared-memory tile
-  // variant on any adapter; no operand may need a binding window.
+  // Implicit GEMM (set conv and conv_taps): B is gathered from a convolution's input
+  // instead of a column buffer: B[r, l] (or B[l, r] with conv_positions_along_k, the weight
+  // gradient's orientation) = x[image, group * cx + c, o * stride - pad + k * dil] (0
+  // outside) for row r = (c, k...) and output position l = (o...) of the geometry's (tile
+  // of) outputs; b's buffer, offset, dtype and batch strides address x's images (outer)
+  // and groups (inner). `conv_taps` holds conv_gather_taps' table for the geometry. Runs
+  // the shared-memory tile variant on any adapter; never splits N (positions or taps).
   const ConvGeometry* conv = nullptr;
   WGPUBuffer conv_taps = nullptr;
+  bool conv_positions_along_k = false;
 };
 
 // Whether gemm picks shared-memory tiles for large products here (GPUs, or forced by
