@@ -2,8 +2,9 @@
 // backend through `convolution_overrideable` / `convolution_backward_overrideable`.
 //
 // float32/float16/bfloat16 with 1 to 3 spatial dims (stride, padding, dilation, groups,
-// transposed) run natively as im2col gathers plus the batched GEMM of kernels/matmul.h,
-// accumulating in float32. Everything else (float64, complex, integer dtypes, mixed
+// transposed) run natively as im2col gathers plus the batched GEMM of kernels/matmul.h
+// (on GPUs the GEMM's tiles gather the columns themselves: implicit GEMM), accumulating in
+// float32. Everything else (float64, complex, integer dtypes, mixed
 // dtypes) runs ATen's CPU convolution on CPU copies, so every convolution works.
 //
 // The three primitives below are written for a regular convolution X -> Y (y gathers

@@ -144,8 +144,9 @@ IMPLICIT = [c for c in CASES if c[0] in ("conv1d", "conv2d_mixed", "conv2d_group
 @pytest.mark.parametrize("variant", ["tiled", "tiled_medium", "tiled_large"])
 @pytest.mark.parametrize("name,fn,ishape,wshape,bias,kwargs", IMPLICIT, ids=[c[0] for c in IMPLICIT])
 def test_conv_implicit_gemm(name, fn, ishape, wshape, bias, kwargs, variant, monkeypatch):
-    # GEMMs of shared-memory tiles (GPUs; forced here) gather the forward's B tiles from x
-    # (a transposed convolution's input gradient is that forward).
+    # GEMMs of shared-memory tiles (GPUs; forced here) gather their B tiles from x: the
+    # forward's (taps along K; a transposed convolution's input gradient is that forward)
+    # and the per-image weight gradient's (output positions along K).
     monkeypatch.setenv("TORCH_WEBGPU_GEMM_VARIANT", variant)
     tol = dict(rtol=1e-4, atol=1e-3) if name == "one_gemm_over_batch" else None
     run_case(fn, ishape, wshape, bias, kwargs, torch.float32, grad=True, tol=tol)
