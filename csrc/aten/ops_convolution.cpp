@@ -187,8 +187,9 @@ Tensor from_tile(const Tensor& y, const ConvGeometry& all, const ConvGeometry* t
   return first ? y.view({-1}).narrow(0, static_cast<int64_t>(first), 1) : y;
 }
 
-// Whether the forward gathers its columns inside the GEMM: where GEMMs run shared-memory
-// tiles, unless TORCH_WEBGPU_CONV_IMPLICIT=0 (=1 forces it: measuring both on a GPU).
+// Whether GEMMs over columns (the forward's, the per-image weight gradient's) gather them
+// from x in their tile loads: where GEMMs run shared-memory tiles, unless
+// TORCH_WEBGPU_CONV_IMPLICIT=0 (=1 forces it: for measuring both on a GPU).
 bool implicit_gemm() {
   const char* e = std::getenv("TORCH_WEBGPU_CONV_IMPLICIT");
   if (e && *e) return std::string(e) != "0";
@@ -454,13 +455,13 @@ Tensor conv_backward_weight(const Tensor& gy_in, const Tensor& x_in, const Tenso
         gemm(lock.ctx(), d);
       }
       // The sum over images: ones (1 x N) @ partial (N x Cy*R).
-      Tensor one = at::ones({1}, f32_like(x));
+      const Tensor ones = at::ones({1}, f32_like(x));
       GemmDesc s;
       s.m = 1;
       s.n = Cy * R;
       s.k = N;
       s.compute = Compute::F32;
-      s.a = mat(one, 0, 0, 0, 0);
+      s.a = mat(ones, 0, 0, 0, 0);
       s.b = mat(partial, 0, 0, Cy * R, 1);
       sum.add(s, mat(gw, 0, 0, 0, 1), last_pass);
       continue;
