@@ -13,6 +13,7 @@
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/convolution_backward.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/flip.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/zeros.h>
 #include <cstdlib>
@@ -312,8 +313,41 @@ void conv_backward_data_pass(const Tensor& gy, const Tensor& w, const Tensor& bi
               tile != nullptr);
 }
 
+// With unit strides the adjoint is itself a convolution: of gy with the weight flipped in
+// space and transposed per group (cy <-> cx), padded by dil * (k - 1) - pad. Where GEMMs
+// gather their columns (GPUs) that runs as the forward's implicit GEMM: no column buffer
+// and no col2im. Float32 only (col2im rounds float16 sums as the CPU does).
+bool adjoint_as_forward(const ConvGeometry& g, const Tensor& gy) {
+  if (gy.scalar_type() != at::kFloat || is_pointwise(g) || !implicit_gemm()) return false;
+  for (int d = 0; d < 3; ++d) {
+    const int64_t span = int64_t(g.dil[d]) * (g.ks[d] - 1);
+    if (g.stride[d] != 1 || g.pad[d] > span || int64_t(g.xs[d]) != int64_t(g.ys[d]) + span - 2 * int64_t(g.pad[d]))
+      return false;
+  }
+  return true;
+}
+
+Tensor conv_adjoint_as_forward(const Tensor& gy, const Tensor& w, const ConvGeometry& g, int64_t nd) {
+  const int64_t G = g.groups, cy = w.size(0) / G, cx = g.cx;
+  std::vector<int64_t> split = {G, cy, cx}, flip_dims, merged = {G * cx, cy};
+  for (int64_t d = 0; d < nd; ++d) {
+    split.push_back(w.size(2 + d));
+    merged.push_back(w.size(2 + d));
+    flip_dims.push_back(3 + d);
+  }
+  const Tensor wf = at::flip(w.reshape(split), flip_dims).transpose(1, 2).reshape(merged);
+  ConvGeometry a = g;
+  a.cx = static_cast<uint32_t>(cy);
+  for (int d = 0; d < 3; ++d) {
+    std::swap(a.xs[d], a.ys[d]);
+    a.pad[d] = g.dil[d] * (g.ks[d] - 1) - g.pad[d];
+  }
+  return conv_forward(gy, wf, Tensor(), a, nd);
+}
+
 Tensor conv_backward_data(const Tensor& gy_in, const Tensor& w_in, const ConvGeometry& g,
                           int64_t nd, const Tensor& bias = Tensor()) {
+  if (!bias.defined() && adjoint_as_forward(g, gy_in)) return conv_adjoint_as_forward(gy_in, w_in, g, nd);
   const Tensor gy = gy_in.contiguous(), w = w_in.contiguous();
   Tensor x = at::empty(nc_sizes(g.batch, uint64_t(g.groups) * g.cx, g.xs, nd), gy.options());
   const uint64_t step = images_per_pass(g, static_cast<uint64_t>(w.size(0)));

@@ -137,7 +137,14 @@ def test_conv_batched_gemm_paths_half(name, fn, ishape, wshape, bias, kwargs, dt
 
 
 IMPLICIT = [c for c in CASES if c[0] in ("conv1d", "conv2d_mixed", "conv2d_groups", "conv2d_depthwise",
-                                        "conv3d_stride", "conv_t2d", "conv_t3d")] + BATCHED[4:]
+                                        "conv3d_stride", "conv_t2d", "conv_t3d")] + BATCHED[4:] + [
+    # Unit strides: the input gradient (a transposed convolution's forward) is a convolution
+    # with the flipped weight; not when output_padding breaks the size relation.
+    ("conv_t2d_s1", F.conv_transpose2d, (2, 4, 5, 6), (4, 6, 3, 3), True, dict(padding=1, groups=2)),
+    ("conv_t2d_s1_outpad", F.conv_transpose2d, (2, 4, 5, 5), (4, 3, 3, 3), True,
+     dict(padding=1, dilation=2, output_padding=1)),
+    ("conv3d_pad_past_span", F.conv3d, (1, 2, 5, 6, 7), (3, 2, 2, 3, 1), False, dict(padding=(1, 2, 1))),
+]
 
 
 @pytest.mark.usefixtures("no_fallback")
