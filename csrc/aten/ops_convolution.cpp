@@ -188,18 +188,16 @@ Tensor from_tile(const Tensor& y, const ConvGeometry& all, const ConvGeometry* t
   return first ? y.view({-1}).narrow(0, static_cast<int64_t>(first), 1) : y;
 }
 
-// Whether GEMMs over columns (the forward's, the per-image weight gradient's) gather them
-// from x in their tile loads: where GEMMs run shared-memory tiles, unless
-// TORCH_WEBGPU_CONV_IMPLICIT=0 (=1 forces it: for measuring both on a GPU).
-bool implicit_gemm() {
+// Whether a GEMM of m x n outputs over the columns of `g`'s images (the forward's, the
+// per-image weight gradient's) gathers them from x in its tile loads: where GEMMs run
+// shared-memory tiles and would for this product (m, n >= 16; the gather has no other
+// variant), unless TORCH_WEBGPU_CONV_IMPLICIT=0; =1 forces it for any product (for
+// measuring both on a GPU, and for tests).
+bool gather_columns(const ConvGeometry& g, uint64_t m, uint64_t n) {
+  if (uint64_t(g.batch) * g.groups * g.cx * g.x_spatial() >= (uint64_t(1) << 31)) return false;
   const char* e = std::getenv("TORCH_WEBGPU_CONV_IMPLICIT");
   if (e && *e) return std::string(e) != "0";
-  return gemm_uses_tiles(Context::get());
-}
-
-// Whether a GEMM over the columns of `g`'s images gathers them from x itself.
-bool gather_columns(const ConvGeometry& g) {
-  return implicit_gemm() && uint64_t(g.batch) * g.groups * g.cx * g.x_spatial() < (uint64_t(1) << 31);
+  return m >= 16 && n >= 16 && gemm_uses_tiles(Context::get());
 }
 
 // Makes d's B the columns of `g` gathered from x (contiguous images of the pass); returns
@@ -240,7 +238,7 @@ void conv_forward_pass(const Tensor& x, const Tensor& w, const Tensor& bias, con
   const uint64_t C = G * g.cx;
   if (is_pointwise(g) && !tile) {
     d.b = mat(x, C * L, g.cx * L, L, 1);
-  } else if (gather_columns(g)) {
+  } else if (gather_columns(g, cy, L)) {
     col = gather_from(d, x, g);
   } else {
     col = at::empty({static_cast<int64_t>(N * G * R * L)}, f32_like(x));
@@ -318,7 +316,7 @@ void conv_backward_data_pass(const Tensor& gy, const Tensor& w, const Tensor& bi
 // gather their columns (GPUs) that runs as the forward's implicit GEMM: no column buffer
 // and no col2im. Float32 only (col2im rounds float16 sums as the CPU does).
 bool adjoint_as_forward(const ConvGeometry& g, const Tensor& gy) {
-  if (gy.scalar_type() != at::kFloat || is_pointwise(g) || !implicit_gemm()) return false;
+  if (gy.scalar_type() != at::kFloat || is_pointwise(g) || !gather_columns(g, g.cx, g.x_spatial())) return false;
   for (int d = 0; d < 3; ++d) {
     const int64_t span = int64_t(g.dil[d]) * (g.ks[d] - 1);
     if (g.stride[d] != 1 || g.pad[d] > span || int64_t(g.xs[d]) != int64_t(g.ys[d]) + span - 2 * int64_t(g.pad[d]))
@@ -475,7 +473,7 @@ Tensor conv_backward_weight(const Tensor& gy_in, const Tensor& x_in, const Tenso
       d.a = mat(gys, Cy * L, cy * L, L, 1);
       if (is_pointwise(p)) {
         d.b = mat(xs, C * L, g.cx * L, 1, L);
-      } else if (gather_columns(p)) {
+      } else if (gather_columns(p, cy, R)) {
         col = gather_from(d, xs, p);
         d.conv_positions_along_k = true;
       } else {

@@ -445,10 +445,12 @@ def convolution_image_over_a_binding():
     for variant in (None, "tiled"):
         if variant:
             os.environ["TORCH_WEBGPU_GEMM_VARIANT"] = variant
+            os.environ["TORCH_WEBGPU_CONV_IMPLICIT"] = "1"
         try:
             convolution_image_tiles()
         finally:
             os.environ.pop("TORCH_WEBGPU_GEMM_VARIANT", None)
+            os.environ.pop("TORCH_WEBGPU_CONV_IMPLICIT", None)
 
 
 def convolution_image_tiles():

@@ -155,6 +155,7 @@ def test_conv_implicit_gemm(name, fn, ishape, wshape, bias, kwargs, variant, mon
     # forward's (taps along K; a transposed convolution's input gradient is that forward)
     # and the per-image weight gradient's (output positions along K).
     monkeypatch.setenv("TORCH_WEBGPU_GEMM_VARIANT", variant)
+    monkeypatch.setenv("TORCH_WEBGPU_CONV_IMPLICIT", "1")  # also products under 16 rows
     tol = dict(rtol=1e-4, atol=1e-3) if name == "one_gemm_over_batch" else None
     run_case(fn, ishape, wshape, bias, kwargs, torch.float32, grad=True, tol=tol)
     if name in ("conv2d_groups", "3x3_stride"):
@@ -163,6 +164,20 @@ def test_conv_implicit_gemm(name, fn, ishape, wshape, bias, kwargs, variant, mon
     if name == "3x3_stride":
         run_case(fn, ishape, wshape, bias, kwargs, torch.float32, grad=True,
                  transform=lambda t: t.contiguous(memory_format=torch.channels_last))
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_conv_implicit_gemm_by_default_with_tiles(monkeypatch):
+    # With tiles (as on GPUs) products of 16+ rows and columns gather without being forced:
+    # forward, per-image weight gradient and the unit-stride input gradient (no col2im).
+    monkeypatch.setenv("TORCH_WEBGPU_GEMM_VARIANT", "tiled")
+    monkeypatch.delenv("TORCH_WEBGPU_CONV_IMPLICIT", raising=False)
+    with torch.webgpu.profiler.profile() as prof:
+        run_case(F.conv2d, (3, 16, 12, 12), (24, 16, 3, 3), True, dict(padding=1), torch.float32, grad=True)
+    kernels = {r.kernel for r in prof.key_averages()}
+    assert "conv:gather_taps" in kernels, kernels
+    assert not any(k.startswith(("conv:im2col", "conv:col2im")) for k in kernels), kernels
+    assert any("kngt" in k for k in kernels) and any("kkgp" in k for k in kernels), kernels
 
 
 @pytest.mark.usefixtures("no_fallback")
