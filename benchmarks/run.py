@@ -255,7 +255,8 @@ RESNET_CONVS = [  # (batch, cin, hw, cout, kernel, stride)
 
 def conv(quick, caps):
     out = []
-    shapes = [(2, 64, 28, 64, 3, 1), (2, 128, 14, 128, 3, 1)] if quick else RESNET_CONVS
+    shapes = [(2, 64, 28, 64, 3, 1), (2, 128, 14, 128, 3, 1), (4, 256, 14, 64, 1, 1),
+              (2, 3, 56, 16, 7, 2)] if quick else RESNET_CONVS
     for b, cin, hw, cout, ks, st in shapes:
         ho = (hw + 2 * (ks // 2) - ks) // st + 1
         flops = 2 * b * cout * ho * ho * cin * ks * ks

@@ -2,8 +2,9 @@
 // backend through `convolution_overrideable` / `convolution_backward_overrideable`.
 //
 // float32/float16/bfloat16 with 1 to 3 spatial dims (stride, padding, dilation, groups,
-// transposed) run natively as im2col gathers plus the batched GEMM of kernels/matmul.h,
-// accumulating in float32. Everything else (float64, complex, integer dtypes, mixed
+// transposed) run natively as im2col gathers plus the batched GEMM of kernels/matmul.h
+// (on GPUs the GEMM's tiles gather the columns themselves: implicit GEMM), accumulating in
+// float32. Everything else (float64, complex, integer dtypes, mixed
 // dtypes) runs ATen's CPU convolution on CPU copies, so every convolution works.
 //
 // The three primitives below are written for a regular convolution X -> Y (y gathers
@@ -12,7 +13,11 @@
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/convolution_backward.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/flip.h>
 #include <ATen/ops/ones.h>
+#include <ATen/ops/zeros.h>
+#include <cstdlib>
+#include <string>
 #include <c10/core/SymIntArrayRef.h>
 #include <torch/library.h>
 
@@ -148,18 +153,79 @@ std::vector<int64_t> nc_sizes(uint64_t n, uint64_t c, const uint32_t* spatial, i
   return v;
 }
 
+// Whether one pass's float32 columns fit one storage binding.
+bool columns_fit(const ConvGeometry& g) {
+  return is_pointwise(g) ||
+         uint64_t(g.batch) * g.groups * g.rows() * g.y_spatial() * 4 <= window_budget(Context::get());
+}
+
+// One image whose columns exceed a binding: tiles of output rows along its outermost
+// spatial dim of more than one row (2-d and 3-d convolutions), each tile's columns within
+// one binding (g.ys then holds the tile's extent, g.y_first its first row). Empty when that
+// cannot be done (the kernels then refuse by name).
+std::vector<ConvGeometry> row_tiles(const ConvGeometry& g) {
+  const int dim = g.ys[0] > 1 ? 0 : (g.ys[1] > 1 ? 1 : -1);
+  if (dim < 0 || g.batch != 1) return {};
+  const uint64_t row_cols = uint64_t(g.groups) * g.rows() * (g.y_spatial() / g.ys[dim]) * 4;
+  const uint64_t budget = window_budget(Context::get());
+  if (row_cols > budget) return {};
+  const uint32_t rows = static_cast<uint32_t>(std::min<uint64_t>(g.ys[dim], budget / row_cols));
+  std::vector<ConvGeometry> tiles;
+  for (uint32_t r0 = 0; r0 < g.ys[dim]; r0 += rows) {
+    ConvGeometry t = g;
+    t.ys[dim] = std::min(rows, g.ys[dim] - r0);
+    t.y_first[dim] = r0;
+    tiles.push_back(t);
+  }
+  return tiles;
+}
+
+// A tile's output rows are contiguous within each channel plane of Y: `y` seen from the
+// tile's first element there (so that a GEMM operand over the tile starts at it).
+Tensor from_tile(const Tensor& y, const ConvGeometry& all, const ConvGeometry* tile) {
+  if (!tile) return y;
+  const uint64_t first = uint64_t(tile->y_first[0]) * all.ys[1] * all.ys[2] + uint64_t(tile->y_first[1]) * all.ys[2];
+  return first ? y.view({-1}).narrow(0, static_cast<int64_t>(first), 1) : y;
+}
+
+// Whether a GEMM of m x n outputs over the columns of `g`'s images (the forward's, the
+// per-image weight gradient's) gathers them from x in its tile loads: where GEMMs run
+// shared-memory tiles and would for this product (m, n >= 16; the gather has no other
+// variant), unless TORCH_WEBGPU_CONV_IMPLICIT=0; =1 forces it for any product (for
+// measuring both on a GPU, and for tests).
+bool gather_columns(const ConvGeometry& g, uint64_t m, uint64_t n) {
+  if (uint64_t(g.batch) * g.groups * g.cx * g.x_spatial() >= (uint64_t(1) << 31)) return false;
+  const char* e = std::getenv("TORCH_WEBGPU_CONV_IMPLICIT");
+  if (e && *e) return std::string(e) != "0";
+  return m >= 16 && n >= 16 && gemm_uses_tiles(Context::get());
+}
+
+// Makes d's B the columns of `g` gathered from x (contiguous images of the pass); returns
+// the tap table, which must live until the GEMM is recorded.
+Tensor gather_from(GemmDesc& d, const Tensor& x, const ConvGeometry& g) {
+  Tensor taps = at::empty({static_cast<int64_t>(g.rows() * 4)}, x.options().dtype(at::kInt));
+  {
+    RuntimeLock lock;
+    conv_gather_taps(lock.ctx(), g, device_ref(taps).buffer);
+  }
+  const uint64_t X = g.x_spatial();
+  d.b = mat(x, uint64_t(g.groups) * g.cx * X, g.cx * X, 0, 0);
+  d.conv = &g;
+  d.conv_taps = device_ref(taps).buffer;
+  return taps;
+}
+
 // y (N, groups * cy, ys) = conv(x (N, groups * cx, xs), w (groups * cy, cx, k)) + bias, for
-// the images of one pass (g.batch of them; x and y contiguous).
-// With `tile` (g.ys holding the whole output): only the tile's output rows (its y_first
-// and ys along one outer spatial dim), so that their columns fit one storage binding.
+// the images of one pass (g.batch of them; x and y contiguous): one GEMM batched over
+// (image, group). A 1x1 convolution multiplies x itself, without columns; where GEMMs run
+// shared-memory tiles (GPUs) others gather their B tiles from x through the im2col index
+// map (implicit GEMM: no columns written and read back), elsewhere im2col writes columns.
+// With `tile` (g.ys holding the whole output): only the tile's output rows.
 void conv_forward_pass(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y_all,
                        const ConvGeometry& g_all, const ConvGeometry* tile = nullptr) {
   const ConvGeometry& g = tile ? *tile : g_all;
   const uint64_t N = g.batch, G = g.groups, R = g.rows(), L = g.y_spatial(), Ly = g_all.y_spatial();
   const uint64_t Cy = static_cast<uint64_t>(w.size(0)), cy = Cy / G;
-  // The tile's first output element within each channel plane: its rows are contiguous there.
-  const uint64_t first = tile ? uint64_t(g.y_first[0]) * g_all.ys[1] * g_all.ys[2] + uint64_t(g.y_first[1]) * g_all.ys[2] : 0;
-  const Tensor y = first ? y_all.view({-1}).narrow(0, static_cast<int64_t>(first), 1) : y_all;
   GemmDesc d;
   d.batch_outer = N;
   d.batch_inner = G;
@@ -169,9 +235,11 @@ void conv_forward_pass(const Tensor& x, const Tensor& w, const Tensor& bias, con
   d.compute = Compute::F32;
   d.a = mat(w, 0, cy * R, R, 1);
   Tensor col;
+  const uint64_t C = G * g.cx;
   if (is_pointwise(g) && !tile) {
-    const uint64_t C = G * g.cx;
     d.b = mat(x, C * L, g.cx * L, L, 1);
+  } else if (gather_columns(g, cy, L)) {
+    col = gather_from(d, x, g);
   } else {
     col = at::empty({static_cast<int64_t>(N * G * R * L)}, f32_like(x));
     ColLayout lay{G * R * L, R * L, L, 1};
@@ -185,29 +253,9 @@ void conv_forward_pass(const Tensor& x, const Tensor& w, const Tensor& bias, con
     d.c = mat(bias, 0, cy * bs, bs, 0);
     d.beta = ScalarBits::from_f32(1.0f);
   }
-  d.out = mat(y, Cy * Ly, cy * Ly, Ly, 1);
+  d.out = mat(from_tile(y_all, g_all, tile), Cy * Ly, cy * Ly, Ly, 1);
   RuntimeLock lock;
   gemm(lock.ctx(), d);
-}
-
-// One image whose columns exceed a binding: tiles of output rows along its outermost
-// spatial dim of more than one row (2-d and 3-d convolutions), each tile's columns within
-// one binding. False when that cannot be done (the kernels then refuse by name).
-bool conv_forward_tiled(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y,
-                        const ConvGeometry& g) {
-  const int dim = g.ys[0] > 1 ? 0 : (g.ys[1] > 1 ? 1 : -1);
-  if (dim < 0 || g.batch != 1) return false;
-  const uint64_t row_cols = uint64_t(g.groups) * g.rows() * (g.y_spatial() / g.ys[dim]) * 4;
-  const uint64_t budget = window_budget(Context::get());
-  if (row_cols > budget) return false;
-  const uint32_t rows = static_cast<uint32_t>(std::min<uint64_t>(g.ys[dim], budget / row_cols));
-  for (uint32_t r0 = 0; r0 < g.ys[dim]; r0 += rows) {
-    ConvGeometry t = g;
-    t.ys[dim] = std::min(rows, g.ys[dim] - r0);
-    t.y_first[dim] = r0;
-    conv_forward_pass(x, w, bias, y, g, &t);
-  }
-  return true;
 }
 
 Tensor conv_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& bias,
@@ -219,18 +267,22 @@ Tensor conv_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& bias,
     ConvGeometry p = g;
     p.batch = static_cast<uint32_t>(std::min<uint64_t>(step, g.batch - n0));
     const Tensor xs = x.narrow(0, n0, p.batch), ys = y.narrow(0, n0, p.batch);
-    const bool columns_fit = is_pointwise(p) || uint64_t(p.batch) * p.groups * p.rows() * p.y_spatial() * 4 <=
-                                                    window_budget(Context::get());
-    if (columns_fit || !conv_forward_tiled(xs, w, bias, ys, p)) conv_forward_pass(xs, w, bias, ys, p);
+    const std::vector<ConvGeometry> tiles = columns_fit(p) ? std::vector<ConvGeometry>() : row_tiles(p);
+    if (tiles.empty()) conv_forward_pass(xs, w, bias, ys, p);
+    for (const ConvGeometry& t : tiles) conv_forward_pass(xs, w, bias, ys, p, &t);
   }
   return y;
 }
 
 // x (N, groups * cx, xs) = adjoint of conv_forward applied to gy (N, groups * cy, ys), for
-// the images of one pass; `bias` (optional) is added before the one rounding.
+// the images of one pass: one GEMM batched over (image, group) into columns, then one
+// col2im over every image of the pass; `bias` (optional) is added before the one rounding.
+// With `tile`: the tile's output rows only, their col2im added to x (float32, no bias).
 void conv_backward_data_pass(const Tensor& gy, const Tensor& w, const Tensor& bias,
-                             const Tensor& x, const ConvGeometry& g) {
-  const uint64_t N = g.batch, G = g.groups, R = g.rows(), L = g.y_spatial();
+                             const Tensor& x, const ConvGeometry& g_all,
+                             const ConvGeometry* tile = nullptr) {
+  const ConvGeometry& g = tile ? *tile : g_all;
+  const uint64_t N = g.batch, G = g.groups, R = g.rows(), L = g.y_spatial(), Ly = g_all.y_spatial();
   const uint64_t Cy = static_cast<uint64_t>(w.size(0)), cy = Cy / G, C = G * g.cx;
   GemmDesc d;
   d.batch_outer = N;
@@ -240,8 +292,8 @@ void conv_backward_data_pass(const Tensor& gy, const Tensor& w, const Tensor& bi
   d.k = cy;
   d.compute = Compute::F32;
   d.a = mat(w, 0, cy * R, 1, R);  // w^T per group
-  d.b = mat(gy, Cy * L, cy * L, L, 1);
-  if (is_pointwise(g) && !bias.defined()) {
+  d.b = mat(from_tile(gy, g_all, tile), Cy * Ly, cy * Ly, Ly, 1);
+  if (is_pointwise(g) && !bias.defined() && !tile) {
     d.out = mat(x, C * L, g.cx * L, L, 1);
     RuntimeLock lock;
     gemm(lock.ctx(), d);
@@ -255,71 +307,231 @@ void conv_backward_data_pass(const Tensor& gy, const Tensor& w, const Tensor& bi
   DeviceRef xr = device_ref(x);
   RuntimeLock lock;
   gemm(lock.ctx(), d);
-  conv_col2im(lock.ctx(), g, device_ref(col).buffer, lay, xr.buffer, xr.offset, xr.dtype, b);
+  conv_col2im(lock.ctx(), g, device_ref(col).buffer, lay, xr.buffer, xr.offset, xr.dtype, b,
+              tile != nullptr);
+}
+
+// With unit strides the adjoint is itself a convolution: of gy with the weight flipped in
+// space and transposed per group (cy <-> cx), padded by dil * (k - 1) - pad. Where GEMMs
+// gather their columns (GPUs) that runs as the forward's implicit GEMM: no column buffer
+// and no col2im. Float32 only (col2im rounds float16 sums as the CPU does).
+bool adjoint_as_forward(const ConvGeometry& g, const Tensor& gy) {
+  if (gy.scalar_type() != at::kFloat || is_pointwise(g) || !gather_columns(g, g.cx, g.x_spatial())) return false;
+  for (int d = 0; d < 3; ++d) {
+    const int64_t span = int64_t(g.dil[d]) * (g.ks[d] - 1);
+    if (g.stride[d] != 1 || g.pad[d] > span || int64_t(g.xs[d]) != int64_t(g.ys[d]) + span - 2 * int64_t(g.pad[d]))
+      return false;
+  }
+  return true;
+}
+
+Tensor conv_adjoint_as_forward(const Tensor& gy, const Tensor& w, const ConvGeometry& g, int64_t nd) {
+  const int64_t G = g.groups, cy = w.size(0) / G, cx = g.cx;
+  std::vector<int64_t> split = {G, cy, cx}, flip_dims, merged = {G * cx, cy};
+  for (int64_t d = 0; d < nd; ++d) {
+    split.push_back(w.size(2 + d));
+    merged.push_back(w.size(2 + d));
+    flip_dims.push_back(3 + d);
+  }
+  const Tensor wf = at::flip(w.reshape(split), flip_dims).transpose(1, 2).reshape(merged);
+  ConvGeometry a = g;
+  a.cx = static_cast<uint32_t>(cy);
+  for (int d = 0; d < 3; ++d) {
+    std::swap(a.xs[d], a.ys[d]);
+    a.pad[d] = g.dil[d] * (g.ks[d] - 1) - g.pad[d];
+  }
+  return conv_forward(gy, wf, Tensor(), a, nd);
 }
 
 Tensor conv_backward_data(const Tensor& gy_in, const Tensor& w_in, const ConvGeometry& g,
                           int64_t nd, const Tensor& bias = Tensor()) {
+  if (!bias.defined() && adjoint_as_forward(g, gy_in)) return conv_adjoint_as_forward(gy_in, w_in, g, nd);
   const Tensor gy = gy_in.contiguous(), w = w_in.contiguous();
   Tensor x = at::empty(nc_sizes(g.batch, uint64_t(g.groups) * g.cx, g.xs, nd), gy.options());
   const uint64_t step = images_per_pass(g, static_cast<uint64_t>(w.size(0)));
   for (uint64_t n0 = 0; n0 < g.batch; n0 += step) {
     ConvGeometry p = g;
     p.batch = static_cast<uint32_t>(std::min<uint64_t>(step, g.batch - n0));
-    conv_backward_data_pass(gy.narrow(0, n0, p.batch), w, bias, x.narrow(0, n0, p.batch), p);
+    const Tensor gys = gy.narrow(0, n0, p.batch), xs = x.narrow(0, n0, p.batch);
+    const std::vector<ConvGeometry> tiles = columns_fit(p) ? std::vector<ConvGeometry>() : row_tiles(p);
+    if (tiles.empty()) {
+      conv_backward_data_pass(gys, w, bias, xs, p);
+      continue;
+    }
+    // The tiles' col2im add up in float32 (each input element gathers from several tiles).
+    Tensor sum = at::zeros(xs.sizes(), f32_like(xs));
+    for (const ConvGeometry& t : tiles) conv_backward_data_pass(gys, w, Tensor(), sum, p, &t);
+    if (bias.defined()) {
+      std::vector<int64_t> shape(sum.dim(), 1);
+      shape[1] = bias.numel();
+      sum.add_(bias.reshape(shape));
+    }
+    xs.copy_(sum);
   }
   return x;
 }
 
-// gw (groups * cy, cx, k) = d conv_forward / d w for output gradient gy and input x. Passes
-// over the images accumulate in float32 when there is more than one.
+// The weight gradient as a sum of pieces (passes of images, tiles of one image's output
+// rows): each piece's GEMM adds the float32 total of the pieces before it (its C term) and
+// writes the next total; the last writes gw itself, in its dtype, so one piece needs no
+// float32 buffer at all.
+class WeightGradSum {
+ public:
+  WeightGradSum(const Tensor& gw, bool one_piece) : gw_(gw) {
+    if (!one_piece) {
+      acc_ = at::empty(gw.sizes(), f32_like(gw));
+      next_ = at::empty(gw.sizes(), f32_like(gw));
+    }
+  }
+  // `layout`: the strides of d's output over gw's contiguous elements (no buffer).
+  void add(GemmDesc d, const MatOperand& layout, bool last) {
+    auto at_tensor = [&](const Tensor& t) {
+      MatOperand o = layout;
+      DeviceRef r = device_ref(t);
+      o.buffer = r.buffer;
+      o.offset = r.offset;
+      o.dtype = r.dtype;
+      return o;
+    };
+    d.out = at_tensor(last || !acc_.defined() ? gw_ : next_);
+    if (started_) {
+      d.c = at_tensor(acc_);
+      d.beta = ScalarBits::from_f32(1.0f);
+    }
+    {
+      RuntimeLock lock;
+      gemm(lock.ctx(), d);
+    }
+    if (!last) {
+      std::swap(acc_, next_);
+      started_ = true;
+    }
+  }
+
+ private:
+  Tensor gw_, acc_, next_;
+  bool started_ = false;
+};
+
+// Whether the weight gradient of a pass sums one GEMM per image (K = the image's outputs,
+// into a float32 partial per image, then a sum over images) rather than one GEMM over the
+// pass (K = images x outputs). The gradient (cy x R per group) has few tiles and a long K:
+// one GEMM runs one workgroup per tile over every image (ResNet's 32x128x28x28 3x3: 144
+// workgroups of 32x32, each 25088 deep), per image there are as many per tile as images;
+// and a 1x1 convolution multiplies x itself, without columns. The partials cost cy x R
+// floats per image against the image's R x L columns: taken when they are no larger
+// (cy <= L), or when tiles are very few.
+bool per_image_products(const ConvGeometry& g, uint64_t cy) {
+  const uint64_t L = g.y_spatial(), R = g.rows();
+  ConvGeometry one = g;
+  one.batch = 1;
+  if (g.batch < 2 || L < 64 || !columns_fit(one) ||
+      2 * uint64_t(g.groups) * cy * R * 4 > window_budget(Context::get()))
+    return false;
+  const uint64_t tiles = uint64_t(g.groups) * ((cy + 31) / 32) * ((R + 31) / 32);
+  return cy <= L || tiles < 128;
+}
+
+// gw (groups * cy, cx, k) = d conv_forward / d w for output gradient gy and input x.
 Tensor conv_backward_weight(const Tensor& gy_in, const Tensor& x_in, const Tensor& w_like,
                             const ConvGeometry& g) {
-  const Tensor x = x_in.contiguous(), gy_all = gy_in.contiguous();
-  const uint64_t G = g.groups, R = g.rows(), L = g.y_spatial();
+  const Tensor x = x_in.contiguous(), gy = gy_in.contiguous();
+  const uint64_t G = g.groups, R = g.rows(), L = g.y_spatial(), C = G * g.cx;
   const uint64_t Cy = static_cast<uint64_t>(w_like.size(0)), cy = Cy / G;
   Tensor gw = at::empty(w_like.sizes(), x.options());
-  const uint64_t step = images_per_pass(g, Cy);
-  const bool single = step >= g.batch;
-  Tensor acc, next;
-  if (!single) {
-    acc = at::empty(w_like.sizes(), f32_like(x));
-    next = at::empty(w_like.sizes(), f32_like(x));
-  }
+  const bool per_image = per_image_products(g, cy);
+  uint64_t step = images_per_pass(g, Cy);
+  if (per_image) step = std::min(step, std::max<uint64_t>(1, window_budget(Context::get()) / (Cy * R * 4)));
+  ConvGeometry one = g;
+  one.batch = 1;
+  const bool tiled = !per_image && !columns_fit(one) && !row_tiles(one).empty();
+  WeightGradSum sum(gw, step >= g.batch && !tiled);
+  // The direct pieces' output: (group, cy, R) of gw.
+  const MatOperand by_group = mat(gw, cy * R, 0, R, 1);
   for (uint64_t n0 = 0; n0 < g.batch; n0 += step) {
     ConvGeometry p = g;
     p.batch = static_cast<uint32_t>(std::min<uint64_t>(step, g.batch - n0));
     const uint64_t N = p.batch;
-    // gy as (groups, cy, N, L): K = (n, l) becomes one stride-1 index.
-    Tensor gyp = gy_all.narrow(0, n0, N)
-                     .reshape({static_cast<int64_t>(N), static_cast<int64_t>(Cy),
-                               static_cast<int64_t>(L)})
-                     .permute({1, 0, 2})
-                     .contiguous();
-    // col laid out as (groups, R, N, L) for the same reason.
-    Tensor col = at::empty({static_cast<int64_t>(G * R * N * L)}, f32_like(x));
-    ColLayout lay{L, R * N * L, N * L, 1};
-    DeviceRef xr = device_ref(x.narrow(0, n0, N));
+    const bool last_pass = n0 + N >= g.batch;
+    const Tensor xs = x.narrow(0, n0, N), gys = gy.narrow(0, n0, N);
     GemmDesc d;
+    d.compute = Compute::F32;
+    Tensor col;
+    auto im2col = [&](const ConvGeometry& geo, const ColLayout& lay) {
+      col = at::empty({static_cast<int64_t>(uint64_t(geo.batch) * G * R * geo.y_spatial())}, f32_like(x));
+      DeviceRef xr = device_ref(xs);
+      RuntimeLock lock;
+      conv_im2col(lock.ctx(), geo, xr.buffer, xr.offset, xr.dtype, device_ref(col).buffer, lay);
+    };
+    if (per_image) {
+      // partial[n, g] = gy[n, g] (cy x L) @ cols[n, g]^T (L x R), then the sum over n.
+      d.batch_outer = N;
+      d.batch_inner = G;
+      d.m = cy;
+      d.n = R;
+      d.k = L;
+      d.a = mat(gys, Cy * L, cy * L, L, 1);
+      if (is_pointwise(p)) {
+        d.b = mat(xs, C * L, g.cx * L, 1, L);
+      } else if (gather_columns(p, cy, R)) {
+        col = gather_from(d, xs, p);
+        d.conv_positions_along_k = true;
+      } else {
+        im2col(p, ColLayout{G * R * L, R * L, L, 1});
+        d.b = mat(col, G * R * L, R * L, 1, L);
+      }
+      Tensor partial = at::empty({static_cast<int64_t>(N * Cy * R)}, f32_like(x));
+      d.out = mat(partial, Cy * R, cy * R, R, 1);
+      {
+        RuntimeLock lock;
+        gemm(lock.ctx(), d);
+      }
+      // The sum over images: ones (1 x N) @ partial (N x Cy*R).
+      const Tensor ones = at::ones({1}, f32_like(x));
+      GemmDesc s;
+      s.m = 1;
+      s.n = Cy * R;
+      s.k = N;
+      s.compute = Compute::F32;
+      s.a = mat(ones, 0, 0, 0, 0);
+      s.b = mat(partial, 0, 0, Cy * R, 1);
+      sum.add(s, mat(gw, 0, 0, 0, 1), last_pass);
+      continue;
+    }
+    if (N == 1 && !columns_fit(p)) {
+      // One image, tiles of its output rows: each tile's gy rows against its columns.
+      const std::vector<ConvGeometry> tiles = row_tiles(p);
+      for (size_t i = 0; i < tiles.size(); ++i) {
+        const ConvGeometry& t = tiles[i];
+        const uint64_t Lt = t.y_spatial();
+        im2col(t, ColLayout{G * R * Lt, R * Lt, Lt, 1});
+        GemmDesc e = d;
+        e.batch_outer = G;
+        e.m = cy;
+        e.n = R;
+        e.k = Lt;
+        e.a = mat(from_tile(gys, p, &t), cy * L, 0, L, 1);
+        e.b = mat(col, R * Lt, 0, 1, Lt);
+        sum.add(e, by_group, last_pass && i + 1 == tiles.size());
+      }
+      if (!tiles.empty()) continue;
+    }
+    // One GEMM over the pass: gy as (groups, cy, N, L) and columns as (groups, R, N, L),
+    // so that K = (n, l) is one stride-1 index.
+    const Tensor gyp = N == 1 ? gys
+                              : gys.reshape({static_cast<int64_t>(N), static_cast<int64_t>(Cy),
+                                             static_cast<int64_t>(L)})
+                                    .permute({1, 0, 2})
+                                    .contiguous();
+    im2col(p, ColLayout{L, R * N * L, N * L, 1});
     d.batch_outer = G;
     d.m = cy;
     d.n = R;
     d.k = N * L;
-    d.compute = Compute::F32;
     d.a = mat(gyp, cy * N * L, 0, N * L, 1);
     d.b = mat(col, R * N * L, 0, 1, N * L);
-    const Tensor& target = single ? gw : (n0 == 0 ? acc : next);
-    d.out = mat(target, cy * R, 0, R, 1);
-    if (!single && n0 > 0) {
-      d.c = mat(acc, cy * R, 0, R, 1);
-      d.beta = ScalarBits::from_f32(1.0f);
-    }
-    RuntimeLock lock;
-    conv_im2col(lock.ctx(), p, xr.buffer, xr.offset, xr.dtype, device_ref(col).buffer, lay);
-    gemm(lock.ctx(), d);
-    if (!single && n0 > 0) std::swap(acc, next);
+    sum.add(d, by_group, last_pass);
   }
-  if (!single) gw.copy_(acc);
   return gw;
 }
 

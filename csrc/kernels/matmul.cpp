@@ -44,6 +44,10 @@ constexpr uint32_t kM = 4, kN = 5, kK = 6, kBatchInner = 7, kTilesN = 8, kTilesP
                    kAlpha = 10, kBeta = 12, kOperands = 16;  // 4 operands x 5 words
 constexpr uint32_t kOpA = kOperands, kOpB = kOperands + 5, kOpC = kOperands + 10,
                    kOpOut = kOperands + 15;
+// Implicit GEMM (GemmDesc::conv): x's spatial sizes, the output tile's sizes, strides,
+// paddings (3 words each), the tile's first output row along dims 0 and 1.
+constexpr uint32_t kGatherXs = kOperands + 20, kGatherYs = kGatherXs + 3, kGatherStride = kGatherXs + 6,
+                   kGatherPad = kGatherXs + 9, kGatherFirst = kGatherXs + 12, kGatherEnd = kGatherXs + 14;
 
 void push_operand(std::vector<uint32_t>& u, uint32_t base, const MatOperand& o) {
   u[base] = u32_or_fail(o.offset, "offset");
@@ -54,6 +58,9 @@ void push_operand(std::vector<uint32_t>& u, uint32_t base, const MatOperand& o) 
 }
 
 enum class Variant { Tiled, Block, PerOutput, Reduce, Gemv };
+// How an implicit GEMM's B is gathered (GemmDesc::conv): not at all, B[r = tap, l =
+// position] (forward), B[l, r] (weight gradient).
+enum class GatherB { None, TapsAlongK, PositionsAlongK };
 
 // Shared WGSL: typed loads converted to the compute type, the batch base of an operand,
 // and the epilogue that applies alpha/beta and stores one output element.
@@ -70,6 +77,23 @@ std::string gemm_common(const GemmDesc& d, const std::vector<KernelBuffer>& bufs
   typed_load("load_a", 0, d.a.dtype);
   typed_load("load_b", 1, d.b.dtype);
   if (has_c) typed_load("load_c", 2, d.c.dtype);
+  if (d.conv) {
+    // B of an implicit GEMM at one output position and one row (c, k...): the caller has
+    // turned the position into ob (o * stride - pad per dim) and ooff (their offset within
+    // an image's group, negative at the padding); the row's tap (tap_at) holds (c, k *
+    // dil)'s offset and k * dil per dim. A position is inside when its unsigned value is
+    // below the size (negative ones wrap past every size).
+    const std::string taps = "buf" + std::to_string(has_c ? 3 : 2);
+    auto u = [](uint32_t w) { return "uw(" + std::to_string(w) + "u)"; };
+    s += "fn tap_at(r: u32) -> vec4<i32> {\n  let t = r * 4u;\n"
+         "  return vec4<i32>(i32(" + taps + "[t]), i32(" + taps + "[t + 1u]), i32(" + taps + "[t + 2u]), i32(" +
+         taps + "[t + 3u]));\n}\n";
+    s += "fn gather_b(base: u32, ob: vec3<i32>, ooff: i32, tap: vec4<i32>) -> " + T + " {\n"
+         "  let p = vec3<u32>(ob + tap.yzw);\n"
+         "  if (any(p >= vec3<u32>(" + u(kGatherXs) + ", " + u(kGatherXs + 1) + ", " + u(kGatherXs + 2) +
+         "))) { return " + ar.zero() + "; }\n"
+         "  return load_b(base + u32(ooff + tap.x));\n}\n";
+  }
   s += kernel_store("store_out", bufs, bufs.size() - 1, d.out.dtype, d.compute);
   s += "fn batch_base(op: u32, bo: u32, bi: u32) -> u32 {\n"
        "  return uw(op) + bo * uw(op + 1u) + bi * uw(op + 2u);\n}\n";
@@ -110,7 +134,21 @@ constexpr TileShape kSmallTile{32, 32, 16, 8, 8, false, false};
 constexpr TileShape kMediumTile{64, 64, 16, 16, 16, false, false};
 constexpr TileShape kLargeTile{128, 128, 8, 16, 16, false, false};
 
-std::string tiled_body(const Arith& ar, const TileShape& t) {
+// WGSL turning output position `l` (of the implicit GEMM's output tile) into `ob` and
+// `ooff` (see gather_b).
+std::string decode_position(const std::string& in, const std::string& l) {
+  auto w = [](uint32_t v) { return "uw(" + std::to_string(v) + "u)"; };
+  std::string s = in + "let go2 = " + l + " % " + w(kGatherYs + 2) + ";\n" +
+                  in + "let go1 = (" + l + " / " + w(kGatherYs + 2) + ") % " + w(kGatherYs + 1) + ";\n" +
+                  in + "let go0 = " + l + " / (" + w(kGatherYs + 2) + " * " + w(kGatherYs + 1) + ");\n" +
+                  in + "let ob = vec3<i32>(vec3<u32>(go0 + " + w(kGatherFirst) + ", go1 + " + w(kGatherFirst + 1) +
+                  ", go2) * vec3<u32>(" + w(kGatherStride) + ", " + w(kGatherStride + 1) + ", " + w(kGatherStride + 2) +
+                  ")) - vec3<i32>(vec3<u32>(" + w(kGatherPad) + ", " + w(kGatherPad + 1) + ", " + w(kGatherPad + 2) + "));\n" +
+                  in + "let ooff = (ob.x * i32(" + w(kGatherXs + 1) + ") + ob.y) * i32(" + w(kGatherXs + 2) + ") + ob.z;\n";
+  return s;
+}
+
+std::string tiled_body(const Arith& ar, const TileShape& t, GatherB gather) {
   const std::string T = ar.type(), Z = ar.zero();
   const uint32_t rm = t.tm / t.wy, rn = t.tn / t.wx, sa_row = t.tm + 4, sb_row = t.tn + 4;
   auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
@@ -126,6 +164,16 @@ std::string tiled_body(const Arith& ar, const TileShape& t) {
        "  let tx = lid % " + n(t.wx) + ";\n  let ty = lid / " + n(t.wx) + ";\n"
        "  let M = uw(4u);\n  let N = uw(5u);\n  let K = uw(6u);\n"
        "  let abase = batch_base(16u, bo, bi);\n  let bbase = batch_base(21u, bo, bi);\n";
+  // An implicit GEMM's B tile loads (threads is a multiple of tn and of bk): taps along K
+  // walk N, so each invocation loads one output position throughout, decoded once here;
+  // positions along K walk K, so each loads the same few taps throughout, read once here
+  // (and its position is decoded once per step of K).
+  const uint32_t b_loads = t.tn * t.bk / t.threads(), b_cols = t.threads() / t.bk;
+  if (gather == GatherB::TapsAlongK) s += decode_position("  ", "(col0 + lid % " + n(t.tn) + ")");
+  if (gather == GatherB::PositionsAlongK)
+    for (uint32_t e = 0; e < b_loads; ++e)
+      s += "  let tap" + std::to_string(e) + " = tap_at(min(col0 + lid / " + n(t.bk) + " + " + n(e * b_cols) +
+           ", N - 1u));\n";
   // Register blocks as named scalars with unrolled loops: drivers keep dynamically
   // indexed private arrays in (slow) local memory.
   auto acc = [](uint32_t i, uint32_t j) { return "c" + std::to_string(i) + "_" + std::to_string(j); };
@@ -140,19 +188,33 @@ std::string tiled_body(const Arith& ar, const TileShape& t) {
        "      if (valid && row0 + am < M && k0 + ak < K) {\n"
        "        av = load_a(abase + (row0 + am) * uw(19u) + (k0 + ak) * uw(20u));\n      }\n"
        "      sa[ak * " + n(sa_row) + " + am] = av;\n"
-       "    }\n"
-       "    for (var e = 0u; e < " + n(t.tn * t.bk / t.threads()) + "; e = e + 1u) {\n"
-       "      let idx = lid + e * " + n(t.threads()) + ";\n";
-  s += t.b_k_fast ? "      let bk = idx % " + n(t.bk) + ";\n      let bn = idx / " + n(t.bk) + ";\n"
-                  : "      let bn = idx % " + n(t.tn) + ";\n      let bk = idx / " + n(t.tn) + ";\n";
-  s += "      var bv = " + Z + ";\n"
-       "      if (valid && k0 + bk < K && col0 + bn < N) {\n"
-       "        bv = load_b(bbase + (k0 + bk) * uw(24u) + (col0 + bn) * uw(25u));\n      }\n"
-       "      sb[bk * " + n(sb_row) + " + bn] = bv;\n"
-       "    }\n"
-       "    workgroupBarrier();\n"
+       "    }\n";
+  if (gather == GatherB::PositionsAlongK) {
+    s += "    {\n      let bk = lid % " + n(t.bk) + ";\n" + decode_position("      ", "(k0 + bk)");
+    for (uint32_t e = 0; e < b_loads; ++e) {
+      const std::string E = std::to_string(e), bn = "lid / " + n(t.bk) + " + " + n(e * b_cols);
+      s += "      var bv" + E + " = " + Z + ";\n"
+           "      if (valid && k0 + bk < K && col0 + " + bn + " < N) { bv" + E +
+           " = gather_b(bbase, ob, ooff, tap" + E + "); }\n"
+           "      sb[bk * " + n(sb_row) + " + " + bn + "] = bv" + E + ";\n";
+    }
+    s += "    }\n";
+  } else {
+    s += "    for (var e = 0u; e < " + n(b_loads) + "; e = e + 1u) {\n"
+         "      let idx = lid + e * " + n(t.threads()) + ";\n";
+    s += t.b_k_fast ? "      let bk = idx % " + n(t.bk) + ";\n      let bn = idx / " + n(t.bk) + ";\n"
+                    : "      let bn = idx % " + n(t.tn) + ";\n      let bk = idx / " + n(t.tn) + ";\n";
+    s += "      var bv = " + Z + ";\n"
+         "      if (valid && k0 + bk < K && col0 + bn < N) {\n"
+         "        bv = " + std::string(gather == GatherB::TapsAlongK ? "gather_b(bbase, ob, ooff, tap_at(k0 + bk))"
+                                    : "load_b(bbase + (k0 + bk) * uw(24u) + (col0 + bn) * uw(25u))") +
+         ";\n      }\n"
+         "      sb[bk * " + n(sb_row) + " + bn] = bv;\n"
+         "    }\n";
+  }
+  s += "    workgroupBarrier();\n"
        // Shared entries past K hold zeros in both operands, so every step runs all bk.
-    "    for (var kk = 0u; kk < " + n(t.bk) + "; kk = kk + 1u) {\n";
+       "    for (var kk = 0u; kk < " + n(t.bk) + "; kk = kk + 1u) {\n";
   for (uint32_t i = 0; i < rm; ++i)
     s += "      let a" + std::to_string(i) + " = sa[kk * " + n(sa_row) + " + ty + " + n(t.wy * i) + "];\n";
   for (uint32_t j = 0; j < rn; ++j)
@@ -336,6 +398,15 @@ ElementRange operand_range(const GemmDesc& d, const MatOperand& o, uint64_t m, u
   return strided_range(o.offset, sizes, strides, 4);
 }
 
+// The elements of B that rows [0, k) and columns [0, n) touch: an implicit GEMM's are its
+// images' groups, whole.
+ElementRange b_range(const GemmDesc& d, uint64_t k, uint64_t n) {
+  if (!d.conv) return operand_range(d, d.b, k, n);
+  const uint64_t group = uint64_t(d.conv->cx) * d.conv->x_spatial();
+  const uint64_t first = d.b.offset;
+  return {first, first + (d.batch_outer - 1) * d.b.batch_outer + (d.batch_inner - 1) * d.b.batch_inner + group};
+}
+
 void gemm_piece(Context& ctx, const GemmDesc& d) {
   const uint64_t batch = d.batch_outer * d.batch_inner;
   const uint64_t outputs = batch * d.m * d.n;
@@ -353,7 +424,10 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   const bool gemv_fits = d.compute == Compute::F32 && d.b.rows == 1 && d.b.cols != 1 && d.k >= 2;
   if (gemv_fits && (force == "gemv" || (force.empty() && !software_adapter(ctx) && d.m <= 4 && d.k >= 64)))
     v = Variant::Gemv;
-  // Large products: shared-memory tiles, register blocks on software adapters.
+  // Large products: shared-memory tiles, register blocks on software adapters (an implicit
+  // GEMM has only the tiles).
+  else if (d.conv)
+    v = Variant::Tiled;
   else if (d.m >= 16 && d.n >= 16)
     v = force == "block" || (force.empty() && software_adapter(ctx)) ? Variant::Block : Variant::Tiled;
   // Few outputs over a long K: a workgroup tree per output on GPUs. Software adapters run
@@ -382,6 +456,9 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   }
   shape.a_k_fast = d.a.cols == 1 && d.a.rows != 1;
   shape.b_k_fast = d.b.rows == 1 && d.b.cols != 1;
+  const GatherB gather = !d.conv ? GatherB::None
+                         : d.conv_positions_along_k ? GatherB::PositionsAlongK : GatherB::TapsAlongK;
+  if (gather != GatherB::None) shape.b_k_fast = gather == GatherB::PositionsAlongK;
 
   const uint32_t gemv_threads = std::min<uint32_t>(256, ctx.caps().workgroup_1d());
   const bool gemv_pairs = v == Variant::Gemv &&
@@ -391,7 +468,7 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   uint64_t tile_m = v == Variant::Block ? 4 : shape.tm, tile_n = v == Variant::Block ? 4 : shape.tn;
   if (v == Variant::Gemv) tile_m = 1, tile_n = gemv_threads / kGemvLanes;
   const uint64_t tiles_m = (d.m + tile_m - 1) / tile_m, tiles_n = (d.n + tile_n - 1) / tile_n;
-  std::vector<uint32_t> u(kOperands + 20, 0);
+  std::vector<uint32_t> u(d.conv ? kGatherEnd : kOperands + 20, 0);
   u[kM] = u32_or_fail(d.m, "size");
   u[kN] = u32_or_fail(d.n, "size");
   u[kK] = u32_or_fail(d.k, "size");
@@ -406,6 +483,17 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   push_operand(u, kOpB, d.b);
   if (has_c) push_operand(u, kOpC, d.c);
   push_operand(u, kOpOut, d.out);
+  if (d.conv) {
+    const ConvGeometry& g = *d.conv;
+    for (int i = 0; i < 3; ++i) {
+      u[kGatherXs + i] = g.xs[i];
+      u[kGatherYs + i] = g.ys[i];
+      u[kGatherStride + i] = g.stride[i];
+      u[kGatherPad + i] = g.pad[i];
+    }
+    u[kGatherFirst] = g.y_first[0];
+    u[kGatherFirst + 1] = g.y_first[1];
+  }
 
   KernelLaunch l;
   auto bind = [&](const MatOperand& o, uint32_t word, Access access, bool atomic, uint64_t rows,
@@ -415,13 +503,16 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
     l.buffers.back().touches(word, o.dtype, r.first, r.end - r.first);
   };
   bind(d.a, kOpA, Access::Read, false, d.m, d.k);
-  bind(d.b, kOpB, Access::Read, false, d.k, d.n);
+  l.buffers.push_back({d.b.buffer, Access::Read, false});
+  const ElementRange br = b_range(d, d.k, d.n);
+  l.buffers.back().touches(kOpB, d.b.dtype, br.first, br.end - br.first);
   if (has_c) bind(d.c, kOpC, Access::Read, false, d.m, d.n);
+  if (d.conv) l.buffers.push_back({d.conv_taps, Access::Read, false});
   // Narrow outputs share words between neighbouring elements written by different
   // invocations: their stores are atomic.
   bind(d.out, kOpOut, Access::ReadWrite, is_subword(d.out.dtype), d.m, d.n);
   l.uniforms = u;
-  const std::string vname = v == Variant::Tiled    ? "tiled" + shape.key()
+  const std::string vname = v == Variant::Tiled    ? "tiled" + shape.key() + (d.conv ? d.conv_positions_along_k ? "gp" : "gt" : "")
                             : v == Variant::Block  ? "block"
                             : v == Variant::Reduce ? "reduce"
                             : v == Variant::Gemv   ? "gemv" + std::to_string(gemv_threads) +
@@ -441,9 +532,9 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   }
   Arith ar{d.compute};
   const GemmDesc desc = d;
-  l.body = [&, desc, has_c, v, ar, shape, gemv_threads, gemv_pairs] {
+  l.body = [&, desc, has_c, v, ar, shape, gemv_threads, gemv_pairs, gather] {
     std::string s = gemm_common(desc, l.buffers, has_c);
-    if (v == Variant::Tiled) s += tiled_body(ar, shape);
+    if (v == Variant::Tiled) s += tiled_body(ar, shape, gather);
     else if (v == Variant::Gemv) s += gemv_body(gemv_threads, gemv_pairs, desc.b.dtype);
     else if (v == Variant::Block) s += block_body(ar);
     else if (v == Variant::Reduce) s += reduce_body(ar);
@@ -467,7 +558,7 @@ void gemm(Context& ctx, const GemmDesc& d) {
   GemmDesc block = d;  // its batch_outer, m and n are the block's extents
   auto bytes = [&](const MatOperand& o, uint64_t rows, uint64_t cols) {
     if (!needs_window(ctx, o.buffer)) return uint64_t(0);
-    ElementRange r = operand_range(block, o, rows, cols);
+    ElementRange r = &o == &d.b ? b_range(block, rows, cols) : operand_range(block, o, rows, cols);
     return (r.end - r.first) * element_size(o.dtype);
   };
   for (;;) {
@@ -477,7 +568,7 @@ void gemm(Context& ctx, const GemmDesc& d) {
     if (rows_fit && cols_fit) break;
     if (block.batch_outer > 1) block.batch_outer = (block.batch_outer + 1) / 2;
     else if (!rows_fit && block.m > 1) block.m = (block.m + 1) / 2;
-    else if (block.n > 1) block.n = (block.n + 1) / 2;
+    else if (block.n > 1 && !d.conv) block.n = (block.n + 1) / 2;  // (a gather's columns are positions)
     else fail_too_large(ctx, "mm", std::max(bytes(d.a, 1, d.k), bytes(d.b, d.k, 1)));
   }
   for (uint64_t b0 = 0; b0 < d.batch_outer; b0 += block.batch_outer) {
@@ -603,29 +694,67 @@ void conv_im2col(Context& ctx, const ConvGeometry& g, WGPUBuffer x, uint64_t x_o
   launch_kernel(ctx, l);
 }
 
+bool gemm_uses_tiles(Context& ctx) {
+  if (const char* f = std::getenv("TORCH_WEBGPU_GEMM_VARIANT"); f && *f)
+    return std::string(f).rfind("tiled", 0) == 0;
+  return !software_adapter(ctx);
+}
+
+void conv_gather_taps(Context& ctx, const ConvGeometry& g, WGPUBuffer taps) {
+  const uint64_t count = g.rows();
+  if (count == 0) return;
+  u32_or_fail(uint64_t(g.cx) * g.x_spatial(), "input");
+  KernelLaunch l;
+  l.key = "conv:gather_taps";
+  l.buffers = {{taps, Access::ReadWrite, false}};
+  l.uniforms = conv_uniforms(g, ColLayout{}, 0);
+  l.count = count;
+  l.workgroup = 64;
+  l.body = [] {
+    std::string s = kernel_main(Grid::Invocations, 64);
+    s += "  let taps = uw(16u) * uw(17u) * uw(18u);\n"
+         "  let c = idx / taps;\n  let t = idx % taps;\n"
+         "  let d0 = (t / (uw(17u) * uw(18u))) * uw(28u);\n"
+         "  let d1 = ((t / uw(18u)) % uw(17u)) * uw(29u);\n"
+         "  let d2 = (t % uw(18u)) * uw(30u);\n"
+         "  buf0[idx * 4u] = c * (uw(8u) * uw(9u) * uw(10u)) + (d0 * uw(9u) + d1) * uw(10u) + d2;\n"
+         "  buf0[idx * 4u + 1u] = d0;\n  buf0[idx * 4u + 2u] = d1;\n  buf0[idx * 4u + 3u] = d2;\n}\n";
+    return s;
+  };
+  launch_kernel(ctx, l);
+}
+
 void conv_col2im(Context& ctx, const ConvGeometry& g, WGPUBuffer col, const ColLayout& layout,
-                 WGPUBuffer x, uint64_t x_offset, DType x_dtype, const MatOperand& bias) {
+                 WGPUBuffer x, uint64_t x_offset, DType x_dtype, const MatOperand& bias,
+                 bool accumulate) {
   const uint64_t count = uint64_t(g.batch) * g.groups * g.cx * g.x_spatial();
   if (count == 0) return;
+  if (accumulate && (x_dtype != DType::Float32 || bias.buffer))
+    fail(ErrorKind::Unsupported, "torch_webgpu: col2im accumulates into float32 only, without bias");
   KernelLaunch l;
   const bool has_bias = bias.buffer != nullptr;
-  l.key = std::string("conv:col2im:") + dtype_name(x_dtype) + (has_bias ? ":bias" : "");
+  const bool unit_stride = g.stride[0] == 1 && g.stride[1] == 1 && g.stride[2] == 1;
+  l.key = std::string("conv:col2im:") + dtype_name(x_dtype) + (has_bias ? ":bias" : "") +
+          (accumulate ? ":acc" : "") + (unit_stride ? ":s1" : "");
   l.buffers = {{col, Access::Read, false}};
   if (has_bias) l.buffers.push_back({bias.buffer, Access::Read, false});
   l.buffers.push_back({x, Access::ReadWrite, is_subword(x_dtype)});
   l.uniforms = conv_uniforms(g, layout, x_offset);
-  l.uniforms.resize(kCvXOff + 4, 0);
+  l.uniforms.resize(kCvXOff + 5, 0);
   if (has_bias) {
     l.uniforms[kCvXOff + 1] = u32_or_fail(bias.offset, "offset");
     l.uniforms[kCvXOff + 2] = u32_or_fail(bias.rows, "stride");
   }
+  l.uniforms[kCvXOff + 3] = g.y_first[0];
+  l.uniforms[kCvXOff + 4] = g.y_first[1];
   l.buffers.back().touches(kCvXOff, x_dtype, x_offset, count);  // the pass's images
   l.count = count;
   l.workgroup = 64;
   const DType bias_dtype = bias.dtype;
-  l.body = [&, x_dtype, has_bias, bias_dtype] {
+  l.body = [&, x_dtype, has_bias, bias_dtype, accumulate, unit_stride] {
     std::string s = kernel_store("store_x", l.buffers, l.buffers.size() - 1, x_dtype, Compute::F32);
     if (has_bias) s += kernel_load("load_bias", l.buffers, 1, bias_dtype);
+    if (accumulate) s += kernel_load("load_prev", l.buffers, l.buffers.size() - 1, x_dtype);
     // float16 outputs round every column value and partial sum to half, in the CPU's tap
     // order, as ATen's col2im does on a half buffer (the CPU's bfloat16 path accumulates
     // in float32, as we do).
@@ -635,34 +764,42 @@ void conv_col2im(Context& ctx, const ConvGeometry& g, WGPUBuffer col, const ColL
       s += "fn rnd(x: f32) -> f32 { return x; }\n";
     s += kernel_main(Grid::Invocations, 64);
     // idx -> (n, g, c, i0, i1, i2); sum over kernel taps k with
-    // o = (i + pad - k * dil) / stride integral and inside Y. Dimensions unrolled (see
-    // im2col).
+    // o = (i + pad - k * dil) / stride integral and inside Y (a tile of Y: its rows from
+    // y_first on). Dimensions unrolled (see im2col).
     const auto& w = uw_word;
     s += "  var rest = idx;\n" + peel_coords("i", kCvXs, 2);
     s += "  let c = rest % uw(6u);\n  rest = rest / uw(6u);\n"
          "  let g = rest % uw(5u);\n  let n = rest / uw(5u);\n"
-         "  let taps = uw(16u) * uw(17u) * uw(18u);\n"
          "  let base = n * uw(32u) + g * uw(33u);\n"
-         "  var acc = 0.0;\n"
-         "  for (var t = 0u; t < taps; t = t + 1u) {\n"
-         "    let k2 = t % uw(18u);\n    let k1 = (t / uw(18u)) % uw(17u);\n"
-         "    let k0 = t / (uw(18u) * uw(17u));\n"
-         "    var ok = true;\n    var l = 0u;\n";
+         "  var acc = " + std::string(accumulate ? "load_prev(uw(36u) + idx)" : "0.0") + ";\n"
+         "  let r = c * uw(16u);\n";
+    // One loop per dim, outer to inner (the CPU's tap order, which float16's rounding
+    // follows), each tap's validity decided at its own level: o = (i + pad - k * dil) /
+    // stride only decreases with k, so a negative one ends the loop. Unit strides (the
+    // key says so) drop the divisibility test and the division.
+    std::string row = "0u";
     for (int d = 0; d < 3; ++d) {
-      const std::string D = std::to_string(d);
-      s += "    let q" + D + " = i32(i" + D + " + " + w(kCvPad + d) + ") - i32(k" + D + " * " +
-           w(kCvDil + d) + ");\n"
-           "    let s" + D + " = i32(" + w(kCvStride + d) + ");\n"
-           "    if (q" + D + " < 0 || q" + D + " % s" + D + " != 0 || q" + D + " / s" + D +
-           " >= i32(" + w(kCvYs + d) + ")) { ok = false; }\n"
-           "    l = l * " + w(kCvYs + d) + " + u32(max(q" + D + ", 0) / s" + D + ");\n";
+      const std::string D = std::to_string(d), in(2 * d + 2, ' ');
+      const std::string first = d < 2 ? "i32(" + w(kCvXOff + 3 + d) + ")" : "0";
+      s += in + "for (var k" + D + " = 0u; k" + D + " < " + w(kCvKs + d) + "; k" + D + " = k" + D + " + 1u) {\n" +
+           in + "  let q" + D + " = i32(i" + D + " + " + w(kCvPad + d) + ") - i32(k" + D + " * " + w(kCvDil + d) + ");\n";
+      if (unit_stride) {
+        s += in + "  let o" + D + " = q" + D + " - " + first + ";\n";
+      } else {
+        s += in + "  let s" + D + " = i32(" + w(kCvStride + d) + ");\n" +
+             in + "  if (q" + D + " < 0) { break; }\n" +
+             in + "  if (q" + D + " % s" + D + " != 0) { continue; }\n" +
+             in + "  let o" + D + " = q" + D + " / s" + D + " - " + first + ";\n";
+      }
+      s += in + "  if (o" + D + " < 0) { break; }\n" +
+           in + "  if (o" + D + " >= i32(" + w(kCvYs + d) + ")) { continue; }\n" +
+           in + "  let l" + D + " = " + row + " * " + w(kCvYs + d) + " + u32(o" + D + ");\n";
+      row = "l" + D;
     }
+    s += "        let t = (r + k0) * uw(17u) + k1;\n"
+         "        acc = rnd(acc + rnd(bitcast<f32>(buf0[base + (t * uw(18u) + k2) * uw(34u) + l2 * uw(35u)])));\n"
+         "      }\n    }\n  }\n";
     s +=
-         "    if (ok) {\n"
-         "      let r = c * taps + t;\n"
-         "      acc = rnd(acc + rnd(bitcast<f32>(buf0[base + r * uw(34u) + l * uw(35u)])));\n"
-         "    }\n"
-         "  }\n"
          "  " + std::string(has_bias ? "acc = acc + load_bias(uw(37u) + (g * uw(6u) + c) * uw(38u));\n" : "") +
          "  store_x(uw(36u) + idx, acc);\n}\n";
     return s;

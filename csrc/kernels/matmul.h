@@ -26,21 +26,6 @@ struct MatOperand {
   uint64_t batch_outer = 0, batch_inner = 0, rows = 0, cols = 0;
 };
 
-struct GemmDesc {
-  uint64_t batch_outer = 1, batch_inner = 1;
-  uint64_t m = 0, n = 0, k = 0;
-  MatOperand a;    // m x k
-  MatOperand b;    // k x n
-  MatOperand c;    // m x n input term; buffer null: none
-  MatOperand out;  // m x n; must not share a buffer with a, b or c
-  Compute compute = Compute::F32;
-  ScalarBits alpha = ScalarBits::from_f32(1.0f), beta = ScalarBits::from_f32(0.0f);
-};
-
-// Records the product. With k == 0 the product term is zero (a and b may then be any
-// readable buffer). Nothing happens for an empty output.
-void gemm(Context& ctx, const GemmDesc& d);
-
 // Geometry of a convolution with up to 3 spatial dims (unused dims: size 1, stride 1,
 // padding 0, dilation 1). X is the "image" side (N, groups * cx, xs...), Y the
 // "feature" side (N, groups * cy, ys...): y[o] gathers x[o * stride - pad + k * dil].
@@ -57,6 +42,40 @@ struct ConvGeometry {
   uint64_t rows() const { return uint64_t(cx) * k_spatial(); }  // R = cx * K
 };
 
+struct GemmDesc {
+  uint64_t batch_outer = 1, batch_inner = 1;
+  uint64_t m = 0, n = 0, k = 0;
+  MatOperand a;    // m x k
+  MatOperand b;    // k x n
+  MatOperand c;    // m x n input term; buffer null: none
+  MatOperand out;  // m x n; must not share a buffer with a, b or c
+  Compute compute = Compute::F32;
+  ScalarBits alpha = ScalarBits::from_f32(1.0f), beta = ScalarBits::from_f32(0.0f);
+  // Implicit GEMM (set conv and conv_taps): B is gathered from a convolution's input
+  // instead of a column buffer: B[r, l] (or B[l, r] with conv_positions_along_k, the weight
+  // gradient's orientation) = x[image, group * cx + c, o * stride - pad + k * dil] (0
+  // outside) for row r = (c, k...) and output position l = (o...) of the geometry's (tile
+  // of) outputs; b's buffer, offset, dtype and batch strides address x's images (outer)
+  // and groups (inner). `conv_taps` holds conv_gather_taps' table for the geometry. Runs
+  // the shared-memory tile variant on any adapter; never splits N (positions or taps).
+  const ConvGeometry* conv = nullptr;
+  WGPUBuffer conv_taps = nullptr;
+  bool conv_positions_along_k = false;
+};
+
+// Whether gemm picks shared-memory tiles for large products here (GPUs, or forced by
+// TORCH_WEBGPU_GEMM_VARIANT=tiled*): where an implicit GEMM costs no more than im2col.
+bool gemm_uses_tiles(Context& ctx);
+
+// The implicit GEMM's table: for each row r = (c, k...) of the columns, 4 u32 words: x's
+// element offset of (c, k * dil) within an image's group, and k * dil per spatial dim.
+// `taps`: at least g.rows() * 16 bytes.
+void conv_gather_taps(Context& ctx, const ConvGeometry& g, WGPUBuffer taps);
+
+// Records the product. With k == 0 the product term is zero (a and b may then be any
+// readable buffer). Nothing happens for an empty output.
+void gemm(Context& ctx, const GemmDesc& d);
+
 // Column layout strides: col[n, g, r, l] at n*sn + g*sg + r*sr + l*sl (float32).
 struct ColLayout {
   uint64_t sn = 0, sg = 0, sr = 0, sl = 0;
@@ -70,9 +89,12 @@ void conv_im2col(Context& ctx, const ConvGeometry& g, WGPUBuffer x, uint64_t x_o
 // The adjoint: x[n, g * cx + c, i] = sum of col[n, g, (c, k), o] over every (k, o) with
 // o * stride - pad + k * dil == i. col: float32 with `layout`; x: contiguous elements of
 // `x_dtype` from `x_offset` on. `bias` (buffer null: none; rows = its stride) adds bias[channel] to the
-// float32 sum before the one rounding.
+// float32 sum before the one rounding. With g.y_first set, col holds a tile of Y's rows
+// (g.ys: the tile's extent) and only its taps count; `accumulate` adds the sum to x (then
+// float32, no bias), so that the tiles of one image add up.
 void conv_col2im(Context& ctx, const ConvGeometry& g, WGPUBuffer col, const ColLayout& layout,
-                 WGPUBuffer x, uint64_t x_offset, DType x_dtype, const MatOperand& bias = {});
+                 WGPUBuffer x, uint64_t x_offset, DType x_dtype, const MatOperand& bias = {},
+                 bool accumulate = false);
 
 }  // namespace twgpu
 

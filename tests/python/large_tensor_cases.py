@@ -7,6 +7,7 @@ Prints one line `RESULT <json>`: case name -> null when the device matched the C
 the error text. Run with case names as arguments to run only those.
 """
 import json
+import os
 import sys
 import traceback
 
@@ -515,18 +516,56 @@ def convolutions():
         yc.backward(g)
         same(xd.grad, xc.grad, rtol=1e-4, atol=1e-3)
         same(wd.grad, wc.grad, rtol=1e-3, atol=1e-1)
-    # One image whose im2col columns exceed a binding: tiles of output rows.
-    img = rand(2, 8, 64, 64, seed=6)
-    for w, b, kw in ((rand(8, 8, 3, 3, seed=7), rand(8, seed=8), dict(padding=1)),
-                     (rand(6, 4, 3, 3, seed=9), None, dict(stride=2, padding=2, dilation=2, groups=2))):
-        ref = F.conv2d(img, w, b, **kw)
-        same(F.conv2d(img.to(DEVICE), w.to(DEVICE), b.to(DEVICE) if b is not None else None, **kw), ref,
-             rtol=1e-4, atol=1e-3)
-    vol, wv = rand(1, 4, 12, 40, 40, seed=10), rand(4, 4, 3, 3, 3, seed=11)
-    same(F.conv3d(vol.to(DEVICE), wv.to(DEVICE), padding=1), F.conv3d(vol, wv, padding=1), rtol=1e-4, atol=1e-3)
     wt = rand(8, 4, 2, 2, seed=5)
     same(F.conv_transpose2d(big(x), wt.to(DEVICE), stride=2), F.conv_transpose2d(x, wt, stride=2),
          rtol=1e-4, atol=1e-3)
+
+
+def forward_and_grads(fn, x, w, b, kw):
+    """fn's output and the gradients of x, w (and b) on the device, each against the CPU."""
+    cpu = [t.clone().requires_grad_() if t is not None else None for t in (x, w, b)]
+    dev = [t.to(DEVICE).requires_grad_() if t is not None else None for t in (x, w, b)]
+    y, yc = fn(*dev, **kw), fn(*cpu, **kw)
+    same(y, yc, rtol=1e-4, atol=1e-3)
+    g = rand(*yc.shape, seed=12)
+    y.backward(g.to(DEVICE))
+    yc.backward(g)
+    same(dev[0].grad, cpu[0].grad, rtol=1e-4, atol=1e-3)
+    same(dev[1].grad, cpu[1].grad, rtol=1e-3, atol=1e-1)
+    if b is not None:
+        same(dev[2].grad, cpu[2].grad, rtol=1e-3, atol=1e-1)
+
+
+@case
+def convolution_image_over_a_binding():
+    # One image whose im2col columns exceed a binding: forward and both gradients run in
+    # tiles of output rows (the input gradient's col2im adds the tiles up in float32).
+    # Once as here (im2col), once with GEMMs of shared-memory tiles as on GPUs (the
+    # forward's implicit GEMM gathers each tile's columns from x).
+    for variant in (None, "tiled"):
+        if variant:
+            os.environ["TORCH_WEBGPU_GEMM_VARIANT"] = variant
+            os.environ["TORCH_WEBGPU_CONV_IMPLICIT"] = "1"
+        try:
+            convolution_image_tiles()
+        finally:
+            os.environ.pop("TORCH_WEBGPU_GEMM_VARIANT", None)
+            os.environ.pop("TORCH_WEBGPU_CONV_IMPLICIT", None)
+
+
+def convolution_image_tiles():
+    F = torch.nn.functional
+    img = rand(2, 8, 64, 64, seed=6)
+    forward_and_grads(F.conv2d, img, rand(8, 8, 3, 3, seed=7), rand(8, seed=8), dict(padding=1))
+    forward_and_grads(F.conv2d, img, rand(6, 4, 3, 3, seed=9), None,
+                      dict(stride=2, padding=2, dilation=2, groups=2))
+    vol = rand(1, 4, 12, 40, 40, seed=10)
+    forward_and_grads(F.conv3d, vol, rand(4, 4, 3, 3, 3, seed=11), None, dict(padding=1))
+    # A transposed convolution's forward is the regular one's input gradient (and its input
+    # gradient the regular forward): its output image's columns exceed a binding.
+    small = rand(1, 8, 64, 64, seed=13)
+    forward_and_grads(F.conv_transpose2d, small, rand(8, 8, 3, 3, seed=14), rand(8, seed=15),
+                      dict(stride=1, padding=1))
 
 
 @case

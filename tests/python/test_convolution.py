@@ -38,7 +38,8 @@ CASES = [
 ]
 
 
-def run_case(fn, ishape, wshape, bias, kwargs, dtype, grad, transform=lambda t: t):
+def run_case(fn, ishape, wshape, bias, kwargs, dtype, grad, transform=lambda t: t, tol=None):
+    tol = tol or TOL[dtype]
     x = make(ishape, dtype, seed=1, low=-1, high=1)
     w = make(wshape, dtype, seed=2, low=-1, high=1)
     b_channels = wshape[0] if fn not in (F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d) \
@@ -48,7 +49,7 @@ def run_case(fn, ishape, wshape, bias, kwargs, dtype, grad, transform=lambda t: 
     dev_args = [dev(t.detach()).requires_grad_(grad) if t is not None else None for t in (x, w, b)]
     expected = fn(transform(cpu_args[0]), cpu_args[1], cpu_args[2], **kwargs)
     actual = fn(transform(dev_args[0]), dev_args[1], dev_args[2], **kwargs)
-    assert_same(actual.detach(), expected.detach(), **TOL[dtype])
+    assert_same(actual.detach(), expected.detach(), **tol)
     if grad:
         g = make(tuple(expected.shape), dtype, seed=4, low=-1, high=1)
         expected.backward(g)
@@ -56,7 +57,7 @@ def run_case(fn, ishape, wshape, bias, kwargs, dtype, grad, transform=lambda t: 
         for c, d in zip(cpu_args, dev_args):
             if c is not None:
                 assert d.grad is not None and d.grad.device.type == DEVICE
-                assert_same(d.grad, c.grad, **TOL[dtype])
+                assert_same(d.grad, c.grad, **tol)
 
 
 @pytest.mark.usefixtures("no_fallback")
@@ -100,6 +101,91 @@ def test_conv_weight_views():
 @pytest.mark.usefixtures("no_fallback")
 def test_conv_larger_than_a_tile():
     run_case(F.conv2d, (3, 16, 12, 12), (40, 16, 3, 3), True, dict(padding=1), torch.float32, grad=True)
+
+
+# Batches with at least 64 outputs per image: the weight gradient sums one GEMM per image
+# (1x1: straight from x, no columns) unless cy > L with many tiles (then one GEMM over the
+# batch); 1x1 forward and input gradient are GEMMs over x / gy themselves.
+BATCHED = [
+    ("1x1", F.conv2d, (4, 16, 9, 9), (8, 16, 1, 1), True, {}),
+    ("1x1_groups", F.conv2d, (3, 8, 10, 10), (6, 4, 1, 1), True, dict(groups=2)),
+    ("1x1_conv1d", F.conv1d, (5, 6, 70), (4, 6, 1), False, {}),
+    ("1x1_transposed", F.conv_transpose2d, (3, 8, 9, 9), (8, 4, 1, 1), True, {}),
+    ("3x3_stride", F.conv2d, (3, 4, 17, 17), (6, 4, 3, 3), True, dict(stride=2, padding=1)),
+    ("3x3_groups_dil", F.conv2d, (2, 6, 12, 12), (6, 2, 3, 3), False, dict(groups=3, dilation=2, padding=1)),
+    ("conv1d", F.conv1d, (3, 4, 100), (5, 4, 3), True, {}),
+    ("conv3d", F.conv3d, (2, 2, 4, 5, 6), (3, 2, 3, 3, 3), True, dict(padding=1)),
+    ("conv_t2d", F.conv_transpose2d, (2, 4, 6, 6), (4, 3, 3, 3), True, dict(stride=2, padding=1)),
+    ("one_gemm_over_batch", F.conv2d, (2, 128, 8, 8), (128, 128, 3, 3), False, dict(padding=1)),
+]
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("name,fn,ishape,wshape,bias,kwargs", BATCHED, ids=[c[0] for c in BATCHED])
+def test_conv_batched_gemm_paths(name, fn, ishape, wshape, bias, kwargs):
+    # cy > L and many tiles: one GEMM over the batch, 1152 products per output summed in
+    # another order than the CPU's.
+    tol = dict(rtol=1e-4, atol=1e-3) if name == "one_gemm_over_batch" else None
+    run_case(fn, ishape, wshape, bias, kwargs, torch.float32, grad=True, tol=tol)
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("name,fn,ishape,wshape,bias,kwargs", BATCHED[:5:2], ids=[c[0] for c in BATCHED[:5:2]])
+def test_conv_batched_gemm_paths_half(name, fn, ishape, wshape, bias, kwargs, dtype):
+    run_case(fn, ishape, wshape, bias, kwargs, dtype, grad=True)
+
+
+IMPLICIT = [c for c in CASES if c[0] in ("conv1d", "conv2d_mixed", "conv2d_groups", "conv2d_depthwise",
+                                        "conv3d_stride", "conv_t2d", "conv_t3d")] + BATCHED[4:] + [
+    # Unit strides: the input gradient (a transposed convolution's forward) is a convolution
+    # with the flipped weight; not when output_padding breaks the size relation.
+    ("conv_t2d_s1", F.conv_transpose2d, (2, 4, 5, 6), (4, 6, 3, 3), True, dict(padding=1, groups=2)),
+    ("conv_t2d_s1_outpad", F.conv_transpose2d, (2, 4, 5, 5), (4, 3, 3, 3), True,
+     dict(padding=1, dilation=2, output_padding=1)),
+    ("conv3d_pad_past_span", F.conv3d, (1, 2, 5, 6, 7), (3, 2, 2, 3, 1), False, dict(padding=(1, 2, 1))),
+]
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("variant", ["tiled", "tiled_medium", "tiled_large"])
+@pytest.mark.parametrize("name,fn,ishape,wshape,bias,kwargs", IMPLICIT, ids=[c[0] for c in IMPLICIT])
+def test_conv_implicit_gemm(name, fn, ishape, wshape, bias, kwargs, variant, monkeypatch):
+    # GEMMs of shared-memory tiles (GPUs; forced here) gather their B tiles from x: the
+    # forward's (taps along K; a transposed convolution's input gradient is that forward)
+    # and the per-image weight gradient's (output positions along K).
+    monkeypatch.setenv("TORCH_WEBGPU_GEMM_VARIANT", variant)
+    monkeypatch.setenv("TORCH_WEBGPU_CONV_IMPLICIT", "1")  # also products under 16 rows
+    tol = dict(rtol=1e-4, atol=1e-3) if name == "one_gemm_over_batch" else None
+    run_case(fn, ishape, wshape, bias, kwargs, torch.float32, grad=True, tol=tol)
+    if name in ("conv2d_groups", "3x3_stride"):
+        for dtype in (torch.float16, torch.bfloat16):
+            run_case(fn, ishape, wshape, bias, kwargs, dtype, grad=True)
+    if name == "3x3_stride":
+        run_case(fn, ishape, wshape, bias, kwargs, torch.float32, grad=True,
+                 transform=lambda t: t.contiguous(memory_format=torch.channels_last))
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_conv_implicit_gemm_by_default_with_tiles(monkeypatch):
+    # With tiles (as on GPUs) products of 16+ rows and columns gather without being forced:
+    # forward, per-image weight gradient and the unit-stride input gradient (no col2im).
+    monkeypatch.setenv("TORCH_WEBGPU_GEMM_VARIANT", "tiled")
+    monkeypatch.delenv("TORCH_WEBGPU_CONV_IMPLICIT", raising=False)
+    with torch.webgpu.profiler.profile() as prof:
+        run_case(F.conv2d, (3, 16, 12, 12), (24, 16, 3, 3), True, dict(padding=1), torch.float32, grad=True)
+    kernels = {r.kernel for r in prof.key_averages()}
+    assert "conv:gather_taps" in kernels, kernels
+    assert not any(k.startswith(("conv:im2col", "conv:col2im")) for k in kernels), kernels
+    assert any("kngt" in k for k in kernels) and any("kkgp" in k for k in kernels), kernels
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_conv_1x1_non_contiguous_input():
+    run_case(F.conv2d, (4, 16, 9, 9), (8, 16, 1, 1), True, {}, torch.float32, grad=True,
+             transform=lambda t: t.contiguous(memory_format=torch.channels_last))
+    run_case(F.conv2d, (3, 16, 9, 18), (8, 8, 1, 1), False, {}, torch.float32, grad=True,
+             transform=lambda t: t[:, ::2, :, 1::2])
 
 
 @pytest.mark.usefixtures("quiet_fallback")
