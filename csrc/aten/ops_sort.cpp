@@ -236,35 +236,36 @@ std::tuple<Tensor&, Tensor&> topk_values(const Tensor& self, int64_t k, int64_t 
   };
   if (over_row_pieces(self, dim, false, false, topk_piece, values, indices)) return {values, indices};
   const int64_t length = self.dim() > 0 ? self.size(dim) : 1;
-  if (length <= static_cast<int64_t>(kTopkSerialMaxLength)) {
-    // Short rows: the CPU's own selection steps, so ties report the CPU's indices.
-    const bool scalar = self.dim() == 0;
-    Tensor in = (scalar ? self.reshape({1}) : self).movedim(scalar ? 0 : dim, -1).contiguous();
-    auto out_sizes = in.sizes().vec();
-    out_sizes.back() = k;
-    Tensor v = at::empty(out_sizes, in.options());
-    Tensor x = at::empty(out_sizes, in.options().dtype(at::kLong));
-    Tensor scratch = at::empty({in.numel() * 3}, in.options().dtype(at::kInt));
-    TWGPU_TRY
-      DeviceRef r = device_ref(in), vr = device_ref(v), xr = device_ref(x);
-      SortInput si;
-      si.buffer = r.buffer;
-      si.offset = r.offset;
-      si.dtype = r.dtype;
-      si.rows = static_cast<uint64_t>(in.numel() / length);
-      si.n = static_cast<uint64_t>(length);
-      RuntimeLock lock;
+  // Short rows: the CPU's own selection steps, so ties report the CPU's indices. Longer
+  // rows: topk_rows (a chunked selection for small k, a full sort otherwise).
+  const bool serial = length <= static_cast<int64_t>(kTopkSerialMaxLength);
+  const bool scalar = self.dim() == 0;
+  Tensor in = (scalar ? self.reshape({1}) : self).movedim(scalar ? 0 : dim, -1).contiguous();
+  auto out_sizes = in.sizes().vec();
+  out_sizes.back() = k;
+  Tensor v = at::empty(out_sizes, in.options());
+  Tensor x = at::empty(out_sizes, in.options().dtype(at::kLong));
+  const uint64_t rows = static_cast<uint64_t>(in.numel() / length);
+  const uint64_t words = serial ? rows * length * 3 : sort_scratch_words(rows, length);
+  Tensor scratch = at::empty({static_cast<int64_t>(words)}, in.options().dtype(at::kInt));
+  TWGPU_TRY
+    DeviceRef r = device_ref(in), vr = device_ref(v), xr = device_ref(x);
+    SortInput si;
+    si.buffer = r.buffer;
+    si.offset = r.offset;
+    si.dtype = r.dtype;
+    si.rows = rows;
+    si.n = static_cast<uint64_t>(length);
+    RuntimeLock lock;
+    if (serial)
       topk_small_rows(lock.ctx(), si, static_cast<uint64_t>(k), largest, sorted,
                       device_ref(scratch).buffer, vr.buffer, vr.offset, xr.buffer, xr.offset);
-    TWGPU_CATCH
-    write_result(values, scalar ? v.reshape({}) : v.movedim(-1, dim));
-    write_result(indices, scalar ? x.reshape({}) : x.movedim(-1, dim));
-    return {values, indices};
-  }
-  Rows r = sort_along(self, dim, largest);
-  auto [v, i] = take_sorted(r, k);
-  write_result(values, v);
-  write_result(indices, i);
+    else
+      topk_rows(lock.ctx(), si, static_cast<uint64_t>(k), largest, device_ref(scratch).buffer,
+                vr.buffer, vr.offset, xr.buffer, xr.offset);
+  TWGPU_CATCH
+  write_result(values, scalar ? v.reshape({}) : v.movedim(-1, dim));
+  write_result(indices, scalar ? x.reshape({}) : x.movedim(-1, dim));
   return {values, indices};
 }
 

@@ -45,6 +45,15 @@ void sorted_take(Context& ctx, const SortInput& in, WGPUBuffer scratch, uint64_t
                  WGPUBuffer values, uint64_t values_offset, WGPUBuffer indices,
                  uint64_t indices_offset);
 
+// topk: values and int64 indices of the first k entries of every row sorted ascending
+// (descending when `largest`), exactly sort_rows + sorted_take's result (ties by index,
+// NaN largest). For k well below a row, without sorting whole rows: each pass sorts chunks
+// of a row in workgroup memory and keeps the first k of each, until one chunk is left.
+// `scratch`: sort_scratch_words(rows, n) words.
+void topk_rows(Context& ctx, const SortInput& in, uint64_t k, bool largest, WGPUBuffer scratch,
+               WGPUBuffer values, uint64_t values_offset, WGPUBuffer indices,
+               uint64_t indices_offset);
+
 enum class SortedPick : uint32_t {
   Position = 0,   // the entry at `position` (kthvalue: ascending sort, k - 1)
   Median = 1,     // lower median; the first NaN of the row when it has one
