@@ -63,33 +63,98 @@ uint64_t chunk_max(Context& ctx) {
   return c;
 }
 
-// One local pass: every workgroup sorts `chunk` entries of one segment of a row in
+// One local pass: every workgroup orders `chunk` entries of one segment of a row in
 // workgroup memory and writes the first `keep` of them.
 //  - source: the input (sort keys of row r's elements `pos`, index pos; positions past
 //    `m` pad with entries that sort last) or scratch entries from `src_base` (row r's
 //    `m` entries at src_base + r * m);
-//  - the network: every stage up to `chunk` (full) or, for a stage k above it, the
-//    steps j < chunk; chunks sort ascending (`alternate` 0) or in the bitonic network's
-//    alternating directions by their position in the row;
+//  - sort (sort_rows): the bitonic network, every stage up to `chunk` (full) or, for a
+//    stage k above it, the steps j < chunk, in the directions the whole row's network
+//    gives the chunk (`keep` = chunk);
+//  - select (topk_rows): only the first `keep` (<= chunk / 2) in ascending order: runs of
+//    `keep` sorted alternately up and down, then rounds that halve the runs (the
+//    elementwise minimum of an ascending and a descending run holds the smaller half of
+//    both, in bitonic order, which `keep`'s merge steps sort);
 //  - output: row r's segment s at dst_base + (r * segs + s) * keep.
-// sort_rows uses it in place (keep = chunk); topk_rows to keep each segment's best.
 struct LocalPass {
+  bool select = false;
   bool from_input = false;
   bool full = false;
-  bool alternate = true;
   bool descending = false;
   uint64_t chunk = 0, m = 0, segs = 0, keep = 0, k = 0;
   uint64_t src_base = 0, dst_base = 0;
 };
 
+// WGSL of the sort mode's network (after the entries are in sh_key / sh_idx).
+std::string sort_network(const std::string& W) {
+  return "  let full = u.full != 0u;\n"
+         "  var k = select(u.stage_k, 2u, full);\n"
+         "  loop {\n"
+         "    var j = select(chunk / 2u, k / 2u, full);\n"
+         "    loop {\n"
+         "      if (j == 0u) { break; }\n"
+         "      for (var t = lid; t < chunk / 2u; t = t + " + W + ") {\n"
+         "        let lo = 2u * j * (t / j) + (t % j);\n"
+         "        exchange(lo, lo + j, ((start + lo) & k) == 0u);\n"
+         "      }\n"
+         "      workgroupBarrier();\n"
+         "      j = j / 2u;\n"
+         "    }\n"
+         "    if (!full || k >= chunk) { break; }\n"
+         "    k = k * 2u;\n"
+         "  }\n";
+}
+
+// WGSL of the select mode's runs and halving rounds.
+std::string select_network(const std::string& W) {
+  return "  let keep = u.keep;\n"
+         "  for (var k = 2u; k <= keep; k = k * 2u) {\n"
+         "    for (var j = k / 2u; j > 0u; j = j / 2u) {\n"
+         "      for (var t = lid; t < chunk / 2u; t = t + " + W + ") {\n"
+         "        let lo = 2u * j * (t / j) + (t % j);\n"
+         "        exchange(lo, lo + j, (lo & k) == 0u);\n"
+         "      }\n"
+         "      workgroupBarrier();\n"
+         "    }\n"
+         "  }\n"
+         // Live runs lie `stride` apart; run 2q (ascending) takes the minimum with run
+         // 2q + 1 (descending), then sorts in q's direction.
+         "  var stride = keep;\n"
+         "  var runs = chunk / keep;\n"
+         "  loop {\n"
+         "    if (runs == 1u) { break; }\n"
+         "    let pairs = runs / 2u;\n"
+         "    for (var t = lid; t < pairs * keep; t = t + " + W + ") {\n"
+         "      let a = 2u * (t / keep) * stride + (t % keep);\n"
+         "      let b = a + stride;\n"
+         "      if (entry_less(vec3<u32>(sh_key[b], sh_idx[b]), vec3<u32>(sh_key[a], sh_idx[a]))) {\n"
+         "        sh_key[a] = sh_key[b]; sh_idx[a] = sh_idx[b];\n"
+         "      }\n"
+         "    }\n"
+         "    workgroupBarrier();\n"
+         "    let half = keep / 2u;\n"
+         "    for (var j = half; j > 0u; j = j / 2u) {\n"
+         "      for (var t = lid; t < pairs * half; t = t + " + W + ") {\n"
+         "        let q = t / half;\n"
+         "        let r = t % half;\n"
+         "        let lo = 2u * q * stride + 2u * j * (r / j) + (r % j);\n"
+         "        exchange(lo, lo + j, (q & 1u) == 0u);\n"
+         "      }\n"
+         "      workgroupBarrier();\n"
+         "    }\n"
+         "    stride = stride * 2u;\n"
+         "    runs = pairs;\n"
+         "  }\n";
+}
+
 void local_pass(Context& ctx, const SortInput& in, WGPUBuffer scratch, const LocalPass& p) {
   static const UniformLayout layout({{"in_offset"}, {"chunk"}, {"m"}, {"segs"}, {"keep"},
                                      {"stage_k"}, {"src_base"}, {"dst_base"}, {"descending"},
-                                     {"full"}, {"from_input"}, {"alternate"}});
+                                     {"full"}, {"from_input"}});
   const uint64_t capacity = chunk_max(ctx);
   const uint32_t wg = static_cast<uint32_t>(std::min<uint64_t>(256, std::max<uint64_t>(1, p.chunk / 2)));
   KernelLaunch l;
-  l.typed = {"sort:local", {static_cast<uint32_t>(in.dtype), u32_of(capacity)}};
+  l.typed = {"sort:local", {static_cast<uint32_t>(in.dtype), u32_of(capacity), p.select ? 1u : 0u}};
   l.buffers = {{in.buffer, Access::Read, false}, {scratch, Access::ReadWrite, false}};
   l.declare(layout)
       .set_u32("in_offset", u32_of(in.offset))
@@ -102,19 +167,28 @@ void local_pass(Context& ctx, const SortInput& in, WGPUBuffer scratch, const Loc
       .set_u32("dst_base", u32_of(p.dst_base))
       .set_u32("descending", p.descending ? 1u : 0u)
       .set_u32("full", p.full ? 1u : 0u)
-      .set_u32("from_input", p.from_input ? 1u : 0u)
-      .set_u32("alternate", p.alternate ? 1u : 0u);
+      .set_u32("from_input", p.from_input ? 1u : 0u);
   l.grid = Grid::Groups;
   l.count = in.rows * p.segs;
   l.workgroup = wg;
   const DType dtype = in.dtype;
-  l.body = [&l, dtype, wg, capacity] {
+  const bool select = p.select;
+  l.body = [&l, dtype, wg, capacity, select] {
     const std::string W = std::to_string(wg) + "u";
     const std::string C = std::to_string(capacity);
     return kernel_load("load_in", l.buffers, 0, dtype) + key_function(dtype) +
            entry_functions(1) + set_entry_function(1) +
            "var<workgroup> sh_key: array<vec2<u32>, " + C + ">;\n"
-           "var<workgroup> sh_idx: array<u32, " + C + ">;\n" +
+           "var<workgroup> sh_idx: array<u32, " + C + ">;\n"
+           // Orders entries lo < hi of the workgroup's chunk.
+           "fn exchange(lo: u32, hi: u32, ascending: bool) {\n"
+           "  let a = vec3<u32>(sh_key[lo], sh_idx[lo]);\n"
+           "  let b = vec3<u32>(sh_key[hi], sh_idx[hi]);\n"
+           "  if (entry_less(b, a) == ascending) {\n"
+           "    sh_key[lo] = b.xy; sh_idx[lo] = b.z;\n"
+           "    sh_key[hi] = a.xy; sh_idx[hi] = a.z;\n"
+           "  }\n"
+           "}\n" +
            kernel_main(Grid::Groups, wg) +
            "  let chunk = u.chunk;\n"
            "  let valid = group < uw(0u);\n"
@@ -134,31 +208,8 @@ void local_pass(Context& ctx, const SortInput& in, WGPUBuffer scratch, const Loc
            "    sh_key[t] = e.xy;\n"
            "    sh_idx[t] = e.z;\n"
            "  }\n"
-           "  workgroupBarrier();\n"
-           "  let full = u.full != 0u;\n"
-           "  let dir_base = select(0u, start, u.alternate != 0u);\n"
-           "  var k = select(u.stage_k, 2u, full);\n"
-           "  loop {\n"
-           "    var j = select(chunk / 2u, k / 2u, full);\n"
-           "    loop {\n"
-           "      if (j == 0u) { break; }\n"
-           "      for (var t = lid; t < chunk / 2u; t = t + " + W + ") {\n"
-           "        let lo = 2u * j * (t / j) + (t % j);\n"
-           "        let hi = lo + j;\n"
-           "        let ascending = ((dir_base + lo) & k) == 0u;\n"
-           "        let a = vec3<u32>(sh_key[lo], sh_idx[lo]);\n"
-           "        let b = vec3<u32>(sh_key[hi], sh_idx[hi]);\n"
-           "        if (entry_less(b, a) == ascending) {\n"
-           "          sh_key[lo] = b.xy; sh_idx[lo] = b.z;\n"
-           "          sh_key[hi] = a.xy; sh_idx[hi] = a.z;\n"
-           "        }\n"
-           "      }\n"
-           "      workgroupBarrier();\n"
-           "      j = j / 2u;\n"
-           "    }\n"
-           "    if (!full || k >= chunk) { break; }\n"
-           "    k = k * 2u;\n"
-           "  }\n"
+           "  workgroupBarrier();\n" +
+           (select ? select_network(W) : sort_network(W)) +
            "  if (valid) {\n"
            "    let dst = u.dst_base + group * u.keep;\n"
            "    for (var t = lid; t < u.keep; t = t + " + W + ") {\n"
@@ -303,8 +354,7 @@ void topk_rows(Context& ctx, const SortInput& in, uint64_t k, bool largest, WGPU
   // of the scratch (the second starts after the first level's output).
   LocalPass p;
   p.descending = largest;
-  p.alternate = false;
-  p.full = p.from_input = true;
+  p.select = p.from_input = true;
   p.chunk = chunk;
   p.keep = keep;
   p.m = in.n;
