@@ -85,21 +85,39 @@ struct LocalPass {
   uint64_t src_base = 0, dst_base = 0;
 };
 
+// WGSL of the steps j, j / 2, ..., 1 of a stage (`j` a var; `ascending`: WGSL of whether
+// the pair at `lo` sorts up). Once a step's pairs lie inside the span of chunk / W entries
+// each invocation owns, that invocation runs the remaining steps over its span alone,
+// with no barrier between them (about half the steps of a 4096-entry sort).
+std::string stage_steps(const std::string& W, const std::string& ascending) {
+  return "    loop {\n"
+         "      if (j == 0u) { break; }\n"
+         "      if (2u * j <= span) {\n"
+         "        for (; j > 0u; j = j / 2u) {\n"
+         "          for (var t = 0u; t < span / 2u; t = t + 1u) {\n"
+         "            let lo = own + 2u * j * (t / j) + (t % j);\n"
+         "            exchange(lo, lo + j, " + ascending + ");\n"
+         "          }\n"
+         "        }\n"
+         "        workgroupBarrier();\n"
+         "        break;\n"
+         "      }\n"
+         "      for (var t = lid; t < chunk / 2u; t = t + " + W + ") {\n"
+         "        let lo = 2u * j * (t / j) + (t % j);\n"
+         "        exchange(lo, lo + j, " + ascending + ");\n"
+         "      }\n"
+         "      workgroupBarrier();\n"
+         "      j = j / 2u;\n"
+         "    }\n";
+}
+
 // WGSL of the sort mode's network (after the entries are in sh_key / sh_idx).
 std::string sort_network(const std::string& W) {
   return "  let full = u.full != 0u;\n"
          "  var k = select(u.stage_k, 2u, full);\n"
          "  loop {\n"
-         "    var j = select(chunk / 2u, k / 2u, full);\n"
-         "    loop {\n"
-         "      if (j == 0u) { break; }\n"
-         "      for (var t = lid; t < chunk / 2u; t = t + " + W + ") {\n"
-         "        let lo = 2u * j * (t / j) + (t % j);\n"
-         "        exchange(lo, lo + j, ((start + lo) & k) == 0u);\n"
-         "      }\n"
-         "      workgroupBarrier();\n"
-         "      j = j / 2u;\n"
-         "    }\n"
+         "    var j = select(chunk / 2u, k / 2u, full);\n" +
+         stage_steps(W, "((start + lo) & k) == 0u") +
          "    if (!full || k >= chunk) { break; }\n"
          "    k = k * 2u;\n"
          "  }\n";
@@ -109,13 +127,8 @@ std::string sort_network(const std::string& W) {
 std::string select_network(const std::string& W) {
   return "  let keep = u.keep;\n"
          "  for (var k = 2u; k <= keep; k = k * 2u) {\n"
-         "    for (var j = k / 2u; j > 0u; j = j / 2u) {\n"
-         "      for (var t = lid; t < chunk / 2u; t = t + " + W + ") {\n"
-         "        let lo = 2u * j * (t / j) + (t % j);\n"
-         "        exchange(lo, lo + j, (lo & k) == 0u);\n"
-         "      }\n"
-         "      workgroupBarrier();\n"
-         "    }\n"
+         "    var j = k / 2u;\n" +
+         stage_steps(W, "(lo & k) == 0u") +
          "  }\n"
          // Live runs lie `stride` apart; run 2q (ascending) takes the minimum with run
          // 2q + 1 (descending), then sorts in q's direction.
@@ -191,6 +204,8 @@ void local_pass(Context& ctx, const SortInput& in, WGPUBuffer scratch, const Loc
            "}\n" +
            kernel_main(Grid::Groups, wg) +
            "  let chunk = u.chunk;\n"
+           "  let span = chunk / " + W + ";\n"
+           "  let own = lid * span;\n"
            "  let valid = group < uw(0u);\n"
            "  let row = group / u.segs;\n"
            "  let start = (group % u.segs) * chunk;\n"
