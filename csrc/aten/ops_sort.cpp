@@ -70,6 +70,18 @@ struct Rows {
   Tensor scratch;  // the sorted (key, index) entries
 };
 
+// The kernels' view of `in`'s rows along its last dim (`in` contiguous, numel > 0).
+SortInput rows_of(const Tensor& in) {
+  DeviceRef r = device_ref(in);
+  SortInput si;
+  si.buffer = r.buffer;
+  si.offset = r.offset;
+  si.dtype = r.dtype;
+  si.n = static_cast<uint64_t>(in.size(-1));
+  si.rows = static_cast<uint64_t>(in.numel()) / si.n;
+  return si;
+}
+
 // Sorts the rows of `self` along `dim` (self.numel() > 0).
 Rows sort_along(const Tensor& self, int64_t dim, bool descending) {
   Rows r;
@@ -80,12 +92,7 @@ Rows sort_along(const Tensor& self, int64_t dim, bool descending) {
   r.scratch = at::empty({static_cast<int64_t>(sort_scratch_words(r.in.numel() / n, n))},
                         r.in.options().dtype(at::kInt));
   TWGPU_TRY
-    DeviceRef i = device_ref(r.in);
-    r.input.buffer = i.buffer;
-    r.input.offset = i.offset;
-    r.input.dtype = i.dtype;
-    r.input.rows = static_cast<uint64_t>(r.in.numel() / n);
-    r.input.n = static_cast<uint64_t>(n);
+    r.input = rows_of(r.in);
     RuntimeLock lock;
     sort_rows(lock.ctx(), r.input, descending, device_ref(r.scratch).buffer);
   TWGPU_CATCH
@@ -266,13 +273,8 @@ std::tuple<Tensor&, Tensor&> topk_values(const Tensor& self, int64_t k, int64_t 
   const uint64_t words = serial ? rows * length * 3 : sort_scratch_words(rows, length);
   Tensor scratch = at::empty({static_cast<int64_t>(words)}, in.options().dtype(at::kInt));
   TWGPU_TRY
-    DeviceRef r = device_ref(in), vr = device_ref(v), xr = device_ref(x);
-    SortInput si;
-    si.buffer = r.buffer;
-    si.offset = r.offset;
-    si.dtype = r.dtype;
-    si.rows = rows;
-    si.n = static_cast<uint64_t>(length);
+    DeviceRef vr = device_ref(v), xr = device_ref(x);
+    const SortInput si = rows_of(in);
     RuntimeLock lock;
     if (serial)
       topk_small_rows(lock.ctx(), si, static_cast<uint64_t>(k), largest, sorted,
@@ -344,20 +346,14 @@ std::tuple<Tensor&, Tensor&> kthvalue_values(const Tensor& self, int64_t k, int6
   // The CPU's quickselect, so that ties pick the same index.
   const bool scalar = self.dim() == 0;
   Tensor in = (scalar ? self.reshape({1}) : self).movedim(scalar ? 0 : dim, -1).contiguous();
-  const int64_t n = in.size(-1);
   auto row_sizes = in.sizes().vec();
   row_sizes.pop_back();
   Tensor v = at::empty(row_sizes, in.options());
   Tensor x = at::empty(row_sizes, in.options().dtype(at::kLong));
   Tensor scratch = at::empty({in.numel() * 3}, in.options().dtype(at::kInt));
   TWGPU_TRY
-    DeviceRef r = device_ref(in), vr = device_ref(v), xr = device_ref(x);
-    SortInput si;
-    si.buffer = r.buffer;
-    si.offset = r.offset;
-    si.dtype = r.dtype;
-    si.rows = static_cast<uint64_t>(in.numel() / n);
-    si.n = static_cast<uint64_t>(n);
+    DeviceRef vr = device_ref(v), xr = device_ref(x);
+    const SortInput si = rows_of(in);
     RuntimeLock lock;
     quickselect_rows(lock.ctx(), si, static_cast<uint64_t>(k - 1), device_ref(scratch).buffer,
                      vr.buffer, vr.offset, xr.buffer, xr.offset);

@@ -54,6 +54,16 @@ std::string set_entry_function(size_t b) {
 
 uint32_t u32_of(uint64_t v) { return static_cast<uint32_t>(v); }
 
+// The bindings of a kernel that reads rows (and scratch entries) and writes values in the
+// input's dtype and int64 indices: buf0 input, buf1 scratch, buf2 values, buf3 indices.
+std::vector<KernelBuffer> result_buffers(const SortInput& in, WGPUBuffer scratch, Access scratch_access,
+                                         WGPUBuffer values, WGPUBuffer indices) {
+  return {{in.buffer, Access::Read, false},
+          {scratch, scratch_access, false},
+          {values, Access::ReadWrite, is_subword(in.dtype)},
+          {indices, Access::ReadWrite, false}};
+}
+
 // Entries one workgroup sorts in its memory (12 bytes each): the largest power of two
 // from 1024 to 4096 that the device's workgroup storage holds (1024 under the spec's
 // default 16 KiB; 4096 where 48 KiB allow, so rows up to 4096 sort in one pass).
@@ -281,10 +291,7 @@ void take_entries(Context& ctx, const SortInput& in, WGPUBuffer scratch, uint64_
                                      {"values_offset"}, {"indices_offset"}});
   KernelLaunch l;
   l.typed = {"sort:take", {static_cast<uint32_t>(in.dtype)}};
-  l.buffers = {{in.buffer, Access::Read, false},
-               {scratch, Access::Read, false},
-               {values, Access::ReadWrite, is_subword(in.dtype)},
-               {indices, Access::ReadWrite, false}};
+  l.buffers = result_buffers(in, scratch, Access::Read, values, indices);
   l.declare(layout)
       .set_u32("in_offset", u32_of(in.offset))
       .set_u32("n", u32_of(in.n))
@@ -399,10 +406,7 @@ void sorted_pick(Context& ctx, const SortInput& in, WGPUBuffer scratch, SortedPi
                                      {"is_float"}, {"values_offset"}, {"indices_offset"}});
   KernelLaunch l;
   l.typed = {"sort:pick", {static_cast<uint32_t>(in.dtype)}};
-  l.buffers = {{in.buffer, Access::Read, false},
-               {scratch, Access::Read, false},
-               {values, Access::ReadWrite, is_subword(in.dtype)},
-               {indices, Access::ReadWrite, false}};
+  l.buffers = result_buffers(in, scratch, Access::Read, values, indices);
   l.declare(layout)
       .set_u32("in_offset", u32_of(in.offset))
       .set_u32("n", u32_of(in.n))
@@ -956,10 +960,7 @@ void quickselect_rows(Context& ctx, const SortInput& in, uint64_t k, WGPUBuffer 
       {{"in_offset"}, {"n"}, {"position"}, {"values_offset"}, {"indices_offset"}});
   KernelLaunch l;
   l.typed = {"sort:quickselect", {static_cast<uint32_t>(in.dtype)}};
-  l.buffers = {{in.buffer, Access::Read, false},
-               {scratch, Access::ReadWrite, false},
-               {values, Access::ReadWrite, is_subword(in.dtype)},
-               {indices, Access::ReadWrite, false}};
+  l.buffers = result_buffers(in, scratch, Access::ReadWrite, values, indices);
   l.declare(layout)
       .set_u32("in_offset", u32_of(in.offset))
       .set_u32("n", u32_of(in.n))
@@ -1196,10 +1197,7 @@ void topk_small_rows(Context& ctx, const SortInput& in, uint64_t k, bool largest
                                      {"values_offset"}, {"indices_offset"}});
   KernelLaunch l;
   l.typed = {"sort:topk_small", {static_cast<uint32_t>(in.dtype)}};
-  l.buffers = {{in.buffer, Access::Read, false},
-               {scratch, Access::ReadWrite, false},
-               {values, Access::ReadWrite, is_subword(in.dtype)},
-               {indices, Access::ReadWrite, false}};
+  l.buffers = result_buffers(in, scratch, Access::ReadWrite, values, indices);
   l.declare(layout)
       .set_u32("in_offset", u32_of(in.offset))
       .set_u32("n", u32_of(in.n))
