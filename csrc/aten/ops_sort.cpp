@@ -99,22 +99,24 @@ Rows sort_along(const Tensor& self, int64_t dim, bool descending) {
   return r;
 }
 
-// The first k sorted entries of every row, in self's layout (dim of size k).
-std::pair<Tensor, Tensor> take_sorted(const Rows& r, int64_t k) {
-  auto sizes = r.in.sizes().vec();
-  sizes.back() = k;
-  Tensor values = at::empty(sizes, r.in.options());
-  Tensor indices = at::empty(sizes, r.in.options().dtype(at::kLong));
-  if (values.numel() > 0) {
-    TWGPU_TRY
-      DeviceRef v = device_ref(values), x = device_ref(indices);
-      RuntimeLock lock;
-      sorted_take(lock.ctx(), r.input, device_ref(r.scratch).buffer, static_cast<uint64_t>(k),
-                  v.buffer, v.offset, x.buffer, x.offset);
-    TWGPU_CATCH
-  }
-  if (r.scalar) return {values.reshape({}), indices.reshape({})};
-  return {values.movedim(-1, r.dim), indices.movedim(-1, r.dim)};
+// `self` sorted along `dim` (self.numel() > 0): values and indices in self's layout.
+std::pair<Tensor, Tensor> sorted_along(const Tensor& self, int64_t dim, bool descending) {
+  const bool scalar = self.dim() == 0;
+  dim = scalar ? 0 : at::maybe_wrap_dim(dim, self.dim());
+  Tensor in = (scalar ? self.reshape({1}) : self).movedim(dim, -1).contiguous();
+  Tensor values = at::empty(in.sizes(), in.options());
+  Tensor indices = at::empty(in.sizes(), in.options().dtype(at::kLong));
+  const int64_t n = in.size(-1);
+  Tensor scratch = at::empty({static_cast<int64_t>(sort_scratch_words(in.numel() / n, n))},
+                             in.options().dtype(at::kInt));
+  TWGPU_TRY
+    DeviceRef v = device_ref(values), x = device_ref(indices);
+    RuntimeLock lock;
+    sort_take(lock.ctx(), rows_of(in), descending, device_ref(scratch).buffer,
+              static_cast<uint64_t>(n), v.buffer, v.offset, x.buffer, x.offset);
+  TWGPU_CATCH
+  if (scalar) return {values.reshape({}), indices.reshape({})};
+  return {values.movedim(-1, dim), indices.movedim(-1, dim)};
 }
 
 // One entry per row, shaped as a reduction of self over the dim.
@@ -222,8 +224,7 @@ std::tuple<Tensor&, Tensor&> sort_values_stable(const Tensor& self, std::optiona
   if (over_row_pieces(self, dim, false, false, sort_piece, values, indices)) return {values, indices};
   auto sorted_rows = [&] {
     if (row_too_long(self, dim)) return sort_long_rows(self, dim, descending);
-    Rows r = sort_along(self, dim, descending);
-    return take_sorted(r, r.in.size(-1));
+    return sorted_along(self, dim, descending);
   };
   auto [v, i] = sorted_rows();
   write_result(values, v);
@@ -615,8 +616,7 @@ Tensor& isin_out(const Tensor& elements, const Tensor& test_elements, bool assum
     return out;
   }
   // Sort the test set once, then binary-search every element in it.
-  Rows r = sort_along(test_elements.to(common).reshape({-1}), 0, false);
-  Tensor sorted = take_sorted(r, r.in.size(-1)).first.contiguous();
+  Tensor sorted = sorted_along(test_elements.to(common).reshape({-1}), 0, false).first.contiguous();
   Tensor values = elements.to(common).contiguous();
   Tensor result = at::empty(elements.sizes(), elements.options().dtype(at::kBool));
   TWGPU_TRY

@@ -85,8 +85,19 @@ uint64_t chunk_max(Context& ctx) {
 //    `keep` sorted alternately up and down, then rounds that halve the runs (the
 //    elementwise minimum of an ascending and a descending run holds the smaller half of
 //    both, in bitonic order, which `keep`'s merge steps sort);
-//  - output: row r's segment s at dst_base + (r * segs + s) * keep.
+//  - output: row r's segment s at dst_base + (r * segs + s) * keep; or, when the pass
+//    holds whole rows (segs 1) and `result` is set, the first `take` entries as values
+//    (read back from the input) and int64 indices, with no scratch round trip.
+struct RowResult {
+  uint64_t take = 0;
+  WGPUBuffer values = nullptr;
+  uint64_t values_offset = 0;
+  WGPUBuffer indices = nullptr;
+  uint64_t indices_offset = 0;
+};
+
 struct LocalPass {
+  const RowResult* result = nullptr;
   bool select = false;
   bool from_input = false;
   bool full = false;
@@ -171,15 +182,27 @@ std::string select_network(const std::string& W) {
 }
 
 void local_pass(Context& ctx, const SortInput& in, WGPUBuffer scratch, const LocalPass& p) {
-  static const UniformLayout layout({{"in_offset"}, {"chunk"}, {"m"}, {"segs"}, {"keep"},
+  static const UniformLayout layout({{"in_offset"}, {"n"}, {"chunk"}, {"m"}, {"segs"}, {"keep"},
                                      {"stage_k"}, {"src_base"}, {"dst_base"}, {"descending"},
-                                     {"full"}, {"from_input"}});
+                                     {"full"}, {"from_input"}, {"take"}, {"values_offset"},
+                                     {"indices_offset"}});
   const uint64_t capacity = chunk_max(ctx);
   const uint32_t wg = static_cast<uint32_t>(std::min<uint64_t>(256, std::max<uint64_t>(1, p.chunk / 2)));
+  const RowResult none;
+  const RowResult& out = p.result ? *p.result : none;
+  const bool direct = p.result != nullptr;
+  if (direct && p.segs != 1)
+    fail(ErrorKind::Internal, "torch_webgpu: sort's local pass writes results of whole rows only");
   KernelLaunch l;
-  l.typed = {"sort:local", {static_cast<uint32_t>(in.dtype), u32_of(capacity), p.select ? 1u : 0u}};
-  l.buffers = {{in.buffer, Access::Read, false}, {scratch, Access::ReadWrite, false}};
+  l.typed = {"sort:local", {static_cast<uint32_t>(in.dtype), u32_of(capacity), p.select ? 1u : 0u,
+                            direct ? 1u : 0u}};
+  if (direct) l.buffers = result_buffers(in, scratch, Access::ReadWrite, out.values, out.indices);
+  else l.buffers = {{in.buffer, Access::Read, false}, {scratch, Access::ReadWrite, false}};
   l.declare(layout)
+      .set_u32("n", u32_of(in.n))
+      .set_u32("take", u32_of(out.take))
+      .set_u32("values_offset", u32_of(out.values_offset))
+      .set_u32("indices_offset", u32_of(out.indices_offset))
       .set_u32("in_offset", u32_of(in.offset))
       .set_u32("chunk", u32_of(p.chunk))
       .set_u32("m", u32_of(p.m))
@@ -196,10 +219,29 @@ void local_pass(Context& ctx, const SortInput& in, WGPUBuffer scratch, const Loc
   l.workgroup = wg;
   const DType dtype = in.dtype;
   const bool select = p.select;
-  l.body = [&l, dtype, wg, capacity, select] {
+  l.body = [&l, dtype, wg, capacity, select, direct] {
     const std::string W = std::to_string(wg) + "u";
     const std::string C = std::to_string(capacity);
-    return kernel_load("load_in", l.buffers, 0, dtype) + key_function(dtype) +
+    const std::string store =
+        direct ? "  if (valid) {\n"
+                 "    let dst = group * u.take;\n"
+                 "    for (var t = lid; t < u.take; t = t + " + W + ") {\n"
+                 "      let i = sh_idx[t];\n"
+                 "      store_value(u.values_offset + dst + t, load_in(u.in_offset + row * u.n + i));\n"
+                 "      store_index(u.indices_offset + dst + t, vec2<u32>(i, 0u));\n"
+                 "    }\n"
+                 "  }\n"
+               : "  if (valid) {\n"
+                 "    let dst = u.dst_base + group * u.keep;\n"
+                 "    for (var t = lid; t < u.keep; t = t + " + W + ") {\n"
+                 "      set_entry(dst + t, vec3<u32>(sh_key[t], sh_idx[t]));\n"
+                 "    }\n"
+                 "  }\n";
+    std::string stores;
+    if (direct)
+      stores = kernel_store("store_value", l.buffers, 2, dtype, compute_type_for(dtype)) +
+               kernel_store("store_index", l.buffers, 3, DType::Int64, Compute::I64);
+    return kernel_load("load_in", l.buffers, 0, dtype) + key_function(dtype) + stores +
            entry_functions(1) + set_entry_function(1) +
            "var<workgroup> sh_key: array<vec2<u32>, " + C + ">;\n"
            "var<workgroup> sh_idx: array<u32, " + C + ">;\n"
@@ -234,14 +276,7 @@ void local_pass(Context& ctx, const SortInput& in, WGPUBuffer scratch, const Loc
            "    sh_idx[t] = e.z;\n"
            "  }\n"
            "  workgroupBarrier();\n" +
-           (select ? select_network(W) : sort_network(W)) +
-           "  if (valid) {\n"
-           "    let dst = u.dst_base + group * u.keep;\n"
-           "    for (var t = lid; t < u.keep; t = t + " + W + ") {\n"
-           "      set_entry(dst + t, vec3<u32>(sh_key[t], sh_idx[t]));\n"
-           "    }\n"
-           "  }\n"
-           "}\n";
+           (select ? select_network(W) : sort_network(W)) + store + "}\n";
   };
   launch_kernel(ctx, l);
 }
@@ -328,7 +363,12 @@ uint64_t sort_padded_length(uint64_t n) {
 
 uint64_t sort_scratch_words(uint64_t rows, uint64_t n) { return rows * sort_padded_length(n) * 3; }
 
-void sort_rows(Context& ctx, const SortInput& in, bool descending, WGPUBuffer scratch) {
+namespace {
+
+// sort_rows, and with `result` the first result->take entries of each row written out:
+// by the local pass itself when one chunk holds a row, else by a take after the sort.
+void sort_rows_into(Context& ctx, const SortInput& in, bool descending, WGPUBuffer scratch,
+                    const RowResult* result) {
   if (in.rows == 0 || in.n == 0) return;
   check_sizes(in);
   const uint64_t padded = sort_padded_length(in.n);
@@ -339,6 +379,10 @@ void sort_rows(Context& ctx, const SortInput& in, bool descending, WGPUBuffer sc
   p.segs = padded / chunk;
   p.from_input = p.full = true;
   p.m = in.n;
+  if (p.segs == 1) {
+    p.result = result;
+    return local_pass(ctx, in, scratch, p);
+  }
   local_pass(ctx, in, scratch, p);
   p.from_input = p.full = false;
   p.m = padded;
@@ -347,13 +391,23 @@ void sort_rows(Context& ctx, const SortInput& in, bool descending, WGPUBuffer sc
     p.k = k;
     local_pass(ctx, in, scratch, p);
   }
+  if (result)
+    take_entries(ctx, in, scratch, 0, padded, result->take, result->values,
+                 result->values_offset, result->indices, result->indices_offset);
 }
 
-void sorted_take(Context& ctx, const SortInput& in, WGPUBuffer scratch, uint64_t k,
-                 WGPUBuffer values, uint64_t values_offset, WGPUBuffer indices,
-                 uint64_t indices_offset) {
-  take_entries(ctx, in, scratch, 0, sort_padded_length(in.n), k, values, values_offset, indices,
-               indices_offset);
+}  // namespace
+
+void sort_rows(Context& ctx, const SortInput& in, bool descending, WGPUBuffer scratch) {
+  sort_rows_into(ctx, in, descending, scratch, nullptr);
+}
+
+void sort_take(Context& ctx, const SortInput& in, bool descending, WGPUBuffer scratch,
+               uint64_t k, WGPUBuffer values, uint64_t values_offset, WGPUBuffer indices,
+               uint64_t indices_offset) {
+  if (k == 0) return;
+  const RowResult result{k, values, values_offset, indices, indices_offset};
+  sort_rows_into(ctx, in, descending, scratch, &result);
 }
 
 void topk_rows(Context& ctx, const SortInput& in, uint64_t k, bool largest, WGPUBuffer scratch,
@@ -364,11 +418,9 @@ void topk_rows(Context& ctx, const SortInput& in, uint64_t k, bool largest, WGPU
   const uint64_t chunk = chunk_max(ctx);
   uint64_t keep = 2;
   while (keep < k) keep *= 2;
-  if (in.n <= chunk || 2 * keep > chunk) {
-    sort_rows(ctx, in, largest, scratch);
-    sorted_take(ctx, in, scratch, k, values, values_offset, indices, indices_offset);
-    return;
-  }
+  if (in.n <= chunk || 2 * keep > chunk)
+    return sort_take(ctx, in, largest, scratch, k, values, values_offset, indices, indices_offset);
+  const RowResult result{k, values, values_offset, indices, indices_offset};
   // The first k of a row (in the strict order of key, then index) are among the first
   // k of whichever segment holds them: each level keeps the best `keep` of every chunk,
   // cutting a row to segs * keep entries, until one chunk holds the row. The result is
@@ -384,18 +436,19 @@ void topk_rows(Context& ctx, const SortInput& in, uint64_t k, bool largest, WGPU
   const uint64_t second = in.rows * p.segs * keep;
   for (;;) {
     local_pass(ctx, in, scratch, p);
+    if (p.segs == 1) return;  // the last level wrote the values and indices
     const uint64_t m = p.segs * keep;
-    if (p.segs == 1) break;
     p.from_input = false;
     p.src_base = p.dst_base;
     p.dst_base = p.dst_base == 0 ? second : 0;
     p.m = m;
     p.segs = (m + chunk - 1) / chunk;
-    // The last level sorts only what is left.
-    if (p.segs == 1) p.chunk = std::max(2 * keep, sort_padded_length(m));
+    if (p.segs == 1) {
+      // The last level sorts only what is left, and writes the result.
+      p.chunk = std::max(2 * keep, sort_padded_length(m));
+      p.result = &result;
+    }
   }
-  take_entries(ctx, in, scratch, p.dst_base, keep, k, values, values_offset, indices,
-               indices_offset);
 }
 
 void sorted_pick(Context& ctx, const SortInput& in, WGPUBuffer scratch, SortedPick pick,
