@@ -73,6 +73,16 @@ uint64_t chunk_max(Context& ctx) {
   return c;
 }
 
+// Where a sort's first `take` entries per row go: values (the input's dtype) and int64
+// indices, `take` per row.
+struct RowResult {
+  uint64_t take = 0;
+  WGPUBuffer values = nullptr;
+  uint64_t values_offset = 0;
+  WGPUBuffer indices = nullptr;
+  uint64_t indices_offset = 0;
+};
+
 // One local pass: every workgroup orders `chunk` entries of one segment of a row in
 // workgroup memory and writes the first `keep` of them.
 //  - source: the input (sort keys of row r's elements `pos`, index pos; positions past
@@ -88,14 +98,6 @@ uint64_t chunk_max(Context& ctx) {
 //  - output: row r's segment s at dst_base + (r * segs + s) * keep; or, when the pass
 //    holds whole rows (segs 1) and `result` is set, the first `take` entries as values
 //    (read back from the input) and int64 indices, with no scratch round trip.
-struct RowResult {
-  uint64_t take = 0;
-  WGPUBuffer values = nullptr;
-  uint64_t values_offset = 0;
-  WGPUBuffer indices = nullptr;
-  uint64_t indices_offset = 0;
-};
-
 struct LocalPass {
   const RowResult* result = nullptr;
   bool select = false;

@@ -1,6 +1,7 @@
 // Sorting and selection along rows: a stable bitonic sort of (key, original index) pairs,
 // and kernels that read the sorted pairs back as values + int64 indices (sort, topk) or as
-// one element per row (kthvalue, median, nanmedian, mode).
+// one element per row (kthvalue, median, nanmedian, mode); topk of long rows selects each
+// chunk's best k level by level instead of sorting whole rows.
 //
 // Rows are contiguous: element (r, i) of the input sits at `offset + r * n + i`. Keys are
 // order-preserving u32 pairs: floats sort NaN as the largest value and -0 equal to +0 (as
