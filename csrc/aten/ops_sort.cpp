@@ -70,6 +70,18 @@ struct Rows {
   Tensor scratch;  // the sorted (key, index) entries
 };
 
+// The kernels' view of `in`'s rows along its last dim (`in` contiguous, numel > 0).
+SortInput rows_of(const Tensor& in) {
+  DeviceRef r = device_ref(in);
+  SortInput si;
+  si.buffer = r.buffer;
+  si.offset = r.offset;
+  si.dtype = r.dtype;
+  si.n = static_cast<uint64_t>(in.size(-1));
+  si.rows = static_cast<uint64_t>(in.numel()) / si.n;
+  return si;
+}
+
 // Sorts the rows of `self` along `dim` (self.numel() > 0).
 Rows sort_along(const Tensor& self, int64_t dim, bool descending) {
   Rows r;
@@ -80,34 +92,31 @@ Rows sort_along(const Tensor& self, int64_t dim, bool descending) {
   r.scratch = at::empty({static_cast<int64_t>(sort_scratch_words(r.in.numel() / n, n))},
                         r.in.options().dtype(at::kInt));
   TWGPU_TRY
-    DeviceRef i = device_ref(r.in);
-    r.input.buffer = i.buffer;
-    r.input.offset = i.offset;
-    r.input.dtype = i.dtype;
-    r.input.rows = static_cast<uint64_t>(r.in.numel() / n);
-    r.input.n = static_cast<uint64_t>(n);
+    r.input = rows_of(r.in);
     RuntimeLock lock;
     sort_rows(lock.ctx(), r.input, descending, device_ref(r.scratch).buffer);
   TWGPU_CATCH
   return r;
 }
 
-// The first k sorted entries of every row, in self's layout (dim of size k).
-std::pair<Tensor, Tensor> take_sorted(const Rows& r, int64_t k) {
-  auto sizes = r.in.sizes().vec();
-  sizes.back() = k;
-  Tensor values = at::empty(sizes, r.in.options());
-  Tensor indices = at::empty(sizes, r.in.options().dtype(at::kLong));
-  if (values.numel() > 0) {
-    TWGPU_TRY
-      DeviceRef v = device_ref(values), x = device_ref(indices);
-      RuntimeLock lock;
-      sorted_take(lock.ctx(), r.input, device_ref(r.scratch).buffer, static_cast<uint64_t>(k),
-                  v.buffer, v.offset, x.buffer, x.offset);
-    TWGPU_CATCH
-  }
-  if (r.scalar) return {values.reshape({}), indices.reshape({})};
-  return {values.movedim(-1, r.dim), indices.movedim(-1, r.dim)};
+// `self` sorted along `dim` (self.numel() > 0): values and indices in self's layout.
+std::pair<Tensor, Tensor> sorted_along(const Tensor& self, int64_t dim, bool descending) {
+  const bool scalar = self.dim() == 0;
+  dim = scalar ? 0 : at::maybe_wrap_dim(dim, self.dim());
+  Tensor in = (scalar ? self.reshape({1}) : self).movedim(dim, -1).contiguous();
+  Tensor values = at::empty(in.sizes(), in.options());
+  Tensor indices = at::empty(in.sizes(), in.options().dtype(at::kLong));
+  const int64_t n = in.size(-1);
+  Tensor scratch = at::empty({static_cast<int64_t>(sort_scratch_words(in.numel() / n, n))},
+                             in.options().dtype(at::kInt));
+  TWGPU_TRY
+    DeviceRef v = device_ref(values), x = device_ref(indices);
+    RuntimeLock lock;
+    sort_take(lock.ctx(), rows_of(in), descending, device_ref(scratch).buffer,
+              static_cast<uint64_t>(n), v.buffer, v.offset, x.buffer, x.offset);
+  TWGPU_CATCH
+  if (scalar) return {values.reshape({}), indices.reshape({})};
+  return {values.movedim(-1, dim), indices.movedim(-1, dim)};
 }
 
 // One entry per row, shaped as a reduction of self over the dim.
@@ -215,8 +224,7 @@ std::tuple<Tensor&, Tensor&> sort_values_stable(const Tensor& self, std::optiona
   if (over_row_pieces(self, dim, false, false, sort_piece, values, indices)) return {values, indices};
   auto sorted_rows = [&] {
     if (row_too_long(self, dim)) return sort_long_rows(self, dim, descending);
-    Rows r = sort_along(self, dim, descending);
-    return take_sorted(r, r.in.size(-1));
+    return sorted_along(self, dim, descending);
   };
   auto [v, i] = sorted_rows();
   write_result(values, v);
@@ -253,35 +261,31 @@ std::tuple<Tensor&, Tensor&> topk_values(const Tensor& self, int64_t k, int64_t 
     return {values, indices};
   }
   const int64_t length = self.dim() > 0 ? self.size(dim) : 1;
-  if (length <= static_cast<int64_t>(kTopkSerialMaxLength)) {
-    // Short rows: the CPU's own selection steps, so ties report the CPU's indices.
-    const bool scalar = self.dim() == 0;
-    Tensor in = (scalar ? self.reshape({1}) : self).movedim(scalar ? 0 : dim, -1).contiguous();
-    auto out_sizes = in.sizes().vec();
-    out_sizes.back() = k;
-    Tensor v = at::empty(out_sizes, in.options());
-    Tensor x = at::empty(out_sizes, in.options().dtype(at::kLong));
-    Tensor scratch = at::empty({in.numel() * 3}, in.options().dtype(at::kInt));
-    TWGPU_TRY
-      DeviceRef r = device_ref(in), vr = device_ref(v), xr = device_ref(x);
-      SortInput si;
-      si.buffer = r.buffer;
-      si.offset = r.offset;
-      si.dtype = r.dtype;
-      si.rows = static_cast<uint64_t>(in.numel() / length);
-      si.n = static_cast<uint64_t>(length);
-      RuntimeLock lock;
+  // Short rows: the CPU's own selection steps, so ties report the CPU's indices. Longer
+  // rows: topk_rows (a chunked selection for small k, a full sort otherwise).
+  const bool serial = length <= static_cast<int64_t>(kTopkSerialMaxLength);
+  const bool scalar = self.dim() == 0;
+  Tensor in = (scalar ? self.reshape({1}) : self).movedim(scalar ? 0 : dim, -1).contiguous();
+  auto out_sizes = in.sizes().vec();
+  out_sizes.back() = k;
+  Tensor v = at::empty(out_sizes, in.options());
+  Tensor x = at::empty(out_sizes, in.options().dtype(at::kLong));
+  const uint64_t rows = static_cast<uint64_t>(in.numel() / length);
+  const uint64_t words = serial ? rows * length * 3 : sort_scratch_words(rows, length);
+  Tensor scratch = at::empty({static_cast<int64_t>(words)}, in.options().dtype(at::kInt));
+  TWGPU_TRY
+    DeviceRef vr = device_ref(v), xr = device_ref(x);
+    const SortInput si = rows_of(in);
+    RuntimeLock lock;
+    if (serial)
       topk_small_rows(lock.ctx(), si, static_cast<uint64_t>(k), largest, sorted,
                       device_ref(scratch).buffer, vr.buffer, vr.offset, xr.buffer, xr.offset);
-    TWGPU_CATCH
-    write_result(values, scalar ? v.reshape({}) : v.movedim(-1, dim));
-    write_result(indices, scalar ? x.reshape({}) : x.movedim(-1, dim));
-    return {values, indices};
-  }
-  Rows r = sort_along(self, dim, largest);
-  auto [v, i] = take_sorted(r, k);
-  write_result(values, v);
-  write_result(indices, i);
+    else
+      topk_rows(lock.ctx(), si, static_cast<uint64_t>(k), largest, device_ref(scratch).buffer,
+                vr.buffer, vr.offset, xr.buffer, xr.offset);
+  TWGPU_CATCH
+  write_result(values, scalar ? v.reshape({}) : v.movedim(-1, dim));
+  write_result(indices, scalar ? x.reshape({}) : x.movedim(-1, dim));
   return {values, indices};
 }
 
@@ -343,20 +347,14 @@ std::tuple<Tensor&, Tensor&> kthvalue_values(const Tensor& self, int64_t k, int6
   // The CPU's quickselect, so that ties pick the same index.
   const bool scalar = self.dim() == 0;
   Tensor in = (scalar ? self.reshape({1}) : self).movedim(scalar ? 0 : dim, -1).contiguous();
-  const int64_t n = in.size(-1);
   auto row_sizes = in.sizes().vec();
   row_sizes.pop_back();
   Tensor v = at::empty(row_sizes, in.options());
   Tensor x = at::empty(row_sizes, in.options().dtype(at::kLong));
   Tensor scratch = at::empty({in.numel() * 3}, in.options().dtype(at::kInt));
   TWGPU_TRY
-    DeviceRef r = device_ref(in), vr = device_ref(v), xr = device_ref(x);
-    SortInput si;
-    si.buffer = r.buffer;
-    si.offset = r.offset;
-    si.dtype = r.dtype;
-    si.rows = static_cast<uint64_t>(in.numel() / n);
-    si.n = static_cast<uint64_t>(n);
+    DeviceRef vr = device_ref(v), xr = device_ref(x);
+    const SortInput si = rows_of(in);
     RuntimeLock lock;
     quickselect_rows(lock.ctx(), si, static_cast<uint64_t>(k - 1), device_ref(scratch).buffer,
                      vr.buffer, vr.offset, xr.buffer, xr.offset);
@@ -618,8 +616,7 @@ Tensor& isin_out(const Tensor& elements, const Tensor& test_elements, bool assum
     return out;
   }
   // Sort the test set once, then binary-search every element in it.
-  Rows r = sort_along(test_elements.to(common).reshape({-1}), 0, false);
-  Tensor sorted = take_sorted(r, r.in.size(-1)).first.contiguous();
+  Tensor sorted = sorted_along(test_elements.to(common).reshape({-1}), 0, false).first.contiguous();
   Tensor values = elements.to(common).contiguous();
   Tensor result = at::empty(elements.sizes(), elements.options().dtype(at::kBool));
   TWGPU_TRY

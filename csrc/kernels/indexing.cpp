@@ -1,5 +1,6 @@
 #include "kernels/indexing.h"
 
+#include <array>
 #include <functional>
 #include <algorithm>
 #include <string>
@@ -12,11 +13,27 @@
 namespace twgpu {
 namespace {
 
-// Uniform layout of the indexed kernels (words from kFirstUserWord).
-constexpr uint32_t kWNdim = 4, kWCode = 5, kWWrap = 6, kWTargetOff = 7, kWValuesOff = 8,
-                   kWScalar = 9 /* 4 words */, kWMaskOff = 13;
-constexpr uint32_t kWSizes = 16, kWTargetStrides = 24, kWValueStrides = 32, kWMaskStrides = 40;
-constexpr uint32_t kWIndexBase = 48, kWIndexStride = 12;  // per index: 8 strides, bound, tstride, offset
+// The gather/scatter kernels' uniforms: the iteration space (nd dims of `sizes`), each
+// operand's element offset and strides, the bounds check's code and wrapping, a split
+// target's segment, the scalar value's 4 words, and per index tensor t its bound, the
+// target stride it multiplies, its offset and its strides (at index_strides[8t + d]).
+const UniformLayout& indexed_layout() {
+  static const UniformLayout layout(
+      {{"nd"}, {"code"}, {"wrap"}, {"target_offset"}, {"values_offset"}, {"mask_offset"},
+       {"segment_lo"}, {"segment_hi"}, {"scalar", UniformType::U32, 4},
+       {"sizes", UniformType::U32, kIndexMaxDims}, {"target_strides", UniformType::U32, kIndexMaxDims},
+       {"value_strides", UniformType::U32, kIndexMaxDims}, {"mask_strides", UniformType::U32, kIndexMaxDims},
+       {"index_bound", UniformType::U32, kIndexMaxTensors},
+       {"index_target_stride", UniformType::U32, kIndexMaxTensors},
+       {"index_offset", UniformType::U32, kIndexMaxTensors},
+       {"index_strides", UniformType::U32, kIndexMaxDims * kIndexMaxTensors}});
+  return layout;
+}
+
+// The word of element i of a uniform array (KernelBuffer::touches of an index offset).
+uint32_t array_word(const UniformLayout& layout, const char* name, size_t i) {
+  return layout.fields()[layout.find(name)].word + static_cast<uint32_t>(i);
+}
 
 uint32_t u32_of(int64_t v, const char* what) {
   if (v < 0 || v > 0xFFFFFFFFll)
@@ -24,7 +41,12 @@ uint32_t u32_of(int64_t v, const char* what) {
   return static_cast<uint32_t>(v);
 }
 
-std::string w(uint32_t i) { return "uw(" + std::to_string(i) + "u)"; }
+// The words of a shape or strides array as u32 uniforms.
+std::vector<uint32_t> words_of(const std::vector<int64_t>& v, const char* what) {
+  std::vector<uint32_t> out;
+  for (int64_t x : v) out.push_back(u32_of(x, what));
+  return out;
+}
 
 // `fn NAME(e: u32) -> vec2<u32>`: element e of an Int64/Int32 index buffer as (lo, hi).
 std::string index_load(const std::string& name, const std::string& buf, DType dtype) {
@@ -57,14 +79,14 @@ std::string flag_load(const std::string& name, const std::string& buf, DType dty
   }
 }
 
-// Coordinate walk: accumulates offsets of the listed operands (name, stride word base).
-std::string coordinate_walk(const std::vector<std::pair<std::string, uint32_t>>& ops) {
+// Coordinate walk over u_sizes: accumulates offsets of the listed operands (variable,
+// WGSL of its stride along dim `du`).
+std::string coordinate_walk(const std::vector<std::pair<std::string, std::string>>& ops) {
   std::string s = "  var rem = idx;\n";
-  s += "  for (var d = i32(" + w(kWNdim) + ") - 1; d >= 0; d = d - 1) {\n";
-  s += "    let du = u32(d);\n    let sz = uw(" + std::to_string(kWSizes) + "u + du);\n";
+  s += "  for (var d = i32(u.nd) - 1; d >= 0; d = d - 1) {\n";
+  s += "    let du = u32(d);\n    let sz = u_sizes(du);\n";
   s += "    let c = rem % sz;\n    rem = rem / sz;\n";
-  for (const auto& [name, base] : ops)
-    s += "    " + name + " = " + name + " + c * uw(" + std::to_string(base) + "u + du);\n";
+  for (const auto& [name, stride] : ops) s += "    " + name + " = " + name + " + c * " + stride + ";\n";
   s += "  }\n";
   return s;
 }
@@ -81,16 +103,14 @@ fn resolve_index(v: vec2<u32>, bound: u32, wrap: u32) -> u32 {
 // Fills uniforms and bindings shared by gather and scatter. Binding order: target,
 // values (unless scalar), indices, mask, error word.
 struct Common {
-  std::vector<KernelBuffer> buffers;
-  std::vector<uint32_t> uniforms;
+  KernelLaunch launch;  // buffers and uniforms (indexed_layout)
+  // What the shared WGSL depends on: target dtype, scalar value, mask and its dtype;
+  // number of index tensors and which are int64.
+  uint32_t operands = 0, index_kinds = 0;
   size_t err_binding = 0, first_index_binding = 0, mask_binding = 0, values_binding = 0;
-  std::string key;
   std::string body_prefix;  // index/mask loaders + walk + resolution, inside main
   std::string helpers;
 };
-
-// Words 14, 15: a split gather's target segment (elements after the target offset).
-constexpr uint32_t kWSegmentLo = 14, kWSegmentHi = 15;
 
 // Elements a strided argument touches over `shape`, plus `extra` past its last one.
 ElementRange touched(const StridedArg& a, const std::vector<int64_t>& shape, uint64_t extra) {
@@ -118,84 +138,92 @@ Common build_common(Context& ctx, const IndexedLaunch& l, Access target_access, 
       l.indices.size() > static_cast<size_t>(kIndexMaxTensors))
     fail(ErrorKind::Unsupported, "torch_webgpu: indexing kernel beyond its dims/index limits");
   Common c;
-  c.uniforms.assign(kWIndexBase + kWIndexStride * kIndexMaxTensors, 0);
-  const size_t nd = l.shape.size();
-  c.uniforms[kWNdim] = static_cast<uint32_t>(nd);
-  c.uniforms[kWCode] = l.check_code;
-  c.uniforms[kWWrap] = l.wrap_negative ? 1u : 0u;
-  c.uniforms[kWTargetOff] = u32_of(static_cast<int64_t>(l.target.offset), "offset");
-  for (size_t d = 0; d < nd; ++d) {
-    c.uniforms[kWSizes + d] = u32_of(l.shape[d], "size");
-    c.uniforms[kWTargetStrides + d] = u32_of(l.target.strides[d], "stride");
-  }
-  c.buffers.push_back({l.target.buffer, target_access, target_atomic});
-  declare(c.buffers.back(), kWTargetOff, l.target.dtype, target_touched(l, run - 1));
-  c.key = std::string(dtype_name(l.target.dtype)) + (l.use_scalar ? "|s" : "|v");
+  const UniformLayout& layout = indexed_layout();
+  KernelLaunch& k = c.launch;
+  std::vector<KernelBuffer>& buffers = k.buffers;
+  k.declare(layout)
+      .set_u32("nd", static_cast<uint32_t>(l.shape.size()))
+      .set_u32("code", l.check_code)
+      .set_u32("wrap", l.wrap_negative ? 1u : 0u)
+      .set_u32("target_offset", u32_of(static_cast<int64_t>(l.target.offset), "offset"))
+      .set_u32("values_offset", l.use_scalar ? 0u : u32_of(static_cast<int64_t>(l.values.offset), "offset"))
+      .set_u32("mask_offset", l.has_mask ? u32_of(static_cast<int64_t>(l.mask.offset), "offset") : 0u)
+      .set_u32("segment_lo", 0)
+      .set_u32("segment_hi", 0)
+      .set_u32s("scalar", l.use_scalar ? std::vector<uint32_t>(l.scalar_words, l.scalar_words + 4)
+                                       : std::vector<uint32_t>{})
+      .set_u32s("sizes", words_of(l.shape, "size"))
+      .set_u32s("target_strides", words_of(l.target.strides, "stride"))
+      .set_u32s("value_strides", l.use_scalar ? std::vector<uint32_t>{} : words_of(l.values.strides, "stride"))
+      .set_u32s("mask_strides", l.has_mask ? words_of(l.mask.strides, "stride") : std::vector<uint32_t>{});
+  buffers.push_back({l.target.buffer, target_access, target_atomic});
+  declare(buffers.back(), k.word_of("target_offset"), l.target.dtype, target_touched(l, run - 1));
+  c.operands = static_cast<uint32_t>(l.target.dtype) | (l.use_scalar ? 1u << 8 : 0u) |
+               (l.has_mask ? (1u << 9) | (static_cast<uint32_t>(l.mask.dtype) << 16) : 0u);
+  c.index_kinds = static_cast<uint32_t>(l.indices.size());
   if (!l.use_scalar) {
-    c.values_binding = c.buffers.size();
-    c.buffers.push_back({l.values.buffer, values_access, values_atomic});
-    declare(c.buffers.back(), kWValuesOff, l.values.dtype, touched(l.values, l.shape, run - 1));
-    c.uniforms[kWValuesOff] = u32_of(static_cast<int64_t>(l.values.offset), "offset");
-    for (size_t d = 0; d < nd; ++d) c.uniforms[kWValueStrides + d] = u32_of(l.values.strides[d], "stride");
-  } else {
-    for (int i = 0; i < 4; ++i) c.uniforms[kWScalar + i] = l.scalar_words[i];
+    c.values_binding = buffers.size();
+    buffers.push_back({l.values.buffer, values_access, values_atomic});
+    declare(buffers.back(), k.word_of("values_offset"), l.values.dtype, touched(l.values, l.shape, run - 1));
   }
-  std::vector<std::pair<std::string, uint32_t>> walk = {{"to", kWTargetStrides}};
-  if (!l.use_scalar) walk.push_back({"vo", kWValueStrides});
-  std::string init = "  var to = " + w(kWTargetOff) + ";\n  var vo = " + w(kWValuesOff) + ";\n";
-  c.first_index_binding = c.buffers.size();
-  for (size_t k = 0; k < l.indices.size(); ++k) {
-    const IndexArg& ix = l.indices[k];
-    uint32_t base = kWIndexBase + kWIndexStride * static_cast<uint32_t>(k);
-    for (size_t d = 0; d < nd; ++d) c.uniforms[base + d] = u32_of(ix.index.strides[d], "stride");
-    c.uniforms[base + 8] = u32_of(ix.bound, "bound");
-    c.uniforms[base + 9] = u32_of(ix.target_stride, "stride");
-    c.uniforms[base + 10] = u32_of(static_cast<int64_t>(ix.index.offset), "offset");
-    std::string ks = std::to_string(k);
-    c.helpers += index_load("load_index" + ks, "buf" + std::to_string(c.buffers.size()), ix.index.dtype);
-    c.buffers.push_back({ix.index.buffer, Access::Read, false});
-    declare(c.buffers.back(), base + 10, ix.index.dtype, touched(ix.index, l.shape, 0));
-    c.key += ix.index.dtype == DType::Int64 ? "|i64" : "|i32";
-    init += "  var io" + ks + " = " + w(base + 10) + ";\n";
-    walk.push_back({"io" + ks, base});
+  std::vector<std::pair<std::string, std::string>> walk = {{"to", "u_target_strides(du)"}};
+  if (!l.use_scalar) walk.push_back({"vo", "u_value_strides(du)"});
+  std::string init = "  var to = u.target_offset;\n  var vo = u.values_offset;\n";
+  c.first_index_binding = buffers.size();
+  std::vector<uint32_t> bounds, target_strides, offsets, strides;
+  for (size_t t = 0; t < l.indices.size(); ++t) {
+    const IndexArg& ix = l.indices[t];
+    std::vector<uint32_t> s = words_of(ix.index.strides, "stride");
+    s.resize(kIndexMaxDims, 0);
+    strides.insert(strides.end(), s.begin(), s.end());
+    bounds.push_back(u32_of(ix.bound, "bound"));
+    target_strides.push_back(u32_of(ix.target_stride, "stride"));
+    offsets.push_back(u32_of(static_cast<int64_t>(ix.index.offset), "offset"));
+    const std::string ts = std::to_string(t);
+    c.helpers += index_load("load_index" + ts, "buf" + std::to_string(buffers.size()), ix.index.dtype);
+    buffers.push_back({ix.index.buffer, Access::Read, false});
+    declare(buffers.back(), array_word(layout, "index_offset", t), ix.index.dtype, touched(ix.index, l.shape, 0));
+    if (ix.index.dtype == DType::Int64) c.index_kinds |= 1u << (8 + t);
+    init += "  var io" + ts + " = u_index_offset(" + ts + "u);\n";
+    walk.push_back({"io" + ts, "u_index_strides(" + std::to_string(kIndexMaxDims * t) + "u + du)"});
   }
+  k.set_u32s("index_bound", bounds)
+      .set_u32s("index_target_stride", target_strides)
+      .set_u32s("index_offset", offsets)
+      .set_u32s("index_strides", strides);
   if (l.has_mask) {
-    c.mask_binding = c.buffers.size();
-    c.helpers += flag_load("load_mask", "buf" + std::to_string(c.buffers.size()), l.mask.dtype);
-    c.buffers.push_back({l.mask.buffer, Access::Read, false});
-    declare(c.buffers.back(), kWMaskOff, l.mask.dtype, touched(l.mask, l.shape, 0));
-    c.uniforms[kWMaskOff] = u32_of(static_cast<int64_t>(l.mask.offset), "offset");
-    for (size_t d = 0; d < nd; ++d) c.uniforms[kWMaskStrides + d] = u32_of(l.mask.strides[d], "stride");
-    init += "  var mo = " + w(kWMaskOff) + ";\n";
-    walk.push_back({"mo", kWMaskStrides});
-    c.key += std::string("|m") + dtype_name(l.mask.dtype);
+    c.mask_binding = buffers.size();
+    c.helpers += flag_load("load_mask", "buf" + std::to_string(buffers.size()), l.mask.dtype);
+    buffers.push_back({l.mask.buffer, Access::Read, false});
+    declare(buffers.back(), k.word_of("mask_offset"), l.mask.dtype, touched(l.mask, l.shape, 0));
+    init += "  var mo = u.mask_offset;\n";
+    walk.push_back({"mo", "u_mask_strides(du)"});
   }
-  c.err_binding = c.buffers.size();
-  c.buffers.push_back({ctx.checks().arm(), Access::ReadWrite, true});
-  if (c.buffers.size() > ctx.caps().max_storage_buffers_per_stage)
+  c.err_binding = buffers.size();
+  buffers.push_back({ctx.checks().arm(), Access::ReadWrite, true});
+  if (buffers.size() > ctx.caps().max_storage_buffers_per_stage)
     fail(ErrorKind::Unsupported, "torch_webgpu: indexing kernel needs more storage bindings than the adapter has");
   c.helpers += kResolve;
   std::string err = "buf" + std::to_string(c.err_binding);
   std::string s = init + coordinate_walk(walk);
   if (l.has_mask) s += "  if (!load_mask(mo)) { return; }\n";
-  for (size_t k = 0; k < l.indices.size(); ++k) {
-    std::string ks = std::to_string(k);
-    uint32_t base = kWIndexBase + kWIndexStride * static_cast<uint32_t>(k);
-    s += "  let p" + ks + " = resolve_index(load_index" + ks + "(io" + ks + "), " + w(base + 8) + ", " +
-         w(kWWrap) + ");\n";
-    s += "  if (p" + ks + " == 0xffffffffu) { atomicMax(&" + err + "[0], " + w(kWCode) + "); return; }\n";
-    s += "  to = to + p" + ks + " * " + w(base + 9) + ";\n";
+  for (size_t t = 0; t < l.indices.size(); ++t) {
+    const std::string ts = std::to_string(t);
+    s += "  let p" + ts + " = resolve_index(load_index" + ts + "(io" + ts + "), u_index_bound(" + ts +
+         "u), u.wrap);\n";
+    s += "  if (p" + ts + " == 0xffffffffu) { atomicMax(&" + err + "[0], u.code); return; }\n";
+    s += "  to = to + p" + ts + " * u_index_target_stride(" + ts + "u);\n";
   }
   c.body_prefix = s;
   return c;
 }
 
-void finish(Context& ctx, Common& c, const IndexedLaunch& l, const std::string& key,
-            const std::string& helpers, const std::string& tail) {
-  KernelLaunch k;
-  k.key = key;
-  k.buffers = c.buffers;
-  k.uniforms = c.uniforms;
+// Launches the kernel of `family` (a string literal): the common part, then `helpers` and
+// `tail`, which depend on the family and `variant` (up to two words).
+void finish(Context& ctx, Common& c, const IndexedLaunch& l, const char* family,
+            std::array<uint32_t, 2> variant, const std::string& helpers, const std::string& tail) {
+  KernelLaunch& k = c.launch;
+  k.typed = {family, {c.operands, c.index_kinds, variant[0], variant[1]}};
   k.grid = Grid::Invocations;
   uint64_t n = 1;
   for (int64_t s : l.shape) n *= static_cast<uint64_t>(s);
@@ -258,12 +286,12 @@ namespace {
 // One pass of a target larger than one binding: binds the window over `segment` (elements
 // after the target's offset) and returns the statement that skips elements outside it.
 std::string limit_to_segment(Common& c, const IndexedLaunch& l, const ElementRange& segment, int run) {
-  c.uniforms[kWSegmentLo] = static_cast<uint32_t>(segment.first);
-  c.uniforms[kWSegmentHi] = static_cast<uint32_t>(segment.end);
-  declare(c.buffers[0], kWTargetOff, l.target.dtype,
+  c.launch.set_u32("segment_lo", static_cast<uint32_t>(segment.first))
+      .set_u32("segment_hi", static_cast<uint32_t>(segment.end));
+  declare(c.launch.buffers[0], c.launch.word_of("target_offset"), l.target.dtype,
           {l.target.offset + segment.first, l.target.offset + segment.end + run});
-  return "  let rel = to - " + w(kWTargetOff) + ";\n  if (rel < " + w(kWSegmentLo) + " || rel >= " +
-         w(kWSegmentHi) + ") { return; }\n";
+  return "  let rel = to - u.target_offset;\n"
+         "  if (rel < u.segment_lo || rel >= u.segment_hi) { return; }\n";
 }
 
 // One gather dispatch; with `segment`, only the elements whose target lies in that range
@@ -286,8 +314,7 @@ void gather_piece(Context& ctx, const IndexedLaunch& launch, const ElementRange*
     tail += "  {\n" + move_bits(l.values.dtype, "buf0", "to" + off, "buf" + std::to_string(c.values_binding),
                                 "vo" + off, sub) + "  }\n";
   }
-  finish(ctx, c, l, "index_gather|r" + std::to_string(run) + (segment ? "|seg" : "") + "|" + c.key,
-         "", tail);
+  finish(ctx, c, l, "index:gather", {static_cast<uint32_t>(run), segment ? 1u : 0u}, "", tail);
 }
 
 bool any_window(Context& ctx, const IndexedLaunch& l) {
@@ -366,7 +393,7 @@ void scatter_piece(Context& ctx, const IndexedLaunch& l, IndexCombine combine, c
   if (segment) tail += limit_to_segment(c, l, *segment, 1);
   // The value's storage bits (all words) for element vo, or the scalar's.
   auto value_word = [&](int i) {
-    if (l.use_scalar) return w(kWScalar + i);
+    if (l.use_scalar) return "u_scalar(" + std::to_string(i) + "u)";
     return vb + "[" + std::to_string(size / 4) + "u * vo + " + std::to_string(i) + "u]";
   };
   if (combine == IndexCombine::Assign && size >= 4) {
@@ -385,7 +412,7 @@ void scatter_piece(Context& ctx, const IndexedLaunch& l, IndexCombine combine, c
     // The value in compute type.
     std::string vbits;
     if (l.use_scalar) {
-      vbits = w(kWScalar);
+      vbits = "u_scalar(0u)";
     } else if (size == 4) {
       vbits = vb + "[vo]";
     } else {
@@ -418,9 +445,8 @@ void scatter_piece(Context& ctx, const IndexedLaunch& l, IndexCombine combine, c
                "  }\n}\n";
     tail += "  rmw(to, from_bits(" + vbits + "));\n";
   }
-  static const char* names[] = {"assign", "add", "mul", "max", "min"};
-  finish(ctx, c, l, std::string("index_scatter|") + names[static_cast<int>(combine)] + (segment ? "|seg|" : "|") + c.key,
-         helpers, tail);
+  finish(ctx, c, l, "index:scatter", {static_cast<uint32_t>(combine), segment ? 1u : 0u}, helpers,
+         tail);
 }
 
 }  // namespace
@@ -442,35 +468,36 @@ void indexed_scatter_extreme_i64(Context& ctx, const IndexedLaunch& l, bool is_m
   const std::string atomic_op = is_max ? "atomicMax" : "atomicMin";
   const std::string lo_none = is_max ? "0u" : "0xffffffffu";
   const uint32_t toff = u32_of(static_cast<int64_t>(l.target.offset), "offset");
-  auto per_element = [&](const std::string& name, Access target_access, const std::string& stmt) {
+  static const UniformLayout layout({{"target_offset"}});
+  auto per_element = [&](const char* family, Access target_access, const std::string& stmt) {
     KernelLaunch k;
-    k.key = "index_extreme_i64_" + name + (is_max ? "|max" : "|min");
+    k.typed = {family, {is_max ? 1u : 0u}};
     k.buffers = {{l.target.buffer, target_access, false}, {scratch->buffer, Access::ReadWrite, false}};
-    k.uniforms = {0, 0, 0, 0, toff};
+    k.declare(layout).set_u32("target_offset", toff);
     k.count = numel;
-    std::string body = kernel_main(Grid::Invocations, ctx.caps().workgroup_1d()) + "  let t = idx + uw(4u);\n" +
-                       stmt + "}\n";
+    std::string body = kernel_main(Grid::Invocations, ctx.caps().workgroup_1d()) +
+                       "  let t = idx + u.target_offset;\n" + stmt + "}\n";
     k.body = [&] { return body; };
     launch_kernel(ctx, k);
   };
-  per_element("init_hi", Access::Read, "  buf1[2u * idx] = buf0[2u * t + 1u] ^ 0x80000000u;\n");
+  per_element("index:extreme_i64_init_hi", Access::Read, "  buf1[2u * idx] = buf0[2u * t + 1u] ^ 0x80000000u;\n");
   // The contributions, with the scratch as their target (element offsets from 0).
   IndexedLaunch s = l;
   s.target = StridedArg{scratch->buffer, 0, DType::Int64, l.target.strides};
-  auto contributions = [&](const std::string& name, const std::string& stmt) {
+  auto contributions = [&](const char* family, const std::string& stmt) {
     Common c = build_common(ctx, s, Access::ReadWrite, true, Access::Read, false);
     std::string vb = "buf" + std::to_string(c.values_binding);
-    std::string v = s.use_scalar ? "vec2<u32>(" + w(kWScalar) + ", " + w(kWScalar + 1) + ")"
+    std::string v = s.use_scalar ? "vec2<u32>(u_scalar(0u), u_scalar(1u))"
                                  : "vec2<u32>(" + vb + "[2u * vo], " + vb + "[2u * vo + 1u])";
-    finish(ctx, c, s, "index_extreme_i64_" + name + (is_max ? "|max|" : "|min|") + c.key, "",
+    finish(ctx, c, s, family, {is_max ? 1u : 0u, 0u}, "",
            "  let v = " + v + ";\n  let key = v.y ^ 0x80000000u;\n" + stmt);
   };
-  contributions("hi", "  " + atomic_op + "(&buf0[2u * to], key);\n");
-  per_element("init_lo", Access::Read,
+  contributions("index:extreme_i64_hi", "  " + atomic_op + "(&buf0[2u * to], key);\n");
+  per_element("index:extreme_i64_init_lo", Access::Read,
               "  let key = buf0[2u * t + 1u] ^ 0x80000000u;\n"
               "  buf1[2u * idx + 1u] = select(" + lo_none + ", buf0[2u * t], key == buf1[2u * idx]);\n");
-  contributions("lo", "  if (key == atomicLoad(&buf0[2u * to])) { " + atomic_op + "(&buf0[2u * to + 1u], v.x); }\n");
-  per_element("store", Access::ReadWrite,
+  contributions("index:extreme_i64_lo", "  if (key == atomicLoad(&buf0[2u * to])) { " + atomic_op + "(&buf0[2u * to + 1u], v.x); }\n");
+  per_element("index:extreme_i64_store", Access::ReadWrite,
               "  buf0[2u * t] = buf1[2u * idx + 1u];\n  buf0[2u * t + 1u] = buf1[2u * idx] ^ 0x80000000u;\n");
   ctx.pool().release(scratch);
 }
@@ -482,17 +509,29 @@ namespace {
 
 constexpr uint32_t kScanBlock = 256;  // elements per workgroup of the scan's first pass
 
-std::vector<uint32_t> flag_uniforms(const std::vector<int64_t>& shape, const StridedArg& flags) {
+// The compaction kernels' uniforms: the flags' walk (nd dims of `sizes`, the flags'
+// offset and strides), then what each kernel adds (zero where it adds nothing): n and
+// blocks for the scan, max_rows for nonzero, values' offset and strides and the output
+// offset for masked_select / masked_scatter.
+KernelLaunch& declare_flags(KernelLaunch& k, const std::vector<int64_t>& shape, const StridedArg& flags) {
+  static const UniformLayout layout(
+      {{"nd"}, {"mask_offset"}, {"n"}, {"blocks"}, {"max_rows"}, {"values_offset"},
+       {"out_offset"}, {"sizes", UniformType::U32, kIndexMaxDims},
+       {"mask_strides", UniformType::U32, kIndexMaxDims},
+       {"value_strides", UniformType::U32, kIndexMaxDims}});
   if (shape.size() > static_cast<size_t>(kIndexMaxDims))
     fail(ErrorKind::Unsupported, "torch_webgpu: compaction beyond its dims limit");
-  std::vector<uint32_t> u(kWIndexBase, 0);
-  u[kWNdim] = static_cast<uint32_t>(shape.size());
-  u[kWMaskOff] = u32_of(static_cast<int64_t>(flags.offset), "offset");
-  for (size_t d = 0; d < shape.size(); ++d) {
-    u[kWSizes + d] = u32_of(shape[d], "size");
-    u[kWMaskStrides + d] = u32_of(flags.strides[d], "stride");
-  }
-  return u;
+  return k.declare(layout)
+      .set_u32("nd", static_cast<uint32_t>(shape.size()))
+      .set_u32("mask_offset", u32_of(static_cast<int64_t>(flags.offset), "offset"))
+      .set_u32s("sizes", words_of(shape, "size"))
+      .set_u32s("mask_strides", words_of(flags.strides, "stride"))
+      .set_u32("n", 0)
+      .set_u32("blocks", 0)
+      .set_u32("max_rows", 0)
+      .set_u32("values_offset", 0)
+      .set_u32("out_offset", 0)
+      .set_u32s("value_strides", {});
 }
 
 uint64_t numel_of(const std::vector<int64_t>& shape) {
@@ -503,8 +542,8 @@ uint64_t numel_of(const std::vector<int64_t>& shape) {
 
 // WGSL: `flag_at(idx)`: the flag of row-major element idx.
 std::string flag_at(DType dtype) {
-  return flag_load("load_flag", "buf0", dtype) + "fn flag_at(idx: u32) -> bool {\n  var mo = " + w(kWMaskOff) +
-         ";\n" + coordinate_walk({{"mo", kWMaskStrides}}) + "  return load_flag(mo);\n}\n";
+  return flag_load("load_flag", "buf0", dtype) + "fn flag_at(idx: u32) -> bool {\n  var mo = u.mask_offset;\n" +
+         coordinate_walk({{"mo", "u_mask_strides(du)"}}) + "  return load_flag(mo);\n}\n";
 }
 
 }  // namespace
@@ -515,17 +554,18 @@ void exclusive_scan_nonzero(Context& ctx, const std::vector<int64_t>& shape, con
   const uint64_t blocks = (n + kScanBlock - 1) / kScanBlock;
   // Per-block totals (and the grand total at [blocks]) in a scratch buffer.
   Allocation* sums = ctx.pool().allocate((blocks + 1) * 4);
-  std::vector<uint32_t> u = flag_uniforms(shape, flags);
-  u.push_back(static_cast<uint32_t>(n));  // word kWIndexBase: n
-  u.push_back(static_cast<uint32_t>(blocks));
-  const std::string wn = w(kWIndexBase), wb = w(kWIndexBase + 1);
-  const std::string key = std::string("|") + dtype_name(flags.dtype);
+  auto declare_scan = [&](KernelLaunch& k) {
+    declare_flags(k, shape, flags)
+        .set_u32("n", static_cast<uint32_t>(n))
+        .set_u32("blocks", static_cast<uint32_t>(blocks));
+  };
+  const std::string wn = "u.n", wb = "u.blocks";
   // Pass 1: per block, the local exclusive scan into positions and the total into sums.
   KernelLaunch a;
-  a.key = "scan_nonzero_local" + key;
+  a.typed = {"index:scan_nonzero_local", {static_cast<uint32_t>(flags.dtype)}};
   a.buffers = {{flags.buffer, Access::Read, false}, {positions, Access::ReadWrite, false},
                {sums->buffer, Access::ReadWrite, false}};
-  a.uniforms = u;
+  declare_scan(a);
   a.grid = Grid::Groups;
   a.count = blocks;
   a.workgroup = kScanBlock;
@@ -552,9 +592,9 @@ void exclusive_scan_nonzero(Context& ctx, const std::vector<int64_t>& shape, con
   launch_kernel(ctx, a);
   // Pass 2: one workgroup scans the block totals in chunks (exclusive), total at [blocks].
   KernelLaunch b;
-  b.key = "scan_nonzero_blocks";
+  b.typed = {"index:scan_nonzero_blocks"};
   b.buffers = {{sums->buffer, Access::ReadWrite, false}};
-  b.uniforms = u;
+  declare_scan(b);
   b.grid = Grid::Groups;
   b.count = 1;
   b.workgroup = kScanBlock;
@@ -588,9 +628,9 @@ void exclusive_scan_nonzero(Context& ctx, const std::vector<int64_t>& shape, con
   launch_kernel(ctx, b);
   // Pass 3: add each block's offset; positions[n] = total.
   KernelLaunch c3;
-  c3.key = "scan_nonzero_add";
+  c3.typed = {"index:scan_nonzero_add"};
   c3.buffers = {{sums->buffer, Access::Read, false}, {positions, Access::ReadWrite, false}};
-  c3.uniforms = u;
+  declare_scan(c3);
   c3.count = n + 1;
   std::string body_c = kernel_main(Grid::Invocations, ctx.caps().workgroup_1d()) +
                        "  if (idx == " + wn + ") { buf1[idx] = buf0[" + wb + "]; return; }\n"
@@ -603,19 +643,18 @@ void exclusive_scan_nonzero(Context& ctx, const std::vector<int64_t>& shape, con
 void nonzero_coordinates(Context& ctx, const std::vector<int64_t>& shape, const StridedArg& flags,
                          WGPUBuffer positions, WGPUBuffer out, uint32_t max_rows) {
   KernelLaunch k;
-  k.key = std::string("nonzero_coords|") + dtype_name(flags.dtype);
+  k.typed = {"index:nonzero_coords", {static_cast<uint32_t>(flags.dtype)}};
   k.buffers = {{flags.buffer, Access::Read, false}, {positions, Access::Read, false}, {out, Access::ReadWrite, false}};
-  k.uniforms = flag_uniforms(shape, flags);
-  k.uniforms[kWCode] = max_rows;
+  declare_flags(k, shape, flags).set_u32("max_rows", max_rows);
   k.count = numel_of(shape);
   std::string body = flag_at(flags.dtype) + kernel_main(Grid::Invocations, ctx.caps().workgroup_1d()) +
-                     "  if (!flag_at(idx) || buf1[idx] >= " + w(kWCode) + ") { return; }\n"
-                     "  let nd = " + w(kWNdim) + ";\n"
+                     "  if (!flag_at(idx) || buf1[idx] >= u.max_rows) { return; }\n"
+                     "  let nd = u.nd;\n"
                      "  let row = buf1[idx] * nd;\n"
                      "  var rem = idx;\n"
                      "  for (var d = i32(nd) - 1; d >= 0; d = d - 1) {\n"
                      "    let du = u32(d);\n"
-                     "    let sz = uw(" + std::to_string(kWSizes) + "u + du);\n"
+                     "    let sz = u_sizes(du);\n"
                      "    buf2[2u * (row + du)] = rem % sz;\n"
                      "    buf2[2u * (row + du) + 1u] = 0u;\n"
                      "    rem = rem / sz;\n"
@@ -630,21 +669,22 @@ void compact_values(Context& ctx, const std::vector<int64_t>& shape, const Strid
   const DType dt = values.dtype;
   const bool sub = is_subword(dt);
   KernelLaunch k;
-  k.key = std::string(expand ? "masked_expand|" : "masked_compact|") + dtype_name(flags.dtype) + "|" + dtype_name(dt);
+  k.typed = {expand ? "index:masked_expand" : "index:masked_compact",
+             {static_cast<uint32_t>(flags.dtype), static_cast<uint32_t>(dt)}};
   if (expand)
     k.buffers = {{flags.buffer, Access::Read, false}, {positions, Access::Read, false},
                  {values.buffer, Access::ReadWrite, sub}, {out, Access::Read, false}};
   else
     k.buffers = {{flags.buffer, Access::Read, false}, {positions, Access::Read, false},
                  {values.buffer, Access::Read, false}, {out, Access::ReadWrite, sub}};
-  k.uniforms = flag_uniforms(shape, flags);
-  k.uniforms[kWValuesOff] = u32_of(static_cast<int64_t>(values.offset), "offset");
-  k.uniforms[kWTargetOff] = u32_of(static_cast<int64_t>(out_offset), "offset");
-  for (size_t d = 0; d < shape.size(); ++d) k.uniforms[kWValueStrides + d] = u32_of(values.strides[d], "stride");
+  declare_flags(k, shape, flags)
+      .set_u32("values_offset", u32_of(static_cast<int64_t>(values.offset), "offset"))
+      .set_u32("out_offset", u32_of(static_cast<int64_t>(out_offset), "offset"))
+      .set_u32s("value_strides", words_of(values.strides, "stride"));
   k.count = numel_of(shape);
   std::string body = flag_at(flags.dtype) + kernel_main(Grid::Invocations, ctx.caps().workgroup_1d()) +
-                     "  if (!flag_at(idx)) { return; }\n  var vo = " + w(kWValuesOff) + ";\n" +
-                     coordinate_walk({{"vo", kWValueStrides}}) + "  let po = buf1[idx] + " + w(kWTargetOff) + ";\n" +
+                     "  if (!flag_at(idx)) { return; }\n  var vo = u.values_offset;\n" +
+                     coordinate_walk({{"vo", "u_value_strides(du)"}}) + "  let po = buf1[idx] + u.out_offset;\n" +
                      (expand ? move_bits(dt, "buf3", "po", "buf2", "vo", sub) : move_bits(dt, "buf2", "vo", "buf3", "po", sub)) +
                      "}\n";
   k.body = [&] { return body; };

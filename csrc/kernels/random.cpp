@@ -10,46 +10,20 @@
 namespace twgpu::rng {
 namespace {
 
-// Uniform words shared by every random kernel (after the frame's own 0..3).
-constexpr uint32_t kWordKeyLo = 4, kWordKeyHi = 5, kWordCtrLo = 6, kWordCtrHi = 7;
-// The first word a kernel may use for its own parameters.
-constexpr uint32_t kWordParams = 8;
+// Every kernel that draws numbers declares these first: the Philox key (the seed) and the
+// counter of its first block, read by rng_block().
+#define TWGPU_PHILOX_UNIFORMS {"key_lo"}, {"key_hi"}, {"ctr_lo"}, {"ctr_hi"}
 
-uint32_t f32_bits(float f) {
-  uint32_t u;
-  static_assert(sizeof(u) == sizeof(f));
-  __builtin_memcpy(&u, &f, 4);
-  return u;
-}
-
-std::vector<uint32_t> philox_words(const PhiloxInput& in) {
-  std::vector<uint32_t> w(kWordParams, 0);
-  w[kWordKeyLo] = static_cast<uint32_t>(in.seed);
-  w[kWordKeyHi] = static_cast<uint32_t>(in.seed >> 32);
-  w[kWordCtrLo] = static_cast<uint32_t>(in.offset);
-  w[kWordCtrHi] = static_cast<uint32_t>(in.offset >> 32);
-  return w;
+KernelLaunch& set_philox(KernelLaunch& l, const PhiloxInput& in) {
+  return l.set_u32("key_lo", static_cast<uint32_t>(in.seed))
+      .set_u32("key_hi", static_cast<uint32_t>(in.seed >> 32))
+      .set_u32("ctr_lo", static_cast<uint32_t>(in.offset))
+      .set_u32("ctr_hi", static_cast<uint32_t>(in.offset >> 32));
 }
 
 void check_u32(uint64_t n, const char* what) {
   if (n > 0xFFFFFFFFull)
     fail(ErrorKind::Unsupported, std::string("torch_webgpu: ") + what + " over too many elements");
-}
-
-const char* dist_name(Dist d) {
-  switch (d) {
-    case Dist::Uniform: return "uniform";
-    case Dist::Normal: return "normal";
-    case Dist::LogNormal: return "log_normal";
-    case Dist::Cauchy: return "cauchy";
-    case Dist::Exponential: return "exponential";
-    case Dist::Geometric: return "geometric";
-    case Dist::Bernoulli: return "bernoulli";
-    case Dist::BernoulliTensor: return "bernoulli_tensor";
-    case Dist::RandomRange: return "random_range";
-    case Dist::RandomFull64: return "random_full64";
-  }
-  return "?";
 }
 
 // WGSL computing `v` (f32 for the continuous distributions and Bernoulli, vec2<u32> int64
@@ -67,21 +41,21 @@ std::string dist_wgsl(Dist d, DType out_dtype) {
       return "  let v = pa + pb * tan(3.14159265 * (rng_u01_open(r.x) - 0.5));\n";
     case Dist::Exponential:
       // u in (0, 1]; log(1) = 0 would give 0, which the distribution excludes.
-      return "  let u = rng_u01_open_closed(r.x);\n"
-             "  let lg = select(log(u), -pb, u >= 1.0 - pb);\n"
+      return "  let x01 = rng_u01_open_closed(r.x);\n"
+             "  let lg = select(log(x01), -pb, x01 >= 1.0 - pb);\n"
              "  let v = -lg / pa;\n";
     case Dist::Geometric: return "  let v = ceil(log(rng_u01_open(r.x)) / pa);\n";
     case Dist::Bernoulli: return "  let v = select(0.0, 1.0, rng_u01(r.x) < pa);\n";
     case Dist::BernoulliTensor:
-      return "  let p = f32(load_p(uw(15u) + idx));\n"
+      return "  let p = f32(load_p(u.p_offset + idx));\n"
              "  if (is_nan(p) || p < 0.0 || p > 1.0) { atomicOr(&buf2[0], 1u); }\n"
              "  let v = select(0.0, 1.0, rng_u01(r.x) < p);\n";
     case Dist::RandomRange:
-      return "  let range = vec2<u32>(uw(11u), uw(12u));\n"
+      return "  let range = vec2<u32>(u.range_lo, u.range_hi);\n"
              "  var raw = vec2<u32>(0u, 0u);\n"
              "  if (range.y == 0u) { raw.x = r.x % range.x; }\n"
              "  else { raw = rng_u64_mod(vec2<u32>(r.x, r.y), range); }\n"
-             "  let v = i64_add(vec2<u32>(uw(13u), uw(14u)), raw);\n";
+             "  let v = i64_add(vec2<u32>(u.base_lo, u.base_hi), raw);\n";
     case Dist::RandomFull64: return "  let v = vec2<u32>(r.x, r.y);\n";
   }
   return "";
@@ -114,9 +88,9 @@ fn philox4x32_10(ctr_in: vec4<u32>, key_in: vec2<u32>) -> vec4<u32> {
 }
 // Block i of this kernel's counter range.
 fn rng_block(i: u32) -> vec4<u32> {
-  let lo = uw(6u) + i;
-  let hi = uw(7u) + select(0u, 1u, lo < i);
-  return philox4x32_10(vec4<u32>(lo, hi, 0u, 0u), vec2<u32>(uw(4u), uw(5u)));
+  let lo = u.ctr_lo + i;
+  let hi = u.ctr_hi + select(0u, 1u, lo < i);
+  return philox4x32_10(vec4<u32>(lo, hi, 0u, 0u), vec2<u32>(u.key_lo, u.key_hi));
 }
 // 24 random bits as floats: [0, 1), (0, 1], (0, 1).
 fn rng_u01(x: u32) -> f32 { return f32(x >> 8u) * 5.9604644775390625e-8; }
@@ -154,26 +128,32 @@ void fill_random_piece(Context& ctx, const BufferRef& out, uint64_t numel, const
                        const PhiloxInput& philox) {
   check_u32(numel, "random fill");
   const Compute c = compute_type_for(out.dtype);
+  // a, b: the distribution's float parameters; range, base: the integer range's size and
+  // start (64-bit); p_offset: Bernoulli probabilities (a tensor).
+  static const UniformLayout layout({TWGPU_PHILOX_UNIFORMS, {"out_offset"},
+                                     {"a", UniformType::F32}, {"b", UniformType::F32},
+                                     {"range_lo"}, {"range_hi"}, {"base_lo"}, {"base_hi"},
+                                     {"p_offset"}});
   KernelLaunch l;
-  l.key = std::string("rng_fill:") + dist_name(p.dist) + ":" + dtype_name(out.dtype);
+  const bool with_p = p.dist == Dist::BernoulliTensor;
+  l.typed = {"rng:fill", {static_cast<uint32_t>(p.dist), static_cast<uint32_t>(out.dtype),
+                          with_p ? static_cast<uint32_t>(p.p.dtype) : 0u}};
+  set_philox(l.declare(layout), philox)
+      .set_u32("out_offset", static_cast<uint32_t>(out.offset))
+      .set_f32("a", p.a)
+      .set_f32("b", p.b)
+      .set_u32("range_lo", static_cast<uint32_t>(p.range))
+      .set_u32("range_hi", static_cast<uint32_t>(p.range >> 32))
+      .set_u32("base_lo", static_cast<uint32_t>(static_cast<uint64_t>(p.base)))
+      .set_u32("base_hi", static_cast<uint32_t>(static_cast<uint64_t>(p.base) >> 32))
+      .set_u32("p_offset", static_cast<uint32_t>(p.p.offset));
   l.buffers = {{out.buffer, Access::ReadWrite, is_subword(out.dtype)}};
-  l.buffers[0].touches(8, out.dtype, out.offset, numel);
-  if (p.dist == Dist::BernoulliTensor) {
-    l.key += std::string(":") + dtype_name(p.p.dtype);
+  l.buffers[0].touches(l.word_of("out_offset"), out.dtype, out.offset, numel);
+  if (with_p) {
     l.buffers.push_back({p.p.buffer, Access::Read, false});
-    l.buffers.back().touches(15, p.p.dtype, p.p.offset, numel);
+    l.buffers.back().touches(l.word_of("p_offset"), p.p.dtype, p.p.offset, numel);
     l.buffers.push_back({p.flag, Access::ReadWrite, true});
   }
-  l.uniforms = philox_words(philox);
-  l.uniforms.resize(16, 0);
-  l.uniforms[8] = static_cast<uint32_t>(out.offset);
-  l.uniforms[9] = f32_bits(p.a);
-  l.uniforms[10] = f32_bits(p.b);
-  l.uniforms[11] = static_cast<uint32_t>(p.range);
-  l.uniforms[12] = static_cast<uint32_t>(p.range >> 32);
-  l.uniforms[13] = static_cast<uint32_t>(static_cast<uint64_t>(p.base));
-  l.uniforms[14] = static_cast<uint32_t>(static_cast<uint64_t>(p.base) >> 32);
-  l.uniforms[15] = static_cast<uint32_t>(p.p.offset);
   l.count = numel;
   l.workgroup = ctx.caps().workgroup_1d();
   const uint32_t wg = l.workgroup;
@@ -187,11 +167,11 @@ void fill_random_piece(Context& ctx, const BufferRef& out, uint64_t numel, const
     if (dist == Dist::Uniform) s += wgsl_bits_function("to_bits", dtype, Compute::F32);
     s += kernel_main(Grid::Invocations, wg);
     s += "  let r = rng_block(idx);\n"
-         "  let pa = bitcast<f32>(uw(9u));\n"
-         "  let pb = bitcast<f32>(uw(10u));\n";
+         "  let pa = u.a;\n"
+         "  let pb = u.b;\n";
     s += dist_wgsl(dist, dtype);
     const Compute from = integer_valued(dist) ? Compute::I64 : Compute::F32;
-    s += "  store(uw(8u) + idx, " + wgsl_convert(from, c, "v") + ");\n}\n";
+    s += "  store(u.out_offset + idx, " + wgsl_convert(from, c, "v") + ");\n}\n";
     return s;
   };
   launch_kernel(ctx, l);
@@ -245,33 +225,33 @@ uint64_t random_permutation(Context& ctx, const BufferRef& out, uint64_t n, WGPU
   while (pow2 < n) pow2 <<= 1;
   check_u32(pow2, "randperm");
   const uint32_t wg = ctx.caps().workgroup_1d();
-  const std::vector<uint32_t> base = philox_words(philox);
 
   // Entries (key.hi, key.lo, index); the padding sorts after every real entry.
+  static const UniformLayout init_layout({TWGPU_PHILOX_UNIFORMS, {"n"}});
   KernelLaunch init;
-  init.key = "rng_perm_init";
+  init.typed = {"rng:perm_init"};
   init.buffers = {{scratch, Access::ReadWrite, false}};
-  init.uniforms = base;
-  init.uniforms.resize(12, 0);
-  init.uniforms[8] = static_cast<uint32_t>(n);
+  set_philox(init.declare(init_layout), philox).set_u32("n", static_cast<uint32_t>(n));
   init.count = pow2;
   init.workgroup = wg;
   init.body = [wg] {
     return philox_wgsl() + kernel_main(Grid::Invocations, wg) +
            "  var key = vec2<u32>(0xffffffffu, 0xffffffffu);\n"
-           "  if (idx < uw(8u)) { let r = rng_block(idx); key = vec2<u32>(r.x, r.y); }\n"
+           "  if (idx < u.n) { let r = rng_block(idx); key = vec2<u32>(r.x, r.y); }\n"
            "  buf0[3u * idx] = key.x;\n  buf0[3u * idx + 1u] = key.y;\n  buf0[3u * idx + 2u] = idx;\n}\n";
   };
   launch_kernel(ctx, init);
 
+  // Stage k of the network, compare distance j.
+  static const UniformLayout step_layout({{"j"}, {"k"}});
   KernelLaunch step;
-  step.key = "rng_perm_bitonic_step";
+  step.typed = {"rng:perm_bitonic_step"};
   step.buffers = {{scratch, Access::ReadWrite, false}};
   step.count = pow2 / 2;
   step.workgroup = wg;
   step.body = [wg] {
     return kernel_main(Grid::Invocations, wg) +
-           "  let j = uw(9u);\n  let k = uw(10u);\n"
+           "  let j = u.j;\n  let k = u.k;\n"
            "  let i = ((idx & ~(j - 1u)) << 1u) | (idx & (j - 1u));\n"
            "  let q = i + j;\n"
            "  let a = vec3<u32>(buf0[3u * i], buf0[3u * i + 1u], buf0[3u * i + 2u]);\n"
@@ -284,9 +264,9 @@ uint64_t random_permutation(Context& ctx, const BufferRef& out, uint64_t n, WGPU
            "  }\n}\n";
   };
   auto global_step = [&](uint64_t j, uint64_t k) {
-    step.uniforms.assign(12, 0);
-    step.uniforms[9] = static_cast<uint32_t>(j);
-    step.uniforms[10] = static_cast<uint32_t>(k);  // k <= pow2 < 2^32
+    step.declare(step_layout)
+        .set_u32("j", static_cast<uint32_t>(j))
+        .set_u32("k", static_cast<uint32_t>(k));  // k <= pow2 < 2^32
     launch_kernel(ctx, step);
   };
   if (pow2 < kSortBlock) {
@@ -295,8 +275,10 @@ uint64_t random_permutation(Context& ctx, const BufferRef& out, uint64_t n, WGPU
   } else {
     // Steps whose partners lie in the same block of kSortBlock entries run in workgroup
     // memory, many per dispatch; only the longer strides go through global memory.
+    // k == 0: sort each block; otherwise the short-stride steps of stage k.
+    static const UniformLayout local_layout({{"k"}});
     KernelLaunch local;
-    local.key = "rng_perm_bitonic_local";
+    local.typed = {"rng:perm_bitonic_local"};
     local.buffers = {{scratch, Access::ReadWrite, false}};
     local.grid = Grid::Groups;
     local.count = pow2 / kSortBlock;
@@ -315,9 +297,9 @@ uint64_t random_permutation(Context& ctx, const BufferRef& out, uint64_t n, WGPU
              "    }\n"
              "  }\n"
              "  workgroupBarrier();\n"
-             // uw(9) == 0: sort each block (every k up to the block size); otherwise the
-             // short-stride steps of the merge for k = uw(9).
-             "  let kk = uw(9u);\n"
+             // u.k == 0: sort each block (every k up to the block size); otherwise the
+             // short-stride steps of the merge for k = u.k.
+             "  let kk = u.k;\n"
              "  var k = select(kk, 2u, kk == 0u);\n"
              "  let k_end = select(kk, " + full + "u, kk == 0u);\n"
              "  loop {\n"
@@ -344,8 +326,7 @@ uint64_t random_permutation(Context& ctx, const BufferRef& out, uint64_t n, WGPU
              "  }\n}\n";
     };
     auto local_pass = [&](uint64_t k) {
-      local.uniforms.assign(12, 0);
-      local.uniforms[9] = static_cast<uint32_t>(k);
+      local.declare(local_layout).set_u32("k", static_cast<uint32_t>(k));
       launch_kernel(ctx, local);
     };
     local_pass(0);
@@ -356,18 +337,18 @@ uint64_t random_permutation(Context& ctx, const BufferRef& out, uint64_t n, WGPU
   }
 
   const Compute c = compute_type_for(out.dtype);
+  static const UniformLayout write_layout({{"out_offset"}});
   KernelLaunch write;
-  write.key = std::string("rng_perm_write:") + dtype_name(out.dtype);
+  write.typed = {"rng:perm_write", {static_cast<uint32_t>(out.dtype)}};
   write.buffers = {{scratch, Access::Read, false},
                    {out.buffer, Access::ReadWrite, is_subword(out.dtype)}};
-  write.uniforms.assign(12, 0);
-  write.uniforms[8] = static_cast<uint32_t>(out.offset);
+  write.declare(write_layout).set_u32("out_offset", static_cast<uint32_t>(out.offset));
   write.count = n;
   write.workgroup = wg;
   const DType dtype = out.dtype;
   write.body = [&write, dtype, c, wg] {
     return kernel_store("store", write.buffers, 1, dtype, c) + kernel_main(Grid::Invocations, wg) +
-           "  store(uw(8u) + idx, " + wgsl_convert(Compute::I32, c, "i32(buf0[3u * idx + 2u])") +
+           "  store(u.out_offset + idx, " + wgsl_convert(Compute::I32, c, "i32(buf0[3u * idx + 2u])") +
            ");\n}\n";
   };
   launch_kernel(ctx, write);
@@ -380,13 +361,14 @@ void multinomial_prepare(Context& ctx, const BufferRef& probs, uint64_t rows, ui
   check_u32(rows * cats, "multinomial");
   constexpr uint32_t wg = 64;
   const bool with_cdf = cdf != nullptr;
+  static const UniformLayout layout({{"probs_offset"}, {"cats"}});
   KernelLaunch l;
-  l.key = std::string("rng_multinomial_prepare:") + dtype_name(probs.dtype) + (with_cdf ? ":cdf" : "");
+  l.typed = {"rng:multinomial_prepare", {static_cast<uint32_t>(probs.dtype), with_cdf ? 1u : 0u}};
   l.buffers = {{probs.buffer, Access::Read, false}, {stats, Access::ReadWrite, false}};
   if (with_cdf) l.buffers.push_back({cdf, Access::ReadWrite, false});
-  l.uniforms.assign(12, 0);
-  l.uniforms[8] = static_cast<uint32_t>(probs.offset);
-  l.uniforms[9] = static_cast<uint32_t>(cats);
+  l.declare(layout)
+      .set_u32("probs_offset", static_cast<uint32_t>(probs.offset))
+      .set_u32("cats", static_cast<uint32_t>(cats));
   l.grid = Grid::Groups;
   l.count = rows;
   l.workgroup = wg;
@@ -396,12 +378,12 @@ void multinomial_prepare(Context& ctx, const BufferRef& probs, uint64_t rows, ui
                     "var<workgroup> part: array<f32, 64>;\n"
                     "var<workgroup> bad: array<u32, 64>;\n" +
                     kernel_main(Grid::Groups, 64) +
-                    "  let C = uw(9u);\n"
+                    "  let C = u.cats;\n"
                     "  let chunk = (C + 63u) / 64u;\n"
                     "  let start = min(lid * chunk, C);\n"
                     "  let end = min(start + chunk, C);\n"
                     "  let valid = group < uw(0u);\n"
-                    "  let row = uw(8u) + group * C;\n"
+                    "  let row = u.probs_offset + group * C;\n"
                     "  var s = 0.0;\n  var fl = 0u;\n"
                     "  if (valid) {\n"
                     "    for (var c = start; c < end; c = c + 1u) {\n"
@@ -445,22 +427,22 @@ uint64_t multinomial_with_replacement(Context& ctx, const BufferRef& probs, WGPU
   if (n == 0) return 0;
   check_u32(n, "multinomial");
   const uint32_t wg = ctx.caps().workgroup_1d();
+  static const UniformLayout layout({TWGPU_PHILOX_UNIFORMS, {"cats"}, {"samples"}, {"out_offset"}});
   KernelLaunch l;
-  l.key = "rng_multinomial_replacement";
+  l.typed = {"rng:multinomial_replacement"};
   l.buffers = {{cdf, Access::Read, false}, {out.buffer, Access::ReadWrite, false}};
-  l.uniforms = philox_words(philox);
-  l.uniforms.resize(12, 0);
-  l.uniforms[8] = static_cast<uint32_t>(cats);
-  l.uniforms[9] = static_cast<uint32_t>(samples);
-  l.uniforms[10] = static_cast<uint32_t>(out.offset);
+  set_philox(l.declare(layout), philox)
+      .set_u32("cats", static_cast<uint32_t>(cats))
+      .set_u32("samples", static_cast<uint32_t>(samples))
+      .set_u32("out_offset", static_cast<uint32_t>(out.offset));
   l.count = n;
   l.workgroup = wg;
   l.body = [&l, wg] {
     return philox_wgsl() + kernel_store("store", l.buffers, 1, DType::Int64, Compute::I64) +
            "fn cdf_at(i: u32) -> f32 { return bitcast<f32>(buf0[i]); }\n" +
            kernel_main(Grid::Invocations, wg) +
-           "  let C = uw(8u);\n"
-           "  let base = (idx / uw(9u)) * C;\n"
+           "  let C = u.cats;\n"
+           "  let base = (idx / u.samples) * C;\n"
            "  let total = cdf_at(base + C - 1u);\n"
            "  let goal = rng_u01(rng_block(idx).x) * total;\n"
            // The first category whose running sum exceeds the target (zero-probability
@@ -478,7 +460,7 @@ uint64_t multinomial_with_replacement(Context& ctx, const BufferRef& probs, WGPU
            "      if (cdf_at(base + mid) >= total) { hi = mid; } else { lo = mid + 1u; }\n"
            "    }\n"
            "  }\n"
-           "  store(uw(10u) + idx, vec2<u32>(lo, 0u));\n}\n";
+           "  store(u.out_offset + idx, vec2<u32>(lo, 0u));\n}\n";
   };
   launch_kernel(ctx, l);
   return n;
@@ -489,17 +471,18 @@ uint64_t multinomial_without_replacement(Context& ctx, const BufferRef& probs, W
                                          const BufferRef& out, const PhiloxInput& philox) {
   if (rows == 0) return 0;
   check_u32(rows * cats, "multinomial");
+  static const UniformLayout layout(
+      {TWGPU_PHILOX_UNIFORMS, {"probs_offset"}, {"cats"}, {"samples"}, {"out_offset"}});
   KernelLaunch l;
-  l.key = std::string("rng_multinomial_no_replacement:") + dtype_name(probs.dtype);
+  l.typed = {"rng:multinomial_no_replacement", {static_cast<uint32_t>(probs.dtype)}};
   l.buffers = {{probs.buffer, Access::Read, false},
                {keys, Access::ReadWrite, false},
                {out.buffer, Access::ReadWrite, false}};
-  l.uniforms = philox_words(philox);
-  l.uniforms.resize(12, 0);
-  l.uniforms[8] = static_cast<uint32_t>(probs.offset);
-  l.uniforms[9] = static_cast<uint32_t>(cats);
-  l.uniforms[10] = static_cast<uint32_t>(samples);
-  l.uniforms[11] = static_cast<uint32_t>(out.offset);
+  set_philox(l.declare(layout), philox)
+      .set_u32("probs_offset", static_cast<uint32_t>(probs.offset))
+      .set_u32("cats", static_cast<uint32_t>(cats))
+      .set_u32("samples", static_cast<uint32_t>(samples))
+      .set_u32("out_offset", static_cast<uint32_t>(out.offset));
   l.grid = Grid::Groups;
   l.count = rows;
   l.workgroup = 64;
@@ -510,7 +493,7 @@ uint64_t multinomial_without_replacement(Context& ctx, const BufferRef& probs, W
            "var<workgroup> best_key: array<f32, 64>;\n"
            "var<workgroup> best_idx: array<u32, 64>;\n" +
            kernel_main(Grid::Groups, 64) +
-           "  let C = uw(9u);\n  let S = uw(10u);\n"
+           "  let C = u.cats;\n  let S = u.samples;\n"
            "  let valid = group < uw(0u);\n"
            "  let row = group * C;\n"
            // Exponential race: p / Exp(1) keys; the largest keys form a sample without
@@ -518,7 +501,7 @@ uint64_t multinomial_without_replacement(Context& ctx, const BufferRef& probs, W
            "  if (valid) {\n"
            "    for (var c = lid; c < C; c = c + 64u) {\n"
            "      let e = -log(rng_u01_open(rng_block(row + c).x));\n"
-           "      buf1[row + c] = bitcast<u32>(f32(load_p(uw(8u) + row + c)) / e);\n"
+           "      buf1[row + c] = bitcast<u32>(f32(load_p(u.probs_offset + row + c)) / e);\n"
            "    }\n"
            "  }\n"
            "  storageBarrier();\n  workgroupBarrier();\n"
@@ -543,7 +526,7 @@ uint64_t multinomial_without_replacement(Context& ctx, const BufferRef& probs, W
            "    }\n"
            "    if (lid == 0u && valid) {\n"
            "      let c = best_idx[0];\n"
-           "      store(uw(11u) + group * S + s, vec2<u32>(c, 0u));\n"
+           "      store(u.out_offset + group * S + s, vec2<u32>(c, 0u));\n"
            "      buf1[row + c] = bitcast<u32>(-2.0);\n"
            "    }\n"
            "    storageBarrier();\n    workgroupBarrier();\n"
@@ -559,18 +542,20 @@ uint64_t dropout_forward(Context& ctx, const BufferRef& in, const BufferRef& out
   if (numel == 0) return 0;
   check_u32(numel, "dropout");
   const uint32_t wg = ctx.caps().workgroup_1d();
+  static const UniformLayout layout({TWGPU_PHILOX_UNIFORMS, {"in_offset"}, {"out_offset"},
+                                     {"mask_offset"}, {"keep", UniformType::F32},
+                                     {"scale", UniformType::F32}});
   KernelLaunch l;
-  l.key = std::string("rng_dropout:") + dtype_name(in.dtype);
+  l.typed = {"rng:dropout", {static_cast<uint32_t>(in.dtype)}};
   l.buffers = {{in.buffer, Access::Read, false},
                {out.buffer, Access::ReadWrite, is_subword(out.dtype)},
                {mask.buffer, Access::ReadWrite, true}};
-  l.uniforms = philox_words(philox);
-  l.uniforms.resize(16, 0);
-  l.uniforms[8] = static_cast<uint32_t>(in.offset);
-  l.uniforms[9] = static_cast<uint32_t>(out.offset);
-  l.uniforms[10] = static_cast<uint32_t>(mask.offset);
-  l.uniforms[11] = f32_bits(keep);
-  l.uniforms[12] = f32_bits(scale);
+  set_philox(l.declare(layout), philox)
+      .set_u32("in_offset", static_cast<uint32_t>(in.offset))
+      .set_u32("out_offset", static_cast<uint32_t>(out.offset))
+      .set_u32("mask_offset", static_cast<uint32_t>(mask.offset))
+      .set_f32("keep", keep)
+      .set_f32("scale", scale);
   l.count = numel;
   l.workgroup = wg;
   const DType dtype = in.dtype;
@@ -579,10 +564,10 @@ uint64_t dropout_forward(Context& ctx, const BufferRef& in, const BufferRef& out
            kernel_store("store_out", l.buffers, 1, dtype, Compute::F32) +
            kernel_store("store_mask", l.buffers, 2, DType::Bool, Compute::I32) +
            kernel_main(Grid::Invocations, wg) +
-           "  let kept = rng_u01(rng_block(idx).x) < bitcast<f32>(uw(11u));\n"
-           "  let x = f32(load_x(uw(8u) + idx));\n"
-           "  store_out(uw(9u) + idx, (x * select(0.0, 1.0, kept)) * bitcast<f32>(uw(12u)));\n"
-           "  store_mask(uw(10u) + idx, select(0, 1, kept));\n}\n";
+           "  let kept = rng_u01(rng_block(idx).x) < u.keep;\n"
+           "  let x = f32(load_x(u.in_offset + idx));\n"
+           "  store_out(u.out_offset + idx, (x * select(0.0, 1.0, kept)) * u.scale);\n"
+           "  store_mask(u.mask_offset + idx, select(0, 1, kept));\n}\n";
   };
   launch_kernel(ctx, l);
   return numel;
@@ -592,17 +577,17 @@ void flag_negative_or_nan(Context& ctx, const BufferRef& x, uint64_t numel, WGPU
   if (numel == 0) return;
   check_u32(numel, "normal");
   const uint32_t wg = ctx.caps().workgroup_1d();
+  static const UniformLayout layout({{"x_offset"}});
   KernelLaunch l;
-  l.key = std::string("rng_flag_negative:") + dtype_name(x.dtype);
+  l.typed = {"rng:flag_negative", {static_cast<uint32_t>(x.dtype)}};
   l.buffers = {{x.buffer, Access::Read, false}, {flag, Access::ReadWrite, true}};
-  l.uniforms.assign(12, 0);
-  l.uniforms[8] = static_cast<uint32_t>(x.offset);
+  l.declare(layout).set_u32("x_offset", static_cast<uint32_t>(x.offset));
   l.count = numel;
   l.workgroup = wg;
   const DType dtype = x.dtype;
   l.body = [&l, dtype, wg] {
     return kernel_load("load_x", l.buffers, 0, dtype) + kernel_main(Grid::Invocations, wg) +
-           "  let v = f32(load_x(uw(8u) + idx));\n"
+           "  let v = f32(load_x(u.x_offset + idx));\n"
            "  if (is_nan(v) || v < 0.0) { atomicOr(&buf1[0], 1u); }\n}\n";
   };
   launch_kernel(ctx, l);

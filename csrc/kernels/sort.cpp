@@ -12,14 +12,6 @@
 namespace twgpu {
 namespace {
 
-// Uniform words (from kFirstUserWord).
-constexpr uint32_t kInOffset = 4, kRowLen = 5, kPadded = 6, kChunk = 7, kDescending = 8,
-                   kStageK = 9, kStageJ = 10, kFullSort = 11, kFromInput = 12, kTake = 13,
-                   kValuesOffset = 14, kIndicesOffset = 15, kPick = 16, kPosition = 17,
-                   kIsFloat = 18, kWords = 20;
-// Rows up to this many (padded) elements sort inside one workgroup's memory.
-constexpr uint64_t kChunkMax = 1024;
-
 // `fn sort_key(v) -> vec2<u32>`: unsigned (hi, lo) words ordered like the values.
 std::string key_function(DType dtype) {
   switch (compute_type_for(dtype)) {
@@ -60,114 +52,256 @@ std::string set_entry_function(size_t b) {
          "[3u * e + 1u] = v.y; " + s + "[3u * e + 2u] = v.z; }\n";
 }
 
-std::vector<uint32_t> base_uniforms(const SortInput& in, bool descending) {
-  std::vector<uint32_t> u(kWords, 0);
-  u[kInOffset] = static_cast<uint32_t>(in.offset);
-  u[kRowLen] = static_cast<uint32_t>(in.n);
-  u[kPadded] = static_cast<uint32_t>(sort_padded_length(in.n));
-  u[kChunk] = static_cast<uint32_t>(std::min(sort_padded_length(in.n), kChunkMax));
-  u[kDescending] = descending ? 1u : 0u;
-  u[kIsFloat] = is_floating(in.dtype) ? 1u : 0u;
-  return u;
+uint32_t u32_of(uint64_t v) { return static_cast<uint32_t>(v); }
+
+// The bindings of a kernel that reads rows (and scratch entries) and writes values in the
+// input's dtype and int64 indices: buf0 input, buf1 scratch, buf2 values, buf3 indices.
+std::vector<KernelBuffer> result_buffers(const SortInput& in, WGPUBuffer scratch, Access scratch_access,
+                                         WGPUBuffer values, WGPUBuffer indices) {
+  return {{in.buffer, Access::Read, false},
+          {scratch, scratch_access, false},
+          {values, Access::ReadWrite, is_subword(in.dtype)},
+          {indices, Access::ReadWrite, false}};
 }
 
-// Sorts chunks of `chunk` entries in workgroup memory: the whole network up to `chunk`
-// (full) or, for a stage k above it, the steps j < chunk. The first pass reads the input.
-void local_pass(Context& ctx, const SortInput& in, bool descending, WGPUBuffer scratch,
-                bool full, bool from_input, uint64_t k) {
-  const uint64_t padded = sort_padded_length(in.n);
-  const uint64_t chunk = std::min(padded, kChunkMax);
-  const uint32_t wg = static_cast<uint32_t>(std::min<uint64_t>(256, std::max<uint64_t>(1, chunk / 2)));
+// Entries one workgroup sorts in its memory (12 bytes each): the largest power of two
+// from 1024 to 4096 that the device's workgroup storage holds (1024 under the spec's
+// default 16 KiB; 4096 where 48 KiB allow, so rows up to 4096 sort in one pass).
+uint64_t chunk_max(Context& ctx) {
+  uint64_t c = 1024;
+  while (c < 4096 && 2 * c * 12 <= ctx.caps().max_workgroup_storage) c *= 2;
+  return c;
+}
+
+// Where a sort's first `take` entries per row go: values (the input's dtype) and int64
+// indices, `take` per row.
+struct RowResult {
+  uint64_t take = 0;
+  WGPUBuffer values = nullptr;
+  uint64_t values_offset = 0;
+  WGPUBuffer indices = nullptr;
+  uint64_t indices_offset = 0;
+};
+
+// One local pass: every workgroup orders `chunk` entries of one segment of a row in
+// workgroup memory and writes the first `keep` of them.
+//  - source: the input (sort keys of row r's elements `pos`, index pos; positions past
+//    `m` pad with entries that sort last) or scratch entries from `src_base` (row r's
+//    `m` entries at src_base + r * m);
+//  - sort (sort_rows): the bitonic network, every stage up to `chunk` (full) or, for a
+//    stage k above it, the steps j < chunk, in the directions the whole row's network
+//    gives the chunk (`keep` = chunk);
+//  - select (topk_rows): only the first `keep` (<= chunk / 2) in ascending order: runs of
+//    `keep` sorted alternately up and down, then rounds that halve the runs (the
+//    elementwise minimum of an ascending and a descending run holds the smaller half of
+//    both, in bitonic order, which `keep`'s merge steps sort);
+//  - output: row r's segment s at dst_base + (r * segs + s) * keep; or, when the pass
+//    holds whole rows (segs 1) and `result` is set, the first `take` entries as values
+//    (read back from the input) and int64 indices, with no scratch round trip.
+struct LocalPass {
+  const RowResult* result = nullptr;
+  bool select = false;
+  bool from_input = false;
+  bool full = false;
+  bool descending = false;
+  uint64_t chunk = 0, m = 0, segs = 0, keep = 0, k = 0;
+  uint64_t src_base = 0, dst_base = 0;
+};
+
+// WGSL of the steps j, j / 2, ..., 1 of a stage (`j` a var; `ascending`: WGSL of whether
+// the pair at `lo` sorts up). Once a step's pairs lie inside the span of chunk / W entries
+// each invocation owns, that invocation runs the remaining steps over its span alone,
+// with no barrier between them (about half the steps of a 4096-entry sort).
+std::string stage_steps(const std::string& W, const std::string& ascending) {
+  return "    loop {\n"
+         "      if (j == 0u) { break; }\n"
+         "      if (2u * j <= span) {\n"
+         "        for (; j > 0u; j = j / 2u) {\n"
+         "          for (var t = 0u; t < span / 2u; t = t + 1u) {\n"
+         "            let lo = own + 2u * j * (t / j) + (t % j);\n"
+         "            exchange(lo, lo + j, " + ascending + ");\n"
+         "          }\n"
+         "        }\n"
+         "        workgroupBarrier();\n"
+         "        break;\n"
+         "      }\n"
+         "      for (var t = lid; t < chunk / 2u; t = t + " + W + ") {\n"
+         "        let lo = 2u * j * (t / j) + (t % j);\n"
+         "        exchange(lo, lo + j, " + ascending + ");\n"
+         "      }\n"
+         "      workgroupBarrier();\n"
+         "      j = j / 2u;\n"
+         "    }\n";
+}
+
+// WGSL of the sort mode's network (after the entries are in sh_key / sh_idx).
+std::string sort_network(const std::string& W) {
+  return "  let full = u.full != 0u;\n"
+         "  var k = select(u.stage_k, 2u, full);\n"
+         "  loop {\n"
+         "    var j = select(chunk / 2u, k / 2u, full);\n" +
+         stage_steps(W, "((start + lo) & k) == 0u") +
+         "    if (!full || k >= chunk) { break; }\n"
+         "    k = k * 2u;\n"
+         "  }\n";
+}
+
+// WGSL of the select mode's runs and halving rounds.
+std::string select_network(const std::string& W) {
+  return "  let keep = u.keep;\n"
+         "  for (var k = 2u; k <= keep; k = k * 2u) {\n"
+         "    var j = k / 2u;\n" +
+         stage_steps(W, "(lo & k) == 0u") +
+         "  }\n"
+         // Live runs lie `stride` apart; run 2q (ascending) takes the minimum with run
+         // 2q + 1 (descending), then sorts in q's direction.
+         "  var stride = keep;\n"
+         "  var runs = chunk / keep;\n"
+         "  loop {\n"
+         "    if (runs == 1u) { break; }\n"
+         "    let pairs = runs / 2u;\n"
+         "    for (var t = lid; t < pairs * keep; t = t + " + W + ") {\n"
+         "      let a = 2u * (t / keep) * stride + (t % keep);\n"
+         "      let b = a + stride;\n"
+         "      if (entry_less(vec3<u32>(sh_key[b], sh_idx[b]), vec3<u32>(sh_key[a], sh_idx[a]))) {\n"
+         "        sh_key[a] = sh_key[b]; sh_idx[a] = sh_idx[b];\n"
+         "      }\n"
+         "    }\n"
+         "    workgroupBarrier();\n"
+         "    let half = keep / 2u;\n"
+         "    for (var j = half; j > 0u; j = j / 2u) {\n"
+         "      for (var t = lid; t < pairs * half; t = t + " + W + ") {\n"
+         "        let q = t / half;\n"
+         "        let r = t % half;\n"
+         "        let lo = 2u * q * stride + 2u * j * (r / j) + (r % j);\n"
+         "        exchange(lo, lo + j, (q & 1u) == 0u);\n"
+         "      }\n"
+         "      workgroupBarrier();\n"
+         "    }\n"
+         "    stride = stride * 2u;\n"
+         "    runs = pairs;\n"
+         "  }\n";
+}
+
+void local_pass(Context& ctx, const SortInput& in, WGPUBuffer scratch, const LocalPass& p) {
+  static const UniformLayout layout({{"in_offset"}, {"n"}, {"chunk"}, {"m"}, {"segs"}, {"keep"},
+                                     {"stage_k"}, {"src_base"}, {"dst_base"}, {"descending"},
+                                     {"full"}, {"from_input"}, {"take"}, {"values_offset"},
+                                     {"indices_offset"}});
+  const uint64_t capacity = chunk_max(ctx);
+  const uint32_t wg = static_cast<uint32_t>(std::min<uint64_t>(256, std::max<uint64_t>(1, p.chunk / 2)));
+  const RowResult none;
+  const RowResult& out = p.result ? *p.result : none;
+  const bool direct = p.result != nullptr;
+  if (direct && p.segs != 1)
+    fail(ErrorKind::Internal, "torch_webgpu: sort's local pass writes results of whole rows only");
   KernelLaunch l;
-  l.key = std::string("sort:local:") + dtype_name(in.dtype);
-  l.buffers = {{in.buffer, Access::Read, false}, {scratch, Access::ReadWrite, false}};
-  l.uniforms = base_uniforms(in, descending);
-  l.uniforms[kFullSort] = full ? 1u : 0u;
-  l.uniforms[kFromInput] = from_input ? 1u : 0u;
-  l.uniforms[kStageK] = static_cast<uint32_t>(k);
+  l.typed = {"sort:local", {static_cast<uint32_t>(in.dtype), u32_of(capacity), p.select ? 1u : 0u,
+                            direct ? 1u : 0u}};
+  if (direct) l.buffers = result_buffers(in, scratch, Access::ReadWrite, out.values, out.indices);
+  else l.buffers = {{in.buffer, Access::Read, false}, {scratch, Access::ReadWrite, false}};
+  l.declare(layout)
+      .set_u32("n", u32_of(in.n))
+      .set_u32("take", u32_of(out.take))
+      .set_u32("values_offset", u32_of(out.values_offset))
+      .set_u32("indices_offset", u32_of(out.indices_offset))
+      .set_u32("in_offset", u32_of(in.offset))
+      .set_u32("chunk", u32_of(p.chunk))
+      .set_u32("m", u32_of(p.m))
+      .set_u32("segs", u32_of(p.segs))
+      .set_u32("keep", u32_of(p.keep))
+      .set_u32("stage_k", u32_of(p.k))
+      .set_u32("src_base", u32_of(p.src_base))
+      .set_u32("dst_base", u32_of(p.dst_base))
+      .set_u32("descending", p.descending ? 1u : 0u)
+      .set_u32("full", p.full ? 1u : 0u)
+      .set_u32("from_input", p.from_input ? 1u : 0u);
   l.grid = Grid::Groups;
-  l.count = in.rows * padded / chunk;
+  l.count = in.rows * p.segs;
   l.workgroup = wg;
   const DType dtype = in.dtype;
-  l.body = [&l, dtype, wg] {
+  const bool select = p.select;
+  l.body = [&l, dtype, wg, capacity, select, direct] {
     const std::string W = std::to_string(wg) + "u";
-    return kernel_load("load_in", l.buffers, 0, dtype) + key_function(dtype) +
+    const std::string C = std::to_string(capacity);
+    const std::string store =
+        direct ? "  if (valid) {\n"
+                 "    let dst = group * u.take;\n"
+                 "    for (var t = lid; t < u.take; t = t + " + W + ") {\n"
+                 "      let i = sh_idx[t];\n"
+                 "      store_value(u.values_offset + dst + t, load_in(u.in_offset + row * u.n + i));\n"
+                 "      store_index(u.indices_offset + dst + t, vec2<u32>(i, 0u));\n"
+                 "    }\n"
+                 "  }\n"
+               : "  if (valid) {\n"
+                 "    let dst = u.dst_base + group * u.keep;\n"
+                 "    for (var t = lid; t < u.keep; t = t + " + W + ") {\n"
+                 "      set_entry(dst + t, vec3<u32>(sh_key[t], sh_idx[t]));\n"
+                 "    }\n"
+                 "  }\n";
+    std::string stores;
+    if (direct)
+      stores = kernel_store("store_value", l.buffers, 2, dtype, compute_type_for(dtype)) +
+               kernel_store("store_index", l.buffers, 3, DType::Int64, Compute::I64);
+    return kernel_load("load_in", l.buffers, 0, dtype) + key_function(dtype) + stores +
            entry_functions(1) + set_entry_function(1) +
-           "var<workgroup> sh_key: array<vec2<u32>, 1024>;\n"
-           "var<workgroup> sh_idx: array<u32, 1024>;\n" +
+           "var<workgroup> sh_key: array<vec2<u32>, " + C + ">;\n"
+           "var<workgroup> sh_idx: array<u32, " + C + ">;\n"
+           // Orders entries lo < hi of the workgroup's chunk.
+           "fn exchange(lo: u32, hi: u32, ascending: bool) {\n"
+           "  let a = vec3<u32>(sh_key[lo], sh_idx[lo]);\n"
+           "  let b = vec3<u32>(sh_key[hi], sh_idx[hi]);\n"
+           "  if (entry_less(b, a) == ascending) {\n"
+           "    sh_key[lo] = b.xy; sh_idx[lo] = b.z;\n"
+           "    sh_key[hi] = a.xy; sh_idx[hi] = a.z;\n"
+           "  }\n"
+           "}\n" +
            kernel_main(Grid::Groups, wg) +
-           "  let chunk = uw(7u);\n"
-           "  let padded = uw(6u);\n"
-           "  let n = uw(5u);\n"
+           "  let chunk = u.chunk;\n"
+           "  let span = chunk / " + W + ";\n"
+           "  let own = lid * span;\n"
            "  let valid = group < uw(0u);\n"
-           "  let base = group * chunk;\n"
-           "  let flip = select(vec2<u32>(0u), vec2<u32>(0xffffffffu), uw(8u) != 0u);\n"
+           "  let row = group / u.segs;\n"
+           "  let start = (group % u.segs) * chunk;\n"
+           "  let flip = select(vec2<u32>(0u), vec2<u32>(0xffffffffu), u.descending != 0u);\n"
            "  for (var t = lid; t < chunk; t = t + " + W + ") {\n"
            "    var e = vec3<u32>(0xffffffffu);\n"
-           "    if (valid) {\n"
-           "      let g = base + t;\n"
-           "      if (uw(12u) != 0u) {\n"
-           "        let row = g / padded;\n"
-           "        let pos = g & (padded - 1u);\n"
-           "        if (pos < n) { e = vec3<u32>(sort_key(load_in(uw(4u) + row * n + pos)) ^ flip, pos); }\n"
+           "    let pos = start + t;\n"
+           "    if (valid && pos < u.m) {\n"
+           "      if (u.from_input != 0u) {\n"
+           "        e = vec3<u32>(sort_key(load_in(u.in_offset + row * u.m + pos)) ^ flip, pos);\n"
            "      } else {\n"
-           "        e = get_entry(g);\n"
+           "        e = get_entry(u.src_base + row * u.m + pos);\n"
            "      }\n"
            "    }\n"
            "    sh_key[t] = e.xy;\n"
            "    sh_idx[t] = e.z;\n"
            "  }\n"
-           "  workgroupBarrier();\n"
-           "  let full = uw(11u) != 0u;\n"
-           "  var k = select(uw(9u), 2u, full);\n"
-           "  loop {\n"
-           "    var j = select(chunk / 2u, k / 2u, full);\n"
-           "    loop {\n"
-           "      if (j == 0u) { break; }\n"
-           "      for (var t = lid; t < chunk / 2u; t = t + " + W + ") {\n"
-           "        let lo = 2u * j * (t / j) + (t % j);\n"
-           "        let hi = lo + j;\n"
-           "        let ascending = (((base + lo) & (padded - 1u)) & k) == 0u;\n"
-           "        let a = vec3<u32>(sh_key[lo], sh_idx[lo]);\n"
-           "        let b = vec3<u32>(sh_key[hi], sh_idx[hi]);\n"
-           "        if (entry_less(b, a) == ascending) {\n"
-           "          sh_key[lo] = b.xy; sh_idx[lo] = b.z;\n"
-           "          sh_key[hi] = a.xy; sh_idx[hi] = a.z;\n"
-           "        }\n"
-           "      }\n"
-           "      workgroupBarrier();\n"
-           "      j = j / 2u;\n"
-           "    }\n"
-           "    if (!full || k >= chunk) { break; }\n"
-           "    k = k * 2u;\n"
-           "  }\n"
-           "  if (valid) {\n"
-           "    for (var t = lid; t < chunk; t = t + " + W + ") {\n"
-           "      set_entry(base + t, vec3<u32>(sh_key[t], sh_idx[t]));\n"
-           "    }\n"
-           "  }\n"
-           "}\n";
+           "  workgroupBarrier();\n" +
+           (select ? select_network(W) : sort_network(W)) + store + "}\n";
   };
   launch_kernel(ctx, l);
 }
 
 // One compare-exchange step (k, j) of the network over the whole scratch buffer.
 void global_step(Context& ctx, const SortInput& in, WGPUBuffer scratch, uint64_t k, uint64_t j) {
+  static const UniformLayout layout({{"padded"}, {"stage_k"}, {"stage_j"}});
   const uint64_t padded = sort_padded_length(in.n);
   KernelLaunch l;
-  l.key = "sort:global";
+  l.typed = {"sort:global"};
   l.buffers = {{scratch, Access::ReadWrite, false}};
-  l.uniforms = base_uniforms(in, false);
-  l.uniforms[kStageK] = static_cast<uint32_t>(k);
-  l.uniforms[kStageJ] = static_cast<uint32_t>(j);
+  l.declare(layout)
+      .set_u32("padded", u32_of(padded))
+      .set_u32("stage_k", u32_of(k))
+      .set_u32("stage_j", u32_of(j));
   l.count = in.rows * padded / 2;
-  l.body = [&l] {
+  l.body = [] {
     return entry_functions(0) + set_entry_function(0) + kernel_main(Grid::Invocations, 256) +
-           "  let j = uw(10u);\n"
-           "  let k = uw(9u);\n"
+           "  let j = u.stage_j;\n"
+           "  let k = u.stage_k;\n"
            "  let lo = 2u * j * (idx / j) + (idx % j);\n"
            "  let hi = lo + j;\n"
-           "  let ascending = ((lo & (uw(6u) - 1u)) & k) == 0u;\n"
+           "  let ascending = ((lo & (u.padded - 1u)) & k) == 0u;\n"
            "  let a = get_entry(lo);\n"
            "  let b = get_entry(hi);\n"
            "  if (entry_less(b, a) == ascending) { set_entry(lo, b); set_entry(hi, a); }\n"
@@ -184,6 +318,43 @@ void check_sizes(const SortInput& in) {
     fail(ErrorKind::Unsupported, "torch_webgpu: sort over too many elements");
 }
 
+// values[r * k + i] = input[r, idx], indices[r * k + i] = idx for the first k entries of
+// each row, row r's entries starting at base + r * stride.
+void take_entries(Context& ctx, const SortInput& in, WGPUBuffer scratch, uint64_t base,
+                  uint64_t stride, uint64_t k, WGPUBuffer values, uint64_t values_offset,
+                  WGPUBuffer indices, uint64_t indices_offset) {
+  if (in.rows == 0 || k == 0) return;
+  static const UniformLayout layout({{"in_offset"}, {"n"}, {"base"}, {"stride"}, {"take"},
+                                     {"values_offset"}, {"indices_offset"}});
+  KernelLaunch l;
+  l.typed = {"sort:take", {static_cast<uint32_t>(in.dtype)}};
+  l.buffers = result_buffers(in, scratch, Access::Read, values, indices);
+  l.declare(layout)
+      .set_u32("in_offset", u32_of(in.offset))
+      .set_u32("n", u32_of(in.n))
+      .set_u32("base", u32_of(base))
+      .set_u32("stride", u32_of(stride))
+      .set_u32("take", u32_of(k))
+      .set_u32("values_offset", u32_of(values_offset))
+      .set_u32("indices_offset", u32_of(indices_offset));
+  l.count = in.rows * k;
+  const DType dtype = in.dtype;
+  l.body = [&l, dtype] {
+    return kernel_load("load_in", l.buffers, 0, dtype) + entry_functions(1) +
+           kernel_store("store_value", l.buffers, 2, dtype, compute_type_for(dtype)) +
+           kernel_store("store_index", l.buffers, 3, DType::Int64, Compute::I64) +
+           kernel_main(Grid::Invocations, 256) +
+           "  let row = idx / u.take;\n"
+           "  let pos = idx % u.take;\n"
+           "  let i = get_entry(u.base + row * u.stride + pos).z;\n"
+           "  store_value(u.values_offset + idx, load_in(u.in_offset + row * u.n + i));\n"
+           "  store_index(u.indices_offset + idx, vec2<u32>(i, 0u));\n"
+           "}\n";
+  };
+  l.workgroup = 256;
+  launch_kernel(ctx, l);
+}
+
 }  // namespace
 
 uint64_t sort_padded_length(uint64_t n) {
@@ -194,65 +365,112 @@ uint64_t sort_padded_length(uint64_t n) {
 
 uint64_t sort_scratch_words(uint64_t rows, uint64_t n) { return rows * sort_padded_length(n) * 3; }
 
-void sort_rows(Context& ctx, const SortInput& in, bool descending, WGPUBuffer scratch) {
+namespace {
+
+// sort_rows, and with `result` the first result->take entries of each row written out:
+// by the local pass itself when one chunk holds a row, else by a take after the sort.
+void sort_rows_into(Context& ctx, const SortInput& in, bool descending, WGPUBuffer scratch,
+                    const RowResult* result) {
   if (in.rows == 0 || in.n == 0) return;
   check_sizes(in);
   const uint64_t padded = sort_padded_length(in.n);
-  const uint64_t chunk = std::min(padded, kChunkMax);
-  local_pass(ctx, in, descending, scratch, true, true, 0);
+  const uint64_t chunk = std::min(padded, chunk_max(ctx));
+  LocalPass p;
+  p.descending = descending;
+  p.chunk = p.keep = chunk;
+  p.segs = padded / chunk;
+  p.from_input = p.full = true;
+  p.m = in.n;
+  if (p.segs == 1) {
+    p.result = result;
+    return local_pass(ctx, in, scratch, p);
+  }
+  local_pass(ctx, in, scratch, p);
+  p.from_input = p.full = false;
+  p.m = padded;
   for (uint64_t k = chunk * 2; k <= padded; k *= 2) {
     for (uint64_t j = k / 2; j >= chunk; j /= 2) global_step(ctx, in, scratch, k, j);
-    local_pass(ctx, in, descending, scratch, false, false, k);
+    p.k = k;
+    local_pass(ctx, in, scratch, p);
   }
+  if (result)
+    take_entries(ctx, in, scratch, 0, padded, result->take, result->values,
+                 result->values_offset, result->indices, result->indices_offset);
 }
 
-void sorted_take(Context& ctx, const SortInput& in, WGPUBuffer scratch, uint64_t k,
-                 WGPUBuffer values, uint64_t values_offset, WGPUBuffer indices,
-                 uint64_t indices_offset) {
-  if (in.rows == 0 || k == 0) return;
-  KernelLaunch l;
-  l.key = std::string("sort:take:") + dtype_name(in.dtype);
-  l.buffers = {{in.buffer, Access::Read, false},
-               {scratch, Access::Read, false},
-               {values, Access::ReadWrite, is_subword(in.dtype)},
-               {indices, Access::ReadWrite, false}};
-  l.uniforms = base_uniforms(in, false);
-  l.uniforms[kTake] = static_cast<uint32_t>(k);
-  l.uniforms[kValuesOffset] = static_cast<uint32_t>(values_offset);
-  l.uniforms[kIndicesOffset] = static_cast<uint32_t>(indices_offset);
-  l.count = in.rows * k;
-  const DType dtype = in.dtype;
-  l.body = [&l, dtype] {
-    return kernel_load("load_in", l.buffers, 0, dtype) + entry_functions(1) +
-           kernel_store("store_value", l.buffers, 2, dtype, compute_type_for(dtype)) +
-           kernel_store("store_index", l.buffers, 3, DType::Int64, Compute::I64) +
-           kernel_main(Grid::Invocations, 256) +
-           "  let row = idx / uw(13u);\n"
-           "  let pos = idx % uw(13u);\n"
-           "  let i = get_entry(row * uw(6u) + pos).z;\n"
-           "  store_value(uw(14u) + idx, load_in(uw(4u) + row * uw(5u) + i));\n"
-           "  store_index(uw(15u) + idx, vec2<u32>(i, 0u));\n"
-           "}\n";
-  };
-  l.workgroup = 256;
-  launch_kernel(ctx, l);
+}  // namespace
+
+void sort_rows(Context& ctx, const SortInput& in, bool descending, WGPUBuffer scratch) {
+  sort_rows_into(ctx, in, descending, scratch, nullptr);
+}
+
+void sort_take(Context& ctx, const SortInput& in, bool descending, WGPUBuffer scratch,
+               uint64_t k, WGPUBuffer values, uint64_t values_offset, WGPUBuffer indices,
+               uint64_t indices_offset) {
+  if (k == 0) return;
+  const RowResult result{k, values, values_offset, indices, indices_offset};
+  sort_rows_into(ctx, in, descending, scratch, &result);
+}
+
+void topk_rows(Context& ctx, const SortInput& in, uint64_t k, bool largest, WGPUBuffer scratch,
+               WGPUBuffer values, uint64_t values_offset, WGPUBuffer indices,
+               uint64_t indices_offset) {
+  if (in.rows == 0 || in.n == 0 || k == 0) return;
+  check_sizes(in);
+  const uint64_t chunk = chunk_max(ctx);
+  uint64_t keep = 2;
+  while (keep < k) keep *= 2;
+  if (in.n <= chunk || 2 * keep > chunk)
+    return sort_take(ctx, in, largest, scratch, k, values, values_offset, indices, indices_offset);
+  const RowResult result{k, values, values_offset, indices, indices_offset};
+  // The first k of a row (in the strict order of key, then index) are among the first
+  // k of whichever segment holds them: each level keeps the best `keep` of every chunk,
+  // cutting a row to segs * keep entries, until one chunk holds the row. The result is
+  // the full sort's first k, ties and NaNs included. Levels alternate between two regions
+  // of the scratch (the second starts after the first level's output).
+  LocalPass p;
+  p.descending = largest;
+  p.select = p.from_input = true;
+  p.chunk = chunk;
+  p.keep = keep;
+  p.m = in.n;
+  p.segs = (in.n + chunk - 1) / chunk;
+  const uint64_t second = in.rows * p.segs * keep;
+  for (;;) {
+    local_pass(ctx, in, scratch, p);
+    if (p.segs == 1) return;  // the last level wrote the values and indices
+    const uint64_t m = p.segs * keep;
+    p.from_input = false;
+    p.src_base = p.dst_base;
+    p.dst_base = p.dst_base == 0 ? second : 0;
+    p.m = m;
+    p.segs = (m + chunk - 1) / chunk;
+    if (p.segs == 1) {
+      // The last level sorts only what is left, and writes the result.
+      p.chunk = std::max(2 * keep, sort_padded_length(m));
+      p.result = &result;
+    }
+  }
 }
 
 void sorted_pick(Context& ctx, const SortInput& in, WGPUBuffer scratch, SortedPick pick,
                  uint64_t position, WGPUBuffer values, uint64_t values_offset,
                  WGPUBuffer indices, uint64_t indices_offset) {
   if (in.rows == 0 || in.n == 0) return;
+  static const UniformLayout layout({{"in_offset"}, {"n"}, {"padded"}, {"pick"}, {"position"},
+                                     {"is_float"}, {"values_offset"}, {"indices_offset"}});
   KernelLaunch l;
-  l.key = std::string("sort:pick:") + dtype_name(in.dtype);
-  l.buffers = {{in.buffer, Access::Read, false},
-               {scratch, Access::Read, false},
-               {values, Access::ReadWrite, is_subword(in.dtype)},
-               {indices, Access::ReadWrite, false}};
-  l.uniforms = base_uniforms(in, false);
-  l.uniforms[kPick] = static_cast<uint32_t>(pick);
-  l.uniforms[kPosition] = static_cast<uint32_t>(position);
-  l.uniforms[kValuesOffset] = static_cast<uint32_t>(values_offset);
-  l.uniforms[kIndicesOffset] = static_cast<uint32_t>(indices_offset);
+  l.typed = {"sort:pick", {static_cast<uint32_t>(in.dtype)}};
+  l.buffers = result_buffers(in, scratch, Access::Read, values, indices);
+  l.declare(layout)
+      .set_u32("in_offset", u32_of(in.offset))
+      .set_u32("n", u32_of(in.n))
+      .set_u32("padded", u32_of(sort_padded_length(in.n)))
+      .set_u32("pick", static_cast<uint32_t>(pick))
+      .set_u32("position", u32_of(position))
+      .set_u32("is_float", is_floating(in.dtype) ? 1u : 0u)
+      .set_u32("values_offset", u32_of(values_offset))
+      .set_u32("indices_offset", u32_of(indices_offset));
   l.count = in.rows;
   const DType dtype = in.dtype;
   l.body = [&l, dtype] {
@@ -260,14 +478,14 @@ void sorted_pick(Context& ctx, const SortInput& in, WGPUBuffer scratch, SortedPi
            kernel_store("store_value", l.buffers, 2, dtype, compute_type_for(dtype)) +
            kernel_store("store_index", l.buffers, 3, DType::Int64, Compute::I64) +
            kernel_main(Grid::Invocations, 256) +
-           "  let n = uw(5u);\n"
-           "  let base = idx * uw(6u);\n"
-           "  let pick = uw(16u);\n"
-           "  var pos = uw(17u);\n"
+           "  let n = u.n;\n"
+           "  let base = idx * u.padded;\n"
+           "  let pick = u.pick;\n"
+           "  var pos = u.position;\n"
            "  if (pick == 1u || pick == 2u) {\n"
            "    // First NaN of the row (n when none): NaNs sort last.\n"
            "    var first_nan = n;\n"
-           "    if (uw(18u) != 0u && get_entry(base + n - 1u).x == " + kNanKey + ") {\n"
+           "    if (u.is_float != 0u && get_entry(base + n - 1u).x == " + kNanKey + ") {\n"
            "      var lo = 0u;\n"
            "      var hi = n - 1u;\n"
            "      while (lo < hi) {\n"
@@ -294,8 +512,8 @@ void sorted_pick(Context& ctx, const SortInput& in, WGPUBuffer scratch, SortedPi
            "    }\n"
            "  }\n"
            "  let i = get_entry(base + pos).z;\n"
-           "  store_value(uw(14u) + idx, load_in(uw(4u) + idx * n + i));\n"
-           "  store_index(uw(15u) + idx, vec2<u32>(i, 0u));\n"
+           "  store_value(u.values_offset + idx, load_in(u.in_offset + idx * n + i));\n"
+           "  store_index(u.indices_offset + idx, vec2<u32>(i, 0u));\n"
            "}\n";
   };
   l.workgroup = 256;
@@ -334,16 +552,24 @@ void search_sorted(Context& ctx, const SearchArgs& a) {
   if (a.count >= (1ull << 32) || a.boundaries_offset + a.m * ((a.count - 1) / a.per_row + 1) >= (1ull << 32))
     fail(ErrorKind::Unsupported, "torch_webgpu: search over too many elements");
   const bool with_sorter = a.sorter != nullptr;
+  static const UniformLayout layout({{"boundaries_offset"}, {"values_offset"}, {"out_offset"},
+                                     {"sorter_offset"}, {"m"}, {"per_row"}, {"right"},
+                                     {"invert"}});
   KernelLaunch l;
-  l.key = std::string("search:") + dtype_name(a.dtype) + ":" + dtype_name(a.out_dtype) +
-          (with_sorter ? ":sorter" : "") + (a.membership ? ":member" : "");
+  l.typed = {"sort:search", {static_cast<uint32_t>(a.dtype), static_cast<uint32_t>(a.out_dtype),
+                             with_sorter ? 1u : 0u, a.membership ? 1u : 0u}};
   l.buffers = {{a.boundaries, Access::Read, false}, {a.values, Access::Read, false},
                {a.out, Access::ReadWrite, is_subword(a.out_dtype)}};
   if (with_sorter) l.buffers.push_back({a.sorter, Access::Read, false});
-  l.uniforms = {0, 0, 0, 0, static_cast<uint32_t>(a.boundaries_offset),
-                static_cast<uint32_t>(a.values_offset), static_cast<uint32_t>(a.out_offset),
-                static_cast<uint32_t>(a.sorter_offset), static_cast<uint32_t>(a.m),
-                static_cast<uint32_t>(a.per_row), a.right ? 1u : 0u, a.invert ? 1u : 0u};
+  l.declare(layout)
+      .set_u32("boundaries_offset", u32_of(a.boundaries_offset))
+      .set_u32("values_offset", u32_of(a.values_offset))
+      .set_u32("out_offset", u32_of(a.out_offset))
+      .set_u32("sorter_offset", u32_of(a.sorter_offset))
+      .set_u32("m", u32_of(a.m))
+      .set_u32("per_row", u32_of(a.per_row))
+      .set_u32("right", a.right ? 1u : 0u)
+      .set_u32("invert", a.invert ? 1u : 0u);
   l.count = a.count;
   l.workgroup = 256;
   const SearchArgs args = a;
@@ -356,16 +582,16 @@ void search_sorted(Context& ctx, const SearchArgs& a) {
     if (with_sorter) {
       s += "fn entry(row_start: u32, j: u32) -> " +
            std::string(wgsl_type(compute_type_for(args.dtype))) +
-           " { return load_bd(uw(4u) + row_start + buf3[2u * (uw(7u) + row_start + j)]); }\n";
+           " { return load_bd(u.boundaries_offset + row_start + buf3[2u * (u.sorter_offset + row_start + j)]); }\n";
     } else {
       s += "fn entry(row_start: u32, j: u32) -> " +
            std::string(wgsl_type(compute_type_for(args.dtype))) +
-           " { return load_bd(uw(4u) + row_start + j); }\n";
+           " { return load_bd(u.boundaries_offset + row_start + j); }\n";
     }
     s += kernel_main(Grid::Invocations, 256) +
-         "  let m = uw(8u);\n"
-         "  let row_start = (idx / uw(9u)) * m;\n"
-         "  let v = load_val(uw(5u) + idx);\n"
+         "  let m = u.m;\n"
+         "  let row_start = (idx / u.per_row) * m;\n"
+         "  let v = load_val(u.values_offset + idx);\n"
          "  var lo = 0u;\n"
          "  var hi = m;\n"
          "  while (lo < hi) {\n"
@@ -376,13 +602,13 @@ void search_sorted(Context& ctx, const SearchArgs& a) {
       s += "    if (!(c_nan(e) || c_ge(e, v))) { lo = mid + 1u; } else { hi = mid; }\n"
            "  }\n"
            "  let found = lo < m && c_eq(entry(row_start, lo), v);\n"
-           "  store_out(uw(6u) + idx, select(0, 1, found != (uw(11u) != 0u)));\n";
+           "  store_out(u.out_offset + idx, select(0, 1, found != (u.invert != 0u)));\n";
     } else {
-      s += "    let go_right = select(!c_ge(e, v), !c_gt(e, v), uw(10u) != 0u);\n"
+      s += "    let go_right = select(!c_ge(e, v), !c_gt(e, v), u.right != 0u);\n"
            "    if (go_right) { lo = mid + 1u; } else { hi = mid; }\n"
            "  }\n";
-      s += oc == Compute::I64 ? "  store_out(uw(6u) + idx, vec2<u32>(lo, 0u));\n"
-                              : "  store_out(uw(6u) + idx, i32(lo));\n";
+      s += oc == Compute::I64 ? "  store_out(u.out_offset + idx, vec2<u32>(lo, 0u));\n"
+                              : "  store_out(u.out_offset + idx, i32(lo));\n";
     }
     return s + "}\n";
   };
@@ -392,11 +618,12 @@ void search_sorted(Context& ctx, const SearchArgs& a) {
 void unique_flags(Context& ctx, const SortInput& in, WGPUBuffer scratch, WGPUBuffer first) {
   if (in.n == 0) return;
   const bool sorted = scratch != nullptr;
+  static const UniformLayout layout({{"in_offset"}});
   KernelLaunch l;
-  l.key = std::string("unique:flags:") + dtype_name(in.dtype) + (sorted ? ":sorted" : "");
+  l.typed = {"unique:flags", {static_cast<uint32_t>(in.dtype), sorted ? 1u : 0u}};
   l.buffers = {{in.buffer, Access::Read, false}, {first, Access::ReadWrite, false}};
   if (sorted) l.buffers.push_back({scratch, Access::Read, false});
-  l.uniforms = base_uniforms(in, false);
+  l.declare(layout).set_u32("in_offset", u32_of(in.offset));
   l.count = in.n;
   l.workgroup = 256;
   const DType dtype = in.dtype;
@@ -406,7 +633,7 @@ void unique_flags(Context& ctx, const SortInput& in, WGPUBuffer scratch, WGPUBuf
     else s += "fn at(i: u32) -> u32 { return i; }\n";
     return s + kernel_main(Grid::Invocations, 256) +
            "  var start = idx == 0u;\n"
-           "  if (!start) { start = !c_eq(load_in(uw(4u) + at(idx)), load_in(uw(4u) + at(idx - 1u))); }\n"
+           "  if (!start) { start = !c_eq(load_in(u.in_offset + at(idx)), load_in(u.in_offset + at(idx - 1u))); }\n"
            "  buf1[idx] = select(0u, 1u, start);\n"
            "}\n";
   };
@@ -418,9 +645,10 @@ void unique_scatter(Context& ctx, const SortInput& in, WGPUBuffer scratch, WGPUB
                     WGPUBuffer inverse, uint64_t inverse_offset, WGPUBuffer start) {
   if (in.n == 0) return;
   const bool sorted = scratch != nullptr;
+  static const UniformLayout layout({{"in_offset"}, {"values_offset"}, {"inverse_offset"}});
   KernelLaunch l;
-  l.key = std::string("unique:scatter:") + dtype_name(in.dtype) + (sorted ? ":sorted" : "") +
-          (inverse ? ":inverse" : "") + (start ? ":start" : "");
+  l.typed = {"unique:scatter", {static_cast<uint32_t>(in.dtype), sorted ? 1u : 0u,
+                                inverse ? 1u : 0u, start ? 1u : 0u}};
   l.buffers = {{in.buffer, Access::Read, false},
                {first, Access::Read, false},
                {group, Access::Read, false},
@@ -431,9 +659,10 @@ void unique_scatter(Context& ctx, const SortInput& in, WGPUBuffer scratch, WGPUB
   if (inverse) l.buffers.push_back({inverse, Access::ReadWrite, false});
   const size_t b_start = start ? l.buffers.size() : 0;
   if (start) l.buffers.push_back({start, Access::ReadWrite, false});
-  l.uniforms = base_uniforms(in, false);
-  l.uniforms[kValuesOffset] = static_cast<uint32_t>(values_offset);
-  l.uniforms[kIndicesOffset] = static_cast<uint32_t>(inverse_offset);
+  l.declare(layout)
+      .set_u32("in_offset", u32_of(in.offset))
+      .set_u32("values_offset", u32_of(values_offset))
+      .set_u32("inverse_offset", u32_of(inverse_offset));
   l.count = in.n;
   l.workgroup = 256;
   const DType dtype = in.dtype;
@@ -446,9 +675,9 @@ void unique_scatter(Context& ctx, const SortInput& in, WGPUBuffer scratch, WGPUB
     s += kernel_main(Grid::Invocations, 256) +
          "  let g = buf2[idx] - 1u;\n"
          "  let orig = at(idx);\n";
-    if (b_inverse) s += "  store_inverse(uw(15u) + orig, vec2<u32>(g, 0u));\n";
+    if (b_inverse) s += "  store_inverse(u.inverse_offset + orig, vec2<u32>(g, 0u));\n";
     s += "  if (buf1[idx] != 0u) {\n"
-         "    store_value(uw(14u) + g, load_in(uw(4u) + orig));\n";
+         "    store_value(u.values_offset + g, load_in(u.in_offset + orig));\n";
     if (b_start) s += "    buf" + std::to_string(b_start) + "[g] = idx;\n";
     return s + "  }\n}\n";
   };
@@ -457,17 +686,18 @@ void unique_scatter(Context& ctx, const SortInput& in, WGPUBuffer scratch, WGPUB
 
 void unique_counts(Context& ctx, WGPUBuffer start, uint64_t groups, uint64_t n,
                    WGPUBuffer counts, uint64_t counts_offset) {
+  static const UniformLayout layout({{"n"}, {"counts_offset"}});
   KernelLaunch l;
-  l.key = "unique:counts";
+  l.typed = {"unique:counts"};
   l.buffers = {{start, Access::Read, false}, {counts, Access::ReadWrite, false}};
-  l.uniforms = {0, 0, 0, 0, static_cast<uint32_t>(n), static_cast<uint32_t>(counts_offset)};
+  l.declare(layout).set_u32("n", u32_of(n)).set_u32("counts_offset", u32_of(counts_offset));
   l.count = groups;
   l.workgroup = 256;
   l.body = [&l] {
     return kernel_store("store_count", l.buffers, 1, DType::Int64, Compute::I64) +
            kernel_main(Grid::Invocations, 256) +
-           "  let end = select(uw(4u), buf0[idx + 1u], idx + 1u < uw(0u));\n"
-           "  store_count(uw(5u) + idx, vec2<u32>(end - buf0[idx], 0u));\n"
+           "  let end = select(u.n, buf0[idx + 1u], idx + 1u < uw(0u));\n"
+           "  store_count(u.counts_offset + idx, vec2<u32>(end - buf0[idx], 0u));\n"
            "}\n";
   };
   launch_kernel(ctx, l);
@@ -509,18 +739,19 @@ void value_range(Context& ctx, const SortInput& in, WGPUBuffer range) {
 namespace {
 
 void value_range_launch(Context& ctx, const SortInput& in, WGPUBuffer range) {
+  static const UniformLayout layout({{"in_offset"}});
   KernelLaunch l;
-  l.key = std::string("range:") + dtype_name(in.dtype);
+  l.typed = {"sort:range", {static_cast<uint32_t>(in.dtype)}};
   l.buffers = {{in.buffer, Access::Read, false}, {range, Access::ReadWrite, true}};
-  l.buffers[0].touches(4, in.dtype, in.offset, in.n);
-  l.uniforms = base_uniforms(in, false);
+  l.declare(layout).set_u32("in_offset", u32_of(in.offset));
+  l.buffers[0].touches(l.word_of("in_offset"), in.dtype, in.offset, in.n);
   l.count = in.n;
   l.workgroup = 256;
   const DType dtype = in.dtype;
   l.body = [&l, dtype] {
     std::string s = kernel_load("load_in", l.buffers, 0, dtype) + key_function(dtype) +
                     kernel_main(Grid::Invocations, 256) +
-                    "  let key = sort_key(load_in(uw(4u) + idx));\n"
+                    "  let key = sort_key(load_in(u.in_offset + idx));\n"
                     "  atomicMin(&buf1[0], key.x);\n"
                     "  atomicMax(&buf1[1], key.x);\n";
     if (compute_type_for(dtype) == Compute::I64)
@@ -553,18 +784,24 @@ namespace {
 void histogram_launch(Context& ctx, const HistogramArgs& a) {
   const bool weighted = a.weights != nullptr;
   const Compute c = compute_type_for(a.in.dtype);
+  static const UniformLayout layout({{"in_offset"}, {"counts_offset"}, {"weights_offset"},
+                                     {"bins"}, {"lo", UniformType::F32}, {"hi", UniformType::F32}});
   KernelLaunch l;
-  l.key = std::string("histogram:") + dtype_name(a.in.dtype) +
-          (weighted ? std::string(":weights:") + dtype_name(a.weights_dtype) : "");
+  l.typed = {"sort:histogram", {static_cast<uint32_t>(a.in.dtype), weighted ? 1u : 0u,
+                                weighted ? static_cast<uint32_t>(a.weights_dtype) : 0u}};
   const bool int_weights = weighted && !is_floating(a.weights_dtype);
   const DType weights_dtype = a.weights_dtype;
   l.buffers = {{a.in.buffer, Access::Read, false}, {a.counts, Access::ReadWrite, true}};
   if (weighted) l.buffers.push_back({a.weights, Access::Read, false});
-  l.buffers[0].touches(4, a.in.dtype, a.in.offset, a.in.n);
-  if (weighted) l.buffers[2].touches(6, a.weights_dtype, a.weights_offset, a.in.n);
-  l.uniforms = {0, 0, 0, 0, static_cast<uint32_t>(a.in.offset), static_cast<uint32_t>(a.counts_offset),
-                static_cast<uint32_t>(a.weights_offset), a.bins, ScalarBits::from_f32(a.lo).lo,
-                ScalarBits::from_f32(a.hi).lo};
+  l.declare(layout)
+      .set_u32("in_offset", u32_of(a.in.offset))
+      .set_u32("counts_offset", u32_of(a.counts_offset))
+      .set_u32("weights_offset", u32_of(a.weights_offset))
+      .set_u32("bins", a.bins)
+      .set_f32("lo", a.lo)
+      .set_f32("hi", a.hi);
+  l.buffers[0].touches(l.word_of("in_offset"), a.in.dtype, a.in.offset, a.in.n);
+  if (weighted) l.buffers[2].touches(l.word_of("weights_offset"), a.weights_dtype, a.weights_offset, a.in.n);
   l.count = a.in.n;
   l.workgroup = 256;
   const DType dtype = a.in.dtype;
@@ -572,7 +809,7 @@ void histogram_launch(Context& ctx, const HistogramArgs& a) {
     std::string s = kernel_load("load_in", l.buffers, 0, dtype) +
                     (weighted ? kernel_load("load_weight", l.buffers, 2, weights_dtype) : "") +
                     kernel_main(Grid::Invocations, 256) +
-                    "  let x = load_in(uw(4u) + idx);\n";
+                    "  let x = load_in(u.in_offset + idx);\n";
     if (c == Compute::F32) {
       // The CPU's linear binning: (x - lo) * bins / (hi - lo), the top edge closed.
       // Half types compute each step in float and round to their own type, as the CPU does.
@@ -580,10 +817,10 @@ void histogram_launch(Context& ctx, const HistogramArgs& a) {
       if (dtype == DType::Float16) rnd = "fn rnd(v: f32) -> f32 { return f16_bits_to_f32(f32_to_f16_bits(v)); }\n";
       if (dtype == DType::BFloat16) rnd = "fn rnd(v: f32) -> f32 { return bf16_bits_to_f32(f32_to_bf16_bits(v)); }\n";
       s = rnd + s;
-      s += "  let lo = bitcast<f32>(uw(8u));\n"
-           "  let hi = bitcast<f32>(uw(9u));\n"
+      s += "  let lo = u.lo;\n"
+           "  let hi = u.hi;\n"
            "  if (!(f32_ge(x, lo) && f32_le(x, hi))) { return; }\n"
-           "  let bins = uw(7u);\n"
+           "  let bins = u.bins;\n"
            "  let scaled = rnd(rnd(x - lo) * rnd(f32(bins)));\n"
            "  let bin = min(u32(rnd(div_f32(scaled, rnd(hi - lo)))), bins - 1u);\n";
     } else if (c == Compute::I64) {
@@ -592,21 +829,21 @@ void histogram_launch(Context& ctx, const HistogramArgs& a) {
       s += "  let bin = u32(x);\n";
     }
     if (int_weights) {
-      s += "  let w = " + wgsl_convert(compute_type_for(weights_dtype), Compute::I64, "load_weight(uw(6u) + idx)") + ";\n"
-           "  let at = 2u * (uw(5u) + bin);\n"
+      s += "  let w = " + wgsl_convert(compute_type_for(weights_dtype), Compute::I64, "load_weight(u.weights_offset + idx)") + ";\n"
+           "  let at = 2u * (u.counts_offset + bin);\n"
            "  let old = atomicAdd(&buf1[at], w.x);\n"
            "  let carry = select(0u, 1u, old + w.x < old);\n"
            "  atomicAdd(&buf1[at + 1u], w.y + carry);\n";
     } else if (weighted) {
-      s += "  let w = load_weight(uw(6u) + idx);\n"
-           "  let at = uw(5u) + bin;\n"
+      s += "  let w = load_weight(u.weights_offset + idx);\n"
+           "  let at = u.counts_offset + bin;\n"
            "  loop {\n"
            "    let old = atomicLoad(&buf1[at]);\n"
            "    let r = atomicCompareExchangeWeak(&buf1[at], old, bitcast<u32>(bitcast<f32>(old) + w));\n"
            "    if (r.exchanged) { break; }\n"
            "  }\n";
     } else {
-      s += "  atomicAdd(&buf1[uw(5u) + bin], 1u);\n";
+      s += "  atomicAdd(&buf1[u.counts_offset + bin], 1u);\n";
     }
     return s + "}\n";
   };
@@ -622,10 +859,10 @@ std::string slice_compare(DType dtype) {
   return key_function(dtype) +
          "fn slice_less(a: u32, b: u32) -> bool {\n"
          "  if (a == 0xffffffffu || b == 0xffffffffu) { return a < b; }\n"
-         "  let r = uw(5u);\n"
+         "  let r = u.n;\n"
          "  for (var c = 0u; c < r; c = c + 1u) {\n"
-         "    let ka = sort_key(load_in(uw(4u) + a * r + c));\n"
-         "    let kb = sort_key(load_in(uw(4u) + b * r + c));\n"
+         "    let ka = sort_key(load_in(u.in_offset + a * r + c));\n"
+         "    let kb = sort_key(load_in(u.in_offset + b * r + c));\n"
          "    if (ka.x != kb.x) { return ka.x < kb.x; }\n"
          "    if (ka.y != kb.y) { return ka.y < kb.y; }\n"
          "  }\n"
@@ -633,12 +870,10 @@ std::string slice_compare(DType dtype) {
          "}\n";
 }
 
-std::vector<uint32_t> slice_uniforms(const SortInput& in) {
-  std::vector<uint32_t> u(kWords, 0);
-  u[kInOffset] = static_cast<uint32_t>(in.offset);
-  u[kRowLen] = static_cast<uint32_t>(in.n);
-  u[kPadded] = static_cast<uint32_t>(sort_padded_length(in.rows));
-  return u;
+// Sets the input's element offset and the slice length, which every slice kernel's
+// layout declares (after them, its own).
+KernelLaunch& declare_slices(KernelLaunch& l, const UniformLayout& layout, const SortInput& in) {
+  return l.declare(layout).set_u32("in_offset", u32_of(in.offset)).set_u32("n", u32_of(in.n));
 }
 
 void check_slices(const SortInput& in) {
@@ -653,35 +888,34 @@ void sort_slices(Context& ctx, const SortInput& in, WGPUBuffer order) {
   check_slices(in);
   const uint64_t padded = sort_padded_length(in.rows);
   {
+    static const UniformLayout layout({{"rows"}});
     KernelLaunch l;
-    l.key = "slices:init";
+    l.typed = {"slices:init"};
     l.buffers = {{order, Access::ReadWrite, false}};
-    l.uniforms = slice_uniforms(in);
-    l.uniforms[kTake] = static_cast<uint32_t>(in.rows);
+    l.declare(layout).set_u32("rows", u32_of(in.rows));
     l.count = padded;
     l.workgroup = 256;
     l.body = [] {
       return kernel_main(Grid::Invocations, 256) +
-             "  buf0[idx] = select(0xffffffffu, idx, idx < uw(13u));\n}\n";
+             "  buf0[idx] = select(0xffffffffu, idx, idx < u.rows);\n}\n";
     };
     launch_kernel(ctx, l);
   }
   for (uint64_t k = 2; k <= padded; k *= 2) {
     for (uint64_t j = k / 2; j >= 1; j /= 2) {
+      static const UniformLayout layout({{"in_offset"}, {"n"}, {"stage_k"}, {"stage_j"}});
       KernelLaunch l;
-      l.key = std::string("slices:step:") + dtype_name(in.dtype);
+      l.typed = {"slices:step", {static_cast<uint32_t>(in.dtype)}};
       l.buffers = {{in.buffer, Access::Read, false}, {order, Access::ReadWrite, false}};
-      l.uniforms = slice_uniforms(in);
-      l.uniforms[kStageK] = static_cast<uint32_t>(k);
-      l.uniforms[kStageJ] = static_cast<uint32_t>(j);
+      declare_slices(l, layout, in).set_u32("stage_k", u32_of(k)).set_u32("stage_j", u32_of(j));
       l.count = padded / 2;
       l.workgroup = 64;
       const DType dtype = in.dtype;
       l.body = [&l, dtype] {
         return kernel_load("load_in", l.buffers, 0, dtype) + slice_compare(dtype) +
                kernel_main(Grid::Invocations, 64) +
-               "  let j = uw(10u);\n"
-               "  let k = uw(9u);\n"
+               "  let j = u.stage_j;\n"
+               "  let k = u.stage_k;\n"
                "  let lo = 2u * j * (idx / j) + (idx % j);\n"
                "  let hi = lo + j;\n"
                "  let ascending = (lo & k) == 0u;\n"
@@ -699,11 +933,12 @@ void slice_flags(Context& ctx, const SortInput& in, WGPUBuffer order, WGPUBuffer
   if (in.rows == 0) return;
   check_slices(in);
   const bool sorted = order != nullptr;
+  static const UniformLayout layout({{"in_offset"}, {"n"}});
   KernelLaunch l;
-  l.key = std::string("slices:flags:") + dtype_name(in.dtype) + (sorted ? ":sorted" : "");
+  l.typed = {"slices:flags", {static_cast<uint32_t>(in.dtype), sorted ? 1u : 0u}};
   l.buffers = {{in.buffer, Access::Read, false}, {first, Access::ReadWrite, false}};
   if (sorted) l.buffers.push_back({order, Access::Read, false});
-  l.uniforms = slice_uniforms(in);
+  declare_slices(l, layout, in);
   l.count = in.rows;
   l.workgroup = 256;
   const DType dtype = in.dtype;
@@ -713,9 +948,9 @@ void slice_flags(Context& ctx, const SortInput& in, WGPUBuffer order, WGPUBuffer
     return s + kernel_main(Grid::Invocations, 256) +
            "  var start = idx == 0u;\n"
            "  if (!start) {\n"
-           "    let r = uw(5u);\n"
-           "    let a = at(idx) * r + uw(4u);\n"
-           "    let b = at(idx - 1u) * r + uw(4u);\n"
+           "    let r = u.n;\n"
+           "    let a = at(idx) * r + u.in_offset;\n"
+           "    let b = at(idx - 1u) * r + u.in_offset;\n"
            "    for (var c = 0u; c < r; c = c + 1u) {\n"
            "      if (!c_eq(load_in(a + c), load_in(b + c))) { start = true; break; }\n"
            "    }\n"
@@ -732,8 +967,9 @@ void slice_scatter(Context& ctx, const SortInput& in, WGPUBuffer order, WGPUBuff
   if (in.rows == 0) return;
   check_slices(in);
   const bool sorted = order != nullptr;
+  static const UniformLayout layout({{"in_offset"}, {"n"}, {"values_offset"}, {"inverse_offset"}});
   KernelLaunch l;
-  l.key = std::string("slices:scatter:") + dtype_name(in.dtype) + (sorted ? ":sorted" : "");
+  l.typed = {"slices:scatter", {static_cast<uint32_t>(in.dtype), sorted ? 1u : 0u}};
   l.buffers = {{in.buffer, Access::Read, false},
                {first, Access::Read, false},
                {group, Access::Read, false},
@@ -741,9 +977,9 @@ void slice_scatter(Context& ctx, const SortInput& in, WGPUBuffer order, WGPUBuff
                {inverse, Access::ReadWrite, false},
                {start, Access::ReadWrite, false}};
   if (sorted) l.buffers.push_back({order, Access::Read, false});
-  l.uniforms = slice_uniforms(in);
-  l.uniforms[kValuesOffset] = static_cast<uint32_t>(values_offset);
-  l.uniforms[kIndicesOffset] = static_cast<uint32_t>(inverse_offset);
+  declare_slices(l, layout, in)
+      .set_u32("values_offset", u32_of(values_offset))
+      .set_u32("inverse_offset", u32_of(inverse_offset));
   l.count = in.rows;
   l.workgroup = 256;
   const DType dtype = in.dtype;
@@ -755,11 +991,11 @@ void slice_scatter(Context& ctx, const SortInput& in, WGPUBuffer order, WGPUBuff
     return s + kernel_main(Grid::Invocations, 256) +
            "  let g = buf2[idx] - 1u;\n"
            "  let orig = at(idx);\n"
-           "  store_inverse(uw(15u) + orig, vec2<u32>(g, 0u));\n"
+           "  store_inverse(u.inverse_offset + orig, vec2<u32>(g, 0u));\n"
            "  if (buf1[idx] != 0u) {\n"
-           "    let r = uw(5u);\n"
+           "    let r = u.n;\n"
            "    for (var c = 0u; c < r; c = c + 1u) {\n"
-           "      store_value(uw(14u) + g * r + c, load_in(uw(4u) + orig * r + c));\n"
+           "      store_value(u.values_offset + g * r + c, load_in(u.in_offset + orig * r + c));\n"
            "    }\n"
            "    buf5[g] = idx;\n"
            "  }\n"
@@ -775,16 +1011,17 @@ void quickselect_rows(Context& ctx, const SortInput& in, uint64_t k, WGPUBuffer 
   if (in.rows == 0 || in.n == 0) return;
   if (in.offset + in.rows * in.n >= (1ull << 32) || in.rows * in.n * 3 >= (1ull << 32))
     fail(ErrorKind::Unsupported, "torch_webgpu: kthvalue over too many elements");
+  static const UniformLayout layout(
+      {{"in_offset"}, {"n"}, {"position"}, {"values_offset"}, {"indices_offset"}});
   KernelLaunch l;
-  l.key = std::string("sort:quickselect:") + dtype_name(in.dtype);
-  l.buffers = {{in.buffer, Access::Read, false},
-               {scratch, Access::ReadWrite, false},
-               {values, Access::ReadWrite, is_subword(in.dtype)},
-               {indices, Access::ReadWrite, false}};
-  l.uniforms = base_uniforms(in, false);
-  l.uniforms[kPosition] = static_cast<uint32_t>(k);
-  l.uniforms[kValuesOffset] = static_cast<uint32_t>(values_offset);
-  l.uniforms[kIndicesOffset] = static_cast<uint32_t>(indices_offset);
+  l.typed = {"sort:quickselect", {static_cast<uint32_t>(in.dtype)}};
+  l.buffers = result_buffers(in, scratch, Access::ReadWrite, values, indices);
+  l.declare(layout)
+      .set_u32("in_offset", u32_of(in.offset))
+      .set_u32("n", u32_of(in.n))
+      .set_u32("position", u32_of(k))
+      .set_u32("values_offset", u32_of(values_offset))
+      .set_u32("indices_offset", u32_of(indices_offset));
   l.count = in.rows;
   l.workgroup = 64;
   const DType dtype = in.dtype;
@@ -792,10 +1029,10 @@ void quickselect_rows(Context& ctx, const SortInput& in, uint64_t k, WGPUBuffer 
     return kernel_load("load_in", l.buffers, 0, dtype) + key_function(dtype) +
            entry_functions(1) + set_entry_function(1) +
            kernel_main(Grid::Invocations, 64) +
-           "  let n = uw(5u);\n"
-           "  let k = uw(17u);\n"
+           "  let n = u.n;\n"
+           "  let k = u.position;\n"
            "  let base = idx * n;\n"
-           "  let src = uw(4u) + idx * n;\n"
+           "  let src = u.in_offset + idx * n;\n"
            "  for (var i = 0u; i < n; i = i + 1u) { set_entry(base + i, vec3<u32>(sort_key(load_in(src + i)), i)); }\n"
            "  // Positions are signed: the scan from the right may step below L.\n"
            "  var L = 0;\n"
@@ -828,8 +1065,8 @@ void quickselect_rows(Context& ctx, const SortInput& in, uint64_t k, WGPUBuffer 
            "    if (j >= kk) { R = j - 1; }\n"
            "  }\n"
            "  let at = get_entry(base + k).z;\n"
-           "  store_value(uw(14u) + idx, load_in(src + at));\n"
-           "  store_index(uw(15u) + idx, vec2<u32>(at, 0u));\n"
+           "  store_value(u.values_offset + idx, load_in(src + at));\n"
+           "  store_index(u.indices_offset + idx, vec2<u32>(at, 0u));\n"
            "}\n";
   };
   // Helpers the body uses (declared before main by prepending).
@@ -1011,17 +1248,19 @@ void topk_small_rows(Context& ctx, const SortInput& in, uint64_t k, bool largest
   if (in.n > kTopkSerialMaxLength || in.offset + in.rows * in.n >= (1ull << 32) ||
       in.rows * in.n * 3 >= (1ull << 32))
     fail(ErrorKind::Unsupported, "torch_webgpu: topk rows too long for the serial kernel");
+  static const UniformLayout layout({{"in_offset"}, {"n"}, {"take"}, {"largest"}, {"sorted"},
+                                     {"values_offset"}, {"indices_offset"}});
   KernelLaunch l;
-  l.key = std::string("sort:topk_small:") + dtype_name(in.dtype);
-  l.buffers = {{in.buffer, Access::Read, false},
-               {scratch, Access::ReadWrite, false},
-               {values, Access::ReadWrite, is_subword(in.dtype)},
-               {indices, Access::ReadWrite, false}};
-  l.uniforms = base_uniforms(in, largest);
-  l.uniforms[kTake] = static_cast<uint32_t>(k);
-  l.uniforms[kFullSort] = sorted ? 1u : 0u;
-  l.uniforms[kValuesOffset] = static_cast<uint32_t>(values_offset);
-  l.uniforms[kIndicesOffset] = static_cast<uint32_t>(indices_offset);
+  l.typed = {"sort:topk_small", {static_cast<uint32_t>(in.dtype)}};
+  l.buffers = result_buffers(in, scratch, Access::ReadWrite, values, indices);
+  l.declare(layout)
+      .set_u32("in_offset", u32_of(in.offset))
+      .set_u32("n", u32_of(in.n))
+      .set_u32("take", u32_of(k))
+      .set_u32("largest", largest ? 1u : 0u)
+      .set_u32("sorted", sorted ? 1u : 0u)
+      .set_u32("values_offset", u32_of(values_offset))
+      .set_u32("indices_offset", u32_of(indices_offset));
   l.count = in.rows;
   l.workgroup = 64;
   const DType dtype = in.dtype;
@@ -1032,26 +1271,26 @@ void topk_small_rows(Context& ctx, const SortInput& in, uint64_t k, bool largest
            kernel_store("store_index", l.buffers, 3, DType::Int64, Compute::I64) +
            // Keys order NaN above everything, as both of the CPU's comparisons do.
            "fn lt_e(a: vec3<u32>, b: vec3<u32>) -> bool {\n"
-           "  if (uw(8u) != 0u) { return a.x > b.x || (a.x == b.x && a.y > b.y); }\n"
+           "  if (u.largest != 0u) { return a.x > b.x || (a.x == b.x && a.y > b.y); }\n"
            "  return a.x < b.x || (a.x == b.x && a.y < b.y);\n"
            "}\n" + kSerialSortFunctions +
            kernel_main(Grid::Invocations, 64) +
-           "  let n = i32(uw(5u));\n"
-           "  let k = i32(uw(13u));\n"
-           "  let base = idx * uw(5u);\n"
-           "  let src = uw(4u) + base;\n"
+           "  let n = i32(u.n);\n"
+           "  let k = i32(u.take);\n"
+           "  let base = idx * u.n;\n"
+           "  let src = u.in_offset + base;\n"
            "  for (var i = 0; i < n; i = i + 1) { S(base, i, vec3<u32>(sort_key(load_in(src + u32(i))), u32(i))); }\n"
            "  if (k * 64 <= n) {\n"
            "    heap_select(base, 0, k, n);\n"
            "    sort_heap(base, 0, k);\n"
            "  } else {\n"
            "    nth_element(base, 0, k - 1, n);\n"
-           "    if (uw(11u) != 0u) { std_sort(base, 0, k - 1); }\n"
+           "    if (u.sorted != 0u) { std_sort(base, 0, k - 1); }\n"
            "  }\n"
            "  for (var i = 0; i < k; i = i + 1) {\n"
            "    let at = E(base, i).z;\n"
-           "    store_value(uw(14u) + idx * u32(k) + u32(i), load_in(src + at));\n"
-           "    store_index(uw(15u) + idx * u32(k) + u32(i), vec2<u32>(at, 0u));\n"
+           "    store_value(u.values_offset + idx * u32(k) + u32(i), load_in(src + at));\n"
+           "    store_index(u.indices_offset + idx * u32(k) + u32(i), vec2<u32>(at, 0u));\n"
            "  }\n"
            "}\n";
   };

@@ -1,6 +1,7 @@
 // Sorting and selection along rows: a stable bitonic sort of (key, original index) pairs,
 // and kernels that read the sorted pairs back as values + int64 indices (sort, topk) or as
-// one element per row (kthvalue, median, nanmedian, mode).
+// one element per row (kthvalue, median, nanmedian, mode); topk of long rows selects each
+// chunk's best k level by level instead of sorting whole rows.
 //
 // Rows are contiguous: element (r, i) of the input sits at `offset + r * n + i`. Keys are
 // order-preserving u32 pairs: floats sort NaN as the largest value and -0 equal to +0 (as
@@ -38,12 +39,22 @@ uint64_t sort_scratch_words(uint64_t rows, uint64_t n);
 // element of row r in order, as its key and its index within the row.
 void sort_rows(Context& ctx, const SortInput& in, bool descending, WGPUBuffer scratch);
 
-// values[r * k + i] = input[r, idx], indices[r * k + i] = idx for the first k sorted
-// entries of each row. Offsets in elements; values have the input's dtype, indices are
-// int64.
-void sorted_take(Context& ctx, const SortInput& in, WGPUBuffer scratch, uint64_t k,
-                 WGPUBuffer values, uint64_t values_offset, WGPUBuffer indices,
-                 uint64_t indices_offset);
+// Sorts every row and writes its first k entries: values[r * k + i] = input[r, idx],
+// indices[r * k + i] = idx (offsets in elements; values in the input's dtype, int64
+// indices). Rows that fit one workgroup's chunk are sorted and written in one dispatch;
+// longer ones go through `scratch` (sort_scratch_words words) as sort_rows leaves it.
+void sort_take(Context& ctx, const SortInput& in, bool descending, WGPUBuffer scratch,
+               uint64_t k, WGPUBuffer values, uint64_t values_offset, WGPUBuffer indices,
+               uint64_t indices_offset);
+
+// topk: values and int64 indices of the first k entries of every row sorted ascending
+// (descending when `largest`), exactly sort_take's result (ties by index,
+// NaN largest). For k well below a row, without sorting whole rows: each pass sorts chunks
+// of a row in workgroup memory and keeps the first k of each, until one chunk is left.
+// `scratch`: sort_scratch_words(rows, n) words.
+void topk_rows(Context& ctx, const SortInput& in, uint64_t k, bool largest, WGPUBuffer scratch,
+               WGPUBuffer values, uint64_t values_offset, WGPUBuffer indices,
+               uint64_t indices_offset);
 
 enum class SortedPick : uint32_t {
   Position = 0,   // the entry at `position` (kthvalue: ascending sort, k - 1)

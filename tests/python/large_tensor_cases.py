@@ -390,6 +390,11 @@ def sorting_rows():
     ev, ei = torch.topk(a, 5, 1)
     same(v, ev)
     assert torch.equal(a.gather(1, i.cpu()), ev)  # ties may pick another index
+    w = (rand(300, 5000, seed=3) * 50).round()  # long rows, small k: the chunked selection
+    v, i = torch.topk(big(w), 10, 1)
+    ev, ei = torch.sort(w, dim=1, descending=True, stable=True)
+    same(v, ev[:, :10])
+    same(i, ei[:, :10])  # the stable sort's ties: lowest index first
     same(torch.kthvalue(big(a), 3, 1)[0], torch.kthvalue(a, 3, 1)[0])
     same(torch.median(big(a), 1, keepdim=True)[0], torch.median(a, 1, keepdim=True)[0])
     q = (rand(600, 900, seed=2) * 2).round()

@@ -80,6 +80,34 @@ def test_topk_long_rows(no_fallback):
     check(torch.topk, x, 20, 1, False, exact=True)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int32, torch.int64])
+@pytest.mark.parametrize("n", [1025, 4097, 9000])
+def test_topk_long_rows_selection(no_fallback, dtype, n):
+    # Rows longer than one workgroup's chunk and small k: chunks keep their best k, level by
+    # level. Ties (many equal values), NaN, -0.0 and infinities must come out exactly as
+    # the stable full sort orders them (ties by index, NaN largest).
+    g = torch.Generator().manual_seed(n)
+    if dtype.is_floating_point:
+        x = torch.randint(-8, 8, (3, n), generator=g).to(dtype)
+        x[0, torch.randperm(n, generator=g)[:40]] = NAN
+        x[1, ::7] = -0.0
+        x[2, ::5] = INF
+    else:
+        x = torch.randint(-8, 8, (3, n), generator=g).to(dtype)
+    for k, largest in [(1, True), (50, True), (50, False), (200, False), (n // 2, True), (n, False)]:
+        for dim, t in [(1, x), (0, x.t()), (-1, x[:, 1:])]:
+            kk = min(k, t.size(dim))
+            v, i = torch.topk(dev(t), kk, dim, largest)
+            ev, ei = torch.sort(t, dim=dim, descending=largest, stable=True)
+            assert_same(v, ev.narrow(dim, 0, kk), exact=True)
+            assert torch.equal(i.cpu(), ei.narrow(dim, 0, kk))
+    for sorted_ in (True, False):  # sorted=False may return any order: compare sorted values
+        v, i = torch.topk(dev(x), 30, 1, True, sorted_)
+        assert_same(v.sort(1, descending=True).values, torch.topk(x, 30, 1).values, exact=True)
+        assert torch.equal(x.gather(1, i.cpu()).nan_to_num(99), v.cpu().nan_to_num(99))
+    check(torch.topk, x, 0, 1, exact=True)
+
+
 def test_topk_ties_nan_and_errors(no_fallback):
     x = torch.tensor([[1.0, NAN, 2.0, 2.0, 3.0], [5.0, 1.0, 1.0, 0.0, -1.0]])
     v, i = torch.topk(dev(x), 3)
