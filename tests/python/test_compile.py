@@ -486,3 +486,59 @@ def test_fuzz_eager_expressions_with_host_parameters_run_eagerly():
     x = make((5, 5), torch.float32, low=0.5, high=3)
     compiled_matches(lambda x: (torch.polygamma(2, x) * 2, torch.special.zeta(x + 1, x)), x,
                      tolerances=dict(rtol=1e-4, atol=1e-4))
+
+
+# ---- random-number state inside compiled functions ----------------------------------------
+
+def test_rng_state_functions_under_no_dispatch_in_compiled_code():
+    """OpInfo's freeze_rng_state calls torch.webgpu.get/set_rng_state under no_dispatch()
+    inside the compiled function: Dynamo must call them eagerly (as torch.cuda's), and the
+    state they restore must be the one saved."""
+    from torch.testing._internal.common_utils import freeze_rng_state
+
+    def f(x):
+        with freeze_rng_state():
+            torch.manual_seed(5)
+            y = torch.bernoulli(x)
+        return y * 2
+
+    x = torch.full((256,), 0.5, device="webgpu")
+    torch.webgpu.manual_seed(17)
+    before = torch.webgpu.get_rng_state()
+    out = torch.compile(f)(x)
+    assert torch.equal(torch.webgpu.get_rng_state(), before)  # freeze_rng_state restored it
+    assert set(out.cpu().unique().tolist()) <= {0.0, 2.0}
+    torch.manual_seed(5)
+    assert torch.equal(out.cpu(), torch.bernoulli(x).cpu() * 2)  # the seed set inside counted
+
+
+def test_manual_seed_and_rng_state_inside_compiled_function(monkeypatch):
+    """torch.webgpu.manual_seed / get_rng_state / set_rng_state in user code under
+    torch.compile: a graph break, then eager calls, so draws match eager draws exactly
+    (Inductor's fallback_random: its draws are eager ATen ones)."""
+    import torch._inductor.config as inductor_config
+
+    monkeypatch.setattr(inductor_config, "fallback_random", True)
+
+    def f(x):
+        torch.webgpu.manual_seed(3)
+        a = torch.rand_like(x) + x
+        state = torch.webgpu.get_rng_state()
+        b = torch.rand_like(x)
+        torch.webgpu.set_rng_state(state)
+        return a, b, torch.rand_like(x)
+
+    x = torch.arange(300, dtype=torch.float32, device="webgpu")
+    compiled = torch.compile(f)
+    a, b, c = compiled(x)
+    a2, _, _ = compiled(x)
+    torch.webgpu.manual_seed(3)
+    expected_a = torch.rand_like(x) + x
+    expected_b = torch.rand_like(x)
+    assert torch.equal(a.cpu(), expected_a.cpu()) and torch.equal(a2.cpu(), a.cpu())
+    assert torch.equal(b.cpu(), expected_b.cpu()) and torch.equal(c.cpu(), b.cpu())
+    assert not torch.equal(b.cpu(), (a - x).cpu())
+    with pytest.raises(ValueError):
+        torch.webgpu.get_rng_state("webgpu:1")
+    with pytest.raises(TypeError):
+        torch.webgpu.get_rng_state(1.5)
