@@ -542,3 +542,38 @@ def test_manual_seed_and_rng_state_inside_compiled_function(monkeypatch):
         torch.webgpu.get_rng_state("webgpu:1")
     with pytest.raises(TypeError):
         torch.webgpu.get_rng_state(1.5)
+
+
+# ---- tensors sharing a buffer ------------------------------------------------------------
+
+def test_wgsl_kernel_views_of_one_buffer_share_a_binding(no_fallback):
+    """WebGPU refuses one buffer in two bindings of a dispatch when either is writable:
+    views of one buffer (Inductor writes a concatenation's slices so) share one binding."""
+    kernel = WGSLKernel(
+        "let v = load_a(idx); store_lo(idx * 3u, v); store_hi(idx * 3u, v * v + f32(load_c(idx)));",
+        [TensorArg("a", torch.float32), TensorArg("lo", torch.float32, "read_write"),
+         TensorArg("hi", torch.float32, "read_write"), TensorArg("c", torch.int8)],
+        [])
+    a = make((5,), torch.float32)
+    c = make((5,), torch.int8)
+    out = torch.zeros(20, device="webgpu")
+    kernel(dev(a), out[1:], out[3:], dev(c), grid=5)
+    expected = torch.zeros(20)
+    expected[1:16:3] = a
+    expected[3:18:3] = a * a + c.float()
+    assert_same(out, expected)
+    # An input and the output on one buffer (in place), narrow dtypes (atomic stores).
+    inc = WGSLKernel("store_y(idx, load_x(idx) + 1);",
+                     [TensorArg("x", torch.int8), TensorArg("y", torch.int8, "read_write")], [])
+    x = make((9,), torch.int8, low=-50, high=50)
+    y = dev(x)
+    inc(y[1:], y[1:], grid=8)
+    expected = x.clone()
+    expected[1:] += 1
+    assert_same(y, expected, exact=True)
+
+
+def test_compiled_cdist_writes_a_concatenation_through_two_views(no_fallback):
+    x1, x2 = make((1, 1), torch.float32), make((5, 1), torch.float32, seed=1)
+    compiled_matches(lambda a, b: torch.cdist(a, b, 2.0, "use_mm_for_euclid_dist"), x1, x2)
+    torch.webgpu.synchronize()  # a refused bind group reports at the submit
