@@ -1060,10 +1060,17 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("linalg_cross.out", cross_out);
   m.impl("linalg_lstsq.out", lstsq_out);
   m.impl("linalg_pinv.atol_rtol_tensor", pinv);
-  m.impl("linalg_matrix_rank.atol_rtol_tensor", matrix_rank);
-  m.impl("linalg_matrix_rank.atol_rtol_float", matrix_rank_float);
   m.impl("linalg_ldl_factor_ex.out", ldl_factor_ex_out);
   m.impl("linalg_ldl_solve.out", ldl_solve_out);
+}
+
+// matrix_rank is CompositeImplicitAutograd with an integer result (nothing to differentiate):
+// ours sits at the autograd key, so eager runs it, while torch.compile's functionalization,
+// which decomposes such ops unless the backend key has a kernel, still decomposes it (a
+// backend kernel would reach FakeTensor, whose decomposition is not functionalized).
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  m.impl("linalg_matrix_rank.atol_rtol_tensor", matrix_rank);
+  m.impl("linalg_matrix_rank.atol_rtol_float", matrix_rank_float);
 }
 
 }  // namespace twgpu::aten

@@ -577,3 +577,16 @@ def test_compiled_cdist_writes_a_concatenation_through_two_views(no_fallback):
     x1, x2 = make((1, 1), torch.float32), make((5, 1), torch.float32, seed=1)
     compiled_matches(lambda a, b: torch.cdist(a, b, 2.0, "use_mm_for_euclid_dist"), x1, x2)
     torch.webgpu.synchronize()  # a refused bind group reports at the submit
+
+
+def test_compiled_matrix_rank_decomposes_through_functionalization():
+    """Our matrix_rank kernel sits at the autograd key: functionalization still decomposes
+    this CompositeImplicitAutograd op (a backend-key kernel left FakeTensor's decomposition
+    unfunctionalized, a `copy_` Inductor refused). Eager and compiled agree with the CPU."""
+    a = make((4, 5, 6), torch.float32)
+    a[0] = 0
+    a[1, :, 3:] = a[1, :, :3]
+    compiled_matches(lambda t: torch.linalg.matrix_rank(t), a)
+    compiled_matches(lambda t: torch.linalg.matrix_rank(t, atol=0.5, hermitian=False), a)
+    compiled_matches(lambda t: torch.linalg.matrix_rank(t), make((0, 0), torch.float32))
+    assert torch.equal(torch.linalg.matrix_rank(dev(a)).cpu(), torch.linalg.matrix_rank(a))
