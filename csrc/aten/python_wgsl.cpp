@@ -226,6 +226,10 @@ WGPUBuffer empty_tensor_buffer(Context& ctx) {
 // the kernel compiled for that sharing. Their element offsets stay per-tensor uniform words.
 KernelLaunch& aliased(CompiledKernel& k, size_t tensors) {
   KernelLaunch& l = k.launch;
+  bool shared = false;  // the common case, checked without allocating
+  for (size_t b = 1; b < tensors && !shared; ++b)
+    for (size_t c = 0; c < b && !shared; ++c) shared = l.buffers[c].buffer == l.buffers[b].buffer;
+  if (!shared) return l;
   std::vector<size_t> binding(tensors);
   std::vector<KernelBuffer> bindings;
   for (size_t b = 0; b < tensors; ++b) {
@@ -240,7 +244,6 @@ KernelLaunch& aliased(CompiledKernel& k, size_t tensors) {
       bindings[at].atomic = bindings[at].atomic || l.buffers[b].atomic;
     }
   }
-  if (bindings.size() == tensors) return l;
   for (size_t b = tensors; b < l.buffers.size(); ++b) bindings.push_back(l.buffers[b]);  // error word
   auto& variant = k.variants[binding];
   if (!variant) {
