@@ -16,11 +16,15 @@
 #include <c10/util/accumulate.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <limits>
+#include <optional>
 
 #include "aten/cpu_fallback.h"
 #include "aten/nn_common.h"
+#include "kernels/binding_window.h"
 #include "kernels/distance.h"
+#include "runtime/runtime.h"
 
 namespace twgpu::aten {
 namespace {
@@ -41,6 +45,28 @@ bool use_mm(double p, int64_t mode, int64_t r1, int64_t r2) {
 // The broadcast batch dimensions of x1 [..., r1, m] and x2 [..., r2, m].
 std::vector<int64_t> batch_shape(const Tensor& x1, const Tensor& x2) {
   return at::infer_size(x1.sizes().slice(0, x1.dim() - 2), x2.sizes().slice(0, x2.dim() - 2));
+}
+
+// Operands or distances larger than one binding: blocks of (rows of x1) x (rows of x2),
+// one batch at a time, each within a binding. Rows per block, or nullopt when all fits.
+struct DistBlocks {
+  int64_t rows1, rows2;
+};
+std::optional<DistBlocks> dist_blocks(int64_t nb, int64_t r1, int64_t r2, int64_t m) {
+  const int64_t words = static_cast<int64_t>(window_budget(Context::get()) / 4);
+  if (nb * r1 * m <= words && nb * r2 * m <= words && nb * r1 * r2 <= words) return std::nullopt;
+  const int64_t rows2 = std::clamp<int64_t>(words / std::max<int64_t>(m, 1), 1, r2);
+  const int64_t rows1 = std::clamp<int64_t>(std::min(words / std::max<int64_t>(m, 1), words / rows2), 1, r1);
+  return DistBlocks{rows1, rows2};
+}
+
+// `block(batch, i, rows1, j, rows2)` over the blocks of a [nb, r1, r2] distance matrix.
+template <typename Block>
+void for_each_dist_block(const DistBlocks& blocks, int64_t nb, int64_t r1, int64_t r2, Block block) {
+  for (int64_t b = 0; b < nb; ++b)
+    for (int64_t i = 0; i < r1; i += blocks.rows1)
+      for (int64_t j = 0; j < r2; j += blocks.rows2)
+        block(b, i, std::min(blocks.rows1, r1 - i), j, std::min(blocks.rows2, r2 - j));
 }
 
 Tensor cdist_forward(const Tensor& x1, const Tensor& x2, double p, std::optional<int64_t> compute_mode) {
@@ -67,6 +93,15 @@ Tensor cdist_forward(const Tensor& x1, const Tensor& x2, double p, std::optional
     Tensor d = nb == 1 ? at::_euclidean_dist(x1, x2) : at::_euclidean_dist(a, b);
     return d.view(out_shape);
   }
+  if (auto blocks = dist_blocks(nb, r1, r2, m)) {
+    Tensor out = at::empty({nb, r1, r2}, x1.options());
+    const Tensor& bm = b;
+    for_each_dist_block(*blocks, nb, r1, r2, [&](int64_t b, int64_t i, int64_t n1, int64_t j, int64_t n2) {
+      out[b].narrow(0, i, n1).narrow(1, j, n2).copy_(
+          cdist_forward(a[b].narrow(0, i, n1), bm[b].narrow(0, j, n2), p, compute_mode));
+    });
+    return out.view(out_shape);
+  }
   if (!fits_u32(nb * r1 * r2) || !fits_u32(nb * r1 * m) || !fits_u32(nb * r2 * m))
     return call_cpu_fallback<at::_ops::_cdist_forward>(x1, x2, p, compute_mode);
   Tensor out = at::empty(out_shape, x1.options());
@@ -92,8 +127,21 @@ Tensor cdist_backward(const Tensor& grad, const Tensor& x1, const Tensor& x2, do
   Tensor b = x2.expand(s2).contiguous();
   Tensor d = cdist.contiguous();
   Tensor g = grad.contiguous();
-  if (x2.size(-1) != m || g.numel() != nb * r1 * r2 || d.numel() != nb * r1 * r2 ||
-      !fits_u32(nb * r1 * r2) || !fits_u32(nb * r1 * m) || !fits_u32(nb * r2 * m))
+  if (x2.size(-1) != m || g.numel() != nb * r1 * r2 || d.numel() != nb * r1 * r2)
+    return call_cpu_fallback<at::_ops::_cdist_backward>(grad, x1, x2, p, cdist);
+  if (auto blocks = dist_blocks(nb, r1, r2, m)) {
+    // The gradient of a row of x1 sums over the rows of x2: blocks of them add.
+    Tensor out = at::zeros({nb, r1, m}, x1.options());
+    Tensor a3 = a.view({nb, r1, m}), b3 = b.view({nb, r2, m});
+    Tensor g3 = g.view({nb, r1, r2}), d3 = d.view({nb, r1, r2});
+    for_each_dist_block(*blocks, nb, r1, r2, [&](int64_t k, int64_t i, int64_t n1, int64_t j, int64_t n2) {
+      out[k].narrow(0, i, n1).add_(cdist_backward(
+          g3[k].narrow(0, i, n1).narrow(1, j, n2), a3[k].narrow(0, i, n1), b3[k].narrow(0, j, n2), p,
+          d3[k].narrow(0, i, n1).narrow(1, j, n2)));
+    });
+    return out.view(a.sizes());
+  }
+  if (!fits_u32(nb * r1 * r2) || !fits_u32(nb * r1 * m) || !fits_u32(nb * r2 * m))
     return call_cpu_fallback<at::_ops::_cdist_backward>(grad, x1, x2, p, cdist);
   Tensor out = at::empty({nb, r1, m}, x1.options());
   TWGPU_TRY

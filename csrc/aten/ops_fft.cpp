@@ -2,7 +2,9 @@
 // _fft_c2r on float32 / complex64, plus the complex helpers they use (conj_physical) and
 // complex/polar (elementwise kernels). Multi-dimensional transforms are successive 1-D transforms
 // (kernels/fft) on contiguous temporaries; the normalization scale is applied by the
-// last one. Other dtypes (float16, bfloat16, float64, complex128), invalid arguments and
+// last one. Tensors larger than one binding run in pieces of their batch dims, and a
+// signal longer than a binding holds as a four-step transform (over_batch_pieces,
+// four_step_c2c). Other dtypes (float16, bfloat16, float64, complex128), invalid arguments and
 // lengths the adapter cannot loop over go to the CPU fallback, which computes or raises.
 #include <ATen/ExpandUtils.h>
 #include <ATen/TensorIterator.h>
@@ -14,6 +16,11 @@
 #include <ATen/ops/complex_ops.h>
 #include <ATen/ops/conj_physical_ops.h>
 #include <ATen/ops/cat.h>
+#include <ATen/ops/flip.h>
+#include <ATen/ops/zeros_like.h>
+#include <ATen/ops/real.h>
+#include <ATen/ops/complex.h>
+#include <ATen/ops/conj_physical.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/Context.h>
@@ -23,6 +30,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "aten/cpu_fallback.h"
@@ -188,29 +196,118 @@ bool dims_nonempty(const Tensor& t, const std::vector<int64_t>& dims) {
   return !dims.empty();
 }
 
-// Transforms of tensors larger than one storage binding: pieces along a dim the transform
-// leaves alone (the largest such), each a contiguous copy of its own, joined along it.
-// nullopt when everything fits, or when no such dim splits it into fitting pieces.
-std::optional<Tensor> over_batch_pieces(const Tensor& self, const std::vector<int64_t>& dims,
-                                        const std::function<Tensor(const Tensor&)>& transform) {
-  // An element in, as complex scratch and output, several times over.
-  const uint64_t per_element = 4 * sizeof(float) * 2;
-  const uint64_t budget = window_budget(Context::get());
-  if (static_cast<uint64_t>(self.numel()) * per_element <= budget) return std::nullopt;
-  int64_t batch = -1;
-  for (int64_t d = 0; d < self.dim(); ++d)
-    if (std::find(dims.begin(), dims.end(), d) == dims.end() && self.size(d) > 1 &&
-        (batch < 0 || self.size(d) > self.size(batch)))
-      batch = d;
-  if (batch < 0) return std::nullopt;
-  const uint64_t slice = static_cast<uint64_t>(self.numel() / self.size(batch)) * per_element;
-  if (slice > budget) return std::nullopt;
-  const int64_t step = static_cast<int64_t>(budget / slice);
-  std::vector<Tensor> parts;
-  for (int64_t lo = 0; lo < self.size(batch); lo += step)
-    parts.push_back(transform(self.narrow(batch, lo, std::min(step, self.size(batch) - lo)).clone(at::MemoryFormat::Contiguous)));
-  return at::cat(parts, batch);
+// An element in, as complex scratch and output, several times over.
+constexpr uint64_t kBytesPerElement = 4 * sizeof(float) * 2;
+
+bool exceeds_one_pass(int64_t elements) {
+  return static_cast<uint64_t>(elements) * kBytesPerElement > window_budget(Context::get());
 }
+
+// Transforms of tensors larger than one storage binding: the dims the transform leaves
+// alone flattened into one batch dim (transformed dims last, in `dims` order), pieces of
+// it transformed alone (`transform(piece, piece_dims)`), joined and laid back out.
+// nullopt when everything fits, or when one transform (all its dims) is itself too large.
+std::optional<Tensor> over_batch_pieces(
+    const Tensor& self, const std::vector<int64_t>& dims,
+    const std::function<Tensor(const Tensor&, const std::vector<int64_t>&)>& transform) {
+  if (!exceeds_one_pass(self.numel())) return std::nullopt;
+  std::vector<int64_t> order, transformed_sizes{-1};
+  for (int64_t d = 0; d < self.dim(); ++d)
+    if (std::find(dims.begin(), dims.end(), d) == dims.end()) order.push_back(d);
+  int64_t one_transform = 1;
+  for (int64_t d : dims) {
+    order.push_back(d);
+    transformed_sizes.push_back(self.size(d));
+    one_transform *= self.size(d);
+  }
+  if (exceeds_one_pass(one_transform)) return std::nullopt;
+  const int64_t batch = self.numel() / one_transform;
+  const int64_t step = static_cast<int64_t>(window_budget(Context::get()) /
+                                            (static_cast<uint64_t>(one_transform) * kBytesPerElement));
+  Tensor rows = self.permute(order).reshape(transformed_sizes);
+  std::vector<int64_t> piece_dims;
+  for (size_t k = 0; k < dims.size(); ++k) piece_dims.push_back(static_cast<int64_t>(k) + 1);
+  std::vector<Tensor> parts;
+  for (int64_t lo = 0; lo < batch; lo += step)
+    parts.push_back(transform(rows.narrow(0, lo, std::min(step, batch - lo)).clone(at::MemoryFormat::Contiguous),
+                              piece_dims));
+  Tensor joined = at::cat(parts, 0);
+  // Back to self's layout: the batch dims unflattened, then the inverse permutation.
+  std::vector<int64_t> permuted_sizes;
+  for (size_t k = 0; k + dims.size() < order.size(); ++k) permuted_sizes.push_back(self.size(order[k]));
+  for (size_t k = 0; k < dims.size(); ++k) permuted_sizes.push_back(joined.size(static_cast<int64_t>(k) + 1));
+  std::vector<int64_t> inverse(order.size());
+  for (size_t k = 0; k < order.size(); ++k) inverse[order[k]] = static_cast<int64_t>(k);
+  return joined.reshape(permuted_sizes).permute(inverse).contiguous();
+}
+
+// ---- One signal longer than a binding holds: a four-step transform ----
+// A signal of length n = n1 * n2 read as an [n1, n2] matrix (entry [j1, j2] = x[j1 * n2 + j2]):
+// transforms of its columns (length n1), a twiddle exp(-+2 pi i k1 j2 / n),
+// transforms of its rows (length n2); entry [k1, k2] is X[k1 + n1 * k2], so the result is
+// read transposed. Every step is an op that splits its own work.
+
+// n = n1 * n2 with both transforms fitting one pass; nullopt when n has no such split.
+std::optional<std::pair<int64_t, int64_t>> four_step_split(int64_t n) {
+  const int64_t most = static_cast<int64_t>(window_budget(Context::get()) / kBytesPerElement);
+  for (int64_t n1 = std::max<int64_t>(2, (n + most - 1) / most); n1 <= most && n1 < n; ++n1)
+    if (n % n1 == 0 && n / n1 <= most && length_fits(n1) && length_fits(n / n1))
+      return std::make_pair(n1, n / n1);
+  return std::nullopt;
+}
+
+// exp(sign 2 pi i k1 j2 / n) as [n1, n2] complex on the device: with j2 = h * s + l, the
+// product of an [n1, h] and an [n1, s] table (s ~ sqrt(n2)) made in double precision on
+// the host, so no table of n entries crosses the bus.
+Tensor four_step_twiddles(int64_t n1, int64_t n2, int64_t n, bool forward, const Tensor& like) {
+  const int64_t s = static_cast<int64_t>(std::ceil(std::sqrt(static_cast<double>(n2))));
+  const int64_t h = (n2 + s - 1) / s;
+  const double sign = forward ? -1.0 : 1.0, two_pi = 6.283185307179586476925286766559;
+  auto table = [&](int64_t cols, int64_t step) {
+    Tensor host = at::empty({n1, cols}, at::TensorOptions().dtype(c10::kComplexFloat));
+    auto* p = reinterpret_cast<float*>(host.data_ptr());
+    for (int64_t k1 = 0; k1 < n1; ++k1)
+      for (int64_t c = 0; c < cols; ++c) {
+        const double a = sign * two_pi * static_cast<double>((k1 * c * step) % n) / static_cast<double>(n);
+        p[2 * (k1 * cols + c)] = static_cast<float>(std::cos(a));
+        p[2 * (k1 * cols + c) + 1] = static_cast<float>(std::sin(a));
+      }
+    return host.to(like.device());
+  };
+  Tensor high = table(h, s).unsqueeze(2), low = table(s, 1).unsqueeze(1);
+  return high.mul(low).reshape({n1, h * s}).narrow(1, 0, n2);
+}
+
+std::optional<Tensor> c2c_native(const Tensor& self, c10::SymIntArrayRef dim, int64_t normalization,
+                                 bool forward);
+
+Tensor c2c_along(const Tensor& x, int64_t dim, bool forward) {
+  const std::vector<int64_t> one{dim};
+  auto r = c2c_native(x, c10::fromIntArrayRefSlow(one), 0, forward);
+  TORCH_CHECK(r.has_value(), "torch_webgpu: FFT of length ", x.size(dim), " along dim ", dim,
+              " could not run on the device");
+  return *r;
+}
+
+// The unnormalised transform of complex `x` along `dim`, whose signals are too long for
+// one pass; nullopt when the length has no four-step split.
+std::optional<Tensor> four_step_c2c(const Tensor& x, int64_t dim, bool forward) {
+  const int64_t n = x.size(dim);
+  auto split = four_step_split(n);
+  if (!split) return std::nullopt;
+  const auto [n1, n2] = *split;
+  Tensor m = x.movedim(dim, -1);
+  auto lead = m.sizes().vec();
+  lead.pop_back();
+  const int64_t signals = m.numel() / n;
+  Tensor columns = c2c_along(m.reshape({signals, n1, n2}), 1, forward);
+  columns.mul_(four_step_twiddles(n1, n2, n, forward, x));
+  Tensor rows = c2c_along(columns, 2, forward);
+  lead.push_back(n);
+  return rows.transpose(1, 2).reshape(lead).movedim(-1, dim);
+}
+
+Tensor scaled(Tensor t, float scale) { return scale == 1.0f ? t : t.mul_(scale); }
 
 // ---- output layout ---------------------------------------------------------------------
 // The kernels write contiguous results; the CPU (MKL / pocketfft) and the meta functions
@@ -247,7 +344,7 @@ std::vector<int64_t> exec_fft_strides(at::IntArrayRef strides, at::IntArrayRef s
   return out;
 }
 
-// `value` (contiguous) in the given strides: a copy unless they are its own.
+// `value` in the given strides: a copy unless they are its own.
 Tensor with_strides(const Tensor& value, const std::vector<int64_t>& strides) {
   if (value.strides() == at::IntArrayRef(strides)) return value;
   Tensor out = at::empty_strided(value.sizes(), strides, value.options());
@@ -264,8 +361,8 @@ std::optional<Tensor> r2c_native(const Tensor& self, at::IntArrayRef dim, int64_
     return std::nullopt;
   auto dims = wrapped_dims(dim, self.dim());
   if (!dims || !dims_nonempty(self, *dims)) return std::nullopt;
-  if (auto r = over_batch_pieces(self, *dims, [&](const Tensor& p) {
-        return *r2c_native(p, dim, normalization, onesided);
+  if (auto r = over_batch_pieces(self, *dims, [&](const Tensor& p, const std::vector<int64_t>& d) {
+        return *r2c_native(p, d, normalization, onesided);
       }))
     return r;
   const int64_t last = dims->back();
@@ -275,6 +372,18 @@ std::optional<Tensor> r2c_native(const Tensor& self, at::IntArrayRef dim, int64_
   double total = 1;
   for (int64_t d : *dims) total *= static_cast<double>(self.size(d));
   const float scale = norm_scale(normalization, total);
+  if (exceeds_one_pass(self.numel())) {
+    // Too large for one pass even alone: the last dim as a complex transform of its own
+    // (four-step when one signal is too long), then the others one at a time.
+    std::optional<Tensor> y;
+    if (dims->size() > 1) y = r2c_native(self, {last}, 0, onesided);
+    else if ((y = four_step_c2c(at::complex(self, at::zeros_like(self)), last, true)) && onesided)
+      y = y->narrow(last, 0, n / 2 + 1).contiguous();
+    if (y) {
+      for (size_t k = 0; k + 1 < dims->size(); ++k) y = c2c_along(*y, (*dims)[k], true);
+      return scaled(*y, scale);
+    }
+  }
   Tensor out = complex_like(self, sizes);
   if (out.numel() == 0) return out;
   const bool single = dims->size() == 1;
@@ -328,13 +437,22 @@ std::optional<Tensor> c2c_native(const Tensor& self, c10::SymIntArrayRef dim, in
   if (!dims) return std::nullopt;
   if (self.numel() == 0 || dims->empty()) return self.clone(at::MemoryFormat::Contiguous);
   if (!dims_nonempty(self, *dims)) return std::nullopt;
-  if (auto r = over_batch_pieces(self, *dims, [&](const Tensor& p) {
-        return *c2c_native(p, dim, normalization, forward);
+  if (auto r = over_batch_pieces(self, *dims, [&](const Tensor& p, const std::vector<int64_t>& d) {
+        return *c2c_native(p, c10::fromIntArrayRefSlow(d), normalization, forward);
       }))
     return r;
   double total = 1;
   for (int64_t d : *dims) total *= static_cast<double>(self.size(d));
-  return c2c_dims(self.contiguous(), *dims, !forward, norm_scale(normalization, total));
+  const float scale = norm_scale(normalization, total);
+  if (exceeds_one_pass(self.numel())) {
+    // Too large for one pass even alone: one dim at a time, four-step for a long one.
+    std::optional<Tensor> y = self;
+    if (dims->size() == 1) y = four_step_c2c(self, dims->front(), forward);
+    else
+      for (int64_t d : *dims) y = c2c_along(*y, d, forward);
+    if (y) return scaled(*y, scale);
+  }
+  return c2c_dims(self.contiguous(), *dims, !forward, scale);
 }
 
 // The layout of a c2c over `dims` of a tensor of `strides`.
@@ -379,8 +497,8 @@ std::optional<Tensor> c2r_native(const Tensor& self, at::IntArrayRef dim, int64_
   std::vector<int64_t> rest(dims->begin(), dims->end() - 1);
   for (int64_t d : rest)
     if (self.size(d) == 0 || !length_fits(self.size(d))) return std::nullopt;
-  if (auto r = over_batch_pieces(self, *dims, [&](const Tensor& p) {
-        return *c2r_native(p, dim, normalization, last_dim_size);
+  if (auto r = over_batch_pieces(self, *dims, [&](const Tensor& p, const std::vector<int64_t>& d) {
+        return *c2r_native(p, d, normalization, last_dim_size);
       }))
     return r;
   std::vector<int64_t> sizes(self.sizes().begin(), self.sizes().end());
@@ -389,6 +507,23 @@ std::optional<Tensor> c2r_native(const Tensor& self, at::IntArrayRef dim, int64_
   if (out.numel() == 0) return out;
   double total = static_cast<double>(n);
   for (int64_t d : rest) total *= static_cast<double>(self.size(d));
+  if (exceeds_one_pass(out.numel()) || exceeds_one_pass(self.numel())) {
+    // Too large for one pass even alone: the other dims first (inverse c2c), then the
+    // last as a complex transform of the whole Hermitian spectrum, four-step if long.
+    Tensor x = self;
+    for (int64_t d : rest) x = c2c_along(x, d, false);
+    std::optional<Tensor> y;
+    if (!rest.empty()) {
+      y = c2r_native(x, {last}, 0, last_dim_size);
+    } else {
+      const int64_t half = n / 2 + 1;
+      Tensor head = x.narrow(last, 0, half);
+      Tensor mirrored = at::conj_physical(head.narrow(last, 1, n - half).flip({last}));
+      if ((y = four_step_c2c(at::cat({head, mirrored}, last), last, false)))
+        y = at::real(*y).contiguous();
+    }
+    if (y) return scaled(*y, norm_scale(normalization, total));
+  }
   Tensor x = c2c_dims(self.contiguous(), rest, true, 1.0f);
   transform_axis(x, FftInput::Hermitian, out, FftOutput::Real, last, n, true,
                  norm_scale(normalization, total));

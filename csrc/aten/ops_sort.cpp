@@ -42,6 +42,7 @@
 #include <functional>
 
 #include "aten/cpu_fallback.h"
+#include "aten/sort_beyond_binding.h"
 #include "aten/webgpu_tensor.h"
 #include "kernels/binding_window.h"
 #include "kernels/scan.h"
@@ -166,6 +167,12 @@ bool over_row_pieces(const Tensor& self, int64_t dim, bool reduces, bool keepdim
   return true;
 }
 
+// True when a row of `self` along `dim` is too long for the sort kernels' one binding
+// (sort_beyond_binding.h splits such rows by value).
+bool row_too_long(const Tensor& self, int64_t dim) {
+  return self.dim() > 0 && sort_row_too_long(self.size(at::maybe_wrap_dim(dim, self.dim())));
+}
+
 // The shape of a reduction of `self` over `dim`.
 std::vector<int64_t> reduced_shape(const Tensor& self, int64_t dim, bool keepdim) {
   auto sizes = self.sizes().vec();
@@ -206,8 +213,12 @@ std::tuple<Tensor&, Tensor&> sort_values_stable(const Tensor& self, std::optiona
     return std::make_pair(v, i);
   };
   if (over_row_pieces(self, dim, false, false, sort_piece, values, indices)) return {values, indices};
-  Rows r = sort_along(self, dim, descending);
-  auto [v, i] = take_sorted(r, r.in.size(-1));
+  auto sorted_rows = [&] {
+    if (row_too_long(self, dim)) return sort_long_rows(self, dim, descending);
+    Rows r = sort_along(self, dim, descending);
+    return take_sorted(r, r.in.size(-1));
+  };
+  auto [v, i] = sorted_rows();
   write_result(values, v);
   write_result(indices, i);
   return {values, indices};
@@ -235,6 +246,12 @@ std::tuple<Tensor&, Tensor&> topk_values(const Tensor& self, int64_t k, int64_t 
     return std::make_pair(v, i);
   };
   if (over_row_pieces(self, dim, false, false, topk_piece, values, indices)) return {values, indices};
+  if (row_too_long(self, dim)) {
+    auto [v, i] = topk_long_rows(self, k, dim, largest, sorted);
+    write_result(values, v);
+    write_result(indices, i);
+    return {values, indices};
+  }
   const int64_t length = self.dim() > 0 ? self.size(dim) : 1;
   if (length <= static_cast<int64_t>(kTopkSerialMaxLength)) {
     // Short rows: the CPU's own selection steps, so ties report the CPU's indices.
@@ -288,8 +305,9 @@ void pick_into(const Tensor& self, int64_t dim, bool keepdim, SortedPick pick, i
     return std::make_pair(std::get<0>(t), std::get<1>(t));
   };
   if (self.dim() > 0 && over_row_pieces(self, dim, true, keepdim, pick_piece, values, indices)) return;
-  Rows r = sort_along(self, dim, false);
-  auto [v, i] = pick_sorted(r, pick, position, keepdim);
+  auto [v, i] = row_too_long(self, dim) && pick != SortedPick::Mode
+                    ? pick_long_rows(self, dim, keepdim, pick, position)
+                    : pick_sorted(sort_along(self, dim, false), pick, position, keepdim);
   write_result(values, v);
   write_result(indices, i);
 }
@@ -378,6 +396,7 @@ std::tuple<Tensor&, Tensor&> nanmedian_dim_values(const Tensor& self, int64_t di
 
 // median() / nanmedian() over all elements: the value only.
 Tensor median_all(const Tensor& self, SortedPick pick) {
+  if (sort_row_too_long(self.numel())) return pick_long_rows(self.reshape({-1}), 0, false, pick, 0).first.reshape({});
   Rows r = sort_along(self.reshape({-1}), 0, false);
   return pick_sorted(r, pick, 0, false).first.reshape({});
 }
@@ -501,6 +520,12 @@ Tensor& searchsorted_out(const Tensor& boundaries, const Tensor& self, bool out_
                 "torch.searchsorted(): sorter index out of range");
   }
   if (self.numel() == 0) return result;
+  if (!sorter.defined()) {
+    if (auto pieces = search_in_pieces(boundaries.to(common), self.to(common), out_int32, is_right)) {
+      result.copy_(*pieces);
+      return result;
+    }
+  }
   const int64_t m = boundaries.size(-1);
   Tensor values = self.to(common).contiguous();
   Tensor out = at::empty(self.sizes(), self.options().dtype(out_int32 ? at::kInt : at::kLong));
@@ -588,6 +613,10 @@ Tensor& isin_out(const Tensor& elements, const Tensor& test_elements, bool assum
     out.fill_(invert);
     return out;
   }
+  if (auto pieces = isin_in_pieces(elements.to(common), test_elements.to(common), invert)) {
+    out.copy_(*pieces);
+    return out;
+  }
   // Sort the test set once, then binary-search every element in it.
   Rows r = sort_along(test_elements.to(common).reshape({-1}), 0, false);
   Tensor sorted = take_sorted(r, r.in.size(-1)).first.contiguous();
@@ -644,6 +673,7 @@ std::tuple<Tensor, Tensor, Tensor> unique_impl(const Tensor& self, bool sort, bo
             return_inverse ? at::empty(self.sizes(), long_opts) : at::empty({0}, long_opts),
             at::empty({0}, long_opts)};
   }
+  if (sort_row_too_long(self.numel())) return unique_long(self, sort, return_inverse, return_counts);
   Tensor flat = self.reshape({-1}).contiguous();
   const int64_t n = flat.numel();
   Rows r;

@@ -213,14 +213,24 @@ std::string per_output_body(const Arith& ar) {
   s += "  let M = uw(4u);\n  let N = uw(5u);\n  let K = uw(6u);\n"
        "  let c = idx % N;\n  let rest = idx / N;\n  let r = rest % M;\n  let b = rest / M;\n"
        "  let bo = b / uw(7u);\n  let bi = b % uw(7u);\n"
+       "  let ak = uw(20u);\n  let bk = uw(24u);\n"
        "  var ai = batch_base(16u, bo, bi) + r * uw(19u);\n"
        "  var bj = batch_base(21u, bo, bi) + c * uw(25u);\n"
-       "  var acc = " + ar.zero() + ";\n"
-       "  for (var k = 0u; k < K; k = k + 1u) {\n"
-       "    acc = " + ar.mac("acc", "load_a(ai)", "load_b(bj)") + ";\n"
-       "    ai = ai + uw(20u);\n    bj = bj + uw(24u);\n"
+       // Four partial sums (k mod 4) keep four loads in flight per invocation.
+       "  var acc0 = " + ar.zero() + ";\n  var acc1 = acc0;\n  var acc2 = acc0;\n  var acc3 = acc0;\n"
+       "  var k = 0u;\n"
+       "  for (; k + 4u <= K; k = k + 4u) {\n"
+       "    acc0 = " + ar.mac("acc0", "load_a(ai)", "load_b(bj)") + ";\n"
+       "    acc1 = " + ar.mac("acc1", "load_a(ai + ak)", "load_b(bj + bk)") + ";\n"
+       "    acc2 = " + ar.mac("acc2", "load_a(ai + 2u * ak)", "load_b(bj + 2u * bk)") + ";\n"
+       "    acc3 = " + ar.mac("acc3", "load_a(ai + 3u * ak)", "load_b(bj + 3u * bk)") + ";\n"
+       "    ai = ai + 4u * ak;\n    bj = bj + 4u * bk;\n"
        "  }\n"
-       "  finish(bo, bi, r, c, acc);\n}\n";
+       "  for (; k < K; k = k + 1u) {\n"
+       "    acc0 = " + ar.mac("acc0", "load_a(ai)", "load_b(bj)") + ";\n"
+       "    ai = ai + ak;\n    bj = bj + bk;\n"
+       "  }\n"
+       "  finish(bo, bi, r, c, " + ar.add(ar.add("acc0", "acc1"), ar.add("acc2", "acc3")) + ");\n}\n";
   return s;
 }
 
@@ -333,7 +343,7 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   const bool has_c = d.c.buffer != nullptr;
 
   // TORCH_WEBGPU_GEMM_VARIANT=tiled|tiled_medium|tiled_large|block overrides the choice for large
-  // products (tests cover each).
+  // products, reduce|per_out the one for small ones (tests cover each).
   std::string force;
   if (const char* f = std::getenv("TORCH_WEBGPU_GEMM_VARIANT")) force = f;
   Variant v;
@@ -346,7 +356,11 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   // Large products: shared-memory tiles, register blocks on software adapters.
   else if (d.m >= 16 && d.n >= 16)
     v = force == "block" || (force.empty() && software_adapter(ctx)) ? Variant::Block : Variant::Tiled;
-  else if (d.k >= 256 && outputs <= 4096)
+  // Few outputs over a long K: a workgroup tree per output on GPUs. Software adapters run
+  // a workgroup's invocations as SIMD lanes of one thread, where the tree's barriers and
+  // lane-strided loads cost more than one invocation walking K (3x on llvmpipe at decode).
+  else if (force == "reduce" || (force != "per_out" && d.k >= 256 && outputs <= 4096 &&
+                                 !software_adapter(ctx)))
     v = Variant::Reduce;
   else
     v = Variant::PerOutput;

@@ -1,6 +1,6 @@
 """A 6 GiB float32 tensor (larger than the H200's 4 GiB storage binding) through add, sum,
-softmax over rows, copies, index_select, mm, layer_norm, cross_entropy, cumsum, flip, topk
-and index_copy_ on webgpu, compared with the same ops on CUDA. Prints one PASS/FAIL line per check with its time and bandwidth.
+softmax over rows, copies, index_select, mm, layer_norm, cross_entropy, cumsum, flip, topk,
+index_copy_, and sort / topk / unique of the whole tensor as one row on webgpu, compared with the same ops on CUDA. Prints one PASS/FAIL line per check with its time and bandwidth.
 
     PYTHONPATH=python python3 scripts/h200/check_large_tensors.py [--gib 6]
 """
@@ -59,6 +59,7 @@ def report(name, ok, seconds, nbytes, detail):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--gib", type=float, default=6.0)
+    parser.add_argument("--one-row-only", action="store_true", help="only the one-row sort checks")
     args = parser.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     p = torch.webgpu.get_device_properties()
@@ -70,6 +71,9 @@ def main():
         return
     w, c = fill_both(n)
     nbytes = n * 4
+    if args.one_row_only:
+        one_row_checks(w, c, nbytes)
+        return
 
     y, t = timed(lambda: w + 1.5)
     report("add", max_diff(y, c + 1.5) == 0, t, 2 * nbytes, "exact")
@@ -148,6 +152,30 @@ def main():
     crow.index_copy_(0, pos.cuda(), new_rows.cuda())
     report("index_copy_ rows", max_diff(rows, crow) == 0, t, new_rows.numel() * 8,
            f"{pos.numel()} rows into {rows.shape[0]}")
+    del rows, crow
+    torch.webgpu.empty_cache()
+    torch.cuda.empty_cache()
+    one_row_checks(w, c, nbytes)
+
+
+def one_row_checks(w, c, nbytes):
+    """The whole tensor as one row, longer than a sort binding: split by value into buckets."""
+    (sv, si), t = timed(lambda: torch.sort(w, stable=True))
+    torch.webgpu.empty_cache()  # our cached blocks would starve CUDA's sort below
+    cv, ci = torch.sort(c, stable=True)
+    report("sort one row", max_diff(sv, cv) == 0 and max_diff(si, ci) == 0, t, nbytes * 3,
+           "values and stable indices exact")
+    del sv, si, cv, ci
+    torch.cuda.empty_cache()
+    tk, t = timed(lambda: torch.topk(w, 10)[0])
+    report("topk one row", max_diff(tk, torch.topk(c, 10)[0]) == 0, t, nbytes, "values exact")
+    q = (w * 64).round()
+    u, t = timed(lambda: torch.unique(q, return_counts=True))
+    del q
+    torch.webgpu.empty_cache()
+    cu = torch.unique((c * 64).round(), return_counts=True)
+    report("unique one row", all(max_diff(a, b) == 0 for a, b in zip(u, cu)), t, nbytes,
+           f"{u[0].numel()} values and counts exact")
 
 
 if __name__ == "__main__":

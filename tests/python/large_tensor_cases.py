@@ -399,6 +399,106 @@ def sorting_rows():
 
 
 @case
+def sorting_long_rows():
+    # Single rows longer than one sort binding: split by value into buckets that fit.
+    x = (rand(280_000) * 25).round() / 4  # many ties (stability), NaNs and -0.0
+    x[::997] = float("nan")
+    x[5::777] = -0.0
+    for descending in (False, True):
+        v, i = torch.sort(big(x), descending=descending, stable=True)
+        ev, ei = torch.sort(x, descending=descending, stable=True)
+        same(v, ev, equal_nan=True)
+        same(i, ei)
+    skewed = torch.where(rand(2, 140_000, seed=1) > -3, 0.5, rand(2, 140_000, seed=2))  # ~7/8 equal
+    v, i = torch.sort(big(skewed), dim=1, stable=True)
+    ev, ei = torch.sort(skewed, dim=1, stable=True)
+    same(v, ev)
+    same(i, ei)
+    ints = (rand(270_000, seed=3) * 1000).to(torch.int32)
+    same(torch.argsort(big(ints), stable=True, descending=True),
+         torch.argsort(ints, stable=True, descending=True))
+    for k, largest in ((5, True), (7, False), (40_000, True)):
+        v, i = torch.topk(big(x), k, largest=largest)
+        ev, _ = torch.topk(x, k, largest=largest)
+        same(v, ev, equal_nan=True)
+        torch.testing.assert_close(x[i.cpu()], ev, equal_nan=True)  # ties: any index of the value
+    v, i = torch.kthvalue(big(x), 100_000)
+    same(v, torch.kthvalue(x, 100_000)[0])
+    assert x[i.item()] == v.item()
+    finite = x.nan_to_num(0.25)
+    same(torch.median(big(x)), torch.median(x), equal_nan=True)
+    same(torch.median(big(finite)), torch.median(finite))
+    v, i = torch.nanmedian(big(x), 0)
+    ev, ei = torch.nanmedian(x, 0)
+    same(v, ev)
+    assert x[i.item()] == v.item()
+    v, inverse, counts = torch.unique(big(x), return_inverse=True, return_counts=True)
+    ev, einverse, ecounts = torch.unique(x, return_inverse=True, return_counts=True)
+    same(v, ev, equal_nan=True)
+    same(counts, ecounts)
+    torch.testing.assert_close(v.cpu()[inverse.cpu()], x, equal_nan=True)  # NaNs: each its own value
+    same(inverse[~torch.isnan(x).to(DEVICE)], einverse[~torch.isnan(x)])
+    v, inverse, counts = torch.unique_consecutive(big(finite), return_inverse=True, return_counts=True)
+    for got, expected in zip((v, inverse, counts),
+                             torch.unique_consecutive(finite, return_inverse=True, return_counts=True)):
+        same(got, expected)
+
+
+@case
+def searching_beyond_binding():
+    # A sorted set or searched values larger than a binding: counts add over chunks.
+    boundaries = torch.sort(rand(400_000))[0]
+    values = rand(300_000, seed=1)
+    for kw in ({}, dict(right=True, out_int32=True)):
+        same(torch.searchsorted(big(boundaries), values[:50].to(DEVICE), **kw),
+             torch.searchsorted(boundaries, values[:50], **kw))
+    same(torch.bucketize(big(values), boundaries[:99].to(DEVICE)), torch.bucketize(values, boundaries[:99]))
+    tests = (rand(300_000, seed=2) * 50).round()
+    elements = torch.arange(-300, 300, dtype=torch.float32)
+    same(torch.isin(elements.to(DEVICE), big(tests)), torch.isin(elements, tests))
+    same(torch.isin(big(tests), elements[::7].to(DEVICE), invert=True),
+         torch.isin(tests, elements[::7], invert=True))
+
+
+@case
+def cdist_blocks():
+    # Operands and distance matrices larger than a binding: blocks of rows of each side.
+    for shape1, shape2, p in (((700, 400), (90, 400), 1.0), ((2, 300, 500), (2, 40, 500), 3.0),
+                              ((600, 8), (600, 8), 0.5)):
+        x1, x2 = rand(*shape1), rand(*shape2, seed=1)
+        d1, d2 = x1.to(DEVICE).requires_grad_(), x2.to(DEVICE).requires_grad_()
+        c1, c2 = x1.clone().requires_grad_(), x2.clone().requires_grad_()
+        got, expected = torch.cdist(d1, d2, p=p), torch.cdist(c1, c2, p=p)
+        assert max(d1.untyped_storage().nbytes(), got.untyped_storage().nbytes()) > BINDING
+        same(got, expected, rtol=1e-4, atol=1e-3)
+        g = rand(*expected.shape, seed=2)
+        got.backward(g.to(DEVICE))
+        expected.backward(g)
+        same(d1.grad, c1.grad, rtol=1e-3, atol=1e-3)
+        same(d2.grad, c2.grad, rtol=1e-3, atol=1e-3)
+
+
+@case
+def fft_long_signals():
+    # One signal longer than a binding holds: a four-step transform (columns, twiddle,
+    # rows); batches whose one transform fits but no single dim splits them: pieces of
+    # the flattened batch dims.
+    x = rand(300_000, seed=3) / 4
+    xc = torch.complex(x, rand(300_000, seed=4) / 4)
+    for fn in (torch.fft.fft, lambda t: torch.fft.ifft(t, norm="ortho")):
+        same(fn(big(xc)), fn(xc), rtol=1e-4, atol=2e-3)
+    same(torch.fft.rfft(big(x)), torch.fft.rfft(x), rtol=1e-4, atol=2e-3)
+    for n in (300_000, 299_999):
+        h = torch.fft.rfft(x[:n])
+        same(torch.fft.irfft(h.to(DEVICE), n=n), torch.fft.irfft(h, n=n), rtol=1e-4, atol=1e-5)
+    b = xc[:270_000].reshape(3, 3, 30_000)
+    same(torch.fft.fft(big(b)), torch.fft.fft(b), rtol=1e-4, atol=2e-3)
+    m = x[:250_000].reshape(500, 500)
+    same(torch.fft.rfft2(m.to(DEVICE)), torch.fft.rfft2(m), rtol=1e-4, atol=2e-3)  # scratch > binding
+    same(torch.fft.irfft2(torch.fft.rfft2(m).to(DEVICE), s=(500, 500)), m, rtol=1e-4, atol=1e-5)
+
+
+@case
 def convolutions():
     # Inputs and outputs spanning several bindings: passes of images through windows.
     F = torch.nn.functional
