@@ -22,6 +22,8 @@
 #include <ATen/ops/complex.h>
 #include <ATen/ops/conj_physical.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
+#include <ATen/Context.h>
 #include <ATen/ops/polar_ops.h>
 #include <torch/library.h>
 
@@ -307,6 +309,49 @@ std::optional<Tensor> four_step_c2c(const Tensor& x, int64_t dim, bool forward) 
 
 Tensor scaled(Tensor t, float scale) { return scale == 1.0f ? t : t.mul_(scale); }
 
+// ---- output layout ---------------------------------------------------------------------
+// The kernels write contiguous results; the CPU (MKL / pocketfft) and the meta functions
+// torch.compile checks extern kernel outputs against lay them out as ATen's _exec_fft does:
+// batch dims first (by the input's strides, largest first), then the transformed dims in
+// the order transformed, contiguous in that order. Without MKL, the meta functions give
+// r2c and c2r (not c2c) outputs of a non-CPU device contiguous.
+
+// Dims sorted by stride, largest first (stable: ties keep their order).
+std::vector<int64_t> by_stride(std::vector<int64_t> dims, at::IntArrayRef strides) {
+  std::stable_sort(dims.begin(), dims.end(),
+                   [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
+  return dims;
+}
+
+// The strides _exec_fft gives an output of `sizes` transforming `dims` of an input of `strides`.
+std::vector<int64_t> exec_fft_strides(at::IntArrayRef strides, at::IntArrayRef sizes,
+                                      const std::vector<int64_t>& dims) {
+  const int64_t ndim = static_cast<int64_t>(sizes.size());
+  std::vector<int64_t> batch;
+  for (int64_t d = 0; d < ndim; ++d)
+    if (std::find(dims.begin(), dims.end(), d) == dims.end()) batch.push_back(d);
+  batch = by_stride(batch, strides);
+  std::vector<int64_t> out(ndim);
+  int64_t step = 1;  // contiguous over (batch, dims...): the signal dims innermost, last fastest
+  for (auto d = dims.rbegin(); d != dims.rend(); ++d) {
+    out[*d] = step;
+    step *= std::max<int64_t>(sizes[*d], 1);
+  }
+  for (auto d = batch.rbegin(); d != batch.rend(); ++d) {
+    out[*d] = step;
+    step *= sizes[*d];
+  }
+  return out;
+}
+
+// `value` in the given strides: a copy unless they are its own.
+Tensor with_strides(const Tensor& value, const std::vector<int64_t>& strides) {
+  if (value.strides() == at::IntArrayRef(strides)) return value;
+  Tensor out = at::empty_strided(value.sizes(), strides, value.options());
+  out.copy_(value);
+  return out;
+}
+
 // ---- _fft_r2c ---------------------------------------------------------------------------
 
 std::optional<Tensor> r2c_native(const Tensor& self, at::IntArrayRef dim, int64_t normalization,
@@ -349,7 +394,13 @@ std::optional<Tensor> r2c_native(const Tensor& self, at::IntArrayRef dim, int64_
 }
 
 Tensor fft_r2c(const Tensor& self, at::IntArrayRef dim, int64_t normalization, bool onesided) {
-  if (auto r = r2c_native(self, dim, normalization, onesided)) return *r;
+  if (auto r = r2c_native(self, dim, normalization, onesided)) {
+    if (!at::globalContext().hasMKL()) return *r;
+    auto dims = *wrapped_dims(dim, self.dim());  // sorted by stride but for the last (r2c's)
+    std::vector<int64_t> sorted = by_stride({dims.begin(), dims.end() - 1}, self.strides());
+    sorted.push_back(dims.back());
+    return with_strides(*r, exec_fft_strides(self.strides(), r->sizes(), sorted));
+  }
   return call_cpu_fallback<at::_ops::_fft_r2c>(self, dim, normalization, onesided);
 }
 
@@ -362,6 +413,7 @@ Tensor& fft_r2c_out(const Tensor& self, at::IntArrayRef dim, int64_t normalizati
                     Tensor& out) {
   if (on_device(out) && out.scalar_type() == c10::kComplexFloat)
     if (auto r = r2c_native(self, dim, normalization, onesided)) {
+    if (!at::globalContext().hasMKL()) return *r;
       store(out, *r);
       return out;
     }
@@ -403,8 +455,18 @@ std::optional<Tensor> c2c_native(const Tensor& self, c10::SymIntArrayRef dim, in
   return c2c_dims(self.contiguous(), *dims, !forward, scale);
 }
 
+// The layout of a c2c over `dims` of a tensor of `strides`.
+std::vector<int64_t> c2c_strides(at::IntArrayRef strides, at::IntArrayRef sizes,
+                                 const std::vector<int64_t>& dims) {
+  return exec_fft_strides(strides, sizes, by_stride(dims, strides));
+}
+
 Tensor fft_c2c(const Tensor& self, c10::SymIntArrayRef dim, int64_t normalization, bool forward) {
-  if (auto r = c2c_native(self, dim, normalization, forward)) return *r;
+  if (auto r = c2c_native(self, dim, normalization, forward)) {
+    auto dims = *wrapped_dims(C10_AS_INTARRAYREF_SLOW(dim), self.dim());
+    if (dims.empty() || self.numel() == 0) return *r;
+    return with_strides(*r, c2c_strides(self.strides(), r->sizes(), dims));
+  }
   return call_cpu_fallback_symint<at::_ops::_fft_c2c>(self, dim, normalization, forward);
 }
 
@@ -470,7 +532,15 @@ std::optional<Tensor> c2r_native(const Tensor& self, at::IntArrayRef dim, int64_
 
 Tensor fft_c2r(const Tensor& self, at::IntArrayRef dim, int64_t normalization,
                c10::SymInt last_dim_size) {
-  if (auto r = c2r_native(self, dim, normalization, last_dim_size)) return *r;
+  if (auto r = c2r_native(self, dim, normalization, last_dim_size)) {
+    if (!at::globalContext().hasMKL()) return *r;
+    // The c2c over the other dims first, then the c2r over the last from its layout.
+    auto dims = *wrapped_dims(dim, self.dim());
+    std::vector<int64_t> rest(dims.begin(), dims.end() - 1);
+    std::vector<int64_t> strides(self.strides().begin(), self.strides().end());
+    if (!rest.empty()) strides = c2c_strides(self.strides(), self.sizes(), rest);
+    return with_strides(*r, exec_fft_strides(strides, r->sizes(), {dims.back()}));
+  }
   return call_cpu_fallback_symint<at::_ops::_fft_c2r>(self, dim, normalization, last_dim_size);
 }
 
@@ -478,6 +548,7 @@ Tensor& fft_c2r_out(const Tensor& self, at::IntArrayRef dim, int64_t normalizati
                     c10::SymInt last_dim_size, Tensor& out) {
   if (on_device(out) && out.scalar_type() == c10::kFloat)
     if (auto r = c2r_native(self, dim, normalization, last_dim_size)) {
+    if (!at::globalContext().hasMKL()) return *r;
       store(out, *r);
       return out;
     }

@@ -65,6 +65,7 @@
 #include <limits>
 
 #include "aten/cpu_fallback.h"
+#include "aten/structured_meta.h"
 #include "aten/webgpu_tensor.h"
 #include "kernels/binding_window.h"
 #include "kernels/indexing.h"
@@ -972,16 +973,18 @@ Tensor& nonzero_out(const Tensor& self, Tensor& out) {
 
 Tensor nonzero_fn(const Tensor& self) {
   Tensor out = at::empty({0}, self.options().dtype(at::kLong));
-  return nonzero_out(self, out);
+  return column_major(nonzero_out(self, out));  // the CPU's layout: (1, count) strides
 }
 
 // Without a read-back: rows past `size` are dropped, missing rows keep fill_value.
 Tensor nonzero_static(const Tensor& self, int64_t size, int64_t fill_value) {
   TORCH_CHECK(size >= 0, "nonzero_static: 'size' must be an non-negative integer, but got ", size);
   if (!flags_native(self) || self.dim() > kIndexMaxDims || size > std::numeric_limits<int32_t>::max())
-    return call_cpu_fallback<at::_ops::nonzero_static>(self, size, fill_value);
+    return column_major(call_cpu_fallback<at::_ops::nonzero_static>(self, size, fill_value));
+  if (size == 0)  // the meta function's strides, (1, size), exactly
+    return at::empty_strided({0, self.dim()}, {1, 0}, self.options().dtype(at::kLong));
   Tensor out = at::full({size, self.dim()}, fill_value, self.options().dtype(at::kLong));
-  if (self.numel() == 0 || size == 0 || self.dim() == 0) return out;
+  if (self.numel() == 0 || self.dim() == 0) return column_major(out);
   Tensor pos = at::empty({self.numel() + 1}, self.options().dtype(at::kInt));
   TWGPU_TRY
   RuntimeLock lock;
@@ -990,7 +993,8 @@ Tensor nonzero_static(const Tensor& self, int64_t size, int64_t fill_value) {
   nonzero_coordinates(lock.ctx(), vec(self.sizes()), flags, device_ref(pos).buffer, device_ref(out).buffer,
                       static_cast<uint32_t>(size));
   TWGPU_CATCH
-  return out;
+  // The meta function's (and CUDA's) layout, which torch.compile checks; the CPU's is row-major.
+  return column_major(out);
 }
 
 Tensor& masked_select_out(const Tensor& self, const Tensor& mask, Tensor& out) {

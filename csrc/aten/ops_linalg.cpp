@@ -137,6 +137,16 @@ void store(Tensor& out, const Tensor& value) {
   out.copy_(value);
 }
 
+// store() for results the CPU computes with LAPACK: an out resized here takes their
+// column-major layout (column_major()).
+void store_lapack(Tensor& out, const Tensor& value) {
+  if (out.sizes() != value.sizes()) {
+    at::native::resize_output(out, value.mT().sizes());
+    out.transpose_(-2, -1);
+  }
+  out.copy_(value);
+}
+
 struct LU {
   Tensor lu, pivots, info;
 };
@@ -354,7 +364,7 @@ Tensor cholesky_legacy(const Tensor& A, bool upper) {
   at::native::squareCheckInputs(A, "cholesky");
   auto [L, info] = cholesky_lower(upper ? A.mT() : A);
   at::_linalg_check_errors(info, "cholesky", A.dim() == 2);
-  return upper ? L.mT() : L;
+  return column_major(upper ? L.mT() : L);
 }
 
 // X with A X = B, A = L L^T (or U^T U when upper), from the factor; batch dims equal.
@@ -363,7 +373,7 @@ Tensor cholesky_solve_helper(const Tensor& B, const Tensor& factor, bool upper) 
     return call_cpu_fallback<at::_ops::_cholesky_solve_helper>(B, factor, upper);
   Tensor L = upper ? factor.mT() : factor;  // A = L L^T either way
   Tensor y = triangular(L, B, /*upper=*/false, /*left=*/true, /*unit=*/false);
-  return triangular(L.mT(), y, /*upper=*/true, /*left=*/true, /*unit=*/false);
+  return column_major(triangular(L.mT(), y, /*upper=*/true, /*left=*/true, /*unit=*/false));
 }
 
 Tensor cholesky_inverse_fn(const Tensor& factor, bool upper) {
@@ -424,11 +434,7 @@ std::tuple<Tensor, Tensor> geqrf_fn(const Tensor& A) {
     return call_cpu_fallback<at::_ops::geqrf>(A);
   TORCH_CHECK(A.dim() >= 2, "torch.geqrf: input must have at least 2 dimensions.");
   auto [a, tau] = geqrf_(A);
-  // LAPACK's layout, as the CPU returns it.
-  Tensor out = at::empty_strided(a.sizes(), at::native::batched_matrix_contiguous_strides(a.sizes(), true),
-                                 a.options());
-  out.copy_(a);
-  return {out, tau};
+  return {column_major(a), tau};
 }
 
 std::tuple<Tensor&, Tensor&> geqrf_out(const Tensor& A, Tensor& a, Tensor& tau) {
@@ -459,7 +465,7 @@ Tensor householder_product(const Tensor& input, const Tensor& tau) {
   if (!native({&input, &tau}) || (input.dim() >= 2 && !loops_fit(cube(input.size(-2), input.size(-1), 1))))
     return call_cpu_fallback<at::_ops::linalg_householder_product>(input, tau);
   check_householder(input, tau);
-  return apply_q(input, tau, eye_like(input, input.size(-2), input.size(-1)), true, false);
+  return column_major(apply_q(input, tau, eye_like(input, input.size(-2), input.size(-1)), true, false));
 }
 
 Tensor& householder_product_out(const Tensor& input, const Tensor& tau, Tensor& out) {
@@ -477,7 +483,7 @@ Tensor ormqr_fn(const Tensor& A, const Tensor& tau, const Tensor& C, bool left, 
   TORCH_CHECK(A.size(-2) == m, "torch.ormqr: other.shape[", left ? -2 : -1,
               "] must be equal to input.shape[-2]");
   TORCH_CHECK(tau.size(-1) <= A.size(-1), "torch.ormqr: tau.shape[-1] must be less than or equal to input.shape[-1]");
-  return apply_q(A, tau, C, left, transpose);
+  return column_major(apply_q(A, tau, C, left, transpose));
 }
 
 Tensor& ormqr_out(const Tensor& A, const Tensor& tau, const Tensor& C, bool left, bool transpose,
@@ -661,7 +667,7 @@ Tensor solve_triangular(const Tensor& A, const Tensor& B, bool upper, bool left,
   if (!native({&A, &B}) || !loops_fit(cube(A.size(-1), A.size(-1), 1)))
     return call_cpu_fallback<at::_ops::linalg_solve_triangular>(A, B, upper, left, unit);
   check_triangular(A, B, left, "linalg.solve_triangular");
-  return triangular(A, B, upper, left, unit);
+  return column_major(triangular(A, B, upper, left, unit));
 }
 
 Tensor& solve_triangular_out(const Tensor& A, const Tensor& B, bool upper, bool left, bool unit,
@@ -669,7 +675,7 @@ Tensor& solve_triangular_out(const Tensor& A, const Tensor& B, bool upper, bool 
   if (!native({&A, &B, &out}) || !loops_fit(cube(A.size(-1), A.size(-1), 1)))
     return call_cpu_fallback<at::_ops::linalg_solve_triangular_out>(A, B, upper, left, unit, out);
   check_triangular(A, B, left, "linalg.solve_triangular");
-  store(out, triangular(A, B, upper, left, unit));
+  store_lapack(out, triangular(A, B, upper, left, unit));
   return out;
 }
 
@@ -1054,10 +1060,17 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("linalg_cross.out", cross_out);
   m.impl("linalg_lstsq.out", lstsq_out);
   m.impl("linalg_pinv.atol_rtol_tensor", pinv);
-  m.impl("linalg_matrix_rank.atol_rtol_tensor", matrix_rank);
-  m.impl("linalg_matrix_rank.atol_rtol_float", matrix_rank_float);
   m.impl("linalg_ldl_factor_ex.out", ldl_factor_ex_out);
   m.impl("linalg_ldl_solve.out", ldl_solve_out);
+}
+
+// matrix_rank is CompositeImplicitAutograd with an integer result (nothing to differentiate):
+// ours sits at the autograd key, so eager runs it, while torch.compile's functionalization,
+// which decomposes such ops unless the backend key has a kernel, still decomposes it (a
+// backend kernel would reach FakeTensor, whose decomposition is not functionalized).
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  m.impl("linalg_matrix_rank.atol_rtol_tensor", matrix_rank);
+  m.impl("linalg_matrix_rank.atol_rtol_float", matrix_rank_float);
 }
 
 }  // namespace twgpu::aten

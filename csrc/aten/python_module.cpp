@@ -63,21 +63,10 @@ py::dict device_properties() {
   });
 }
 
-py::bytes get_rng_state() {
-  auto state = default_generator().get<WebGPUGeneratorImpl>()->get_state();
-  return py::bytes(static_cast<const char*>(state->data()), state->numel());
-}
-
-void set_rng_state(const std::string& bytes) {
-  at::Tensor t = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
-  std::memcpy(t.mutable_data_ptr(), bytes.data(), bytes.size());
-  std::lock_guard<std::mutex> lock(default_generator().get<WebGPUGeneratorImpl>()->mutex_);
-  default_generator().get<WebGPUGeneratorImpl>()->set_state(*t.unsafeGetTensorImpl());
-}
-
 }  // namespace
 
 void register_profiler_bindings(py::module_& m);  // python_profiler.cpp
+void register_random_bindings(py::module_& m);    // python_random.cpp
 
 void register_memory_bindings(py::module_& m);  // python_memory.cpp
 void register_stream_bindings(py::module_& m);  // python_streams.cpp
@@ -136,22 +125,12 @@ PYBIND11_MODULE(_C, m) {
     for (const auto& file : wgsl::library()) d[file.name] = file.text;
     return d;
   });
-  m.def("manual_seed", [](uint64_t seed) {
-    std::lock_guard<std::mutex> lock(default_generator().get<WebGPUGeneratorImpl>()->mutex_);
-    default_generator().get<WebGPUGeneratorImpl>()->set_current_seed(seed);
-  });
-  m.def("seed", [] {
-    std::lock_guard<std::mutex> lock(default_generator().get<WebGPUGeneratorImpl>()->mutex_);
-    return default_generator().get<WebGPUGeneratorImpl>()->seed();
-  });
-  m.def("initial_seed", [] { return default_generator().get<WebGPUGeneratorImpl>()->current_seed(); });
-  m.def("get_rng_state", &get_rng_state);
-  m.def("set_rng_state", &set_rng_state);
   m.def("fallback_ops_seen", &fallback_ops_seen);
   m.def("reset_fallback_ops_seen", &reset_fallback_ops_seen);
   m.def("_keep_cuda_as_accelerator", &keep_cuda_as_accelerator,
         "Keep CUDA torch's accelerator (returns the call slots redirected)");
   register_profiler_bindings(m);
+  register_random_bindings(m);
   m.def("_simulate_device_loss", [] {
     RuntimeLock lock;
     lock.ctx().simulate_device_loss();

@@ -20,6 +20,7 @@
 
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -42,6 +43,12 @@ struct UniformDecl {
   std::string type;  // "i32", "u32" or "f32"
 };
 
+// The kernel over fewer bindings for tensors that share a buffer (see launch()).
+struct AliasedVariant {
+  KernelLaunch launch;
+  std::string source;
+};
+
 struct CompiledKernel {
   KernelLaunch launch;            // key, body and the buffers' access; filled in per call
   std::vector<DType> dtypes;      // per tensor
@@ -49,6 +56,10 @@ struct CompiledKernel {
   std::string source;             // the full body after the frame's header (for body())
   std::vector<std::string> checks;     // device-check messages, reported by check_failed(k)
   std::vector<uint32_t> check_codes;   // their DeviceChecks codes (assigned at first launch)
+  // What body_source() takes besides the bindings, for the aliased variants.
+  std::vector<std::string> names, libraries;
+  std::string declarations, body;
+  std::map<std::vector<size_t>, std::unique_ptr<AliasedVariant>> variants;  // by binding map
 };
 
 // Kernels live for the process: Inductor compiles each once and calls it many times.
@@ -91,8 +102,10 @@ std::string atomic_functions(const std::string& name, size_t b, const std::strin
 
 // Everything after kernel_header(): libraries, the tensors' load/store functions, the
 // kernel's own declarations, then main with the uniforms as lets and the kernel's body.
+// `binding[b]`: the binding tensor b reads and writes (tensors sharing a buffer share one,
+// see launch()), among `l.buffers`, which the error word of the checks follows.
 std::string body_source(const std::vector<std::string>& names, const KernelLaunch& l,
-                        const std::vector<DType>& dtypes,
+                        const std::vector<size_t>& binding, const std::vector<DType>& dtypes,
                         const std::vector<UniformDecl>& uniforms,
                         const std::vector<std::string>& libraries,
                         const std::string& declarations, const std::string& body,
@@ -102,15 +115,16 @@ std::string body_source(const std::vector<std::string>& names, const KernelLaunc
   for (size_t b = 0; b < names.size(); ++b) {
     const std::string offset = "uw(" + std::to_string(kFirstUserWord + b) + "u)";
     const std::string type = wgsl_type(compute_type_for(dtypes[b]));
-    if (l.buffers[b].atomic && !is_subword(dtypes[b])) {  // a 32-bit tensor taking atomic adds
-      s += atomic_functions(names[b], b, offset, dtypes[b]);
+    const size_t at = binding[b];
+    if (l.buffers[at].atomic && !is_subword(dtypes[b])) {  // a 32-bit tensor taking atomic adds
+      s += atomic_functions(names[b], at, offset, dtypes[b]);
       continue;
     }
-    s += kernel_load(names[b] + "_at", l.buffers, b, dtypes[b]);
+    s += kernel_load(names[b] + "_at", l.buffers, at, dtypes[b]);
     s += "fn load_" + names[b] + "(i: u32) -> " + type + " { return " + names[b] + "_at(i + " +
          offset + "); }\n";
-    if (l.buffers[b].access == Access::ReadWrite) {
-      s += kernel_store(names[b] + "_put", l.buffers, b, dtypes[b], compute_type_for(dtypes[b]));
+    if (l.buffers[at].access == Access::ReadWrite) {
+      s += kernel_store(names[b] + "_put", l.buffers, at, dtypes[b], compute_type_for(dtypes[b]));
       s += "fn store_" + names[b] + "(i: u32, v: " + type + ") { " + names[b] + "_put(i + " +
            offset + ", v); }\n";
     }
@@ -118,7 +132,7 @@ std::string body_source(const std::vector<std::string>& names, const KernelLaunc
   if (checks) {
     // The last binding is the device error word; the check codes follow the uniforms.
     const size_t first_code = kFirstUserWord + names.size() + uniforms.size();
-    s += "fn check_failed(k: u32) { atomicMax(&buf" + std::to_string(names.size()) + "[0], uw(" +
+    s += "fn check_failed(k: u32) { atomicMax(&buf" + std::to_string(l.buffers.size() - 1) + "[0], uw(" +
          std::to_string(first_code) + "u + k)); }\n";
   }
   s += declarations;
@@ -174,8 +188,14 @@ size_t compile_kernel(const std::string& body, const std::vector<std::string>& n
   }
   k->checks = checks;
   if (!checks.empty()) l.buffers.push_back({nullptr, Access::ReadWrite, true});  // error word
-  k->source = body_source(names, l, k->dtypes, k->uniforms, libraries, declarations, body,
+  std::vector<size_t> own(names.size());
+  for (size_t b = 0; b < own.size(); ++b) own[b] = b;
+  k->source = body_source(names, l, own, k->dtypes, k->uniforms, libraries, declarations, body,
                           checks.size());
+  k->names = names;
+  k->libraries = libraries;
+  k->declarations = declarations;
+  k->body = body;
   std::string declaration = grid + "|" + std::to_string(workgroup);
   for (size_t b = 0; b < names.size(); ++b) declaration += "|" + access[b] + ":" + dtypes[b];
   declaration += "|" + std::to_string(uniforms.size()) + "|";
@@ -197,6 +217,53 @@ size_t compile_kernel(const std::string& body, const std::vector<std::string>& n
 WGPUBuffer empty_tensor_buffer(Context& ctx) {
   static Allocation* scratch = ctx.pool().allocate(4);
   return scratch->buffer;
+}
+
+// `k`'s launch with each buffer bound once. WebGPU refuses a dispatch binding one buffer
+// twice when either binding is writable, and Inductor does hand a kernel several views of
+// one buffer (the slices of a concatenation it writes, an input updated in place): tensors
+// on one buffer then share a binding (writable, atomic if either needs it), in a variant of
+// the kernel compiled for that sharing. Their element offsets stay per-tensor uniform words.
+KernelLaunch& aliased(CompiledKernel& k, size_t tensors) {
+  KernelLaunch& l = k.launch;
+  bool shared = false;  // the common case, checked without allocating
+  for (size_t b = 1; b < tensors && !shared; ++b)
+    for (size_t c = 0; c < b && !shared; ++c) shared = l.buffers[c].buffer == l.buffers[b].buffer;
+  if (!shared) return l;
+  std::vector<size_t> binding(tensors);
+  std::vector<KernelBuffer> bindings;
+  for (size_t b = 0; b < tensors; ++b) {
+    size_t at = bindings.size();
+    for (size_t c = 0; c < b; ++c)
+      if (l.buffers[c].buffer == l.buffers[b].buffer) at = binding[c];
+    binding[b] = at;
+    if (at == bindings.size()) {
+      bindings.push_back(l.buffers[b]);
+    } else {
+      if (l.buffers[b].access == Access::ReadWrite) bindings[at].access = Access::ReadWrite;
+      bindings[at].atomic = bindings[at].atomic || l.buffers[b].atomic;
+    }
+  }
+  for (size_t b = tensors; b < l.buffers.size(); ++b) bindings.push_back(l.buffers[b]);  // error word
+  auto& variant = k.variants[binding];
+  if (!variant) {
+    variant = std::make_unique<AliasedVariant>();
+    KernelLaunch& v = variant->launch;
+    v.grid = l.grid;
+    v.workgroup = l.workgroup;
+    v.buffers = bindings;
+    variant->source = body_source(k.names, v, binding, k.dtypes, k.uniforms, k.libraries,
+                                  k.declarations, k.body, k.checks.size());
+    v.key = l.key + "|bindings";
+    for (size_t at : binding) v.key += " " + std::to_string(at);
+    const std::string* src = &variant->source;  // lives as long as the kernel
+    v.body = [src] { return *src; };
+  }
+  KernelLaunch& v = variant->launch;
+  for (size_t b = 0; b < v.buffers.size(); ++b) v.buffers[b].buffer = bindings[b].buffer;
+  v.uniforms = l.uniforms;
+  v.count = l.count;
+  return v;
 }
 
 void launch(size_t handle, const std::vector<uint64_t>& addresses, const py::sequence& values,
@@ -255,7 +322,7 @@ void launch(size_t handle, const std::vector<uint64_t>& addresses, const py::seq
       l.uniforms[kFirstUserWord + b] = static_cast<uint32_t>(bytes / size);
     }
     l.count = count;
-    launch_kernel(ctx, l);
+    launch_kernel(ctx, aliased(*k, tensors));
   });
 }
 

@@ -7,7 +7,9 @@
 #include <ATen/native/Resize.h>
 #include <ATen/ops/empty_strided.h>
 
+#include <algorithm>
 #include <array>
+#include <vector>
 
 // Releases before 2.13 pass dimension names to set_output_* (named tensors).
 #if __has_include(<ATen/core/Dimname.h>)
@@ -75,5 +77,25 @@ struct OutMeta final : Meta {
   }
   std::array<at::Tensor*, N> outs_;
 };
+
+// `value` (at least 2-D) as batched column-major matrices: the layout the CPU (LAPACK) and
+// the meta functions give linear-algebra results and nonzero's. torch.compile checks an
+// extern kernel's output strides against the meta function's. A copy unless it already is.
+inline at::Tensor column_major(const at::Tensor& value) {
+  const int64_t d = value.dim();
+  std::vector<int64_t> strides(d);
+  strides[d - 2] = 1;
+  int64_t step = std::max<int64_t>(value.size(d - 2), 1);
+  strides[d - 1] = step;
+  step *= std::max<int64_t>(value.size(d - 1), 1);
+  for (int64_t i = d - 3; i >= 0; --i) {
+    strides[i] = step;
+    step *= std::max<int64_t>(value.size(i), 1);
+  }
+  if (value.strides() == at::IntArrayRef(strides)) return value;
+  at::Tensor out = at::empty_strided(value.sizes(), strides, value.options());
+  out.copy_(value);
+  return out;
+}
 
 }  // namespace twgpu::aten

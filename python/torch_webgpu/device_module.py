@@ -6,25 +6,9 @@ import torch
 from . import _C
 from . import profiler  # noqa: F401  (torch.webgpu.profiler)
 
-_DEVICE_COUNT_ERROR = "torch.webgpu: invalid device {!r}; there is one WebGPU device (index 0)"
 
-
-def _index(device) -> int:
-    if device is None:
-        return 0
-    if isinstance(device, str):
-        device = torch.device(device)
-    if isinstance(device, int):
-        idx = device
-    elif isinstance(device, torch.device):
-        if device.type != "webgpu":
-            raise ValueError(f"Expected a webgpu device, but got: {device}")
-        idx = device.index if device.index is not None else 0
-    else:
-        raise TypeError(f"Invalid device argument {device!r}")
-    if idx != 0:
-        raise ValueError(_DEVICE_COUNT_ERROR.format(device))
-    return idx
+# The index a device argument names (None, int, str or torch.device); raises unless 0.
+_index = _C._device_index
 
 
 def is_available() -> bool:
@@ -173,38 +157,19 @@ from .streams import (  # noqa: E402,F401
 # ---- random numbers -------------------------------------------------------------------
 
 
-def manual_seed(seed: int) -> None:
-    _C.manual_seed(int(seed) & 0xFFFF_FFFF_FFFF_FFFF)
-
-
-def manual_seed_all(seed: int) -> None:
-    manual_seed(seed)
-
-
-def seed() -> None:
-    _C.seed()
-
-
-def seed_all() -> None:
-    seed()
-
-
-def initial_seed() -> int:
-    return _C.initial_seed()
-
-
-def get_rng_state(device="webgpu") -> torch.Tensor:
-    _index(device)
-    return torch.frombuffer(bytearray(_C.get_rng_state()), dtype=torch.uint8)
+# C functions (csrc/aten/python_random.cpp): inside torch.compile, Dynamo graph-breaks on
+# them and calls them eagerly, as its rules make it do for torch.cuda's.
+manual_seed = _C.manual_seed
+manual_seed_all = _C.manual_seed
+seed = _C.seed
+seed_all = _C.seed
+initial_seed = _C.initial_seed
+get_rng_state = _C.get_rng_state
+set_rng_state = _C.set_rng_state
 
 
 def get_rng_state_all() -> list:
     return [get_rng_state()]
-
-
-def set_rng_state(new_state: torch.Tensor, device="webgpu") -> None:
-    _index(device)
-    _C.set_rng_state(new_state.detach().cpu().contiguous().to(torch.uint8).numpy().tobytes())
 
 
 def set_rng_state_all(new_states) -> None:

@@ -486,3 +486,107 @@ def test_fuzz_eager_expressions_with_host_parameters_run_eagerly():
     x = make((5, 5), torch.float32, low=0.5, high=3)
     compiled_matches(lambda x: (torch.polygamma(2, x) * 2, torch.special.zeta(x + 1, x)), x,
                      tolerances=dict(rtol=1e-4, atol=1e-4))
+
+
+# ---- random-number state inside compiled functions ----------------------------------------
+
+def test_rng_state_functions_under_no_dispatch_in_compiled_code():
+    """OpInfo's freeze_rng_state calls torch.webgpu.get/set_rng_state under no_dispatch()
+    inside the compiled function: Dynamo must call them eagerly (as torch.cuda's), and the
+    state they restore must be the one saved."""
+    from torch.testing._internal.common_utils import freeze_rng_state
+
+    def f(x):
+        with freeze_rng_state():
+            torch.manual_seed(5)
+            y = torch.bernoulli(x)
+        return y * 2
+
+    x = torch.full((256,), 0.5, device="webgpu")
+    torch.webgpu.manual_seed(17)
+    before = torch.webgpu.get_rng_state()
+    out = torch.compile(f)(x)
+    assert torch.equal(torch.webgpu.get_rng_state(), before)  # freeze_rng_state restored it
+    assert set(out.cpu().unique().tolist()) <= {0.0, 2.0}
+    torch.manual_seed(5)
+    assert torch.equal(out.cpu(), torch.bernoulli(x).cpu() * 2)  # the seed set inside counted
+
+
+def test_manual_seed_and_rng_state_inside_compiled_function(monkeypatch):
+    """torch.webgpu.manual_seed / get_rng_state / set_rng_state in user code under
+    torch.compile: a graph break, then eager calls, so draws match eager draws exactly
+    (Inductor's fallback_random: its draws are eager ATen ones)."""
+    import torch._inductor.config as inductor_config
+
+    monkeypatch.setattr(inductor_config, "fallback_random", True)
+
+    def f(x):
+        torch.webgpu.manual_seed(3)
+        a = torch.rand_like(x) + x
+        state = torch.webgpu.get_rng_state()
+        b = torch.rand_like(x)
+        torch.webgpu.set_rng_state(state)
+        return a, b, torch.rand_like(x)
+
+    x = torch.arange(300, dtype=torch.float32, device="webgpu")
+    compiled = torch.compile(f)
+    a, b, c = compiled(x)
+    a2, _, _ = compiled(x)
+    torch.webgpu.manual_seed(3)
+    expected_a = torch.rand_like(x) + x
+    expected_b = torch.rand_like(x)
+    assert torch.equal(a.cpu(), expected_a.cpu()) and torch.equal(a2.cpu(), a.cpu())
+    assert torch.equal(b.cpu(), expected_b.cpu()) and torch.equal(c.cpu(), b.cpu())
+    assert not torch.equal(b.cpu(), (a - x).cpu())
+    with pytest.raises(ValueError):
+        torch.webgpu.get_rng_state("webgpu:1")
+    with pytest.raises(TypeError):
+        torch.webgpu.get_rng_state(1.5)
+
+
+# ---- tensors sharing a buffer ------------------------------------------------------------
+
+def test_wgsl_kernel_views_of_one_buffer_share_a_binding(no_fallback):
+    """WebGPU refuses one buffer in two bindings of a dispatch when either is writable:
+    views of one buffer (Inductor writes a concatenation's slices so) share one binding."""
+    kernel = WGSLKernel(
+        "let v = load_a(idx); store_lo(idx * 3u, v); store_hi(idx * 3u, v * v + f32(load_c(idx)));",
+        [TensorArg("a", torch.float32), TensorArg("lo", torch.float32, "read_write"),
+         TensorArg("hi", torch.float32, "read_write"), TensorArg("c", torch.int8)],
+        [])
+    a = make((5,), torch.float32)
+    c = make((5,), torch.int8)
+    out = torch.zeros(20, device="webgpu")
+    kernel(dev(a), out[1:], out[3:], dev(c), grid=5)
+    expected = torch.zeros(20)
+    expected[1:16:3] = a
+    expected[3:18:3] = a * a + c.float()
+    assert_same(out, expected)
+    # An input and the output on one buffer (in place), narrow dtypes (atomic stores).
+    inc = WGSLKernel("store_y(idx, load_x(idx) + 1);",
+                     [TensorArg("x", torch.int8), TensorArg("y", torch.int8, "read_write")], [])
+    x = make((9,), torch.int8, low=-50, high=50)
+    y = dev(x)
+    inc(y[1:], y[1:], grid=8)
+    expected = x.clone()
+    expected[1:] += 1
+    assert_same(y, expected, exact=True)
+
+
+def test_compiled_cdist_writes_a_concatenation_through_two_views(no_fallback):
+    x1, x2 = make((1, 1), torch.float32), make((5, 1), torch.float32, seed=1)
+    compiled_matches(lambda a, b: torch.cdist(a, b, 2.0, "use_mm_for_euclid_dist"), x1, x2)
+    torch.webgpu.synchronize()  # a refused bind group reports at the submit
+
+
+def test_compiled_matrix_rank_decomposes_through_functionalization():
+    """Our matrix_rank kernel sits at the autograd key: functionalization still decomposes
+    this CompositeImplicitAutograd op (a backend-key kernel left FakeTensor's decomposition
+    unfunctionalized, a `copy_` Inductor refused). Eager and compiled agree with the CPU."""
+    a = make((4, 5, 6), torch.float32)
+    a[0] = 0
+    a[1, :, 3:] = a[1, :, :3]
+    compiled_matches(lambda t: torch.linalg.matrix_rank(t), a)
+    compiled_matches(lambda t: torch.linalg.matrix_rank(t, atol=0.5, hermitian=False), a)
+    compiled_matches(lambda t: torch.linalg.matrix_rank(t), make((0, 0), torch.float32))
+    assert torch.equal(torch.linalg.matrix_rank(dev(a)).cpu(), torch.linalg.matrix_rank(a))

@@ -257,3 +257,35 @@ def test_gradients(fn):
     yd.backward(dev(g))
     yc.backward(g)
     same(xd.grad, xc.grad)
+
+
+# ---- output layout -----------------------------------------------------------------------
+
+def _strided_input(shape, complex, layout):
+    x = rand(*shape, complex=complex, seed=3)
+    if layout == "transposed":  # non-contiguous: the last two dims swapped in memory
+        x = x.mT.contiguous().mT
+    elif layout == "offset":
+        x = rand(2, *shape, complex=complex, seed=3)[1]
+    return x
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "offset"])
+@pytest.mark.parametrize("fn, complex, kw", [
+    (torch.fft.fft, False, dict(dim=1)), (torch.fft.fft, True, dict(dim=0)),
+    (torch.fft.ifft, True, dict(dim=-1)), (torch.fft.fft2, True, {}),
+    (torch.fft.fftn, True, dict(dim=(2, 0))), (torch.fft.ifftn, True, dict(dim=(0, 1))),
+    (torch.fft.rfft, False, dict(dim=1)), (torch.fft.rfft2, False, {}),
+    (torch.fft.rfftn, False, dict(dim=(0, 2))), (torch.fft.ihfft, False, dict(dim=0)),
+    (torch.fft.ihfft2, False, {}), (torch.fft.irfft, True, dict(dim=1)),
+    (torch.fft.irfft2, True, {}), (torch.fft.irfftn, True, dict(dim=(2, 1))),
+    (torch.fft.hfft, True, dict(dim=0)), (torch.fft.hfft2, True, {}),
+])
+def test_output_strides_match_the_cpu(fn, complex, kw, layout):
+    """The results carry the CPU's strides (batch dims first, transformed dims in the order
+    transformed), which torch.compile checks extern kernel outputs against."""
+    x = _strided_input((5, 6, 7), complex, layout)
+    actual, expected = fn(dev(x), **kw), fn(x, **kw)
+    assert actual.stride() == expected.stride()
+    same(actual, expected, rtol=1e-4, atol=1e-4)

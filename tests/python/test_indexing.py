@@ -352,6 +352,12 @@ def test_nonzero(dtype):
     out = dev(torch.empty(0, dtype=torch.long))
     torch.nonzero(dev(x), out=out)
     assert_same(out, torch.nonzero(x), exact=True)
+    # Layouts: nonzero's is the CPU's, (1, count); nonzero_static's is the meta function's
+    # (and CUDA's), column-major too, which torch.compile checks (the CPU's is row-major).
+    assert torch.nonzero(dev(x)).stride() == torch.nonzero(x).stride()
+    for size in (0, 3, 400):
+        assert torch.nonzero_static(dev(x), size=size).stride() == (1, size)
+    assert torch.nonzero_static(dev(x[0, 0]), size=4).stride() == (1, 4)
 
 
 def test_nonzero_many_blocks():

@@ -554,3 +554,39 @@ def test_eigh_batch_of_nearly_equal_eigenvalues():
     torch.testing.assert_close((v @ torch.diag_embed(w) @ v.mT).cpu(), spd, rtol=1e-5, atol=2e-4)
     s = torch.linalg.svdvals(a.to("webgpu"))
     torch.testing.assert_close(s.cpu(), torch.linalg.svdvals(a), rtol=1e-5, atol=1e-4)
+
+
+# ---- output layout -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape", [(5, 5), (2, 4, 4), (3, 1, 3, 3)])
+def test_results_have_the_cpu_column_major_strides(shape):
+    """LAPACK results come back column-major from the CPU (and from the meta functions
+    torch.compile checks extern kernel outputs against): ours have the same strides."""
+    a = spd(*shape, seed=4)
+    b = torch.randn(*shape[:-1], 2, generator=torch.Generator().manual_seed(5))
+    tri = torch.linalg.cholesky(a)
+    geq, tau = torch.geqrf(torch.randn(*shape, generator=torch.Generator().manual_seed(6)))
+    cases = [
+        (torch.cholesky, (a,), {}), (torch.cholesky, (a,), dict(upper=True)),
+        (torch.cholesky_inverse, (tri,), {}), (torch.cholesky_solve, (b, tri), {}),
+        (torch.cholesky_solve, (b, tri.mT), dict(upper=True)),
+        (torch.linalg.householder_product, (geq, tau), {}),
+        (torch.ormqr, (geq, tau, b), {}), (torch.ormqr, (geq, tau, b.mT), dict(left=False)),
+        (torch.linalg.solve_triangular, (tri, b), dict(upper=False)),
+        (torch.linalg.solve_triangular, (tri.mT, b.mT), dict(upper=True, left=False)),
+    ]
+    for fn, args, kw in cases:
+        actual = fn(*[dev(t) for t in args], **kw)
+        expected = fn(*args, **kw)
+        assert actual.stride() == expected.stride(), (fn.__name__, kw)
+        torch.testing.assert_close(cpu(actual), expected, **TOL)
+
+
+def test_solve_triangular_out_resized_column_major():
+    tri = torch.linalg.cholesky(spd(4, 4, seed=7))
+    b = torch.randn(4, 3, generator=torch.Generator().manual_seed(8))
+    out, out_cpu = torch.empty(0, device=DEVICE), torch.empty(0)
+    torch.linalg.solve_triangular(dev(tri), dev(b), upper=False, out=out)
+    torch.linalg.solve_triangular(tri, b, upper=False, out=out_cpu)
+    assert out.stride() == out_cpu.stride()
+    torch.testing.assert_close(cpu(out), out_cpu, **TOL)

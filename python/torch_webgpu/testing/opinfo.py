@@ -186,13 +186,6 @@ COMPILE_KNOWN_CAUSES = {
     "var_mean": _EMPTY_WELFORD, "var_mean.unbiased": _EMPTY_WELFORD,
     "std_mean": _EMPTY_WELFORD, "std_mean.unbiased": _EMPTY_WELFORD,
 }
-for _seeded in ("item", "cauchy", "exponential", "geometric", "log_normal", "normal",
-                "normal.in_place", "uniform", "svd_lowrank", "pca_lowrank", "bernoulli",
-                "nn.functional.dropout"):
-    COMPILE_KNOWN_CAUSES[_seeded] = (
-        "OpInfo wraps the op in freeze_rng_state, whose no_dispatch() block calls "
-        "torch.webgpu.set_rng_state: Dynamo traces that Python function and cannot make "
-        "fake tensors under no_dispatch (torch.cuda's is skipped by Dynamo's rules)")
 for _cast in ("byte", "char", "short", "int"):
     KNOWN_CAUSES[_cast] = ("float to int32 is undefined out of range: x86 gives INT_MIN (then "
                            "wraps to 0), WGSL saturates to 2147483520 (wraps to 128/-128)")
