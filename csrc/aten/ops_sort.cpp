@@ -741,6 +741,10 @@ std::tuple<Tensor, Tensor, Tensor> unique_dim_impl(const Tensor& self, int64_t d
             at::empty({0}, long_opts)};
   }
   Tensor moved = self.movedim(dim, 0).contiguous();
+  if (auto pieces = unique_slices_in_pieces(moved, sort)) {
+    auto& [values, inverse, counts] = *pieces;
+    return {values.movedim(0, dim), inverse, counts};
+  }
   const int64_t slices = moved.size(0);
   const int64_t width = moved.numel() / slices;
   const auto int_opts = self.options().dtype(at::kInt);

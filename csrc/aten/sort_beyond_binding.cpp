@@ -247,6 +247,38 @@ std::tuple<Tensor, Tensor, Tensor> unique_long(const Tensor& self, bool sort,
   return {values, inverse, counts};
 }
 
+std::optional<std::tuple<Tensor, Tensor, Tensor>> unique_slices_in_pieces(const Tensor& moved,
+                                                                          bool sort) {
+  const int64_t slices = moved.size(0);
+  const uint64_t budget = window_budget(Context::get());
+  if (static_cast<uint64_t>(moved.numel() * moved.element_size()) <= budget &&
+      static_cast<uint64_t>(sort_padded_length(slices)) * 16 <= budget)
+    return std::nullopt;
+  Tensor rows = moved.reshape({slices, -1});
+  const int64_t width = rows.size(1);
+  const auto long_opts = moved.options().dtype(at::kLong);
+  Tensor order = at::arange(slices, long_opts);
+  for (int64_t j = sort ? width - 1 : -1; j >= 0; --j) {
+    Tensor keys = rows.select(1, j).index_select(0, order);
+    order = order.index_select(0, sort_long_rows(keys, 0, false).second);
+  }
+  Tensor ordered = sort ? rows.index_select(0, order) : rows;
+  Tensor starts = at::empty({slices}, moved.options().dtype(at::kBool));
+  starts.narrow(0, 0, 1).fill_(true);
+  if (slices > 1)
+    starts.narrow(0, 1, slices - 1)
+        .copy_(at::ne(ordered.narrow(0, 1, slices - 1), ordered.narrow(0, 0, slices - 1)).any(1));
+  Tensor first = at::nonzero(starts).squeeze(1);
+  const int64_t groups = first.numel();
+  auto sizes = moved.sizes().vec();
+  sizes[0] = groups;
+  Tensor values = ordered.index_select(0, first).reshape(sizes);
+  Tensor group = at::cumsum(starts, 0).sub_(1);
+  Tensor inverse = sort ? at::empty({slices}, long_opts).scatter_(0, order, group) : group;
+  Tensor next = at::cat({first.narrow(0, 1, groups - 1), at::full({1}, slices, long_opts)});
+  return std::make_tuple(values, inverse, next.sub_(first));
+}
+
 std::optional<Tensor> search_in_pieces(const Tensor& boundaries, const Tensor& values,
                                        bool out_int32, bool right) {
   // Pieces of at most a binding of int64 (the widest element either side holds).

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <tuple>
 #include <utility>
 
 #include "kernels/sort.h"
@@ -37,6 +38,13 @@ std::pair<at::Tensor, at::Tensor> pick_long_rows(const at::Tensor& self, int64_t
 std::tuple<at::Tensor, at::Tensor, at::Tensor> unique_long(const at::Tensor& self, bool sort,
                                                            bool return_inverse,
                                                            bool return_counts);
+
+// unique(dim=) / unique_consecutive(dim=) of `moved` (the slices along dim 0, as [S, W])
+// when it exceeds what the slice kernels bind: slices ordered by stable sorts of their
+// columns, last column first (a radix sort over columns), then compared with their
+// neighbours. Returns (values [groups, W...], inverse, counts); nullopt when it fits.
+std::optional<std::tuple<at::Tensor, at::Tensor, at::Tensor>> unique_slices_in_pieces(
+    const at::Tensor& moved, bool sort);
 
 // searchsorted in a 1-D sorted `boundaries` (no sorter) when it or `values` exceeds one
 // binding: positions are counts of boundaries before a value, so they add over chunks of

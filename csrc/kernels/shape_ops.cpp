@@ -312,6 +312,7 @@ void launch_range_fill(Context& ctx, const RangeFill& r) {
   const bool atomic = is_subword(r.dtype);
   // Scalars as two words (lo, hi): an int64 value, or an f32's bits in lo.
   static const UniformLayout layout({{"dst_offset"},
+                                     {"first"},
                                      {"start", UniformType::U32, 2},
                                      {"step", UniformType::U32, 2},
                                      {"end", UniformType::U32, 2},
@@ -327,6 +328,7 @@ void launch_range_fill(Context& ctx, const RangeFill& r) {
   l.buffers = {{r.dst, Access::ReadWrite, atomic}};
   l.declare(layout)
       .set_u32("dst_offset", static_cast<uint32_t>(r.dst_offset))
+      .set_u32("first", 0)
       .set_u32s("start", {r.start.lo, r.start.hi})
       .set_u32s("step", {r.step.lo, r.step.hi})
       .set_u32s("end", {r.end.lo, r.end.hi})
@@ -337,25 +339,26 @@ void launch_range_fill(Context& ctx, const RangeFill& r) {
                                   static_cast<uint32_t>(r.step_mantissa >> 32)})
       .set_i32("step_exp", static_cast<int32_t>(r.step_exp))
       .set_u32("step_negative", r.step_negative ? 1u : 0u);
-  l.count = r.numel;
   const uint32_t wg = ctx.caps().workgroup_1d();
   l.workgroup = wg;
   l.body = [&, wg] {
     std::string s = kernel_store("store", l.buffers, 0, r.dtype, r.compute);
     s += kernel_main(Grid::Invocations, wg);
-    s += "  let start = vec2<u32>(u_start(0u), u_start(1u));\n"
+    // Element `i` of the whole fill; a piece's first element travels in u.first.
+    s += "  let i = idx + u.first;\n"
+         "  let start = vec2<u32>(u_start(0u), u_start(1u));\n"
          "  let step = vec2<u32>(u_step(0u), u_step(1u));\n"
          "  let end = vec2<u32>(u_end(0u), u_end(1u));\n";
     if (r.kind == RangeKind::LinspaceInt) {
       s = std::string(kLinspaceInt) + s;
       s += "  let sneg = u.step_negative != 0u;\n"
            "  var v = vec2<u32>(0u, 0u);\n"
-           "  if (idx < u.halfway) { v = lin_int(start, sneg, idx); }\n"
-           "  else { v = lin_int(end, !sneg, u.steps - 1u - idx); }\n";
+           "  if (i < u.halfway) { v = lin_int(start, sneg, i); }\n"
+           "  else { v = lin_int(end, !sneg, u.steps - 1u - i); }\n";
     } else if (r.compute == Compute::I64) {
-      s += "  let v = i64_add(start, i64_mul(step, vec2<u32>(idx, 0u)));\n";
+      s += "  let v = i64_add(start, i64_mul(step, vec2<u32>(i, 0u)));\n";
     } else if (r.kind == RangeKind::Affine) {
-      s += "  let v = bitcast<f32>(start.x) + bitcast<f32>(step.x) * f32(idx);\n";
+      s += "  let v = bitcast<f32>(start.x) + bitcast<f32>(step.x) * f32(i);\n";
     } else {
       // The CPU's linspace steps in the output's type: half types round after every
       // operation (its logspace steps the exponent in double: no rounding there).
@@ -368,15 +371,27 @@ void launch_range_fill(Context& ctx, const RangeFill& r) {
       s = round + s;
       s += "  let fstep = bitcast<f32>(step.x);\n"
            "  var x = 0.0;\n"
-           "  if (idx < u.halfway) { x = rnd(bitcast<f32>(start.x) + rnd(fstep * rnd(f32(idx)))); }\n"
-           "  else { x = rnd(bitcast<f32>(end.x) - rnd(fstep * rnd(f32(u.steps - 1u - idx)))); }\n";
+           "  if (i < u.halfway) { x = rnd(bitcast<f32>(start.x) + rnd(fstep * rnd(f32(i)))); }\n"
+           "  else { x = rnd(bitcast<f32>(end.x) - rnd(fstep * rnd(f32(u.steps - 1u - i)))); }\n";
       s += r.kind == RangeKind::Logspace ? "  let v = pow_f32(u.base, x);\n"
                                          : "  let v = x;\n";
     }
     s += "  store(u.dst_offset + idx, v);\n}\n";
     return s;
   };
-  launch_kernel(ctx, l);
+  // A fill larger than one binding goes in pieces that each fit a window (narrow types
+  // are stored as whole words: pieces start on word boundaries).
+  const uint64_t e = element_size(r.dtype);
+  const uint64_t per_word = e < 4 ? 4 / e : 1;
+  const uint64_t piece = std::max<uint64_t>(per_word, window_budget(ctx) / e / per_word * per_word);
+  for (uint64_t first = 0; first < r.numel; first += piece) {
+    const uint64_t count = std::min(piece, r.numel - first);
+    l.set_u32("dst_offset", static_cast<uint32_t>(r.dst_offset + first))
+        .set_u32("first", static_cast<uint32_t>(first));
+    l.buffers[0].touches(l.word_of("dst_offset"), r.dtype, r.dst_offset + first, count);
+    l.count = count;
+    launch_kernel(ctx, l);
+  }
 }
 
 void launch_repeat_index(Context& ctx, WGPUBuffer ends, uint64_t ends_offset, uint32_t n,

@@ -505,6 +505,28 @@ def fft_long_signals():
 
 
 @case
+def factories_and_unique_slices():
+    # Range fills larger than a binding go in pieces (the element index travels with them);
+    # unique over dim sorts slices column by column (stable) when they exceed the kernels.
+    for make in (lambda d: torch.arange(300_001, device=d), lambda d: torch.arange(0, 1_300_001, device=d, dtype=torch.int16),
+                 lambda d: torch.arange(3, 1_400_003, 2, device=d, dtype=torch.float32),
+                 lambda d: torch.arange(1_100_000, device=d, dtype=torch.uint8),
+                 lambda d: torch.linspace(-1000, 5000, 300_007, device=d, dtype=torch.int64)):
+        same(make(DEVICE), make("cpu"))
+    same(torch.linspace(-3, 5, 300_007, device=DEVICE), torch.linspace(-3, 5, 300_007), rtol=0, atol=1e-6)
+    q = (rand(300_000, 2, seed=5) * 2).round()
+    for got, expected in zip(torch.unique(big(q), dim=0, return_inverse=True, return_counts=True),
+                             torch.unique(q, dim=0, return_inverse=True, return_counts=True)):
+        same(got, expected)
+    for got, expected in zip(torch.unique(big(q).t(), dim=1, return_counts=True), torch.unique(q.t(), dim=1, return_counts=True)):
+        same(got, expected)
+    s = q.sort(0)[0]
+    for got, expected in zip(torch.unique_consecutive(big(s), dim=0, return_inverse=True, return_counts=True),
+                             torch.unique_consecutive(s, dim=0, return_inverse=True, return_counts=True)):
+        same(got, expected)
+
+
+@case
 def convolutions():
     # Inputs and outputs spanning several bindings: passes of images through windows.
     F = torch.nn.functional
