@@ -14,8 +14,12 @@
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
+#include <algorithm>
+#include <optional>
+
 #include "aten/cpu_fallback.h"
 #include "aten/nn_common.h"
+#include "kernels/binding_window.h"
 #include "kernels/nn_grid_sample.h"
 #include "runtime/runtime.h"
 
@@ -61,6 +65,33 @@ std::vector<int64_t> output_shape(const Tensor& input, const Tensor& grid, int n
   return shape;
 }
 
+// Inputs, grids or outputs larger than one binding: pieces of one image and a range of
+// its channels (a channel's samples need only its plane and the image's grid). Channels
+// per piece, or nullopt when everything fits (or one image's grid or plane does not).
+std::optional<int64_t> channels_per_piece(const Tensor& input, const Tensor& grid, const nn::GridGeometry& g) {
+  const uint64_t budget = window_budget(Context::get());
+  const uint64_t e = 4;  // the widest element either side holds (f32 gradients)
+  const uint64_t plane = uint64_t(g.d) * g.h * g.w * e, samples = uint64_t(g.points) * e;
+  const uint64_t image_grid = uint64_t(g.points) * g.nd * e;
+  if (uint64_t(input.numel()) * e <= budget && uint64_t(grid.numel()) * e <= budget &&
+      uint64_t(g.n) * g.channels * samples <= budget)
+    return std::nullopt;
+  if (image_grid > budget || plane > budget || samples > budget) return std::nullopt;
+  return static_cast<int64_t>(std::max<uint64_t>(1, budget / std::max(plane, samples)));
+}
+
+// `piece(n, c, k, geometry)` over images n and channel ranges [c, c + k).
+template <typename Piece>
+void over_pieces(const nn::GridGeometry& g, int64_t per_piece, Piece piece) {
+  for (int64_t n = 0; n < g.n; ++n)
+    for (int64_t c = 0; c < g.channels; c += per_piece) {
+      nn::GridGeometry q = g;
+      q.n = 1;
+      q.channels = u32(std::min<int64_t>(per_piece, g.channels - c));
+      piece(n, c, static_cast<int64_t>(q.channels), q);
+    }
+}
+
 std::optional<Tensor> forward(const Tensor& input, const Tensor& grid, int64_t interp,
                               int64_t padding, bool align, int nd) {
   check_arguments(input, grid, interp, nd);
@@ -69,6 +100,16 @@ std::optional<Tensor> forward(const Tensor& input, const Tensor& grid, int64_t i
   Tensor out = at::empty(output_shape(input, grid, nd), input.options());
   if (out.numel() == 0) return out;
   Tensor x = input.contiguous(), gr = grid.contiguous();
+  if (auto per_piece = channels_per_piece(x, gr, *g)) {
+    over_pieces(*g, *per_piece, [&](int64_t n, int64_t c, int64_t k, const nn::GridGeometry& q) {
+      TWGPU_TRY
+      RuntimeLock lock;
+      nn::grid_sample_forward(lock.ctx(), operand(x.narrow(0, n, 1).narrow(1, c, k)),
+                              operand(gr.narrow(0, n, 1)), q, operand(out.narrow(0, n, 1).narrow(1, c, k)));
+      TWGPU_CATCH
+    });
+    return out;
+  }
   TWGPU_TRY
   RuntimeLock lock;
   nn::grid_sample_forward(lock.ctx(), operand(x), operand(gr), *g, operand(out));
@@ -89,11 +130,26 @@ std::optional<std::tuple<Tensor, Tensor>> backward(const Tensor& grad_out, const
   Tensor gg = at::zeros(grid.sizes(), grid.options().dtype(at::kFloat));
   if (uint64_t(g->n) * g->points > 0 && g->channels > 0) {
     Tensor go = grad_out.contiguous(), x = input.contiguous(), gr = grid.contiguous();
-    TWGPU_TRY
-    RuntimeLock lock;
-    nn::grid_sample_backward(lock.ctx(), operand(go), operand(x), operand(gr), *g, operand(gi),
-                             operand(gg));
-    TWGPU_CATCH
+    if (auto per_piece = channels_per_piece(x, gr, *g)) {
+      // The grid's gradient sums over channels: each piece's into a fresh buffer, added.
+      over_pieces(*g, *per_piece, [&](int64_t n, int64_t c, int64_t k, const nn::GridGeometry& q) {
+        Tensor gg_piece = at::zeros(gg.narrow(0, n, 1).sizes(), gg.options());
+        TWGPU_TRY
+        RuntimeLock lock;
+        nn::grid_sample_backward(lock.ctx(), operand(go.narrow(0, n, 1).narrow(1, c, k)),
+                                 operand(x.narrow(0, n, 1).narrow(1, c, k)), operand(gr.narrow(0, n, 1)), q,
+                                 gi.defined() ? operand(gi.narrow(0, n, 1).narrow(1, c, k)) : operand(gi),
+                                 operand(gg_piece));
+        TWGPU_CATCH
+        gg.narrow(0, n, 1).add_(gg_piece);
+      });
+    } else {
+      TWGPU_TRY
+      RuntimeLock lock;
+      nn::grid_sample_backward(lock.ctx(), operand(go), operand(x), operand(gr), *g, operand(gi),
+                               operand(gg));
+      TWGPU_CATCH
+    }
   }
   if (gi.defined() && input.scalar_type() != at::kFloat) gi = gi.to(input.scalar_type());
   if (grid.scalar_type() != at::kFloat) gg = gg.to(grid.scalar_type());

@@ -527,6 +527,26 @@ def factories_and_unique_slices():
 
 
 @case
+def grid_sample_pieces():
+    # Inputs larger than a binding: pieces of one image and a range of its channels (the
+    # grid's gradient adds over them).
+    F = torch.nn.functional
+    for x, grid, kw in ((rand(2, 8, 200, 200), rand(2, 30, 40, 2, seed=1) / 3, dict(mode="bilinear")),
+                        (rand(2, 8, 200, 200), rand(2, 30, 40, 2, seed=2) / 3,
+                         dict(mode="bicubic", padding_mode="reflection", align_corners=True)),
+                        (rand(1, 4, 40, 40, 50), rand(1, 6, 7, 8, 3, seed=3) / 3, dict(mode="nearest", padding_mode="border"))):
+        xd, gd = big(x).requires_grad_(), grid.to(DEVICE).requires_grad_()
+        xc, gc = x.clone().requires_grad_(), grid.clone().requires_grad_()
+        y, yc = F.grid_sample(xd, gd, **kw), F.grid_sample(xc, gc, **kw)
+        same(y, yc, rtol=1e-4, atol=1e-4)
+        g = rand(*yc.shape, seed=4)
+        y.backward(g.to(DEVICE))
+        yc.backward(g)
+        same(xd.grad, xc.grad, rtol=1e-4, atol=1e-4)
+        same(gd.grad, gc.grad, rtol=1e-3, atol=1e-2)
+
+
+@case
 def convolutions():
     # Inputs and outputs spanning several bindings: passes of images through windows.
     F = torch.nn.functional
