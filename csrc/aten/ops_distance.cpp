@@ -11,6 +11,7 @@
 #include <ATen/ops/_pdist_backward_ops.h>
 #include <ATen/ops/_pdist_forward_ops.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/ones.h>
 #include <ATen/ops/zeros.h>
 #include <ATen/ops/zeros_like.h>
 #include <c10/util/accumulate.h>
@@ -158,6 +159,23 @@ bool pdist_native(const Tensor& self) {
          fits_u32(self.numel());
 }
 
+// pdist's operand or pairs larger than one binding: the full distance matrix by cdist's
+// blocks (direct sums, no matmul), its upper triangle selected; the backward scatters the
+// pairs' gradients (and distances) into symmetric matrices for cdist's backward.
+bool pdist_beyond_binding(int64_t n, int64_t m) {
+  const uint64_t budget = window_budget(Context::get());
+  return uint64_t(n) * m * 4 > budget || uint64_t(n) * n * 4 > budget;
+}
+
+Tensor upper_pairs_mask(int64_t n, const Tensor& like) {
+  return at::ones({n, n}, like.options().dtype(at::kBool)).triu(1);
+}
+
+Tensor symmetric_from_pairs(const Tensor& pairs, const Tensor& mask) {
+  Tensor full = at::zeros(mask.sizes(), pairs.options()).masked_scatter_(mask, pairs);
+  return full.add(full.t().contiguous());  // a transposed operand of add would span every window
+}
+
 Tensor pdist_forward(const Tensor& self, double p) {
   TORCH_CHECK(self.is_contiguous(), "_pdist_forward requires contiguous input");
   if (!pdist_native(self) || std::isnan(p) || p < 0)
@@ -165,6 +183,8 @@ Tensor pdist_forward(const Tensor& self, double p) {
   const int64_t n = self.size(0), m = self.size(1);
   if (n <= 1) return at::empty({0}, self.options());
   if (m == 0) return at::zeros({n * (n - 1) / 2}, self.options());
+  if (pdist_beyond_binding(n, m))
+    return cdist_forward(self, self, p, 2).masked_select(upper_pairs_mask(n, self));
   Tensor out = at::empty({n * (n - 1) / 2}, self.options());
   TWGPU_TRY
   RuntimeLock lock;
@@ -185,6 +205,11 @@ Tensor pdist_backward(const Tensor& grad, const Tensor& self, double p, const Te
   Tensor out = at::empty(self.sizes(), self.options());
   if (out.numel() == 0) return out;
   if (n <= 1) return out.zero_();
+  if (pdist_beyond_binding(n, m)) {
+    Tensor mask = upper_pairs_mask(n, self);
+    return cdist_backward(symmetric_from_pairs(grad.contiguous(), mask), self, self, p,
+                          symmetric_from_pairs(pdist, mask));
+  }
   Tensor g = grad.contiguous();  // autograd may hand an expanded (stride 0) gradient
   TWGPU_TRY
   RuntimeLock lock;

@@ -1053,6 +1053,17 @@ Tensor& masked_scatter_(Tensor& self, const Tensor& mask, const Tensor& source) 
     return call_cpu_fallback<at::_ops::masked_scatter_>(self, mask, source);
   Tensor m = mask.expand(self.sizes());
   if (self.numel() == 0) return self;
+  if (uint64_t(std::max(self.numel(), source.numel())) * 8 > window_budget(Context::get())) {
+    // Larger than the compaction kernels bind: the mask's coordinates (nonzero splits its
+    // work), then index_put_ of the source's first elements (one pass per segment).
+    Tensor where = at::nonzero(m);
+    const int64_t count = where.size(0);
+    TORCH_CHECK(count <= source.numel(), "Number of elements of source < number of ones in mask");
+    if (count == 0) return self;
+    c10::List<std::optional<Tensor>> coordinates;
+    for (const Tensor& c : where.unbind(1)) coordinates.push_back(c);
+    return self.index_put_(coordinates, source.reshape({-1}).narrow(0, 0, count));
+  }
   if (same_buffer(m, self)) m = m.clone();
   auto [pos, count] = positions_of(m);
   if (count == 0) return self;

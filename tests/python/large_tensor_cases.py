@@ -547,6 +547,25 @@ def grid_sample_pieces():
 
 
 @case
+def pdist_and_masked_scatter():
+    # pdist through cdist's blocks and the upper triangle; masked_scatter_ through the mask's
+    # coordinates and index_put_ when the compaction kernels cannot bind it.
+    for shape, p in (((600, 500), 2.0), ((700, 8), 1.0)):
+        x = rand(*shape)
+        xd, xc = x.to(DEVICE).requires_grad_(), x.clone().requires_grad_()
+        y, yc = torch.pdist(xd, p=p), torch.pdist(xc, p=p)
+        same(y, yc, rtol=1e-4, atol=1e-4)
+        g = rand(*yc.shape, seed=1)
+        y.backward(g.to(DEVICE))
+        yc.backward(g)
+        same(xd.grad, xc.grad, rtol=1e-3, atol=1e-3)
+    x = rand(300, 1000)
+    mask = x > 0.3
+    source = torch.arange(300_000, dtype=torch.float32)
+    same(big(x).t().masked_scatter(mask.t().to(DEVICE), source.to(DEVICE)), x.t().masked_scatter(mask.t(), source))
+
+
+@case
 def convolutions():
     # Inputs and outputs spanning several bindings: passes of images through windows.
     F = torch.nn.functional
