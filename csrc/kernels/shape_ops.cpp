@@ -398,28 +398,38 @@ void launch_repeat_index(Context& ctx, WGPUBuffer ends, uint64_t ends_offset, ui
                          WGPUBuffer dst, uint64_t total, DType dtype) {
   if (total == 0) return;
   const bool wide = dtype == DType::Int64;
-  static const UniformLayout layout({{"n"}, {"ends_offset"}});
+  static const UniformLayout layout({{"n"}, {"ends_offset"}, {"dst_offset"}, {"first"}});
   KernelLaunch l;
   l.typed = {"shape:repeat_index", {static_cast<uint32_t>(dtype)}};
   l.buffers = {{ends, Access::Read, false}, {dst, Access::ReadWrite, false}};
   l.declare(layout).set_u32("n", n).set_u32("ends_offset", static_cast<uint32_t>(ends_offset));
-  l.count = total;
+  l.buffers[0].touches(l.word_of("ends_offset"), DType::Int64, ends_offset, n);
   const uint32_t wg = ctx.caps().workgroup_1d();
   l.workgroup = wg;
   l.body = [wide, wg] {
     // Running sums (int64) are at most `total` (< 2**32): their low words order them.
     std::string s = "fn end_at(i: u32) -> u32 { return buf0[2u * (u.ends_offset + i)]; }\n";
     s += kernel_main(Grid::Invocations, wg);
-    s += "  var lo = 0u;\n  var hi = u.n;\n"
+    // Output element j of the whole index; a piece's first travels in u.first.
+    s += "  let j = idx + u.first;\n"
+         "  var lo = 0u;\n  var hi = u.n;\n"
          "  while (lo < hi) {\n"
          "    let mid = (lo + hi) / 2u;\n"
-         "    if (end_at(mid) > idx) { hi = mid; } else { lo = mid + 1u; }\n"
+         "    if (end_at(mid) > j) { hi = mid; } else { lo = mid + 1u; }\n"
          "  }\n";
-    s += wide ? "  buf1[2u * idx] = lo;\n  buf1[2u * idx + 1u] = 0u;\n}\n"
-              : "  buf1[idx] = lo;\n}\n";
+    s += wide ? "  buf1[2u * (u.dst_offset + idx)] = lo;\n  buf1[2u * (u.dst_offset + idx) + 1u] = 0u;\n}\n"
+              : "  buf1[u.dst_offset + idx] = lo;\n}\n";
     return s;
   };
-  launch_kernel(ctx, l);
+  // An output larger than one binding goes in pieces, each its own window.
+  const uint64_t piece = std::max<uint64_t>(1, window_budget(ctx) / element_size(dtype));
+  for (uint64_t first = 0; first < total; first += piece) {
+    const uint64_t count = std::min(piece, total - first);
+    l.set_u32("dst_offset", static_cast<uint32_t>(first)).set_u32("first", static_cast<uint32_t>(first));
+    l.buffers[1].touches(l.word_of("dst_offset"), dtype, first, count);
+    l.count = count;
+    launch_kernel(ctx, l);
+  }
 }
 
 void launch_triangle_indices(Context& ctx, WGPUBuffer ends, uint32_t n, WGPUBuffer dst,

@@ -514,6 +514,8 @@ def factories_and_unique_slices():
                  lambda d: torch.linspace(-1000, 5000, 300_007, device=d, dtype=torch.int64)):
         same(make(DEVICE), make("cpu"))
     same(torch.linspace(-3, 5, 300_007, device=DEVICE), torch.linspace(-3, 5, 300_007), rtol=0, atol=1e-6)
+    repeats = torch.randint(0, 9, (40_000,), generator=torch.Generator().manual_seed(0))
+    same(torch.repeat_interleave(repeats.to(DEVICE)), torch.repeat_interleave(repeats))  # > a binding of int64
     q = (rand(300_000, 2, seed=5) * 2).round()
     for got, expected in zip(torch.unique(big(q), dim=0, return_inverse=True, return_counts=True),
                              torch.unique(q, dim=0, return_inverse=True, return_counts=True)):
