@@ -146,9 +146,12 @@ class GraphReplayer:
 def _wants_replay(compiled_graph, graph_kwargs) -> bool:
     from torch._inductor import config
 
+    # A graph with CPU nodes would replay without its host work: it runs as compiled.
     devices = set(compiled_graph.device_types) - {"meta"}
+    # fx_kwargs, not graph_kwargs: an AOTAutograd cache hit passes no is_inference.
+    kwargs = compiled_graph.fx_kwargs
     return (bool(config.triton.cudagraphs) and devices == {"webgpu"}
-            and bool(graph_kwargs.get("is_inference")) and not graph_kwargs.get("is_backward")
+            and bool(kwargs.get("is_inference")) and not kwargs.get("is_backward")
             and compiled_graph.current_callable is not None)
 
 
@@ -165,7 +168,7 @@ def install() -> None:
         original(self, example_inputs, constants, graph_kwargs)
         if _wants_replay(self, graph_kwargs):
             self.current_callable = GraphReplayer(
-                self.current_callable, graph_kwargs.get("static_input_idxs") or (),
+                self.current_callable, self.fx_kwargs.get("static_input_idxs") or (),
                 self.mutated_input_idxs)
 
     post_compile.webgpu = True
