@@ -10,10 +10,10 @@ import warnings
 import pytest
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 import torch_webgpu  # noqa: F401
 from conftest import assert_same, dev
+from test_graphs import TinyTransformerBlock
 
 
 @pytest.fixture(autouse=True)
@@ -36,27 +36,6 @@ def counts():
     return stats["graph_captures"], stats["graph_replays"], stats["graph_fallbacks"]
 
 
-class Block(nn.Module):
-    """A pre-norm transformer block: attention (sdpa, causal) and a GELU MLP."""
-
-    def __init__(self, dim=32, heads=4):
-        super().__init__()
-        self.heads = heads
-        self.norm1 = nn.LayerNorm(dim)
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.proj = nn.Linear(dim, dim)
-        self.norm2 = nn.LayerNorm(dim)
-        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
-
-    def forward(self, x):
-        b, t, d = x.shape
-        q, k, v = self.qkv(self.norm1(x)).split(d, dim=-1)
-        q, k, v = (y.view(b, t, self.heads, d // self.heads).transpose(1, 2) for y in (q, k, v))
-        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.proj(a.transpose(1, 2).reshape(b, t, d))
-        return x + self.mlp(self.norm2(x))
-
-
 def replays_match_eager(model, shape, calls=5, **tolerances):
     torch.manual_seed(0)
     ours = torch.compile(copy.deepcopy(model).to("webgpu"), mode="reduce-overhead")
@@ -74,7 +53,7 @@ def test_mlp_replays_with_changing_inputs(no_fallback):
 
 
 def test_transformer_block_replays_with_changing_inputs(no_fallback):
-    replays_match_eager(Block().eval(), (2, 8, 32), calls=4, atol=1e-4, rtol=1e-4)
+    replays_match_eager(TinyTransformerBlock().eval(), (2, 8, 32), calls=4, atol=1e-4, rtol=1e-4)
     assert counts() == (1, 3, 0)
 
 
