@@ -156,3 +156,34 @@ def test_training_graphs_run_without_replay(no_fallback):
         x = torch.randn(2, 4)
         assert_same(ours(dev(x)), model(x), atol=1e-5, rtol=1e-5)
     assert counts() == (0, 0, 0)
+
+
+CACHED_RUN = """
+import copy, torch, torch_webgpu
+from torch._dynamo.utils import counters
+model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
+ours = torch.compile(copy.deepcopy(model).to("webgpu"), mode="reduce-overhead")
+with torch.no_grad():
+    for _ in range(3):
+        x = torch.randn(2, 8)
+        out = ours(x.to("webgpu")).cpu()
+        assert torch.allclose(out, model(x), atol=1e-6), (out, x)
+print(counters["webgpu"]["graph_replays"], counters["inductor"]["fxgraph_cache_hit"])
+"""
+
+
+def test_graphs_loaded_from_inductor_caches_replay(tmp_path):
+    """A second process loads the compiled graph from Inductor's caches (our code
+    generator is never asked for) and still replays."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path),
+               TORCH_WEBGPU_DISABLE_CPU_FALLBACK="1")
+    runs = [subprocess.run([sys.executable, "-c", CACHED_RUN], env=env, capture_output=True,
+                           text=True, timeout=300) for _ in range(2)]
+    for run in runs:
+        assert run.returncode == 0, run.stderr[-2000:]
+    (replays, _), (cached_replays, hits) = (run.stdout.split()[-2:] for run in runs)
+    assert (replays, cached_replays, hits) == ("2", "2", "1")
