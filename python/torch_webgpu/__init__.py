@@ -12,7 +12,6 @@ import torch
 
 from . import _C  # noqa: F401  (loading it registers the device's kernels with PyTorch)
 from . import device_module as _device_module
-from .compiler import graph_replay as _graph_replay
 
 __all__ = ["is_available", "device_count", "synchronize"]
 
@@ -56,8 +55,6 @@ def _install_printing():
 
 
 _install_printing()
-# torch.compile(mode="reduce-overhead") replays through torch.webgpu graphs.
-_graph_replay.install_when_inductor_loads()
 
 
 def _settle_autograd_at_exit():

@@ -173,8 +173,8 @@ print(counters["webgpu"]["graph_replays"], counters["inductor"]["fxgraph_cache_h
 
 
 def test_graphs_loaded_from_inductor_caches_replay(tmp_path):
-    """A second process loads the compiled graph from Inductor's caches (our code
-    generator is never asked for) and still replays."""
+    """A second process loads the compiled graph from Inductor's caches (AOTAutograd's
+    cache hit passes post_compile no is_inference) and still replays."""
     import os
     import subprocess
     import sys

@@ -24,9 +24,6 @@ Training graphs (forward/backward pairs) run without replay.
 from __future__ import annotations
 
 import functools
-import importlib.abc
-import importlib.util
-import sys
 import warnings
 
 import torch
@@ -174,34 +171,3 @@ def install() -> None:
     post_compile.webgpu = True
     CompiledFxGraph.post_compile = post_compile
 
-
-_OUTPUT_CODE = "torch._inductor.output_code"
-
-
-class _InstallOnImport(importlib.abc.MetaPathFinder):
-    """Runs ``install()`` right after Inductor's output_code module loads: a compiled graph
-    loaded from Inductor's caches never asks for our code generator (``register()``), yet
-    goes through ``post_compile``; importing Inductor at ``import torch_webgpu`` would
-    cost seconds."""
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname != _OUTPUT_CODE:
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(fullname)
-        loader = spec.loader
-        exec_module = loader.exec_module
-
-        def exec_then_install(module):
-            exec_module(module)
-            install()
-
-        loader.exec_module = exec_then_install
-        return spec
-
-
-def install_when_inductor_loads() -> None:
-    if _OUTPUT_CODE in sys.modules:
-        install()
-    elif not any(isinstance(f, _InstallOnImport) for f in sys.meta_path):
-        sys.meta_path.insert(0, _InstallOnImport())
