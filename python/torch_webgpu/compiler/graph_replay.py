@@ -32,6 +32,8 @@ import torch
 # beyond that the oldest is dropped, as a new StaticCache per generate() call would
 # otherwise pile up graphs that are never replayed again.
 MAX_GRAPHS_PER_CALLABLE = 8
+# Signatures seen once (warmed up, not captured yet) that one compiled graph remembers.
+MAX_WARMED_UP_SIGNATURES = 256
 
 
 def _counters():
@@ -80,6 +82,8 @@ class GraphReplayer:
         captured = self.graphs.get(key)
         if captured is None:
             if key not in self.warmed_up:
+                if len(self.warmed_up) >= MAX_WARMED_UP_SIGNATURES:
+                    self.warmed_up.clear()  # e.g. a new static tensor on every call
                 self.warmed_up.add(key)
                 return self.fn(inputs)
             captured = self._capture(inputs)
