@@ -26,14 +26,22 @@ def test_tiny_model_generates_cpu_tokens(key, no_fallback):
     assert ours["matched"] == TOKENS
 
 
+@pytest.mark.parametrize("mode", ["default", "reduce-overhead"])
 @pytest.mark.parametrize("key", ["llama-3.2-1b", "gpt2"])
-def test_compiled_static_cache_generate_gives_cpu_tokens(key, no_fallback):
-    """--compile: torch.compile'd forward (our WGSL generator) with HF's static KV cache."""
-    row = e2e_models.compare(key, tiny=True, tokens=8, timed=True, compile_mode="default")
+def test_compiled_static_cache_generate_gives_cpu_tokens(key, mode, no_fallback):
+    """--compile: torch.compile'd forward (our WGSL generator) with HF's static KV cache;
+    reduce-overhead replays the decode step through a torch.webgpu graph."""
+    from torch._dynamo.utils import counters
+
+    counters["webgpu"].clear()
+    row = e2e_models.compare(key, tiny=True, tokens=8, timed=True, compile_mode=mode)
     cpu_tokens = row["devices"]["cpu"]["tokens"]
     ours = row["devices"]["webgpu compiled"]
     assert ours["tokens"] == cpu_tokens, f"first mismatch at {ours['first_mismatch']}"
     assert ours["tok_s"] > 0
+    if mode == "reduce-overhead":
+        assert counters["webgpu"]["graph_replays"] >= 8, dict(counters["webgpu"])
+        assert counters["webgpu"]["graph_fallbacks"] == 0
 
 
 def test_tiny_keeps_the_architecture():

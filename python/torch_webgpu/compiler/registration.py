@@ -243,6 +243,9 @@ def register() -> dict:
         extra["device_custom_pass"] = _code_version_pass()
     register_backend_for_device("webgpu", WebGPUScheduling, wrapper, _NoCppWrapper, **extra)
     _install_fallbacks()
+    from .graph_replay import install as install_graph_replay
+
+    install_graph_replay()
     return {
         "Scheduling": WebGPUScheduling,
         "PythonWrapperCodegen": wrapper,

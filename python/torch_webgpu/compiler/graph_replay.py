@@ -1,0 +1,177 @@
+"""``torch.compile(mode="reduce-overhead")`` on webgpu: replay compiled graphs through
+``torch.webgpu`` graphs, as Inductor's CUDA graph trees do on cuda.
+
+Inductor turns ``reduce-overhead`` into ``config.triton.cudagraphs`` and then skips every
+non-cuda graph ("non-cuda device"). We wrap ``CompiledFxGraph.post_compile`` (which runs
+after a fresh compilation and after a cache hit alike): when the mode asks for cudagraphs
+and the graph computes on webgpu only, its callable becomes a ``GraphReplayer``.
+
+Per input signature (shapes, strides, dtypes, integer values, and the addresses of the
+inputs used in place) a replayer runs the first call eagerly (warm-up: pipelines, caches),
+captures the second into a ``WebGPUGraph`` and replays it from then on:
+
+* inputs Inductor marks static (parameters, buffers, ``mark_static_address`` tensors such
+  as HF StaticCache's key/value tensors, which the graph mutates in place) are used in
+  place; the others are copied into static input tensors before each replay (and copied
+  back when the graph mutates them).
+* outputs are the static outputs: like CUDA graphs, the next replay overwrites them
+  (clone what must outlive the next call).
+
+A graph whose capture is refused (host read-backs, ops without a native kernel, random
+ops) runs without replay from then on, after a one-time warning; the call never fails.
+Training graphs (forward/backward pairs) run without replay.
+"""
+from __future__ import annotations
+
+import functools
+import warnings
+
+import torch
+
+# How many captured graphs one compiled graph keeps (each holds its own memory pool);
+# beyond that the oldest is dropped, as a new StaticCache per generate() call would
+# otherwise pile up graphs that are never replayed again.
+MAX_GRAPHS_PER_CALLABLE = 8
+# Signatures seen once (warmed up, not captured yet) that one compiled graph remembers.
+MAX_WARMED_UP_SIGNATURES = 256
+
+
+def _counters():
+    from torch._dynamo.utils import counters
+
+    return counters["webgpu"]
+
+
+def _signature(inputs, static_idxs):
+    """What a captured graph depends on: every input's metadata, and for inputs used in
+    place their address too (a different tensor there needs a new capture)."""
+    key = []
+    for i, x in enumerate(inputs):
+        if isinstance(x, torch.Tensor):
+            key.append((tuple(x.shape), x.stride(), x.dtype, x.device.type,
+                        x.data_ptr() if i in static_idxs else None))
+        else:
+            key.append((type(x), x))
+    return tuple(key)
+
+
+class _Captured:
+    """One capture: its graph, the static copies of the copied inputs, its outputs."""
+
+    def __init__(self, graph, static_inputs, outputs):
+        self.graph = graph
+        self.static_inputs = static_inputs  # index -> static tensor, for copied inputs
+        self.outputs = outputs
+
+
+class GraphReplayer:
+    """A compiled graph's boxed callable (``fn(list_of_inputs)``) that replays."""
+
+    def __init__(self, fn, static_input_idxs, mutated_input_idxs):
+        self.fn = fn
+        self.static_idxs = frozenset(static_input_idxs)
+        self.mutated_idxs = tuple(mutated_input_idxs)
+        self.warmed_up = set()
+        self.graphs = {}  # signature -> _Captured
+        self.eager_only = False
+
+    def __call__(self, inputs):
+        if self.eager_only or torch.webgpu.is_current_stream_capturing():
+            return self.fn(inputs)
+        key = _signature(inputs, self.static_idxs)
+        captured = self.graphs.get(key)
+        if captured is None:
+            if key not in self.warmed_up:
+                if len(self.warmed_up) >= MAX_WARMED_UP_SIGNATURES:
+                    self.warmed_up.clear()  # e.g. a new static tensor on every call
+                self.warmed_up.add(key)
+                return self.fn(inputs)
+            captured = self._capture(inputs)
+            if captured is None:
+                return self.fn(inputs)
+            self.graphs[key] = captured
+            while len(self.graphs) > MAX_GRAPHS_PER_CALLABLE:
+                del self.graphs[next(iter(self.graphs))]
+        for i, static in captured.static_inputs.items():
+            static.copy_(inputs[i])
+        try:
+            captured.graph.replay()
+        except RuntimeError:
+            # A tensor used in place was freed since the capture and its address came
+            # back for a new tensor: capture again for the new one.
+            del self.graphs[key]
+            captured = self._capture(inputs)
+            if captured is None:
+                return self.fn(inputs)
+            self.graphs[key] = captured
+            for i, static in captured.static_inputs.items():
+                static.copy_(inputs[i])
+            captured.graph.replay()
+        return self._finish(captured, inputs)
+
+    def _finish(self, captured, inputs):
+        for i in self.mutated_idxs:
+            if i in captured.static_inputs:
+                inputs[i].copy_(captured.static_inputs[i])
+        _counters()["graph_replays"] += 1
+        inputs.clear()  # boxed calling convention: the callee owns the list
+        return list(captured.outputs)
+
+    def _capture(self, inputs):
+        from ..graphs import WebGPUGraph, graph
+
+        static_inputs = {}
+        run_inputs = list(inputs)
+        for i, x in enumerate(inputs):
+            if isinstance(x, torch.Tensor) and i not in self.static_idxs:
+                static = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype,
+                                             device=x.device)
+                static.copy_(x)
+                static_inputs[i] = static
+                run_inputs[i] = static
+        captured_graph = WebGPUGraph()
+        try:
+            with graph(captured_graph):
+                outputs = self.fn(run_inputs)
+        except RuntimeError as error:
+            self.eager_only = True
+            _counters()["graph_fallbacks"] += 1
+            warnings.warn(f"torch.compile(mode='reduce-overhead') on webgpu: this graph "
+                          f"runs without graph replay, its capture was refused: {error}",
+                          stacklevel=2)
+            return None
+        _counters()["graph_captures"] += 1
+        return _Captured(captured_graph, static_inputs, outputs)
+
+
+def _wants_replay(compiled_graph, graph_kwargs) -> bool:
+    from torch._inductor import config
+
+    # A graph with CPU nodes would replay without its host work: it runs as compiled.
+    devices = set(compiled_graph.device_types) - {"meta"}
+    # fx_kwargs, not graph_kwargs: an AOTAutograd cache hit passes no is_inference.
+    kwargs = compiled_graph.fx_kwargs
+    return (bool(config.triton.cudagraphs) and devices == {"webgpu"}
+            and bool(kwargs.get("is_inference")) and not kwargs.get("is_backward")
+            and compiled_graph.current_callable is not None)
+
+
+def install() -> None:
+    """Wraps ``CompiledFxGraph.post_compile`` once (see the module's docstring)."""
+    from torch._inductor.output_code import CompiledFxGraph
+
+    original = CompiledFxGraph.post_compile
+    if getattr(original, "webgpu", False):
+        return
+
+    @functools.wraps(original)
+    def post_compile(self, example_inputs, constants, graph_kwargs):
+        original(self, example_inputs, constants, graph_kwargs)
+        if _wants_replay(self, graph_kwargs):
+            self.current_callable = GraphReplayer(
+                self.current_callable, self.fx_kwargs.get("static_input_idxs") or (),
+                self.mutated_input_idxs)
+
+    post_compile.webgpu = True
+    CompiledFxGraph.post_compile = post_compile
+

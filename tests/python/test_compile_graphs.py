@@ -1,0 +1,189 @@
+"""torch.compile(mode="reduce-overhead") on webgpu replays the compiled graph through a
+torch.webgpu graph (python/torch_webgpu/compiler/graph_replay.py), against eager on the CPU.
+
+The counters ``torch._dynamo.utils.counters["webgpu"]`` (graph_captures, graph_replays,
+graph_fallbacks) show which path each call took.
+"""
+import copy
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+
+import torch_webgpu  # noqa: F401
+from conftest import assert_same, dev
+from test_graphs import TinyTransformerBlock
+
+
+@pytest.fixture(autouse=True)
+def fresh_compile(monkeypatch):
+    """Each test compiles afresh and counts its own captures and replays."""
+    import torch._inductor.config as inductor_config
+    from torch._dynamo.utils import counters
+
+    monkeypatch.setattr(inductor_config, "fx_graph_cache", False)
+    torch._dynamo.reset()
+    counters["webgpu"].clear()
+    yield
+    torch._dynamo.reset()
+
+
+def counts():
+    from torch._dynamo.utils import counters
+
+    stats = counters["webgpu"]
+    return stats["graph_captures"], stats["graph_replays"], stats["graph_fallbacks"]
+
+
+def replays_match_eager(model, shape, calls=5, **tolerances):
+    torch.manual_seed(0)
+    ours = torch.compile(copy.deepcopy(model).to("webgpu"), mode="reduce-overhead")
+    with torch.no_grad():
+        for _ in range(calls):
+            x = torch.randn(shape)
+            assert_same(ours(dev(x)), model(x), **tolerances)
+
+
+def test_mlp_replays_with_changing_inputs(no_fallback):
+    model = nn.Sequential(nn.Linear(16, 64), nn.GELU(), nn.Linear(64, 8)).eval()
+    replays_match_eager(model, (4, 16), calls=5)
+    # First call warms up, the second captures and replays, the rest replay.
+    assert counts() == (1, 4, 0)
+
+
+def test_transformer_block_replays_with_changing_inputs(no_fallback):
+    replays_match_eager(TinyTransformerBlock().eval(), (2, 8, 32), calls=4, atol=1e-4, rtol=1e-4)
+    assert counts() == (1, 3, 0)
+
+
+def test_replay_runs_no_aten_ops(no_fallback):
+    """A replay submits the recorded dispatches: the profiler sees no ATen op but the
+    copy of the input into its static tensor (no addmm, relu, ...)."""
+    model = nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 16)).to("webgpu")
+    ours = torch.compile(model, mode="reduce-overhead")
+    x = torch.randn(3, 16, device="webgpu")
+    with torch.no_grad():
+        ours(x), ours(x)  # warm-up, capture
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            out = ours(x)
+    names = {e.name for e in prof.events()}
+    aten = {n for n in names if n.startswith("aten::")}
+    assert aten <= {"aten::copy_", "aten::_copy_from"}, sorted(aten)
+    assert counts()[1] == 2
+    assert_same(out, model.cpu()(x.cpu()))
+
+
+def test_outputs_are_static_and_overwritten_by_the_next_replay(no_fallback):
+    ours = torch.compile(lambda x: x * 2 + 1, mode="reduce-overhead")
+    a, b, c = (torch.full((5,), float(v)) for v in (1, 2, 3))
+    ours(dev(a)), ours(dev(a))
+    first = ours(dev(b))
+    kept = first.clone()
+    second = ours(dev(c))
+    assert second.data_ptr() == first.data_ptr()  # the same static output
+    assert_same(kept, b * 2 + 1)
+    assert_same(second, c * 2 + 1)
+
+
+def test_new_shape_captures_a_new_graph(no_fallback):
+    ours = torch.compile(lambda x: torch.softmax(x, -1) * x.sum(), mode="reduce-overhead",
+                         dynamic=False)
+    for shape in [(3, 7), (3, 7), (3, 7), (5, 2), (5, 2), (5, 2), (3, 7)]:
+        x = torch.randn(shape)
+        assert_same(ours(dev(x)), torch.softmax(x, -1) * x.sum())
+    assert counts() == (2, 5, 0)
+
+
+def test_mutated_input_is_written_back(no_fallback):
+    """An input copied into a static tensor and mutated by the graph gets its new value."""
+
+    def accumulate(total, x):
+        total.add_(x * x)
+        return total.sum()
+
+    ours = torch.compile(accumulate, mode="reduce-overhead")
+    total_cpu, total = torch.zeros(6), dev(torch.zeros(6))
+    for step in range(4):
+        x = torch.randn(6) + step
+        assert_same(ours(total, dev(x)), accumulate(total_cpu, x))
+        assert_same(total, total_cpu)
+
+
+def test_static_buffer_mutated_in_place(no_fallback):
+    """A module buffer (a static input, as HF StaticCache's tensors) is used in place."""
+
+    class Cache(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("values", torch.zeros(4, 3))
+
+        def forward(self, position, x):
+            self.values.index_copy_(0, position, x)
+            return self.values.sum(0)
+
+    model = Cache()
+    ours = torch.compile(copy.deepcopy(model).to("webgpu"), mode="reduce-overhead")
+    with torch.no_grad():
+        for step in range(4):
+            position, x = torch.tensor([step]), torch.randn(1, 3)
+            assert_same(ours(dev(position), dev(x)), model(position, x))
+    assert_same(ours.values, model.values)
+
+
+def test_uncapturable_graph_falls_back_with_a_warning():
+    """float64 computes on the CPU (a fallback op): capture is refused, the graph runs
+    without replay after one warning, and the results stay right."""
+
+    def fn(x):
+        return (x.double() * 3).sin().float() + 1
+
+    ours = torch.compile(fn, mode="reduce-overhead")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(4):
+            x = torch.randn(5)
+            assert_same(ours(dev(x)), fn(x))
+    refused = [w for w in caught if "without graph replay" in str(w.message)]
+    assert len(refused) == 1
+    assert counts() == (0, 0, 1)
+
+
+def test_training_graphs_run_without_replay(no_fallback):
+    model = nn.Linear(4, 3)
+    ours = torch.compile(copy.deepcopy(model).to("webgpu"), mode="reduce-overhead")
+    for _ in range(3):
+        x = torch.randn(2, 4)
+        assert_same(ours(dev(x)), model(x), atol=1e-5, rtol=1e-5)
+    assert counts() == (0, 0, 0)
+
+
+CACHED_RUN = """
+import copy, torch, torch_webgpu
+from torch._dynamo.utils import counters
+model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
+ours = torch.compile(copy.deepcopy(model).to("webgpu"), mode="reduce-overhead")
+with torch.no_grad():
+    for _ in range(3):
+        x = torch.randn(2, 8)
+        out = ours(x.to("webgpu")).cpu()
+        assert torch.allclose(out, model(x), atol=1e-6), (out, x)
+print(counters["webgpu"]["graph_replays"], counters["inductor"]["fxgraph_cache_hit"])
+"""
+
+
+def test_graphs_loaded_from_inductor_caches_replay(tmp_path):
+    """A second process loads the compiled graph from Inductor's caches (AOTAutograd's
+    cache hit passes post_compile no is_inference) and still replays."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(tmp_path),
+               TORCH_WEBGPU_DISABLE_CPU_FALLBACK="1")
+    runs = [subprocess.run([sys.executable, "-c", CACHED_RUN], env=env, capture_output=True,
+                           text=True, timeout=300) for _ in range(2)]
+    for run in runs:
+        assert run.returncode == 0, run.stderr[-2000:]
+    (replays, _), (cached_replays, hits) = (run.stdout.split()[-2:] for run in runs)
+    assert (replays, cached_replays, hits) == ("2", "2", "1")
