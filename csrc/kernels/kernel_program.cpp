@@ -59,7 +59,7 @@ std::string kernel_header(const std::vector<KernelBuffer>& buffers, const Unifor
   return s + header_tail();
 }
 
-UniformLayout::UniformLayout(std::initializer_list<UniformDecl> decls) {
+UniformLayout::UniformLayout(const std::vector<UniformDecl>& decls) {
   uint32_t word = kFirstUserWord;
   uint64_t h = 1469598103934665603ull;
   for (const UniformDecl& d : decls) {

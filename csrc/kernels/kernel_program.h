@@ -83,7 +83,10 @@ class UniformLayout {
     uint32_t length;
     uint32_t word;  // first word in the block
   };
-  UniformLayout(std::initializer_list<UniformDecl> decls);
+  UniformLayout(std::initializer_list<UniformDecl> decls)
+      : UniformLayout(std::vector<UniformDecl>(decls)) {}
+  // Built at run time (a family whose uniforms depend on its variant).
+  explicit UniformLayout(const std::vector<UniformDecl>& decls);
 
   const std::vector<Field>& fields() const { return fields_; }
   // Index of the field, or fields().size() when none has that name.
