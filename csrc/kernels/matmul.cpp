@@ -535,7 +535,10 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
                                                     static_cast<uint32_t>(gather) << 2
                                               : 0) |
                          uint32_t(gemv_pairs) << 4;
-  const char* family = v == Variant::Tiled    ? "gemm:tiled"
+  // (An implicit GEMM's gather names its family: profiles tell the two apart.)
+  const char* family = v == Variant::Tiled    ? gather == GatherB::TapsAlongK        ? "gemm:tiled:gather_taps"
+                                                : gather == GatherB::PositionsAlongK ? "gemm:tiled:gather_positions"
+                                                                                     : "gemm:tiled"
                        : v == Variant::Block  ? "gemm:block"
                        : v == Variant::Reduce ? "gemm:reduce"
                        : v == Variant::Gemv   ? "gemm:gemv"
