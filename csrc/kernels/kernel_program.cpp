@@ -137,6 +137,7 @@ void check_uniform_names(const std::string& body, const UniformLayout& layout,
 
 KernelLaunch& KernelLaunch::declare(const UniformLayout& layout) {
   layout_ = &layout;
+  next_field_ = 0;
   const size_t n = layout.fields().size();
   unset_ = n == 64 ? ~0ull : (1ull << n) - 1;
   uniforms.assign(layout.words(), 0);
@@ -150,8 +151,10 @@ size_t KernelLaunch::field(std::string_view name, UniformType type, bool array) 
                                   "' sets uniform '" + std::string(name) + "' " + why);
   };
   if (!layout_) refuse("before declaring its uniforms");
-  const size_t i = layout_->find(name);
-  if (i == layout_->fields().size()) refuse("that it does not declare");
+  const auto& fields = layout_->fields();
+  const size_t i = next_field_ < fields.size() && fields[next_field_].name == name ? next_field_ : layout_->find(name);
+  if (i == fields.size()) refuse("that it does not declare");
+  next_field_ = i + 1;
   const auto& f = layout_->fields()[i];
   if (f.type != type || (f.length > 0) != array)
     refuse(std::string("as ") + (array ? "an array" : wgsl_type(type)) + ", declared " +

@@ -143,6 +143,9 @@ struct KernelLaunch {
   size_t field(std::string_view name, UniformType type, bool array) const;
   const UniformLayout* layout_ = nullptr;
   uint64_t unset_ = 0;
+  // The field after the last one looked up: launches set uniforms mostly in declaration
+  // order, so this is found without a scan.
+  mutable size_t next_field_ = 0;
 };
 
 // One dispatch ready to record: made once by plan_kernel, recorded any number of times

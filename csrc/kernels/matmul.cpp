@@ -57,10 +57,11 @@ const UniformLayout& gemm_layout(bool has_c, bool conv) {
   auto make = [](bool has_c, bool conv) {
     std::vector<UniformDecl> d = {{"m"}, {"n"}, {"k"}, {"batch_inner"}, {"tiles_n"}, {"tiles_per_batch"},
                                   {"alpha_lo"}, {"alpha_hi"}};
-    if (has_c) d.insert(d.end(), {{"beta_lo"}, {"beta_hi"}});
-    for (int op = kOpA; op <= kOpOut; ++op)
-      if (op != kOpC || has_c)
-        for (const char* f : kOperandFields[op]) d.push_back({f});
+    for (int op = kOpA; op <= kOpOut; ++op) {
+      if (op == kOpC && !has_c) continue;
+      if (op == kOpC) d.insert(d.end(), {{"beta_lo"}, {"beta_hi"}});
+      for (const char* f : kOperandFields[op]) d.push_back({f});
+    }
     if (conv)
       d.insert(d.end(), {{"x_size", UniformType::U32, 3}, {"y_size", UniformType::U32, 3},
                          {"stride", UniformType::U32, 3}, {"pad", UniformType::U32, 3},
