@@ -152,7 +152,10 @@ size_t KernelLaunch::field(std::string_view name, UniformType type, bool array) 
   };
   if (!layout_) refuse("before declaring its uniforms");
   const auto& fields = layout_->fields();
-  const size_t i = next_field_ < fields.size() && fields[next_field_].name == name ? next_field_ : layout_->find(name);
+  auto is = [&](size_t j) { return j < fields.size() && fields[j].name == name; };
+  const size_t i = is(next_field_) ? next_field_
+                   : next_field_ > 0 && is(next_field_ - 1) ? next_field_ - 1
+                                                            : layout_->find(name);
   if (i == fields.size()) refuse("that it does not declare");
   next_field_ = i + 1;
   const auto& f = layout_->fields()[i];
@@ -184,13 +187,21 @@ KernelLaunch& KernelLaunch::set_f32(std::string_view name, float v) {
 }
 
 KernelLaunch& KernelLaunch::set_u32s(std::string_view name, const std::vector<uint32_t>& values) {
+  return set_words(name, values.data(), values.size());
+}
+
+KernelLaunch& KernelLaunch::set_u32s(std::string_view name, std::initializer_list<uint32_t> values) {
+  return set_words(name, values.begin(), values.size());
+}
+
+KernelLaunch& KernelLaunch::set_words(std::string_view name, const uint32_t* values, size_t count) {
   const size_t i = field(name, UniformType::U32, true);
   const auto& f = layout_->fields()[i];
-  if (values.size() > f.length)
+  if (count > f.length)
     fail(ErrorKind::Internal, "torch_webgpu: uniform array '" + f.name + "' holds " +
                                   std::to_string(f.length) + " words, given " +
-                                  std::to_string(values.size()));
-  std::copy(values.begin(), values.end(), uniforms.begin() + f.word);
+                                  std::to_string(count));
+  std::copy(values, values + count, uniforms.begin() + f.word);
   unset_ &= ~(1ull << i);
   return *this;
 }

@@ -73,13 +73,15 @@ const UniformLayout& gemm_layout(bool has_c, bool conv) {
   return layouts[(has_c ? 2 : 0) + (conv ? 1 : 0)];
 }
 
-void set_operand(KernelLaunch& l, Operand op, const MatOperand& o) {
+// Returns the offset's word (for KernelBuffer::touches).
+uint32_t set_operand(KernelLaunch& l, Operand op, const MatOperand& o) {
   const char* const* f = kOperandFields[op];
-  l.set_u32(f[0], u32_or_fail(o.offset, "offset"))
-      .set_u32(f[1], u32_or_fail(o.batch_outer, "stride"))
+  const uint32_t offset_word = l.set_u32(f[0], u32_or_fail(o.offset, "offset")).word_of(f[0]);
+  l.set_u32(f[1], u32_or_fail(o.batch_outer, "stride"))
       .set_u32(f[2], u32_or_fail(o.batch_inner, "stride"))
       .set_u32(f[3], u32_or_fail(o.rows, "stride"))
       .set_u32(f[4], u32_or_fail(o.cols, "stride"));
+  return offset_word;
 }
 
 enum class Variant { Tiled, Block, PerOutput, Reduce, Gemv };
@@ -495,13 +497,14 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
       .set_u32("tiles_per_batch", u32_or_fail(tiles_m * tiles_n, "size"))
       .set_u32("alpha_lo", d.alpha.lo)
       .set_u32("alpha_hi", d.alpha.hi);
-  set_operand(l, kOpA, d.a);
-  set_operand(l, kOpB, d.b);
+  uint32_t offset_word[4] = {};
+  offset_word[kOpA] = set_operand(l, kOpA, d.a);
+  offset_word[kOpB] = set_operand(l, kOpB, d.b);
   if (has_c) {
     l.set_u32("beta_lo", d.beta.lo).set_u32("beta_hi", d.beta.hi);
-    set_operand(l, kOpC, d.c);
+    offset_word[kOpC] = set_operand(l, kOpC, d.c);
   }
-  set_operand(l, kOpOut, d.out);
+  offset_word[kOpOut] = set_operand(l, kOpOut, d.out);
   if (d.conv) {
     const ConvGeometry& g = *d.conv;
     l.set_u32s("x_size", {g.xs[0], g.xs[1], g.xs[2]})
@@ -515,12 +518,12 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
                   uint64_t cols) {
     l.buffers.push_back({o.buffer, access, atomic});
     ElementRange r = operand_range(d, o, rows, cols);
-    l.buffers.back().touches(l.word_of(kOperandFields[op][0]), o.dtype, r.first, r.end - r.first);
+    l.buffers.back().touches(offset_word[op], o.dtype, r.first, r.end - r.first);
   };
   bind(d.a, kOpA, Access::Read, false, d.m, d.k);
   l.buffers.push_back({d.b.buffer, Access::Read, false});
   const ElementRange br = b_range(d, d.k, d.n);
-  l.buffers.back().touches(l.word_of("b_offset"), d.b.dtype, br.first, br.end - br.first);
+  l.buffers.back().touches(offset_word[kOpB], d.b.dtype, br.first, br.end - br.first);
   if (has_c) bind(d.c, kOpC, Access::Read, false, d.m, d.n);
   if (d.conv) l.buffers.push_back({d.conv_taps, Access::Read, false});
   // Narrow outputs share words between neighbouring elements written by different
@@ -647,17 +650,16 @@ std::string peel_coords(const std::string& name, const std::string& sizes, int f
 std::string u_at(const char* array, int d) { return std::string("u_") + array + "(" + std::to_string(d) + "u)"; }
 
 KernelLaunch& declare_conv(KernelLaunch& l, const ConvGeometry& g, const ColLayout& c, uint64_t x_off) {
-  auto three = [](const uint32_t (&v)[3]) { return std::vector<uint32_t>{v[0], v[1], v[2]}; };
   return l.declare(conv_layout())
       .set_u32("batch", g.batch)
       .set_u32("groups", g.groups)
       .set_u32("channels", g.cx)
-      .set_u32s("x_size", three(g.xs))
-      .set_u32s("y_size", three(g.ys))
-      .set_u32s("kernel_size", three(g.ks))
-      .set_u32s("stride", three(g.stride))
-      .set_u32s("pad", three(g.pad))
-      .set_u32s("dilation", three(g.dil))
+      .set_u32s("x_size", {g.xs[0], g.xs[1], g.xs[2]})
+      .set_u32s("y_size", {g.ys[0], g.ys[1], g.ys[2]})
+      .set_u32s("kernel_size", {g.ks[0], g.ks[1], g.ks[2]})
+      .set_u32s("stride", {g.stride[0], g.stride[1], g.stride[2]})
+      .set_u32s("pad", {g.pad[0], g.pad[1], g.pad[2]})
+      .set_u32s("dilation", {g.dil[0], g.dil[1], g.dil[2]})
       .set_u32("col_sn", u32_or_fail(c.sn, "column stride"))
       .set_u32("col_sg", u32_or_fail(c.sg, "column stride"))
       .set_u32("col_sr", u32_or_fail(c.sr, "column stride"))

@@ -98,6 +98,10 @@ TEST(KernelUniforms, ValuesLandAtTheirWordsInAnyOrder) {
   EXPECT_EQ(in_order.unset_mask(), 0u);
   EXPECT_EQ(shuffled.unset_mask(), 0u);
   EXPECT_EQ(in_order.uniforms, shuffled.uniforms);
+  EXPECT_EQ(in_order.set_u32("first", 1).word_of("first"), 4u);  // the word of the one just set
+  EXPECT_EQ(in_order.word_of("last"), 16u);
+  in_order.set_u32s("sizes", {});  // an empty braced list: no words, the field counts as set
+  EXPECT_EQ(in_order.uniforms, shuffled.uniforms);
   shuffled.declare(mixed_layout());
   EXPECT_EQ(shuffled.unset_mask(), 0x1fu);
   shuffled.set_u32("first", 7);
