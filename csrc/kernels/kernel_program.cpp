@@ -59,7 +59,7 @@ std::string kernel_header(const std::vector<KernelBuffer>& buffers, const Unifor
   return s + header_tail();
 }
 
-UniformLayout::UniformLayout(std::initializer_list<UniformDecl> decls) {
+UniformLayout::UniformLayout(const std::vector<UniformDecl>& decls) {
   uint32_t word = kFirstUserWord;
   uint64_t h = 1469598103934665603ull;
   for (const UniformDecl& d : decls) {
@@ -137,6 +137,7 @@ void check_uniform_names(const std::string& body, const UniformLayout& layout,
 
 KernelLaunch& KernelLaunch::declare(const UniformLayout& layout) {
   layout_ = &layout;
+  next_field_ = 0;
   const size_t n = layout.fields().size();
   unset_ = n == 64 ? ~0ull : (1ull << n) - 1;
   uniforms.assign(layout.words(), 0);
@@ -150,8 +151,13 @@ size_t KernelLaunch::field(std::string_view name, UniformType type, bool array) 
                                   "' sets uniform '" + std::string(name) + "' " + why);
   };
   if (!layout_) refuse("before declaring its uniforms");
-  const size_t i = layout_->find(name);
-  if (i == layout_->fields().size()) refuse("that it does not declare");
+  const auto& fields = layout_->fields();
+  auto is = [&](size_t j) { return j < fields.size() && fields[j].name == name; };
+  const size_t i = is(next_field_) ? next_field_
+                   : next_field_ > 0 && is(next_field_ - 1) ? next_field_ - 1
+                                                            : layout_->find(name);
+  if (i == fields.size()) refuse("that it does not declare");
+  next_field_ = i + 1;
   const auto& f = layout_->fields()[i];
   if (f.type != type || (f.length > 0) != array)
     refuse(std::string("as ") + (array ? "an array" : wgsl_type(type)) + ", declared " +
@@ -181,13 +187,21 @@ KernelLaunch& KernelLaunch::set_f32(std::string_view name, float v) {
 }
 
 KernelLaunch& KernelLaunch::set_u32s(std::string_view name, const std::vector<uint32_t>& values) {
+  return set_words(name, values.data(), values.size());
+}
+
+KernelLaunch& KernelLaunch::set_u32s(std::string_view name, std::initializer_list<uint32_t> values) {
+  return set_words(name, values.begin(), values.size());
+}
+
+KernelLaunch& KernelLaunch::set_words(std::string_view name, const uint32_t* values, size_t count) {
   const size_t i = field(name, UniformType::U32, true);
   const auto& f = layout_->fields()[i];
-  if (values.size() > f.length)
+  if (count > f.length)
     fail(ErrorKind::Internal, "torch_webgpu: uniform array '" + f.name + "' holds " +
                                   std::to_string(f.length) + " words, given " +
-                                  std::to_string(values.size()));
-  std::copy(values.begin(), values.end(), uniforms.begin() + f.word);
+                                  std::to_string(count));
+  std::copy(values, values + count, uniforms.begin() + f.word);
   unset_ &= ~(1ull << i);
   return *this;
 }

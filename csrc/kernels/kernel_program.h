@@ -83,7 +83,10 @@ class UniformLayout {
     uint32_t length;
     uint32_t word;  // first word in the block
   };
-  UniformLayout(std::initializer_list<UniformDecl> decls);
+  UniformLayout(std::initializer_list<UniformDecl> decls)
+      : UniformLayout(std::vector<UniformDecl>(decls)) {}
+  // Built at run time (a family whose uniforms depend on its variant).
+  explicit UniformLayout(const std::vector<UniformDecl>& decls);
 
   const std::vector<Field>& fields() const { return fields_; }
   // Index of the field, or fields().size() when none has that name.
@@ -131,6 +134,7 @@ struct KernelLaunch {
   KernelLaunch& set_f32(std::string_view name, float v);
   // An array's first values.size() words (the rest stay 0).
   KernelLaunch& set_u32s(std::string_view name, const std::vector<uint32_t>& values);
+  KernelLaunch& set_u32s(std::string_view name, std::initializer_list<uint32_t> values);  // no allocation
   // The word a named scalar occupies (for KernelBuffer::touches).
   uint32_t word_of(std::string_view name) const;
   const UniformLayout* layout() const { return layout_; }
@@ -138,8 +142,12 @@ struct KernelLaunch {
 
  private:
   size_t field(std::string_view name, UniformType type, bool array) const;
+  KernelLaunch& set_words(std::string_view name, const uint32_t* values, size_t count);
   const UniformLayout* layout_ = nullptr;
   uint64_t unset_ = 0;
+  // The field after the last one looked up: launches set uniforms mostly in declaration
+  // order (and may ask for the word of the one just set), found without a scan.
+  mutable size_t next_field_ = 0;
 };
 
 // One dispatch ready to record: made once by plan_kernel, recorded any number of times

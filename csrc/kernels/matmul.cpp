@@ -39,22 +39,49 @@ struct Arith {
   }
 };
 
-// Uniform words (after the frame's four).
-constexpr uint32_t kM = 4, kN = 5, kK = 6, kBatchInner = 7, kTilesN = 8, kTilesPerBatch = 9,
-                   kAlpha = 10, kBeta = 12, kOperands = 16;  // 4 operands x 5 words
-constexpr uint32_t kOpA = kOperands, kOpB = kOperands + 5, kOpC = kOperands + 10,
-                   kOpOut = kOperands + 15;
-// Implicit GEMM (GemmDesc::conv): x's spatial sizes, the output tile's sizes, strides,
-// paddings (3 words each), the tile's first output row along dims 0 and 1.
-constexpr uint32_t kGatherXs = kOperands + 20, kGatherYs = kGatherXs + 3, kGatherStride = kGatherXs + 6,
-                   kGatherPad = kGatherXs + 9, kGatherFirst = kGatherXs + 12, kGatherEnd = kGatherXs + 14;
+// Each operand's uniforms: its element offset and strides (batch_outer, batch_inner, rows,
+// cols), read in WGSL as `u.<name>`.
+enum Operand { kOpA, kOpB, kOpC, kOpOut };
+constexpr const char* kOperandName[4] = {"a", "b", "c", "out"};
+constexpr const char* kOperandFields[4][5] = {
+    {"a_offset", "a_batch_outer", "a_batch_inner", "a_rows", "a_cols"},
+    {"b_offset", "b_batch_outer", "b_batch_inner", "b_rows", "b_cols"},
+    {"c_offset", "c_batch_outer", "c_batch_inner", "c_rows", "c_cols"},
+    {"out_offset", "out_batch_outer", "out_batch_inner", "out_rows", "out_cols"}};
 
-void push_operand(std::vector<uint32_t>& u, uint32_t base, const MatOperand& o) {
-  u[base] = u32_or_fail(o.offset, "offset");
-  u[base + 1] = u32_or_fail(o.batch_outer, "stride");
-  u[base + 2] = u32_or_fail(o.batch_inner, "stride");
-  u[base + 3] = u32_or_fail(o.rows, "stride");
-  u[base + 4] = u32_or_fail(o.cols, "stride");
+// A GEMM's uniforms: sizes, the grid's tiles, alpha (and beta, with C) as a compute scalar's
+// two words, the operands, and an implicit GEMM's gather (GemmDesc::conv): x's spatial
+// sizes, the output tile's sizes, strides, paddings and its first output row along dims 0
+// and 1. One layout per (C, gather), so a launch uploads and sets only what its kernel reads.
+const UniformLayout& gemm_layout(bool has_c, bool conv) {
+  auto make = [](bool has_c, bool conv) {
+    std::vector<UniformDecl> d = {{"m"}, {"n"}, {"k"}, {"batch_inner"}, {"tiles_n"}, {"tiles_per_batch"},
+                                  {"alpha_lo"}, {"alpha_hi"}};
+    for (int op = kOpA; op <= kOpOut; ++op) {
+      if (op == kOpC && !has_c) continue;
+      if (op == kOpC) d.insert(d.end(), {{"beta_lo"}, {"beta_hi"}});
+      for (const char* f : kOperandFields[op]) d.push_back({f});
+    }
+    if (conv)
+      d.insert(d.end(), {{"x_size", UniformType::U32, 3}, {"y_size", UniformType::U32, 3},
+                         {"stride", UniformType::U32, 3}, {"pad", UniformType::U32, 3},
+                         {"y_first", UniformType::U32, 2}});
+    return UniformLayout(d);
+  };
+  static const UniformLayout layouts[4] = {make(false, false), make(false, true), make(true, false),
+                                           make(true, true)};
+  return layouts[(has_c ? 2 : 0) + (conv ? 1 : 0)];
+}
+
+// Returns the offset's word (for KernelBuffer::touches).
+uint32_t set_operand(KernelLaunch& l, Operand op, const MatOperand& o) {
+  const char* const* f = kOperandFields[op];
+  const uint32_t offset_word = l.set_u32(f[0], u32_or_fail(o.offset, "offset")).word_of(f[0]);
+  l.set_u32(f[1], u32_or_fail(o.batch_outer, "stride"))
+      .set_u32(f[2], u32_or_fail(o.batch_inner, "stride"))
+      .set_u32(f[3], u32_or_fail(o.rows, "stride"))
+      .set_u32(f[4], u32_or_fail(o.cols, "stride"));
+  return offset_word;
 }
 
 enum class Variant { Tiled, Block, PerOutput, Reduce, Gemv };
@@ -84,34 +111,29 @@ std::string gemm_common(const GemmDesc& d, const std::vector<KernelBuffer>& bufs
     // dil)'s offset and k * dil per dim. A position is inside when its unsigned value is
     // below the size (negative ones wrap past every size).
     const std::string taps = "buf" + std::to_string(has_c ? 3 : 2);
-    auto u = [](uint32_t w) { return "uw(" + std::to_string(w) + "u)"; };
     s += "fn tap_at(r: u32) -> vec4<i32> {\n  let t = r * 4u;\n"
          "  return vec4<i32>(i32(" + taps + "[t]), i32(" + taps + "[t + 1u]), i32(" + taps + "[t + 2u]), i32(" +
          taps + "[t + 3u]));\n}\n";
     s += "fn gather_b(base: u32, ob: vec3<i32>, ooff: i32, tap: vec4<i32>) -> " + T + " {\n"
          "  let p = vec3<u32>(ob + tap.yzw);\n"
-         "  if (any(p >= vec3<u32>(" + u(kGatherXs) + ", " + u(kGatherXs + 1) + ", " + u(kGatherXs + 2) +
-         "))) { return " + ar.zero() + "; }\n"
+         "  if (any(p >= vec3<u32>(u_x_size(0u), u_x_size(1u), u_x_size(2u)))) { return " + ar.zero() + "; }\n"
          "  return load_b(base + u32(ooff + tap.x));\n}\n";
   }
   s += kernel_store("store_out", bufs, bufs.size() - 1, d.out.dtype, d.compute);
-  s += "fn batch_base(op: u32, bo: u32, bi: u32) -> u32 {\n"
-       "  return uw(op) + bo * uw(op + 1u) + bi * uw(op + 2u);\n}\n";
-  s += "fn finish(bo: u32, bi: u32, r: u32, c: u32, acc: " + T + ") {\n";
-  s += "  var v = " + ar.mul(wgsl_scalar(d.compute, "uw(" + std::to_string(kAlpha) + "u)",
-                                         "uw(" + std::to_string(kAlpha + 1) + "u)"),
-                             "acc") + ";\n";
-  if (has_c) {
-    std::string cb = std::to_string(kOpC);
-    s += "  let ci = batch_base(" + cb + "u, bo, bi) + r * uw(" + std::to_string(kOpC + 3) +
-         "u) + c * uw(" + std::to_string(kOpC + 4) + "u);\n";
-    s += "  v = " + ar.add(ar.mul(wgsl_scalar(d.compute, "uw(" + std::to_string(kBeta) + "u)",
-                                              "uw(" + std::to_string(kBeta + 1) + "u)"),
-                                  "load_c(ci)"),
-                           "v") + ";\n";
+  // <op>_base(bo, bi): the first element of the operand's matrix (bo, bi).
+  for (int op = kOpA; op <= kOpOut; ++op) {
+    if (op == kOpC && !has_c) continue;
+    const std::string o = kOperandName[op];
+    s += "fn " + o + "_base(bo: u32, bi: u32) -> u32 {\n"
+         "  return u." + o + "_offset + bo * u." + o + "_batch_outer + bi * u." + o + "_batch_inner;\n}\n";
   }
-  s += "  store_out(batch_base(" + std::to_string(kOpOut) + "u, bo, bi) + r * uw(" +
-       std::to_string(kOpOut + 3) + "u) + c * uw(" + std::to_string(kOpOut + 4) + "u), v);\n}\n";
+  s += "fn finish(bo: u32, bi: u32, r: u32, c: u32, acc: " + T + ") {\n";
+  s += "  var v = " + ar.mul(wgsl_scalar(d.compute, "u.alpha_lo", "u.alpha_hi"), "acc") + ";\n";
+  if (has_c) {
+    s += "  let ci = c_base(bo, bi) + r * u.c_rows + c * u.c_cols;\n";
+    s += "  v = " + ar.add(ar.mul(wgsl_scalar(d.compute, "u.beta_lo", "u.beta_hi"), "load_c(ci)"), "v") + ";\n";
+  }
+  s += "  store_out(out_base(bo, bi) + r * u.out_rows + c * u.out_cols, v);\n}\n";
   return s;
 }
 
@@ -137,15 +159,12 @@ constexpr TileShape kLargeTile{128, 128, 8, 16, 16, false, false};
 // WGSL turning output position `l` (of the implicit GEMM's output tile) into `ob` and
 // `ooff` (see gather_b).
 std::string decode_position(const std::string& in, const std::string& l) {
-  auto w = [](uint32_t v) { return "uw(" + std::to_string(v) + "u)"; };
-  std::string s = in + "let go2 = " + l + " % " + w(kGatherYs + 2) + ";\n" +
-                  in + "let go1 = (" + l + " / " + w(kGatherYs + 2) + ") % " + w(kGatherYs + 1) + ";\n" +
-                  in + "let go0 = " + l + " / (" + w(kGatherYs + 2) + " * " + w(kGatherYs + 1) + ");\n" +
-                  in + "let ob = vec3<i32>(vec3<u32>(go0 + " + w(kGatherFirst) + ", go1 + " + w(kGatherFirst + 1) +
-                  ", go2) * vec3<u32>(" + w(kGatherStride) + ", " + w(kGatherStride + 1) + ", " + w(kGatherStride + 2) +
-                  ")) - vec3<i32>(vec3<u32>(" + w(kGatherPad) + ", " + w(kGatherPad + 1) + ", " + w(kGatherPad + 2) + "));\n" +
-                  in + "let ooff = (ob.x * i32(" + w(kGatherXs + 1) + ") + ob.y) * i32(" + w(kGatherXs + 2) + ") + ob.z;\n";
-  return s;
+  return in + "let go2 = " + l + " % u_y_size(2u);\n" +
+         in + "let go1 = (" + l + " / u_y_size(2u)) % u_y_size(1u);\n" +
+         in + "let go0 = " + l + " / (u_y_size(2u) * u_y_size(1u));\n" +
+         in + "let ob = vec3<i32>(vec3<u32>(go0 + u_y_first(0u), go1 + u_y_first(1u), go2) * "
+              "vec3<u32>(u_stride(0u), u_stride(1u), u_stride(2u))) - vec3<i32>(vec3<u32>(u_pad(0u), u_pad(1u), u_pad(2u)));\n" +
+         in + "let ooff = (ob.x * i32(u_x_size(1u)) + ob.y) * i32(u_x_size(2u)) + ob.z;\n";
 }
 
 std::string tiled_body(const Arith& ar, const TileShape& t, GatherB gather) {
@@ -158,12 +177,12 @@ std::string tiled_body(const Arith& ar, const TileShape& t, GatherB gather) {
   s += kernel_main(Grid::Groups, t.threads());
   s += "  let valid = group < uw(0u);\n"
        "  let g = select(0u, group, valid);\n"
-       "  let b = g / uw(9u);\n  let t = g % uw(9u);\n"
-       "  let row0 = (t / uw(8u)) * " + n(t.tm) + ";\n  let col0 = (t % uw(8u)) * " + n(t.tn) + ";\n"
-       "  let bo = b / uw(7u);\n  let bi = b % uw(7u);\n"
+       "  let b = g / u.tiles_per_batch;\n  let t = g % u.tiles_per_batch;\n"
+       "  let row0 = (t / u.tiles_n) * " + n(t.tm) + ";\n  let col0 = (t % u.tiles_n) * " + n(t.tn) + ";\n"
+       "  let bo = b / u.batch_inner;\n  let bi = b % u.batch_inner;\n"
        "  let tx = lid % " + n(t.wx) + ";\n  let ty = lid / " + n(t.wx) + ";\n"
-       "  let M = uw(4u);\n  let N = uw(5u);\n  let K = uw(6u);\n"
-       "  let abase = batch_base(16u, bo, bi);\n  let bbase = batch_base(21u, bo, bi);\n";
+       "  let M = u.m;\n  let N = u.n;\n  let K = u.k;\n"
+       "  let abase = a_base(bo, bi);\n  let bbase = b_base(bo, bi);\n";
   // An implicit GEMM's B tile loads (threads is a multiple of tn and of bk): taps along K
   // walk N, so each invocation loads one output position throughout, decoded once here;
   // positions along K walk K, so each loads the same few taps throughout, read once here
@@ -186,7 +205,7 @@ std::string tiled_body(const Arith& ar, const TileShape& t, GatherB gather) {
                   : "      let am = idx % " + n(t.tm) + ";\n      let ak = idx / " + n(t.tm) + ";\n";
   s += "      var av = " + Z + ";\n"
        "      if (valid && row0 + am < M && k0 + ak < K) {\n"
-       "        av = load_a(abase + (row0 + am) * uw(19u) + (k0 + ak) * uw(20u));\n      }\n"
+       "        av = load_a(abase + (row0 + am) * u.a_rows + (k0 + ak) * u.a_cols);\n      }\n"
        "      sa[ak * " + n(sa_row) + " + am] = av;\n"
        "    }\n";
   if (gather == GatherB::PositionsAlongK) {
@@ -207,7 +226,7 @@ std::string tiled_body(const Arith& ar, const TileShape& t, GatherB gather) {
     s += "      var bv = " + Z + ";\n"
          "      if (valid && k0 + bk < K && col0 + bn < N) {\n"
          "        bv = " + std::string(gather == GatherB::TapsAlongK ? "gather_b(bbase, ob, ooff, tap_at(k0 + bk))"
-                                    : "load_b(bbase + (k0 + bk) * uw(24u) + (col0 + bn) * uw(25u))") +
+                                    : "load_b(bbase + (k0 + bk) * u.b_rows + (col0 + bn) * u.b_cols)") +
          ";\n      }\n"
          "      sb[bk * " + n(sb_row) + " + bn] = bv;\n"
          "    }\n";
@@ -240,22 +259,22 @@ std::string tiled_body(const Arith& ar, const TileShape& t, GatherB gather) {
 // to the last row/column so the inner loop has no branches; only valid outputs are stored.
 std::string block_body(const Arith& ar) {
   std::string s = kernel_main(Grid::Invocations, 64);
-  s += "  let M = uw(4u);\n  let N = uw(5u);\n  let K = uw(6u);\n"
-       "  let bn = idx % uw(8u);\n  let rest = idx / uw(8u);\n"
-       "  let tiles_m = uw(9u) / uw(8u);\n"
+  s += "  let M = u.m;\n  let N = u.n;\n  let K = u.k;\n"
+       "  let bn = idx % u.tiles_n;\n  let rest = idx / u.tiles_n;\n"
+       "  let tiles_m = u.tiles_per_batch / u.tiles_n;\n"
        "  let bm = rest % tiles_m;\n  let b = rest / tiles_m;\n"
-       "  let bo = b / uw(7u);\n  let bi = b % uw(7u);\n"
+       "  let bo = b / u.batch_inner;\n  let bi = b % u.batch_inner;\n"
        "  let r0 = bm * 4u;\n  let c0 = bn * 4u;\n"
        "  var ai: array<u32, 4>;\n  var bj: array<u32, 4>;\n"
-       "  let abase = batch_base(16u, bo, bi);\n  let bbase = batch_base(21u, bo, bi);\n"
+       "  let abase = a_base(bo, bi);\n  let bbase = b_base(bo, bi);\n"
        "  for (var i = 0u; i < 4u; i = i + 1u) {\n"
-       "    ai[i] = abase + min(r0 + i, M - 1u) * uw(19u);\n"
-       "    bj[i] = bbase + min(c0 + i, N - 1u) * uw(25u);\n"
+       "    ai[i] = abase + min(r0 + i, M - 1u) * u.a_rows;\n"
+       "    bj[i] = bbase + min(c0 + i, N - 1u) * u.b_cols;\n"
        "  }\n"
        "  var acc: array<" + ar.type() + ", 16>;\n"
        "  for (var i = 0u; i < 16u; i = i + 1u) { acc[i] = " + ar.zero() + "; }\n"
        "  for (var k = 0u; k < K; k = k + 1u) {\n"
-       "    let ak = k * uw(20u);\n    let bk = k * uw(24u);\n"
+       "    let ak = k * u.a_cols;\n    let bk = k * u.b_rows;\n"
        "    var ra: array<" + ar.type() + ", 4>;\n    var rb: array<" + ar.type() + ", 4>;\n"
        "    for (var i = 0u; i < 4u; i = i + 1u) { ra[i] = load_a(ai[i] + ak); rb[i] = load_b(bj[i] + bk); }\n"
        "    for (var i = 0u; i < 4u; i = i + 1u) {\n"
@@ -273,16 +292,16 @@ std::string block_body(const Arith& ar) {
 // products).
 std::string per_output_body(const Arith& ar) {
   std::string s = kernel_main(Grid::Invocations, 64);
-  s += "  let M = uw(4u);\n  let N = uw(5u);\n  let K = uw(6u);\n"
+  s += "  let M = u.m;\n  let N = u.n;\n  let K = u.k;\n"
        "  let pairs = (N + 1u) / 2u;\n"
        "  let c = 2u * (idx % pairs);\n  let rest = idx / pairs;\n  let r = rest % M;\n  let b = rest / M;\n"
-       "  let bo = b / uw(7u);\n  let bi = b % uw(7u);\n"
-       "  let ak = uw(20u);\n  let bk = uw(24u);\n"
+       "  let bo = b / u.batch_inner;\n  let bi = b % u.batch_inner;\n"
+       "  let ak = u.a_cols;\n  let bk = u.b_rows;\n"
        "  let second = c + 1u < N;\n"
-       "  var ai = batch_base(16u, bo, bi) + r * uw(19u);\n"
-       "  var bj = batch_base(21u, bo, bi) + c * uw(25u);\n"
+       "  var ai = a_base(bo, bi) + r * u.a_rows;\n"
+       "  var bj = b_base(bo, bi) + c * u.b_cols;\n"
        // Without a second column, its loads repeat the first's (never stored).
-       "  var bj2 = select(bj, bj + uw(25u), second);\n"
+       "  var bj2 = select(bj, bj + u.b_cols, second);\n"
        // Two partial sums (k even, k odd) for each of the two columns.
        "  var s0 = " + ar.zero() + ";\n  var s1 = s0;\n  var t0 = s0;\n  var t1 = s0;\n"
        "  var k = 0u;\n"
@@ -311,15 +330,15 @@ std::string reduce_body(const Arith& ar) {
   s += kernel_main(Grid::Groups, 64);
   s += "  let valid = group < uw(0u);\n"
        "  let g = select(0u, group, valid);\n"
-       "  let M = uw(4u);\n  let N = uw(5u);\n  let K = uw(6u);\n"
+       "  let M = u.m;\n  let N = u.n;\n  let K = u.k;\n"
        "  let c = g % N;\n  let rest = g / N;\n  let r = rest % M;\n  let b = rest / M;\n"
-       "  let bo = b / uw(7u);\n  let bi = b % uw(7u);\n"
-       "  let ai = batch_base(16u, bo, bi) + r * uw(19u);\n"
-       "  let bj = batch_base(21u, bo, bi) + c * uw(25u);\n"
+       "  let bo = b / u.batch_inner;\n  let bi = b % u.batch_inner;\n"
+       "  let ai = a_base(bo, bi) + r * u.a_rows;\n"
+       "  let bj = b_base(bo, bi) + c * u.b_cols;\n"
        "  var acc = " + ar.zero() + ";\n"
        "  if (valid) {\n"
        "    for (var k = lid; k < K; k = k + 64u) {\n"
-       "      acc = " + ar.mac("acc", "load_a(ai + k * uw(20u))", "load_b(bj + k * uw(24u))") + ";\n"
+       "      acc = " + ar.mac("acc", "load_a(ai + k * u.a_cols)", "load_b(bj + k * u.b_rows)") + ";\n"
        "    }\n  }\n"
        "  part[lid] = acc;\n"
        "  workgroupBarrier();\n"
@@ -351,15 +370,15 @@ std::string gemv_body(uint32_t threads, bool pairs, DType b_dtype) {
   s += kernel_main(Grid::Groups, threads);
   s += "  let valid = group < uw(0u);\n"
        "  let g = select(0u, group, valid);\n"
-       "  let M = uw(4u);\n  let N = uw(5u);\n  let K = uw(6u);\n"
-       "  let cg = g % uw(8u);\n  let rest = g / uw(8u);\n  let r = rest % M;\n  let b = rest / M;\n"
-       "  let bo = b / uw(7u);\n  let bi = b % uw(7u);\n"
+       "  let M = u.m;\n  let N = u.n;\n  let K = u.k;\n"
+       "  let cg = g % u.tiles_n;\n  let rest = g / u.tiles_n;\n  let r = rest % M;\n  let b = rest / M;\n"
+       "  let bo = b / u.batch_inner;\n  let bi = b % u.batch_inner;\n"
        "  let lane = lid % " + n(kGemvLanes) + ";\n"
        "  let c = cg * " + cols + " + lid / " + n(kGemvLanes) + ";\n"
        "  let live = valid && c < N;\n"
-       "  let ai = batch_base(16u, bo, bi) + r * uw(19u);\n"
-       "  let ak = uw(20u);\n"
-       "  let bj = batch_base(21u, bo, bi) + min(c, N - 1u) * uw(25u);\n"
+       "  let ai = a_base(bo, bi) + r * u.a_rows;\n"
+       "  let ak = u.a_cols;\n"
+       "  let bj = b_base(bo, bi) + min(c, N - 1u) * u.b_cols;\n"
        "  var s0 = 0.0;\n  var s1 = 0.0;\n  var s2 = 0.0;\n  var s3 = 0.0;\n"
        "  if (live) {\n";
   if (pairs) {
@@ -476,59 +495,67 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   uint64_t tile_m = v == Variant::Block ? 4 : shape.tm, tile_n = v == Variant::Block ? 4 : shape.tn;
   if (v == Variant::Gemv) tile_m = 1, tile_n = gemv_threads / kGemvLanes;
   const uint64_t tiles_m = (d.m + tile_m - 1) / tile_m, tiles_n = (d.n + tile_n - 1) / tile_n;
-  std::vector<uint32_t> u(d.conv ? kGatherEnd : kOperands + 20, 0);
-  u[kM] = u32_or_fail(d.m, "size");
-  u[kN] = u32_or_fail(d.n, "size");
-  u[kK] = u32_or_fail(d.k, "size");
-  u[kBatchInner] = u32_or_fail(d.batch_inner, "batch");
-  u[kTilesN] = u32_or_fail(tiles_n, "size");
-  u[kTilesPerBatch] = u32_or_fail(tiles_m * tiles_n, "size");
-  u[kAlpha] = d.alpha.lo;
-  u[kAlpha + 1] = d.alpha.hi;
-  u[kBeta] = d.beta.lo;
-  u[kBeta + 1] = d.beta.hi;
-  push_operand(u, kOpA, d.a);
-  push_operand(u, kOpB, d.b);
-  if (has_c) push_operand(u, kOpC, d.c);
-  push_operand(u, kOpOut, d.out);
+  KernelLaunch l;
+  l.declare(gemm_layout(has_c, d.conv != nullptr))
+      .set_u32("m", u32_or_fail(d.m, "size"))
+      .set_u32("n", u32_or_fail(d.n, "size"))
+      .set_u32("k", u32_or_fail(d.k, "size"))
+      .set_u32("batch_inner", u32_or_fail(d.batch_inner, "batch"))
+      .set_u32("tiles_n", u32_or_fail(tiles_n, "size"))
+      .set_u32("tiles_per_batch", u32_or_fail(tiles_m * tiles_n, "size"))
+      .set_u32("alpha_lo", d.alpha.lo)
+      .set_u32("alpha_hi", d.alpha.hi);
+  uint32_t offset_word[4] = {};
+  offset_word[kOpA] = set_operand(l, kOpA, d.a);
+  offset_word[kOpB] = set_operand(l, kOpB, d.b);
+  if (has_c) {
+    l.set_u32("beta_lo", d.beta.lo).set_u32("beta_hi", d.beta.hi);
+    offset_word[kOpC] = set_operand(l, kOpC, d.c);
+  }
+  offset_word[kOpOut] = set_operand(l, kOpOut, d.out);
   if (d.conv) {
     const ConvGeometry& g = *d.conv;
-    for (int i = 0; i < 3; ++i) {
-      u[kGatherXs + i] = g.xs[i];
-      u[kGatherYs + i] = g.ys[i];
-      u[kGatherStride + i] = g.stride[i];
-      u[kGatherPad + i] = g.pad[i];
-    }
-    u[kGatherFirst] = g.y_first[0];
-    u[kGatherFirst + 1] = g.y_first[1];
+    l.set_u32s("x_size", {g.xs[0], g.xs[1], g.xs[2]})
+        .set_u32s("y_size", {g.ys[0], g.ys[1], g.ys[2]})
+        .set_u32s("stride", {g.stride[0], g.stride[1], g.stride[2]})
+        .set_u32s("pad", {g.pad[0], g.pad[1], g.pad[2]})
+        .set_u32s("y_first", {g.y_first[0], g.y_first[1]});
   }
 
-  KernelLaunch l;
-  auto bind = [&](const MatOperand& o, uint32_t word, Access access, bool atomic, uint64_t rows,
+  auto bind = [&](const MatOperand& o, Operand op, Access access, bool atomic, uint64_t rows,
                   uint64_t cols) {
     l.buffers.push_back({o.buffer, access, atomic});
     ElementRange r = operand_range(d, o, rows, cols);
-    l.buffers.back().touches(word, o.dtype, r.first, r.end - r.first);
+    l.buffers.back().touches(offset_word[op], o.dtype, r.first, r.end - r.first);
   };
   bind(d.a, kOpA, Access::Read, false, d.m, d.k);
   l.buffers.push_back({d.b.buffer, Access::Read, false});
   const ElementRange br = b_range(d, d.k, d.n);
-  l.buffers.back().touches(kOpB, d.b.dtype, br.first, br.end - br.first);
+  l.buffers.back().touches(offset_word[kOpB], d.b.dtype, br.first, br.end - br.first);
   if (has_c) bind(d.c, kOpC, Access::Read, false, d.m, d.n);
   if (d.conv) l.buffers.push_back({d.conv_taps, Access::Read, false});
   // Narrow outputs share words between neighbouring elements written by different
   // invocations: their stores are atomic.
   bind(d.out, kOpOut, Access::ReadWrite, is_subword(d.out.dtype), d.m, d.n);
-  l.uniforms = u;
-  const std::string vname = v == Variant::Tiled    ? "tiled" + shape.key() + (d.conv ? d.conv_positions_along_k ? "gp" : "gt" : "")
-                            : v == Variant::Block  ? "block"
-                            : v == Variant::Reduce ? "reduce"
-                            : v == Variant::Gemv   ? "gemv" + std::to_string(gemv_threads) +
-                                                         (gemv_pairs ? "p" : "")
-                                                   : "per_out";
-  l.key = std::string("gemm:") + vname + ":" + dtype_name(d.a.dtype) + "," +
-          dtype_name(d.b.dtype) + "," + (has_c ? dtype_name(d.c.dtype) : "-") + "," +
-          dtype_name(d.out.dtype) + ":" + compute_name(d.compute);
+  // The key: the variant's family, the operands' dtypes (C's 0xff when absent), the compute
+  // type, and the tile's shape (tiles: rows, K-fast operands, gather) or GEMV's pairing.
+  auto dt = [](DType t) { return static_cast<uint32_t>(t); };
+  const uint32_t dtypes = dt(d.a.dtype) | dt(d.b.dtype) << 8 | (has_c ? dt(d.c.dtype) : 0xffu) << 16 |
+                          dt(d.out.dtype) << 24;
+  const uint32_t shape_word = v == Variant::Tiled ? shape.tm | shape.tn << 8 | shape.bk << 16 : 0;
+  const uint32_t flags = (v == Variant::Tiled ? uint32_t(shape.a_k_fast) | uint32_t(shape.b_k_fast) << 1 |
+                                                    static_cast<uint32_t>(gather) << 2
+                                              : 0) |
+                         uint32_t(gemv_pairs) << 4;
+  // (An implicit GEMM's gather names its family: profiles tell the two apart.)
+  const char* family = v == Variant::Tiled    ? gather == GatherB::TapsAlongK        ? "gemm:tiled:gather_taps"
+                                                : gather == GatherB::PositionsAlongK ? "gemm:tiled:gather_positions"
+                                                                                     : "gemm:tiled"
+                       : v == Variant::Block  ? "gemm:block"
+                       : v == Variant::Reduce ? "gemm:reduce"
+                       : v == Variant::Gemv   ? "gemm:gemv"
+                                              : "gemm:per_out";
+  l.typed = {family, {dtypes, static_cast<uint32_t>(d.compute), shape_word, flags}};
   if (v == Variant::PerOutput || v == Variant::Block) {
     l.grid = Grid::Invocations;
     // Per output: an invocation owns two neighbouring columns of a row (llvmpipe runs
@@ -602,45 +629,56 @@ void gemm(Context& ctx, const GemmDesc& d) {
 
 namespace {
 
-// Uniform words shared by im2col and col2im.
-constexpr uint32_t kCvBatch = 4, kCvGroups = 5, kCvCx = 6, kCvXs = 8, kCvYs = 12, kCvKs = 16,
-                   kCvStride = 20, kCvPad = 24, kCvDil = 28, kCvCol = 32, kCvXOff = 36;
+// The uniforms of im2col, the tap table and col2im: the geometry (3 words per spatial
+// dim), the column buffer's strides (ColLayout), x's element offset, and what one kernel
+// alone reads (im2col's runs per row, col2im's bias), 0 for the others.
+const UniformLayout& conv_layout() {
+  static const UniformLayout layout(
+      {{"batch"}, {"groups"}, {"channels"}, {"x_size", UniformType::U32, 3}, {"y_size", UniformType::U32, 3},
+       {"kernel_size", UniformType::U32, 3}, {"stride", UniformType::U32, 3}, {"pad", UniformType::U32, 3},
+       {"dilation", UniformType::U32, 3}, {"col_sn"}, {"col_sg"}, {"col_sr"}, {"col_sl"}, {"x_offset"},
+       {"chunks"}, {"bias_offset"}, {"bias_stride"}, {"y_first", UniformType::U32, 2}});
+  return layout;
+}
 
 // im2col: consecutive outputs along the last spatial dimension one invocation writes.
 constexpr uint32_t kIm2colRun = 4;
 
-std::string uw_word(uint32_t word) { return "uw(" + std::to_string(word) + "u)"; }
-
 // WGSL taking coordinates `name<d>`, d = from..0 (last fastest), off `rest`, with the
-// sizes in uniform words base + d. Unrolled: drivers keep loop-indexed private arrays in
+// sizes in uniform array `sizes`. Unrolled: drivers keep loop-indexed private arrays in
 // local memory.
-std::string peel_coords(const std::string& name, uint32_t base, int from) {
+std::string peel_coords(const std::string& name, const std::string& sizes, int from) {
   std::string s;
-  for (int d = from; d >= 0; --d)
-    s += "  let " + name + std::to_string(d) + " = rest % " + uw_word(base + d) +
-         ";\n  rest = rest / " + uw_word(base + d) + ";\n";
+  for (int d = from; d >= 0; --d) {
+    const std::string size = "u_" + sizes + "(" + std::to_string(d) + "u)";
+    s += "  let " + name + std::to_string(d) + " = rest % " + size + ";\n  rest = rest / " + size + ";\n";
+  }
   return s;
 }
 
-std::vector<uint32_t> conv_uniforms(const ConvGeometry& g, const ColLayout& c, uint64_t x_off) {
-  std::vector<uint32_t> u(kCvXOff + 4, 0);
-  u[kCvBatch] = g.batch;
-  u[kCvGroups] = g.groups;
-  u[kCvCx] = g.cx;
-  for (int d = 0; d < 3; ++d) {
-    u[kCvXs + d] = g.xs[d];
-    u[kCvYs + d] = g.ys[d];
-    u[kCvKs + d] = g.ks[d];
-    u[kCvStride + d] = g.stride[d];
-    u[kCvPad + d] = g.pad[d];
-    u[kCvDil + d] = g.dil[d];
-  }
-  u[kCvCol] = u32_or_fail(c.sn, "column stride");
-  u[kCvCol + 1] = u32_or_fail(c.sg, "column stride");
-  u[kCvCol + 2] = u32_or_fail(c.sr, "column stride");
-  u[kCvCol + 3] = u32_or_fail(c.sl, "column stride");
-  u[kCvXOff] = u32_or_fail(x_off, "offset");
-  return u;
+// `u_<array>(d)` in WGSL.
+std::string u_at(const char* array, int d) { return std::string("u_") + array + "(" + std::to_string(d) + "u)"; }
+
+KernelLaunch& declare_conv(KernelLaunch& l, const ConvGeometry& g, const ColLayout& c, uint64_t x_off) {
+  return l.declare(conv_layout())
+      .set_u32("batch", g.batch)
+      .set_u32("groups", g.groups)
+      .set_u32("channels", g.cx)
+      .set_u32s("x_size", {g.xs[0], g.xs[1], g.xs[2]})
+      .set_u32s("y_size", {g.ys[0], g.ys[1], g.ys[2]})
+      .set_u32s("kernel_size", {g.ks[0], g.ks[1], g.ks[2]})
+      .set_u32s("stride", {g.stride[0], g.stride[1], g.stride[2]})
+      .set_u32s("pad", {g.pad[0], g.pad[1], g.pad[2]})
+      .set_u32s("dilation", {g.dil[0], g.dil[1], g.dil[2]})
+      .set_u32("col_sn", u32_or_fail(c.sn, "column stride"))
+      .set_u32("col_sg", u32_or_fail(c.sg, "column stride"))
+      .set_u32("col_sr", u32_or_fail(c.sr, "column stride"))
+      .set_u32("col_sl", u32_or_fail(c.sl, "column stride"))
+      .set_u32("x_offset", u32_or_fail(x_off, "offset"))
+      .set_u32("chunks", 0)
+      .set_u32("bias_offset", 0)
+      .set_u32("bias_stride", 0)
+      .set_u32s("y_first", {g.y_first[0], g.y_first[1]});
 }
 
 }  // namespace
@@ -652,15 +690,11 @@ void conv_im2col(Context& ctx, const ConvGeometry& g, WGPUBuffer x, uint64_t x_o
   if (count == 0) return;
   u32_or_fail(uint64_t(g.batch) * g.groups * g.cx * g.x_spatial(), "input");
   KernelLaunch l;
-  l.key = std::string("conv:im2col:") + dtype_name(x_dtype);
+  l.typed = {"conv:im2col", {static_cast<uint32_t>(x_dtype)}};
   l.buffers = {{x, Access::Read, false}, {col, Access::ReadWrite, false}};
-  l.uniforms = conv_uniforms(g, layout, x_offset);
-  l.uniforms.resize(kCvXOff + 4, 0);
-  l.uniforms[kCvXOff + 1] = static_cast<uint32_t>(chunks);
-  l.uniforms[kCvXOff + 2] = g.y_first[0];
-  l.uniforms[kCvXOff + 3] = g.y_first[1];
+  declare_conv(l, g, layout, x_offset).set_u32("chunks", static_cast<uint32_t>(chunks));
   // The pass's images, for an input buffer larger than one binding.
-  l.buffers[0].touches(kCvXOff, x_dtype, x_offset, uint64_t(g.batch) * g.groups * g.cx * g.x_spatial());
+  l.buffers[0].touches(l.word_of("x_offset"), x_dtype, x_offset, uint64_t(g.batch) * g.groups * g.cx * g.x_spatial());
   l.count = count;
   l.workgroup = 64;
   l.body = [&, x_dtype] {
@@ -670,32 +704,31 @@ void conv_im2col(Context& ctx, const ConvGeometry& g, WGPUBuffer x, uint64_t x_o
     // the index arithmetic (integer division is slow on GPUs) is shared by the run.
     // Per-dimension code is unrolled: drivers keep loop-indexed private arrays in local
     // memory.
-    const auto& w = uw_word;
     s += "  var rest = idx;\n"
-         "  let chunk = rest % uw(37u);\n  rest = rest / uw(37u);\n";
-    s += peel_coords("o", kCvYs, 1) + peel_coords("k", kCvKs, 2);
-    s += "  let kidx = (k0 * uw(17u) + k1) * uw(18u) + k2;\n"
-         "  let c = rest % uw(6u);\n  rest = rest / uw(6u);\n"
-         "  let g = rest % uw(5u);\n  let n = rest / uw(5u);\n"
-         "  let r = c * (uw(16u) * uw(17u) * uw(18u)) + kidx;\n"
-         "  let ch = (n * uw(5u) + g) * uw(6u) + c;\n"
-         "  let xbase = uw(36u) + ch * (uw(8u) * uw(9u) * uw(10u));\n"
-         "  let cbase = n * uw(32u) + g * uw(33u) + r * uw(34u);\n";
+         "  let chunk = rest % u.chunks;\n  rest = rest / u.chunks;\n";
+    s += peel_coords("o", "y_size", 1) + peel_coords("k", "kernel_size", 2);
+    s += "  let kidx = (k0 * u_kernel_size(1u) + k1) * u_kernel_size(2u) + k2;\n"
+         "  let c = rest % u.channels;\n  rest = rest / u.channels;\n"
+         "  let g = rest % u.groups;\n  let n = rest / u.groups;\n"
+         "  let r = c * (u_kernel_size(0u) * u_kernel_size(1u) * u_kernel_size(2u)) + kidx;\n"
+         "  let ch = (n * u.groups + g) * u.channels + c;\n"
+         "  let xbase = u.x_offset + ch * (u_x_size(0u) * u_x_size(1u) * u_x_size(2u));\n"
+         "  let cbase = n * u.col_sn + g * u.col_sg + r * u.col_sr;\n";
     for (int d = 0; d < 2; ++d) {
       const std::string D = std::to_string(d);
-      s += "  let p" + D + " = i32((o" + D + " + " + w(kCvXOff + 2 + d) + ") * " + w(kCvStride + d) + " + k" + D +
-           " * " + w(kCvDil + d) + ") - i32(" + w(kCvPad + d) + ");\n";
+      s += "  let p" + D + " = i32((o" + D + " + " + u_at("y_first", d) + ") * " + u_at("stride", d) + " + k" + D +
+           " * " + u_at("dilation", d) + ") - i32(" + u_at("pad", d) + ");\n";
     }
-    s += "  let rows_inside = p0 >= 0 && p0 < i32(uw(8u)) && p1 >= 0 && p1 < i32(uw(9u));\n"
-         "  let xrow = xbase + (u32(max(p0, 0)) * uw(9u) + u32(max(p1, 0))) * uw(10u);\n"
-         "  let lrow = (o0 * uw(13u) + o1) * uw(14u);\n";
+    s += "  let rows_inside = p0 >= 0 && p0 < i32(u_x_size(0u)) && p1 >= 0 && p1 < i32(u_x_size(1u));\n"
+         "  let xrow = xbase + (u32(max(p0, 0)) * u_x_size(1u) + u32(max(p1, 0))) * u_x_size(2u);\n"
+         "  let lrow = (o0 * u_y_size(1u) + o1) * u_y_size(2u);\n";
     for (uint32_t j = 0; j < kIm2colRun; ++j) {
       s += "  {\n    let o2 = chunk * " + std::to_string(kIm2colRun) + "u + " + std::to_string(j) + "u;\n"
-           "    if (o2 < uw(14u)) {\n"
-           "      let p2 = i32(o2 * uw(22u) + k2 * uw(30u)) - i32(uw(26u));\n"
+           "    if (o2 < u_y_size(2u)) {\n"
+           "      let p2 = i32(o2 * u_stride(2u) + k2 * u_dilation(2u)) - i32(u_pad(2u));\n"
            "      var v = 0.0;\n"
-           "      if (rows_inside && p2 >= 0 && p2 < i32(uw(10u))) { v = load_x(xrow + u32(p2)); }\n"
-           "      buf1[cbase + (lrow + o2) * uw(35u)] = bitcast<u32>(v);\n"
+           "      if (rows_inside && p2 >= 0 && p2 < i32(u_x_size(2u))) { v = load_x(xrow + u32(p2)); }\n"
+           "      buf1[cbase + (lrow + o2) * u.col_sl] = bitcast<u32>(v);\n"
            "    }\n  }\n";
     }
     s += "}\n";
@@ -715,19 +748,19 @@ void conv_gather_taps(Context& ctx, const ConvGeometry& g, WGPUBuffer taps) {
   if (count == 0) return;
   u32_or_fail(uint64_t(g.cx) * g.x_spatial(), "input");
   KernelLaunch l;
-  l.key = "conv:gather_taps";
+  l.typed = {"conv:gather_taps", {}};
   l.buffers = {{taps, Access::ReadWrite, false}};
-  l.uniforms = conv_uniforms(g, ColLayout{}, 0);
+  declare_conv(l, g, ColLayout{}, 0);
   l.count = count;
   l.workgroup = 64;
   l.body = [] {
     std::string s = kernel_main(Grid::Invocations, 64);
-    s += "  let taps = uw(16u) * uw(17u) * uw(18u);\n"
+    s += "  let taps = u_kernel_size(0u) * u_kernel_size(1u) * u_kernel_size(2u);\n"
          "  let c = idx / taps;\n  let t = idx % taps;\n"
-         "  let d0 = (t / (uw(17u) * uw(18u))) * uw(28u);\n"
-         "  let d1 = ((t / uw(18u)) % uw(17u)) * uw(29u);\n"
-         "  let d2 = (t % uw(18u)) * uw(30u);\n"
-         "  buf0[idx * 4u] = c * (uw(8u) * uw(9u) * uw(10u)) + (d0 * uw(9u) + d1) * uw(10u) + d2;\n"
+         "  let d0 = (t / (u_kernel_size(1u) * u_kernel_size(2u))) * u_dilation(0u);\n"
+         "  let d1 = ((t / u_kernel_size(2u)) % u_kernel_size(1u)) * u_dilation(1u);\n"
+         "  let d2 = (t % u_kernel_size(2u)) * u_dilation(2u);\n"
+         "  buf0[idx * 4u] = c * (u_x_size(0u) * u_x_size(1u) * u_x_size(2u)) + (d0 * u_x_size(1u) + d1) * u_x_size(2u) + d2;\n"
          "  buf0[idx * 4u + 1u] = d0;\n  buf0[idx * 4u + 2u] = d1;\n  buf0[idx * 4u + 3u] = d2;\n}\n";
     return s;
   };
@@ -744,20 +777,14 @@ void conv_col2im(Context& ctx, const ConvGeometry& g, WGPUBuffer col, const ColL
   KernelLaunch l;
   const bool has_bias = bias.buffer != nullptr;
   const bool unit_stride = g.stride[0] == 1 && g.stride[1] == 1 && g.stride[2] == 1;
-  l.key = std::string("conv:col2im:") + dtype_name(x_dtype) + (has_bias ? ":bias" : "") +
-          (accumulate ? ":acc" : "") + (unit_stride ? ":s1" : "");
+  l.typed = {"conv:col2im", {static_cast<uint32_t>(x_dtype), has_bias, accumulate, unit_stride}};
   l.buffers = {{col, Access::Read, false}};
   if (has_bias) l.buffers.push_back({bias.buffer, Access::Read, false});
   l.buffers.push_back({x, Access::ReadWrite, is_subword(x_dtype)});
-  l.uniforms = conv_uniforms(g, layout, x_offset);
-  l.uniforms.resize(kCvXOff + 5, 0);
-  if (has_bias) {
-    l.uniforms[kCvXOff + 1] = u32_or_fail(bias.offset, "offset");
-    l.uniforms[kCvXOff + 2] = u32_or_fail(bias.rows, "stride");
-  }
-  l.uniforms[kCvXOff + 3] = g.y_first[0];
-  l.uniforms[kCvXOff + 4] = g.y_first[1];
-  l.buffers.back().touches(kCvXOff, x_dtype, x_offset, count);  // the pass's images
+  declare_conv(l, g, layout, x_offset);
+  if (has_bias)
+    l.set_u32("bias_offset", u32_or_fail(bias.offset, "offset")).set_u32("bias_stride", u32_or_fail(bias.rows, "stride"));
+  l.buffers.back().touches(l.word_of("x_offset"), x_dtype, x_offset, count);  // the pass's images
   l.count = count;
   l.workgroup = 64;
   const DType bias_dtype = bias.dtype;
@@ -776,13 +803,12 @@ void conv_col2im(Context& ctx, const ConvGeometry& g, WGPUBuffer col, const ColL
     // idx -> (n, g, c, i0, i1, i2); sum over kernel taps k with
     // o = (i + pad - k * dil) / stride integral and inside Y (a tile of Y: its rows from
     // y_first on). Dimensions unrolled (see im2col).
-    const auto& w = uw_word;
-    s += "  var rest = idx;\n" + peel_coords("i", kCvXs, 2);
-    s += "  let c = rest % uw(6u);\n  rest = rest / uw(6u);\n"
-         "  let g = rest % uw(5u);\n  let n = rest / uw(5u);\n"
-         "  let base = n * uw(32u) + g * uw(33u);\n"
-         "  var acc = " + std::string(accumulate ? "load_prev(uw(36u) + idx)" : "0.0") + ";\n"
-         "  let r = c * uw(16u);\n";
+    s += "  var rest = idx;\n" + peel_coords("i", "x_size", 2);
+    s += "  let c = rest % u.channels;\n  rest = rest / u.channels;\n"
+         "  let g = rest % u.groups;\n  let n = rest / u.groups;\n"
+         "  let base = n * u.col_sn + g * u.col_sg;\n"
+         "  var acc = " + std::string(accumulate ? "load_prev(u.x_offset + idx)" : "0.0") + ";\n"
+         "  let r = c * u_kernel_size(0u);\n";
     // One loop per dim, outer to inner (the CPU's tap order, which float16's rounding
     // follows), each tap's validity decided at its own level: o = (i + pad - k * dil) /
     // stride only decreases with k, so a negative one ends the loop. Unit strides (the
@@ -790,28 +816,28 @@ void conv_col2im(Context& ctx, const ConvGeometry& g, WGPUBuffer col, const ColL
     std::string row = "0u";
     for (int d = 0; d < 3; ++d) {
       const std::string D = std::to_string(d), in(2 * d + 2, ' ');
-      const std::string first = d < 2 ? "i32(" + w(kCvXOff + 3 + d) + ")" : "0";
-      s += in + "for (var k" + D + " = 0u; k" + D + " < " + w(kCvKs + d) + "; k" + D + " = k" + D + " + 1u) {\n" +
-           in + "  let q" + D + " = i32(i" + D + " + " + w(kCvPad + d) + ") - i32(k" + D + " * " + w(kCvDil + d) + ");\n";
+      const std::string first = d < 2 ? "i32(" + u_at("y_first", d) + ")" : "0";
+      s += in + "for (var k" + D + " = 0u; k" + D + " < " + u_at("kernel_size", d) + "; k" + D + " = k" + D + " + 1u) {\n" +
+           in + "  let q" + D + " = i32(i" + D + " + " + u_at("pad", d) + ") - i32(k" + D + " * " + u_at("dilation", d) + ");\n";
       if (unit_stride) {
         s += in + "  let o" + D + " = q" + D + " - " + first + ";\n";
       } else {
-        s += in + "  let s" + D + " = i32(" + w(kCvStride + d) + ");\n" +
+        s += in + "  let s" + D + " = i32(" + u_at("stride", d) + ");\n" +
              in + "  if (q" + D + " < 0) { break; }\n" +
              in + "  if (q" + D + " % s" + D + " != 0) { continue; }\n" +
              in + "  let o" + D + " = q" + D + " / s" + D + " - " + first + ";\n";
       }
       s += in + "  if (o" + D + " < 0) { break; }\n" +
-           in + "  if (o" + D + " >= i32(" + w(kCvYs + d) + ")) { continue; }\n" +
-           in + "  let l" + D + " = " + row + " * " + w(kCvYs + d) + " + u32(o" + D + ");\n";
+           in + "  if (o" + D + " >= i32(" + u_at("y_size", d) + ")) { continue; }\n" +
+           in + "  let l" + D + " = " + row + " * " + u_at("y_size", d) + " + u32(o" + D + ");\n";
       row = "l" + D;
     }
-    s += "        let t = (r + k0) * uw(17u) + k1;\n"
-         "        acc = rnd(acc + rnd(bitcast<f32>(buf0[base + (t * uw(18u) + k2) * uw(34u) + l2 * uw(35u)])));\n"
+    s += "        let t = (r + k0) * u_kernel_size(1u) + k1;\n"
+         "        acc = rnd(acc + rnd(bitcast<f32>(buf0[base + (t * u_kernel_size(2u) + k2) * u.col_sr + l2 * u.col_sl])));\n"
          "      }\n    }\n  }\n";
     s +=
-         "  " + std::string(has_bias ? "acc = acc + load_bias(uw(37u) + (g * uw(6u) + c) * uw(38u));\n" : "") +
-         "  store_x(uw(36u) + idx, acc);\n}\n";
+         "  " + std::string(has_bias ? "acc = acc + load_bias(u.bias_offset + (g * u.channels + c) * u.bias_stride);\n" : "") +
+         "  store_x(u.x_offset + idx, acc);\n}\n";
     return s;
   };
   launch_kernel(ctx, l);
@@ -828,27 +854,28 @@ void addr(Context& ctx, const AddrDesc& d) {
   const Compute c = compute_type_for(dt);
   const bool has_self = d.self.buffer != nullptr;
   KernelLaunch l;
-  l.key = std::string("addr:") + dtype_name(dt) + (has_self ? ":self" : "");
+  l.typed = {"addr", {static_cast<uint32_t>(dt), has_self}};
   l.buffers = {{d.vec1.buffer, Access::Read, false}, {d.vec2.buffer, Access::Read, false}};
   if (has_self) l.buffers.push_back({d.self.buffer, Access::Read, false});
   l.buffers.push_back({d.out.buffer, Access::ReadWrite, is_subword(dt)});
-  std::vector<uint32_t> u(20, 0);
-  u[4] = u32_or_fail(d.n, "size");
-  u[5] = u32_or_fail(d.vec1.offset, "offset");
-  u[6] = u32_or_fail(d.vec1.rows, "stride");
-  u[7] = u32_or_fail(d.vec2.offset, "offset");
-  u[8] = u32_or_fail(d.vec2.cols, "stride");
-  if (has_self) {
-    u[9] = u32_or_fail(d.self.offset, "offset");
-    u[10] = u32_or_fail(d.self.rows, "stride");
-    u[11] = u32_or_fail(d.self.cols, "stride");
-  }
-  u[12] = u32_or_fail(d.out.offset, "offset");
-  u[13] = d.alpha.lo;
-  u[14] = d.alpha.hi;
-  u[15] = d.beta.lo;
-  u[16] = d.beta.hi;
-  l.uniforms = u;
+  // (self's uniforms stay 0 without it.)
+  static const UniformLayout layout({{"n"}, {"v1_offset"}, {"v1_stride"}, {"v2_offset"}, {"v2_stride"},
+                                     {"self_offset"}, {"self_row_stride"}, {"self_col_stride"},
+                                     {"out_offset"}, {"alpha_lo"}, {"alpha_hi"}, {"beta_lo"}, {"beta_hi"}});
+  l.declare(layout)
+      .set_u32("n", u32_or_fail(d.n, "size"))
+      .set_u32("v1_offset", u32_or_fail(d.vec1.offset, "offset"))
+      .set_u32("v1_stride", u32_or_fail(d.vec1.rows, "stride"))
+      .set_u32("v2_offset", u32_or_fail(d.vec2.offset, "offset"))
+      .set_u32("v2_stride", u32_or_fail(d.vec2.cols, "stride"))
+      .set_u32("self_offset", has_self ? u32_or_fail(d.self.offset, "offset") : 0)
+      .set_u32("self_row_stride", has_self ? u32_or_fail(d.self.rows, "stride") : 0)
+      .set_u32("self_col_stride", has_self ? u32_or_fail(d.self.cols, "stride") : 0)
+      .set_u32("out_offset", u32_or_fail(d.out.offset, "offset"))
+      .set_u32("alpha_lo", d.alpha.lo)
+      .set_u32("alpha_hi", d.alpha.hi)
+      .set_u32("beta_lo", d.beta.lo)
+      .set_u32("beta_hi", d.beta.hi);
   l.count = count;
   l.workgroup = 64;
   l.body = [&, dt, c, has_self] {
@@ -862,24 +889,24 @@ void addr(Context& ctx, const AddrDesc& d) {
     else
       s += "fn rnd(x: f32) -> f32 { return x; }\n";
     s += kernel_main(Grid::Invocations, 64);
-    s += "  let j = idx % uw(4u);\n  let i = idx / uw(4u);\n"
-         "  let v1 = load_v1(uw(5u) + i * uw(6u));\n  let v2 = load_v2(uw(7u) + j * uw(8u));\n";
-    const std::string alpha = wgsl_scalar(c, "uw(13u)", "uw(14u)");
-    const std::string beta = wgsl_scalar(c, "uw(15u)", "uw(16u)");
-    std::string self = has_self ? "load_self(uw(9u) + i * uw(10u) + j * uw(11u))" : "";
+    s += "  let j = idx % u.n;\n  let i = idx / u.n;\n"
+         "  let v1 = load_v1(u.v1_offset + i * u.v1_stride);\n  let v2 = load_v2(u.v2_offset + j * u.v2_stride);\n";
+    const std::string alpha = wgsl_scalar(c, "u.alpha_lo", "u.alpha_hi");
+    const std::string beta = wgsl_scalar(c, "u.beta_lo", "u.beta_hi");
+    std::string self = has_self ? "load_self(u.self_offset + i * u.self_row_stride + j * u.self_col_stride)" : "";
     if (dt == DType::Bool) {
       s += "  var r = " + alpha + " != 0 && v1 != 0 && v2 != 0;\n";
       if (has_self) s += "  r = r || (" + beta + " != 0 && " + self + " != 0);\n";
-      s += "  store_out(uw(12u) + idx, select(0, 1, r));\n}\n";
+      s += "  store_out(u.out_offset + idx, select(0, 1, r));\n}\n";
     } else if (c == Compute::F32) {
       s += "  var r = rnd(rnd(rnd(" + alpha + ") * v1) * v2);\n";
       if (has_self) s += "  r = rnd(rnd(rnd(" + beta + ") * " + self + ") + r);\n";
-      s += "  store_out(uw(12u) + idx, r);\n}\n";
+      s += "  store_out(u.out_offset + idx, r);\n}\n";
     } else {
       Arith ar{c};
       s += "  var r = " + ar.mul(ar.mul(alpha, "v1"), "v2") + ";\n";
       if (has_self) s += "  r = " + ar.add(ar.mul(beta, self), "r") + ";\n";
-      s += "  store_out(uw(12u) + idx, r);\n}\n";
+      s += "  store_out(u.out_offset + idx, r);\n}\n";
     }
     return s;
   };

@@ -75,6 +75,40 @@ TEST(KernelUniforms, LayoutRefusesBadNames) {
   EXPECT_THROW(UniformLayout({{"v", UniformType::F32, 4}}), Error);  // arrays are u32
 }
 
+TEST(KernelUniforms, LayoutBuiltAtRunTimeMatchesTheLiteralOne) {
+  // A family whose uniforms depend on its variant (matmul) builds its layout from a vector.
+  std::vector<UniformDecl> decls = {{"first", UniformType::U32}, {"shift", UniformType::I32},
+                                    {"scale", UniformType::F32}};
+  decls.push_back({"sizes", UniformType::U32, 5});
+  decls.push_back({"last", UniformType::U32});
+  const UniformLayout built(decls);
+  EXPECT_EQ(built.hash(), mixed_layout().hash());
+  EXPECT_EQ(built.words(), mixed_layout().words());
+  EXPECT_EQ(built.wgsl(3), mixed_layout().wgsl(3));
+}
+
+TEST(KernelUniforms, ValuesLandAtTheirWordsInAnyOrder) {
+  // Sets usually follow the declaration (found without a scan); any other order, repeats
+  // and a second declare land at the same words.
+  KernelLaunch in_order, shuffled;
+  in_order.declare(mixed_layout()).set_u32("first", 1).set_i32("shift", 2).set_f32("scale", 3.0f)
+      .set_u32s("sizes", {4, 5}).set_u32("last", 6);
+  shuffled.declare(mixed_layout()).set_u32("last", 9).set_u32("first", 1).set_u32s("sizes", {4, 5})
+      .set_f32("scale", 3.0f).set_u32("last", 6).set_i32("shift", 2);
+  EXPECT_EQ(in_order.unset_mask(), 0u);
+  EXPECT_EQ(shuffled.unset_mask(), 0u);
+  EXPECT_EQ(in_order.uniforms, shuffled.uniforms);
+  EXPECT_EQ(in_order.set_u32("first", 1).word_of("first"), 4u);  // the word of the one just set
+  EXPECT_EQ(in_order.word_of("last"), 16u);
+  in_order.set_u32s("sizes", {});  // an empty braced list: no words, the field counts as set
+  EXPECT_EQ(in_order.uniforms, shuffled.uniforms);
+  shuffled.declare(mixed_layout());
+  EXPECT_EQ(shuffled.unset_mask(), 0x1fu);
+  shuffled.set_u32("first", 7);
+  EXPECT_EQ(shuffled.uniforms[4], 7u);
+  EXPECT_EQ(shuffled.unset_mask(), 0x1eu);
+}
+
 TEST(KernelUniforms, ValuesPackAtTheirWordsWithTheirTypes) {
   KernelLaunch l;
   l.typed.family = "test:pack";
