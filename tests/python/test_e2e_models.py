@@ -35,9 +35,11 @@ def test_compiled_static_cache_generate_gives_cpu_tokens(key, mode, no_fallback)
 
     counters["webgpu"].clear()
     row = e2e_models.compare(key, tiny=True, tokens=8, timed=True, compile_mode=mode)
-    cpu_tokens = row["devices"]["cpu"]["tokens"]
     ours = row["devices"]["webgpu compiled"]
-    assert ours["tokens"] == cpu_tokens, f"first mismatch at {ours['first_mismatch']}"
+    # Against the CPU's tokens with the same static cache (for these two architectures the
+    # same as the dynamic cache's).
+    assert ours["matched"] == 8 and ours["first_mismatch"] is None, ours
+    assert ours["tokens"] == row["devices"]["cpu"]["tokens"]
     assert ours["tok_s"] > 0
     if mode == "reduce-overhead":
         assert counters["webgpu"]["graph_replays"] >= 8, dict(counters["webgpu"])
