@@ -81,6 +81,13 @@ struct RowResult {
   uint64_t indices_offset = 0;
 };
 
+// WGSL stores of a row kernel's results (bindings 2 and 3 of result_buffers): values in
+// the input's dtype, int64 indices.
+std::string result_stores(const std::vector<KernelBuffer>& buffers, DType dtype) {
+  return kernel_store("store_value", buffers, 2, dtype, compute_type_for(dtype)) +
+         kernel_store("store_index", buffers, 3, DType::Int64, Compute::I64);
+}
+
 // One local pass: every workgroup orders `chunk` entries of one segment of a row in
 // workgroup memory and writes the first `keep` of them.
 //  - source: the input (sort keys of row r's elements `pos`, index pos; positions past
@@ -239,8 +246,7 @@ void local_pass(Context& ctx, const SortInput& in, WGPUBuffer scratch, const Loc
                  "  }\n";
     std::string stores;
     if (direct)
-      stores = kernel_store("store_value", l.buffers, 2, dtype, compute_type_for(dtype)) +
-               kernel_store("store_index", l.buffers, 3, DType::Int64, Compute::I64);
+      stores = result_stores(l.buffers, dtype);
     return kernel_load("load_in", l.buffers, 0, dtype) + key_function(dtype) + stores +
            entry_functions(1) + set_entry_function(1) +
            "var<workgroup> sh_key: array<vec2<u32>, " + C + ">;\n"
@@ -339,8 +345,7 @@ void take_entries(Context& ctx, const SortInput& in, WGPUBuffer scratch, uint64_
   const DType dtype = in.dtype;
   l.body = [&l, dtype] {
     return kernel_load("load_in", l.buffers, 0, dtype) + entry_functions(1) +
-           kernel_store("store_value", l.buffers, 2, dtype, compute_type_for(dtype)) +
-           kernel_store("store_index", l.buffers, 3, DType::Int64, Compute::I64) +
+           result_stores(l.buffers, dtype) +
            kernel_main(Grid::Invocations, 256) +
            "  let row = idx / u.take;\n"
            "  let pos = idx % u.take;\n"
@@ -473,8 +478,7 @@ void sorted_pick(Context& ctx, const SortInput& in, WGPUBuffer scratch, SortedPi
   const DType dtype = in.dtype;
   l.body = [&l, dtype] {
     return kernel_load("load_in", l.buffers, 0, dtype) + entry_functions(1) +
-           kernel_store("store_value", l.buffers, 2, dtype, compute_type_for(dtype)) +
-           kernel_store("store_index", l.buffers, 3, DType::Int64, Compute::I64) +
+           result_stores(l.buffers, dtype) +
            kernel_main(Grid::Invocations, 256) +
            "  let n = u.n;\n"
            "  let base = idx * u.padded;\n"
@@ -1072,8 +1076,7 @@ void quickselect_rows(Context& ctx, const SortInput& in, uint64_t k, WGPUBuffer 
   l.body = [body, &l, dtype] {
     std::string b = body();
     const std::string helpers =
-        kernel_store("store_value", l.buffers, 2, dtype, compute_type_for(dtype)) +
-        kernel_store("store_index", l.buffers, 3, DType::Int64, Compute::I64) +
+        result_stores(l.buffers, dtype) +
         "fn greater(a: vec2<u32>, b: vec2<u32>) -> bool { return a.x > b.x || (a.x == b.x && a.y > b.y); }\n"
         "fn key_gt(base: u32, a: i32, b: i32) -> bool { return greater(get_entry(base + u32(a)).xy, get_entry(base + u32(b)).xy); }\n"
         "fn swap_entries(base: u32, a: i32, b: i32) {\n"
@@ -1265,8 +1268,7 @@ void topk_small_rows(Context& ctx, const SortInput& in, uint64_t k, bool largest
   l.body = [&l, dtype] {
     return kernel_load("load_in", l.buffers, 0, dtype) + key_function(dtype) +
            entry_functions(1) + set_entry_function(1) +
-           kernel_store("store_value", l.buffers, 2, dtype, compute_type_for(dtype)) +
-           kernel_store("store_index", l.buffers, 3, DType::Int64, Compute::I64) +
+           result_stores(l.buffers, dtype) +
            // Keys order NaN above everything, as both of the CPU's comparisons do.
            "fn lt_e(a: vec3<u32>, b: vec3<u32>) -> bool {\n"
            "  if (u.largest != 0u) { return a.x > b.x || (a.x == b.x && a.y > b.y); }\n"

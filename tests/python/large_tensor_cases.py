@@ -38,6 +38,24 @@ def same(actual, expected, **kw):
     torch.testing.assert_close(actual.cpu(), expected, **kw)
 
 
+def forward_backward_match(fn, inputs, big_first=False, tol=(1e-4, 1e-3), grad_tols=((1e-3, 1e-3),)):
+    """fn on device copies of `inputs` (requiring grad; the first checked to exceed a binding
+    with big_first) and on the CPU: outputs compared, then each input's gradient for one
+    seeded output gradient (grad_tols: (rtol, atol) per input, the last repeating).
+    Returns the device inputs and output."""
+    dev = [(big(x) if big_first and i == 0 else x.to(DEVICE)).requires_grad_() for i, x in enumerate(inputs)]
+    cpu = [x.clone().requires_grad_() for x in inputs]
+    y, yc = fn(*dev), fn(*cpu)
+    same(y, yc, rtol=tol[0], atol=tol[1])
+    g = rand(*yc.shape, seed=99)
+    y.backward(g.to(DEVICE))
+    yc.backward(g)
+    for i, (d, c) in enumerate(zip(dev, cpu)):
+        rtol, atol = grad_tols[min(i, len(grad_tols) - 1)]
+        same(d.grad, c.grad, rtol=rtol, atol=atol)
+    return dev, y
+
+
 CASES = {}
 
 
@@ -471,17 +489,9 @@ def cdist_blocks():
     # Operands and distance matrices larger than a binding: blocks of rows of each side.
     for shape1, shape2, p in (((700, 400), (90, 400), 1.0), ((2, 300, 500), (2, 40, 500), 3.0),
                               ((600, 8), (600, 8), 0.5)):
-        x1, x2 = rand(*shape1), rand(*shape2, seed=1)
-        d1, d2 = x1.to(DEVICE).requires_grad_(), x2.to(DEVICE).requires_grad_()
-        c1, c2 = x1.clone().requires_grad_(), x2.clone().requires_grad_()
-        got, expected = torch.cdist(d1, d2, p=p), torch.cdist(c1, c2, p=p)
+        (d1, _), got = forward_backward_match(lambda a, b: torch.cdist(a, b, p=p),
+                                              [rand(*shape1), rand(*shape2, seed=1)])
         assert max(d1.untyped_storage().nbytes(), got.untyped_storage().nbytes()) > BINDING
-        same(got, expected, rtol=1e-4, atol=1e-3)
-        g = rand(*expected.shape, seed=2)
-        got.backward(g.to(DEVICE))
-        expected.backward(g)
-        same(d1.grad, c1.grad, rtol=1e-3, atol=1e-3)
-        same(d2.grad, c2.grad, rtol=1e-3, atol=1e-3)
 
 
 @case
@@ -537,15 +547,8 @@ def grid_sample_pieces():
                         (rand(2, 8, 200, 200), rand(2, 30, 40, 2, seed=2) / 3,
                          dict(mode="bicubic", padding_mode="reflection", align_corners=True)),
                         (rand(1, 4, 40, 40, 50), rand(1, 6, 7, 8, 3, seed=3) / 3, dict(mode="nearest", padding_mode="border"))):
-        xd, gd = big(x).requires_grad_(), grid.to(DEVICE).requires_grad_()
-        xc, gc = x.clone().requires_grad_(), grid.clone().requires_grad_()
-        y, yc = F.grid_sample(xd, gd, **kw), F.grid_sample(xc, gc, **kw)
-        same(y, yc, rtol=1e-4, atol=1e-4)
-        g = rand(*yc.shape, seed=4)
-        y.backward(g.to(DEVICE))
-        yc.backward(g)
-        same(xd.grad, xc.grad, rtol=1e-4, atol=1e-4)
-        same(gd.grad, gc.grad, rtol=1e-3, atol=1e-2)
+        forward_backward_match(lambda a, b: F.grid_sample(a, b, **kw), [x, grid], big_first=True,
+                               tol=(1e-4, 1e-4), grad_tols=((1e-4, 1e-4), (1e-3, 1e-2)))
 
 
 @case
@@ -553,14 +556,7 @@ def pdist_and_masked_scatter():
     # pdist through cdist's blocks and the upper triangle; masked_scatter_ through the mask's
     # coordinates and index_put_ when the compaction kernels cannot bind it.
     for shape, p in (((600, 500), 2.0), ((700, 8), 1.0)):
-        x = rand(*shape)
-        xd, xc = x.to(DEVICE).requires_grad_(), x.clone().requires_grad_()
-        y, yc = torch.pdist(xd, p=p), torch.pdist(xc, p=p)
-        same(y, yc, rtol=1e-4, atol=1e-4)
-        g = rand(*yc.shape, seed=1)
-        y.backward(g.to(DEVICE))
-        yc.backward(g)
-        same(xd.grad, xc.grad, rtol=1e-3, atol=1e-3)
+        forward_backward_match(lambda x: torch.pdist(x, p=p), [rand(*shape)], tol=(1e-4, 1e-4))
     x = rand(300, 1000)
     mask = x > 0.3
     source = torch.arange(300_000, dtype=torch.float32)

@@ -389,29 +389,36 @@ def test_addr_errors(quiet_fallback):
     check(torch.addr, torch.randn(2, 3), torch.randn(2).half(), torch.randn(3))
 
 
-@pytest.mark.parametrize("variant", ["reduce", "per_out"])
-def test_small_product_variants(variant):
-    """Few outputs over a long K: a workgroup tree per output (GPUs) or one invocation per
-    output with four partial sums (software adapters); both against the CPU, with K not a
-    multiple of 4, transposed and batched operands, integer and half types."""
+def bmm_in_subprocess(variant, dtypes, shapes, extra=""):
+    """bmm over (b, m, k, n, a transposed, b transposed) shapes and dtypes against the CPU,
+    in a process whose TORCH_WEBGPU_GEMM_VARIANT forces `variant` (read per launch)."""
     code = (
         "import torch, torch_webgpu\n"
-        "for dt in (torch.float32, torch.float16, torch.int64):\n"
-        "    for (b, m, k, n, ta, tb) in ((1, 1, 577, 33, 0, 1), (2, 3, 258, 5, 1, 0),\n"
-        "                                 (1, 1, 1000, 1, 0, 0), (3, 2, 3, 7, 1, 1), (1, 4, 0, 3, 0, 0)):\n"
+        f"for dt in ({', '.join('torch.' + d for d in dtypes)},):\n"
+        f"    for (b, m, k, n, ta, tb) in {shapes!r}:\n"
         "        a = torch.randint(-3, 4, (b, k, m) if ta else (b, m, k)).to(dt)\n"
         "        a = a.transpose(1, 2) if ta else a\n"
         "        c = torch.randint(-3, 4, (b, n, k) if tb else (b, k, n)).to(dt)\n"
         "        c = c.transpose(1, 2) if tb else c\n"
         "        r = torch.bmm(a.to('webgpu'), c.to('webgpu')).cpu()\n"
         "        assert torch.equal(r, torch.bmm(a, c)), (dt, b, m, k, n, ta, tb)\n"
-        "x, w = torch.randn(1, 576), torch.randn(1536, 576)\n"
-        "torch.testing.assert_close(torch.nn.functional.linear(x.to('webgpu'), w.to('webgpu')).cpu(),\n"
-        "                           torch.nn.functional.linear(x, w), rtol=1e-4, atol=1e-4)\n"
-        "print('ok')\n")
+        + extra + "print('ok')\n")
     result = run_python(code, env={"TORCH_WEBGPU_GEMM_VARIANT": variant,
                                     "TORCH_WEBGPU_DISABLE_CPU_FALLBACK": "1"})
     assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-2000:]
+
+
+@pytest.mark.parametrize("variant", ["reduce", "per_out"])
+def test_small_product_variants(variant):
+    """Few outputs over a long K: a workgroup tree per output (GPUs) or one invocation per
+    two output columns with two partial sums each (software adapters); both against the
+    CPU, with K odd, transposed and batched operands, integer and half types."""
+    bmm_in_subprocess(variant, ["float32", "float16", "int64"],
+                      ((1, 1, 577, 33, 0, 1), (2, 3, 258, 5, 1, 0), (1, 1, 1000, 1, 0, 0),
+                       (3, 2, 3, 7, 1, 1), (1, 4, 0, 3, 0, 0)),
+                      extra="x, w = torch.randn(1, 576), torch.randn(1536, 576)\n"
+                            "torch.testing.assert_close(torch.nn.functional.linear(x.to('webgpu'), "
+                            "w.to('webgpu')).cpu(), torch.nn.functional.linear(x, w), rtol=1e-4, atol=1e-4)\n")
 
 
 @pytest.mark.parametrize("variant", ["tiled", "tiled_medium", "tiled_large"])
@@ -419,22 +426,9 @@ def test_shared_memory_tiles_variant(variant):
     """Software adapters default to register blocks; the shared-memory tiled kernels (the
     GPU path: 32x32 tiles, 64x64 and 128x128 tiles for larger float32 products) must agree with
     the CPU too, for every operand layout (their tile loads follow the unit stride)."""
-    code = (
-        "import torch, torch_webgpu\n"
-        "for dt in (torch.float32, torch.float16, torch.int64, torch.int8):\n"
-        "    for (b, m, k, n, ta, tb) in ((1, 33, 17, 40, 0, 1), (2, 64, 70, 31, 1, 0),\n"
-        "                                 (3, 16, 0, 16, 0, 0), (2, 130, 20, 129, 1, 1),\n"
-        "                                 (1, 128, 9, 136, 0, 0)):\n"
-        "        a = torch.randint(-3, 4, (b, k, m) if ta else (b, m, k)).to(dt)\n"
-        "        a = a.transpose(1, 2) if ta else a\n"
-        "        c = torch.randint(-3, 4, (b, n, k) if tb else (b, k, n)).to(dt)\n"
-        "        c = c.transpose(1, 2) if tb else c\n"
-        "        r = torch.bmm(a.to('webgpu'), c.to('webgpu')).cpu()\n"
-        "        assert torch.equal(r, torch.bmm(a, c)), (dt, b, m, k, n, ta, tb)\n"
-        "print('ok')\n")
-    result = run_python(code, env={"TORCH_WEBGPU_GEMM_VARIANT": variant,
-                                    "TORCH_WEBGPU_DISABLE_CPU_FALLBACK": "1"})
-    assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-2000:]
+    bmm_in_subprocess(variant, ["float32", "float16", "int64", "int8"],
+                      ((1, 33, 17, 40, 0, 1), (2, 64, 70, 31, 1, 0), (3, 16, 0, 16, 0, 0),
+                       (2, 130, 20, 129, 1, 1), (1, 128, 9, 136, 0, 0)))
 
 
 @pytest.mark.usefixtures("no_fallback")
