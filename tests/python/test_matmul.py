@@ -411,7 +411,7 @@ def bmm_in_subprocess(variant, dtypes, shapes, extra=""):
 @pytest.mark.parametrize("variant", ["reduce", "per_out"])
 def test_small_product_variants(variant):
     """Few outputs over a long K: a workgroup tree per output (GPUs) or one invocation per
-    two output columns with two partial sums each (software adapters); both against the
+    two output columns, one running sum each in k order (software adapters); both against the
     CPU, with K odd, transposed and batched operands, integer and half types."""
     bmm_in_subprocess(variant, ["float32", "float16", "int64"],
                       ((1, 1, 577, 33, 0, 1), (2, 3, 258, 5, 1, 0), (1, 1, 1000, 1, 0, 0),
