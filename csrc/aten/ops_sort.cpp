@@ -519,7 +519,7 @@ Tensor& searchsorted_out(const Tensor& boundaries, const Tensor& self, bool out_
   }
   if (self.numel() == 0) return result;
   if (!sorter.defined()) {
-    if (auto pieces = search_in_pieces(boundaries.to(common), self.to(common), out_int32, is_right)) {
+    if (auto pieces = search_in_pieces(boundaries, self, out_int32, is_right)) {
       result.copy_(*pieces);
       return result;
     }
@@ -611,7 +611,7 @@ Tensor& isin_out(const Tensor& elements, const Tensor& test_elements, bool assum
     out.fill_(invert);
     return out;
   }
-  if (auto pieces = isin_in_pieces(elements.to(common), test_elements.to(common), invert)) {
+  if (auto pieces = isin_in_pieces(elements, test_elements, invert)) {
     out.copy_(*pieces);
     return out;
   }

@@ -48,7 +48,8 @@ std::optional<std::tuple<at::Tensor, at::Tensor, at::Tensor>> unique_slices_in_p
 
 // searchsorted in a 1-D sorted `boundaries` (no sorter) when it or `values` exceeds one
 // binding: positions are counts of boundaries before a value, so they add over chunks of
-// the boundaries; values go in pieces. nullopt when everything fits (the kernel's path).
+// the boundaries; values go in pieces (each piece's search promotes dtypes as the op
+// does). nullopt when everything fits (the kernel's path), before any copy.
 std::optional<at::Tensor> search_in_pieces(const at::Tensor& boundaries, const at::Tensor& values,
                                            bool out_int32, bool right);
 
