@@ -20,6 +20,7 @@ import dataclasses
 import json
 import os
 import sys
+import traceback
 import time
 
 if __name__ == "__main__":
@@ -396,6 +397,7 @@ def main(argv=None):
             row = {"model": key, "dtype": args.dtype, "error": f"{type(error).__name__}: {error}"}
             failed = True
             tqdm.write(f"{key}: {row['error']}")
+            traceback.print_exc()
         rows.append(row)
 
     props = torch.webgpu.get_device_properties()

@@ -590,3 +590,15 @@ def test_compiled_matrix_rank_decomposes_through_functionalization():
     compiled_matches(lambda t: torch.linalg.matrix_rank(t, atol=0.5, hermitian=False), a)
     compiled_matches(lambda t: torch.linalg.matrix_rank(t), make((0, 0), torch.float32))
     assert torch.equal(torch.linalg.matrix_rank(dev(a)).cpu(), torch.linalg.matrix_rank(a))
+
+
+def test_other_devices_keep_their_inductor_op_overrides():
+    """Registering webgpu with Inductor leaves cuda's and the CPU's wrapper snippets as they
+    were (torch 2.11 gave cuda graphs the CPU's `pass` guard when ours came first)."""
+    from torch._inductor.codegen.common import get_device_op_overrides
+
+    from torch_webgpu.compiler.registration import register
+
+    register()
+    assert "cuda" in get_device_op_overrides("cuda").device_guard(0)
+    assert "nullcontext" in get_device_op_overrides("webgpu").device_guard(0)

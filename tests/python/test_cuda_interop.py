@@ -73,3 +73,12 @@ def test_cuda_training_with_torch_webgpu_imported():
                                rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(torch.tensor(losses["webgpu"]), torch.tensor(losses["cpu"]),
                                rtol=1e-4, atol=1e-5)
+
+
+def test_compile_on_cuda_after_compiling_on_webgpu():
+    """Inductor's cuda wrapper code still compiles once webgpu has registered its own."""
+    fn = lambda x: (x.sin() + 1).relu().sum(-1)  # noqa: E731
+    x = torch.randn(8, 33)
+    torch.testing.assert_close(torch.compile(fn)(x.to("webgpu")).cpu(), fn(x), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(torch.compile(fn, mode="reduce-overhead")(x.cuda()).cpu(), fn(x),
+                               atol=1e-5, rtol=1e-5)

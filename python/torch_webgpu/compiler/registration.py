@@ -228,6 +228,7 @@ def register() -> dict:
     """Registers everything once; returns the hooks Inductor asks torch.webgpu for."""
     from torch._dynamo.device_interface import register_interface_for_device
     from torch._inductor.codegen.common import (
+        get_device_op_overrides,
         register_backend_for_device,
         register_device_op_overrides,
     )
@@ -236,6 +237,11 @@ def register() -> dict:
 
     register_interface_for_device("webgpu", _device_interface())
     register_interface_for_device("webgpu:0", _device_interface())
+    # Inductor fills its table of device op overrides (cuda, xpu, mps, ...) on first use,
+    # and torch 2.11 skips that when the table already holds an entry: registering ours
+    # first left `cuda` graphs with the CPU's (`with pass:` in their wrapper code, a
+    # SyntaxError). A first lookup fills it before ours goes in.
+    get_device_op_overrides("cpu")
     register_device_op_overrides("webgpu", _device_op_overrides())
     wrapper = _wrapper_codegen()
     extra = {}
