@@ -345,6 +345,13 @@ std::string per_output_body(const Arith& ar) {
   return s;
 }
 
+// WGSL: M, N and output element `i`'s column c, row r, matrix b = (bo, bi) of the batch.
+std::string decode_output(const std::string& i) {
+  return "  let M = u.m;\n  let N = u.n;\n"
+         "  let c = " + i + " % N;\n  let rest = " + i + " / N;\n  let r = rest % M;\n  let b = rest / M;\n"
+         "  let bo = b / u.batch_inner;\n  let bi = b % u.batch_inner;\n";
+}
+
 // One workgroup per output element: 64 partial sums over K, then a tree (long K, few
 // outputs: dot products, matrix-vector products).
 std::string reduce_body(const Arith& ar) {
@@ -352,9 +359,7 @@ std::string reduce_body(const Arith& ar) {
   s += kernel_main(Grid::Groups, 64);
   s += "  let valid = group < uw(0u);\n"
        "  let g = select(0u, group, valid);\n"
-       "  let M = u.m;\n  let N = u.n;\n  let K = u.k;\n"
-       "  let c = g % N;\n  let rest = g / N;\n  let r = rest % M;\n  let b = rest / M;\n"
-       "  let bo = b / u.batch_inner;\n  let bi = b % u.batch_inner;\n"
+       "  let K = u.k;\n" + decode_output("g") +
        "  let ai = a_base(bo, bi) + r * u.a_rows;\n"
        "  let bj = b_base(bo, bi) + c * u.b_cols;\n"
        "  var acc = " + ar.zero() + ";\n"
@@ -376,13 +381,12 @@ std::string reduce_body(const Arith& ar) {
 // 0) in slice order, so the result does not depend on scheduling, and applies the epilogue.
 std::string splitk_sum_body() {
   std::string s = kernel_main(Grid::Invocations, 64);
-  s += "  let M = u.m;\n  let N = u.n;\n"
-       "  let c = idx % N;\n  let rest = idx / N;\n  let r = rest % M;\n  let b = rest / M;\n"
+  s += decode_output("idx") +
        "  var p = (b * u.splits * M + r) * N + c;\n"
        "  var acc = 0.0;\n"
        "  for (var s = 0u; s < u.splits; s = s + 1u) {\n"
        "    acc = acc + bitcast<f32>(buf0[p]);\n    p = p + M * N;\n  }\n"
-       "  finish(b / u.batch_inner, b % u.batch_inner, r, c, acc);\n}\n";
+       "  finish(bo, bi, r, c, acc);\n}\n";
   return s;
 }
 
