@@ -547,7 +547,9 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
     else if (force == "tiled_medium" || (force.empty() && count_tiles(kMediumTile) >= 128))
       shape = kMediumTile;
   }
-  const uint64_t k_slice = v == Variant::Tiled && !d.conv && d.compute == Compute::F32 && shape.tm == kSmallTile.tm
+  // (Implicit GEMMs split too: the engine's convolutions run im2col and a plain GEMM of the
+  // same shape, and must round as eager's gathers do.)
+  const uint64_t k_slice = v == Variant::Tiled && d.compute == Compute::F32 && shape.tm == kSmallTile.tm
                                ? splitk_slice(ctx, d, count_tiles(kSmallTile), force)
                                : d.k;
   const uint64_t splits = k_slice < d.k ? (d.k + k_slice - 1) / k_slice : 1;
@@ -607,15 +609,17 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   l.buffers.push_back({d.b.buffer, Access::Read, false});
   const ElementRange br = b_range(d, d.k, d.n);
   l.buffers.back().touches(offset_word[kOpB], d.b.dtype, br.first, br.end - br.first);
+  // Bindings: A, B, [C], [taps], out; split-K's tile kernel A, B, [taps], partials.
   Allocation* partials = nullptr;
   KernelLaunch& epilogue = split == Split::Partials ? sum : l;
   if (split == Split::Partials) {
+    if (d.conv) l.buffers.push_back({d.conv_taps, Access::Read, false});
     partials = ctx.pool().allocate(splits * outputs * 4);
     l.buffers.push_back({partials->buffer, Access::ReadWrite, false});
     sum.buffers.push_back({partials->buffer, Access::Read, false});
   }
   if (has_c) bind(epilogue, d.c, kOpC, Access::Read, false, d.m, d.n);
-  if (d.conv) l.buffers.push_back({d.conv_taps, Access::Read, false});
+  if (d.conv && split == Split::None) l.buffers.push_back({d.conv_taps, Access::Read, false});
   // Narrow outputs share words between neighbouring elements written by different
   // invocations: their stores are atomic.
   bind(epilogue, d.out, kOpOut, Access::ReadWrite, is_subword(d.out.dtype), d.m, d.n);
