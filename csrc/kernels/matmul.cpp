@@ -49,8 +49,8 @@ constexpr const char* kOperandFields[4][5] = {
     {"c_offset", "c_batch_outer", "c_batch_inner", "c_rows", "c_cols"},
     {"out_offset", "out_batch_outer", "out_batch_inner", "out_rows", "out_cols"}};
 
-// A GEMM's uniforms: sizes, the grid's tiles, split-K's slices of K (1 and k otherwise), alpha (and beta, with C) as a compute scalar's
-// two words, the operands, and an implicit GEMM's gather (GemmDesc::conv): x's spatial
+// A GEMM's uniforms: sizes, the grid's tiles, split-K's slices of K (1 and k without),
+// alpha (and beta, with C) as a compute scalar's two words, the operands, and an implicit GEMM's gather (GemmDesc::conv): x's spatial
 // sizes, the output tile's sizes, strides, paddings and its first output row along dims 0
 // and 1. One layout per (C, gather), so a launch uploads and sets only what its kernel reads.
 const UniformLayout& gemm_layout(bool has_c, bool conv) {
