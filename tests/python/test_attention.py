@@ -283,3 +283,23 @@ def test_spec_default_limits_in_a_fresh_process():
     r = run_python(code, timeout=300, env={"TORCH_WEBGPU_LIMITS": "default",
                                            "TORCH_WEBGPU_DISABLE_CPU_FALLBACK": "1"})
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-3000:]
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_torch_compile_calls_the_fused_kernel():
+    """Inductor keeps the fused op as an extern call (its meta layout must match ours)."""
+    def block(x, k, v):
+        q = x.view(1, 9, 4, 16).transpose(1, 2)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        return a.transpose(1, 2).reshape(1, 9, 64) * 2 + 1
+
+    x, k, v = make((1, 9, 64), torch.float32, 1), make((1, 2, 9, 16), torch.float32, 2), \
+        make((1, 2, 9, 16), torch.float32, 3)
+    with sdpa_kernel(SDPBackend.MATH):
+        expected = block(x, k, v)
+    compiled = torch.compile(block)
+    actual = compiled(dev(x), dev(k), dev(v))
+    assert_same(actual, expected, **TOL[torch.float32])
+    with OpNames() as ops:
+        compiled(dev(x), dev(k), dev(v))
+    assert FUSED in ops.names, ops.names
