@@ -1,6 +1,7 @@
 #include "kernels/attention.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 
 #include "kernels/adapter_kind.h"
@@ -18,6 +19,9 @@ namespace {
 // row, or, when Dv is smaller than a chunk, `slices` invocations split the chunk's keys
 // for one column (summed at the end).
 struct Plan {
+  // Lanes variant: one query row per invocation, walking every key itself (no barriers;
+  // the key and value rows it reads are the same for the whole workgroup).
+  bool lanes = false;
   uint32_t wg = 64, rows = 1, keys = 64, per_lane = 1, lane_dims = 1, slices = 1;
   uint32_t q_words = 4;       // workgroup floats per query row (D rounded up to 4)
   uint32_t splits = 1;        // key ranges per row, each its own workgroup (flash decoding)
@@ -33,6 +37,19 @@ uint64_t workgroup_bytes(const Plan& p) {
 Plan plan_for(Context& ctx, const AttentionArgs& a) {
   const bool software = software_adapter(ctx);
   Plan p;
+  // TORCH_WEBGPU_ATTENTION_VARIANT=rows|lanes overrides the choice (tests, measurements).
+  std::string force;
+  if (const char* f = std::getenv("TORCH_WEBGPU_ATTENTION_VARIANT")) force = f;
+  const bool lanes_fit = a.dim % 4 == 0 && a.v_dim % 4 == 0 && a.dim > 0 && a.v_dim > 0;
+  // Software adapters run a workgroup's invocations as SIMD lanes: for prefill, a query
+  // row per lane reads each key row once for all lanes, with no barrier per chunk.
+  if (lanes_fit && (force == "lanes" || (force.empty() && software && a.q_len >= 16))) {
+    p.lanes = true;
+    p.wg = std::min<uint32_t>(16, ctx.caps().workgroup_1d());
+    p.rows = p.wg;
+    p.split_keys = std::max<uint32_t>(a.kv_len, 1);
+    return p;
+  }
   // Software adapters run a workgroup on one core (barriers cost, shared memory buys
   // nothing): small groups. GPUs: 128 invocations keep a chunk's loads in flight.
   p.wg = std::min<uint32_t>(software ? 64 : 128, ctx.caps().workgroup_1d());
@@ -241,6 +258,88 @@ std::string rows_body(const AttentionArgs& a, const Plan& p, const std::vector<K
   return s;
 }
 
+std::string lanes_body(const AttentionArgs& a, const Plan& p, const std::vector<KernelBuffer>& bufs,
+                       DType mask_dtype) {
+  const auto N = [](uint64_t v) { return std::to_string(v) + "u"; };
+  const size_t ob = bufs.size() - 2;
+  std::string s = load_f32("fq", bufs, 0, a.dtype) + load_f32("fk", bufs, 1, a.dtype) +
+                  load_f32("fv", bufs, 2, a.dtype);
+  s += "fn q4(i: u32) -> vec4<f32> { return vec4<f32>(fq(i), fq(i + u.q_sd), fq(i + 2u * u.q_sd), fq(i + 3u * u.q_sd)); }\n"
+       "fn k4(i: u32) -> vec4<f32> { return vec4<f32>(fk(i), fk(i + u.k_sd), fk(i + 2u * u.k_sd), fk(i + 3u * u.k_sd)); }\n"
+       "fn v4(i: u32) -> vec4<f32> { return vec4<f32>(fv(i), fv(i + u.v_sd), fv(i + 2u * u.v_sd), fv(i + 3u * u.v_sd)); }\n";
+  std::string score = "";
+  if (a.mask_kind == MaskKind::Float) {
+    s += load_f32("fm", bufs, 3, mask_dtype);
+    score = "    s = s + fm(mrow + j * u.m_sk);\n";
+  } else if (a.mask_kind == MaskKind::Bool) {
+    s += kernel_load("bm", bufs, 3, DType::Bool);
+    score = "    s = select(-f32_inf(), s, bm(mrow + j * u.m_sk) != 0);\n";
+  }
+  s += kernel_store("put", bufs, ob, a.dtype, Compute::F32);
+  s += kernel_store("put_lse", bufs, ob + 1, DType::Float32, Compute::F32);
+  s += "const WG = " + N(p.wg) + ";\nconst D4 = " + N(a.dim / 4) + ";\nconst V4 = " + N(a.v_dim / 4) + ";\n";
+  s += kernel_main(Grid::Groups, p.wg);
+  s += R"(  let live = group < uw(0u);
+  let g = select(0u, group, live);
+  let blk = g % u.blocks;
+  let bh = g / u.blocks;
+  let h = bh % u.hq;
+  let b = bh / u.hq;
+  let hk = h / u.grp;
+  let i = blk * WG + lid;
+  let row_ok = live && i < u.lq;
+  var q: array<vec4<f32>, D4>;
+  if (row_ok) {
+    let qr = u.q_off + b * u.q_sb + h * u.q_sh + i * u.q_sl;
+    for (var x = 0u; x < D4; x = x + 1u) { q[x] = q4(qr + 4u * x * u.q_sd) * u.scale; }
+  }
+  // The workgroup's key range (causal: up to its last row) is the same for every lane.
+  var ke = u.lk;
+  if (u.causal != 0u) { ke = min(ke, min(u.lq, blk * WG + WG)); }
+  if (!live) { ke = 0u; }
+  let kbase = u.k_off + b * u.k_sb + hk * u.k_sh;
+  let vbase = u.v_off + b * u.v_sb + hk * u.v_sh;
+  let mrow = u.m_off + b * u.m_sb + h * u.m_sh + i * u.m_sl;
+  var m = -f32_inf();
+  var l = 0.0;
+  var acc: array<vec4<f32>, V4>;
+  for (var j = 0u; j < ke; j = j + 1u) {
+    let kr = kbase + j * u.k_sl;
+    var dot4 = vec4<f32>(0.0);
+    for (var x = 0u; x < D4; x = x + 1u) { dot4 = dot4 + q[x] * k4(kr + 4u * x * u.k_sd); }
+    var s = (dot4.x + dot4.y) + (dot4.z + dot4.w);
+)" + score + R"(    if (!row_ok || (u.causal != 0u && j > i)) { s = -f32_inf(); }
+    if (s != -f32_inf()) {
+      // Online softmax per key: a new max rescales what was summed so far.
+      if (s > m) {
+        let c = exp(m - s);
+        l = l * c;
+        for (var y = 0u; y < V4; y = y + 1u) { acc[y] = acc[y] * c; }
+        m = s;
+      }
+      let pj = exp(s - m);
+      l = l + pj;
+      let vr = vbase + j * u.v_sl;
+      for (var y = 0u; y < V4; y = y + 1u) { acc[y] = acc[y] + pj * v4(vr + 4u * y * u.v_sd); }
+    }
+  }
+  if (row_ok) {
+    let ob = u.o_off + b * u.o_sb + h * u.o_sh + i * u.o_sl;
+    let inv = select(1.0 / l, 0.0, l == 0.0);
+    for (var y = 0u; y < V4; y = y + 1u) {
+      let o = acc[y] * inv;
+      put(ob + (4u * y) * u.o_sd, o.x);
+      put(ob + (4u * y + 1u) * u.o_sd, o.y);
+      put(ob + (4u * y + 2u) * u.o_sd, o.z);
+      put(ob + (4u * y + 3u) * u.o_sd, o.w);
+    }
+    put_lse(u.lse_off + (b * u.hq + h) * u.lq + i, select(m + log(l), -f32_inf(), l == 0.0));
+  }
+}
+)";
+  return s;
+}
+
 // Merges the key ranges' partial states of each row: rescale each to the largest max.
 void launch_merge(Context& ctx, const AttentionArgs& a, const Plan& p, WGPUBuffer scratch) {
   static const UniformLayout layout({{"hq"}, {"lq"}, {"dv"}, {"dvp"}, {"splits"}, {"o_off"},
@@ -337,14 +436,18 @@ void scaled_dot_product_attention(Context& ctx, const AttentionArgs& a) {
     l.buffers.push_back({a.lse, Access::ReadWrite, false});
     l.buffers.back().touches(l.word_of("lse_off"), DType::Float32, a.lse_offset, rows);
   }
-  l.typed = {"attention:rows",
-             {static_cast<uint32_t>(a.dtype) | static_cast<uint32_t>(a.mask_kind) << 8 |
-                  (partial ? 1u : 0u) << 16,
-              p.rows | p.per_lane << 8 | p.q_words << 16}};
+  const uint32_t flags = static_cast<uint32_t>(a.dtype) | static_cast<uint32_t>(a.mask_kind) << 8 |
+                        (partial ? 1u : 0u) << 16;
+  if (p.lanes)
+    l.typed = {"attention:lanes", {flags, a.dim | a.v_dim << 16}};
+  else
+    l.typed = {"attention:rows", {flags, p.rows | p.per_lane << 8 | p.q_words << 16}};
   l.grid = Grid::Groups;
   l.count = rows / a.q_len * ceil_div(a.q_len, p.rows) * p.splits;
   l.workgroup = p.wg;
-  l.body = [&]() { return rows_body(a, p, l.buffers, mask_dtype, partial); };
+  l.body = [&]() {
+    return p.lanes ? lanes_body(a, p, l.buffers, mask_dtype) : rows_body(a, p, l.buffers, mask_dtype, partial);
+  };
   launch_kernel(ctx, l);
   if (partial) {
     launch_merge(ctx, a, p, scratch->buffer);

@@ -33,10 +33,14 @@ class OpNames(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-@pytest.fixture(params=["software", "gpu"])
+@pytest.fixture(params=["software", "gpu", "lanes"])
 def adapter_kind(request, monkeypatch):
-    """Both adapter-class variants (the GPU one splits long key ranges over workgroups)."""
-    monkeypatch.setenv("TORCH_WEBGPU_ADAPTER_KIND", request.param)
+    """Both adapter-class variants (software: a query row per invocation for prefill; gpu:
+    rows of keys per workgroup, long key ranges split over workgroups) and the lanes kernel
+    forced for every shape it takes (head dims multiples of 4)."""
+    monkeypatch.setenv("TORCH_WEBGPU_ADAPTER_KIND", "gpu" if request.param == "lanes" else request.param)
+    if request.param == "lanes":
+        monkeypatch.setenv("TORCH_WEBGPU_ATTENTION_VARIANT", "lanes")
     yield request.param
 
 
