@@ -281,6 +281,7 @@ def attention(quick, caps):
     heads, kv_heads, hd = 14, 2, 64  # Qwen2.5-0.5B's GQA
     out = []
     cases = [("prefill", 128 if quick else 512, 128 if quick else 512, False),
+             ("prefill GQA 14/2", 128 if quick else 512, 128 if quick else 512, True),
              ("decode", 1, 256 if quick else 1024, False),
              ("decode GQA 14/2", 1, 256 if quick else 1024, True)]
     for name, q_len, kv_len, gqa in cases:
