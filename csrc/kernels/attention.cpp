@@ -119,20 +119,26 @@ std::string load_f32(const std::string& name, const std::vector<KernelBuffer>& b
          wgsl_convert(compute_type_for(dt), Compute::F32, name + "_raw(i)") + "; }\n";
 }
 
-std::string rows_body(const AttentionArgs& a, const Plan& p, const std::vector<KernelBuffer>& bufs,
-                      DType mask_dtype, bool partial) {
-  const auto N = [](uint64_t v) { return std::to_string(v) + "u"; };
-  const size_t ob = bufs.size() - (partial ? 1 : 2);
+std::string N(uint64_t v) { return std::to_string(v) + "u"; }  // a WGSL u32 literal
+
+// q, k, v as f32 (`fq`, `fk`, `fv` of an element index) and `add_mask(s, at)`: the score
+// plus mask element `at` (float mask), -inf where it is false (bool mask), or s.
+std::string operand_fns(const AttentionArgs& a, const std::vector<KernelBuffer>& bufs, DType mask_dtype) {
   std::string s = load_f32("fq", bufs, 0, a.dtype) + load_f32("fk", bufs, 1, a.dtype) +
                   load_f32("fv", bufs, 2, a.dtype);
-  std::string score = "      s = dot;\n";
-  if (a.mask_kind == MaskKind::Float) {
-    s += load_f32("fm", bufs, 3, mask_dtype);
-    score = "      s = dot + fm(mrow + j * u.m_sk);\n";
-  } else if (a.mask_kind == MaskKind::Bool) {
-    s += kernel_load("bm", bufs, 3, DType::Bool);
-    score = "      s = select(-f32_inf(), dot, bm(mrow + j * u.m_sk) != 0);\n";
-  }
+  if (a.mask_kind == MaskKind::Float)
+    return s + load_f32("fm", bufs, 3, mask_dtype) +
+           "fn add_mask(s: f32, at: u32) -> f32 { return s + fm(at); }\n";
+  if (a.mask_kind == MaskKind::Bool)
+    return s + kernel_load("bm", bufs, 3, DType::Bool) +
+           "fn add_mask(s: f32, at: u32) -> f32 { return select(-f32_inf(), s, bm(at) != 0); }\n";
+  return s + "fn add_mask(s: f32, at: u32) -> f32 { return s; }\n";
+}
+
+std::string rows_body(const AttentionArgs& a, const Plan& p, const std::vector<KernelBuffer>& bufs,
+                      DType mask_dtype, bool partial) {
+  const size_t ob = bufs.size() - (partial ? 1 : 2);
+  std::string s = operand_fns(a, bufs, mask_dtype);
   if (partial) {
     s += kernel_store("put", bufs, ob, DType::Float32, Compute::F32);
   } else {
@@ -190,7 +196,8 @@ std::string rows_body(const AttentionArgs& a, const Plan& p, const std::vector<K
       let kr = kbase + j * u.k_sl;
       var dot = 0.0;
       for (var dd = 0u; dd < u.d; dd = dd + 1u) { dot = dot + qs[r * DQ + dd] * fk(kr + dd * u.k_sd); }
-)" + score + R"(    }
+      s = add_mask(dot, mrow + j * u.m_sk);
+    }
     red[lid] = s;
     workgroupBarrier();
     for (var w = KC / 2u; w > 0u; w = w >> 1u) {
@@ -260,21 +267,11 @@ std::string rows_body(const AttentionArgs& a, const Plan& p, const std::vector<K
 
 std::string lanes_body(const AttentionArgs& a, const Plan& p, const std::vector<KernelBuffer>& bufs,
                        DType mask_dtype) {
-  const auto N = [](uint64_t v) { return std::to_string(v) + "u"; };
   const size_t ob = bufs.size() - 2;
-  std::string s = load_f32("fq", bufs, 0, a.dtype) + load_f32("fk", bufs, 1, a.dtype) +
-                  load_f32("fv", bufs, 2, a.dtype);
+  std::string s = operand_fns(a, bufs, mask_dtype);
   s += "fn q4(i: u32) -> vec4<f32> { return vec4<f32>(fq(i), fq(i + u.q_sd), fq(i + 2u * u.q_sd), fq(i + 3u * u.q_sd)); }\n"
        "fn k4(i: u32) -> vec4<f32> { return vec4<f32>(fk(i), fk(i + u.k_sd), fk(i + 2u * u.k_sd), fk(i + 3u * u.k_sd)); }\n"
        "fn v4(i: u32) -> vec4<f32> { return vec4<f32>(fv(i), fv(i + u.v_sd), fv(i + 2u * u.v_sd), fv(i + 3u * u.v_sd)); }\n";
-  std::string score = "";
-  if (a.mask_kind == MaskKind::Float) {
-    s += load_f32("fm", bufs, 3, mask_dtype);
-    score = "    s = s + fm(mrow + j * u.m_sk);\n";
-  } else if (a.mask_kind == MaskKind::Bool) {
-    s += kernel_load("bm", bufs, 3, DType::Bool);
-    score = "    s = select(-f32_inf(), s, bm(mrow + j * u.m_sk) != 0);\n";
-  }
   s += kernel_store("put", bufs, ob, a.dtype, Compute::F32);
   s += kernel_store("put_lse", bufs, ob + 1, DType::Float32, Compute::F32);
   s += "const WG = " + N(p.wg) + ";\nconst D4 = " + N(a.dim / 4) + ";\nconst V4 = " + N(a.v_dim / 4) + ";\n";
@@ -307,8 +304,8 @@ std::string lanes_body(const AttentionArgs& a, const Plan& p, const std::vector<
     let kr = kbase + j * u.k_sl;
     var dot4 = vec4<f32>(0.0);
     for (var x = 0u; x < D4; x = x + 1u) { dot4 = dot4 + q[x] * k4(kr + 4u * x * u.k_sd); }
-    var s = (dot4.x + dot4.y) + (dot4.z + dot4.w);
-)" + score + R"(    if (!row_ok || (u.causal != 0u && j > i)) { s = -f32_inf(); }
+    var s = add_mask((dot4.x + dot4.y) + (dot4.z + dot4.w), mrow + j * u.m_sk);
+    if (!row_ok || (u.causal != 0u && j > i)) { s = -f32_inf(); }
     if (s != -f32_inf()) {
       // Online softmax per key: a new max rescales what was summed so far.
       if (s > m) {
