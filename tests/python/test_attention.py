@@ -226,13 +226,19 @@ def test_empty_shapes(adapter_kind, shape):
 
 
 @pytest.mark.usefixtures("no_fallback")
-def test_logsumexp_of_the_fused_op(adapter_kind):
-    q, k, v = qkv(2, 2, 2, 3, 300, 16)
-    mask = torch.zeros(3, 300)
-    mask[2] = float("-inf")
+@pytest.mark.parametrize("kind", ["bool", "float"])
+@pytest.mark.parametrize("lq", [3, 20])
+def test_the_fused_op_called_directly(adapter_kind, kind, lq):
+    """The composite hands the kernel float masks; a direct call may pass a bool one. Both
+    give the math path's output and the logsumexp of the scores (-inf for a masked row)."""
+    q, k, v = qkv(2, 2, 2, lq, 300, 16)
+    keep = torch.rand(lq, 300, generator=torch.Generator().manual_seed(4)) > 0.2
+    keep[2] = False
+    mask = keep if kind == "bool" else torch.zeros(lq, 300).masked_fill(~keep, float("-inf"))
     out, lse = torch.ops.aten._scaled_dot_product_fused_attention_overrideable(
-        dev(q), dev(k), dev(v), dev(mask).expand(2, 2, 3, 300))[:2]
-    scores = (q @ k.transpose(-1, -2)) / 4.0 + mask
+        dev(q), dev(k), dev(v), dev(mask).expand(2, 2, lq, 300))[:2]
+    additive = torch.zeros(lq, 300).masked_fill(~keep, float("-inf"))
+    scores = (q @ k.transpose(-1, -2)) / 4.0 + additive
     assert_same(lse, torch.logsumexp(scores, -1), rtol=1e-5, atol=1e-5)
     assert_same(out, reference(q, k, v, attn_mask=mask), **TOL[torch.float32])
 
@@ -307,3 +313,47 @@ def test_torch_compile_calls_the_fused_kernel():
     with OpNames() as ops:
         compiled(dev(x), dev(k), dev(v))
     assert FUSED in ops.names, ops.names
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("case", ["head_dims", "key_lengths", "mask_shape"])
+def test_bad_inputs_raise_like_cpu(case):
+    q, k, v = qkv(1, 2, 2, 3, 5, 8)
+    kw = {}
+    if case == "head_dims":
+        k = k[..., :6]
+    elif case == "key_lengths":
+        v = v[:, :, :4]
+    else:
+        kw["attn_mask"] = torch.zeros(3, 4)
+    with pytest.raises(RuntimeError) as cpu_error, sdpa_kernel(SDPBackend.MATH):
+        F.scaled_dot_product_attention(q, k, v, **kw)
+    with pytest.raises(type(cpu_error.value)):
+        F.scaled_dot_product_attention(dev(q), dev(k), dev(v), **{n: dev(x) for n, x in kw.items()})
+
+
+def test_operands_beyond_one_binding_in_a_fresh_process():
+    """K/V inside a cache larger than a binding are bound through windows; a q larger than
+    a binding takes the math path."""
+    code = (
+        "import torch, torch_webgpu, torch.nn.functional as F\n"
+        "from torch.nn.attention import SDPBackend, sdpa_kernel\n"
+        "from torch.profiler import profile\n"
+        "g = torch.Generator().manual_seed(0)\n"
+        "cache = torch.randn(1, 1, 4096, 32, generator=g)\n"
+        "dcache = cache.to('webgpu')\n"
+        "for lq, fused in ((1, True), (40, True), (1200, False)):\n"
+        "    q = torch.randn(1, 2, lq, 32, generator=g)\n"
+        "    k, v = cache[:, :, 3000:3100], cache[:, :, 3100:3200]\n"
+        "    with sdpa_kernel(SDPBackend.MATH):\n"
+        "        ref = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)\n"
+        "    with profile() as prof:\n"
+        "        out = F.scaled_dot_product_attention(q.to('webgpu'), dcache[:, :, 3000:3100],\n"
+        "                                             dcache[:, :, 3100:3200], enable_gqa=True)\n"
+        "    names = {e.name for e in prof.events()}\n"
+        "    assert ('aten::_scaled_dot_product_fused_attention_overrideable' in names) == fused, names\n"
+        "    torch.testing.assert_close(out.cpu(), ref, rtol=1e-5, atol=2e-6)\n"
+        "print('ok')\n")
+    r = run_python(code, timeout=300, env={"TORCH_WEBGPU_MAX_BINDING_BYTES": "262144",
+                                           "TORCH_WEBGPU_DISABLE_CPU_FALLBACK": "1"})
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-3000:]
