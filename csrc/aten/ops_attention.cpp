@@ -16,6 +16,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <numeric>
 
@@ -91,9 +92,15 @@ int64_t fused_sdp_choice(const Tensor& q, const Tensor& k, const Tensor& v,
   return static_cast<int64_t>(at::SDPBackend::math);
 }
 
-// The output in the layout the meta function gives (q's dim order): for HF's transposed
-// q that is (B, Lq, H, Dv) in memory, so out.transpose(1, 2).reshape(...) needs no copy.
-Tensor alloc_like_query(const Tensor& q, at::IntArrayRef shape) {
+// Whether the installed torch's meta function gives the output q's dim order (newer
+// releases) or a contiguous one (older): Inductor asserts the strides it gives, so ours
+// follow it. Set at import from a probe of the meta function (torch_webgpu/__init__.py).
+std::atomic<bool> output_follows_query{true};
+
+// The output in the layout the meta function gives. q's dim order: for HF's transposed q
+// that is (B, Lq, H, Dv) in memory, so out.transpose(1, 2).reshape(...) needs no copy.
+Tensor alloc_output(const Tensor& q, at::IntArrayRef shape) {
+  if (!output_follows_query.load()) return at::empty(shape, q.options());
   if (q.sizes() == shape) return at::empty_like(q);
   std::vector<int64_t> order(q.dim());
   std::iota(order.begin(), order.end(), 0);
@@ -135,7 +142,7 @@ fused_attention(const Tensor& query, const Tensor& key, const Tensor& value,
   const int64_t Lk = k.size(2), Dv = v.size(3);
   std::vector<int64_t> out_shape(query.sizes().begin(), query.sizes().end());
   out_shape.back() = Dv;
-  Tensor out = alloc_like_query(query, out_shape);
+  Tensor out = alloc_output(query, out_shape);
   Tensor lse = at::empty({B, H, Lq}, query.options().dtype(at::kFloat));
   Tensor out4 = three ? out.unsqueeze(0) : out;
 
@@ -171,6 +178,8 @@ fused_attention(const Tensor& query, const Tensor& key, const Tensor& value,
 }
 
 }  // namespace
+
+void set_sdpa_output_follows_query(bool follows) { output_follows_query.store(follows); }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_fused_sdp_choice", TORCH_FN(fused_sdp_choice));
