@@ -363,3 +363,23 @@ def test_operands_beyond_one_binding_in_a_fresh_process():
     r = run_python(code, timeout=300, env={"TORCH_WEBGPU_MAX_BINDING_BYTES": "262144",
                                            "TORCH_WEBGPU_DISABLE_CPU_FALLBACK": "1"})
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-3000:]
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("lq,lk", [(1, 600), (20, 20)])
+def test_graph_capture_replays_the_fused_kernel(adapter_kind, lq, lk):
+    """A captured call (the GPU variant's key splits and merge pass included) replays on
+    new inputs copied into the same tensors."""
+    q, k, v = (dev(t) for t in qkv(1, 4, 2, lq, lk, 32))
+    run = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=lq > 1, enable_gqa=True)
+    run()  # pipelines are built outside capture
+    g = torch.webgpu.WebGPUGraph()
+    with torch.webgpu.graph(g):
+        out = run()
+    assert g.num_dispatches() > 0
+    for seed in (5, 6):
+        new = qkv(1, 4, 2, lq, lk, 32, seed=seed)
+        for dst, src in zip((q, k, v), new):
+            dst.copy_(dev(src))
+        g.replay()
+        assert_same(out, reference(*new, is_causal=lq > 1, enable_gqa=True), **TOL[torch.float32])
