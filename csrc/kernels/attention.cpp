@@ -24,6 +24,9 @@ struct Plan {
   bool lanes = false;
   uint32_t wg = 64, rows = 1, keys = 64, per_lane = 1, lane_dims = 1, slices = 1;
   uint32_t q_words = 4;       // workgroup floats per query row (D rounded up to 4)
+  // Rows variant: each key row read 16 bytes at a time through a vec4 binding of k
+  // (k's rows contiguous and 16-byte aligned, its buffer bound whole).
+  bool k_vec4 = false;
   uint32_t splits = 1;        // key ranges per row, each its own workgroup (flash decoding)
   uint32_t split_keys = 0;    // keys per range (a multiple of `keys`)
 };
@@ -54,6 +57,11 @@ Plan plan_for(Context& ctx, const AttentionArgs& a) {
   // nothing): small groups. GPUs: 128 invocations keep a chunk's loads in flight.
   p.wg = std::min<uint32_t>(software ? 64 : 128, ctx.caps().workgroup_1d());
   p.q_words = std::max<uint32_t>(4, (a.dim + 3) / 4 * 4);
+  const uint32_t per_vec4 = 16 / element_size(a.dtype);
+  p.k_vec4 = a.kv_len > 0 && a.dim % per_vec4 == 0 && a.dim > 0 && a.k.strides[3] == 1 &&
+             a.k.offset % per_vec4 == 0 && a.k.strides[0] % per_vec4 == 0 &&
+             a.k.strides[1] % per_vec4 == 0 && a.k.strides[2] % per_vec4 == 0 &&
+             !needs_window(ctx, a.k.buffer);
   // Prefill: several query rows per workgroup share each chunk's barriers. Decode (a few
   // rows): one row per workgroup, every invocation on its keys.
   p.rows = a.q_len >= 16 ? 4 : 1;
@@ -139,6 +147,32 @@ std::string rows_body(const AttentionArgs& a, const Plan& p, const std::vector<K
                       DType mask_dtype, bool partial) {
   const size_t ob = bufs.size() - (partial ? 1 : 2);
   std::string s = operand_fns(a, bufs, mask_dtype);
+  // q . k of key row `kr` into `qk`.
+  std::string key_dot =
+      "      var qk = 0.0;\n"
+      "      for (var dd = 0u; dd < u.d; dd = dd + 1u) { qk = qk + qs[r * DQ + dd] * fk(kr + dd * u.k_sd); }\n";
+  if (p.k_vec4) {
+    const std::string K4 = "buf" + std::to_string(ob - 1);
+    const uint32_t per_vec4 = 16 / element_size(a.dtype);
+    s += "fn qs4(i: u32) -> vec4<f32> { return vec4<f32>(qs[i], qs[i + 1u], qs[i + 2u], qs[i + 3u]); }\n";
+    if (a.dtype == DType::BFloat16)
+      s += "fn bf2(x: u32) -> vec2<f32> { return vec2<f32>(bitcast<f32>(x << 16u), bitcast<f32>(x & 0xffff0000u)); }\n";
+    std::string step;
+    switch (a.dtype) {
+      case DType::Float32: step = "qk = qk + dot(qs4(qo), bitcast<vec4<f32>>(w));"; break;
+      case DType::Float16:
+        step = "qk = qk + dot(qs4(qo), vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y))) + "
+               "dot(qs4(qo + 4u), vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w)));";
+        break;
+      default:
+        step = "qk = qk + dot(qs4(qo), vec4<f32>(bf2(w.x), bf2(w.y))) + dot(qs4(qo + 4u), vec4<f32>(bf2(w.z), bf2(w.w)));";
+        break;
+    }
+    key_dot = "      var qk = 0.0;\n"
+              "      for (var dd = 0u; dd < u.d; dd = dd + " + N(per_vec4) + ") {\n"
+              "        let w = " + K4 + "[(kr + dd) / " + N(per_vec4) + "];\n"
+              "        let qo = r * DQ + dd;\n        " + step + "\n      }\n";
+  }
   if (partial) {
     s += kernel_store("put", bufs, ob, DType::Float32, Compute::F32);
   } else {
@@ -194,9 +228,7 @@ std::string rows_body(const AttentionArgs& a, const Plan& p, const std::vector<K
     var s = -f32_inf();
     if (row_ok && j < ke && (u.causal == 0u || j <= i)) {
       let kr = kbase + j * u.k_sl;
-      var dot = 0.0;
-      for (var dd = 0u; dd < u.d; dd = dd + 1u) { dot = dot + qs[r * DQ + dd] * fk(kr + dd * u.k_sd); }
-      s = add_mask(dot, mrow + j * u.m_sk);
+)" + key_dot + R"(      s = add_mask(qk, mrow + j * u.m_sk);
     }
     red[lid] = s;
     workgroupBarrier();
@@ -423,6 +455,10 @@ void scaled_dot_product_attention(Context& ctx, const AttentionArgs& a) {
   if (a.mask_kind != MaskKind::None)
     l.buffers.push_back(view_buffer(a.mask, Access::Read, mask_dtype, l.word_of("m_off"),
                                     {a.batch, a.heads, a.q_len, lk}));
+  if (p.k_vec4) {
+    l.buffers.push_back({a.k.buffer, Access::Read, false});
+    l.buffers.back().vec4 = true;
+  }
   Allocation* scratch = nullptr;
   if (partial) {
     scratch = ctx.pool().allocate(rows * p.splits * (a.v_dim + 2) * 4);
@@ -438,7 +474,7 @@ void scaled_dot_product_attention(Context& ctx, const AttentionArgs& a) {
   if (p.lanes)
     l.typed = {"attention:lanes", {flags, a.dim | a.v_dim << 16}};
   else
-    l.typed = {"attention:rows", {flags, p.rows | p.per_lane << 8 | p.q_words << 16}};
+    l.typed = {"attention:rows", {flags | (p.k_vec4 ? 1u : 0u) << 24, p.rows | p.per_lane << 8 | p.q_words << 16}};
   l.grid = Grid::Groups;
   l.count = rows / a.q_len * ceil_div(a.q_len, p.rows) * p.splits;
   l.workgroup = p.wg;
