@@ -13,6 +13,10 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/empty_strided.h>
+#include <ATen/ops/_safe_softmax.h>
+#include <ATen/ops/logsumexp.h>
+#include <ATen/ops/matmul.h>
+#include <ATen/ops/ones.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -42,9 +46,12 @@ uint64_t span_bytes(const Tensor& t) {
   return span * t.element_size();
 }
 
-// True when the fused kernel computes this call exactly as the math path would.
-bool fused_applies(const Tensor& q, const Tensor& k, const Tensor& v, const std::optional<Tensor>& mask,
-                   double dropout_p, bool is_causal, bool enable_gqa) {
+bool symbolic(const Tensor& t) { return t.unsafeGetTensorImpl()->has_symbolic_sizes_strides(); }
+
+// True when the fused kernel computes this call as the math path would. Shapes may be
+// symbolic (torch.compile with dynamic shapes): comparisons of sizes then add guards.
+bool fused_supported(const Tensor& q, const Tensor& k, const Tensor& v, const std::optional<Tensor>& mask,
+                     double dropout_p, bool is_causal, bool enable_gqa) {
   const bool has_mask = mask.has_value() && mask->defined();
   if (dropout_p != 0.0 || (is_causal && has_mask)) return false;
   for (const Tensor* t : {&q, &k, &v})
@@ -56,38 +63,49 @@ bool fused_applies(const Tensor& q, const Tensor& k, const Tensor& v, const std:
     return false;
   const int64_t n = q.dim();
   if ((n != 3 && n != 4) || k.dim() != n || v.dim() != n) return false;
-  if (n == 4 && (k.size(0) != q.size(0) || v.size(0) != q.size(0))) return false;
-  const int64_t hq = q.size(-3), hkv = k.size(-3);
-  if (v.size(-3) != hkv || k.size(-1) != q.size(-1) || v.size(-2) != k.size(-2)) return false;
+  if (n == 4 && (k.sym_size(0) != q.sym_size(0) || v.sym_size(0) != q.sym_size(0))) return false;
+  const c10::SymInt hq = q.sym_size(-3), hkv = k.sym_size(-3);
+  if (v.sym_size(-3) != hkv || k.sym_size(-1) != q.sym_size(-1) || v.sym_size(-2) != k.sym_size(-2))
+    return false;
   if (hkv != hq && !(enable_gqa && hkv > 0 && hq % hkv == 0)) return false;
-  if (q.size(-1) > attn::kMaxHeadDim || v.size(-1) > attn::kMaxHeadDim) return false;
-  const int64_t limit = std::numeric_limits<uint32_t>::max();
-  for (const Tensor* t : {&q, &k, &v})
-    for (int64_t d = 0; d < n; ++d)
-      if (t->size(d) > limit || t->stride(d) < 0 || t->stride(d) > limit) return false;
+  // Head dims of 0 (nothing to bind) stay on the math path.
+  if (q.sym_size(-1) > attn::kMaxHeadDim || v.sym_size(-1) > attn::kMaxHeadDim ||
+      q.sym_size(-1) == 0 || v.sym_size(-1) == 0)
+    return false;
   if (has_mask) {
     if (mask->device().type() != kDeviceType) return false;
     if (mask->scalar_type() != at::kBool && mask->scalar_type() != q.scalar_type()) return false;
-    std::vector<int64_t> full(q.sizes().begin(), q.sizes().end());
-    full.back() = k.size(-2);
-    if (!at::is_expandable_to(mask->sizes(), full)) return false;
+    std::vector<c10::SymInt> full(q.sym_sizes().begin(), q.sym_sizes().end());
+    full.back() = k.sym_size(-2);
+    if (!at::is_expandable_to(mask->sym_sizes(), full)) return false;
   }
-  // Each operand must fit one storage binding (the kernel binds each once).
+  return true;
+}
+
+// True when every operand fits the kernel: u32 sizes and strides, each view within one
+// storage binding (the kernel binds each once).
+bool fits_kernel(const Tensor& q, const Tensor& k, const Tensor& v, const std::optional<Tensor>& mask) {
+  const int64_t limit = std::numeric_limits<uint32_t>::max();
+  for (const Tensor* t : {&q, &k, &v})
+    for (int64_t d = 0; d < t->dim(); ++d)
+      if (t->size(d) > limit || t->stride(d) < 0 || t->stride(d) > limit) return false;
   const uint64_t budget = window_budget(Context::get());
   for (const Tensor* t : {&q, &k, &v})
     if (span_bytes(*t) > budget) return false;
-  if (has_mask && span_bytes(*mask) > budget) return false;
-  if (uint64_t(q.numel()) / std::max<int64_t>(q.size(-1), 1) * std::max<int64_t>(v.size(-1), 1) *
-          q.element_size() > budget)
-    return false;
-  return true;
+  if (mask.has_value() && mask->defined() && span_bytes(*mask) > budget) return false;
+  return uint64_t(q.numel()) / std::max<int64_t>(q.size(-1), 1) * std::max<int64_t>(v.size(-1), 1) *
+             q.element_size() <= budget;
 }
 
 int64_t fused_sdp_choice(const Tensor& q, const Tensor& k, const Tensor& v,
                          const std::optional<Tensor>& mask, double dropout_p, bool is_causal,
                          std::optional<double> /*scale*/, bool enable_gqa) {
+  // Symbolic shapes: the limits are checked when the compiled graph runs the op (past
+  // them it computes through ATen ops).
   if (at::globalContext().userEnabledOverrideableSDP() &&
-      fused_applies(q, k, v, mask, dropout_p, is_causal, enable_gqa))
+      fused_supported(q, k, v, mask, dropout_p, is_causal, enable_gqa) &&
+      (symbolic(q) || symbolic(k) || symbolic(v) || (mask.has_value() && mask->defined() && symbolic(*mask)) ||
+       fits_kernel(q, k, v, mask)))
     return static_cast<int64_t>(at::SDPBackend::overrideable);
   return static_cast<int64_t>(at::SDPBackend::math);
 }
@@ -115,6 +133,25 @@ Tensor alloc_output(const Tensor& q, at::IntArrayRef shape) {
   return at::empty_strided(shape, strides, q.options());
 }
 
+// Past the kernel's limits (a graph compiled for dynamic shapes meeting a huge cache):
+// the same attention through ATen ops, which split their work over bindings, and its
+// logsumexp. q, k, v 4-D; `mask` expanded to the scores' shape or undefined.
+std::pair<Tensor, Tensor> attention_by_ops(const Tensor& q, const Tensor& k, const Tensor& v,
+                                           const Tensor& mask, bool is_causal, double scale) {
+  const int64_t rep = q.size(1) / k.size(1);
+  const Tensor kk = (rep > 1 ? k.repeat_interleave(rep, 1) : k).to(at::kFloat);
+  const Tensor vv = (rep > 1 ? v.repeat_interleave(rep, 1) : v).to(at::kFloat);
+  Tensor scores = at::matmul(q.to(at::kFloat), kk.transpose(-2, -1)).mul_(scale);
+  const double inf = std::numeric_limits<double>::infinity();
+  if (is_causal)
+    scores.masked_fill_(at::ones({q.size(2), k.size(2)}, q.options().dtype(at::kBool)).triu(1), -inf);
+  if (mask.defined())
+    scores = mask.scalar_type() == at::kBool ? scores.masked_fill(mask.logical_not(), -inf)
+                                             : scores.add(mask.to(at::kFloat));
+  Tensor lse = at::logsumexp(scores, -1);
+  return {at::matmul(at::_safe_softmax(scores, -1), vv).to(q.scalar_type()), lse};
+}
+
 attn::View view_of(const Tensor& t) {
   attn::View v;
   DeviceRef r = device_ref(t);
@@ -131,9 +168,9 @@ fused_attention(const Tensor& query, const Tensor& key, const Tensor& value,
   TORCH_CHECK_NOT_IMPLEMENTED(dropout_p == 0.0 && !return_debug_mask,
                               "torch_webgpu: fused attention has no dropout or debug mask");
   TORCH_CHECK_NOT_IMPLEMENTED(
-      fused_applies(query, key, value, attn_bias, dropout_p, is_causal, true),
+      fused_supported(query, key, value, attn_bias, dropout_p, is_causal, true),
       "torch_webgpu: _scaled_dot_product_fused_attention_overrideable: unsupported inputs ",
-      "(see ops_attention.cpp: fused_applies)");
+      "(see ops_attention.cpp: fused_supported)");
   const bool three = query.dim() == 3;
   const Tensor q = three ? query.unsqueeze(0) : query;
   const Tensor k = three ? key.unsqueeze(0) : key;
@@ -152,7 +189,12 @@ fused_attention(const Tensor& query, const Tensor& key, const Tensor& value,
   a.dim = D, a.v_dim = Dv;
   a.causal = is_causal;
   a.scale = static_cast<float>(scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(D)));
-  if (out.numel() > 0 || lse.numel() > 0) {
+  if (!fits_kernel(query, key, value, attn_bias)) {
+    Tensor mask = attn_bias.has_value() && attn_bias->defined() ? attn_bias->expand({B, H, Lq, Lk}) : Tensor();
+    auto [o, l] = attention_by_ops(q, k, v, mask, is_causal, a.scale);
+    out4.copy_(o);
+    lse.copy_(l);
+  } else if (out.numel() > 0 || lse.numel() > 0) {
     TWGPU_TRY
     a.q = view_of(q), a.k = view_of(k), a.v = view_of(v), a.out = view_of(out4);
     DeviceRef l = device_ref(lse);
@@ -164,9 +206,8 @@ fused_attention(const Tensor& query, const Tensor& key, const Tensor& value,
       if (Lk > 0) a.mask = view_of(mask);
       else a.mask_kind = attn::MaskKind::None;
     }
-    // Empty keys or values still bind one element of a real buffer.
-    if (Lk == 0 || D == 0) a.k = a.q;
-    if (Lk == 0 || Dv == 0) a.v = a.out;
+    // Without keys, k and v bind q and the output (never read).
+    if (Lk == 0) a.k = a.q, a.v = a.out;
     RuntimeLock lock;
     attn::scaled_dot_product_attention(lock.ctx(), a);
     TWGPU_CATCH

@@ -222,10 +222,11 @@ def test_three_dim_inputs(adapter_kind):
 
 
 @pytest.mark.usefixtures("no_fallback")
-@pytest.mark.parametrize("shape", [(0, 2, 2, 4, 5), (1, 2, 2, 0, 5), (1, 2, 2, 4, 0), (1, 0, 0, 4, 5)])
+@pytest.mark.parametrize("shape", [(0, 2, 2, 4, 5, 8, 8), (1, 2, 2, 0, 5, 8, 8), (1, 2, 2, 4, 0, 8, 8),
+                                   (1, 0, 0, 4, 5, 8, 8), (1, 2, 2, 3, 4, 0, 8), (1, 2, 2, 3, 4, 8, 0)])
 def test_empty_shapes(adapter_kind, shape):
-    b, h, hk, lq, lk = shape
-    q, k, v = qkv(b, h, hk, lq, lk, 8)
+    b, h, hk, lq, lk, d, dv = shape
+    q, k, v = qkv(b, h, hk, lq, lk, d, dv)
     expected = reference(q, k, v)
     actual = F.scaled_dot_product_attention(dev(q), dev(k), dev(v))
     assert_same(actual, expected)
@@ -359,6 +360,16 @@ def test_operands_beyond_one_binding_in_a_fresh_process():
         "    names = {e.name for e in prof.events()}\n"
         "    assert ('aten::_scaled_dot_product_fused_attention_overrideable' in names) == fused, names\n"
         "    torch.testing.assert_close(out.cpu(), ref, rtol=1e-5, atol=2e-6)\n"
+        # The op itself past the limits (as a graph compiled for dynamic shapes calls it).
+        "    mask = torch.randn(lq, 100, generator=g).masked_fill(torch.rand(lq, 100, generator=g) < 0.2, -float('inf'))\n"
+        "    mask[0] = -float('inf')\n"
+        "    out, lse = torch.ops.aten._scaled_dot_product_fused_attention_overrideable(\n"
+        "        q.to('webgpu'), dcache[:, :, 3000:3100], dcache[:, :, 3100:3200], mask.to('webgpu').expand(1, 2, lq, 100))[:2]\n"
+        "    with sdpa_kernel(SDPBackend.MATH):\n"
+        "        ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)\n"
+        "    scores = (q @ k.transpose(-1, -2)) / 32 ** 0.5 + mask\n"
+        "    torch.testing.assert_close(out.cpu(), ref, rtol=1e-5, atol=2e-6)\n"
+        "    torch.testing.assert_close(lse.cpu(), torch.logsumexp(scores, -1), rtol=1e-5, atol=1e-5)\n"
         "print('ok')\n")
     r = run_python(code, timeout=300, env={"TORCH_WEBGPU_MAX_BINDING_BYTES": "262144",
                                            "TORCH_WEBGPU_DISABLE_CPU_FALLBACK": "1"})
@@ -383,3 +394,20 @@ def test_graph_capture_replays_the_fused_kernel(adapter_kind, lq, lk):
             dst.copy_(dev(src))
         g.replay()
         assert_same(out, reference(*new, is_causal=lq > 1, enable_gqa=True), **TOL[torch.float32])
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_torch_compile_with_dynamic_shapes():
+    """The choice sees symbolic sizes while tracing (comparisons become guards)."""
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True) * 2
+
+    compiled = torch.compile(f, dynamic=True)
+    for length in (5, 9, 13):
+        q, k, v = qkv(1, 4, 2, length, length, 16, seed=length)
+        with sdpa_kernel(SDPBackend.MATH):
+            expected = f(q, k, v)
+        with OpNames() as ops:
+            actual = compiled(dev(q), dev(k), dev(v))
+        assert FUSED in ops.names, ops.names
+        assert_same(actual, expected, **TOL[torch.float32])
