@@ -69,6 +69,15 @@ def check_sdpa(q, k, v, fused=True, device_args=None, **kw):
     return actual
 
 
+def check_in_fresh_process(body, env):
+    """Runs `body` (after the imports) in a fresh interpreter with `env`, natively."""
+    code = ("import torch, torch_webgpu, torch.nn.functional as F\n"
+            "from torch.nn.attention import SDPBackend, sdpa_kernel\n"
+            "g = torch.Generator().manual_seed(0)\n" + body + "print('ok')\n")
+    r = run_python(code, timeout=300, env=dict(env, TORCH_WEBGPU_DISABLE_CPU_FALLBACK="1"))
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-3000:]
+
+
 def qkv(b, h, hk, lq, lk, d, dv=None, dtype=torch.float32, seed=0):
     dv = d if dv is None else dv
     return (make((b, h, lq, d), dtype, seed, -2, 2), make((b, hk, lk, d), dtype, seed + 1, -2, 2),
@@ -283,10 +292,7 @@ def test_dropout_takes_the_math_path():
 
 
 def test_spec_default_limits_in_a_fresh_process():
-    code = (
-        "import torch, torch_webgpu, torch.nn.functional as F\n"
-        "from torch.nn.attention import SDPBackend, sdpa_kernel\n"
-        "g = torch.Generator().manual_seed(0)\n"
+    check_in_fresh_process(
         "for kind in ('software', 'gpu'):\n"
         "    import os; os.environ['TORCH_WEBGPU_ADAPTER_KIND'] = kind\n"
         "    for lq, lk, d in ((1, 700, 256), (40, 40, 256), (17, 64, 128)):\n"
@@ -295,11 +301,8 @@ def test_spec_default_limits_in_a_fresh_process():
         "            ref = F.scaled_dot_product_attention(q, k, v, is_causal=lq > 1)\n"
         "        out = F.scaled_dot_product_attention(q.to('webgpu'), k.to('webgpu'), v.to('webgpu'),\n"
         "                                             is_causal=lq > 1)\n"
-        "        torch.testing.assert_close(out.cpu(), ref, rtol=1e-5, atol=2e-6)\n"
-        "print('ok')\n")
-    r = run_python(code, timeout=300, env={"TORCH_WEBGPU_LIMITS": "default",
-                                           "TORCH_WEBGPU_DISABLE_CPU_FALLBACK": "1"})
-    assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-3000:]
+        "        torch.testing.assert_close(out.cpu(), ref, rtol=1e-5, atol=2e-6)\n",
+        {"TORCH_WEBGPU_LIMITS": "default"})
 
 
 @pytest.mark.usefixtures("no_fallback")
@@ -342,11 +345,8 @@ def test_bad_inputs_raise_like_cpu(case):
 def test_operands_beyond_one_binding_in_a_fresh_process():
     """K/V inside a cache larger than a binding are bound through windows; a q larger than
     a binding takes the math path."""
-    code = (
-        "import torch, torch_webgpu, torch.nn.functional as F\n"
-        "from torch.nn.attention import SDPBackend, sdpa_kernel\n"
+    check_in_fresh_process(
         "from torch.profiler import profile\n"
-        "g = torch.Generator().manual_seed(0)\n"
         "cache = torch.randn(1, 1, 4096, 32, generator=g)\n"
         "dcache = cache.to('webgpu')\n"
         "for lq, fused in ((1, True), (40, True), (1200, False)):\n"
@@ -369,11 +369,8 @@ def test_operands_beyond_one_binding_in_a_fresh_process():
         "        ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)\n"
         "    scores = (q @ k.transpose(-1, -2)) / 32 ** 0.5 + mask\n"
         "    torch.testing.assert_close(out.cpu(), ref, rtol=1e-5, atol=2e-6)\n"
-        "    torch.testing.assert_close(lse.cpu(), torch.logsumexp(scores, -1), rtol=1e-5, atol=1e-5)\n"
-        "print('ok')\n")
-    r = run_python(code, timeout=300, env={"TORCH_WEBGPU_MAX_BINDING_BYTES": "262144",
-                                           "TORCH_WEBGPU_DISABLE_CPU_FALLBACK": "1"})
-    assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-3000:]
+        "    torch.testing.assert_close(lse.cpu(), torch.logsumexp(scores, -1), rtol=1e-5, atol=1e-5)\n",
+        {"TORCH_WEBGPU_MAX_BINDING_BYTES": "262144"})
 
 
 @pytest.mark.usefixtures("no_fallback")
