@@ -127,13 +127,17 @@ std::string load_f32(const std::string& name, const std::vector<KernelBuffer>& b
          wgsl_convert(compute_type_for(dt), Compute::F32, name + "_raw(i)") + "; }\n";
 }
 
+// A max that keeps NaN (WGSL's max may drop it): a NaN score makes its row NaN, as in
+// the math path's softmax.
+const char kNanMax[] = "fn nan_max(m: f32, v: f32) -> f32 { if (is_nan(v) || v > m) { return v; } return m; }\n";
+
 std::string N(uint64_t v) { return std::to_string(v) + "u"; }  // a WGSL u32 literal
 
 // q, k, v as f32 (`fq`, `fk`, `fv` of an element index) and `add_mask(s, at)`: the score
 // plus mask element `at` (float mask), -inf where it is false (bool mask), or s.
 std::string operand_fns(const AttentionArgs& a, const std::vector<KernelBuffer>& bufs, DType mask_dtype) {
   std::string s = load_f32("fq", bufs, 0, a.dtype) + load_f32("fk", bufs, 1, a.dtype) +
-                  load_f32("fv", bufs, 2, a.dtype);
+                  load_f32("fv", bufs, 2, a.dtype) + kNanMax;
   if (a.mask_kind == MaskKind::Float)
     return s + load_f32("fm", bufs, 3, mask_dtype) +
            "fn add_mask(s: f32, at: u32) -> f32 { return s + fm(at); }\n";
@@ -233,11 +237,11 @@ std::string rows_body(const AttentionArgs& a, const Plan& p, const std::vector<K
     red[lid] = s;
     workgroupBarrier();
     for (var w = KC / 2u; w > 0u; w = w >> 1u) {
-      if (t < w) { red[lid] = max(red[lid], red[lid + w]); }
+      if (t < w) { red[lid] = nan_max(red[lid], red[lid + w]); }
       workgroupBarrier();
     }
     // Online softmax: rescale what was summed at the old max to the new one.
-    let m_new = max(m_run, red[r * KC]);
+    let m_new = nan_max(m_run, red[r * KC]);
     let dead = m_new == -f32_inf();
     let alpha = select(exp(m_run - m_new), 1.0, dead);
     ps[lid] = select(exp(s - m_new), 0.0, dead);
@@ -390,7 +394,7 @@ void launch_merge(Context& ctx, const AttentionArgs& a, const Plan& p, WGPUBuffe
   l.count = rows * dvp;
   l.workgroup = ctx.caps().workgroup_1d();
   l.body = [&]() {
-    std::string s = load_f32("part", l.buffers, 0, DType::Float32) +
+    std::string s = load_f32("part", l.buffers, 0, DType::Float32) + kNanMax +
                     kernel_store("put", l.buffers, 1, a.dtype, Compute::F32) +
                     kernel_store("put_lse", l.buffers, 2, DType::Float32, Compute::F32);
     s += kernel_main(Grid::Invocations, l.workgroup);
@@ -401,7 +405,7 @@ void launch_merge(Context& ctx, const AttentionArgs& a, const Plan& p, WGPUBuffe
   let b = (row / u.lq) / u.hq;
   let w = u.dv + 2u;
   var m = -f32_inf();
-  for (var s = 0u; s < u.splits; s = s + 1u) { m = max(m, part((row * u.splits + s) * w + u.dv)); }
+  for (var s = 0u; s < u.splits; s = s + 1u) { m = nan_max(m, part((row * u.splits + s) * w + u.dv)); }
   var l = 0.0;
   var o = 0.0;
   if (m != -f32_inf()) {

@@ -42,7 +42,8 @@ struct AttentionArgs {
 // The largest head dims the kernel keeps in workgroup memory.
 constexpr uint32_t kMaxHeadDim = 256;
 
-// Rows whose keys are all masked give zeros and a logsumexp of -inf.
+// Rows whose keys are all masked give zeros and a logsumexp of -inf. A NaN score makes its
+// row NaN; keys a row does not see (causal, bool mask) are skipped, as flash kernels do.
 void scaled_dot_product_attention(Context& ctx, const AttentionArgs& a);
 
 }  // namespace attn

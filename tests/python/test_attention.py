@@ -408,3 +408,16 @@ def test_torch_compile_with_dynamic_shapes():
             actual = compiled(dev(q), dev(k), dev(v))
         assert FUSED in ops.names, ops.names
         assert_same(actual, expected, **TOL[torch.float32])
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("lq,lk", [(1, 300), (20, 20)])
+def test_nan_inputs_propagate_like_math(adapter_kind, lq, lk):
+    """A NaN in a query row makes that row NaN; a NaN in a key every row seeing it makes
+    NaN (the math path's softmax). Keys a row does not see are skipped, as by flash
+    kernels (the math path's additive mask would make NaN there too)."""
+    q, k, v = qkv(1, 2, 2, lq, lk, 16)
+    q[0, 0, lq - 1, 3] = float("nan")
+    k[0, 1, 0, 5] = float("nan")
+    out = check_sdpa(q, k, v, is_causal=lq > 1)
+    assert out.isnan().any()
