@@ -55,7 +55,9 @@ bool fused_supported(const Tensor& q, const Tensor& k, const Tensor& v, const st
   const bool has_mask = mask.has_value() && mask->defined();
   if (dropout_p != 0.0 || (is_causal && has_mask)) return false;
   for (const Tensor* t : {&q, &k, &v})
-    if (t->device().type() != kDeviceType || t->scalar_type() != q.scalar_type()) return false;
+    if (t->device().type() != kDeviceType || t->scalar_type() != q.scalar_type() ||
+        t->layout() != at::kStrided || t->is_nested())
+      return false;
   if (!fused_dtype(q.scalar_type())) return false;
   // Backward stays on the math path (the fused op has no backward here).
   if (at::GradMode::is_enabled() &&
@@ -73,7 +75,7 @@ bool fused_supported(const Tensor& q, const Tensor& k, const Tensor& v, const st
       q.sym_size(-1) == 0 || v.sym_size(-1) == 0)
     return false;
   if (has_mask) {
-    if (mask->device().type() != kDeviceType) return false;
+    if (mask->device().type() != kDeviceType || mask->layout() != at::kStrided) return false;
     if (mask->scalar_type() != at::kBool && mask->scalar_type() != q.scalar_type()) return false;
     std::vector<c10::SymInt> full(q.sym_sizes().begin(), q.sym_sizes().end());
     full.back() = k.sym_size(-2);
