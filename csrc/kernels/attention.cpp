@@ -24,9 +24,9 @@ struct Plan {
   bool lanes = false;
   uint32_t wg = 64, rows = 1, keys = 64, per_lane = 1, lane_dims = 1, slices = 1;
   uint32_t q_words = 4;       // workgroup floats per query row (D rounded up to 4)
-  // Rows variant: each key row read 16 bytes at a time through a vec4 binding of k
-  // (k's rows contiguous and 16-byte aligned, its buffer bound whole).
-  bool k_vec4 = false;
+  // Key (and, lanes variant, value) rows read 16 bytes at a time through a vec4 binding
+  // (rows contiguous and 16-byte aligned, the buffer bound whole), after the mask's.
+  bool k_vec4 = false, v_vec4 = false;
   uint32_t splits = 1;        // key ranges per row, each its own workgroup (flash decoding)
   uint32_t split_keys = 0;    // keys per range (a multiple of `keys`)
 };
@@ -35,6 +35,14 @@ uint32_t ceil_div(uint64_t a, uint64_t b) { return static_cast<uint32_t>((a + b 
 
 uint64_t workgroup_bytes(const Plan& p) {
   return 4ull * (p.rows * p.q_words + 2 * p.wg + p.wg * p.per_lane);
+}
+
+// True when rows of `cols` elements of view `v` can be read as vec4<u32> words.
+bool vec4_rows(Context& ctx, const View& v, uint32_t cols, DType dtype) {
+  const uint32_t per = 16 / element_size(dtype);
+  return v.buffer && cols > 0 && cols % per == 0 && v.strides[3] == 1 && v.offset % per == 0 &&
+         v.strides[0] % per == 0 && v.strides[1] % per == 0 && v.strides[2] % per == 0 &&
+         !needs_window(ctx, v.buffer);
 }
 
 Plan plan_for(Context& ctx, const AttentionArgs& a) {
@@ -51,17 +59,15 @@ Plan plan_for(Context& ctx, const AttentionArgs& a) {
     p.wg = std::min<uint32_t>(16, ctx.caps().workgroup_1d());
     p.rows = p.wg;
     p.split_keys = std::max<uint32_t>(a.kv_len, 1);
+    p.k_vec4 = a.dtype == DType::Float32 && a.kv_len > 0 && vec4_rows(ctx, a.k, a.dim, a.dtype);
+    p.v_vec4 = a.dtype == DType::Float32 && a.kv_len > 0 && vec4_rows(ctx, a.v, a.v_dim, a.dtype);
     return p;
   }
   // Software adapters run a workgroup on one core (barriers cost, shared memory buys
   // nothing): small groups. GPUs: 128 invocations keep a chunk's loads in flight.
   p.wg = std::min<uint32_t>(software ? 64 : 128, ctx.caps().workgroup_1d());
   p.q_words = std::max<uint32_t>(4, (a.dim + 3) / 4 * 4);
-  const uint32_t per_vec4 = 16 / element_size(a.dtype);
-  p.k_vec4 = a.kv_len > 0 && a.dim % per_vec4 == 0 && a.dim > 0 && a.k.strides[3] == 1 &&
-             a.k.offset % per_vec4 == 0 && a.k.strides[0] % per_vec4 == 0 &&
-             a.k.strides[1] % per_vec4 == 0 && a.k.strides[2] % per_vec4 == 0 &&
-             !needs_window(ctx, a.k.buffer);
+  p.k_vec4 = a.kv_len > 0 && vec4_rows(ctx, a.k, a.dim, a.dtype);
   // Prefill: several query rows per workgroup share each chunk's barriers. Decode (a few
   // rows): one row per workgroup, every invocation on its keys.
   p.rows = a.q_len >= 16 ? 4 : 1;
@@ -156,7 +162,7 @@ std::string rows_body(const AttentionArgs& a, const Plan& p, const std::vector<K
       "      var qk = 0.0;\n"
       "      for (var dd = 0u; dd < u.d; dd = dd + 1u) { qk = qk + qs[r * DQ + dd] * fk(kr + dd * u.k_sd); }\n";
   if (p.k_vec4) {
-    const std::string K4 = "buf" + std::to_string(ob - 1);
+    const std::string K4 = "buf" + std::to_string(a.mask_kind == MaskKind::None ? 3 : 4);
     const uint32_t per_vec4 = 16 / element_size(a.dtype);
     s += "fn qs4(i: u32) -> vec4<f32> { return vec4<f32>(qs[i], qs[i + 1u], qs[i + 2u], qs[i + 3u]); }\n";
     if (a.dtype == DType::BFloat16)
@@ -308,6 +314,13 @@ std::string lanes_body(const AttentionArgs& a, const Plan& p, const std::vector<
   s += "fn q4(i: u32) -> vec4<f32> { return vec4<f32>(fq(i), fq(i + u.q_sd), fq(i + 2u * u.q_sd), fq(i + 3u * u.q_sd)); }\n"
        "fn k4(i: u32) -> vec4<f32> { return vec4<f32>(fk(i), fk(i + u.k_sd), fk(i + 2u * u.k_sd), fk(i + 3u * u.k_sd)); }\n"
        "fn v4(i: u32) -> vec4<f32> { return vec4<f32>(fv(i), fv(i + u.v_sd), fv(i + 2u * u.v_sd), fv(i + 3u * u.v_sd)); }\n";
+  // float32 rows through the vec4 bindings (element i starts a row's 16-byte word).
+  size_t b4 = a.mask_kind == MaskKind::None ? 3 : 4;
+  if (p.k_vec4)
+    s += "fn k4w(i: u32) -> vec4<f32> { return bitcast<vec4<f32>>(buf" + std::to_string(b4++) + "[i / 4u]); }\n";
+  if (p.v_vec4)
+    s += "fn v4w(i: u32) -> vec4<f32> { return bitcast<vec4<f32>>(buf" + std::to_string(b4) + "[i / 4u]); }\n";
+  const std::string kload = p.k_vec4 ? "k4w" : "k4", vload = p.v_vec4 ? "v4w" : "v4";
   s += kernel_store("put", bufs, ob, a.dtype, Compute::F32);
   s += kernel_store("put_lse", bufs, ob + 1, DType::Float32, Compute::F32);
   s += "const WG = " + N(p.wg) + ";\nconst D4 = " + N(a.dim / 4) + ";\nconst V4 = " + N(a.v_dim / 4) + ";\n";
@@ -339,7 +352,7 @@ std::string lanes_body(const AttentionArgs& a, const Plan& p, const std::vector<
   for (var j = 0u; j < ke; j = j + 1u) {
     let kr = kbase + j * u.k_sl;
     var dot4 = vec4<f32>(0.0);
-    for (var x = 0u; x < D4; x = x + 1u) { dot4 = dot4 + q[x] * k4(kr + 4u * x * u.k_sd); }
+    for (var x = 0u; x < D4; x = x + 1u) { dot4 = dot4 + q[x] * )" + kload + R"((kr + 4u * x * u.k_sd); }
     var s = add_mask((dot4.x + dot4.y) + (dot4.z + dot4.w), mrow + j * u.m_sk);
     if (!row_ok || (u.causal != 0u && j > i)) { s = -f32_inf(); }
     if (s != -f32_inf()) {
@@ -353,7 +366,7 @@ std::string lanes_body(const AttentionArgs& a, const Plan& p, const std::vector<
       let pj = exp(s - m);
       l = l + pj;
       let vr = vbase + j * u.v_sl;
-      for (var y = 0u; y < V4; y = y + 1u) { acc[y] = acc[y] + pj * v4(vr + 4u * y * u.v_sd); }
+      for (var y = 0u; y < V4; y = y + 1u) { acc[y] = acc[y] + pj * )" + vload + R"((vr + 4u * y * u.v_sd); }
     }
   }
   if (row_ok) {
@@ -459,8 +472,9 @@ void scaled_dot_product_attention(Context& ctx, const AttentionArgs& a) {
   if (a.mask_kind != MaskKind::None)
     l.buffers.push_back(view_buffer(a.mask, Access::Read, mask_dtype, l.word_of("m_off"),
                                     {a.batch, a.heads, a.q_len, lk}));
-  if (p.k_vec4) {
-    l.buffers.push_back({a.k.buffer, Access::Read, false});
+  for (const auto& [on, view] : {std::pair{p.k_vec4, &a.k}, std::pair{p.v_vec4, &a.v}}) {
+    if (!on) continue;
+    l.buffers.push_back({view->buffer, Access::Read, false});
     l.buffers.back().vec4 = true;
   }
   Allocation* scratch = nullptr;
@@ -476,7 +490,8 @@ void scaled_dot_product_attention(Context& ctx, const AttentionArgs& a) {
   const uint32_t flags = static_cast<uint32_t>(a.dtype) | static_cast<uint32_t>(a.mask_kind) << 8 |
                         (partial ? 1u : 0u) << 16;
   if (p.lanes)
-    l.typed = {"attention:lanes", {flags, a.dim | a.v_dim << 16}};
+    l.typed = {"attention:lanes", {flags | (p.k_vec4 ? 1u : 0u) << 24 | (p.v_vec4 ? 1u : 0u) << 25,
+                                   a.dim | a.v_dim << 16}};
   else
     l.typed = {"attention:rows", {flags | (p.k_vec4 ? 1u : 0u) << 24, p.rows | p.per_lane << 8 | p.q_words << 16}};
   l.grid = Grid::Groups;
