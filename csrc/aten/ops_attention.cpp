@@ -17,6 +17,7 @@
 #include <ATen/ops/logsumexp.h>
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/ones.h>
+#include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -215,8 +216,9 @@ fused_attention(const Tensor& query, const Tensor& key, const Tensor& value,
     TWGPU_CATCH
   }
   const Tensor none;
-  Tensor seed = at::empty({}, query.options().dtype(at::kLong));
-  Tensor offset = at::empty({}, query.options().dtype(at::kLong));
+  // No dropout: zero Philox seed and offset, host tensors as CUDA's flash attention gives.
+  Tensor seed = at::zeros({}, at::dtype(at::kLong));
+  Tensor offset = at::zeros({}, at::dtype(at::kLong));
   return {out, lse, none, none, c10::SymInt(Lq), c10::SymInt(Lk), seed, offset, none};
 }
 

@@ -251,8 +251,14 @@ def test_the_fused_op_called_directly(adapter_kind, kind, lq):
     keep = torch.rand(lq, 300, generator=torch.Generator().manual_seed(4)) > 0.2
     keep[2] = False
     mask = keep if kind == "bool" else torch.zeros(lq, 300).masked_fill(~keep, float("-inf"))
-    out, lse = torch.ops.aten._scaled_dot_product_fused_attention_overrideable(
-        dev(q), dev(k), dev(v), dev(mask).expand(2, 2, lq, 300))[:2]
+    result = torch.ops.aten._scaled_dot_product_fused_attention_overrideable(
+        dev(q), dev(k), dev(v), dev(mask).expand(2, 2, lq, 300))
+    out, lse = result[:2]
+    # The rest as the schema allows without dropout: no sequence offsets, the lengths,
+    # zero Philox state, no debug mask.
+    assert result[2] is None and result[3] is None and result[8] is None
+    assert (result[4], result[5]) == (lq, 300)
+    assert result[6].item() == 0 and result[7].item() == 0
     additive = torch.zeros(lq, 300).masked_fill(~keep, float("-inf"))
     scores = (q @ k.transpose(-1, -2)) / 4.0 + additive
     assert_same(lse, torch.logsumexp(scores, -1), rtol=1e-5, atol=1e-5)
