@@ -427,3 +427,13 @@ def test_nan_inputs_propagate_like_math(adapter_kind, lq, lk):
     k[0, 1, 0, 5] = float("nan")
     out = check_sdpa(q, k, v, is_causal=lq > 1)
     assert out.isnan().any()
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("d,dv", [(6, 10), (3, 33), (130, 7)])
+def test_odd_head_dims_prefill(adapter_kind, d, dv):
+    """Head dims the lanes variant does not take: the rows variant with several query rows
+    per workgroup, value columns shared unevenly among a chunk's invocations."""
+    q, k, v = qkv(2, 3, 3, 21, 45, d, dv)
+    check_sdpa(q, k, v, is_causal=True)
+    check_sdpa(q, k, v, attn_mask=make((21, 45), torch.float32, 8, -2, 0))
