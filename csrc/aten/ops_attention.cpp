@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "aten/webgpu_tensor.h"
@@ -197,6 +198,11 @@ fused_attention(const Tensor& query, const Tensor& key, const Tensor& value,
     auto [o, l] = attention_by_ops(q, k, v, mask, is_causal, a.scale);
     out4.copy_(o);
     lse.copy_(l);
+  } else if (Lk == 0) {
+    // No keys: the math path's empty product (zeros) and an empty logsumexp (-inf). Not a
+    // kernel launch: k and v have no storage to bind.
+    out.zero_();
+    lse.fill_(-std::numeric_limits<double>::infinity());
   } else if (out.numel() > 0 || lse.numel() > 0) {
     TWGPU_TRY
     a.q = view_of(q), a.k = view_of(k), a.v = view_of(v), a.out = view_of(out4);
@@ -206,11 +212,8 @@ fused_attention(const Tensor& query, const Tensor& key, const Tensor& value,
     if (attn_bias.has_value() && attn_bias->defined()) {
       mask = attn_bias->expand({B, H, Lq, Lk});
       a.mask_kind = mask.scalar_type() == at::kBool ? attn::MaskKind::Bool : attn::MaskKind::Float;
-      if (Lk > 0) a.mask = view_of(mask);
-      else a.mask_kind = attn::MaskKind::None;
+      a.mask = view_of(mask);
     }
-    // Without keys, k and v bind q and the output (never read).
-    if (Lk == 0) a.k = a.q, a.v = a.out;
     RuntimeLock lock;
     attn::scaled_dot_product_attention(lock.ctx(), a);
     TWGPU_CATCH

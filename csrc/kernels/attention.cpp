@@ -355,7 +355,8 @@ std::string lanes_body(const AttentionArgs& a, const Plan& p, const std::vector<
     for (var x = 0u; x < D4; x = x + 1u) { dot4 = dot4 + q[x] * )" + kload + R"((kr + 4u * x * u.k_sd); }
     var s = add_mask((dot4.x + dot4.y) + (dot4.z + dot4.w), mrow + j * u.m_sk);
     if (!row_ok || (u.causal != 0u && j > i)) { s = -f32_inf(); }
-    if (s != -f32_inf()) {
+    // is_nan: NVIDIA's compiler may take `!=` as ordered, which would skip a NaN score.
+    if (is_nan(s) || s != -f32_inf()) {
       // Online softmax per key: a new max rescales what was summed so far.
       if (s > m) {
         let c = exp(m - s);
