@@ -27,6 +27,7 @@ from typing import Callable
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 import torch_webgpu  # noqa: F401
 
 from timing import best_ms, sync
@@ -288,17 +289,28 @@ def conv(quick, caps):
 def attention(quick, caps):
     heads, kv_heads, hd = 14, 2, 64  # Qwen2.5-0.5B's GQA
     out = []
-    cases = [("prefill", 128 if quick else 512, 128 if quick else 512, False),
-             ("decode", 1, 256 if quick else 1024, False),
-             ("decode GQA 14/2", 1, 256 if quick else 1024, True)]
-    for name, q_len, kv_len, gqa in cases:
-        def setup(d, q_len=q_len, kv_len=kv_len, gqa=gqa):
+    # "math": the same call forced onto PyTorch's math decomposition (matmuls and a
+    # softmax), what webgpu ran before its fused kernel.
+    cases = [("prefill", 128 if quick else 512, 128 if quick else 512, False, False),
+             ("prefill GQA 14/2", 128 if quick else 512, 128 if quick else 512, True, False),
+             ("prefill GQA math", 128 if quick else 512, 128 if quick else 512, True, True),
+             ("decode", 1, 256 if quick else 1024, False, False),
+             ("decode GQA 14/2", 1, 256 if quick else 1024, True, False),
+             ("decode GQA math", 1, 256 if quick else 1024, True, True)]
+    for name, q_len, kv_len, gqa, math in cases:
+        def setup(d, q_len=q_len, kv_len=kv_len, gqa=gqa, math=math):
             q = torch.randn(1, heads, q_len, hd, device=d)
             kvh = kv_heads if gqa else heads
             k = torch.randn(1, kvh, kv_len, hd, device=d)
             v = torch.randn(1, kvh, kv_len, hd, device=d)
             causal = q_len > 1
-            return lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
+
+            def run():
+                if not math:
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
+                with sdpa_kernel(SDPBackend.MATH):
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
+            return run
         kvh = kv_heads if gqa else heads
         if q_len == 1:  # decode reads the cache: bandwidth
             amount, unit = 4 * (2 * kvh * kv_len * hd + 2 * heads * hd), "GB/s"
