@@ -23,8 +23,12 @@ std::string storage_bindings(const std::vector<KernelBuffer>& buffers) {
   return s;
 }
 
-std::string header_tail() {
-  std::string s = "fn opaque_f32(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) ^ uw(3u)); }\n";
+// The frame's words by name, read from `frame` (a vec4<u32>): see kWordCount...
+std::string header_tail(const std::string& frame) {
+  std::string s = "fn frame_count() -> u32 { return " + frame + ".x; }\n"
+                  "fn frame_pitch() -> u32 { return " + frame + ".y; }\n"
+                  "fn frame_groups_x() -> u32 { return " + frame + ".z; }\n"
+                  "fn opaque_f32(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) ^ " + frame + ".w); }\n";
   s += wgsl::kFloatPrelude;
   s += wgsl::kInt64Prelude;
   s += wgsl::kMathPrelude;
@@ -50,13 +54,12 @@ std::string kernel_header(const std::vector<KernelBuffer>& buffers, size_t unifo
   s += storage_bindings(buffers);
   s += "@group(0) @binding(" + std::to_string(buffers.size()) + ") var<uniform> U: Uniforms;\n";
   s += "fn uw(i: u32) -> u32 { return U.w[i >> 2u][i & 3u]; }\n";
-  return s + header_tail();
+  return s + header_tail("U.w[0]");
 }
 
 std::string kernel_header(const std::vector<KernelBuffer>& buffers, const UniformLayout& layout) {
   std::string s = storage_bindings(buffers) + layout.wgsl(buffers.size());
-  s += "fn uw(i: u32) -> u32 { return u.frame[i]; }\n";  // the frame's words (kernel_main)
-  return s + header_tail();
+  return s + header_tail("u.frame");
 }
 
 UniformLayout::UniformLayout(const std::vector<UniformDecl>& decls) {
@@ -216,11 +219,11 @@ std::string kernel_main(Grid grid, uint32_t workgroup) {
        "        @builtin(local_invocation_id) lid3: vec3<u32>,\n"
        "        @builtin(workgroup_id) wid: vec3<u32>) {\n";
   if (grid == Grid::Invocations) {
-    s += "  let idx = gid.x + gid.y * uw(1u);\n  if (idx >= uw(0u)) { return; }\n";
+    s += "  let idx = gid.x + gid.y * frame_pitch();\n  if (idx >= frame_count()) { return; }\n";
   } else {
     // Uniform control flow: every invocation of a group sees the same `group`; kernels
     // must not return before their barriers, so the bound check is theirs to make.
-    s += "  let group = wid.x + wid.y * uw(2u);\n  let lid = lid3.x;\n";
+    s += "  let group = wid.x + wid.y * frame_groups_x();\n  let lid = lid3.x;\n";
   }
   return s;
 }
@@ -354,7 +357,7 @@ KernelPlan plan_kernel(Context& ctx, KernelLaunch& l) {
   for (const auto& b : l.buffers) plan.buffers.push_back(b.buffer);
   plan.uniforms = l.uniforms;  // the caller may launch `l` again
   // In Groups mode a grid with more than one row has idle groups past `count` in its last
-  // row: kernels check `group < uw(0u)`.
+  // row: kernels check `group < frame_count()`.
   if (ctx.pool().has_oversized()) plan.windows = plan_windows(ctx, l, kernel_name(), plan.uniforms);
   plan.groups_x = static_cast<uint32_t>(gx);
   plan.groups_y = static_cast<uint32_t>(gy);

@@ -135,6 +135,9 @@ struct KernelLaunch {
   // An array's first values.size() words (the rest stay 0).
   KernelLaunch& set_u32s(std::string_view name, const std::vector<uint32_t>& values);
   KernelLaunch& set_u32s(std::string_view name, std::initializer_list<uint32_t> values);  // no allocation
+  KernelLaunch& set_u32s(std::string_view name, const uint32_t* values, size_t count) {
+    return set_words(name, values, count);
+  }
   // The word a named scalar occupies (for KernelBuffer::touches).
   uint32_t word_of(std::string_view name) const;
   const UniformLayout* layout() const { return layout_; }

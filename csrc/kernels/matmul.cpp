@@ -175,7 +175,7 @@ std::string tiled_body(const Arith& ar, const TileShape& t, GatherB gather) {
   s += "var<workgroup> sa: array<" + T + ", " + std::to_string(t.bk * sa_row) + ">;\n";  // [k][m]
   s += "var<workgroup> sb: array<" + T + ", " + std::to_string(t.bk * sb_row) + ">;\n";  // [k][n]
   s += kernel_main(Grid::Groups, t.threads());
-  s += "  let valid = group < uw(0u);\n"
+  s += "  let valid = group < frame_count();\n"
        "  let g = select(0u, group, valid);\n"
        "  let b = g / u.tiles_per_batch;\n  let t = g % u.tiles_per_batch;\n"
        "  let row0 = (t / u.tiles_n) * " + n(t.tm) + ";\n  let col0 = (t % u.tiles_n) * " + n(t.tn) + ";\n"
@@ -321,7 +321,7 @@ std::string per_output_body(const Arith& ar) {
 std::string reduce_body(const Arith& ar) {
   std::string s = "var<workgroup> part: array<" + ar.type() + ", 64>;\n";
   s += kernel_main(Grid::Groups, 64);
-  s += "  let valid = group < uw(0u);\n"
+  s += "  let valid = group < frame_count();\n"
        "  let g = select(0u, group, valid);\n"
        "  let M = u.m;\n  let N = u.n;\n  let K = u.k;\n"
        "  let c = g % N;\n  let rest = g / N;\n  let r = rest % M;\n  let b = rest / M;\n"
@@ -361,7 +361,7 @@ std::string gemv_body(uint32_t threads, bool pairs, DType b_dtype) {
              : "fn weight_pair(w: u32) -> vec2<f32> { let v = buf1[w]; "
                "return vec2<f32>(bitcast<f32>(v << 16u), bitcast<f32>(v & 0xffff0000u)); }\n";
   s += kernel_main(Grid::Groups, threads);
-  s += "  let valid = group < uw(0u);\n"
+  s += "  let valid = group < frame_count();\n"
        "  let g = select(0u, group, valid);\n"
        "  let M = u.m;\n  let N = u.n;\n  let K = u.k;\n"
        "  let cg = g % u.tiles_n;\n  let rest = g / u.tiles_n;\n  let r = rest % M;\n  let b = rest / M;\n"
