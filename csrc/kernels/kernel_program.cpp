@@ -209,6 +209,18 @@ KernelLaunch& KernelLaunch::set_words(std::string_view name, const uint32_t* val
   return *this;
 }
 
+size_t KernelLaunch::set_fields(size_t first, const uint32_t* words) {
+  const uint32_t* w = words;
+  const auto& fields = layout_->fields();
+  for (size_t i = first; i < fields.size(); ++i) {
+    const uint32_t n = fields[i].length > 0 ? fields[i].length : 1;
+    std::copy(w, w + n, uniforms.begin() + fields[i].word);
+    w += n;
+    unset_ &= ~(1ull << i);
+  }
+  return static_cast<size_t>(w - words);
+}
+
 uint32_t KernelLaunch::word_of(std::string_view name) const {
   return layout_->fields()[field(name, UniformType::U32, false)].word;
 }

@@ -138,6 +138,10 @@ struct KernelLaunch {
   KernelLaunch& set_u32s(std::string_view name, const uint32_t* values, size_t count) {
     return set_words(name, values, count);
   }
+  // Fields first.. of the layout in declaration order from `words`, packed (a scalar takes
+  // one word, an array its length): a frame that builds the layout from its own
+  // declaration sets them without a lookup per name. Returns the words used.
+  size_t set_fields(size_t first, const uint32_t* words);
   // The word a named scalar occupies (for KernelBuffer::touches).
   uint32_t word_of(std::string_view name) const;
   const UniformLayout* layout() const { return layout_; }

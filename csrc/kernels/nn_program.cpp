@@ -19,25 +19,35 @@ uint32_t f32_bits(float v) {
   return b;
 }
 
+// One allocation each for a typical kernel's parameters.
+void NnKernel::reserve() {
+  params.reserve(16);
+  words.reserve(32);
+}
+
 NnKernel& NnKernel::param(const char* name, uint32_t v) {
+  if (params.empty()) reserve();
   params.push_back({name, UniformType::U32, 0});
   words.push_back(v);
   return *this;
 }
 
 NnKernel& NnKernel::param_i32(const char* name, int32_t v) {
+  if (params.empty()) reserve();
   params.push_back({name, UniformType::I32, 0});
   words.push_back(static_cast<uint32_t>(v));
   return *this;
 }
 
 NnKernel& NnKernel::param_f32(const char* name, float v) {
+  if (params.empty()) reserve();
   params.push_back({name, UniformType::F32, 0});
   words.push_back(f32_bits(v));
   return *this;
 }
 
 NnKernel& NnKernel::param_u32s(const char* name, std::initializer_list<uint32_t> values) {
+  if (params.empty()) reserve();
   params.push_back({name, UniformType::U32, static_cast<uint32_t>(values.size())});
   words.insert(words.end(), values.begin(), values.end());
   return *this;
@@ -68,6 +78,8 @@ const UniformLayout& nn_layout(const NnKernel& k, bool rows) {
     decls.insert(decls.end(), k.params.begin(), k.params.end());
     layout.reset(new UniformLayout(decls));
   }
+  if (layout->fields().size() != 1 + rows + k.params.size())
+    fail(ErrorKind::Internal, "torch_webgpu: nn kernel '" + k.key + "': uniform layout hash collision");
   return *layout;
 }
 
@@ -95,21 +107,8 @@ void prepare(NnKernel& k, KernelLaunch& l, const uint32_t* row_len) {
   }
   l.declare(layout).set_u32s("offsets", offsets);
   if (row_len) l.set_u32("row_len", *row_len);
-  const uint32_t* w = k.words.data();
-  for (const UniformDecl& d : k.params) {
-    if (d.length > 0) {
-      l.set_u32s(d.name, w, d.length);
-      w += d.length;
-    } else if (d.type == UniformType::F32) {
-      float f;
-      std::memcpy(&f, w++, 4);
-      l.set_f32(d.name, f);
-    } else if (d.type == UniformType::I32) {
-      l.set_i32(d.name, static_cast<int32_t>(*w++));
-    } else {
-      l.set_u32(d.name, *w++);
-    }
-  }
+  // The layout ends with the kernel's declaration, in its order.
+  l.set_fields(layout.fields().size() - k.params.size(), k.words.data());
   l.key = key;
   std::string body = k.body;
   std::vector<KernelBuffer> bufs = l.buffers;

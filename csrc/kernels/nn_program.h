@@ -60,6 +60,9 @@ struct NnKernel {
   NnKernel& param_i32(const char* name, int32_t v);
   NnKernel& param_f32(const char* name, float v);
   NnKernel& param_u32s(const char* name, std::initializer_list<uint32_t> values);
+
+ private:
+  void reserve();
 };
 
 uint32_t f32_bits(float v);
