@@ -142,6 +142,12 @@ struct KernelLaunch {
   // one word, an array its length): a frame that builds the layout from its own
   // declaration sets them without a lookup per name. Returns the words used.
   size_t set_fields(size_t first, const uint32_t* words);
+  // The layout and every uniform of `other` (a variant of one kernel over other bindings).
+  void copy_uniforms(const KernelLaunch& other) {
+    layout_ = other.layout_;
+    unset_ = other.unset_;
+    uniforms = other.uniforms;
+  }
   // The word a named scalar occupies (for KernelBuffer::touches).
   uint32_t word_of(std::string_view name) const;
   const UniformLayout* layout() const { return layout_; }
