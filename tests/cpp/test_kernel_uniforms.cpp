@@ -284,3 +284,28 @@ TEST(KernelUniforms, PlanRecordsAgainLikeAFreshLaunch) {
   record(ctx, empty);
   ctx.pool().release(out);
 }
+
+TEST(KernelUniforms, WordsWithoutADeclarationAreRefused) {
+  RuntimeLock lock;
+  Context& ctx = lock.ctx();
+  Allocation* out = ctx.pool().allocate(256);
+  KernelLaunch l;
+  l.typed.family = "test:numbered";
+  l.uniforms = {0, 0, 0, 0, 7u};
+  l.buffers = {{out->buffer, Access::ReadWrite, false}};
+  l.count = 4;
+  l.workgroup = 64;
+  l.body = [] { return kernel_main(Grid::Invocations, 64) + "  buf0[idx] = 1u;\n}\n"; };
+  const std::string message = error_of([&] { launch_kernel(ctx, l); });
+  EXPECT_NE(message.find("kernel 'test:numbered' sets uniform words without declaring a layout"),
+            std::string::npos)
+      << message;
+  // Without uniforms of its own a kernel reads the frame's by name.
+  l.uniforms.clear();
+  l.body = [] { return kernel_main(Grid::Invocations, 64) + "  buf0[idx] = frame_count();\n}\n"; };
+  launch_kernel(ctx, l);
+  std::vector<uint32_t> host(4);
+  ctx.recorder().read(out->buffer, 0, host.data(), 16);
+  ctx.pool().release(out);
+  for (uint32_t v : host) EXPECT_EQ(v, 4u);
+}
