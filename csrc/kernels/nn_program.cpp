@@ -83,21 +83,35 @@ const UniformLayout& nn_layout(const NnKernel& k, bool rows) {
   return *layout;
 }
 
-// Bindings, uniforms and typed accessors; sets the key.
-void prepare(NnKernel& k, KernelLaunch& l, const uint32_t* row_len) {
-  std::string key = "nn:" + k.key;
+// How a kernel is launched, part of its key (the body's main() differs).
+enum class Shape : uint32_t { Map, Rows1, Rows2, Groups };
+
+// Bindings, uniforms, typed accessors and the typed key: the family is the kernel's key
+// (alive through the launch); the variant packs the operands' dtypes (4 bits each), their
+// counts, accumulate and the launch shape, and marks the family as the nn frame's.
+void prepare(NnKernel& k, KernelLaunch& l, const uint32_t* row_len, Shape shape) {
+  if (k.inputs.size() > 8 || k.outputs.size() > 8)
+    fail(ErrorKind::Internal, "torch_webgpu: nn kernel '" + k.key + "' has more than 8 inputs or outputs");
+  KernelKey::Variant variant{0, 0,
+                             static_cast<uint32_t>(k.inputs.size() | k.outputs.size() << 8 |
+                                                   (k.accumulate ? 1u : 0u) << 16 |
+                                                   static_cast<uint32_t>(shape) << 24),
+                             0x6e6e3a00u};  // "nn:"
+  static_assert(static_cast<int>(DType::Complex128) < 16, "a dtype takes 4 bits of the key");
   std::vector<uint32_t> offsets;
-  for (const auto& op : k.inputs) {
+  for (size_t i = 0; i < k.inputs.size(); ++i) {
+    const Operand& op = k.inputs[i];
     l.buffers.push_back({op.buffer, Access::Read, false});
     offsets.push_back(static_cast<uint32_t>(op.offset));
-    key += std::string("|i") + dtype_name(op.dtype);
+    variant[0] |= static_cast<uint32_t>(op.dtype) << (4 * i);
   }
-  for (const auto& op : k.outputs) {
+  for (size_t o = 0; o < k.outputs.size(); ++o) {
+    const Operand& op = k.outputs[o];
     l.buffers.push_back({op.buffer, Access::ReadWrite, k.accumulate || is_subword(op.dtype)});
     offsets.push_back(static_cast<uint32_t>(op.offset));
-    key += std::string("|o") + dtype_name(op.dtype);
+    variant[1] |= static_cast<uint32_t>(op.dtype) << (4 * o);
   }
-  if (k.accumulate) key += "|acc";
+  l.typed = {k.key.c_str(), variant};
   const UniformLayout& layout = nn_layout(k, row_len != nullptr);
   // Operands that say how far they reach may live in buffers larger than one binding.
   for (size_t i = 0; i < l.buffers.size(); ++i) {
@@ -109,12 +123,12 @@ void prepare(NnKernel& k, KernelLaunch& l, const uint32_t* row_len) {
   if (row_len) l.set_u32("row_len", *row_len);
   // The layout ends with the kernel's declaration, in its order.
   l.set_fields(layout.fields().size() - k.params.size(), k.words.data());
-  l.key = key;
-  std::string body = k.body;
-  std::vector<KernelBuffer> bufs = l.buffers;
-  std::vector<Operand> ins = k.inputs, outs = k.outputs;
-  const bool accumulate = k.accumulate;
-  l.body = [bufs, ins, outs, body, accumulate] {
+  // Called only while building the pipeline, within the launch: no copies per launch.
+  l.body = [&k, &l] {
+    const std::vector<KernelBuffer>& bufs = l.buffers;
+    const std::vector<Operand>& ins = k.inputs;
+    const std::vector<Operand>& outs = k.outputs;
+    const bool accumulate = k.accumulate;
     std::string s;
     for (size_t i = 0; i < ins.size(); ++i) {
       std::string n = std::to_string(i), off = "u_offsets(" + std::to_string(i) + "u)";
@@ -150,7 +164,7 @@ void prepare(NnKernel& k, KernelLaunch& l, const uint32_t* row_len) {
         s += "fn out" + n + "(i: u32, v: i32) { raw_out" + n + "(i + " + off + ", v); }\n";
       }
     }
-    return s + body;
+    return s + k.body;
   };
 }
 
@@ -159,7 +173,7 @@ void prepare(NnKernel& k, KernelLaunch& l, const uint32_t* row_len) {
 void launch_map(Context& ctx, NnKernel& k, uint64_t count) {
   if (count == 0) return;
   KernelLaunch l;
-  prepare(k, l, nullptr);
+  prepare(k, l, nullptr, Shape::Map);
   l.grid = Grid::Invocations;
   l.count = count;
   const uint32_t wg = ctx.caps().workgroup_1d();
@@ -174,8 +188,7 @@ void launch_map(Context& ctx, NnKernel& k, uint64_t count) {
 void launch_rows(Context& ctx, NnKernel& k, uint64_t rows, uint32_t len, int passes) {
   if (rows == 0) return;
   KernelLaunch l;
-  prepare(k, l, &len);
-  l.key += passes == 2 ? "|rows2" : "|rows1";
+  prepare(k, l, &len, passes == 2 ? Shape::Rows2 : Shape::Rows1);
   l.grid = Grid::Groups;
   l.count = rows;
   l.workgroup = kRowWorkgroup;
@@ -211,8 +224,7 @@ void launch_rows(Context& ctx, NnKernel& k, uint64_t rows, uint32_t len, int pas
 void launch_groups(Context& ctx, NnKernel& k, uint64_t groups, uint32_t workgroup) {
   if (groups == 0) return;
   KernelLaunch l;
-  prepare(k, l, nullptr);
-  l.key += "|groups" + std::to_string(workgroup);
+  prepare(k, l, nullptr, Shape::Groups);
   l.grid = Grid::Groups;
   l.count = groups;
   l.workgroup = workgroup;
