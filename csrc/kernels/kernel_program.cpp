@@ -23,18 +23,6 @@ std::string storage_bindings(const std::vector<KernelBuffer>& buffers) {
   return s;
 }
 
-// The frame's words by name, read from `frame` (a vec4<u32>): see kWordCount...
-std::string header_tail(const std::string& frame) {
-  std::string s = "fn frame_count() -> u32 { return " + frame + ".x; }\n"
-                  "fn frame_pitch() -> u32 { return " + frame + ".y; }\n"
-                  "fn frame_groups_x() -> u32 { return " + frame + ".z; }\n"
-                  "fn opaque_f32(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) ^ " + frame + ".w); }\n";
-  s += wgsl::kFloatPrelude;
-  s += wgsl::kInt64Prelude;
-  s += wgsl::kMathPrelude;
-  return s;
-}
-
 const char* wgsl_type(UniformType t) {
   return t == UniformType::U32 ? "u32" : t == UniformType::I32 ? "i32" : "f32";
 }
@@ -50,7 +38,15 @@ uint64_t fnv1a(uint64_t h, std::string_view bytes) {
 
 std::string kernel_header(const std::vector<KernelBuffer>& buffers, const UniformLayout& layout) {
   std::string s = storage_bindings(buffers) + layout.wgsl(buffers.size());
-  return s + header_tail("u.frame");
+  // The frame's words by name (see kWordCount...).
+  s += "fn frame_count() -> u32 { return u.frame.x; }\n"
+       "fn frame_pitch() -> u32 { return u.frame.y; }\n"
+       "fn frame_groups_x() -> u32 { return u.frame.z; }\n"
+       "fn opaque_f32(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) ^ u.frame.w); }\n";
+  s += wgsl::kFloatPrelude;
+  s += wgsl::kInt64Prelude;
+  s += wgsl::kMathPrelude;
+  return s;
 }
 
 UniformLayout::UniformLayout(const std::vector<UniformDecl>& decls) {
