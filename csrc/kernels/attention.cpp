@@ -196,7 +196,7 @@ std::string rows_body(const AttentionArgs& a, const Plan& p, const std::vector<K
        "var<workgroup> red: array<f32, WG>;\n"
        "var<workgroup> fin: array<f32, " + N(p.wg * p.per_lane) + ">;\n";
   s += kernel_main(Grid::Groups, p.wg);
-  s += R"(  let live = group < uw(0u);
+  s += R"(  let live = group < frame_count();
   let g = select(0u, group, live);
   let split = g % u.splits;
   let blk = (g / u.splits) % u.blocks;
@@ -325,7 +325,7 @@ std::string lanes_body(const AttentionArgs& a, const Plan& p, const std::vector<
   s += kernel_store("put_lse", bufs, ob + 1, DType::Float32, Compute::F32);
   s += "const WG = " + N(p.wg) + ";\nconst D4 = " + N(a.dim / 4) + ";\nconst V4 = " + N(a.v_dim / 4) + ";\n";
   s += kernel_main(Grid::Groups, p.wg);
-  s += R"(  let live = group < uw(0u);
+  s += R"(  let live = group < frame_count();
   let g = select(0u, group, live);
   let blk = g % u.blocks;
   let bh = g / u.blocks;

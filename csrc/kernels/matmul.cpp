@@ -198,7 +198,7 @@ std::string tiled_body(const Arith& ar, const TileShape& t, GatherB gather, Spli
   s += "var<workgroup> sa: array<" + T + ", " + std::to_string(t.bk * sa_row) + ">;\n";  // [k][m]
   s += "var<workgroup> sb: array<" + T + ", " + std::to_string(t.bk * sb_row) + ">;\n";  // [k][n]
   s += kernel_main(Grid::Groups, t.threads());
-  s += "  let valid = group < uw(0u);\n"
+  s += "  let valid = group < frame_count();\n"
        "  let g0 = select(0u, group, valid);\n";
   // Split-K: neighbouring workgroups take the slices of K of one tile, [kb, ke).
   s += split == Split::Partials
@@ -357,7 +357,7 @@ std::string decode_output(const std::string& i) {
 std::string reduce_body(const Arith& ar) {
   std::string s = "var<workgroup> part: array<" + ar.type() + ", 64>;\n";
   s += kernel_main(Grid::Groups, 64);
-  s += "  let valid = group < uw(0u);\n"
+  s += "  let valid = group < frame_count();\n"
        "  let g = select(0u, group, valid);\n"
        "  let K = u.k;\n" + decode_output("g") +
        "  let ai = a_base(bo, bi) + r * u.a_rows;\n"
@@ -408,7 +408,7 @@ std::string gemv_body(uint32_t threads, bool pairs, DType b_dtype) {
              : "fn weight_pair(w: u32) -> vec2<f32> { let v = buf1[w]; "
                "return vec2<f32>(bitcast<f32>(v << 16u), bitcast<f32>(v & 0xffff0000u)); }\n";
   s += kernel_main(Grid::Groups, threads);
-  s += "  let valid = group < uw(0u);\n"
+  s += "  let valid = group < frame_count();\n"
        "  let g = select(0u, group, valid);\n"
        "  let M = u.m;\n  let N = u.n;\n  let K = u.k;\n"
        "  let cg = g % u.tiles_n;\n  let rest = g / u.tiles_n;\n  let r = rest % M;\n  let b = rest / M;\n"
