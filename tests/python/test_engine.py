@@ -550,6 +550,82 @@ def test_index_mask_norm_ops_match_cpu_and_eager(name, tmp_path):
         assert torch.equal(g, e), f"{name}: engine and eager differ"
 
 
+class Attention(nn.Module):
+    """F.scaled_dot_product_attention over HF-style (B, L, H, D) projections, transposed in."""
+
+    def __init__(self, **kw):
+        super().__init__()
+        self.kw = kw
+
+    def forward(self, q, k, v, *mask):
+        out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                             *mask, **self.kw)
+        return out.transpose(1, 2).reshape(q.shape[0], q.shape[1], -1)
+
+
+def _sdpa_inputs(hkv=4, lq=5, lk=7, dtype=torch.float32):
+    torch.manual_seed(0)
+    return (torch.randn(2, lq, 4, 8, dtype=dtype), torch.randn(2, lk, hkv, 8, dtype=dtype),
+            torch.randn(2, lk, hkv, 8, dtype=dtype))
+
+
+SDPA_CASES = {
+    # name: (module kwargs, inputs (q, k, v, mask...))
+    "float_mask": ({}, _sdpa_inputs() + (torch.randn(2, 1, 5, 7),)),
+    "bool_mask": ({}, _sdpa_inputs() + (torch.rand(1, 4, 5, 7) > 0.3,)),
+    "padding_mask_scale": ({"scale": 0.3}, _sdpa_inputs() + (torch.randn(2, 1, 1, 7),)),
+    "causal": ({"is_causal": True}, _sdpa_inputs(lk=5)),
+    "gqa": ({"enable_gqa": True}, _sdpa_inputs(hkv=2)),
+    "half": ({}, _sdpa_inputs(dtype=torch.float16) + (torch.randn(2, 1, 5, 7).half(),)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SDPA_CASES))
+def test_sdpa_is_one_fused_op_equal_to_eager(name, tmp_path):
+    kw, inputs = SDPA_CASES[name]
+    model = Attention(**kw)
+    (y,) = run_engine(model, inputs, tmp_path)
+    chain = json.load(open(tmp_path / "program.json"))["chain"]
+    ops = [c["op"] for c in chain]
+    assert ops.count("aten::scaled_dot_product_attention") == 1, ops
+    assert "aten::bmm" not in ops and "aten::_softmax" not in ops, ops
+    # The eager fused kernel, same variant: the same bits.
+    assert torch.equal(y, eager_webgpu(model, inputs)), name
+    with torch.no_grad():
+        want = model(*[x.float() for x in inputs[:3]], *[m if m.dtype == torch.bool else m.float()
+                                                         for m in inputs[3:]])
+    tol = dict(rtol=2e-3, atol=2e-3) if inputs[0].dtype == torch.float16 else dict(rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(y.float(), want, **tol)
+
+
+def test_sdpa_the_engine_cannot_run_is_decomposed(tmp_path):
+    # Head dim 300 is past the fused kernel's 256: exported as matmul + softmax, still right.
+    model = Attention()
+    torch.manual_seed(0)
+    inputs = (torch.randn(1, 3, 2, 300), torch.randn(1, 4, 2, 300), torch.randn(1, 4, 2, 300))
+    (y,) = run_engine(model, inputs, tmp_path)
+    ops = {c["op"] for c in json.load(open(tmp_path / "program.json"))["chain"]}
+    assert "aten::scaled_dot_product_attention" not in ops and "aten::_softmax" in ops, ops
+    with torch.no_grad():
+        torch.testing.assert_close(y, model(*inputs), rtol=1e-4, atol=1e-5)
+
+
+def test_sdpa_load_names_the_op_for_unsupported_arguments(tmp_path):
+    inputs = _sdpa_inputs() + (torch.randn(2, 1, 5, 7),)
+    aot.export(Attention(), inputs, str(tmp_path))
+    program = json.load(open(tmp_path / "program.json"))
+    (i,) = [i for i, c in enumerate(program["chain"]) if c["op"] == "aten::scaled_dot_product_attention"]
+    weights = open(tmp_path / "weights.bin", "rb").read()
+    dropout = program["chain"][i]["args"][4]
+    program["values"][dropout] = {"type": "float", "value": 0.1}
+    with pytest.raises(ValueError, match=rf"chain\[{i}\] aten::scaled_dot_product_attention: dropout_p must be 0"):
+        engine.Program.load(json.dumps(program), weights)
+    program["values"][dropout] = {"type": "float", "value": 0.0}
+    program["values"][program["chain"][i]["args"][5]] = {"type": "bool", "value": True}
+    with pytest.raises(ValueError, match=r"aten::scaled_dot_product_attention: is_causal with an explicit attn_mask"):
+        engine.Program.load(json.dumps(program), weights)
+
+
 def test_minilm_sentence_embeddings_match_cpu(tmp_path):
     """all-MiniLM-L6-v2 (real weights) exported and run by the engine, twice on one load."""
     from torch_webgpu.testing import packaged_weights
