@@ -642,6 +642,11 @@ def test_minilm_sentence_embeddings_match_cpu(tmp_path):
     prog = export_and_load(embedder, first, tmp_path)
     ops = {c["op"] for c in json.load(open(tmp_path / "program.json"))["chain"]}
     assert {"aten::gather", "aten::index.Tensor", "aten::linalg_vector_norm", "aten::bitwise_and.Tensor"} <= ops
+    # Attention (float padding mask) is one fused op per layer, not matmul/softmax/...:
+    # 226 launches per run decomposed, 118 fused.
+    chain = [c["op"] for c in json.load(open(tmp_path / "program.json"))["chain"]]
+    assert chain.count("aten::scaled_dot_product_attention") == 6 and "aten::_softmax" not in chain
+    assert prog.launches_per_run <= 120, prog.launches_per_run
     second = batch(["Engines run exported programs.", "Paris is in France.", "Dogs are lazy.", "Hi."])
     for ids, mask in (first, second):
         (y,) = prog.run(ids, mask)
