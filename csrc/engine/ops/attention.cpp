@@ -6,6 +6,7 @@
 #include "kernels/attention.h"
 #include "kernels/binding_window.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -44,6 +45,27 @@ uint64_t span_bytes(const DeviceTensor& t) {
   uint64_t span = 1;
   for (int64_t d = 0; d < t.dim(); ++d) span += uint64_t(t.shape[d] - 1) * uint64_t(t.strides[d]);
   return span * element_size(t.dtype);
+}
+
+// The output: memory of its own in the layout the program gives, which may be any dense
+// order (the exporter writes the meta's: q's dim order, so HF's transpose back to
+// (B, L, H*Dv) is a view, not a copy); the kernel writes through its strides.
+const DeviceTensor& dense_output(OpBuilder& b, const std::vector<int64_t>& shape, DType dtype) {
+  DeviceTensor& out = b.output(0);
+  b.check(out.shape == shape && out.dtype == dtype,
+          "output 0 is " + out.describe() + ", the op makes " + shape_text(dtype, shape));
+  std::vector<int64_t> order;
+  for (int64_t d = 0; d < out.dim(); ++d)
+    if (out.shape[d] != 1) order.push_back(d);
+  std::sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return out.strides[x] < out.strides[y]; });
+  int64_t expected = 1;
+  bool dense = !out.is_view;
+  for (int64_t d : order) {
+    dense = dense && out.strides[d] == expected;
+    expected *= out.shape[d];
+  }
+  b.check(dense || (!out.is_view && out.numel() == 0), "output 0 must be dense memory of its own (some dim order)");
+  return out;
 }
 
 void sdpa(OpBuilder& b) {
@@ -87,7 +109,7 @@ void sdpa(OpBuilder& b) {
 
   std::vector<int64_t> out_shape = q.shape;
   out_shape.back() = Dv;
-  const DeviceTensor& out = b.checked_output(0, out_shape, q.dtype);
+  const DeviceTensor& out = dense_output(b, out_shape, q.dtype);
 
   const uint64_t budget = window_budget(b.gpu());
   for (const DeviceTensor* t : {&q, &k, &v, mask, &out})

@@ -201,6 +201,10 @@ def program_from_exported(ep):
             if not isinstance(v, torch.Tensor):
                 raise NotImplementedError(f"torch_webgpu.aot: {op_name(node.target)} returns a non-tensor")
             vid = b.tensor(v, {} if view else {"mem": None})
+            if node.target is _SDPA and not v.is_contiguous():
+                # The fused op writes in the meta's layout (q's dim order), so the graph's
+                # later views of it (transpose, then view) need no copy.
+                b.values[vid]["strides"] = list(v.stride())
             if view:
                 b.base[vid] = b.base[args[0]]
             b.defined[vid] = at
