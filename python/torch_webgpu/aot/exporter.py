@@ -328,24 +328,25 @@ def _sdpa_supported(node):
     return True
 
 
-def _decomposition_table(ep):
+def _decomposition_table(ep, fuse_attention=True):
     """Core ATen, but scaled_dot_product_attention kept whole (one fused engine op) when
     the engine runs every SDPA call of the graph; else decomposed like the rest."""
     table = torch.export.default_decompositions()
     sdpa = [n for n in ep.graph.nodes if n.op == "call_function" and n.target is _SDPA]
-    if sdpa and all(_sdpa_supported(n) for n in sdpa):
+    if fuse_attention and sdpa and all(_sdpa_supported(n) for n in sdpa):
         table.pop(_SDPA, None)
     return table
 
 
-def export(model, example_inputs, out_dir, check_ops=True, web_dir=None):
+def export(model, example_inputs, out_dir, check_ops=True, web_dir=None, fuse_attention=True):
     """Exports `model` called on `example_inputs` (a tuple of CPU tensors) into out_dir
     (program.json, weights.bin); with `web_dir`, also the web bundle (export_web).
+    `fuse_attention=False` decomposes scaled_dot_product_attention (for comparisons).
     Returns the program dict."""
     if isinstance(example_inputs, torch.Tensor):
         example_inputs = (example_inputs,)
     ep = torch.export.export(model, tuple(example_inputs))
-    ep = ep.run_decompositions(_decomposition_table(ep))
+    ep = ep.run_decompositions(_decomposition_table(ep, fuse_attention))
     program, weights = program_from_exported(ep)
     if check_ops:
         _check_ops(program)
