@@ -648,6 +648,14 @@ def test_sdpa_the_engine_cannot_run_is_decomposed(tmp_path):
         torch.testing.assert_close(y, model(*inputs), rtol=1e-4, atol=1e-5)
 
 
+def test_sdpa_past_one_binding_is_decomposed(tmp_path):
+    # q of 128 MiB: past the spec's default binding size, so exported decomposed (export only).
+    inputs = (torch.zeros(1, 4096, 128, 64), torch.zeros(1, 8, 128, 64), torch.zeros(1, 8, 128, 64))
+    program = aot.export(Attention(), inputs, str(tmp_path))
+    ops = {c["op"] for c in program["chain"]}
+    assert "aten::scaled_dot_product_attention" not in ops and "aten::_softmax" in ops, ops
+
+
 def test_sdpa_load_names_the_op_for_unsupported_arguments(tmp_path):
     inputs = _sdpa_inputs() + (torch.randn(2, 1, 5, 7),)
     aot.export(Attention(), inputs, str(tmp_path))

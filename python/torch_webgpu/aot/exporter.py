@@ -291,6 +291,9 @@ def _check_ops(program):
 _SDPA = torch.ops.aten.scaled_dot_product_attention.default
 _SDPA_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 _SDPA_MAX_HEAD_DIM = 256  # kernels/attention.h kMaxHeadDim
+# The fused kernel binds each operand whole; past the spec's default binding size (128 MiB,
+# less alignment slack) the decomposition, whose ops split their work, runs everywhere.
+_SDPA_MAX_OPERAND_BYTES = 120 << 20
 
 
 def _sdpa_supported(node):
@@ -317,6 +320,10 @@ def _sdpa_supported(node):
     if hkv != hq and not (args.get("enable_gqa", False) and hkv > 0 and hq % hkv == 0):
         return False
     if not (0 < d <= _SDPA_MAX_HEAD_DIM and 0 < dv <= _SDPA_MAX_HEAD_DIM):
+        return False
+    out_bytes = q.numel() // max(d, 1) * dv * q.element_size()
+    if max([out_bytes] + [t.numel() * t.element_size() for t in (q, k, v, mask) if t is not None]) \
+            > _SDPA_MAX_OPERAND_BYTES:
         return False
     if mask is not None:
         if mask.dtype not in (torch.bool, q.dtype):
