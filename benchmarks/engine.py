@@ -2,6 +2,7 @@
 
     PYTHONPATH=python python3 benchmarks/engine.py                       # MiniLM + EfficientNet-Lite0, batch 1 and 32
     PYTHONPATH=python python3 benchmarks/engine.py --models minilm --batches 1,32 --reps 3
+    PYTHONPATH=python python3 benchmarks/engine.py --models minilm --decomposed-attention  # fused vs not
 
 Per model and batch, one row per path:
   engine  torch_webgpu.engine.Program.run: inputs written, every launch recorded, one
@@ -83,9 +84,9 @@ def dispatches():
     return _C.dispatch_stats().get("dispatches", 0)
 
 
-def bench_engine(model, inputs, reps):
+def bench_engine(model, inputs, reps, fuse_attention=True):
     with tempfile.TemporaryDirectory() as d:
-        aot.export(model, inputs, d)
+        aot.export(model, inputs, d, fuse_attention=fuse_attention)
         prog = engine.Program.load(d)
     ms = best(lambda: prog.run(*inputs), reps)
     # Host share: record one run through the Context API (submit and wait excluded: Dawn's
@@ -141,6 +142,8 @@ def main(argv=None):
     p.add_argument("--batches", default="1,32")
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--no-cuda", action="store_true")
+    p.add_argument("--decomposed-attention", action="store_true",
+                   help="also an engine row with SDPA exported decomposed (matmul, softmax, ...)")
     args = p.parse_args(argv)
     cuda = torch.cuda.is_available() and not args.no_cuda
     print(f"adapter: {torch.webgpu.get_device_name()} | torch {torch.__version__}"
@@ -154,6 +157,8 @@ def main(argv=None):
                 ref = model(*inputs).numpy()
             results = {"engine": bench_engine(model, inputs, args.reps),
                        "eager": bench_eager(model, inputs, "webgpu", args.reps)}
+            if args.decomposed_attention:
+                results["engine, sdpa decomposed"] = bench_engine(model, inputs, args.reps, fuse_attention=False)
             if cuda:
                 results["cuda"] = bench_eager(model, inputs, "cuda", args.reps)
             for path, r in results.items():

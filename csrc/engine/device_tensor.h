@@ -23,6 +23,7 @@ struct DeviceTensor {
   uint64_t numel() const { return numel_of(shape); }
   uint64_t nbytes() const { return numel() * static_cast<uint64_t>(element_size(dtype)); }
   bool is_contiguous() const {
+    if (numel() == 0) return true;  // no elements: any strides (a 0 inside the shape) will do
     int64_t expected = 1;
     for (int64_t d = dim() - 1; d >= 0; --d) {
       if (shape[d] != 1 && strides[d] != expected) return false;

@@ -6,6 +6,7 @@
 # work and times. Writes $OUT/engine_bench.md (the table) and prints it.
 #   bash scripts/h200/engine_bench.sh                      # ~2-4 minutes
 #   ARGS="--batches 1 --reps 10" bash scripts/h200/engine_bench.sh
+#   ARGS="--models minilm --decomposed-attention" bash scripts/h200/engine_bench.sh  # SDPA fused vs not
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"

@@ -550,6 +550,128 @@ def test_index_mask_norm_ops_match_cpu_and_eager(name, tmp_path):
         assert torch.equal(g, e), f"{name}: engine and eager differ"
 
 
+class Attention(nn.Module):
+    """F.scaled_dot_product_attention over HF-style (B, L, H, D) projections, transposed in."""
+
+    def __init__(self, **kw):
+        super().__init__()
+        self.kw = kw
+
+    def forward(self, q, k, v, *mask):
+        out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                             *mask, **self.kw)
+        return out.transpose(1, 2).reshape(q.shape[0], q.shape[1], -1)
+
+
+def _sdpa_inputs(hkv=4, lq=5, lk=7, dtype=torch.float32):
+    torch.manual_seed(0)
+    return (torch.randn(2, lq, 4, 8, dtype=dtype), torch.randn(2, lk, hkv, 8, dtype=dtype),
+            torch.randn(2, lk, hkv, 8, dtype=dtype))
+
+
+SDPA_CASES = {
+    # name: (module kwargs, inputs (q, k, v, mask...))
+    "float_mask": ({}, _sdpa_inputs() + (torch.randn(2, 1, 5, 7),)),
+    "bool_mask": ({}, _sdpa_inputs() + (torch.rand(1, 4, 5, 7) > 0.3,)),
+    "padding_mask_scale": ({"scale": 0.3}, _sdpa_inputs() + (torch.randn(2, 1, 1, 7),)),
+    "causal": ({"is_causal": True}, _sdpa_inputs(lk=5)),
+    "gqa": ({"enable_gqa": True}, _sdpa_inputs(hkv=2)),
+    "half": ({}, _sdpa_inputs(dtype=torch.float16) + (torch.randn(2, 1, 5, 7).half(),)),
+    "bfloat16": ({"is_causal": True}, _sdpa_inputs(lk=5, dtype=torch.bfloat16)),
+    # Kernel variants: 4 query rows per workgroup / lanes (Lq >= 16); keys split (decode, many keys).
+    "prefill": ({}, _sdpa_inputs(lq=20, lk=24) + (torch.randn(2, 1, 1, 24),)),
+    "decode_many_keys": ({"enable_gqa": True}, _sdpa_inputs(hkv=2, lq=1, lk=300)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SDPA_CASES))
+def test_sdpa_is_one_fused_op_equal_to_eager(name, tmp_path):
+    kw, inputs = SDPA_CASES[name]
+    model = Attention(**kw)
+    (y,) = run_engine(model, inputs, tmp_path)
+    program = json.load(open(tmp_path / "program.json"))
+    ops = [c["op"] for c in program["chain"]]
+    assert ops.count("aten::scaled_dot_product_attention") == 1, ops
+    assert "aten::bmm" not in ops and "aten::_softmax" not in ops, ops
+    # Written in q's dim order (the meta's layout): the transpose back and the reshape are
+    # views, so the run is the one attention launch.
+    (sdpa,) = [c for c in program["chain"] if c["op"] == "aten::scaled_dot_product_attention"]
+    lq = inputs[0].shape[1]
+    if lq > 1:
+        assert program["values"][sdpa["outputs"][0]]["strides"] == [lq * 32, 8, 32, 1]
+    assert engine.Program.load(str(tmp_path)).launches_per_run == 1
+    # The eager fused kernel, same variant: the same bits.
+    assert torch.equal(y, eager_webgpu(model, inputs)), name
+    with torch.no_grad():
+        want = model(*[x.float() for x in inputs[:3]], *[m if m.dtype == torch.bool else m.float()
+                                                         for m in inputs[3:]])
+    tol = {torch.float16: dict(rtol=2e-3, atol=2e-3), torch.bfloat16: dict(rtol=2e-2, atol=2e-2)}.get(
+        inputs[0].dtype, dict(rtol=1e-4, atol=1e-5))
+    torch.testing.assert_close(y.float(), want, **tol)
+
+
+class DirectAttention(nn.Module):
+    def __init__(self, queries=None):
+        super().__init__()
+        self.queries = queries
+
+    def forward(self, q, k, v):
+        return F.scaled_dot_product_attention(q[..., :self.queries, :], k, v)
+
+
+@pytest.mark.parametrize("shapes,queries", [(((3, 5, 8), (3, 6, 8), (3, 6, 4)), None),  # 3-D, Dv != D
+                                            (((1, 2, 3, 8), (1, 2, 6, 8), (1, 2, 6, 8)), 0)],  # no queries
+                         ids=["3d", "empty"])
+def test_sdpa_3d_and_empty_equal_eager(shapes, queries, tmp_path):
+    torch.manual_seed(0)
+    inputs = tuple(torch.randn(s) for s in shapes)
+    model = DirectAttention(queries)
+    (y,) = run_engine(model, inputs, tmp_path)
+    ops = [c["op"] for c in json.load(open(tmp_path / "program.json"))["chain"]]
+    assert "aten::scaled_dot_product_attention" in ops and "aten::_softmax" not in ops, ops
+    assert torch.equal(y, eager_webgpu(model, inputs))
+    with torch.no_grad():
+        want = model(*inputs)
+    assert y.shape == want.shape
+    torch.testing.assert_close(y, want, rtol=1e-4, atol=1e-5)
+
+
+def test_sdpa_the_engine_cannot_run_is_decomposed(tmp_path):
+    # Head dim 300 is past the fused kernel's 256: exported as matmul + softmax, still right.
+    model = Attention()
+    torch.manual_seed(0)
+    inputs = (torch.randn(1, 3, 2, 300), torch.randn(1, 4, 2, 300), torch.randn(1, 4, 2, 300))
+    (y,) = run_engine(model, inputs, tmp_path)
+    ops = {c["op"] for c in json.load(open(tmp_path / "program.json"))["chain"]}
+    assert "aten::scaled_dot_product_attention" not in ops and "aten::_softmax" in ops, ops
+    with torch.no_grad():
+        torch.testing.assert_close(y, model(*inputs), rtol=1e-4, atol=1e-5)
+
+
+def test_sdpa_past_one_binding_is_decomposed(tmp_path):
+    # q of 128 MiB: past the spec's default binding size, so exported decomposed (export only).
+    inputs = (torch.zeros(1, 4096, 128, 64), torch.zeros(1, 8, 128, 64), torch.zeros(1, 8, 128, 64))
+    program = aot.export(Attention(), inputs, str(tmp_path))
+    ops = {c["op"] for c in program["chain"]}
+    assert "aten::scaled_dot_product_attention" not in ops and "aten::_softmax" in ops, ops
+
+
+def test_sdpa_load_names_the_op_for_unsupported_arguments(tmp_path):
+    inputs = _sdpa_inputs() + (torch.randn(2, 1, 5, 7),)
+    aot.export(Attention(), inputs, str(tmp_path))
+    program = json.load(open(tmp_path / "program.json"))
+    (i,) = [i for i, c in enumerate(program["chain"]) if c["op"] == "aten::scaled_dot_product_attention"]
+    weights = open(tmp_path / "weights.bin", "rb").read()
+    dropout = program["chain"][i]["args"][4]
+    program["values"][dropout] = {"type": "float", "value": 0.1}
+    with pytest.raises(ValueError, match=rf"chain\[{i}\] aten::scaled_dot_product_attention: dropout_p must be 0"):
+        engine.Program.load(json.dumps(program), weights)
+    program["values"][dropout] = {"type": "float", "value": 0.0}
+    program["values"][program["chain"][i]["args"][5]] = {"type": "bool", "value": True}
+    with pytest.raises(ValueError, match=r"aten::scaled_dot_product_attention: is_causal with an explicit attn_mask"):
+        engine.Program.load(json.dumps(program), weights)
+
+
 def test_minilm_sentence_embeddings_match_cpu(tmp_path):
     """all-MiniLM-L6-v2 (real weights) exported and run by the engine, twice on one load."""
     from torch_webgpu.testing import packaged_weights
@@ -566,6 +688,11 @@ def test_minilm_sentence_embeddings_match_cpu(tmp_path):
     prog = export_and_load(embedder, first, tmp_path)
     ops = {c["op"] for c in json.load(open(tmp_path / "program.json"))["chain"]}
     assert {"aten::gather", "aten::index.Tensor", "aten::linalg_vector_norm", "aten::bitwise_and.Tensor"} <= ops
+    # Attention (float padding mask) is one fused op per layer, not matmul/softmax/...:
+    # 226 launches per run decomposed, 112 fused.
+    chain = [c["op"] for c in json.load(open(tmp_path / "program.json"))["chain"]]
+    assert chain.count("aten::scaled_dot_product_attention") == 6 and "aten::_softmax" not in chain
+    assert prog.launches_per_run <= 112, prog.launches_per_run
     second = batch(["Engines run exported programs.", "Paris is in France.", "Dogs are lazy.", "Hi."])
     for ids, mask in (first, second):
         (y,) = prog.run(ids, mask)

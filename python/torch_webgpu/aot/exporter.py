@@ -201,6 +201,10 @@ def program_from_exported(ep):
             if not isinstance(v, torch.Tensor):
                 raise NotImplementedError(f"torch_webgpu.aot: {op_name(node.target)} returns a non-tensor")
             vid = b.tensor(v, {} if view else {"mem": None})
+            if node.target is _SDPA and not v.is_contiguous():
+                # The fused op writes in the meta's layout (q's dim order), so the graph's
+                # later views of it (transpose, then view) need no copy.
+                b.values[vid]["strides"] = list(v.stride())
             if view:
                 b.base[vid] = b.base[args[0]]
             b.defined[vid] = at
@@ -284,13 +288,72 @@ def _check_ops(program):
         raise NotImplementedError("torch_webgpu.aot: the engine has no kernel for " + ", ".join(missing))
 
 
-def export(model, example_inputs, out_dir, check_ops=True, web_dir=None):
+_SDPA = torch.ops.aten.scaled_dot_product_attention.default
+_SDPA_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+_SDPA_MAX_HEAD_DIM = 256  # kernels/attention.h kMaxHeadDim
+# The fused kernel binds each operand whole; past the spec's default binding size (128 MiB,
+# less alignment slack) the decomposition, whose ops split their work, runs everywhere.
+_SDPA_MAX_OPERAND_BYTES = 120 << 20
+
+
+def _sdpa_supported(node):
+    """True when the engine's fused SDPA op (engine/ops/attention.cpp) runs this call: the
+    cases eager's fused choice takes (ops_attention.cpp: fused_supported)."""
+    names = [a.name for a in _SDPA._schema.arguments]
+    args = dict(zip(names, node.args))
+    args.update(node.kwargs)
+    q, k, v = (args[n].meta["val"] for n in ("query", "key", "value"))
+    mask = args.get("attn_mask")
+    mask = mask.meta["val"] if mask is not None else None
+    if args.get("dropout_p", 0.0) != 0.0 or (args.get("is_causal", False) and mask is not None):
+        return False
+    if q.dtype not in _SDPA_DTYPES or k.dtype != q.dtype or v.dtype != q.dtype:
+        return False
+    n = q.dim()
+    if n not in (3, 4) or k.dim() != n or v.dim() != n:
+        return False
+    if n == 4 and not (k.shape[0] == v.shape[0] == q.shape[0]):
+        return False
+    hq, hkv, d, dv, lk = q.shape[-3], k.shape[-3], q.shape[-1], v.shape[-1], k.shape[-2]
+    if v.shape[-3] != hkv or k.shape[-1] != d or v.shape[-2] != lk or lk == 0:
+        return False
+    if hkv != hq and not (args.get("enable_gqa", False) and hkv > 0 and hq % hkv == 0):
+        return False
+    if not (0 < d <= _SDPA_MAX_HEAD_DIM and 0 < dv <= _SDPA_MAX_HEAD_DIM):
+        return False
+    out_bytes = q.numel() // max(d, 1) * dv * q.element_size()
+    if max([out_bytes] + [t.numel() * t.element_size() for t in (q, k, v, mask) if t is not None]) \
+            > _SDPA_MAX_OPERAND_BYTES:
+        return False
+    if mask is not None:
+        if mask.dtype not in (torch.bool, q.dtype):
+            return False
+        scores = (*q.shape[:-1], lk)
+        if mask.dim() > len(scores) or any(
+                m not in (1, s) for m, s in zip(reversed(mask.shape), reversed(scores))):
+            return False
+    return True
+
+
+def _decomposition_table(ep, fuse_attention=True):
+    """Core ATen, but scaled_dot_product_attention kept whole (one fused engine op) when
+    the engine runs every SDPA call of the graph; else decomposed like the rest."""
+    table = torch.export.default_decompositions()
+    sdpa = [n for n in ep.graph.nodes if n.op == "call_function" and n.target is _SDPA]
+    if fuse_attention and sdpa and all(_sdpa_supported(n) for n in sdpa):
+        table.pop(_SDPA, None)
+    return table
+
+
+def export(model, example_inputs, out_dir, check_ops=True, web_dir=None, fuse_attention=True):
     """Exports `model` called on `example_inputs` (a tuple of CPU tensors) into out_dir
     (program.json, weights.bin); with `web_dir`, also the web bundle (export_web).
+    `fuse_attention=False` decomposes scaled_dot_product_attention (for comparisons).
     Returns the program dict."""
     if isinstance(example_inputs, torch.Tensor):
         example_inputs = (example_inputs,)
-    ep = torch.export.export(model, tuple(example_inputs)).run_decompositions()
+    ep = torch.export.export(model, tuple(example_inputs))
+    ep = ep.run_decompositions(_decomposition_table(ep, fuse_attention))
     program, weights = program_from_exported(ep)
     if check_ops:
         _check_ops(program)
