@@ -27,6 +27,7 @@ from typing import Callable
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 import torch_webgpu  # noqa: F401
 
 from timing import best_ms, sync
@@ -244,6 +245,14 @@ def gemm(quick, caps):
     out += [Case("gemm", "bmm fp32", f"{b}x{m}x{k} @ {b}x{k}x{n}", bmm, 2 * b * m * k * n, "TFLOP/s"),
             Case("gemm", "linear+relu fp32", f"{rows}x1024 @ 1024x1024", linear_relu,
                  2 * rows * 1024 * 1024, "TFLOP/s")]
+    # Few rows, long K (MiniLM at batch 1: 32 tokens; small-LLM prefill): too few output
+    # tiles to fill a GPU, where split-K applies. F.linear, as the models call it.
+    for m, k, n in [(32, 384, 384), (32, 384, 1536), (32, 1536, 384), (8, 896, 4864), (64, 896, 896)]:
+        def small_linear(d, m=m, k=k, n=n):
+            x, w = torch.randn(m, k, device=d), torch.randn(n, k, device=d)
+            return lambda: F.linear(x, w)
+        out.append(Case("gemm", "linear fp32 (few rows)", f"{m}x{k} @ {k}x{n}", small_linear, 2 * m * k * n,
+                        "TFLOP/s", "GPU adapters: split-K below 256 tiles of 32x32"))
     return out
 
 
@@ -280,17 +289,28 @@ def conv(quick, caps):
 def attention(quick, caps):
     heads, kv_heads, hd = 14, 2, 64  # Qwen2.5-0.5B's GQA
     out = []
-    cases = [("prefill", 128 if quick else 512, 128 if quick else 512, False),
-             ("decode", 1, 256 if quick else 1024, False),
-             ("decode GQA 14/2", 1, 256 if quick else 1024, True)]
-    for name, q_len, kv_len, gqa in cases:
-        def setup(d, q_len=q_len, kv_len=kv_len, gqa=gqa):
+    # "math": the same call forced onto PyTorch's math decomposition (matmuls and a
+    # softmax), what webgpu ran before its fused kernel.
+    cases = [("prefill", 128 if quick else 512, 128 if quick else 512, False, False),
+             ("prefill GQA 14/2", 128 if quick else 512, 128 if quick else 512, True, False),
+             ("prefill GQA math", 128 if quick else 512, 128 if quick else 512, True, True),
+             ("decode", 1, 256 if quick else 1024, False, False),
+             ("decode GQA 14/2", 1, 256 if quick else 1024, True, False),
+             ("decode GQA math", 1, 256 if quick else 1024, True, True)]
+    for name, q_len, kv_len, gqa, math in cases:
+        def setup(d, q_len=q_len, kv_len=kv_len, gqa=gqa, math=math):
             q = torch.randn(1, heads, q_len, hd, device=d)
             kvh = kv_heads if gqa else heads
             k = torch.randn(1, kvh, kv_len, hd, device=d)
             v = torch.randn(1, kvh, kv_len, hd, device=d)
             causal = q_len > 1
-            return lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
+
+            def run():
+                if not math:
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
+                with sdpa_kernel(SDPBackend.MATH):
+                    return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
+            return run
         kvh = kv_heads if gqa else heads
         if q_len == 1:  # decode reads the cache: bandwidth
             amount, unit = 4 * (2 * kvh * kv_len * hd + 2 * heads * hd), "GB/s"

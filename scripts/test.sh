@@ -16,7 +16,7 @@ echo "[test] Portability subsets: the spec's default limits, and Dawn's desktop 
 # the whole suite runs the same way with the variable set (README, Environment variables).
 TORCH_WEBGPU_LIMITS=default python3 -m pytest tests/python/test_sort.py tests/python/test_reduce.py \
   tests/python/test_norm.py tests/python/test_scan.py tests/python/test_matmul.py \
-  tests/python/test_convolution.py -n 2 -q -p no:cacheprovider
+  tests/python/test_convolution.py tests/python/test_attention.py -n 2 -q -p no:cacheprovider
 TORCH_WEBGPU_BACKEND=opengl python3 -m pytest tests/python/test_training.py \
   tests/python/test_reduce.py tests/python/test_norm.py -n 2 -q -p no:cacheprovider
 echo "[test] OpInfo against the CPU (pytest tests/opinfo); ${SECONDS}s so far"

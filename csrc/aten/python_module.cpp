@@ -16,6 +16,7 @@ namespace py = pybind11;
 
 namespace twgpu::aten {
 int keep_cuda_as_accelerator();  // cuda_coexistence.cpp
+void set_sdpa_output_follows_query(bool follows);  // ops_attention.cpp
 
 namespace {
 
@@ -129,6 +130,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("reset_fallback_ops_seen", &reset_fallback_ops_seen);
   m.def("_keep_cuda_as_accelerator", &keep_cuda_as_accelerator,
         "Keep CUDA torch's accelerator (returns the call slots redirected)");
+  m.def("_sdpa_output_follows_query", &set_sdpa_output_follows_query,
+        "Fused attention outputs in q's dim order (else contiguous), as torch's meta does");
   register_profiler_bindings(m);
   register_random_bindings(m);
   m.def("_simulate_device_loss", [] {

@@ -9,15 +9,16 @@
 // types and bool) and reads uniforms as `let`s named after them. Tensors bind at their
 // storage buffer; their element offsets travel as uniform words, so views need no copy.
 //
-// Uniform words: the frame's four, then one offset per tensor, then the named uniforms, then
-// the codes of the kernel's device checks. A kernel with checks (messages such as "index out
-// of bounds") calls `check_failed(k)` for check k: the host raises that message at the next
-// read-back (runtime/device_checks.h), as eager indexing kernels do.
-// The uniforms are declared by words here (kernel_program.h's `uw(i)` path); when the
-// frame gains named uniforms, only body_source() changes.
+// Named uniforms (kernel_program.h's UniformLayout): `tensor_offsets` (one element offset per
+// tensor), the kernel's uniforms by their names and types, then `check_codes`, the codes of
+// the kernel's device checks. A kernel with checks (messages such as "index out of bounds")
+// calls `check_failed(k)` for check k: the host raises that message at the next read-back
+// (runtime/device_checks.h), as eager indexing kernels do.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -38,11 +39,6 @@ namespace py = pybind11;
 namespace twgpu::aten {
 namespace {
 
-struct UniformDecl {
-  std::string name;
-  std::string type;  // "i32", "u32" or "f32"
-};
-
 // The kernel over fewer bindings for tensors that share a buffer (see launch()).
 struct AliasedVariant {
   KernelLaunch launch;
@@ -52,7 +48,8 @@ struct AliasedVariant {
 struct CompiledKernel {
   KernelLaunch launch;            // key, body and the buffers' access; filled in per call
   std::vector<DType> dtypes;      // per tensor
-  std::vector<UniformDecl> uniforms;
+  std::vector<std::string> uniforms;  // names, in declaration order
+  std::unique_ptr<UniformLayout> layout;
   std::string source;             // the full body after the frame's header (for body())
   std::vector<std::string> checks;     // device-check messages, reported by check_failed(k)
   std::vector<uint32_t> check_codes;   // their DeviceChecks codes (assigned at first launch)
@@ -106,14 +103,14 @@ std::string atomic_functions(const std::string& name, size_t b, const std::strin
 // see launch()), among `l.buffers`, which the error word of the checks follows.
 std::string body_source(const std::vector<std::string>& names, const KernelLaunch& l,
                         const std::vector<size_t>& binding, const std::vector<DType>& dtypes,
-                        const std::vector<UniformDecl>& uniforms,
+                        const std::vector<std::string>& uniforms,
                         const std::vector<std::string>& libraries,
                         const std::string& declarations, const std::string& body,
                         size_t checks) {
   std::string s;
   for (const auto& lib : libraries) s += library_source(lib);
   for (size_t b = 0; b < names.size(); ++b) {
-    const std::string offset = "uw(" + std::to_string(kFirstUserWord + b) + "u)";
+    const std::string offset = "u_tensor_offsets(" + std::to_string(b) + "u)";
     const std::string type = wgsl_type(compute_type_for(dtypes[b]));
     const size_t at = binding[b];
     if (l.buffers[at].atomic && !is_subword(dtypes[b])) {  // a 32-bit tensor taking atomic adds
@@ -130,19 +127,13 @@ std::string body_source(const std::vector<std::string>& names, const KernelLaunc
     }
   }
   if (checks) {
-    // The last binding is the device error word; the check codes follow the uniforms.
-    const size_t first_code = kFirstUserWord + names.size() + uniforms.size();
-    s += "fn check_failed(k: u32) { atomicMax(&buf" + std::to_string(l.buffers.size() - 1) + "[0], uw(" +
-         std::to_string(first_code) + "u + k)); }\n";
+    // The last binding is the device error word.
+    s += "fn check_failed(k: u32) { atomicMax(&buf" + std::to_string(l.buffers.size() - 1) +
+         "[0], u_check_codes(k)); }\n";
   }
   s += declarations;
   s += "\n" + kernel_main(l.grid, l.workgroup);
-  for (size_t u = 0; u < uniforms.size(); ++u) {
-    const std::string word = "uw(" + std::to_string(kFirstUserWord + names.size() + u) + "u)";
-    const std::string& t = uniforms[u].type;
-    s += "  let " + uniforms[u].name + " = " + (t == "u32" ? word : "bitcast<" + t + ">(" + word + ")") +
-         ";\n";
-  }
+  for (const auto& name : uniforms) s += "  let " + name + " = u." + name + ";\n";
   s += body + "\n}\n";
   return s;
 }
@@ -181,11 +172,28 @@ size_t compile_kernel(const std::string& body, const std::vector<std::string>& n
     l.buffers.push_back(buf);
     k->dtypes.push_back(t);
   }
+  std::vector<UniformDecl> decls = {
+      {"tensor_offsets", UniformType::U32, static_cast<uint32_t>(std::max<size_t>(names.size(), 1))}};
   for (const auto& [name, type] : uniforms) {
     if (type != "i32" && type != "u32" && type != "f32")
       throw py::value_error("torch_webgpu: WGSL uniform '" + name + "' must be i32, u32 or f32");
-    k->uniforms.push_back({name, type});
+    bool ident = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0]));
+    for (char c : name) ident = ident && (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+    const bool reserved = name == "u" || name == "frame" || name == "tensor_offsets" || name == "check_codes";
+    if (!ident || reserved || std::find(k->uniforms.begin(), k->uniforms.end(), name) != k->uniforms.end())
+      throw py::value_error("torch_webgpu: WGSL uniform name '" + name +
+                            "' is not an identifier, is repeated or is reserved (u, frame, "
+                            "tensor_offsets, check_codes)");
+    k->uniforms.push_back(name);
   }
+  for (size_t u = 0; u < uniforms.size(); ++u) {  // names no longer move
+    const std::string& type = uniforms[u].second;
+    decls.push_back({k->uniforms[u].c_str(),
+                     type == "u32" ? UniformType::U32 : type == "i32" ? UniformType::I32 : UniformType::F32});
+  }
+  if (!checks.empty()) decls.push_back({"check_codes", UniformType::U32, static_cast<uint32_t>(checks.size())});
+  if (decls.size() > 64) throw py::value_error("torch_webgpu: a WGSL kernel takes at most 62 uniforms");
+  k->layout = std::make_unique<UniformLayout>(decls);
   k->checks = checks;
   if (!checks.empty()) l.buffers.push_back({nullptr, Access::ReadWrite, true});  // error word
   std::vector<size_t> own(names.size());
@@ -198,7 +206,8 @@ size_t compile_kernel(const std::string& body, const std::vector<std::string>& n
   k->body = body;
   std::string declaration = grid + "|" + std::to_string(workgroup);
   for (size_t b = 0; b < names.size(); ++b) declaration += "|" + access[b] + ":" + dtypes[b];
-  declaration += "|" + std::to_string(uniforms.size()) + "|";
+  declaration += "|";
+  for (const auto& [name, type] : uniforms) declaration += name + ":" + type + "|";
   for (const auto& c : checks) declaration += c + "|";
   std::lock_guard<std::mutex> lock(g_registry_mutex);
   auto found = g_by_declaration.find(declaration + k->source);
@@ -261,7 +270,7 @@ KernelLaunch& aliased(CompiledKernel& k, size_t tensors) {
   }
   KernelLaunch& v = variant->launch;
   for (size_t b = 0; b < v.buffers.size(); ++b) v.buffers[b].buffer = bindings[b].buffer;
-  v.uniforms = l.uniforms;
+  v.copy_uniforms(l);
   v.count = l.count;
   return v;
 }
@@ -285,25 +294,27 @@ void launch(size_t handle, const std::vector<uint64_t>& addresses, const py::seq
   guarded([&] {
     RuntimeLock lock;  // also serializes the shared KernelLaunch
     Context& ctx = lock.ctx();
-    const size_t first_uniform = kFirstUserWord + tensors;
-    l.uniforms.assign(first_uniform + k->uniforms.size(), 0);
+    l.declare(*k->layout);
+    // The uniforms after tensor_offsets in declaration order: the kernel's, then the codes.
+    std::vector<uint32_t> words(k->uniforms.size());
+    const auto& fields = k->layout->fields();
+    for (size_t u = 0; u < k->uniforms.size(); ++u) {
+      py::handle v = values[u];
+      if (fields[u + 1].type == UniformType::F32) {
+        float f = v.cast<float>();
+        std::memcpy(&words[u], &f, 4);
+      } else {
+        words[u] = static_cast<uint32_t>(v.cast<int64_t>());
+      }
+    }
     if (!k->checks.empty()) {
       if (k->check_codes.empty())
         for (const auto& message : k->checks) k->check_codes.push_back(ctx.checks().code_for(message));
-      l.uniforms.insert(l.uniforms.end(), k->check_codes.begin(), k->check_codes.end());
+      words.insert(words.end(), k->check_codes.begin(), k->check_codes.end());
       l.buffers.back().buffer = ctx.checks().arm();
     }
-    for (size_t u = 0; u < k->uniforms.size(); ++u) {
-      py::handle v = values[u];
-      uint32_t word;
-      if (k->uniforms[u].type == "f32") {
-        float f = v.cast<float>();
-        std::memcpy(&word, &f, 4);
-      } else {
-        word = static_cast<uint32_t>(v.cast<int64_t>());
-      }
-      l.uniforms[first_uniform + u] = word;
-    }
+    l.set_fields(1, words.data());
+    std::vector<uint32_t> offsets(tensors, 0);
     for (size_t b = 0; b < addresses.size(); ++b) {
       if (addresses[b] == 0) {
         l.buffers[b].buffer = empty_tensor_buffer(ctx);
@@ -319,8 +330,9 @@ void launch(size_t handle, const std::vector<uint64_t>& addresses, const py::seq
         throw py::value_error("torch_webgpu: WGSL kernel tensor " + std::to_string(b) +
                               " starts inside an element of its dtype");
       l.buffers[b].buffer = a->buffer;
-      l.uniforms[kFirstUserWord + b] = static_cast<uint32_t>(bytes / size);
+      offsets[b] = static_cast<uint32_t>(bytes / size);
     }
+    l.set_u32s("tensor_offsets", offsets);
     l.count = count;
     launch_kernel(ctx, aliased(*k, tensors));
   });
@@ -356,9 +368,7 @@ void register_wgsl_bindings(py::module_& m) {
     std::lock_guard<std::mutex> lock(g_registry_mutex);
     if (handle >= g_kernels.size()) throw py::value_error("torch_webgpu: unknown WGSL kernel handle");
     const CompiledKernel& k = *g_kernels[handle];
-    std::vector<KernelBuffer> buffers = k.launch.buffers;
-    size_t words = kFirstUserWord + k.dtypes.size() + k.uniforms.size() + k.checks.size();
-    return kernel_header(buffers, (words + 3) / 4 * 4) + k.source;
+    return kernel_header(k.launch.buffers, *k.layout) + k.source;
   }, "The full WGSL a registered kernel compiles to");
 }
 

@@ -8,10 +8,10 @@ namespace twgpu::nn {
 
 namespace {
 
-// Params: 0 time, 1 batch, 2 classes, 3 width, 4 blank, 5/6 the chunk's time steps
-// [first, end), 7 zero_infinity.
-std::vector<uint32_t> params(const CtcGeometry& g) {
-  return {g.time, g.batch, g.classes, g.width, g.blank, 0, 0, 0};
+// The sizes and the blank class, shared by the kernels.
+void set_params(NnKernel& k, const CtcGeometry& g) {
+  k.param("time", g.time).param("batch", g.batch).param("classes", g.classes);
+  k.param("width", g.width).param("blank", g.blank);
 }
 
 // Shared WGSL: in0 log_probs, in1 targets, in2 the per-sample table (`sample_info`).
@@ -21,10 +21,10 @@ const char* kCtcCommon =
     // Label of extended position s: blank at even s. A target out of range (reported by
     // the range check) reads as class 0 so nothing outside log_probs is read.
     "fn prime(b: u32, s: u32) -> u32 {\n"
-    "  if ((s & 1u) == 0u) { return pu(4u); }\n"
+    "  if ((s & 1u) == 0u) { return u.blank; }\n"
     "  let c = in1(sample_info(b, 2u) + s / 2u);\n"
-    "  return select(0u, u32(c), c >= 0 && u32(c) < pu(2u));\n}\n"
-    "fn lp(t: u32, b: u32, c: u32) -> f32 { return in0((t * pu(1u) + b) * pu(2u) + c); }\n"
+    "  return select(0u, u32(c), c >= 0 && u32(c) < u.classes);\n}\n"
+    "fn lp(t: u32, b: u32, c: u32) -> f32 { return in0((t * u.batch + b) * u.classes + c); }\n"
     // log(exp(a) + exp(b) + exp(c)), shifted by the largest as the CPU does.
     "fn lse3(a: f32, b: f32, c: f32) -> f32 {\n"
     "  let m = max(a, max(b, c));\n"
@@ -37,10 +37,10 @@ std::string recurrence_body(bool forward) {
   std::string s = kCtcCommon;
   s += "fn run_group(b: u32, lid: u32) {\n"
        "  let il = sample_info(b, 0u);\n"
-       "  let len = 2u * sample_info(b, 1u) + 1u;\n  let w = pu(3u);\n"
-       "  let base = b * pu(0u) * w;\n"
-       "  for (var k = 0u; k < pu(6u) - pu(5u); k = k + 1u) {\n";
-  s += forward ? "    let t = pu(5u) + k;\n" : "    let t = pu(6u) - 1u - k;\n";
+       "  let len = 2u * sample_info(b, 1u) + 1u;\n  let w = u.width;\n"
+       "  let base = b * u.time * w;\n"
+       "  for (var k = 0u; k < u.step_end - u.step_first; k = k + 1u) {\n";
+  s += forward ? "    let t = u.step_first + k;\n" : "    let t = u.step_end - 1u - k;\n";
   s += "    for (var s = lid; s < w; s = s + " + std::to_string(kRowWorkgroup) + "u) {\n"
        "      var v = neg_inf();\n"
        "      if (t < il && s < len) {\n"
@@ -89,10 +89,11 @@ void run_recurrence(Context& ctx, bool forward, const Operand& log_probs, const 
     k.key = forward ? "ctc_alpha" : "ctc_beta";
     k.inputs = {log_probs, targets, meta};
     k.outputs = {table};
-    k.params = params(g);
-    // Forward walks up from 0, backward down from the last step.
-    k.params[5] = forward ? done : g.time - done - steps;
-    k.params[6] = k.params[5] + steps;
+    set_params(k, g);
+    // The chunk's time steps [step_first, step_end): forward walks up from 0, backward
+    // down from the last step.
+    const uint32_t first = forward ? done : g.time - done - steps;
+    k.param("step_first", first).param("step_end", first + steps);
     k.body = recurrence_body(forward);
     launch_groups(ctx, k, g.batch);
   }
@@ -109,13 +110,13 @@ void ctc_loss_forward(Context& ctx, const Operand& log_probs, const Operand& tar
   // in0 log_alpha, in1 unused, in2 meta (kCtcCommon's slots).
   k.inputs = {log_alpha, log_alpha, meta};
   k.outputs = {nll};
-  k.params = params(g);
+  set_params(k, g);
   k.body = std::string(kCtcCommon) +
            "fn run(b: u32) {\n"
            "  let il = sample_info(b, 0u);\n  let tl = sample_info(b, 1u);\n"
            // No input steps: only an empty target has an alignment.
            "  if (il == 0u) { out0(b, select(f32_inf(), 0.0, tl == 0u)); return; }\n"
-           "  let row = (b * pu(0u) + il - 1u) * pu(3u);\n"
+           "  let row = (b * u.time + il - 1u) * u.width;\n"
            "  if (tl == 0u) { out0(b, -in0(row)); return; }\n"
            "  out0(b, -lse3(in0(row + 2u * tl), in0(row + 2u * tl - 1u), neg_inf()));\n}\n";
   launch_map(ctx, k, g.batch);
@@ -126,8 +127,6 @@ void ctc_loss_backward(Context& ctx, const Operand& grad_nll, const Operand& log
                        const Operand& log_alpha, const CtcGeometry& g, bool zero_infinity,
                        const Operand& log_beta, const Operand& grad) {
   run_recurrence(ctx, false, log_probs, targets, meta, g, log_beta);
-  std::vector<uint32_t> p = params(g);
-  p[7] = zero_infinity ? 1u : 0u;
   // d nll / d log_probs[t, c] = exp(lp) - sum over extended positions s labelled c of
   // exp(alpha + beta - lp + nll) (the gradient through log_softmax, as the CPU gives it).
   // First every entry gets exp(lp) * grad; zero where the sample is over or its infinite
@@ -138,14 +137,15 @@ void ctc_loss_backward(Context& ctx, const Operand& grad_nll, const Operand& log
     // in3 nll, in4 grad_nll.
     k.inputs = {log_probs, log_probs, meta, nll, grad_nll};
     k.outputs = {grad};
-    k.params = p;
+    set_params(k, g);
+    k.param("zero_infinity", zero_infinity ? 1u : 0u);
     k.body = std::string(kCtcCommon) +
              "fn run(e: u32) {\n"
-             "  let tb = e / pu(2u);\n"
-             "  let b = tb % pu(1u);\n  let t = tb / pu(1u);\n"
+             "  let tb = e / u.classes;\n"
+             "  let b = tb % u.batch;\n  let t = tb / u.batch;\n"
              "  let nll = in3(b);\n"
              "  let over = t >= sample_info(b, 0u);\n"
-             "  if (over || (pu(7u) == 1u && is_inf(nll))) { out0(e, 0.0); return; }\n"
+             "  if (over || (u.zero_infinity == 1u && is_inf(nll))) { out0(e, 0.0); return; }\n"
              "  if (is_inf(nll)) { out0(e, f32_nan()); return; }\n"
              "  out0(e, exp(in0(e)) * in4(b));\n}\n";
     launch_map(ctx, k, uint64_t(g.time) * g.batch * g.classes);
@@ -156,12 +156,12 @@ void ctc_loss_backward(Context& ctx, const Operand& grad_nll, const Operand& log
   // in3 nll, in4 grad_nll, in5 log_alpha, in6 log_beta.
   k.inputs = {log_probs, targets, meta, nll, grad_nll, log_alpha, log_beta};
   k.outputs = {grad};
-  k.params = p;
+  set_params(k, g);
   k.accumulate = true;
   k.body = std::string(kCtcCommon) +
            "fn run(e: u32) {\n"
-           "  let w = pu(3u);\n  let s = e % w;\n  let bt = e / w;\n"
-           "  let t = bt % pu(0u);\n  let b = bt / pu(0u);\n"
+           "  let w = u.width;\n  let s = e % w;\n  let bt = e / w;\n"
+           "  let t = bt % u.time;\n  let b = bt / u.time;\n"
            "  let nll = in3(b);\n"
            "  let len = 2u * sample_info(b, 1u) + 1u;\n"
            "  if (t >= sample_info(b, 0u) || s >= len || !is_finite(nll)) { return; }\n"
@@ -169,7 +169,7 @@ void ctc_loss_backward(Context& ctx, const Operand& grad_nll, const Operand& log
            "  if (ab == neg_inf()) { return; }\n"
            "  let c = prime(b, s);\n"
            "  let l = lp(t, b, c);\n"
-           "  acc0((t * pu(1u) + b) * pu(2u) + c, -exp((ab + nll) - l) * in4(b));\n}\n";
+           "  acc0((t * u.batch + b) * u.classes + c, -exp((ab + nll) - l) * in4(b));\n}\n";
   launch_map(ctx, k, uint64_t(g.batch) * g.time * g.width);
 }
 

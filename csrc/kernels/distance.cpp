@@ -27,12 +27,15 @@ const char* norm_name(Norm n) {
 }
 
 // The CPU computes with p as a float; its final root uses 1.0 / p in double.
-uint32_t p_bits(double p) { return nn::f32_bits(static_cast<float>(p)); }
-uint32_t inv_p_bits(double p) {
-  return nn::f32_bits(static_cast<float>(1.0 / static_cast<double>(static_cast<float>(p))));
+// `root`: also 1/p, for the forward's final root.
+nn::NnKernel& set_p(nn::NnKernel& k, double p, bool root) {
+  const float pf = static_cast<float>(p);
+  k.param_f32("p", pf);
+  if (root) k.param_f32("inv_p", static_cast<float>(1.0 / static_cast<double>(pf)));
+  return k;
 }
 
-// `dmap(d)` of |a - b|, `dred(acc, v)` and `dfinish(acc)`, with p = pf(0), 1/p = pf(1).
+// `dmap(d)` of |a - b|, `dred(acc, v)` and `dfinish(acc)`, with p = u.p, 1/p = u.inv_p.
 // `nan_max`: the inf norm's max propagates NaN (pdist's vector maximum) or, as cdist's
 // scalar std::max(acc, v), keeps acc unless acc < v.
 std::string forward_fns(Norm n, bool nan_max) {
@@ -43,7 +46,7 @@ std::string forward_fns(Norm n, bool nan_max) {
       break;
     case Norm::One: case Norm::Inf: s += "fn dmap(d: f32) -> f32 { return d; }\n"; break;
     case Norm::Two: s += "fn dmap(d: f32) -> f32 { return d * d; }\n"; break;
-    case Norm::General: s += "fn dmap(d: f32) -> f32 { return pow_f32(d, pf(0u)); }\n"; break;
+    case Norm::General: s += "fn dmap(d: f32) -> f32 { return pow_f32(d, u.p); }\n"; break;
   }
   if (n == Norm::Inf) {
     s += nan_max ? "fn dred(acc: f32, v: f32) -> f32 { return maximum_f32(acc, v); }\n"
@@ -53,14 +56,14 @@ std::string forward_fns(Norm n, bool nan_max) {
   }
   switch (n) {
     case Norm::Two: s += "fn dfinish(acc: f32) -> f32 { return sqrt(acc); }\n"; break;
-    case Norm::General: s += "fn dfinish(acc: f32) -> f32 { return pow_f32(acc, pf(1u)); }\n"; break;
+    case Norm::General: s += "fn dfinish(acc: f32) -> f32 { return pow_f32(acc, u.inv_p); }\n"; break;
     default: s += "fn dfinish(acc: f32) -> f32 { return acc; }\n"; break;
   }
   return s;
 }
 
 // `dgrad(diff, g, dist)`: the contribution of one pair to the gradient of its first vector
-// (odd in diff, so the second vector's is its negation). p = pf(0).
+// (odd in diff, so the second vector's is its negation). p = u.p.
 std::string backward_fn(Norm n, double p) {
   // sign as the CPU forms it from ceil/floor: 0 at 0, NaN stays NaN.
   std::string s = "fn dsign(x: f32) -> f32 { if (is_nan(x)) { return x; } return sign(x); }\n";
@@ -74,11 +77,11 @@ std::string backward_fn(Norm n, double p) {
       break;
     case Norm::General:
       if (p < 2.0) {
-        s += "  let p = pf(0u);\n"
+        s += "  let p = u.p;\n"
              "  if (dist == 0.0 || (diff == 0.0 && p < 1.0)) { return 0.0; }\n"
              "  return div_f32(dsign(diff) * pow_f32(abs(diff), p - 1.0) * g, pow_f32(dist, p - 1.0));\n";
       } else {
-        s += "  let p = pf(0u);\n"
+        s += "  let p = u.p;\n"
              "  if (dist == 0.0) { return 0.0; }\n"
              "  return div_f32(diff * pow_f32(abs(diff), p - 2.0) * g, pow_f32(dist, p - 1.0));\n";
       }
@@ -101,10 +104,10 @@ void cdist_forward(Context& ctx, const nn::Operand& x1, const nn::Operand& x2, c
   k.key = std::string("cdist_fwd_") + norm_name(n);
   k.inputs = {x1, x2};
   k.outputs = {out};
-  k.params = {p_bits(p), inv_p_bits(p), r1, r2, m};
+  set_p(k, p, true).param("r1", r1).param("r2", r2).param("m", m);
   k.body = forward_fns(n, false) +
            "fn run(idx: u32) {\n"
-           "  let r1 = pu(2u);\n  let r2 = pu(3u);\n  let m = pu(4u);\n"
+           "  let r1 = u.r1;\n  let r2 = u.r2;\n  let m = u.m;\n"
            "  let b = idx / (r1 * r2);\n  let rest = idx % (r1 * r2);\n"
            "  let a0 = (b * r1 + rest / r2) * m;\n  let b0 = (b * r2 + rest % r2) * m;\n"
            "  var acc = 0.0;\n"
@@ -121,10 +124,10 @@ void cdist_backward(Context& ctx, const nn::Operand& grad, const nn::Operand& x1
   k.key = std::string("cdist_bwd_") + norm_name(n) + (n == Norm::General && p < 2.0 ? "_lt2" : "");
   k.inputs = {grad, x1, x2, dist};
   k.outputs = {grad_x1};
-  k.params = {p_bits(p), 0u, r1, r2, m};
+  set_p(k, p, false).param("r1", r1).param("r2", r2).param("m", m);
   k.body = backward_fn(n, p) +
            "fn run(idx: u32) {\n"
-           "  let r1 = pu(2u);\n  let r2 = pu(3u);\n  let m = pu(4u);\n"
+           "  let r1 = u.r1;\n  let r2 = u.r2;\n  let m = u.m;\n"
            "  let c = idx % m;\n  let row = idx / m;\n  let b = row / r1;\n"
            "  let xi = in1(idx);\n"
            "  var acc = 0.0;\n"
@@ -143,10 +146,10 @@ void pdist_forward(Context& ctx, const nn::Operand& x, const nn::Operand& out, u
   k.key = std::string("pdist_fwd_") + norm_name(nm);
   k.inputs = {x};
   k.outputs = {out};
-  k.params = {p_bits(p), inv_p_bits(p), n, m};
+  set_p(k, p, true).param("n", n).param("m", m);
   k.body = forward_fns(nm, true) + kPairFns +
            "fn run(idx: u32) {\n"
-           "  let n = pu(2u);\n  let m = pu(3u);\n"
+           "  let n = u.n;\n  let m = u.m;\n"
            // First vector a: the float root estimate, then exact integer correction.
            "  let n2 = f32(n) - 0.5;\n"
            "  var a = u32(max(n2 - sqrt(max(n2 * n2 - 2.0 * f32(idx) - 1.0, 0.0)), 0.0));\n"
@@ -167,11 +170,11 @@ void pdist_backward(Context& ctx, const nn::Operand& grad, const nn::Operand& x,
   k.key = std::string("pdist_bwd_") + norm_name(nm) + (nm == Norm::General && p < 2.0 ? "_lt2" : "");
   k.inputs = {grad, x, dist};
   k.outputs = {grad_x};
-  k.params = {p_bits(p), 0u, n, m};
+  set_p(k, p, false).param("n", n).param("m", m);
   // Row i gathers its pairs in the CPU's order: (j, i) for j < i, then (i, j) for j > i.
   k.body = backward_fn(nm, p) + kPairFns +
            "fn run(idx: u32) {\n"
-           "  let n = pu(2u);\n  let m = pu(3u);\n"
+           "  let n = u.n;\n  let m = u.m;\n"
            "  let i = idx / m;\n  let c = idx % m;\n"
            "  let xi = in1(idx);\n"
            "  var acc = 0.0;\n"

@@ -26,6 +26,27 @@ static_assert(kUniformWords % 4 == 0, "uniform struct is an array of vec4<u32>")
 
 uint32_t operand_word(int k, int field) { return kWordOperands + kOperandWords * k + field; }
 
+// The same words by name in WGSL, `u.numel` ... `u.operands[k].strides`: the struct has the
+// layout above (scalars 4 bytes each; the arrays of vec4 start on 16 bytes).
+static_assert(kWordParams == 4 && kWordSizes == kWordParams + 2 * kParamCount &&
+                  (kWordOperands - kWordSizes) % 4 == 0 && kOperandWords % 4 == 0,
+              "the WGSL Uniforms struct below mirrors these words");
+std::string uniforms_struct() {
+  std::string s = "struct EwOperand { offset: u32, scalar_lo: u32, scalar_hi: u32, unused: u32, "
+                  "strides: array<vec4<u32>, " + std::to_string((kOperandWords - 4) / 4) + "> }\n";
+  s += "struct Uniforms {\n  numel: u32, ndim: u32, pitch: u32, packed_words: u32,\n ";
+  for (uint32_t i = 0; i < kParamCount; ++i)
+    s += " p" + std::to_string(i) + "_lo: u32, p" + std::to_string(i) + "_hi: u32,";
+  s += "\n  sizes: array<vec4<u32>, " + std::to_string((kWordOperands - kWordSizes) / 4) + ">,\n";
+  s += "  operands: array<EwOperand, " + std::to_string(kMaxElementwiseOperands) + ">,\n}\n";
+  return s;
+}
+
+// Operand k's uniform `field` (offset, scalar_lo, scalar_hi) in WGSL.
+std::string operand_uniform(size_t k, const char* field) {
+  return "u.operands[" + std::to_string(k) + "]." + field;
+}
+
 struct BindingPlan {
   std::vector<WGPUBuffer> buffers;  // one per binding
   std::vector<bool> writable;
@@ -119,7 +140,6 @@ std::string cache_key(const ElementwiseLaunch& l, const BindingPlan& plan, Layou
   return key;
 }
 
-std::string word_ref(uint32_t w) { return "uw(" + std::to_string(w) + "u)"; }
 
 
 // The generated shader, in pieces: bindings and helpers, the op as a pure function of
@@ -150,7 +170,7 @@ class ElementwiseSource {
 
   void header() {
     src_ += "// elementwise " + l_.op + " (" + compute_name(l_.compute) + layout_tag(layout_) + ")\n";
-    src_ += "struct Uniforms { w: array<vec4<u32>, " + std::to_string(kUniformWords / 4) + "> }\n";
+    src_ += uniforms_struct();
     const char* word = layout_ == Layout::Vector4 ? "vec4<u32>" : "u32";
     for (size_t b = 0; b < plan_.buffers.size(); ++b) {
       src_ += "@group(0) @binding(" + std::to_string(b) + ") var<storage, " +
@@ -158,8 +178,7 @@ class ElementwiseSource {
               ": array<" + (plan_.atomic[b] ? "atomic<u32>" : word) + ">;\n";
     }
     src_ += "@group(0) @binding(" + std::to_string(plan_.buffers.size()) +
-            ") var<uniform> U: Uniforms;\n";
-    src_ += "fn uw(i: u32) -> u32 { return U.w[i >> 2u][i & 3u]; }\n";
+            ") var<uniform> u: Uniforms;\n";
     src_ += wgsl::kFloatPrelude;
     src_ += wgsl::kInt64Prelude;  // conversions use it whenever an int64 operand is present
     src_ += wgsl::kMathPrelude;
@@ -187,8 +206,7 @@ class ElementwiseSource {
     for (uint32_t i = 0; i < kParamCount; ++i) {
       std::string name = "p" + std::to_string(i);
       if (expr.find(name) == std::string::npos) continue;
-      uint32_t w = kWordParams + 2 * i;
-      src_ += "  let " + name + " = " + wgsl_scalar(l_.compute, word_ref(w), word_ref(w + 1)) + ";\n";
+      src_ += "  let " + name + " = " + wgsl_scalar(l_.compute, "u." + name + "_lo", "u." + name + "_hi") + ";\n";
     }
     src_ += "  return " + std::string(def_.expression(l_.compute)) + ";\n}\n";
   }
@@ -196,7 +214,7 @@ class ElementwiseSource {
   // Input k's value in the compute type, for element offset expression `offset`.
   std::string input(size_t k, const std::string& offset) {
     if (scalar(k))
-      return wgsl_scalar(l_.compute, word_ref(operand_word(k, 1)), word_ref(operand_word(k, 2)));
+      return wgsl_scalar(l_.compute, operand_uniform(k, "scalar_lo"), operand_uniform(k, "scalar_hi"));
     std::string name = "load" + std::to_string(k);
     if (loads_.insert(k).second)
       src_ += wgsl_load_function(name, buf(k), l_.operands[k].dtype,
@@ -210,11 +228,12 @@ class ElementwiseSource {
     return "op(" + args + ")";
   }
 
-  void begin_main(uint32_t count_word) {
+  // `count`: the uniform that bounds the invocations.
+  void begin_main(const char* count) {
     src_ += "@compute @workgroup_size(" + std::to_string(workgroup_) + ")\n";
     src_ += "fn main(@builtin(global_invocation_id) gid: vec3<u32>) {\n";
-    src_ += "  let idx = gid.x + gid.y * " + word_ref(kWordPitch) + ";\n";
-    src_ += "  if (idx >= " + word_ref(count_word) + ") { return; }\n";
+    src_ += "  let idx = gid.x + gid.y * u.pitch;\n";
+    src_ += "  if (idx >= u." + std::string(count) + ") { return; }\n";
   }
 
   void store_function() {
@@ -223,28 +242,28 @@ class ElementwiseSource {
   }
 
   void main_contiguous() {
-    std::string value = call_op([&](size_t k) { return word_ref(operand_word(k, 0)) + " + idx"; });
+    std::string value = call_op([&](size_t k) { return operand_uniform(k, "offset") + " + idx"; });
     store_function();
-    begin_main(kWordNumel);
-    src_ += "  store0(" + word_ref(operand_word(0, 0)) + " + idx, " + value + ");\n}\n";
+    begin_main("numel");
+    src_ += "  store0(" + operand_uniform(0, "offset") + " + idx, " + value + ");\n}\n";
   }
 
   void main_strided() {
     std::string value = call_op([&](size_t k) { return "o" + std::to_string(k); });
     store_function();
-    begin_main(kWordNumel);
+    begin_main("numel");
     for (size_t k = 0; k < l_.operands.size(); ++k)
       if (!scalar(k))
-        src_ += "  var o" + std::to_string(k) + " = " + word_ref(operand_word(k, 0)) + ";\n";
+        src_ += "  var o" + std::to_string(k) + " = " + operand_uniform(k, "offset") + ";\n";
     src_ += "  var rem = idx;\n";
-    src_ += "  for (var d = 0u; d < " + word_ref(kWordNdim) + "; d = d + 1u) {\n";
-    src_ += "    let size = uw(" + std::to_string(kWordSizes) + "u + d);\n";
+    src_ += "  for (var d = 0u; d < u.ndim; d = d + 1u) {\n";
+    src_ += "    let size = u.sizes[d >> 2u][d & 3u];\n";
     src_ += "    let coord = rem % size;\n";
     src_ += "    rem = rem / size;\n";
     for (size_t k = 0; k < l_.operands.size(); ++k)
       if (!scalar(k))
-        src_ += "    o" + std::to_string(k) + " = o" + std::to_string(k) + " + coord * uw(" +
-                std::to_string(operand_word(k, 4)) + "u + d);\n";
+        src_ += "    o" + std::to_string(k) + " = o" + std::to_string(k) + " + coord * " +
+                operand_uniform(k, "strides") + "[d >> 2u][d & 3u];\n";
     src_ += "  }\n";
     src_ += "  store0(o0, " + value + ");\n}\n";
   }
@@ -255,14 +274,14 @@ class ElementwiseSource {
     const DType out = l_.operands[0].dtype;
     const int elems = vector4_elements(out);
     src_ += wgsl_bits_function("bits0", out, l_.compute);
-    begin_main(kWordNumel);  // numel / E here
+    begin_main("numel");  // numel / E here
     for (size_t k = 1; k <= inputs(); ++k) {
       if (scalar(k)) continue;
       int size = element_size(l_.operands[k].dtype);
       int vecs = elems * size / 16;
       for (int v = 0; v < vecs; ++v)
         src_ += "  let w" + std::to_string(k) + "_" + std::to_string(v) + " = " + buf(k) + "[" +
-                word_ref(operand_word(k, 0)) + " / " + std::to_string(16 / size) + "u + idx * " +
+                operand_uniform(k, "offset") + " / " + std::to_string(16 / size) + "u + idx * " +
                 std::to_string(vecs) + "u + " + std::to_string(v) + "u];\n";
     }
     const int lanes = lanes_of(out);
@@ -273,7 +292,7 @@ class ElementwiseSource {
       for (size_t k = 1; k <= inputs(); ++k) {
         std::string v;
         if (scalar(k)) {
-          v = wgsl_scalar(l_.compute, word_ref(operand_word(k, 1)), word_ref(operand_word(k, 2)));
+          v = wgsl_scalar(l_.compute, operand_uniform(k, "scalar_lo"), operand_uniform(k, "scalar_hi"));
         } else {
           DType t = l_.operands[k].dtype;
           int size = element_size(t);
@@ -294,7 +313,7 @@ class ElementwiseSource {
       src_ += "  r[" + std::to_string(e / lanes) + "] = r[" + std::to_string(e / lanes) + "] | " +
               bits + ";\n";
     }
-    src_ += "  " + buf(0) + "[" + word_ref(operand_word(0, 0)) + " / " + std::to_string(elems) +
+    src_ += "  " + buf(0) + "[" + operand_uniform(0, "offset") + " / " + std::to_string(elems) +
             "u + idx] = r;\n}\n";
   }
 
@@ -305,11 +324,11 @@ class ElementwiseSource {
     const std::string lanes = std::to_string(lanes_of(out));
     const std::string bits = std::to_string(32 / lanes_of(out));
     const std::string mask = element_size(out) == 2 ? "0xffffu" : "0xffu";
-    std::string value = call_op([&](size_t k) { return word_ref(operand_word(k, 0)) + " + e"; });
+    std::string value = call_op([&](size_t k) { return operand_uniform(k, "offset") + " + e"; });
     src_ += wgsl_bits_function("bits0", out, l_.compute);
-    begin_main(kWordPackedWords);
-    src_ += "  let off = " + word_ref(operand_word(0, 0)) + ";\n";
-    src_ += "  let numel = " + word_ref(kWordNumel) + ";\n";
+    begin_main("packed_words");
+    src_ += "  let off = " + operand_uniform(0, "offset") + ";\n";
+    src_ += "  let numel = u.numel;\n";
     src_ += "  let word = off / " + lanes + "u + idx;\n";
     src_ += "  var bits = 0u;\n  var mask = 0u;\n";
     src_ += "  for (var j = 0u; j < " + lanes + "u; j = j + 1u) {\n";

@@ -8,15 +8,16 @@ namespace twgpu::nn {
 
 namespace {
 
-// Params: 0 num_weights, 1 dim, 2 indices, 3 offsets, 4 bags, 5 padding index (i32; -1
-// none), 6 offsets_end. Bag b covers [start(b), end): `sum_end` is the next offset (the
+// Parameters: the counts of weight rows, entries per row, indices, offsets and bags, the
+// padding index (-1: none) and offsets_end (include_last_offset). Bag b covers [start(b), end): `sum_end` is the next offset (the
 // end of the list for the last offset), `bag_end` the CPU's offset2bag end, the next
 // offset only below `bags`. They differ only when include_last_offset is given a last
 // offset short of the list's end.
-std::vector<uint32_t> bag_params(const BagGeometry& g) {
+void bag_params(NnKernel& k, const BagGeometry& g) {
   const int64_t pad = g.padding_idx >= 0 && g.padding_idx < g.num_weights ? g.padding_idx : -1;
-  return {g.num_weights, g.dim, g.indices, g.offsets, g.bags,
-          static_cast<uint32_t>(static_cast<int32_t>(pad)), g.offsets_end ? 1u : 0u};
+  k.param("num_weights", g.num_weights).param("dim", g.dim).param("num_indices", g.indices);
+  k.param("num_offsets", g.offsets).param("bags", g.bags).param_i32("padding_idx", static_cast<int32_t>(pad));
+  k.param("offsets_end", g.offsets_end ? 1u : 0u);
 }
 
 // Offsets = in2, indices = in1.
@@ -24,13 +25,13 @@ const char* kBagCommon =
     "fn offset_at(b: u32) -> u32 {\n"
     "  let v = in2(b);\n"
     "  if (v < 0) { return 0u; }\n"
-    "  return min(u32(v), pu(2u));\n}\n"
-    "fn sum_end(b: u32) -> u32 { if (b + 1u < pu(3u)) { return max(offset_at(b + 1u), offset_at(b)); } return pu(2u); }\n"
-    "fn bag_end(b: u32) -> u32 { if (b + 1u < pu(4u)) { return max(offset_at(b + 1u), offset_at(b)); } return pu(2u); }\n"
+    "  return min(u32(v), u.num_indices);\n}\n"
+    "fn sum_end(b: u32) -> u32 { if (b + 1u < u.num_offsets) { return max(offset_at(b + 1u), offset_at(b)); } return u.num_indices; }\n"
+    "fn bag_end(b: u32) -> u32 { if (b + 1u < u.bags) { return max(offset_at(b + 1u), offset_at(b)); } return u.num_indices; }\n"
     // The weight row of entry i: 0xffffffff when out of range or the padding row.
     "fn row_of(i: u32) -> u32 {\n"
     "  let v = in1(i);\n"
-    "  if (v < 0 || u32(v) >= pu(0u) || v == pi(5u)) { return 0xffffffffu; }\n"
+    "  if (v < 0 || u32(v) >= u.num_weights || v == u.padding_idx) { return 0xffffffffu; }\n"
     "  return u32(v);\n}\n";
 
 }  // namespace
@@ -98,34 +99,34 @@ void embedding_bag_forward(Context& ctx, const Operand& weight, const Operand& i
   k.inputs = {weight, indices, offsets, weighted ? psw : or_dummy(Operand{}, weight)};
   k.outputs = {output};
   if (g.mode == BagMode::Max) k.outputs.push_back(max_indices);
-  k.params = bag_params(g);
+  bag_params(k, g);
   std::string s = std::string(kBagCommon) +
                   "fn run(e: u32) {\n"
-                  "  let b = e / pu(1u);\n  let d = e % pu(1u);\n  let start = offset_at(b);\n";
+                  "  let b = e / u.dim;\n  let d = e % u.dim;\n  let start = offset_at(b);\n";
   if (g.mode == BagMode::Max) {
     // The first largest value (NaN wins, as on the CPU); empty bags give 0 and index 0.
     s += "  var best = 0.0;\n  var arg = -1;\n"
          "  for (var i = start; i < bag_end(b); i = i + 1u) {\n"
          "    let r = row_of(i);\n"
          "    if (r == 0xffffffffu) { continue; }\n"
-         "    let v = in0(r * pu(1u) + d);\n"
+         "    let v = in0(r * u.dim + d);\n"
          "    if (arg < 0 || (!is_nan(best) && (is_nan(v) || v > best))) { best = v; arg = i32(r); }\n"
          "  }\n"
          "  out0(e, best);\n  out1(e, max(arg, 0));\n}\n";
   } else {
     s += "  var acc = 0.0;\n"
-         "  let stop = select(bag_end(b), sum_end(b), pu(6u) != 0u);\n"
+         "  let stop = select(bag_end(b), sum_end(b), u.offsets_end != 0u);\n"
          "  for (var i = start; i < stop; i = i + 1u) {\n"
          "    let r = row_of(i);\n"
          "    if (r == 0xffffffffu) { continue; }\n"
-         "    acc = acc + in0(r * pu(1u) + d)" + std::string(weighted ? " * in3(i)" : "") + ";\n"
+         "    acc = acc + in0(r * u.dim + d)" + std::string(weighted ? " * in3(i)" : "") + ";\n"
          "  }\n";
     if (g.mode == BagMode::Mean) {
       // Divided by the bag's non-padding entries (0 for an empty bag).
       s += "  var n = 0u;\n"
            "  for (var i = start; i < bag_end(b); i = i + 1u) {\n"
            "    let v = in1(i);\n"
-           "    if (v != pi(5u) || pi(5u) < 0) { n = n + 1u; }\n"
+           "    if (v != u.padding_idx || u.padding_idx < 0) { n = n + 1u; }\n"
            "  }\n"
            "  if (n > 0u) { acc = div_f32(acc, f32(n)); } else { acc = 0.0; }\n";
     }
@@ -147,13 +148,13 @@ void embedding_bag_aux(Context& ctx, const Operand& indices, const Operand& offs
   k.inputs = {indices, indices, offsets};
   if (with_o2b) k.outputs.push_back(offset2bag);
   if (with_sizes) k.outputs.push_back(bag_size);
-  k.params = bag_params(g);
+  bag_params(k, g);
   const std::string o2b = with_o2b ? "out0" : "", sizes = with_o2b ? "out1" : "out0";
   std::string s = std::string(kBagCommon) + "fn run(e: u32) {\n  let first = " +
-                  (with_o2b ? "pu(2u)" : "0u") + ";\n";
+                  (with_o2b ? "u.num_indices" : "0u") + ";\n";
   if (with_o2b) {
     s += "  if (e < first) {\n"
-         "    var lo = 1u;\n    var hi = max(pu(4u), 1u);\n"
+         "    var lo = 1u;\n    var hi = max(u.bags, 1u);\n"
          "    loop {\n"
          "      if (lo >= hi) { break; }\n"
          "      let mid = (lo + hi) / 2u;\n"
@@ -165,7 +166,7 @@ void embedding_bag_aux(Context& ctx, const Operand& indices, const Operand& offs
     s += "  let b = e - first;\n  var n = 0;\n"
          "  for (var i = offset_at(b); i < bag_end(b); i = i + 1u) {\n"
          "    let v = in1(i);\n"
-         "    if (v != pi(5u) || pi(5u) < 0) { n = n + 1; }\n"
+         "    if (v != u.padding_idx || u.padding_idx < 0) { n = n + 1; }\n"
          "  }\n"
          "  " + sizes + "(b, n);\n";
   }
@@ -177,7 +178,7 @@ void embedding_bag_aux(Context& ctx, const Operand& indices, const Operand& offs
 static const char* kBagOf =
     "fn bag_of(j: u32) -> u32 {\n"
     "  let b = in2(j);\n"
-    "  if (b < 0 || u32(b) >= pu(4u)) { return 0xffffffffu; }\n"
+    "  if (b < 0 || u32(b) >= u.bags) { return 0xffffffffu; }\n"
     "  return u32(b);\n}\n";
 
 void embedding_bag_backward_sum(Context& ctx, const Operand& grad, const Operand& indices,
@@ -190,17 +191,17 @@ void embedding_bag_backward_sum(Context& ctx, const Operand& grad, const Operand
   k.inputs = {grad, indices, offset2bag, mean ? bag_size : offset2bag, weighted ? psw : grad};
   k.outputs = {grad_weight};
   k.accumulate = true;
-  k.params = bag_params(g);
+  bag_params(k, g);
   std::string s = std::string(kBagCommon) + kBagOf +
                   "fn run(e: u32) {\n"
-                  "  let j = e / pu(1u);\n  let d = e % pu(1u);\n"
+                  "  let j = e / u.dim;\n  let d = e % u.dim;\n"
                   "  let r = row_of(j);\n  let b = bag_of(j);\n"
                   "  if (r == 0xffffffffu || b == 0xffffffffu) { return; }\n"
-                  "  var v = in0(b * pu(1u) + d);\n";
+                  "  var v = in0(b * u.dim + d);\n";
   if (weighted) s += "  v = v * in4(j);\n";
   // The CPU scales by the rounded reciprocal of the bag size.
   if (mean) s += "  let n = in3(b);\n  if (n != 0) { v = v * div_f32(1.0, f32(n)); }\n";
-  k.body = s + "  acc0(r * pu(1u) + d, v);\n}\n";
+  k.body = s + "  acc0(r * u.dim + d, v);\n}\n";
   launch_map(ctx, k, uint64_t(g.indices) * g.dim);
 }
 
@@ -212,13 +213,13 @@ void embedding_bag_backward_max(Context& ctx, const Operand& grad, const Operand
   k.inputs = {grad, bag_size, max_indices};
   k.outputs = {grad_weight};
   k.accumulate = true;
-  k.params = bag_params(g);
+  bag_params(k, g);
   k.body = "fn run(e: u32) {\n"
-           "  let b = e / pu(1u);\n"
+           "  let b = e / u.dim;\n"
            "  if (in1(b) == 0) { return; }\n"
            "  let r = in2(e);\n"
-           "  if (r < 0 || u32(r) >= pu(0u)) { return; }\n"
-           "  acc0(u32(r) * pu(1u) + e % pu(1u), in0(e));\n}\n";
+           "  if (r < 0 || u32(r) >= u.num_weights) { return; }\n"
+           "  acc0(u32(r) * u.dim + e % u.dim, in0(e));\n}\n";
   launch_map(ctx, k, uint64_t(g.bags) * g.dim);
 }
 
@@ -229,13 +230,13 @@ void embedding_bag_psw_backward(Context& ctx, const Operand& grad, const Operand
   k.key = "embedding_bag_psw_bwd";
   k.inputs = {grad, indices, offset2bag, weight};
   k.outputs = {out};
-  k.params = bag_params(g);
+  bag_params(k, g);
   k.body = std::string(kBagCommon) + kBagOf +
            "fn run(j: u32) {\n"
            "  let r = row_of(j);\n  let b = bag_of(j);\n"
            "  if (r == 0xffffffffu || b == 0xffffffffu) { out0(j, 0.0); return; }\n"
            "  var s = 0.0;\n"
-           "  for (var d = 0u; d < pu(1u); d = d + 1u) { s = s + in0(b * pu(1u) + d) * in3(r * pu(1u) + d); }\n"
+           "  for (var d = 0u; d < u.dim; d = d + 1u) { s = s + in0(b * u.dim + d) * in3(r * u.dim + d); }\n"
            "  out0(j, s);\n}\n";
   launch_map(ctx, k, g.indices);
 }

@@ -573,7 +573,7 @@ void exclusive_scan_nonzero(Context& ctx, const std::vector<int64_t>& shape, con
                        kernel_main(Grid::Groups, kScanBlock) +
                        "  let i = group * " + std::to_string(kScanBlock) + "u + lid;\n"
                        "  var f = 0u;\n"
-                       "  if (group < uw(0u) && i < " + wn + " && flag_at(i)) { f = 1u; }\n"
+                       "  if (group < frame_count() && i < " + wn + " && flag_at(i)) { f = 1u; }\n"
                        "  part[lid] = f;\n"
                        "  workgroupBarrier();\n"
                        // Hillis-Steele inclusive scan over the block.
@@ -584,7 +584,7 @@ void exclusive_scan_nonzero(Context& ctx, const std::vector<int64_t>& shape, con
                        "    part[lid] = part[lid] + add;\n"
                        "    workgroupBarrier();\n"
                        "  }\n"
-                       "  if (group < uw(0u)) {\n"
+                       "  if (group < frame_count()) {\n"
                        "    if (i < " + wn + ") { buf1[i] = part[lid] - f; }\n"
                        "    if (lid == " + std::to_string(kScanBlock - 1) + "u) { buf2[group] = part[lid]; }\n"
                        "  }\n}\n";

@@ -23,14 +23,6 @@ std::string storage_bindings(const std::vector<KernelBuffer>& buffers) {
   return s;
 }
 
-std::string header_tail() {
-  std::string s = "fn opaque_f32(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) ^ uw(3u)); }\n";
-  s += wgsl::kFloatPrelude;
-  s += wgsl::kInt64Prelude;
-  s += wgsl::kMathPrelude;
-  return s;
-}
-
 const char* wgsl_type(UniformType t) {
   return t == UniformType::U32 ? "u32" : t == UniformType::I32 ? "i32" : "f32";
 }
@@ -44,19 +36,17 @@ uint64_t fnv1a(uint64_t h, std::string_view bytes) {
 
 }  // namespace
 
-std::string kernel_header(const std::vector<KernelBuffer>& buffers, size_t uniform_words) {
-  size_t vec4s = (uniform_words + 3) / 4;
-  std::string s = "struct Uniforms { w: array<vec4<u32>, " + std::to_string(vec4s) + "> }\n";
-  s += storage_bindings(buffers);
-  s += "@group(0) @binding(" + std::to_string(buffers.size()) + ") var<uniform> U: Uniforms;\n";
-  s += "fn uw(i: u32) -> u32 { return U.w[i >> 2u][i & 3u]; }\n";
-  return s + header_tail();
-}
-
 std::string kernel_header(const std::vector<KernelBuffer>& buffers, const UniformLayout& layout) {
   std::string s = storage_bindings(buffers) + layout.wgsl(buffers.size());
-  s += "fn uw(i: u32) -> u32 { return u.frame[i]; }\n";  // the frame's words (kernel_main)
-  return s + header_tail();
+  // The frame's words by name (see kWordCount...).
+  s += "fn frame_count() -> u32 { return u.frame.x; }\n"
+       "fn frame_pitch() -> u32 { return u.frame.y; }\n"
+       "fn frame_groups_x() -> u32 { return u.frame.z; }\n"
+       "fn opaque_f32(x: f32) -> f32 { return bitcast<f32>(bitcast<u32>(x) ^ u.frame.w); }\n";
+  s += wgsl::kFloatPrelude;
+  s += wgsl::kInt64Prelude;
+  s += wgsl::kMathPrelude;
+  return s;
 }
 
 UniformLayout::UniformLayout(const std::vector<UniformDecl>& decls) {
@@ -206,6 +196,18 @@ KernelLaunch& KernelLaunch::set_words(std::string_view name, const uint32_t* val
   return *this;
 }
 
+size_t KernelLaunch::set_fields(size_t first, const uint32_t* words) {
+  const uint32_t* w = words;
+  const auto& fields = layout_->fields();
+  for (size_t i = first; i < fields.size(); ++i) {
+    const uint32_t n = fields[i].length > 0 ? fields[i].length : 1;
+    std::copy(w, w + n, uniforms.begin() + fields[i].word);
+    w += n;
+    unset_ &= ~(1ull << i);
+  }
+  return static_cast<size_t>(w - words);
+}
+
 uint32_t KernelLaunch::word_of(std::string_view name) const {
   return layout_->fields()[field(name, UniformType::U32, false)].word;
 }
@@ -216,11 +218,11 @@ std::string kernel_main(Grid grid, uint32_t workgroup) {
        "        @builtin(local_invocation_id) lid3: vec3<u32>,\n"
        "        @builtin(workgroup_id) wid: vec3<u32>) {\n";
   if (grid == Grid::Invocations) {
-    s += "  let idx = gid.x + gid.y * uw(1u);\n  if (idx >= uw(0u)) { return; }\n";
+    s += "  let idx = gid.x + gid.y * frame_pitch();\n  if (idx >= frame_count()) { return; }\n";
   } else {
     // Uniform control flow: every invocation of a group sees the same `group`; kernels
     // must not return before their barriers, so the bound check is theirs to make.
-    s += "  let group = wid.x + wid.y * uw(2u);\n  let lid = lid3.x;\n";
+    s += "  let group = wid.x + wid.y * frame_groups_x();\n  let lid = lid3.x;\n";
   }
   return s;
 }
@@ -261,8 +263,8 @@ std::vector<BufferWindow> plan_windows(Context& ctx, const KernelLaunch& l,
 namespace {
 
 // The typed key of a family with a KernelKey: its variant, then what the frame adds,
-// encoded as the cache's key bytes (the family's characters, a NUL, the words). Numbered
-// families' string keys hold no NUL, so the two kinds never meet.
+// encoded as the cache's key bytes (the family's characters, a NUL, the words). String
+// keys (KernelLaunch::key) hold no NUL, so the two kinds never meet.
 const std::string& typed_key(const KernelLaunch& l, uint32_t workgroup, uint32_t words) {
   if (l.buffers.size() > 16)
     fail(ErrorKind::Internal, std::string("torch_webgpu: kernel '") + l.typed.family +
@@ -274,7 +276,7 @@ const std::string& typed_key(const KernelLaunch& l, uint32_t workgroup, uint32_t
     const KernelBuffer& b = l.buffers[i];
     access |= (b.access == Access::ReadWrite ? (b.atomic ? 3u : 2u) : b.vec4 ? 0u : 1u) << (2 * i);
   }
-  const uint64_t layout = l.layout() ? l.layout()->hash() : 0;
+  const uint64_t layout = l.layout()->hash();
   k[4] = workgroup;
   k[5] = static_cast<uint32_t>(l.grid);
   k[6] = words;
@@ -297,18 +299,22 @@ KernelPlan plan_kernel(Context& ctx, KernelLaunch& l) {
   if (l.count == 0) return plan;
   // Only errors, pipeline builds and windows need the name: no string per launch.
   auto kernel_name = [&l] { return l.typed.family ? std::string(l.typed.family) : l.key; };
+  // A kernel without uniforms of its own reads only the frame's.
+  static const UniformLayout no_uniforms(std::vector<UniformDecl>{});
+  if (!l.layout()) {
+    if (!l.uniforms.empty())
+      fail(ErrorKind::Internal, "torch_webgpu: kernel '" + kernel_name() +
+                                    "' sets uniform words without declaring a layout");
+    l.declare(no_uniforms);
+  }
   const UniformLayout* layout = l.layout();
-  if (layout && l.unset_mask() != 0) {
+  if (l.unset_mask() != 0) {
     size_t i = 0;
     while (!(l.unset_mask() >> i & 1)) ++i;
     fail(ErrorKind::Internal, "torch_webgpu: kernel '" + kernel_name() + "' launches with uniform '" +
                                   layout->fields()[i].name + "' never set");
   }
   const uint32_t workgroup = l.workgroup ? l.workgroup : ctx.caps().workgroup_1d();
-  if (!layout) {
-    if (l.uniforms.size() < kFirstUserWord) l.uniforms.resize(kFirstUserWord, 0);
-    l.uniforms.resize((l.uniforms.size() + 3) / 4 * 4, 0);
-  }
   const size_t words = l.uniforms.size();
 
   uint64_t groups = l.grid == Grid::Invocations ? (l.count + workgroup - 1) / workgroup : l.count;
@@ -328,9 +334,8 @@ KernelPlan plan_kernel(Context& ctx, KernelLaunch& l) {
     ProgramDesc desc;
     desc.label = name;
     const std::string body = l.body();
-    if (layout) check_uniform_names(body, *layout, name);
-    desc.wgsl = (layout ? kernel_header(l.buffers, *layout) : kernel_header(l.buffers, words)) +
-                body;
+    check_uniform_names(body, *layout, name);
+    desc.wgsl = kernel_header(l.buffers, *layout) + body;
     // The grid assumes the body's workgroup size: a mismatch would silently skip or
     // repeat invocations.
     if (desc.wgsl.find("@workgroup_size(" + std::to_string(workgroup) + ")") == std::string::npos)
@@ -347,14 +352,14 @@ KernelPlan plan_kernel(Context& ctx, KernelLaunch& l) {
     std::string key = l.key + "|wg" + std::to_string(workgroup) + "|u" + std::to_string(words);
     for (const auto& b : l.buffers)
       key += b.access == Access::ReadWrite ? (b.atomic ? 'A' : 'W') : b.vec4 ? 'V' : 'R';
-    if (layout) key += "|n" + std::to_string(layout->hash());
+    key += "|n" + std::to_string(layout->hash());
     plan.pipeline = &ctx.pipelines().get(key, make);
   }
   plan.buffers.reserve(l.buffers.size());
   for (const auto& b : l.buffers) plan.buffers.push_back(b.buffer);
   plan.uniforms = l.uniforms;  // the caller may launch `l` again
   // In Groups mode a grid with more than one row has idle groups past `count` in its last
-  // row: kernels check `group < uw(0u)`.
+  // row: kernels check `group < frame_count()`.
   if (ctx.pool().has_oversized()) plan.windows = plan_windows(ctx, l, kernel_name(), plan.uniforms);
   plan.groups_x = static_cast<uint32_t>(gx);
   plan.groups_y = static_cast<uint32_t>(gy);

@@ -3,11 +3,11 @@
 // uniforms, the WGSL header that goes with them, and a dispatch over a 1-D range of
 // invocations or of workgroups. A family writes only its kernel body and its uniforms.
 //
-// Uniforms come two ways. Named (new families): the kernel declares a UniformLayout
-// (name and type of each value), sets values by name, and WGSL reads `u.name` (scalars) or
-// `u_name(i)` (u32 arrays); the frame derives the struct, the packing and the pipeline key
-// from the declaration. Numbered (older families): words from kFirstUserWord read as
-// `uw(i)`. Either way words 0..3 are the frame's own (see kWordCount...).
+// Uniforms are named: the kernel declares a UniformLayout (name and type of each value),
+// sets values by name, and WGSL reads `u.name` (scalars) or `u_name(i)` (u32 arrays); the
+// frame derives the struct, the packing and the pipeline key from the declaration. A
+// kernel that declares none gets an empty layout. Words 0..3 are the frame's own (see
+// kWordCount...), read in WGSL as frame_count(), frame_pitch(), frame_groups_x().
 //
 // A launch is planned (pipeline built or found, bindings, uniform bytes, grid) and then
 // recorded; plan_kernel and record split the two so a plan can be kept and recorded again.
@@ -117,11 +117,11 @@ enum class Grid : uint8_t {
 };
 
 struct KernelLaunch {
-  std::string key;                     // numbered uniforms: the pipeline cache key
-  KernelKey typed;                     // named uniforms: the key's family and variant
+  std::string key;                     // a string key (python_wgsl, the nn frame)
+  KernelKey typed;                     // or the typed key's family and variant
   std::function<std::string()> body;   // WGSL after the header (helpers + `fn main`)
   std::vector<KernelBuffer> buffers;
-  std::vector<uint32_t> uniforms;      // words from 0; frame words are filled in
+  std::vector<uint32_t> uniforms;      // the block by `declare`; frame words are filled in
   Grid grid = Grid::Invocations;
   uint64_t count = 0;                  // invocations or workgroups
   uint32_t workgroup = 0;              // 0: caps().workgroup_1d()
@@ -135,6 +135,19 @@ struct KernelLaunch {
   // An array's first values.size() words (the rest stay 0).
   KernelLaunch& set_u32s(std::string_view name, const std::vector<uint32_t>& values);
   KernelLaunch& set_u32s(std::string_view name, std::initializer_list<uint32_t> values);  // no allocation
+  KernelLaunch& set_u32s(std::string_view name, const uint32_t* values, size_t count) {
+    return set_words(name, values, count);
+  }
+  // Fields first.. of the layout in declaration order from `words`, packed (a scalar takes
+  // one word, an array its length): a frame that builds the layout from its own
+  // declaration sets them without a lookup per name. Returns the words used.
+  size_t set_fields(size_t first, const uint32_t* words);
+  // The layout and every uniform of `other` (a variant of one kernel over other bindings).
+  void copy_uniforms(const KernelLaunch& other) {
+    layout_ = other.layout_;
+    unset_ = other.unset_;
+    uniforms = other.uniforms;
+  }
   // The word a named scalar occupies (for KernelBuffer::touches).
   uint32_t word_of(std::string_view name) const;
   const UniformLayout* layout() const { return layout_; }
@@ -160,12 +173,11 @@ struct KernelPlan {
   uint32_t groups_x = 0, groups_y = 0;
 };
 
-// The WGSL header for `buffers` and `uniform_words` uniforms: bindings, `uw()`, the
-// float, int64 and math preludes (WGSL drops what a kernel does not call), and
-// `opaque_f32(x)`: x, through a uniform zero, so compilers that reassociate float math
-// (NVIDIA's) cannot fold compensated sums such as ((a + b) - a) - b to zero.
-std::string kernel_header(const std::vector<KernelBuffer>& buffers, size_t uniform_words);
-// The same with named uniforms: `u.name`, `u_name(i)`; `uw(i)` reads the frame's words only.
+// The WGSL header for `buffers` and `layout`: bindings, the uniforms (`u.name`,
+// `u_name(i)`, the frame's words as frame_count() ...), the float, int64 and math preludes
+// (WGSL drops what a kernel does not call), and `opaque_f32(x)`: x, through a uniform zero,
+// so compilers that reassociate float math (NVIDIA's) cannot fold compensated sums such as
+// ((a + b) - a) - b to zero.
 std::string kernel_header(const std::vector<KernelBuffer>& buffers, const UniformLayout& layout);
 // Fails naming the kernel when `body` reads `u.x` or `u_x(` for an x the layout lacks.
 void check_uniform_names(const std::string& body, const UniformLayout& layout,

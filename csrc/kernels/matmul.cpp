@@ -49,14 +49,14 @@ constexpr const char* kOperandFields[4][5] = {
     {"c_offset", "c_batch_outer", "c_batch_inner", "c_rows", "c_cols"},
     {"out_offset", "out_batch_outer", "out_batch_inner", "out_rows", "out_cols"}};
 
-// A GEMM's uniforms: sizes, the grid's tiles, alpha (and beta, with C) as a compute scalar's
-// two words, the operands, and an implicit GEMM's gather (GemmDesc::conv): x's spatial
+// A GEMM's uniforms: sizes, the grid's tiles, split-K's slices of K (1 and k without),
+// alpha (and beta, with C) as a compute scalar's two words, the operands, and an implicit GEMM's gather (GemmDesc::conv): x's spatial
 // sizes, the output tile's sizes, strides, paddings and its first output row along dims 0
 // and 1. One layout per (C, gather), so a launch uploads and sets only what its kernel reads.
 const UniformLayout& gemm_layout(bool has_c, bool conv) {
   auto make = [](bool has_c, bool conv) {
     std::vector<UniformDecl> d = {{"m"}, {"n"}, {"k"}, {"batch_inner"}, {"tiles_n"}, {"tiles_per_batch"},
-                                  {"alpha_lo"}, {"alpha_hi"}};
+                                  {"splits"}, {"k_slice"}, {"alpha_lo"}, {"alpha_hi"}};
     for (int op = kOpA; op <= kOpOut; ++op) {
       if (op == kOpC && !has_c) continue;
       if (op == kOpC) d.insert(d.end(), {{"beta_lo"}, {"beta_hi"}});
@@ -85,25 +85,54 @@ uint32_t set_operand(KernelLaunch& l, Operand op, const MatOperand& o) {
 }
 
 enum class Variant { Tiled, Block, PerOutput, Reduce, Gemv };
+// Split-K: the tiles' kernel writes each slice's float32 partial sums to scratch (see
+// splitk_sum_body), partial (b, slice, r, c) at ((b * splits + slice) * m + r) * n + c.
+enum class Split { None, Partials };
 // How an implicit GEMM's B is gathered (GemmDesc::conv): not at all, B[r = tap, l =
 // position] (forward), B[l, r] (weight gradient).
 enum class GatherB { None, TapsAlongK, PositionsAlongK };
 
-// Shared WGSL: typed loads converted to the compute type, the batch base of an operand,
-// and the epilogue that applies alpha/beta and stores one output element.
-std::string gemm_common(const GemmDesc& d, const std::vector<KernelBuffer>& bufs, bool has_c) {
+// `name`(i): element i of buffer b, stored as dt, converted to the compute type.
+std::string typed_load(const std::string& name, const std::vector<KernelBuffer>& bufs, size_t b, DType dt,
+                       Compute compute) {
+  return kernel_load(name + "_raw", bufs, b, dt) + "fn " + name + "(i: u32) -> " + wgsl_type(compute) +
+         " { return " + wgsl_convert(compute_type_for(dt), compute, name + "_raw(i)") + "; }\n";
+}
+
+// <op>_base(bo, bi): the first element of the operand's matrix (bo, bi).
+std::string operand_base(Operand op) {
+  const std::string o = kOperandName[op];
+  return "fn " + o + "_base(bo: u32, bi: u32) -> u32 {\n"
+         "  return u." + o + "_offset + bo * u." + o + "_batch_outer + bi * u." + o + "_batch_inner;\n}\n";
+}
+
+// The epilogue: finish(bo, bi, r, c, acc) applies alpha (and beta * C, C in buffer 2 or,
+// without A and B bound, 1) and stores one output element to the last buffer.
+std::string gemm_epilogue(const GemmDesc& d, const std::vector<KernelBuffer>& bufs, bool has_c,
+                          size_t c_buf = 2) {
+  Arith ar{d.compute};
+  std::string s;
+  if (has_c) s += typed_load("load_c", bufs, c_buf, d.c.dtype, d.compute) + operand_base(kOpC);
+  s += kernel_store("store_out", bufs, bufs.size() - 1, d.out.dtype, d.compute);
+  s += operand_base(kOpOut);
+  s += "fn finish(bo: u32, bi: u32, r: u32, c: u32, acc: " + ar.type() + ") {\n";
+  s += "  var v = " + ar.mul(wgsl_scalar(d.compute, "u.alpha_lo", "u.alpha_hi"), "acc") + ";\n";
+  if (has_c) {
+    s += "  let ci = c_base(bo, bi) + r * u.c_rows + c * u.c_cols;\n";
+    s += "  v = " + ar.add(ar.mul(wgsl_scalar(d.compute, "u.beta_lo", "u.beta_hi"), "load_c(ci)"), "v") + ";\n";
+  }
+  s += "  store_out(out_base(bo, bi) + r * u.out_rows + c * u.out_cols, v);\n}\n";
+  return s;
+}
+
+// Shared WGSL: typed loads of A and B converted to the compute type, their batch bases,
+// and the epilogue (or, under split-K, the store of a slice's partial sum).
+std::string gemm_common(const GemmDesc& d, const std::vector<KernelBuffer>& bufs, bool has_c,
+                        Split split = Split::None) {
   Arith ar{d.compute};
   const std::string T = ar.type();
-  std::string s;
-  auto typed_load = [&](const char* name, size_t b, DType dt) {
-    std::string raw = std::string(name) + "_raw";
-    s += kernel_load(raw, bufs, b, dt);
-    s += "fn " + std::string(name) + "(i: u32) -> " + T + " { return " +
-         wgsl_convert(compute_type_for(dt), d.compute, raw + "(i)") + "; }\n";
-  };
-  typed_load("load_a", 0, d.a.dtype);
-  typed_load("load_b", 1, d.b.dtype);
-  if (has_c) typed_load("load_c", 2, d.c.dtype);
+  std::string s = typed_load("load_a", bufs, 0, d.a.dtype, d.compute) +
+                  typed_load("load_b", bufs, 1, d.b.dtype, d.compute);
   if (d.conv) {
     // B of an implicit GEMM at one output position and one row (c, k...): the caller has
     // turned the position into ob (o * stride - pad per dim) and ooff (their offset within
@@ -119,22 +148,16 @@ std::string gemm_common(const GemmDesc& d, const std::vector<KernelBuffer>& bufs
          "  if (any(p >= vec3<u32>(u_x_size(0u), u_x_size(1u), u_x_size(2u)))) { return " + ar.zero() + "; }\n"
          "  return load_b(base + u32(ooff + tap.x));\n}\n";
   }
-  s += kernel_store("store_out", bufs, bufs.size() - 1, d.out.dtype, d.compute);
-  // <op>_base(bo, bi): the first element of the operand's matrix (bo, bi).
-  for (int op = kOpA; op <= kOpOut; ++op) {
-    if (op == kOpC && !has_c) continue;
-    const std::string o = kOperandName[op];
-    s += "fn " + o + "_base(bo: u32, bi: u32) -> u32 {\n"
-         "  return u." + o + "_offset + bo * u." + o + "_batch_outer + bi * u." + o + "_batch_inner;\n}\n";
+  s += operand_base(kOpA) + operand_base(kOpB);
+  if (split == Split::Partials) {
+    // finish() stores the slice's partial sum (the tile kernel sets `slice`).
+    s += "var<private> slice: u32;\n"
+         "fn finish(bo: u32, bi: u32, r: u32, c: u32, acc: f32) {\n"
+         "  let b = bo * u.batch_inner + bi;\n"
+         "  buf" + std::to_string(bufs.size() - 1) + "[((b * u.splits + slice) * u.m + r) * u.n + c] = bitcast<u32>(acc);\n}\n";
+    return s;
   }
-  s += "fn finish(bo: u32, bi: u32, r: u32, c: u32, acc: " + T + ") {\n";
-  s += "  var v = " + ar.mul(wgsl_scalar(d.compute, "u.alpha_lo", "u.alpha_hi"), "acc") + ";\n";
-  if (has_c) {
-    s += "  let ci = c_base(bo, bi) + r * u.c_rows + c * u.c_cols;\n";
-    s += "  v = " + ar.add(ar.mul(wgsl_scalar(d.compute, "u.beta_lo", "u.beta_hi"), "load_c(ci)"), "v") + ";\n";
-  }
-  s += "  store_out(out_base(bo, bi) + r * u.out_rows + c * u.out_cols, v);\n}\n";
-  return s;
+  return s + gemm_epilogue(d, bufs, has_c);
 }
 
 // Shared-memory tiles: a workgroup of wx*wy invocations computes a tm x tn output tile;
@@ -167,7 +190,7 @@ std::string decode_position(const std::string& in, const std::string& l) {
          in + "let ooff = (ob.x * i32(u_x_size(1u)) + ob.y) * i32(u_x_size(2u)) + ob.z;\n";
 }
 
-std::string tiled_body(const Arith& ar, const TileShape& t, GatherB gather) {
+std::string tiled_body(const Arith& ar, const TileShape& t, GatherB gather, Split split) {
   const std::string T = ar.type(), Z = ar.zero();
   const uint32_t rm = t.tm / t.wy, rn = t.tn / t.wx, sa_row = t.tm + 4, sb_row = t.tn + 4;
   auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
@@ -175,13 +198,19 @@ std::string tiled_body(const Arith& ar, const TileShape& t, GatherB gather) {
   s += "var<workgroup> sa: array<" + T + ", " + std::to_string(t.bk * sa_row) + ">;\n";  // [k][m]
   s += "var<workgroup> sb: array<" + T + ", " + std::to_string(t.bk * sb_row) + ">;\n";  // [k][n]
   s += kernel_main(Grid::Groups, t.threads());
-  s += "  let valid = group < uw(0u);\n"
-       "  let g = select(0u, group, valid);\n"
-       "  let b = g / u.tiles_per_batch;\n  let t = g % u.tiles_per_batch;\n"
+  s += "  let valid = group < frame_count();\n"
+       "  let g0 = select(0u, group, valid);\n";
+  // Split-K: neighbouring workgroups take the slices of K of one tile, [kb, ke).
+  s += split == Split::Partials
+           // (kb from a let, not the private `slice`: the barriers need uniform control flow.)
+           ? "  let sl = g0 % u.splits;\n  slice = sl;\n  let g = g0 / u.splits;\n"
+             "  let kb = sl * u.k_slice;\n  let ke = min(u.k, kb + u.k_slice);\n"
+           : "  let g = g0;\n  let kb = 0u;\n  let ke = u.k;\n";
+  s += "  let b = g / u.tiles_per_batch;\n  let t = g % u.tiles_per_batch;\n"
        "  let row0 = (t / u.tiles_n) * " + n(t.tm) + ";\n  let col0 = (t % u.tiles_n) * " + n(t.tn) + ";\n"
        "  let bo = b / u.batch_inner;\n  let bi = b % u.batch_inner;\n"
        "  let tx = lid % " + n(t.wx) + ";\n  let ty = lid / " + n(t.wx) + ";\n"
-       "  let M = u.m;\n  let N = u.n;\n  let K = u.k;\n"
+       "  let M = u.m;\n  let N = u.n;\n"
        "  let abase = a_base(bo, bi);\n  let bbase = b_base(bo, bi);\n";
   // An implicit GEMM's B tile loads (threads is a multiple of tn and of bk): taps along K
   // walk N, so each invocation loads one output position throughout, decoded once here;
@@ -198,13 +227,13 @@ std::string tiled_body(const Arith& ar, const TileShape& t, GatherB gather) {
   auto acc = [](uint32_t i, uint32_t j) { return "c" + std::to_string(i) + "_" + std::to_string(j); };
   for (uint32_t i = 0; i < rm; ++i)
     for (uint32_t j = 0; j < rn; ++j) s += "  var " + acc(i, j) + " = " + Z + ";\n";
-  s += "  for (var k0 = 0u; k0 < K; k0 = k0 + " + n(t.bk) + ") {\n"
+  s += "  for (var k0 = kb; k0 < ke; k0 = k0 + " + n(t.bk) + ") {\n"
        "    for (var e = 0u; e < " + n(t.tm * t.bk / t.threads()) + "; e = e + 1u) {\n"
        "      let idx = lid + e * " + n(t.threads()) + ";\n";
   s += t.a_k_fast ? "      let ak = idx % " + n(t.bk) + ";\n      let am = idx / " + n(t.bk) + ";\n"
                   : "      let am = idx % " + n(t.tm) + ";\n      let ak = idx / " + n(t.tm) + ";\n";
   s += "      var av = " + Z + ";\n"
-       "      if (valid && row0 + am < M && k0 + ak < K) {\n"
+       "      if (valid && row0 + am < M && k0 + ak < ke) {\n"
        "        av = load_a(abase + (row0 + am) * u.a_rows + (k0 + ak) * u.a_cols);\n      }\n"
        "      sa[ak * " + n(sa_row) + " + am] = av;\n"
        "    }\n";
@@ -213,7 +242,7 @@ std::string tiled_body(const Arith& ar, const TileShape& t, GatherB gather) {
     for (uint32_t e = 0; e < b_loads; ++e) {
       const std::string E = std::to_string(e), bn = "lid / " + n(t.bk) + " + " + n(e * b_cols);
       s += "      var bv" + E + " = " + Z + ";\n"
-           "      if (valid && k0 + bk < K && col0 + " + bn + " < N) { bv" + E +
+           "      if (valid && k0 + bk < ke && col0 + " + bn + " < N) { bv" + E +
            " = gather_b(bbase, ob, ooff, tap" + E + "); }\n"
            "      sb[bk * " + n(sb_row) + " + " + bn + "] = bv" + E + ";\n";
     }
@@ -224,7 +253,7 @@ std::string tiled_body(const Arith& ar, const TileShape& t, GatherB gather) {
     s += t.b_k_fast ? "      let bk = idx % " + n(t.bk) + ";\n      let bn = idx / " + n(t.bk) + ";\n"
                     : "      let bn = idx % " + n(t.tn) + ";\n      let bk = idx / " + n(t.tn) + ";\n";
     s += "      var bv = " + Z + ";\n"
-         "      if (valid && k0 + bk < K && col0 + bn < N) {\n"
+         "      if (valid && k0 + bk < ke && col0 + bn < N) {\n"
          "        bv = " + std::string(gather == GatherB::TapsAlongK ? "gather_b(bbase, ob, ooff, tap_at(k0 + bk))"
                                     : "load_b(bbase + (k0 + bk) * u.b_rows + (col0 + bn) * u.b_cols)") +
          ";\n      }\n"
@@ -232,7 +261,7 @@ std::string tiled_body(const Arith& ar, const TileShape& t, GatherB gather) {
          "    }\n";
   }
   s += "    workgroupBarrier();\n"
-       // Shared entries past K hold zeros in both operands, so every step runs all bk.
+       // Shared entries past ke hold zeros in both operands, so every step runs all bk.
        "    for (var kk = 0u; kk < " + n(t.bk) + "; kk = kk + 1u) {\n";
   for (uint32_t i = 0; i < rm; ++i)
     s += "      let a" + std::to_string(i) + " = sa[kk * " + n(sa_row) + " + ty + " + n(t.wy * i) + "];\n";
@@ -316,16 +345,21 @@ std::string per_output_body(const Arith& ar) {
   return s;
 }
 
+// WGSL: M, N and output element `i`'s column c, row r, matrix b = (bo, bi) of the batch.
+std::string decode_output(const std::string& i) {
+  return "  let M = u.m;\n  let N = u.n;\n"
+         "  let c = " + i + " % N;\n  let rest = " + i + " / N;\n  let r = rest % M;\n  let b = rest / M;\n"
+         "  let bo = b / u.batch_inner;\n  let bi = b % u.batch_inner;\n";
+}
+
 // One workgroup per output element: 64 partial sums over K, then a tree (long K, few
 // outputs: dot products, matrix-vector products).
 std::string reduce_body(const Arith& ar) {
   std::string s = "var<workgroup> part: array<" + ar.type() + ", 64>;\n";
   s += kernel_main(Grid::Groups, 64);
-  s += "  let valid = group < uw(0u);\n"
+  s += "  let valid = group < frame_count();\n"
        "  let g = select(0u, group, valid);\n"
-       "  let M = u.m;\n  let N = u.n;\n  let K = u.k;\n"
-       "  let c = g % N;\n  let rest = g / N;\n  let r = rest % M;\n  let b = rest / M;\n"
-       "  let bo = b / u.batch_inner;\n  let bi = b % u.batch_inner;\n"
+       "  let K = u.k;\n" + decode_output("g") +
        "  let ai = a_base(bo, bi) + r * u.a_rows;\n"
        "  let bj = b_base(bo, bi) + c * u.b_cols;\n"
        "  var acc = " + ar.zero() + ";\n"
@@ -340,6 +374,19 @@ std::string reduce_body(const Arith& ar) {
        "    workgroupBarrier();\n"
        "  }\n"
        "  if (valid && lid == 0u) { finish(bo, bi, r, c, part[0]); }\n}\n";
+  return s;
+}
+
+// Split-K's second pass: one invocation per output adds its slices' partial sums (buffer
+// 0) in slice order, so the result does not depend on scheduling, and applies the epilogue.
+std::string splitk_sum_body() {
+  std::string s = kernel_main(Grid::Invocations, 64);
+  s += decode_output("idx") +
+       "  var p = (b * u.splits * M + r) * N + c;\n"
+       "  var acc = 0.0;\n"
+       "  for (var s = 0u; s < u.splits; s = s + 1u) {\n"
+       "    acc = acc + bitcast<f32>(buf0[p]);\n    p = p + M * N;\n  }\n"
+       "  finish(bo, bi, r, c, acc);\n}\n";
   return s;
 }
 
@@ -361,7 +408,7 @@ std::string gemv_body(uint32_t threads, bool pairs, DType b_dtype) {
              : "fn weight_pair(w: u32) -> vec2<f32> { let v = buf1[w]; "
                "return vec2<f32>(bitcast<f32>(v << 16u), bitcast<f32>(v & 0xffff0000u)); }\n";
   s += kernel_main(Grid::Groups, threads);
-  s += "  let valid = group < uw(0u);\n"
+  s += "  let valid = group < frame_count();\n"
        "  let g = select(0u, group, valid);\n"
        "  let M = u.m;\n  let N = u.n;\n  let K = u.k;\n"
        "  let cg = g % u.tiles_n;\n  let rest = g / u.tiles_n;\n  let r = rest % M;\n  let b = rest / M;\n"
@@ -427,6 +474,31 @@ ElementRange b_range(const GemmDesc& d, uint64_t k, uint64_t n) {
   return {first, first + (d.batch_outer - 1) * d.b.batch_outer + (d.batch_inner - 1) * d.b.batch_inner + group};
 }
 
+// Split-K for products whose small tiles are too few to fill a GPU (few rows, long K:
+// a transformer's linears at small batch). WebGPU does not say how many compute units an
+// adapter has, so GPU adapters assume kGpuTargetWorkgroups: about two 64-invocation
+// workgroups per SM of a 132-SM H200 (smaller GPUs run a second wave). Slices hold at
+// least kSplitKMinSlice values of K (fewer workgroups but less scratch traffic below that)
+// and are whole tile steps. Software adapters keep one slice (their workgroups run on a
+// few CPU cores, always full). TORCH_WEBGPU_GEMM_VARIANT=splitk forces at least 2 slices.
+constexpr uint64_t kGpuTargetWorkgroups = 256;
+constexpr uint64_t kSplitKMinSlice = 64;
+
+// The length of split-K's slices of K; d.k: no split.
+uint64_t splitk_slice(Context& ctx, const GemmDesc& d, uint64_t tiles, const std::string& force) {
+  const bool forced = force == "splitk";
+  if (d.k < 2 || !(forced || (force.empty() && tiles < kGpuTargetWorkgroups && !software_adapter(ctx))))
+    return d.k;
+  uint64_t splits = std::min((kGpuTargetWorkgroups + tiles - 1) / tiles, d.k / kSplitKMinSlice);
+  if (forced) splits = std::max<uint64_t>(splits, 2);
+  // The partial sums must fit one storage binding.
+  const uint64_t outputs = d.batch_outer * d.batch_inner * d.m * d.n;
+  splits = std::min(splits, ctx.caps().max_storage_binding_size / (outputs * 4));
+  if (splits < 2) return d.k;
+  const uint64_t slice = (d.k + splits - 1) / splits;
+  return slice > kSmallTile.bk ? (slice + kSmallTile.bk - 1) / kSmallTile.bk * kSmallTile.bk : slice;
+}
+
 void gemm_piece(Context& ctx, const GemmDesc& d) {
   const uint64_t batch = d.batch_outer * d.batch_inner;
   const uint64_t outputs = batch * d.m * d.n;
@@ -434,7 +506,8 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   const bool has_c = d.c.buffer != nullptr;
 
   // TORCH_WEBGPU_GEMM_VARIANT=tiled|tiled_medium|tiled_large|block overrides the choice for large
-  // products, reduce|per_out the one for small ones (tests cover each).
+  // products, reduce|per_out the one for small ones, splitk takes split-K's small tiles for
+  // any product (tests cover each).
   std::string force;
   if (const char* f = std::getenv("TORCH_WEBGPU_GEMM_VARIANT")) force = f;
   Variant v;
@@ -448,7 +521,7 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   // GEMM has only the tiles).
   else if (d.conv)
     v = Variant::Tiled;
-  else if (d.m >= 16 && d.n >= 16)
+  else if ((d.m >= 16 && d.n >= 16) || force == "splitk")
     v = force == "block" || (force.empty() && software_adapter(ctx)) ? Variant::Block : Variant::Tiled;
   // Few outputs over a long K: a workgroup tree per output on GPUs. Software adapters run
   // a workgroup's invocations as SIMD lanes of one thread, where the tree's barriers and
@@ -474,6 +547,13 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
     else if (force == "tiled_medium" || (force.empty() && count_tiles(kMediumTile) >= 128))
       shape = kMediumTile;
   }
+  // (Implicit GEMMs split too: the engine's convolutions run im2col and a plain GEMM of the
+  // same shape, and must round as eager's gathers do.)
+  const uint64_t k_slice = v == Variant::Tiled && d.compute == Compute::F32 && shape.tm == kSmallTile.tm
+                               ? splitk_slice(ctx, d, count_tiles(kSmallTile), force)
+                               : d.k;
+  const uint64_t splits = k_slice < d.k ? (d.k + k_slice - 1) / k_slice : 1;
+  const Split split = splits > 1 ? Split::Partials : Split::None;
   shape.a_k_fast = d.a.cols == 1 && d.a.rows != 1;
   shape.b_k_fast = d.b.rows == 1 && d.b.cols != 1;
   const GatherB gather = !d.conv ? GatherB::None
@@ -496,6 +576,8 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
       .set_u32("batch_inner", u32_or_fail(d.batch_inner, "batch"))
       .set_u32("tiles_n", u32_or_fail(tiles_n, "size"))
       .set_u32("tiles_per_batch", u32_or_fail(tiles_m * tiles_n, "size"))
+      .set_u32("splits", static_cast<uint32_t>(splits))
+      .set_u32("k_slice", u32_or_fail(k_slice, "size"))
       .set_u32("alpha_lo", d.alpha.lo)
       .set_u32("alpha_hi", d.alpha.hi);
   uint32_t offset_word[4] = {};
@@ -515,21 +597,32 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
         .set_u32s("y_first", {g.y_first[0], g.y_first[1]});
   }
 
-  auto bind = [&](const MatOperand& o, Operand op, Access access, bool atomic, uint64_t rows,
+  // Split-K's second pass: the same uniforms, over the partial sums, C and out.
+  KernelLaunch sum = l;
+  auto bind = [&](KernelLaunch& to, const MatOperand& o, Operand op, Access access, bool atomic, uint64_t rows,
                   uint64_t cols) {
-    l.buffers.push_back({o.buffer, access, atomic});
+    to.buffers.push_back({o.buffer, access, atomic});
     ElementRange r = operand_range(d, o, rows, cols);
-    l.buffers.back().touches(offset_word[op], o.dtype, r.first, r.end - r.first);
+    to.buffers.back().touches(offset_word[op], o.dtype, r.first, r.end - r.first);
   };
-  bind(d.a, kOpA, Access::Read, false, d.m, d.k);
+  bind(l, d.a, kOpA, Access::Read, false, d.m, d.k);
   l.buffers.push_back({d.b.buffer, Access::Read, false});
   const ElementRange br = b_range(d, d.k, d.n);
   l.buffers.back().touches(offset_word[kOpB], d.b.dtype, br.first, br.end - br.first);
-  if (has_c) bind(d.c, kOpC, Access::Read, false, d.m, d.n);
-  if (d.conv) l.buffers.push_back({d.conv_taps, Access::Read, false});
+  // Bindings: A, B, [C], [taps], out; split-K's tile kernel A, B, [taps], partials.
+  Allocation* partials = nullptr;
+  KernelLaunch& epilogue = split == Split::Partials ? sum : l;
+  if (split == Split::Partials) {
+    if (d.conv) l.buffers.push_back({d.conv_taps, Access::Read, false});
+    partials = ctx.pool().allocate(splits * outputs * 4);
+    l.buffers.push_back({partials->buffer, Access::ReadWrite, false});
+    sum.buffers.push_back({partials->buffer, Access::Read, false});
+  }
+  if (has_c) bind(epilogue, d.c, kOpC, Access::Read, false, d.m, d.n);
+  if (d.conv && split == Split::None) l.buffers.push_back({d.conv_taps, Access::Read, false});
   // Narrow outputs share words between neighbouring elements written by different
   // invocations: their stores are atomic.
-  bind(d.out, kOpOut, Access::ReadWrite, is_subword(d.out.dtype), d.m, d.n);
+  bind(epilogue, d.out, kOpOut, Access::ReadWrite, is_subword(d.out.dtype), d.m, d.n);
   // The key: the variant's family, the operands' dtypes (C's 0xff when absent), the compute
   // type, and the tile's shape (tiles: rows, K-fast operands, gather) or GEMV's pairing.
   auto dt = [](DType t) { return static_cast<uint32_t>(t); };
@@ -539,7 +632,7 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   const uint32_t flags = (v == Variant::Tiled ? uint32_t(shape.a_k_fast) | uint32_t(shape.b_k_fast) << 1 |
                                                     static_cast<uint32_t>(gather) << 2
                                               : 0) |
-                         uint32_t(gemv_pairs) << 4;
+                         uint32_t(gemv_pairs) << 4 | static_cast<uint32_t>(split) << 5;
   // (An implicit GEMM's gather names its family: profiles tell the two apart.)
   const char* family = v == Variant::Tiled    ? gather == GatherB::TapsAlongK        ? "gemm:tiled:gather_taps"
                                                 : gather == GatherB::PositionsAlongK ? "gemm:tiled:gather_positions"
@@ -557,14 +650,14 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
     l.workgroup = 64;
   } else {
     l.grid = Grid::Groups;
-    l.count = v == Variant::Tiled || v == Variant::Gemv ? batch * tiles_m * tiles_n : outputs;
+    l.count = v == Variant::Tiled || v == Variant::Gemv ? splits * batch * tiles_m * tiles_n : outputs;
     l.workgroup = v == Variant::Tiled ? shape.threads() : v == Variant::Gemv ? gemv_threads : 64;
   }
   Arith ar{d.compute};
   const GemmDesc desc = d;
-  l.body = [&, desc, has_c, v, ar, shape, gemv_threads, gemv_pairs, gather] {
-    std::string s = gemm_common(desc, l.buffers, has_c);
-    if (v == Variant::Tiled) s += tiled_body(ar, shape, gather);
+  l.body = [&, desc, has_c, v, ar, shape, gemv_threads, gemv_pairs, gather, split] {
+    std::string s = gemm_common(desc, l.buffers, has_c && split == Split::None, split);
+    if (v == Variant::Tiled) s += tiled_body(ar, shape, gather, split);
     else if (v == Variant::Gemv) s += gemv_body(gemv_threads, gemv_pairs, desc.b.dtype);
     else if (v == Variant::Block) s += block_body(ar);
     else if (v == Variant::Reduce) s += reduce_body(ar);
@@ -572,6 +665,15 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
     return s;
   };
   launch_kernel(ctx, l);
+  if (split == Split::None) return;
+  sum.typed = {"gemm:splitk_sum", {dtypes, static_cast<uint32_t>(d.compute)}};
+  sum.grid = Grid::Invocations;
+  sum.count = outputs;
+  sum.workgroup = 64;
+  sum.body = [&sum, desc, has_c] { return gemm_epilogue(desc, sum.buffers, has_c, 1) + splitk_sum_body(); };
+  launch_kernel(ctx, sum);
+  // (Released after recording: the pool hands it out again only to later work.)
+  ctx.pool().release(partials);
 }
 
 }  // namespace

@@ -4,9 +4,11 @@ namespace twgpu::nn {
 
 namespace {
 
-// Params: 0 planes, 1 H, 2 W, 3 oH, 4 oW, 5 kH, 6 kW, 7 dH, 8 dW, 9 pH, 10 pW, 11 sH, 12 sW.
-std::vector<uint32_t> params(const FoldGeometry& g) {
-  return {g.planes, g.H, g.W, g.oH, g.oW, g.kH, g.kW, g.dH, g.dW, g.pH, g.pW, g.sH, g.sW};
+// Image size, blocks per row and column, kernel, dilation, padding and stride (H, W).
+void set_params(NnKernel& k, const FoldGeometry& g) {
+  k.param("H", g.H).param("W", g.W).param("oH", g.oH).param("oW", g.oW);
+  k.param("kH", g.kH).param("kW", g.kW).param("dH", g.dH).param("dW", g.dW);
+  k.param("pH", g.pH).param("pW", g.pW).param("sH", g.sH).param("sW", g.sW);
 }
 
 }  // namespace
@@ -16,18 +18,18 @@ void im2col(Context& ctx, const Operand& image, const FoldGeometry& g, const Ope
   k.key = "im2col";
   k.inputs = {image};
   k.outputs = {cols};
-  k.params = params(g);
+  set_params(k, g);
   k.body =
       "fn run(idx: u32) {\n"
-      "  let ow = idx % pu(4u);\n  var t = idx / pu(4u);\n"
-      "  let oh = t % pu(3u);\n  t = t / pu(3u);\n"
-      "  let kw = t % pu(6u);\n  t = t / pu(6u);\n"
-      "  let kh = t % pu(5u);\n  let plane = t / pu(5u);\n"
-      "  let h = i32(oh * pu(11u) + kh * pu(7u)) - pi(9u);\n"
-      "  let w = i32(ow * pu(12u) + kw * pu(8u)) - pi(10u);\n"
+      "  let ow = idx % u.oW;\n  var t = idx / u.oW;\n"
+      "  let oh = t % u.oH;\n  t = t / u.oH;\n"
+      "  let kw = t % u.kW;\n  t = t / u.kW;\n"
+      "  let kh = t % u.kH;\n  let plane = t / u.kH;\n"
+      "  let h = i32(oh * u.sH + kh * u.dH) - i32(u.pH);\n"
+      "  let w = i32(ow * u.sW + kw * u.dW) - i32(u.pW);\n"
       "  var v = 0.0;\n"
-      "  if (h >= 0 && h < pi(1u) && w >= 0 && w < pi(2u)) {\n"
-      "    v = in0((plane * pu(1u) + u32(h)) * pu(2u) + u32(w));\n  }\n"
+      "  if (h >= 0 && h < i32(u.H) && w >= 0 && w < i32(u.W)) {\n"
+      "    v = in0((plane * u.H + u32(h)) * u.W + u32(w));\n  }\n"
       "  out0(idx, v);\n}\n";
   launch_map(ctx, k, uint64_t(g.planes) * g.kH * g.kW * g.oH * g.oW);
 }
@@ -37,21 +39,21 @@ void col2im(Context& ctx, const Operand& cols, const FoldGeometry& g, const Oper
   k.key = "col2im";
   k.inputs = {cols};
   k.outputs = {image};
-  k.params = params(g);
+  set_params(k, g);
   k.body =
       "fn run(idx: u32) {\n"
-      "  let w = i32(idx % pu(2u));\n  let h = i32((idx / pu(2u)) % pu(1u));\n"
-      "  let plane = idx / (pu(1u) * pu(2u));\n"
-      "  let L = pu(3u) * pu(4u);\n  var s = 0.0;\n"
-      "  for (var kh = 0u; kh < pu(5u); kh = kh + 1u) {\n"
-      "    let th = h + pi(9u) - i32(kh * pu(7u));\n"
-      "    if (th < 0 || th % pi(11u) != 0) { continue; }\n"
-      "    let oh = u32(th / pi(11u));\n    if (oh >= pu(3u)) { continue; }\n"
-      "    for (var kw = 0u; kw < pu(6u); kw = kw + 1u) {\n"
-      "      let tw = w + pi(10u) - i32(kw * pu(8u));\n"
-      "      if (tw < 0 || tw % pi(12u) != 0) { continue; }\n"
-      "      let ow = u32(tw / pi(12u));\n      if (ow >= pu(4u)) { continue; }\n"
-      "      s = s + in0(((plane * pu(5u) + kh) * pu(6u) + kw) * L + oh * pu(4u) + ow);\n"
+      "  let w = i32(idx % u.W);\n  let h = i32((idx / u.W) % u.H);\n"
+      "  let plane = idx / (u.H * u.W);\n"
+      "  let L = u.oH * u.oW;\n  var s = 0.0;\n"
+      "  for (var kh = 0u; kh < u.kH; kh = kh + 1u) {\n"
+      "    let th = h + i32(u.pH) - i32(kh * u.dH);\n"
+      "    if (th < 0 || th % i32(u.sH) != 0) { continue; }\n"
+      "    let oh = u32(th / i32(u.sH));\n    if (oh >= u.oH) { continue; }\n"
+      "    for (var kw = 0u; kw < u.kW; kw = kw + 1u) {\n"
+      "      let tw = w + i32(u.pW) - i32(kw * u.dW);\n"
+      "      if (tw < 0 || tw % i32(u.sW) != 0) { continue; }\n"
+      "      let ow = u32(tw / i32(u.sW));\n      if (ow >= u.oW) { continue; }\n"
+      "      s = s + in0(((plane * u.kH + kh) * u.kW + kw) * L + oh * u.oW + ow);\n"
       "    }\n  }\n  out0(idx, s);\n}\n";
   launch_map(ctx, k, uint64_t(g.planes) * g.H * g.W);
 }

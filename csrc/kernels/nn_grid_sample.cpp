@@ -4,10 +4,10 @@ namespace twgpu::nn {
 
 namespace {
 
-// Params: 0 N, 1 C, 2 points, 3 W, 4 H, 5 D. The mode, padding, alignment and nd are
-// baked into the source (and the key).
-std::vector<uint32_t> grid_params(const GridGeometry& g) {
-  return {g.n, g.channels, g.points, g.w, g.h, g.d};
+// The sizes; the mode, padding, alignment and nd are baked into the source (and the key).
+void grid_params(NnKernel& k, const GridGeometry& g) {
+  k.param("channels", g.channels).param("points", g.points);
+  k.param("in_w", g.w).param("in_h", g.h).param("in_d", g.d);
 }
 
 std::string grid_key(const char* what, const GridGeometry& g) {
@@ -109,21 +109,21 @@ std::string coordinate_helpers(const GridGeometry& g, DType dtype) {
   s += "}\n"
        "fn inside(x: f32, size: u32) -> bool { return x >= 0.0 && x < f32(size); }\n"
        "fn at(base: u32, x: f32, y: f32, z: f32) -> u32 {\n"
-       "  return base + (u32(z) * pu(4u) + u32(y)) * pu(3u) + u32(x);\n}\n";
+       "  return base + (u32(z) * u.in_h + u32(y)) * u.in_w + u32(x);\n}\n";
   // Cubic convolution weights (A = -0.75) of the taps at -1, 0, 1, 2 for fraction t, and
   // their derivatives as the CPU writes them (d weight / d distance: minus d / dt).
   s += "fn cubic1(x: f32) -> f32 { return R(R(R(R(R(1.25 * x) - 2.25) * x) * x) + 1.0); }\n"
        "fn cubic2(x: f32) -> f32 { return R(R(R(R(R(R(-0.75 * x) + 3.75) * x) - 6.0) * x) + 3.0); }\n"
        "fn cubic_coeffs(t: f32) -> vec4<f32> {\n"
-       "  let u = R(1.0 - t);\n"
-       "  return vec4<f32>(cubic2(R(t + 1.0)), cubic1(t), cubic1(u), cubic2(R(u + 1.0)));\n}\n"
+       "  let t1 = R(1.0 - t);\n"
+       "  return vec4<f32>(cubic2(R(t + 1.0)), cubic1(t), cubic1(t1), cubic2(R(t1 + 1.0)));\n}\n"
        "fn cubic_grads(t: f32) -> vec4<f32> {\n"
        "  let x0 = -1.0 - t;\n  let x1 = -t;\n  let x2 = 1.0 - t;\n  let x3 = 2.0 - t;\n"
        "  return vec4<f32>((2.25 * x0 + 7.5) * x0 + 6.0, (-3.75 * x1 - 4.5) * x1,\n"
        "                   (3.75 * x2 - 4.5) * x2, (-2.25 * x3 + 7.5) * x3 - 6.0);\n}\n"
        "fn tap_index(base: u32, x: f32, y: f32) -> u32 {\n"
-       "  let px = trunc(pad_coord(R(x), pu(3u)));\n  let py = trunc(pad_coord(R(y), pu(4u)));\n"
-       "  if (inside(px, pu(3u)) && inside(py, pu(4u))) { return at(base, px, py, 0.0); }\n"
+       "  let px = trunc(pad_coord(R(x), u.in_w));\n  let py = trunc(pad_coord(R(y), u.in_h));\n"
+       "  if (inside(px, u.in_w) && inside(py, u.in_h)) { return at(base, px, py, 0.0); }\n"
        "  return 0xffffffffu;\n}\n";
   return s;
 }
@@ -134,7 +134,7 @@ std::string source_coords(const GridGeometry& g, const std::string& grid_in) {
   const char* fn = g.interp == GridInterp::Bicubic ? "unnorm" : "source";
   std::string s;
   const char* axis[3] = {"x", "y", "z"};
-  const char* size[3] = {"pu(3u)", "pu(4u)", "pu(5u)"};
+  const char* size[3] = {"u.in_w", "u.in_h", "u.in_d"};
   for (int k = 0; k < 3; ++k) {
     if (k < g.nd) {
       s += std::string("  let r") + axis[k] + " = " + fn + "(" + grid_in + "(gb + " + std::to_string(k) +
@@ -165,8 +165,8 @@ std::string linear_corners(const GridGeometry& g, const std::string& per_corner)
       "    let sgx = select(-1.0, 1.0, hx);\n    let sgy = select(-1.0, 1.0, hy);\n"
       "    let sgz = select(-1.0, 1.0, hz);\n"
       "    var ci = 0xffffffffu;\n"
-      "    if (inside(cx, pu(3u)) && inside(cy, pu(4u))" +
-      std::string(three ? " && inside(cz, pu(5u))" : "") +
+      "    if (inside(cx, u.in_w) && inside(cy, u.in_h)" +
+      std::string(three ? " && inside(cz, u.in_d)" : "") +
       ") { ci = at(base, cx, cy, cz); }\n" + per_corner + "  }\n";
   return s;
 }
@@ -179,13 +179,13 @@ void grid_sample_forward(Context& ctx, const Operand& input, const Operand& grid
   k.key = grid_key("grid_fwd", g);
   k.inputs = {input, grid};
   k.outputs = {out};
-  k.params = grid_params(g);
+  grid_params(k, g);
   const bool three = g.nd == 3;
   std::string s = coordinate_helpers(g, input.dtype) +
                   "fn run(e: u32) {\n"
-                  "  let P = pu(2u);\n  let p = e % P;\n  let nc = e / P;\n  let n = nc / pu(1u);\n"
+                  "  let P = u.points;\n  let p = e % P;\n  let nc = e / P;\n  let n = nc / u.channels;\n"
                   "  let gb = (n * P + p) * " + std::to_string(g.nd) + "u;\n"
-                  "  let base = nc * (pu(3u) * pu(4u) * pu(5u));\n" +
+                  "  let base = nc * (u.in_w * u.in_h * u.in_d);\n" +
                   source_coords(g, "in1");
   switch (g.interp) {
     case GridInterp::Bilinear:
@@ -199,7 +199,7 @@ void grid_sample_forward(Context& ctx, const Operand& input, const Operand& grid
       break;
     case GridInterp::Nearest:
       s += std::string("  let nx = round(sx);\n  let ny = round(sy);\n  let nz = round(sz);\n") +
-           "  if (inside(nx, pu(3u)) && inside(ny, pu(4u))" + (three ? " && inside(nz, pu(5u))" : "") +
+           "  if (inside(nx, u.in_w) && inside(ny, u.in_h)" + (three ? " && inside(nz, u.in_d)" : "") +
            ") { out0(e, in0(at(base, nx, ny, nz))); } else { out0(e, 0.0); }\n";
       break;
     case GridInterp::Bicubic:
@@ -232,7 +232,7 @@ void grid_sample_backward(Context& ctx, const Operand& grad_out, const Operand& 
   k.inputs = {grad_out, input, grid};
   k.outputs = with_input ? std::vector<Operand>{grad_input, grad_grid} : std::vector<Operand>{grad_grid};
   k.accumulate = true;
-  k.params = grid_params(g);
+  grid_params(k, g);
   const bool three = g.nd == 3;
   std::string s = coordinate_helpers(g, input.dtype);
   s += with_input ? "fn add_in(i: u32, v: f32) { if (v != 0.0) { acc0(i, v); } }\n"
@@ -241,9 +241,9 @@ void grid_sample_backward(Context& ctx, const Operand& grad_out, const Operand& 
                     "fn add_grid(i: u32, v: f32) { acc0(i, v); }\n";
   // One invocation per grid point, over the channels.
   s += "fn run(q: u32) {\n"
-       "  let P = pu(2u);\n  let n = q / P;\n  let p = q % P;\n"
+       "  let P = u.points;\n  let n = q / P;\n  let p = q % P;\n"
        "  let gb = q * " + std::to_string(g.nd) + "u;\n"
-       "  let plane = pu(3u) * pu(4u) * pu(5u);\n" +
+       "  let plane = u.in_w * u.in_h * u.in_d;\n" +
        source_coords(g, "in2") +
        "  var gx = 0.0;\n  var gy = 0.0;\n  var gz = 0.0;\n";
   std::string per_channel;
@@ -258,8 +258,8 @@ void grid_sample_backward(Context& ctx, const Operand& grad_out, const Operand& 
                          (three ? "      gz = gz + sgz * val * wx * wy;\n" : "") + "    }\n");
       break;
     case GridInterp::Nearest:
-      per_channel = std::string("    if (inside(round(sx), pu(3u)) && inside(round(sy), pu(4u))") +
-                    (three ? " && inside(round(sz), pu(5u))" : "") +
+      per_channel = std::string("    if (inside(round(sx), u.in_w) && inside(round(sy), u.in_h)") +
+                    (three ? " && inside(round(sz), u.in_d)" : "") +
                     ") { add_in(at(base, round(sx), round(sy), round(sz)), go); }\n";
       break;
     case GridInterp::Bicubic:
@@ -280,8 +280,8 @@ void grid_sample_backward(Context& ctx, const Operand& grad_out, const Operand& 
            "  let dx = cubic_grads(R(sx - x0));\n  let dy = cubic_grads(R(sy - y0));\n";
       break;
   }
-  s += "  for (var c = 0u; c < pu(1u); c = c + 1u) {\n"
-       "    let nc = n * pu(1u) + c;\n"
+  s += "  for (var c = 0u; c < u.channels; c = c + 1u) {\n"
+       "    let nc = n * u.channels + c;\n"
        "    let base = nc * plane;\n"
        "    let go = in0(nc * P + p);\n" +
        per_channel + "  }\n";

@@ -14,7 +14,7 @@ const char* kind_name(PointLoss k) {
   return "?";
 }
 
-// `fn loss(i: u32) -> f32` with x = in0, t = in1, w = in2, the parameter pf(0).
+// `fn loss(i: u32) -> f32` with x = in0, t = in1, w = in2, the parameter u.loss_param.
 // `fn rnd(v: f32) -> f32`: v rounded to the storage dtype (the CPU rounds MSE's
 // difference and square to half types one operation at a time).
 std::string round_fn(DType t) {
@@ -29,11 +29,11 @@ std::string loss_fn(PointLoss k, bool weighted, DType dtype) {
   switch (k) {
     case PointLoss::Mse: s += "  let d = rnd(x - t);\n  var l = rnd(d * d);\n"; break;
     case PointLoss::SmoothL1:
-      s += "  let z = abs(x - t);\n  let b = pf(0u);\n"
+      s += "  let z = abs(x - t);\n  let b = u.loss_param;\n"
            "  var l = select(z - 0.5 * b, div_f32(0.5 * z * z, b), z < b);\n";
       break;
     case PointLoss::Huber:
-      s += "  let z = abs(x - t);\n  let d = pf(0u);\n"
+      s += "  let z = abs(x - t);\n  let d = u.loss_param;\n"
            "  var l = select(d * (z - 0.5 * d), 0.5 * z * z, z < d);\n";
       break;
     case PointLoss::Bce:
@@ -44,18 +44,18 @@ std::string loss_fn(PointLoss k, bool weighted, DType dtype) {
   return s + "  return l;\n}\n";
 }
 
-// `fn dloss(i: u32, g: f32) -> f32`: the gradient for upstream g; pf(1) is the norm.
+// `fn dloss(i: u32, g: f32) -> f32`: the gradient for upstream g; u.norm is the norm.
 std::string dloss_fn(PointLoss k, bool weighted) {
   std::string s = "fn dloss(i: u32, g: f32) -> f32 {\n  let x = in1(i);\n  let t = in2(i);\n"
-                  "  let nrm = pf(1u);\n";
+                  "  let nrm = u.norm;\n";
   switch (k) {
     case PointLoss::Mse: s += "  var v = nrm * (x - t) * g;\n"; break;
     case PointLoss::SmoothL1:
-      s += "  let d = x - t;\n  let b = pf(0u);\n  var v = div_f32(nrm * d * g, b);\n"
+      s += "  let d = x - t;\n  let b = u.loss_param;\n  var v = div_f32(nrm * d * g, b);\n"
            "  if (d <= -b) { v = -nrm * g; }\n  if (d >= b) { v = nrm * g; }\n";
       break;
     case PointLoss::Huber:
-      s += "  let d = x - t;\n  let dl = pf(0u);\n  var v = nrm * d * g;\n"
+      s += "  let d = x - t;\n  let dl = u.loss_param;\n  var v = nrm * d * g;\n"
            "  if (d <= -dl) { v = -nrm * g * dl; }\n  if (d >= dl) { v = nrm * g * dl; }\n";
       break;
     case PointLoss::Bce:
@@ -63,7 +63,7 @@ std::string dloss_fn(PointLoss k, bool weighted) {
       break;
   }
   if (weighted) s += "  v = v * in3(i);\n";
-  if (k == PointLoss::Bce) s += "  if (pu(2u) != 0u) { v = div_f32(v, f32(pu(2u))); }\n";
+  if (k == PointLoss::Bce) s += "  if (u.bce_div != 0u) { v = div_f32(v, f32(u.bce_div)); }\n";
   return s + "  return v;\n}\n";
 }
 
@@ -76,7 +76,7 @@ void point_loss(Context& ctx, PointLoss kind, const Operand& x, const Operand& t
           (r == Reduce::None ? "_none" : "_red");
   k.inputs = {x, t, or_dummy(w, x)};
   k.outputs = {out};
-  k.params = {f32_bits(param), static_cast<uint32_t>(r), static_cast<uint32_t>(count)};
+  k.param_f32("loss_param", param).param("reduction", static_cast<uint32_t>(r)).param("count", static_cast<uint32_t>(count));
   std::string body = loss_fn(kind, w.buffer != nullptr, x.dtype);
   if (r == Reduce::None) {
     k.body = body + "fn run(i: u32) { out0(i, loss(i)); }\n";
@@ -87,7 +87,7 @@ void point_loss(Context& ctx, PointLoss kind, const Operand& x, const Operand& t
            "fn terms(r: u32, k: u32, ph: u32, prev: vec2<f32>) -> vec2<f32> {"
            " return vec2<f32>(loss(k), 0.0); }\n"
            "fn finish(r: u32, s0: vec2<f32>, s1: vec2<f32>) {\n"
-           "  if (pu(1u) == 1u) { out0(0u, div_f32(s0.x, f32(pu(2u)))); } else { out0(0u, s0.x); }\n}\n";
+           "  if (u.reduction == 1u) { out0(0u, div_f32(s0.x, f32(u.count))); } else { out0(0u, s0.x); }\n}\n";
   launch_rows(ctx, k, 1, static_cast<uint32_t>(count), 1);
 }
 
@@ -104,7 +104,7 @@ void point_loss_backward(Context& ctx, PointLoss kind, const Operand& grad_out, 
   if (kind == PointLoss::Mse) norm = r == Reduce::Mean ? static_cast<float>(2.0 / count) : 2.0f;
   else if (kind != PointLoss::Bce && r == Reduce::Mean) norm = static_cast<float>(1.0 / count);
   const uint32_t bce_div = kind == PointLoss::Bce && r == Reduce::Mean ? static_cast<uint32_t>(count) : 0;
-  k.params = {f32_bits(param), f32_bits(norm), bce_div};
+  k.param_f32("loss_param", param).param_f32("norm", norm).param("bce_div", bce_div);
   std::string g = r == Reduce::None ? "in0(i)" : "in0(0u)";
   k.body = dloss_fn(kind, w.buffer != nullptr) + "fn run(i: u32) { out0(i, dloss(i, " + g + ")); }\n";
   launch_map(ctx, k, count);
@@ -123,24 +123,25 @@ void count_outside_unit(Context& ctx, const Operand& x, uint64_t count, const Op
 
 namespace {
 
-// Params: 0 n, 1 classes, 2 inner, 3 ignore_index (i32; out of i32 range: never matches),
-// 4 ignore_valid, 5 reduction. Element e = (n, s): target t = in1(e), input at
-// (n * C + t) * inner + s.
-std::vector<uint32_t> nll_params(const NllGeometry& g, Reduce r) {
+// ignore_index is an i32; out of i32 range it never matches (ignore_valid 0). Element
+// e = (n, s): target t = in1(e), input at (n * C + t) * inner + s.
+void nll_params(NnKernel& k, const NllGeometry& g, Reduce r) {
   const bool fits = g.ignore_index >= INT32_MIN && g.ignore_index <= INT32_MAX;
-  return {g.n, g.classes, g.inner, static_cast<uint32_t>(static_cast<int32_t>(fits ? g.ignore_index : 0)),
-          fits ? 1u : 0u, static_cast<uint32_t>(r)};
+  k.param("n", g.n).param("classes", g.classes).param("inner", g.inner);
+  k.param_i32("ignore_index", static_cast<int32_t>(fits ? g.ignore_index : 0))
+      .param("ignore_valid", fits ? 1u : 0u)
+      .param("reduction", static_cast<uint32_t>(r));
 }
 
 const char* kNllCommon =
     "fn target_of(e: u32) -> vec2<u32> {\n"
     // (class, flag): flag 1 for a valid target, 0 ignored, 2 out of range.
     "  let t = in1_i64(e);\n"
-    "  if (pu(4u) != 0u && i64_eq(t, i64_from_i32(pi(3u)))) { return vec2<u32>(0u, 0u); }\n"
-    "  if (i64_is_neg(t) || t.y != 0u || t.x >= pu(1u)) { return vec2<u32>(0u, 2u); }\n"
+    "  if (u.ignore_valid != 0u && i64_eq(t, i64_from_i32(u.ignore_index))) { return vec2<u32>(0u, 0u); }\n"
+    "  if (i64_is_neg(t) || t.y != 0u || t.x >= u.classes) { return vec2<u32>(0u, 2u); }\n"
     "  return vec2<u32>(t.x, 1u);\n}\n"
     "fn input_at(e: u32, c: u32) -> u32 {\n"
-    "  return ((e / pu(2u)) * pu(1u) + c) * pu(2u) + e % pu(2u);\n}\n";
+    "  return ((e / u.inner) * u.classes + c) * u.inner + e % u.inner;\n}\n";
 
 }  // namespace
 
@@ -155,7 +156,7 @@ void nll_forward(Context& ctx, const Operand& x, const Operand& target, const Op
     k.key = std::string("nll_sums") + (w.buffer ? "_w" : "");
     k.inputs = {x, target, or_dummy(w, x)};
     k.outputs = {out, total_weight, bad};
-    k.params = nll_params(g, r);
+    nll_params(k, g, r);
     k.body = std::string(kNllCommon) +
              "fn terms(r: u32, e: u32, ph: u32, prev: vec2<f32>) -> vec2<f32> {\n"
              "  let t = target_of(e);\n"
@@ -164,9 +165,9 @@ void nll_forward(Context& ctx, const Operand& x, const Operand& target, const Op
              "  let wt = " + wv + ";\n"
              "  return vec2<f32>(-wt * in0(input_at(e, t.x)), wt);\n}\n"
              "fn finish(r: u32, s0: vec2<f32>, s1: vec2<f32>) {\n"
-             "  out2(0u, s1.x);\n  out1(0u, select(0.0, s0.y, pu(5u) != 0u));\n"
-             "  if (pu(5u) == 1u) { out0(0u, div_f32(s0.x, s0.y)); }\n"
-             "  if (pu(5u) == 2u) { out0(0u, s0.x); }\n}\n";
+             "  out2(0u, s1.x);\n  out1(0u, select(0.0, s0.y, u.reduction != 0u));\n"
+             "  if (u.reduction == 1u) { out0(0u, div_f32(s0.x, s0.y)); }\n"
+             "  if (u.reduction == 2u) { out0(0u, s0.x); }\n}\n";
     if (r == Reduce::None) {
       // Per-element terms go to `out`; the sums kernel writes only the check and weight.
       k.key += "_check";
@@ -180,7 +181,7 @@ void nll_forward(Context& ctx, const Operand& x, const Operand& target, const Op
       m.key = std::string("nll_terms") + (w.buffer ? "_w" : "");
       m.inputs = {x, target, or_dummy(w, x)};
       m.outputs = {out};
-      m.params = nll_params(g, r);
+      nll_params(m, g, r);
       m.body = std::string(kNllCommon) +
                "fn run(e: u32) {\n  let t = target_of(e);\n"
                "  if (t.y != 1u) { out0(e, 0.0); return; }\n"
@@ -200,13 +201,13 @@ void nll_backward(Context& ctx, const Operand& grad_out, const Operand& target, 
   // in0: grad_out, in1: target, in2: weight, in3: total_weight.
   k.inputs = {grad_out, target, or_dummy(w, grad_out), or_dummy(total_weight, grad_out)};
   k.outputs = {grad_input};
-  k.params = nll_params(g, r);
+  nll_params(k, g, r);
   std::string wv = w.buffer ? "in2(t.x)" : "1.0";
   k.body = std::string(kNllCommon) +
            "fn run(e: u32) {\n  let t = target_of(e);\n  if (t.y != 1u) { return; }\n"
            "  var gv = 0.0;\n"
-           "  if (pu(5u) == 0u) { gv = in0(e); } else { gv = in0(0u); }\n"
-           "  if (pu(5u) == 1u) { gv = div_f32(gv, in3(0u)); }\n"
+           "  if (u.reduction == 0u) { gv = in0(e); } else { gv = in0(0u); }\n"
+           "  if (u.reduction == 1u) { gv = div_f32(gv, in3(0u)); }\n"
            "  out0(input_at(e, t.x), -" + wv + " * gv);\n}\n";
   launch_map(ctx, k, uint64_t(g.n) * g.inner);
 }

@@ -37,11 +37,11 @@ void launch_check(Context& ctx, const char* family, const Operand& t, uint64_t c
   if (DeviceChecks::synchronous()) ctx.recorder().synchronize();
 }
 
-// Params shared by the kernels: 0 nframe, 1 dim, 2 margin (f32 bits), 3 p, 4 scale (f32
-// bits), 5 per-row grad_out. Target of row r: `target_of(r)`, dim (0xffffffff: invalid).
-std::vector<uint32_t> params(const MarginGeometry& g, int p, float margin, float scale, bool per_row) {
-  return {g.nframe, g.dim, f32_bits(margin), static_cast<uint32_t>(p), f32_bits(scale),
-          per_row ? 1u : 0u};
+// Parameters shared by the kernels; per_row: grad_out has one value per row. Target of row
+// r: `target_of(r)`, dim (0xffffffff: invalid).
+void set_params(NnKernel& k, const MarginGeometry& g, int p, float margin, float scale, bool per_row) {
+  k.param("dim", g.dim).param_f32("margin", margin).param("p", static_cast<uint32_t>(p));
+  k.param_f32("scale", scale).param("per_row", per_row ? 1u : 0u);
 }
 
 // x = in0, target = in1, weight = in2 (when `weighted`).
@@ -49,22 +49,22 @@ std::string multi_common(bool weighted) {
   return std::string(
              "fn target_of(r: u32) -> u32 {\n"
              "  let t = in1_i64(r);\n"
-             "  if (t.y != 0u || t.x >= pu(1u)) { return 0xffffffffu; }\n"
+             "  if (t.y != 0u || t.x >= u.dim) { return 0xffffffffu; }\n"
              "  return t.x;\n}\n"
              // The hinge term of class d for row r with target t (0 for d == t).
              "fn hinge(r: u32, t: u32, d: u32) -> f32 {\n"
              "  if (d == t) { return 0.0; }\n"
-             "  let z = (pf(2u) - in0(r * pu(1u) + t)) + in0(r * pu(1u) + d);\n"
+             "  let z = (u.margin - in0(r * u.dim + t)) + in0(r * u.dim + d);\n"
              "  if (!(z > 0.0)) { return 0.0; }\n"
-             "  var h = select(z * z, z, pu(3u) == 1u);\n") +
+             "  var h = select(z * z, z, u.p == 1u);\n") +
          (weighted ? "  h = h * in2(t);\n" : "") +
          "  return h;\n}\n"
          // d hinge / d x_d times scale (the CPU's per-class gradient before grad_out).
          "fn dhinge(r: u32, t: u32, d: u32) -> f32 {\n"
          "  if (d == t) { return 0.0; }\n"
-         "  let z = (pf(2u) - in0(r * pu(1u) + t)) + in0(r * pu(1u) + d);\n"
+         "  let z = (u.margin - in0(r * u.dim + t)) + in0(r * u.dim + d);\n"
          "  if (!(z > 0.0)) { return 0.0; }\n"
-         "  var h = select(2.0 * pf(4u) * z, pf(4u), pu(3u) == 1u);\n" +
+         "  var h = select(2.0 * u.scale * z, u.scale, u.p == 1u);\n" +
          (weighted ? "  h = h * in2(t);\n" : "") + "  return h;\n}\n";
 }
 
@@ -72,12 +72,12 @@ std::string multi_common(bool weighted) {
 // negative one). Targets out of range also end the list (the check reports them).
 const char* kMultilabelCommon =
     "fn label(r: u32, j: u32) -> u32 {\n"
-    "  let t = in1_i64(r * pu(1u) + j);\n"
-    "  if (t.y != 0u || t.x >= pu(1u)) { return 0xffffffffu; }\n"
+    "  let t = in1_i64(r * u.dim + j);\n"
+    "  if (t.y != 0u || t.x >= u.dim) { return 0xffffffffu; }\n"
     "  return t.x;\n}\n"
     "fn label_count(r: u32) -> u32 {\n"
     "  var n = 0u;\n"
-    "  loop { if (n >= pu(1u) || label(r, n) == 0xffffffffu) { break; } n = n + 1u; }\n"
+    "  loop { if (n >= u.dim || label(r, n) == 0xffffffffu) { break; } n = n + 1u; }\n"
     "  return n;\n}\n"
     "fn is_label(r: u32, d: u32, n: u32) -> bool {\n"
     "  for (var j = 0u; j < n; j = j + 1u) { if (label(r, j) == d) { return true; } }\n"
@@ -103,13 +103,13 @@ void multi_margin_rows(Context& ctx, const Operand& x, const Operand& target, co
   k.key = std::string("multi_margin_rows") + (w.buffer ? "_w" : "");
   k.inputs = {x, target, or_dummy(w, x)};
   k.outputs = {rows};
-  k.params = params(g, p, margin, 0.0f, false);
+  set_params(k, g, p, margin, 0.0f, false);
   k.body = multi_common(w.buffer != nullptr) +
            "fn terms(r: u32, d: u32, ph: u32, prev: vec2<f32>) -> vec2<f32> {\n"
            "  let t = target_of(r);\n"
            "  if (t == 0xffffffffu) { return vec2<f32>(0.0, 0.0); }\n"
            "  return vec2<f32>(hinge(r, t, d), 0.0);\n}\n"
-           "fn finish(r: u32, s0: vec2<f32>, s1: vec2<f32>) { out0(r, div_f32(s0.x, f32(pu(1u)))); }\n";
+           "fn finish(r: u32, s0: vec2<f32>, s1: vec2<f32>) { out0(r, div_f32(s0.x, f32(u.dim))); }\n";
   launch_rows(ctx, k, g.nframe, g.dim, 1);
 }
 
@@ -121,17 +121,17 @@ void multi_margin_backward(Context& ctx, const Operand& grad_out, const Operand&
   // in3: grad_out.
   k.inputs = {x, target, or_dummy(w, x), grad_out};
   k.outputs = {grad_input};
-  k.params = params(g, p, margin, scale, per_row);
+  set_params(k, g, p, margin, scale, per_row);
   k.body = multi_common(w.buffer != nullptr) +
            "fn run(e: u32) {\n"
-           "  let r = e / pu(1u);\n  let d = e % pu(1u);\n"
+           "  let r = e / u.dim;\n  let d = e % u.dim;\n"
            "  let t = target_of(r);\n"
            "  if (t == 0xffffffffu) { out0(e, 0.0); return; }\n"
            "  var v = 0.0;\n"
            "  if (d == t) {\n"
-           "    for (var c = 0u; c < pu(1u); c = c + 1u) { v = v - dhinge(r, t, c); }\n"
+           "    for (var c = 0u; c < u.dim; c = c + 1u) { v = v - dhinge(r, t, c); }\n"
            "  } else { v = dhinge(r, t, d); }\n"
-           "  let go = select(in3(0u), in3(r), pu(5u) != 0u);\n"
+           "  let go = select(in3(0u), in3(r), u.per_row != 0u);\n"
            "  out0(e, v * go);\n}\n";
   launch_map(ctx, k, uint64_t(g.nframe) * g.dim);
 }
@@ -143,30 +143,30 @@ void multilabel_margin_rows(Context& ctx, const Operand& x, const Operand& targe
     k.key = "multilabel_margin_rows";
     k.inputs = {x, target};
     k.outputs = {rows};
-    k.params = params(g, 1, 1.0f, 0.0f, false);
+    set_params(k, g, 1, 1.0f, 0.0f, false);
     k.body = std::string(kMultilabelCommon) +
              // Class d (not a target) against every target of the row.
              "fn terms(r: u32, d: u32, ph: u32, prev: vec2<f32>) -> vec2<f32> {\n"
              "  let n = label_count(r);\n"
              "  if (is_label(r, d, n)) { return vec2<f32>(0.0, 0.0); }\n"
-             "  let xd = in0(r * pu(1u) + d);\n"
+             "  let xd = in0(r * u.dim + d);\n"
              "  var s = 0.0;\n"
              "  for (var j = 0u; j < n; j = j + 1u) {\n"
-             "    let z = (1.0 - in0(r * pu(1u) + label(r, j))) + xd;\n"
+             "    let z = (1.0 - in0(r * u.dim + label(r, j))) + xd;\n"
              "    if (z > 0.0) { s = s + z; }\n"
              "  }\n"
              "  return vec2<f32>(s, 0.0);\n}\n"
-             "fn finish(r: u32, s0: vec2<f32>, s1: vec2<f32>) { out0(r, div_f32(s0.x, f32(pu(1u)))); }\n";
+             "fn finish(r: u32, s0: vec2<f32>, s1: vec2<f32>) { out0(r, div_f32(s0.x, f32(u.dim))); }\n";
     launch_rows(ctx, k, g.nframe, g.dim, 1);
   }
   NnKernel m;
   m.key = "multilabel_is_target";
   m.inputs = {x, target};
   m.outputs = {is_target};
-  m.params = params(g, 1, 1.0f, 0.0f, false);
+  set_params(m, g, 1, 1.0f, 0.0f, false);
   m.body = std::string(kMultilabelCommon) +
-           "fn run(e: u32) {\n  let r = e / pu(1u);\n"
-           "  out0(e, select(0.0, 1.0, is_label(r, e % pu(1u), label_count(r))));\n}\n";
+           "fn run(e: u32) {\n  let r = e / u.dim;\n"
+           "  out0(e, select(0.0, 1.0, is_label(r, e % u.dim, label_count(r))));\n}\n";
   launch_map(ctx, m, uint64_t(g.nframe) * g.dim);
 }
 
@@ -179,13 +179,13 @@ void multilabel_margin_backward(Context& ctx, const Operand& grad_out, const Ope
   // in2: is_target (given, as the CPU uses it), in3: grad_out.
   k.inputs = {x, target, is_target, grad_out};
   k.outputs = {grad_input};
-  k.params = params(g, 1, 1.0f, scale, per_row);
+  set_params(k, g, 1, 1.0f, scale, per_row);
   // Element d gains `scale` for each target t with d outside the targets and a positive
   // hinge 1 - x_t + x_d, and loses `scale` for each positive hinge of its own when it is
   // a target (once per time it is listed).
   k.body = std::string(kMultilabelCommon) +
            "fn run(e: u32) {\n"
-           "  let r = e / pu(1u);\n  let d = e % pu(1u);\n  let row = r * pu(1u);\n"
+           "  let r = e / u.dim;\n  let d = e % u.dim;\n  let row = r * u.dim;\n"
            "  let n = label_count(r);\n"
            "  let xd = in0(e);\n  let outside = in2(e) == 0.0;\n"
            "  var gain = 0.0;\n  var listed = 0.0;\n"
@@ -196,13 +196,13 @@ void multilabel_margin_backward(Context& ctx, const Operand& grad_out, const Ope
            "  }\n"
            "  if (listed > 0.0) {\n"
            "    var loss = 0.0;\n"
-           "    for (var c = 0u; c < pu(1u); c = c + 1u) {\n"
+           "    for (var c = 0u; c < u.dim; c = c + 1u) {\n"
            "      if (in2(row + c) == 0.0 && (1.0 - xd) + in0(row + c) > 0.0) { loss = loss + 1.0; }\n"
            "    }\n"
            "    gain = gain - listed * loss;\n"
            "  }\n"
-           "  let go = select(in3(0u), in3(r), pu(5u) != 0u);\n"
-           "  out0(e, gain * pf(4u) * go);\n}\n";
+           "  let go = select(in3(0u), in3(r), u.per_row != 0u);\n"
+           "  out0(e, gain * u.scale * go);\n}\n";
   launch_map(ctx, k, uint64_t(g.nframe) * g.dim);
 }
 
@@ -211,10 +211,10 @@ void sum_values(Context& ctx, const Operand& values, uint32_t n, bool mean, cons
   k.key = "margin_sum_values";
   k.inputs = {values};
   k.outputs = {out};
-  k.params = {n, mean ? 1u : 0u};
+  k.param("n", n).param("mean", mean ? 1u : 0u);
   k.body = "fn terms(r: u32, k: u32, ph: u32, prev: vec2<f32>) -> vec2<f32> { return vec2<f32>(in0(k), 0.0); }\n"
            "fn finish(r: u32, s0: vec2<f32>, s1: vec2<f32>) {\n"
-           "  if (pu(1u) == 1u) { out0(0u, div_f32(s0.x, f32(pu(0u)))); } else { out0(0u, s0.x); }\n}\n";
+           "  if (u.mean == 1u) { out0(0u, div_f32(s0.x, f32(u.n))); } else { out0(0u, s0.x); }\n}\n";
   launch_rows(ctx, k, 1, n, 1);
 }
 

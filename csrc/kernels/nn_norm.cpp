@@ -10,21 +10,21 @@ namespace twgpu::nn {
 
 namespace {
 
-// Address of element k of row r under a RowLayout held in params base..base+2.
-std::string row_addr_fn(int base) {
-  std::string b0 = std::to_string(base), b1 = std::to_string(base + 1),
-              b2 = std::to_string(base + 2);
-  return "fn addr(r: u32, k: u32) -> u32 { return (k / pu(" + b0 + "u)) * pu(" + b1 +
-         "u) + r * pu(" + b2 + "u) + k % pu(" + b0 + "u); }\n";
+// Address of element k of row r under a RowLayout: the parameters and the WGSL.
+void row_layout_params(NnKernel& k, const RowLayout& L) {
+  k.param("inner", L.inner).param("outer_stride", L.outer_stride).param("row_stride", L.row_stride);
 }
+const char* kRowAddr =
+    "fn addr(r: u32, k: u32) -> u32 {\n"
+    "  return (k / u.inner) * u.outer_stride + r * u.row_stride + k % u.inner;\n}\n";
 
-// Flat element i -> statistic row and affine channel (params base..base+3).
-std::string element_map_fn(int base) {
-  std::string p[4];
-  for (int j = 0; j < 4; ++j) p[j] = "pu(" + std::to_string(base + j) + "u)";
-  return "fn stat_row(i: u32) -> u32 { return (i / " + p[0] + ") % " + p[1] + "; }\n"
-         "fn chan(i: u32) -> u32 { return (i / " + p[2] + ") % " + p[3] + "; }\n";
+// Flat element i -> statistic row and affine channel.
+void element_map_params(NnKernel& k, const ElementMap& m) {
+  k.param("r_div", m.r_div).param("r_mod", m.r_mod).param("c_div", m.c_div).param("c_mod", m.c_mod);
 }
+const char* kElementMap =
+    "fn stat_row(i: u32) -> u32 { return (i / u.r_div) % u.r_mod; }\n"
+    "fn chan(i: u32) -> u32 { return (i / u.c_div) % u.c_mod; }\n";
 
 // WGSL statement `let y = ...;` normalizing x with mean mu, rstd rs and affine parameters
 // wv, bv (WGSL expressions) as the CPU does: the layer norm form with both parameters
@@ -45,18 +45,19 @@ void norm_moments(Context& ctx, const Operand& x, const RowLayout& L, float eps,
   k.key = "norm_moments";
   k.inputs = {x};
   k.outputs = {mean, rstd, m2};
-  k.params = {L.inner, L.outer_stride, L.row_stride, f32_bits(eps), L.len};
-  k.body = row_addr_fn(0) +
+  row_layout_params(k, L);
+  k.param_f32("eps", eps).param("len", L.len);
+  k.body = std::string(kRowAddr) +
            "fn terms(r: u32, k: u32, ph: u32, prev: vec2<f32>) -> vec2<f32> {\n"
            "  let v = in0(addr(r, k));\n"
            "  if (ph == 0u) { return vec2<f32>(v, 0.0); }\n"
-           "  let d = v - div_f32(prev.x, f32(pu(4u)));\n"
+           "  let d = v - div_f32(prev.x, f32(u.len));\n"
            "  return vec2<f32>(d * d, 0.0);\n}\n"
            "fn finish(r: u32, s0: vec2<f32>, s1: vec2<f32>) {\n"
-           "  let n = f32(pu(4u));\n"
+           "  let n = f32(u.len);\n"
            "  let var_ = div_f32(s1.x, n);\n"
            "  out0(r, div_f32(s0.x, n));\n"
-           "  out1(r, div_f32(1.0, sqrt(max(var_, 0.0) + pf(3u))));\n"
+           "  out1(r, div_f32(1.0, sqrt(max(var_, 0.0) + u.eps)));\n"
            "  out2(r, s1.x);\n}\n";
   launch_rows(ctx, k, L.rows, L.len, 2);
 }
@@ -69,10 +70,10 @@ void norm_apply(Context& ctx, const Operand& x, const Operand& mean, const Opera
           (b.buffer ? "_b" : "");
   k.inputs = {x, mean, rstd, or_dummy(w, x), or_dummy(b, x)};
   k.outputs = {y};
-  k.params = {m.r_div, m.r_mod, m.c_div, m.c_mod};
+  element_map_params(k, m);
   std::string wv = w.buffer ? "in3(c)" : "1.0";
   std::string bv = b.buffer ? "in4(c)" : "0.0";
-  std::string body = element_map_fn(0) +
+  std::string body = std::string(kElementMap) +
                      "fn run(i: u32) {\n  let r = stat_row(i);\n  let c = chan(i);\n"
                      "  let x = in0(i);\n  let mu = in1(r);\n  let rs = in2(r);\n";
   body += normalized(layer_norm_form, w.buffer && b.buffer, wv, bv) + "  out0(i, y);\n}\n";
@@ -117,7 +118,7 @@ RowPlan row_plan(Context& ctx, uint32_t len) {
 
 // One workgroup per contiguous row of `len` elements: `row_body` is the inside of
 // run_group(r, lid) with `n` (the length), `base` (the row's first element), `row_sum` and
-// the parameter pf(1u) = eps at hand. Its sweeps over the row re-read it from the cache, not
+// the parameter u.eps at hand. Its sweeps over the row re-read it from the cache, not
 // from memory: one kernel reads x once from memory and writes y once.
 void launch_norm_rows(Context& ctx, const std::string& key, std::vector<Operand> inputs,
                       std::vector<Operand> outputs, uint64_t rows, uint32_t len, float eps,
@@ -126,8 +127,8 @@ void launch_norm_rows(Context& ctx, const std::string& key, std::vector<Operand>
   k.key = key + (plan.held ? "|held" + std::to_string(plan.held) : "");
   k.inputs = std::move(inputs);
   k.outputs = std::move(outputs);
-  k.params = {len, f32_bits(eps)};
-  k.body = row_sum_fn(plan.wg) + "fn run_group(r: u32, lid: u32) {\n  let n = pu(0u);\n  let base = r * n;\n" +
+  k.param("len", len).param_f32("eps", eps);
+  k.body = row_sum_fn(plan.wg) + "fn run_group(r: u32, lid: u32) {\n  let n = u.len;\n  let base = r * n;\n" +
            row_body + "}\n";
   // Rows of x and y, one statistic per row; the affine vectors (inputs 1 and up) whole.
   std::vector<uint64_t> per_row(k.inputs.size() + k.outputs.size(), 1);
@@ -180,7 +181,7 @@ void layer_norm_rows(Context& ctx, const Operand& x, const Operand& w, const Ope
       "  let mu = div_f32(row_sum(t, lid), f32(n));\n"
       "  var q = 0.0;\n" +
       row_sweep(p, [](const std::string& i) { return "let d = x" + i + " - mu; q = q + d * d;"; }) +
-      "  let rs = div_f32(1.0, sqrt(max(div_f32(row_sum(q, lid), f32(n)), 0.0) + pf(1u)));\n" +
+      "  let rs = div_f32(1.0, sqrt(max(div_f32(row_sum(q, lid), f32(n)), 0.0) + u.eps));\n" +
       row_sweep(p, [&](const std::string& i) {
         return "let x = x" + i + ";\n" +
                normalized(true, both, w.buffer ? "in1(k" + i + ")" : "1.0",
@@ -198,7 +199,7 @@ void rms_norm_rows(Context& ctx, const Operand& x, const Operand& w, const Opera
   const std::string body =
       "  var q = 0.0;\n" +
       row_sweep(p, [](const std::string& i) { return "q = q + x" + i + " * x" + i + ";"; }, true) +
-      "  let rs = div_f32(1.0, sqrt(div_f32(row_sum(q, lid), f32(n)) + pf(1u)));\n" +
+      "  let rs = div_f32(1.0, sqrt(div_f32(row_sum(q, lid), f32(n)) + u.eps));\n" +
       row_sweep(p, [&](const std::string& i) {
         return "out0(base + k" + i + ", (x" + i + " * rs)" + (w.buffer ? " * in1(k" + i + ")" : "") + ");";
       }) +
@@ -212,8 +213,8 @@ void norm_invstd(Context& ctx, const Operand& var, float eps, const Operand& out
   k.key = "norm_invstd";
   k.inputs = {var};
   k.outputs = {out};
-  k.params = {f32_bits(eps)};
-  k.body = "fn run(i: u32) { out0(i, div_f32(1.0, sqrt(in0(i) + pf(0u)))); }\n";
+  k.param_f32("eps", eps);
+  k.body = "fn run(i: u32) { out0(i, div_f32(1.0, sqrt(in0(i) + u.eps))); }\n";
   launch_map(ctx, k, n);
 }
 
@@ -224,11 +225,12 @@ void norm_running_update(Context& ctx, const Operand& mean, const Operand& m2, c
   k.key = std::string("norm_running") + (rm.buffer ? "_m" : "") + (rv.buffer ? "_v" : "");
   k.inputs = {mean, m2, or_dummy(rm, mean), or_dummy(rv, mean)};
   k.outputs = {or_dummy(rm_out, mean), or_dummy(rv_out, mean)};
-  k.params = {f32_bits(momentum), f32_bits(1.0f - momentum),
-              f32_bits(static_cast<float>(count > 0 ? count - 1 : 0))};
+  k.param_f32("momentum", momentum)
+      .param_f32("keep", 1.0f - momentum)
+      .param_f32("unbiased_n", static_cast<float>(count > 0 ? count - 1 : 0));
   std::string body = "fn run(i: u32) {\n";
-  if (rm.buffer) body += "  out0(i, pf(0u) * in0(i) + pf(1u) * in2(i));\n";
-  if (rv.buffer) body += "  out1(i, pf(0u) * div_f32(in1(i), pf(2u)) + pf(1u) * in3(i));\n";
+  if (rm.buffer) body += "  out0(i, u.momentum * in0(i) + u.keep * in2(i));\n";
+  if (rv.buffer) body += "  out1(i, u.momentum * div_f32(in1(i), u.unbiased_n) + u.keep * in3(i));\n";
   k.body = body + "}\n";
   launch_map(ctx, k, channels);
 }
@@ -241,13 +243,13 @@ void norm_backward_coeffs(Context& ctx, const Operand& dy, const Operand& x, con
   k.key = std::string("norm_bwd_coeffs") + (w.buffer ? "_w" : "");
   k.inputs = {dy, x, mean, rstd, or_dummy(w, x)};
   k.outputs = {cb, cc};
-  k.params = {len, groups, per_group, c_div};
-  std::string wv = w.buffer ? "in4((r % pu(1u)) * pu(2u) + k / pu(3u))" : "1.0";
+  k.param("len", len).param("groups", groups).param("per_group", per_group).param("c_div", c_div);
+  std::string wv = w.buffer ? "in4((r % u.groups) * u.per_group + k / u.c_div)" : "1.0";
   k.body = "fn terms(r: u32, k: u32, ph: u32, prev: vec2<f32>) -> vec2<f32> {\n"
-           "  let e = r * pu(0u) + k;\n  let g = in0(e) * " + wv + ";\n"
+           "  let e = r * u.len + k;\n  let g = in0(e) * " + wv + ";\n"
            "  return vec2<f32>(g * in1(e), g);\n}\n"
            "fn finish(r: u32, s0: vec2<f32>, s1: vec2<f32>) {\n"
-           "  let mu = in2(r);\n  let rs = in3(r);\n  let inv_n = div_f32(1.0, f32(pu(0u)));\n"
+           "  let mu = in2(r);\n  let rs = in3(r);\n  let inv_n = div_f32(1.0, f32(u.len));\n"
            "  let b = (s0.y * mu - s0.x) * rs * rs * rs * inv_n;\n"
            "  out0(r, b);\n  out1(r, -b * mu - s0.y * rs * inv_n);\n}\n";
   launch_rows(ctx, k, rows, len, 1);
@@ -260,9 +262,9 @@ void norm_backward_input(Context& ctx, const Operand& dy, const Operand& x, cons
   k.key = std::string("norm_bwd_input") + (w.buffer ? "_w" : "");
   k.inputs = {dy, x, rstd, or_dummy(w, x), cb, cc};
   k.outputs = {dx};
-  k.params = {m.r_div, m.r_mod, m.c_div, m.c_mod};
+  element_map_params(k, m);
   std::string wv = w.buffer ? "in3(chan(i))" : "1.0";
-  k.body = element_map_fn(0) +
+  k.body = std::string(kElementMap) +
            "fn run(i: u32) {\n  let r = stat_row(i);\n"
            "  out0(i, in2(r) * " + wv + " * in0(i) + in4(r) * in1(i) + in5(r));\n}\n";
   launch_map(ctx, k, count);
@@ -275,10 +277,11 @@ void norm_affine_grads(Context& ctx, const Operand& dy, const Operand& x, const 
   k.key = "norm_affine_grads";
   k.inputs = {dy, x, mean, rstd};
   k.outputs = {dw, db};
-  k.params = {L.inner, L.outer_stride, L.row_stride, s_div, s_mul, s_cdiv};
-  k.body = row_addr_fn(0) +
+  row_layout_params(k, L);
+  k.param("s_div", s_div).param("s_mul", s_mul).param("s_cdiv", s_cdiv);
+  k.body = std::string(kRowAddr) +
            "fn terms(c: u32, k: u32, ph: u32, prev: vec2<f32>) -> vec2<f32> {\n"
-           "  let e = addr(c, k);\n  let s = (k / pu(3u)) * pu(4u) + c / pu(5u);\n"
+           "  let e = addr(c, k);\n  let s = (k / u.s_div) * u.s_mul + c / u.s_cdiv;\n"
            "  let g = in0(e);\n"
            "  return vec2<f32>(g * (in1(e) - in2(s)) * in3(s), g);\n}\n"
            "fn finish(c: u32, s0: vec2<f32>, s1: vec2<f32>) { out0(c, s0.x); out1(c, s0.y); }\n";
@@ -294,13 +297,13 @@ void batch_norm_backward_input(Context& ctx, const Operand& dy, const Operand& x
   k.key = std::string("bn_bwd_input") + (w.buffer ? "_w" : "") + (train ? "_train" : "");
   k.inputs = {dy, x, mean, invstd, or_dummy(w, x), sum_dy, dw_unit};
   k.outputs = {dx};
-  k.params = {inner, channels, f32_bits(static_cast<float>(n))};
+  k.param("inner", inner).param("channels", channels).param_f32("n", static_cast<float>(n));
   std::string wv = w.buffer ? "in4(c)" : "1.0";
-  std::string body = "fn run(i: u32) {\n  let c = (i / pu(0u)) % pu(1u);\n"
+  std::string body = "fn run(i: u32) {\n  let c = (i / u.inner) % u.channels;\n"
                      "  let is = in3(c);\n";
   if (train) {
-    body += "  let kk = div_f32(in6(c) * is, pf(2u));\n"
-            "  let gm = div_f32(in5(c), pf(2u));\n"
+    body += "  let kk = div_f32(in6(c) * is, u.n);\n"
+            "  let gm = div_f32(in5(c), u.n);\n"
             "  let d = (in1(i) - in2(c)) * kk;\n"
             "  out0(i, (in0(i) - gm - d) * is * " + wv + ");\n";
   } else {

@@ -4,23 +4,22 @@ namespace twgpu::nn {
 
 namespace {
 
-// Params: 0 planes, 1..3 in, 4..6 out, 7..9 padding before.
-std::vector<uint32_t> params(const PadGeometry& g) {
-  std::vector<uint32_t> p = {g.planes};
-  for (int j = 0; j < 3; ++j) p.push_back(g.in[j]);
-  for (int j = 0; j < 3; ++j) p.push_back(g.out[j]);
-  for (int j = 0; j < 3; ++j) p.push_back(static_cast<uint32_t>(g.before[j]));
-  return p;
+// Sizes (depth, height, width) in and out, and the padding before each (an i32 as u32).
+void set_params(NnKernel& k, const PadGeometry& g) {
+  k.param_u32s("in_size", {g.in[0], g.in[1], g.in[2]})
+      .param_u32s("out_size", {g.out[0], g.out[1], g.out[2]})
+      .param_u32s("before", {static_cast<uint32_t>(g.before[0]), static_cast<uint32_t>(g.before[1]),
+                             static_cast<uint32_t>(g.before[2])});
 }
 
 std::string source_fns(bool reflect) {
   std::string s =
       "fn out_pos(idx: u32) -> vec4<u32> {\n"
-      "  let W = pu(6u);\n  let H = pu(5u);\n  let D = pu(4u);\n"
+      "  let W = u_out_size(2u);\n  let H = u_out_size(1u);\n  let D = u_out_size(0u);\n"
       "  let t = idx / W;\n  let u = t / H;\n"
       "  return vec4<u32>(u / D, u % D, t % H, idx % W);\n}\n"
       "fn src(j: u32, o: u32) -> i32 {\n"
-      "  let I = i32(pu(1u + j));\n  var i = i32(o) - pi(7u + j);\n";
+      "  let I = i32(u_in_size(j));\n  var i = i32(o) - bitcast<i32>(u_before(j));\n";
   if (reflect) {
     s += "  if (i < 0) { i = -i; }\n  if (i >= I) { i = 2 * (I - 1) - i; }\n  return i;\n}\n";
   } else {
@@ -28,7 +27,8 @@ std::string source_fns(bool reflect) {
   }
   s += "fn src_index(idx: u32) -> u32 {\n  let o = out_pos(idx);\n"
        "  let d = src(0u, o.y);\n  let h = src(1u, o.z);\n  let w = src(2u, o.w);\n"
-       "  return o.x * pu(1u) * pu(2u) * pu(3u) + u32((d * i32(pu(2u)) + h) * i32(pu(3u)) + w);\n}\n";
+       "  let I = vec3<u32>(u_in_size(0u), u_in_size(1u), u_in_size(2u));\n"
+       "  return o.x * I.x * I.y * I.z + u32((d * i32(I.y) + h) * i32(I.z) + w);\n}\n";
   return s;
 }
 
@@ -39,7 +39,7 @@ void pad_forward(Context& ctx, const Operand& x, const PadGeometry& g, const Ope
   k.key = std::string("pad_") + (g.reflect ? "reflect" : "replicate");
   k.inputs = {x};
   k.outputs = {y};
-  k.params = params(g);
+  set_params(k, g);
   k.body = source_fns(g.reflect) + "fn run(idx: u32) { out0(idx, in0(src_index(idx))); }\n";
   launch_map(ctx, k, g.out_count());
 }
@@ -51,7 +51,7 @@ void pad_backward(Context& ctx, const Operand& grad_out, const PadGeometry& g,
   k.inputs = {grad_out};
   k.outputs = {grad_input};
   k.accumulate = true;
-  k.params = params(g);
+  set_params(k, g);
   k.body = source_fns(g.reflect) + "fn run(idx: u32) { acc0(src_index(idx), in0(idx)); }\n";
   launch_map(ctx, k, g.out_count());
 }

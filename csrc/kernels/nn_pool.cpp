@@ -4,25 +4,25 @@ namespace twgpu::nn {
 
 namespace {
 
-// Params: 0 planes, 1..3 in D/H/W, 4..6 out D/H/W, 7..9 k, 10..12 s, 13..15 p, 16..18 d,
-// 19 count_include_pad, 20 divisor_override.
-std::vector<uint32_t> pool_params(const PoolGeometry& g, bool cip = false, int64_t div = 0) {
-  std::vector<uint32_t> p = {g.planes};
-  for (int j = 0; j < 3; ++j) p.push_back(g.in[j]);
-  for (int j = 0; j < 3; ++j) p.push_back(g.out[j]);
-  for (auto* a : {g.k, g.s, g.p, g.d})
-    for (int j = 0; j < 3; ++j) p.push_back(a[j]);
-  p.push_back(cip ? 1u : 0u);
-  p.push_back(static_cast<uint32_t>(div));
-  return p;
+// The geometry per dim (D, H, W): sizes in and out, kernel, stride, padding, dilation;
+// for averaging, whether padding counts and the divisor override (0: none).
+void pool_params(NnKernel& k, const PoolGeometry& g, bool cip = false, int64_t div = 0) {
+  auto dims = [&k](const char* name, const uint32_t* v) { k.param_u32s(name, {v[0], v[1], v[2]}); };
+  dims("in_size", g.in);
+  dims("out_size", g.out);
+  dims("kernel", g.k);
+  dims("stride", g.s);
+  dims("padding", g.p);
+  dims("dilation", g.d);
+  k.param("count_include_pad", cip ? 1u : 0u).param_i32("divisor", static_cast<int32_t>(div));
 }
 
 // WGSL: the window of output o along dim j: vec4(first, step, taps, padded size), and the
 // decomposition of a flat output index.
 std::string window_fns(bool adaptive) {
   std::string s =
-      "fn in_size(j: u32) -> i32 { return i32(pu(1u + j)); }\n"
-      "fn out_size(j: u32) -> i32 { return i32(pu(4u + j)); }\n";
+      "fn in_size(j: u32) -> i32 { return i32(u_in_size(j)); }\n"
+      "fn out_size(j: u32) -> i32 { return i32(u_out_size(j)); }\n";
   if (adaptive) {
     s += "fn window(j: u32, o: i32) -> vec4<i32> {\n"
          "  let I = in_size(j);\n  let O = out_size(j);\n"
@@ -30,21 +30,21 @@ std::string window_fns(bool adaptive) {
          "  return vec4<i32>(a, 1, b - a, b - a);\n}\n";
   } else {
     s += "fn window(j: u32, o: i32) -> vec4<i32> {\n"
-         "  let k = pi(7u + j);\n  let st = pi(10u + j);\n  let pd = pi(13u + j);\n"
-         "  let dl = pi(16u + j);\n  let a = o * st - pd;\n"
+         "  let k = i32(u_kernel(j));\n  let st = i32(u_stride(j));\n  let pd = i32(u_padding(j));\n"
+         "  let dl = i32(u_dilation(j));\n  let a = o * st - pd;\n"
          "  return vec4<i32>(a, dl, k, min(a + k, in_size(j) + pd) - a);\n}\n";
   }
   s += "fn out_pos(idx: u32) -> vec4<u32> {\n"
-       "  let W = pu(6u);\n  let H = pu(5u);\n  let D = pu(4u);\n"
+       "  let W = u_out_size(2u);\n  let H = u_out_size(1u);\n  let D = u_out_size(0u);\n"
        "  let t = idx / W;\n  let u = t / H;\n"
        "  return vec4<u32>(u / D, u % D, t % H, idx % W);\n}\n"
-       "fn plane_size() -> u32 { return pu(1u) * pu(2u) * pu(3u); }\n"
+       "fn plane_size() -> u32 { return u_in_size(0u) * u_in_size(1u) * u_in_size(2u); }\n"
        // Clamped [first, end) of a window for averaging (unit step).
        "fn clamp_window(w: vec4<i32>, j: u32) -> vec2<i32> {\n"
        "  return vec2<i32>(max(w.x, 0), min(w.x + w.z, in_size(j)));\n}\n"
        "fn avg_divisor(wd: vec4<i32>, wh: vec4<i32>, ww: vec4<i32>) -> f32 {\n"
-       "  if (pu(20u) != 0u) { return f32(pi(20u)); }\n"
-       "  if (pu(19u) != 0u) { return f32(wd.w * wh.w * ww.w); }\n"
+       "  if (u.divisor != 0) { return f32(u.divisor); }\n"
+       "  if (u.count_include_pad != 0u) { return f32(wd.w * wh.w * ww.w); }\n"
        "  let cd = clamp_window(wd, 0u);\n  let ch = clamp_window(wh, 1u);\n"
        "  let cw = clamp_window(ww, 2u);\n"
        "  return f32((cd.y - cd.x) * (ch.y - ch.x) * (cw.y - cw.x));\n}\n";
@@ -87,7 +87,7 @@ void pool_max_forward(Context& ctx, const Operand& x, const PoolGeometry& g, con
   k.key = std::string("pool_max") + (g.adaptive ? "_adaptive" : "");
   k.inputs = {x};
   k.outputs = {y, indices};
-  k.params = pool_params(g);
+  pool_params(k, g);
   k.body = window_fns(g.adaptive) + "fn run(idx: u32) {\n" + kWindows + kMaxOverWindow;
   launch_map_planes(ctx, k, g.planes, {in_plane(g), out_plane(g), out_plane(g)}, out_plane(g));
 }
@@ -101,9 +101,10 @@ void pool_max_fractional(Context& ctx, const Operand& x, const Operand& samples,
                                                                              : "");
   k.inputs = {x, samples};
   k.outputs = {y, indices};
-  k.params = pool_params(g);
-  k.params.push_back(f.per_plane);
-  for (int j = 0; j < 3; ++j) k.params.push_back(static_cast<uint32_t>(f.index[j]));
+  pool_params(k, g);
+  k.param("samples_per_plane", f.per_plane)
+      .param_u32s("sample_index", {static_cast<uint32_t>(f.index[0]), static_cast<uint32_t>(f.index[1]),
+                                   static_cast<uint32_t>(f.index[2])});
   // The CPU computes the window starts in the samples' dtype: half types round after
   // every operation.
   std::string round = "fn rnd(v: f32) -> f32 { return v; }\n";
@@ -111,17 +112,17 @@ void pool_max_fractional(Context& ctx, const Operand& x, const Operand& samples,
     round = "fn rnd(v: f32) -> f32 { return f16_bits_to_f32(f32_to_f16_bits(v)); }\n";
   if (f.round == DType::BFloat16)
     round = "fn rnd(v: f32) -> f32 { return bf16_bits_to_f32(f32_to_bf16_bits(v)); }\n";
-  // Window o along dim j: start int((o + u) * alpha) - int(u * alpha) with
+  // Window o along dim j: start int((o + us) * alpha) - int(us * alpha) with
   // alpha = (I - k) / (O - 1), the last window flush with the end; k taps of step 1.
   k.body = round + window_fns(false) +
            "var<private> plane: u32 = 0u;\n"
            "fn window_frac(j: u32, o: i32) -> vec4<i32> {\n"
-           "  let k = pi(7u + j);\n  let I = in_size(j);\n  let O = out_size(j);\n"
+           "  let k = i32(u_kernel(j));\n  let I = in_size(j);\n  let O = out_size(j);\n"
            "  var a = I - k;\n"
            "  if (o < O - 1) {\n"
-           "    let u = in1(plane * pu(21u) + pu(22u + j));\n"
+           "    let us = in1(plane * u.samples_per_plane + u_sample_index(j));\n"
            "    let alpha = rnd(div_f32(rnd(f32(I - k)), rnd(f32(O - 1))));\n"
-           "    a = i32(rnd(rnd(f32(o) + u) * alpha)) - i32(rnd(u * alpha));\n"
+           "    a = i32(rnd(rnd(f32(o) + us) * alpha)) - i32(rnd(us * alpha));\n"
            "  }\n"
            "  return vec4<i32>(a, 1, k, k);\n}\n"
            "fn run(idx: u32) {\n"
@@ -140,7 +141,7 @@ void pool_max_backward(Context& ctx, const Operand& grad_out, const Operand& ind
   k.inputs = {grad_out, indices};
   k.outputs = {grad_input};
   k.accumulate = true;
-  k.params = pool_params(g);
+  pool_params(k, g);
   k.body = window_fns(false) +
            "fn run(idx: u32) {\n  let o = out_pos(idx);\n"
            "  acc0(o.x * plane_size() + u32(in1(idx)), in0(idx));\n}\n";
@@ -153,7 +154,7 @@ void pool_avg_forward(Context& ctx, const Operand& x, const PoolGeometry& g,
   k.key = std::string("pool_avg") + (g.adaptive ? "_adaptive" : "");
   k.inputs = {x};
   k.outputs = {y};
-  k.params = pool_params(g, count_include_pad, divisor_override);
+  pool_params(k, g, count_include_pad, divisor_override);
   k.body = window_fns(g.adaptive) + "fn run(idx: u32) {\n" + kWindows +
            "  let cd = clamp_window(wd, 0u);\n  let ch = clamp_window(wh, 1u);\n"
            "  let cw = clamp_window(ww, 2u);\n  var s = 0.0;\n"
@@ -174,7 +175,7 @@ void pool_avg_backward(Context& ctx, const Operand& grad_out, const PoolGeometry
   k.inputs = {grad_out};
   k.outputs = {grad_input};
   k.accumulate = true;
-  k.params = pool_params(g, count_include_pad, divisor_override);
+  pool_params(k, g, count_include_pad, divisor_override);
   k.body = window_fns(g.adaptive) + "fn run(idx: u32) {\n" + kWindows +
            "  let cd = clamp_window(wd, 0u);\n  let ch = clamp_window(wh, 1u);\n"
            "  let cw = clamp_window(ww, 2u);\n"
@@ -197,10 +198,10 @@ void max_unpool(Context& ctx, const Operand& x, const Operand& indices, uint32_t
   k.key = "max_unpool";
   k.inputs = {x, indices};
   k.outputs = {out};
-  k.params = {in_plane, out_plane};
+  k.param("in_plane", in_plane).param("out_plane", out_plane);
   k.body = "fn run(i: u32) {\n  let t = in1_i64(i);\n"
-           "  if (i64_is_neg(t) || t.y != 0u || t.x >= pu(1u)) { return; }\n"
-           "  out0((i / pu(0u)) * pu(1u) + t.x, in0(i));\n}\n";
+           "  if (i64_is_neg(t) || t.y != 0u || t.x >= u.out_plane) { return; }\n"
+           "  out0((i / u.in_plane) * u.out_plane + t.x, in0(i));\n}\n";
   launch_map(ctx, k, uint64_t(planes) * in_plane);
 }
 
@@ -210,10 +211,10 @@ void count_bad_indices(Context& ctx, const Operand& indices, uint64_t count, uin
   k.key = "count_bad_indices";
   k.inputs = {indices};
   k.outputs = {bad};
-  k.params = {out_plane};
+  k.param("out_plane", out_plane);
   k.body = "fn terms(r: u32, k: u32, ph: u32, prev: vec2<f32>) -> vec2<f32> {\n"
            "  let t = in0_i64(k);\n"
-           "  return vec2<f32>(select(0.0, 1.0, i64_is_neg(t) || t.y != 0u || t.x >= pu(0u)), 0.0);\n}\n"
+           "  return vec2<f32>(select(0.0, 1.0, i64_is_neg(t) || t.y != 0u || t.x >= u.out_plane), 0.0);\n}\n"
            "fn finish(r: u32, s0: vec2<f32>, s1: vec2<f32>) { out0(0u, s0.x); }\n";
   launch_rows(ctx, k, 1, static_cast<uint32_t>(count), 1);
 }

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <map>
+#include <unordered_map>
 #include <memory>
 
 #include "kernels/binding_window.h"
@@ -19,61 +19,117 @@ uint32_t f32_bits(float v) {
   return b;
 }
 
+// One allocation each for a typical kernel's parameters.
+void NnKernel::reserve() {
+  params.reserve(16);
+  words.reserve(32);
+}
+
+NnKernel& NnKernel::param(const char* name, uint32_t v) {
+  if (params.empty()) reserve();
+  params.push_back({name, UniformType::U32, 0});
+  words.push_back(v);
+  return *this;
+}
+
+NnKernel& NnKernel::param_i32(const char* name, int32_t v) {
+  if (params.empty()) reserve();
+  params.push_back({name, UniformType::I32, 0});
+  words.push_back(static_cast<uint32_t>(v));
+  return *this;
+}
+
+NnKernel& NnKernel::param_f32(const char* name, float v) {
+  if (params.empty()) reserve();
+  params.push_back({name, UniformType::F32, 0});
+  words.push_back(f32_bits(v));
+  return *this;
+}
+
+NnKernel& NnKernel::param_u32s(const char* name, std::initializer_list<uint32_t> values) {
+  if (params.empty()) reserve();
+  params.push_back({name, UniformType::U32, static_cast<uint32_t>(values.size())});
+  words.insert(words.end(), values.begin(), values.end());
+  return *this;
+}
+
 namespace {
 
 bool is_float(DType t) { return is_floating(t); }
 
-// The frame's uniforms: each operand's element offset, the launch's extra words (a row
-// length) and the kernel's parameters, read as pu/pf/pi. One layout per count of each
-// (arrays hold at least one word); callers hold the runtime lock.
-const UniformLayout& nn_layout(size_t operands, size_t extra, size_t params) {
-  static std::map<std::array<size_t, 3>, std::unique_ptr<UniformLayout>> layouts;
-  auto& layout = layouts[{operands, extra, params}];
-  auto words = [](size_t n) { return static_cast<uint32_t>(n > 0 ? n : 1); };
-  if (!layout)
-    layout.reset(new UniformLayout({{"offsets", UniformType::U32, words(operands)},
-                                    {"extra", UniformType::U32, words(extra)},
-                                    {"params", UniformType::U32, words(params)}}));
+// The frame's uniforms: each operand's element offset, a row kernel's row length, then the
+// kernel's parameters. One layout per operand count, row-ness and parameter declaration,
+// looked up by a hash of them (callers hold the runtime lock).
+const UniformLayout& nn_layout(const NnKernel& k, bool rows) {
+  const size_t operands = k.inputs.size() + k.outputs.size();
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+  mix(operands);
+  mix(rows);
+  for (const UniformDecl& d : k.params) {
+    for (const char* c = d.name; *c; ++c) mix(static_cast<unsigned char>(*c));
+    mix(static_cast<uint64_t>(d.type) << 32 | d.length);
+  }
+  static std::unordered_map<uint64_t, std::unique_ptr<UniformLayout>> layouts;
+  auto& layout = layouts[h];
+  if (!layout) {
+    std::vector<UniformDecl> decls = {{"offsets", UniformType::U32, static_cast<uint32_t>(std::max<size_t>(operands, 1))}};
+    if (rows) decls.push_back({"row_len", UniformType::U32, 0});
+    decls.insert(decls.end(), k.params.begin(), k.params.end());
+    layout.reset(new UniformLayout(decls));
+  }
+  if (layout->fields().size() != 1 + rows + k.params.size())
+    fail(ErrorKind::Internal, "torch_webgpu: nn kernel '" + k.key + "': uniform layout hash collision");
   return *layout;
 }
 
-// Bindings, uniforms and typed accessors; sets the key.
-void prepare(NnKernel& k, KernelLaunch& l, const std::vector<uint32_t>& extra) {
-  std::string key = "nn:" + k.key;
+// How a kernel is launched, part of its key (the body's main() differs).
+enum class Shape : uint32_t { Map, Rows1, Rows2, Groups };
+
+// Bindings, uniforms, typed accessors and the typed key: the family is the kernel's key
+// (alive through the launch); the variant packs the operands' dtypes (4 bits each), their
+// counts, accumulate and the launch shape, and marks the family as the nn frame's.
+void prepare(NnKernel& k, KernelLaunch& l, const uint32_t* row_len, Shape shape) {
+  if (k.inputs.size() > 8 || k.outputs.size() > 8)
+    fail(ErrorKind::Internal, "torch_webgpu: nn kernel '" + k.key + "' has more than 8 inputs or outputs");
+  KernelKey::Variant variant{0, 0,
+                             static_cast<uint32_t>(k.inputs.size() | k.outputs.size() << 8 |
+                                                   (k.accumulate ? 1u : 0u) << 16 |
+                                                   static_cast<uint32_t>(shape) << 24),
+                             0x6e6e3a00u};  // "nn:"
+  static_assert(static_cast<int>(DType::Complex128) < 16, "a dtype takes 4 bits of the key");
   std::vector<uint32_t> offsets;
-  for (const auto& op : k.inputs) {
+  for (size_t i = 0; i < k.inputs.size(); ++i) {
+    const Operand& op = k.inputs[i];
     l.buffers.push_back({op.buffer, Access::Read, false});
     offsets.push_back(static_cast<uint32_t>(op.offset));
-    key += std::string("|i") + dtype_name(op.dtype);
+    variant[0] |= static_cast<uint32_t>(op.dtype) << (4 * i);
   }
-  for (const auto& op : k.outputs) {
+  for (size_t o = 0; o < k.outputs.size(); ++o) {
+    const Operand& op = k.outputs[o];
     l.buffers.push_back({op.buffer, Access::ReadWrite, k.accumulate || is_subword(op.dtype)});
     offsets.push_back(static_cast<uint32_t>(op.offset));
-    key += std::string("|o") + dtype_name(op.dtype);
+    variant[1] |= static_cast<uint32_t>(op.dtype) << (4 * o);
   }
-  if (k.accumulate) key += "|acc";
-  const UniformLayout& layout = nn_layout(offsets.size(), extra.size(), k.params.size());
+  l.typed = {k.key.c_str(), variant};
+  const UniformLayout& layout = nn_layout(k, row_len != nullptr);
   // Operands that say how far they reach may live in buffers larger than one binding.
   for (size_t i = 0; i < l.buffers.size(); ++i) {
     const Operand& op = i < k.inputs.size() ? k.inputs[i] : k.outputs[i - k.inputs.size()];
     if (op.count > 0)
       l.buffers[i].touches(layout.fields()[layout.find("offsets")].word + static_cast<uint32_t>(i), op.dtype, op.offset, op.count);
   }
-  l.declare(layout)
-      .set_u32s("offsets", offsets)
-      .set_u32s("extra", extra)
-      .set_u32s("params", k.params);
-  l.key = key;
-  std::string body = k.body;
-  std::vector<KernelBuffer> bufs = l.buffers;
-  std::vector<Operand> ins = k.inputs, outs = k.outputs;
-  const bool accumulate = k.accumulate;
-  l.body = [bufs, ins, outs, body, accumulate] {
+  l.declare(layout).set_u32s("offsets", offsets);
+  if (row_len) l.set_u32("row_len", *row_len);
+  // The layout ends with the kernel's declaration, in its order.
+  l.set_fields(layout.fields().size() - k.params.size(), k.words.data());
+  // Called only while building the pipeline, within the launch: no copies per launch.
+  l.body = [&k, &l] {
+    const std::vector<KernelBuffer>& bufs = l.buffers;
+    const std::vector<Operand>& ins = k.inputs;
+    const std::vector<Operand>& outs = k.outputs;
+    const bool accumulate = k.accumulate;
     std::string s;
-    s += "fn pu(j: u32) -> u32 { return u_params(j); }\n";
-    s += "fn pf(j: u32) -> f32 { return bitcast<f32>(pu(j)); }\n";
-    s += "fn pi(j: u32) -> i32 { return bitcast<i32>(pu(j)); }\n";
-    s += "fn extra(j: u32) -> u32 { return u_extra(j); }\n";
     for (size_t i = 0; i < ins.size(); ++i) {
       std::string n = std::to_string(i), off = "u_offsets(" + std::to_string(i) + "u)";
       s += kernel_load("raw_in" + n, bufs, i, ins[i].dtype);
@@ -108,7 +164,7 @@ void prepare(NnKernel& k, KernelLaunch& l, const std::vector<uint32_t>& extra) {
         s += "fn out" + n + "(i: u32, v: i32) { raw_out" + n + "(i + " + off + ", v); }\n";
       }
     }
-    return s + body;
+    return s + k.body;
   };
 }
 
@@ -117,7 +173,7 @@ void prepare(NnKernel& k, KernelLaunch& l, const std::vector<uint32_t>& extra) {
 void launch_map(Context& ctx, NnKernel& k, uint64_t count) {
   if (count == 0) return;
   KernelLaunch l;
-  prepare(k, l, {});
+  prepare(k, l, nullptr, Shape::Map);
   l.grid = Grid::Invocations;
   l.count = count;
   const uint32_t wg = ctx.caps().workgroup_1d();
@@ -132,8 +188,7 @@ void launch_map(Context& ctx, NnKernel& k, uint64_t count) {
 void launch_rows(Context& ctx, NnKernel& k, uint64_t rows, uint32_t len, int passes) {
   if (rows == 0) return;
   KernelLaunch l;
-  prepare(k, l, {len});
-  l.key += passes == 2 ? "|rows2" : "|rows1";
+  prepare(k, l, &len, passes == 2 ? Shape::Rows2 : Shape::Rows1);
   l.grid = Grid::Groups;
   l.count = rows;
   l.workgroup = kRowWorkgroup;
@@ -149,7 +204,7 @@ void launch_rows(Context& ctx, NnKernel& k, uint64_t rows, uint32_t len, int pas
          "    workgroupBarrier();\n  }\n"
          "  let r = part[0];\n  workgroupBarrier();\n  return r;\n}\n";
     s += kernel_main(Grid::Groups, kRowWorkgroup);
-    s += "  let live = group < uw(0u);\n  let len = extra(0u);\n"
+    s += "  let live = group < frame_count();\n  let len = u.row_len;\n"
          "  var acc = vec2<f32>(0.0, 0.0);\n"
          "  if (live) { for (var k = lid; k < len; k = k + " + wg + "u) {"
          " acc = acc + terms(group, k, 0u, vec2<f32>(0.0, 0.0)); } }\n"
@@ -169,15 +224,14 @@ void launch_rows(Context& ctx, NnKernel& k, uint64_t rows, uint32_t len, int pas
 void launch_groups(Context& ctx, NnKernel& k, uint64_t groups, uint32_t workgroup) {
   if (groups == 0) return;
   KernelLaunch l;
-  prepare(k, l, {});
-  l.key += "|groups" + std::to_string(workgroup);
+  prepare(k, l, nullptr, Shape::Groups);
   l.grid = Grid::Groups;
   l.count = groups;
   l.workgroup = workgroup;
   auto inner = l.body;
   l.body = [inner, workgroup] {
     return inner() + kernel_main(Grid::Groups, workgroup) +
-           "  if (group < uw(0u)) { run_group(group, lid); }\n}\n";
+           "  if (group < frame_count()) { run_group(group, lid); }\n}\n";
   };
   launch_kernel(ctx, l);
 }

@@ -4,18 +4,20 @@
 // In WGSL a kernel sees, for input k, `in<k>(i)` (f32 for float dtypes, i32 for integer
 // ones, int64 narrowed to i32), for output k `out<k>(i, v)` taking the same types (narrow
 // outputs are bound atomically, so neighbouring invocations may store; a float output
-// also reads as `get<k>(i)`), and its u32 parameters as `pu(j)`, `pf(j)` (bits of an
-// f32) and `pi(j)` (i32), over the frame's named uniform array `params` (kernel_program.h).
-// Indices are element indices relative to each operand's first element.
+// also reads as `get<k>(i)`), and its parameters as named uniforms (kernel_program.h):
+// `u.name` for a scalar set with param/param_i32/param_f32, `u_name(i)` for a u32 array
+// set with param_u32s. Indices are element indices relative to each operand's first element.
 #pragma once
 #include <webgpu/webgpu.h>
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
 #include "kernels/dtype.h"
+#include "kernels/kernel_program.h"
 
 namespace twgpu {
 
@@ -44,11 +46,23 @@ struct NnKernel {
   std::string key;            // identifies `body` (dtypes are added by the frame)
   std::vector<Operand> inputs;
   std::vector<Operand> outputs;
-  std::vector<uint32_t> params;
+  // The parameters' declaration (names, types, lengths) and their words in that order.
+  // The frame caches one UniformLayout per declaration: setting them costs no layout.
+  std::vector<UniformDecl> params;
+  std::vector<uint32_t> words;
   std::string body;
   // Outputs are float32 accumulators: WGSL gets `acc<k>(i, v)`, an atomic add (backward
   // kernels that scatter into a zeroed gradient).
   bool accumulate = false;
+
+  // `name` must be a string literal (the declaration keeps the pointer).
+  NnKernel& param(const char* name, uint32_t v);
+  NnKernel& param_i32(const char* name, int32_t v);
+  NnKernel& param_f32(const char* name, float v);
+  NnKernel& param_u32s(const char* name, std::initializer_list<uint32_t> values);
+
+ private:
+  void reserve();
 };
 
 uint32_t f32_bits(float v);

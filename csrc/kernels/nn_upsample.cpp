@@ -4,33 +4,32 @@ namespace twgpu::nn {
 
 namespace {
 
-// Params: 0 planes, 1..3 in, 4..6 out, 7..9 scale bits, 10 align_corners.
-std::vector<uint32_t> params(const UpsampleGeometry& g) {
-  std::vector<uint32_t> p = {g.planes};
-  for (int j = 0; j < 3; ++j) p.push_back(g.in[j]);
-  for (int j = 0; j < 3; ++j) p.push_back(g.out[j]);
-  for (int j = 0; j < 3; ++j) p.push_back(f32_bits(g.scale[j]));
-  p.push_back(g.align_corners ? 1u : 0u);
-  return p;
+// Sizes in and out and the scales (f32 bits) per dim (D, H, W), and align_corners.
+void set_params(NnKernel& k, const UpsampleGeometry& g) {
+  k.param_u32s("in_size", {g.in[0], g.in[1], g.in[2]})
+      .param_u32s("out_size", {g.out[0], g.out[1], g.out[2]})
+      .param_u32s("scale", {f32_bits(g.scale[0]), f32_bits(g.scale[1]), f32_bits(g.scale[2])})
+      .param("align_corners", g.align_corners ? 1u : 0u);
 }
 
 const char* kCommon =
-    "fn in_size(j: u32) -> i32 { return i32(pu(1u + j)); }\n"
-    "fn out_size(j: u32) -> i32 { return i32(pu(4u + j)); }\n"
+    "fn in_size(j: u32) -> i32 { return i32(u_in_size(j)); }\n"
+    "fn out_size(j: u32) -> i32 { return i32(u_out_size(j)); }\n"
+    "fn scale(j: u32) -> f32 { return bitcast<f32>(u_scale(j)); }\n"
     "fn out_pos(idx: u32) -> vec4<u32> {\n"
-    "  let W = pu(6u);\n  let H = pu(5u);\n  let D = pu(4u);\n"
+    "  let W = u_out_size(2u);\n  let H = u_out_size(1u);\n  let D = u_out_size(0u);\n"
     "  let t = idx / W;\n  let u = t / H;\n"
     "  return vec4<u32>(u / D, u % D, t % H, idx % W);\n}\n"
     "fn in_index(plane: u32, d: i32, h: i32, w: i32) -> u32 {\n"
-    "  return plane * pu(1u) * pu(2u) * pu(3u) + u32((d * in_size(1) + h) * in_size(2) + w);\n}\n"
+    "  return plane * u_in_size(0u) * u_in_size(1u) * u_in_size(2u) + u32((d * in_size(1) + h) * in_size(2) + w);\n}\n"
     "fn src_nearest(j: u32, o: i32) -> i32 {\n"
     "  let I = in_size(j);\n  let O = out_size(j);\n"
     "  if (O == I) { return o; }\n  if (O == 2 * I) { return o >> 1u; }\n"
-    "  return min(i32(floor(f32(o) * pf(7u + j))), I - 1);\n}\n"
+    "  return min(i32(floor(f32(o) * scale(j))), I - 1);\n}\n"
     "fn src_exact(j: u32, o: i32) -> i32 {\n"
-    "  return min(i32(floor((f32(o) + 0.5) * pf(7u + j))), in_size(j) - 1);\n}\n"
+    "  return min(i32(floor((f32(o) + 0.5) * scale(j))), in_size(j) - 1);\n}\n"
     "fn src_real(j: u32, o: i32, cubic: bool) -> f32 {\n"
-    "  let sc = pf(7u + j);\n  if (pu(10u) != 0u) { return sc * f32(o); }\n"
+    "  let sc = scale(j);\n  if (u.align_corners != 0u) { return sc * f32(o); }\n"
     "  let r = sc * (f32(o) + 0.5) - 0.5;\n"
     "  if (!cubic && r < 0.0) { return 0.0; }\n  return r;\n}\n"
     "struct Taps { i0: i32, i1: i32, l0: f32, l1: f32 }\n"
@@ -127,7 +126,7 @@ void upsample_forward(Context& ctx, const Operand& x, const UpsampleGeometry& g,
   k.key = std::string("upsample_") + mode_name(g.mode) + std::to_string(g.nd);
   k.inputs = {x};
   k.outputs = {y};
-  k.params = params(g);
+  set_params(k, g);
   std::string body = weight_round(x.dtype, g) + kCommon + std::string("fn run(idx: u32) {\n") +
                      taps_header(g.mode);
   switch (g.mode) {
@@ -155,7 +154,7 @@ void upsample_backward(Context& ctx, const Operand& grad_out, const UpsampleGeom
   k.inputs = {grad_out};
   k.outputs = {grad_input};
   k.accumulate = true;
-  k.params = params(g);
+  set_params(k, g);
   std::string body = weight_round(grad_out.dtype, g) + kCommon +
                      std::string("fn run(idx: u32) {\n") + taps_header(g.mode) +
                      "  let g = in0(idx);\n";

@@ -289,7 +289,7 @@ uint64_t random_permutation(Context& ctx, const BufferRef& out, uint64_t n, WGPU
       return "var<workgroup> sh: array<vec3<u32>, " + full + ">;\n" +
              kernel_main(Grid::Groups, kSortBlock / 2) +
              "  let base = group * " + full + "u;\n"
-             "  let valid = group < uw(0u);\n"
+             "  let valid = group < frame_count();\n"
              "  if (valid) {\n"
              "    for (var e = lid; e < " + full + "u; e = e + " + half + "u) {\n"
              "      let g = 3u * (base + e);\n"
@@ -382,7 +382,7 @@ void multinomial_prepare(Context& ctx, const BufferRef& probs, uint64_t rows, ui
                     "  let chunk = (C + 63u) / 64u;\n"
                     "  let start = min(lid * chunk, C);\n"
                     "  let end = min(start + chunk, C);\n"
-                    "  let valid = group < uw(0u);\n"
+                    "  let valid = group < frame_count();\n"
                     "  let row = u.probs_offset + group * C;\n"
                     "  var s = 0.0;\n  var fl = 0u;\n"
                     "  if (valid) {\n"
@@ -494,7 +494,7 @@ uint64_t multinomial_without_replacement(Context& ctx, const BufferRef& probs, W
            "var<workgroup> best_idx: array<u32, 64>;\n" +
            kernel_main(Grid::Groups, 64) +
            "  let C = u.cats;\n  let S = u.samples;\n"
-           "  let valid = group < uw(0u);\n"
+           "  let valid = group < frame_count();\n"
            "  let row = group * C;\n"
            // Exponential race: p / Exp(1) keys; the largest keys form a sample without
            // replacement with the right probabilities.

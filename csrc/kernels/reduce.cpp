@@ -574,7 +574,7 @@ void softmax_piece(Context& ctx, const SoftmaxSpec& spec, const ReduceShape& sha
            "    if (lid < w) { red2[lid] = pair_merge(red2[lid], red2[lid + w]); }\n    workgroupBarrier();\n  }\n"
            "  return red2[0];\n}\n";
       s += kernel_main(Grid::Groups, wg);
-      s += "  let live = group < uw(0u);\n  let r = select(0u, group, live);\n"
+      s += "  let live = group < frame_count();\n  let r = select(0u, group, live);\n"
            "  let n = select(0u, u.reduce, live);\n";
       first = "lid";
       stride = G + "u";

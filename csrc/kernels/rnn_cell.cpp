@@ -10,16 +10,16 @@ namespace {
 // `bias`), grouped as the CPU's two biased matmuls are; in0/in1 are the gate rows,
 // in2/in3 the biases. `gates` gates per row.
 std::string gate_sum(bool bias, int gates) {
-  const std::string width = std::to_string(gates) + "u * pu(1u)";
+  const std::string width = std::to_string(gates) + "u * u.hidden";
   std::string s = "fn gate(b: u32, j: u32, k: u32) -> f32 {\n"
-                  "  let c = k * pu(1u) + j;\n"
+                  "  let c = k * u.hidden + j;\n"
                   "  let r = b * " + width + " + c;\n";
   s += bias ? "  return (in0(r) + in2(c)) + (in1(r) + in3(c));\n}\n"
             : "  return in0(r) + in1(r);\n}\n";
   return s;
 }
 
-std::vector<uint32_t> params(const CellGeometry& g) { return {g.batch, g.hidden}; }
+void set_params(NnKernel& k, const CellGeometry& g) { k.param("hidden", g.hidden); }
 
 }  // namespace
 
@@ -33,10 +33,10 @@ void lstm_cell_forward(Context& ctx, const Operand& input_gates, const Operand& 
   k.inputs = {input_gates, hidden_gates, or_dummy(input_bias, input_gates),
               or_dummy(hidden_bias, input_gates), cx};
   k.outputs = {hy, cy, workspace};
-  k.params = params(g);
+  set_params(k, g);
   k.body = gate_sum(bias, 4) +
            "fn run(e: u32) {\n"
-           "  let h = pu(1u);\n  let b = e / h;\n  let j = e % h;\n"
+           "  let h = u.hidden;\n  let b = e / h;\n  let j = e % h;\n"
            "  let ig = sigmoid_f32(gate(b, j, 0u));\n"
            "  let fg = sigmoid_f32(gate(b, j, 1u));\n"
            "  let cg = tanh_f32(gate(b, j, 2u));\n"
@@ -57,9 +57,9 @@ void lstm_cell_backward(Context& ctx, const Operand& grad_hy, const Operand& gra
   k.key = std::string("lstm_cell_bwd") + (has_hy ? "_ghy" : "") + (has_cy ? "_gcy" : "");
   k.inputs = {or_dummy(grad_hy, cx), or_dummy(grad_cy, cx), cx, cy, workspace};
   k.outputs = {grad_gates, grad_cx};
-  k.params = params(g);
+  set_params(k, g);
   k.body = std::string("fn run(e: u32) {\n"
-                       "  let h = pu(1u);\n  let b = e / h;\n  let j = e % h;\n"
+                       "  let h = u.hidden;\n  let b = e / h;\n  let j = e % h;\n"
                        "  let w = b * 4u * h + j;\n"
                        "  let ig = in4(w);\n  let fg = in4(w + h);\n"
                        "  let cg = in4(w + 2u * h);\n  let og = in4(w + 3u * h);\n"
@@ -85,15 +85,15 @@ void gru_cell_forward(Context& ctx, const Operand& input_gates, const Operand& h
   k.inputs = {input_gates, hidden_gates, or_dummy(input_bias, input_gates),
               or_dummy(hidden_bias, input_gates), hx};
   k.outputs = {hy, workspace};
-  k.params = params(g);
+  set_params(k, g);
   // The new gate sees the reset gate times the hidden part (with its bias) only.
   k.body = gate_sum(bias, 3) +
            "fn part(b: u32, j: u32, k: u32, which: u32) -> f32 {\n"
-           "  let c = k * pu(1u) + j;\n  let r = b * 3u * pu(1u) + c;\n" +
+           "  let c = k * u.hidden + j;\n  let r = b * 3u * u.hidden + c;\n" +
            (bias ? "  if (which == 0u) { return in0(r) + in2(c); }\n  return in1(r) + in3(c);\n}\n"
                  : "  if (which == 0u) { return in0(r); }\n  return in1(r);\n}\n") +
            "fn run(e: u32) {\n"
-           "  let h = pu(1u);\n  let b = e / h;\n  let j = e % h;\n"
+           "  let h = u.hidden;\n  let b = e / h;\n  let j = e % h;\n"
            "  let rg = sigmoid_f32(gate(b, j, 0u));\n"
            "  let zg = sigmoid_f32(gate(b, j, 1u));\n"
            "  let hn = part(b, j, 2u, 1u);\n"
@@ -113,9 +113,9 @@ void gru_cell_backward(Context& ctx, const Operand& grad_hy, const Operand& work
   k.key = "gru_cell_bwd";
   k.inputs = {grad_hy, workspace};
   k.outputs = {grad_input_gates, grad_hidden_gates, grad_hx};
-  k.params = params(g);
+  set_params(k, g);
   k.body = "fn run(e: u32) {\n"
-           "  let h = pu(1u);\n  let b = e / h;\n  let j = e % h;\n"
+           "  let h = u.hidden;\n  let b = e / h;\n  let j = e % h;\n"
            "  let w = b * 5u * h + j;\n"
            "  let rg = in1(w);\n  let zg = in1(w + h);\n  let ng = in1(w + 2u * h);\n"
            "  let hn = in1(w + 3u * h);\n  let hx = in1(w + 4u * h);\n"

@@ -283,7 +283,7 @@ void scan_rows_tiled(Context& ctx, const ScanArgs& a) {
     if (with_indices) s += "var<workgroup> tile_index: array<u32, " + N + ">;\n";
     s += "var<workgroup> runs: array<St, " + G + ">;\n";
     s += kernel_main(Grid::Groups, group) +
-         "  let live = group < uw(0u);\n"
+         "  let live = group < frame_count();\n"
          "  let n = select(0u, u.n, live);\n"
          "  let row = select(0u, group, live);\n"
          "  let src = u.in_offset + row * u.n;\n"

@@ -264,7 +264,7 @@ void local_pass(Context& ctx, const SortInput& in, WGPUBuffer scratch, const Loc
            "  let chunk = u.chunk;\n"
            "  let span = chunk / " + W + ";\n"
            "  let own = lid * span;\n"
-           "  let valid = group < uw(0u);\n"
+           "  let valid = group < frame_count();\n"
            "  let row = group / u.segs;\n"
            "  let start = (group % u.segs) * chunk;\n"
            "  let flip = select(vec2<u32>(0u), vec2<u32>(0xffffffffu), u.descending != 0u);\n"
@@ -698,7 +698,7 @@ void unique_counts(Context& ctx, WGPUBuffer start, uint64_t groups, uint64_t n,
   l.body = [&l] {
     return kernel_store("store_count", l.buffers, 1, DType::Int64, Compute::I64) +
            kernel_main(Grid::Invocations, 256) +
-           "  let end = select(u.n, buf0[idx + 1u], idx + 1u < uw(0u));\n"
+           "  let end = select(u.n, buf0[idx + 1u], idx + 1u < frame_count());\n"
            "  store_count(u.counts_offset + idx, vec2<u32>(end - buf0[idx], 0u));\n"
            "}\n";
   };

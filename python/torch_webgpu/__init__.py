@@ -34,6 +34,21 @@ def _keep_cuda_accelerator():
 
 _keep_cuda_accelerator()
 
+
+def _match_attention_meta_layout():
+    # Inductor asserts the strides that torch's meta function gives the fused attention's
+    # output: q's dim order in newer releases, contiguous in older ones. Ours follow it.
+    try:
+        q = torch.empty(1, 3, 2, 4, device="meta").transpose(1, 2)
+        kv = torch.empty(1, 2, 5, 4, device="meta")
+        out = torch.ops.aten._scaled_dot_product_fused_attention_overrideable(q, kv, kv)[0]
+    except Exception:  # noqa: BLE001 - no meta function: keep q's order
+        return
+    _C._sdpa_output_follows_query(out.stride() == q.stride())
+
+
+_match_attention_meta_layout()
+
 is_available = _device_module.is_available
 device_count = _device_module.device_count
 synchronize = _device_module.synchronize

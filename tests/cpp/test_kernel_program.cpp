@@ -18,12 +18,13 @@ TEST(KernelProgram, InvocationGridCoversEveryIndexOnce) {
   KernelLaunch l;
   l.key = "test:iota";
   l.buffers = {{out->buffer, Access::ReadWrite, false}};
-  l.uniforms = {0, 0, 0, 0, 7u};  // user word 4: an addend
+  static const UniformLayout layout({{"addend"}});
+  l.declare(layout).set_u32("addend", 7u);
   l.count = n;
   l.workgroup = 256;
   l.body = [&] {
     return kernel_store("store", l.buffers, 0, DType::Int32, Compute::I32) +
-           kernel_main(Grid::Invocations, 256) + "  store(idx, i32(idx + uw(4u)));\n}\n";
+           kernel_main(Grid::Invocations, 256) + "  store(idx, i32(idx + u.addend));\n}\n";
   };
   launch_kernel(ctx, l);
   std::vector<int32_t> host(n);
@@ -44,7 +45,8 @@ TEST(KernelProgram, GroupGridReducesWithSharedMemory) {
   KernelLaunch l;
   l.key = "test:rowsum";
   l.buffers = {{in->buffer, Access::Read, false}, {out->buffer, Access::ReadWrite, false}};
-  l.uniforms = {0, 0, 0, 0, cols};
+  static const UniformLayout layout({{"cols"}});
+  l.declare(layout).set_u32("cols", cols);
   l.grid = Grid::Groups;
   l.count = rows;
   l.workgroup = 64;
@@ -53,8 +55,8 @@ TEST(KernelProgram, GroupGridReducesWithSharedMemory) {
            kernel_store("store", l.buffers, 1, DType::Int32, Compute::I32) +
            "var<workgroup> part: array<i32, 64>;\n" + kernel_main(Grid::Groups, 64) +
            "  var s = 0;\n"
-           "  if (group < uw(0u)) {\n"
-           "    for (var c = lid; c < uw(4u); c = c + 64u) { s = s + load(group * uw(4u) + c); }\n"
+           "  if (group < frame_count()) {\n"
+           "    for (var c = lid; c < u.cols; c = c + 64u) { s = s + load(group * u.cols + c); }\n"
            "  }\n"
            "  part[lid] = s;\n"
            "  workgroupBarrier();\n"
@@ -62,7 +64,7 @@ TEST(KernelProgram, GroupGridReducesWithSharedMemory) {
            "    if (lid < w) { part[lid] = part[lid] + part[lid + w]; }\n"
            "    workgroupBarrier();\n"
            "  }\n"
-           "  if (lid == 0u && group < uw(0u)) { store(group, part[0]); }\n}\n";
+           "  if (lid == 0u && group < frame_count()) { store(group, part[0]); }\n}\n";
   };
   launch_kernel(ctx, l);
   std::vector<int32_t> host(rows);

@@ -1,7 +1,8 @@
 // Named uniforms, typed pipeline keys and plans of the kernel frame: the declared layout
 // follows WGSL's uniform-buffer rules, values land where the shader reads them, mistakes
 // (an unset or undeclared uniform) are refused with the kernel's name, and a plan records
-// again with the same result as a fresh launch.
+// again with the same result as a fresh launch. The nn frame's parameters reach the body
+// by name, and it packs a declaration's words in order (KernelLaunch::set_fields).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "kernels/kernel_program.h"
+#include "kernels/nn_program.h"
 #include "runtime/runtime.h"
 
 using namespace twgpu;
@@ -283,4 +285,84 @@ TEST(KernelUniforms, PlanRecordsAgainLikeAFreshLaunch) {
   EXPECT_EQ(empty.pipeline, nullptr);
   record(ctx, empty);
   ctx.pool().release(out);
+}
+
+TEST(KernelUniforms, WordsWithoutADeclarationAreRefused) {
+  RuntimeLock lock;
+  Context& ctx = lock.ctx();
+  Allocation* out = ctx.pool().allocate(256);
+  KernelLaunch l;
+  l.typed.family = "test:numbered";
+  l.uniforms = {0, 0, 0, 0, 7u};
+  l.buffers = {{out->buffer, Access::ReadWrite, false}};
+  l.count = 4;
+  l.workgroup = 64;
+  l.body = [] { return kernel_main(Grid::Invocations, 64) + "  buf0[idx] = 1u;\n}\n"; };
+  const std::string message = error_of([&] { launch_kernel(ctx, l); });
+  EXPECT_NE(message.find("kernel 'test:numbered' sets uniform words without declaring a layout"),
+            std::string::npos)
+      << message;
+  // Without uniforms of its own a kernel reads the frame's by name.
+  l.uniforms.clear();
+  l.body = [] { return kernel_main(Grid::Invocations, 64) + "  buf0[idx] = frame_count();\n}\n"; };
+  launch_kernel(ctx, l);
+  std::vector<uint32_t> host(4);
+  ctx.recorder().read(out->buffer, 0, host.data(), 16);
+  ctx.pool().release(out);
+  for (uint32_t v : host) EXPECT_EQ(v, 4u);
+}
+
+TEST(NnUniforms, ParamsOfEveryTypeReachTheBodyByName) {
+  RuntimeLock lock;
+  Context& ctx = lock.ctx();
+  const uint32_t n = 300, offset = 5;
+  Allocation* out = ctx.pool().allocate((n + offset) * 4);
+  nn::NnKernel k;
+  k.key = "test_named_params";
+  k.outputs = {{out->buffer, offset, DType::Float32}};
+  k.param("base", 7).param_i32("shift", -3).param_f32("scale", 0.5f).param_u32s("steps", {1, 2, 3});
+  k.body = "fn run(i: u32) { out0(i, f32(i32(u.base + u_steps(i % 3u)) + u.shift) * u.scale); }\n";
+  nn::launch_map(ctx, k, n);
+  std::vector<float> host(n + offset);
+  ctx.recorder().read(out->buffer, 0, host.data(), (n + offset) * 4);
+  ctx.pool().release(out);
+  for (uint32_t i = 0; i < n; ++i)
+    ASSERT_EQ(host[offset + i], static_cast<float>(7 + static_cast<int>(1 + i % 3) - 3) * 0.5f) << i;
+}
+
+TEST(NnUniforms, BodyReadingAnUndeclaredParamIsRefused) {
+  RuntimeLock lock;
+  Context& ctx = lock.ctx();
+  Allocation* out = ctx.pool().allocate(256);
+  nn::NnKernel k;
+  k.key = "test_undeclared_param";
+  k.outputs = {{out->buffer, 0, DType::Float32}};
+  k.param("n", 3);
+  k.body = "fn run(i: u32) { out0(i, f32(u.n + u.missing)); }\n";
+  const std::string message = error_of([&] { nn::launch_map(ctx, k, 4); });
+  ctx.pool().release(out);
+  EXPECT_NE(message.find("test_undeclared_param"), std::string::npos) << message;
+  EXPECT_NE(message.find("reads uniform u.missing that it does not declare"), std::string::npos)
+      << message;
+}
+
+TEST(NnUniforms, SetFieldsPacksWordsInDeclarationOrder) {
+  static const UniformLayout layout({{"a", UniformType::U32},
+                                     {"b", UniformType::F32},
+                                     {"sizes", UniformType::U32, 3},
+                                     {"c", UniformType::I32}});
+  KernelLaunch l;
+  l.declare(layout).set_u32("a", 1);
+  float half = 0.5f;
+  uint32_t half_bits;
+  std::memcpy(&half_bits, &half, 4);
+  const uint32_t words[] = {half_bits, 10, 20, 30, static_cast<uint32_t>(-4)};
+  EXPECT_EQ(l.set_fields(1, words), 5u);
+  EXPECT_EQ(l.unset_mask(), 0u);
+  const auto& f = layout.fields();
+  EXPECT_EQ(l.uniforms[f[0].word], 1u);
+  EXPECT_EQ(l.uniforms[f[1].word], half_bits);
+  EXPECT_EQ(l.uniforms[f[2].word + 0], 10u);
+  EXPECT_EQ(l.uniforms[f[2].word + 2], 30u);
+  EXPECT_EQ(static_cast<int32_t>(l.uniforms[f[3].word]), -4);
 }

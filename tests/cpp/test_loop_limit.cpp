@@ -15,14 +15,15 @@ uint32_t count_iterations(Context& ctx, uint32_t outer, uint32_t inner) {
   KernelLaunch l;
   l.key = "test:loop_count";
   l.buffers = {{out->buffer, Access::ReadWrite, false}};
-  l.uniforms = {0, 0, 0, 0, outer, inner};
+  static const UniformLayout layout({{"outer"}, {"inner"}});
+  l.declare(layout).set_u32("outer", outer).set_u32("inner", inner);
   l.count = 1;
   l.workgroup = 64;
   l.body = [] {
     return kernel_main(Grid::Invocations, 64) +
            "  var n = 0u;\n"
-           "  for (var i = 0u; i < uw(4u); i = i + 1u) {\n"
-           "    for (var j = 0u; j < uw(5u); j = j + 1u) { n = n + 1u; }\n"
+           "  for (var i = 0u; i < u.outer; i = i + 1u) {\n"
+           "    for (var j = 0u; j < u.inner; j = j + 1u) { n = n + 1u; }\n"
            "  }\n"
            "  buf0[0] = n;\n}\n";
   };

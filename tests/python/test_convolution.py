@@ -246,3 +246,16 @@ def test_conv_empty_batch_and_channels():
                 F.conv2d(dev(x), dev(w))
             continue
         assert_same(F.conv2d(dev(x), dev(w)), expected)
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_conv_implicit_gemm_split_k_on_gpus(monkeypatch):
+    # GPU heuristics: a convolution with few output tiles and a long K (channels x taps)
+    # splits K in its implicit GEMMs (forward and weight gradient) as a plain GEMM does.
+    monkeypatch.setenv("TORCH_WEBGPU_ADAPTER_KIND", "gpu")
+    monkeypatch.delenv("TORCH_WEBGPU_GEMM_VARIANT", raising=False)
+    monkeypatch.delenv("TORCH_WEBGPU_CONV_IMPLICIT", raising=False)
+    with torch.webgpu.profiler.profile() as prof:
+        run_case(F.conv2d, (2, 32, 7, 7), (24, 32, 3, 3), True, dict(padding=1), torch.float32, grad=True)
+    kernels = {r.kernel for r in prof.key_averages()}
+    assert {"gemm:tiled:gather_taps", "gemm:splitk_sum"} <= kernels, kernels

@@ -452,3 +452,82 @@ def test_mixed_devices_raise():
         with pytest.raises(RuntimeError, match=r"Expected all tensors to be on the same device") as info:
             fn()
         assert "webgpu:0" in str(info.value) and "cpu" in str(info.value)
+
+
+# ---- split-K (products whose output tiles are too few to fill a GPU) ------------------------
+
+def gemm_kernels(fn):
+    """The GEMM kernels `fn` dispatches."""
+    with torch.webgpu.profiler.profile() as prof:
+        fn()
+    return {r.kernel for r in prof.key_averages() if r.kernel.startswith("gemm:")}
+
+
+@pytest.fixture
+def splitk(monkeypatch):
+    monkeypatch.setenv("TORCH_WEBGPU_GEMM_VARIANT", "splitk")
+    monkeypatch.setenv("TORCH_WEBGPU_DISABLE_CPU_FALLBACK", "1")
+
+
+# (m, k, n): K a multiple of the slice, K not one, K below one slice (64) and below a tile
+# step (16), M and N off the 32x32 tile, M below 16 (prefill of a few tokens).
+SPLITK_SHAPES = [(32, 384, 40), (20, 100, 37), (17, 40, 33), (33, 5, 18), (8, 300, 48), (1, 2, 1)]
+
+
+@pytest.mark.usefixtures("splitk")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("m,k,n", SPLITK_SHAPES)
+def test_splitk_mm_addmm(dtype, m, k, n):
+    a, b, c = small((m, k), dtype), small((k, n), dtype, seed=1), small((m, n), dtype, seed=2)
+    assert gemm_kernels(lambda: torch.mm(dev(a), dev(b))) == {"gemm:tiled", "gemm:splitk_sum"}
+    close(torch.mm, a, b)
+    close(torch.addmm, c, a, b, beta=0.5, alpha=-1.5)
+    close(torch.addmm, c[0], a, b)  # bias broadcast over rows
+    # Transposed operands read in place.
+    close(lambda x, y: torch.mm(x.t(), y.t()), a.t().contiguous(), b.t().contiguous())
+
+
+@pytest.mark.usefixtures("splitk")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_splitk_strided_offset_batched(dtype):
+    big_a, big_b = small((3, 40, 250), dtype), small((3, 260, 70), dtype, seed=1)
+    # Storage offsets and strides in every dimension (columns of A every 2nd element).
+    a, b = big_a[1:, 3:25, 10:210:2], big_b[:2, 5:105, 7:45]
+    close(torch.bmm, a, b)
+    close(lambda x, y: torch.bmm(x.transpose(1, 2), y), a.transpose(1, 2).contiguous(), b)
+    c = small((2, 1, 38), dtype, seed=3)
+    close(torch.baddbmm, c, a, b, beta=2.0, alpha=0.5)
+    x, w, bias = small((2, 9, 300), dtype), small((48, 300), dtype, seed=4), small((48,), dtype, seed=5)
+    close(F.linear, x, w, bias)
+
+
+@pytest.mark.usefixtures("splitk")
+def test_splitk_empty_and_k0():
+    a, b, c = torch.ones(20, 0), torch.ones(0, 18), small((20, 18), torch.float32)
+    close(torch.mm, a, b)  # zeros
+    close(torch.addmm, c, a, b, beta=0.5)  # beta * C
+    close(torch.mm, torch.ones(0, 300), torch.ones(300, 18))
+    close(torch.bmm, torch.ones(0, 20, 300), torch.ones(0, 300, 18))
+
+
+def test_splitk_selected_by_shape_on_gpus():
+    """With a GPU adapter's heuristics under the spec's default limits, MiniLM's linears (32
+    tokens) take split-K and a product with enough tiles keeps the plain tiles; software
+    adapters keep their register blocks."""
+    code = (
+        "import torch, torch.nn.functional as F, torch_webgpu\n"
+        "def kernels(m, k, n):\n"
+        "    a, w = torch.randn(m, k), torch.randn(n, k)\n"
+        "    with torch.webgpu.profiler.profile() as prof:\n"
+        "        r = F.linear(a.to('webgpu'), w.to('webgpu')).cpu()\n"
+        "    torch.testing.assert_close(r, F.linear(a, w), rtol=1e-4, atol=1e-4)\n"
+        "    return sorted(x.kernel for x in prof.key_averages() if x.kernel.startswith('gemm:'))\n"
+        "print(kernels(32, 384, 384), kernels(32, 1536, 384), kernels(512, 64, 512))\n")
+    gpu = run_python(code, env={"TORCH_WEBGPU_ADAPTER_KIND": "gpu", "TORCH_WEBGPU_LIMITS": "default",
+                                "TORCH_WEBGPU_DISABLE_CPU_FALLBACK": "1", "TORCH_WEBGPU_GEMM_VARIANT": ""})
+    assert gpu.returncode == 0, gpu.stderr[-2000:]
+    split = "['gemm:splitk_sum', 'gemm:tiled']"
+    assert gpu.stdout.strip() == f"{split} {split} ['gemm:tiled']", gpu.stdout
+    soft = run_python(code, env={"TORCH_WEBGPU_ADAPTER_KIND": "software", "TORCH_WEBGPU_GEMM_VARIANT": ""})
+    assert soft.returncode == 0, soft.stderr[-2000:]
+    assert soft.stdout.strip() == "['gemm:block'] ['gemm:block'] ['gemm:block']", soft.stdout

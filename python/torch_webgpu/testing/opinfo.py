@@ -168,9 +168,10 @@ KNOWN_CAUSES = {
     "nn.functional.layer_norm": "device runs the composite math_native_layer_norm",
     "native_group_norm": "device runs the composite math_group_norm (var_mean, half rounding)",
     "nn.functional.group_norm": "device runs the composite math_group_norm (var_mean, half rounding)",
-    "nn.functional.scaled_dot_product_attention": "device runs the math SDPA decomposition, the "
-                                                  "CPU its flash kernel (online softmax): float32 "
-                                                  "sums differ by about 1e-5",
+    "nn.functional.scaled_dot_product_attention": "device runs its fused kernel (inference) or the "
+                                                  "math SDPA decomposition (gradients, dropout), the "
+                                                  "CPU its flash kernel: float32 sums differ by "
+                                                  "about 1e-5",
     "nn.functional.multi_head_attention_forward": "device runs the math SDPA decomposition, the "
                                                   "CPU its flash kernel (online softmax): float32 "
                                                   "sums differ by about 1e-5",

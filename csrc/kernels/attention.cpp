@@ -1,0 +1,511 @@
+#include "kernels/attention.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include "kernels/adapter_kind.h"
+#include "kernels/binding_window.h"
+#include "kernels/kernel_program.h"
+#include "kernels/wgsl_dtype.h"
+#include "runtime/runtime.h"
+
+namespace twgpu::attn {
+namespace {
+
+// How one launch spreads the work: a workgroup of `wg` invocations takes `rows` query
+// rows (rows * keys == wg) and walks its key range in chunks of `keys`, one key per
+// invocation for the scores; for p v an invocation owns `per_lane` output columns of its
+// row, or, when Dv is smaller than a chunk, `slices` invocations split the chunk's keys
+// for one column (summed at the end).
+struct Plan {
+  // Lanes variant: one query row per invocation, walking every key itself (no barriers;
+  // the key and value rows it reads are the same for the whole workgroup).
+  bool lanes = false;
+  uint32_t wg = 64, rows = 1, keys = 64, per_lane = 1, lane_dims = 1, slices = 1;
+  uint32_t q_words = 4;       // workgroup floats per query row (D rounded up to 4)
+  // Key (and, lanes variant, value) rows read 16 bytes at a time through a vec4 binding
+  // (rows contiguous and 16-byte aligned, the buffer bound whole), after the mask's.
+  bool k_vec4 = false, v_vec4 = false;
+  uint32_t splits = 1;        // key ranges per row, each its own workgroup (flash decoding)
+  uint32_t split_keys = 0;    // keys per range (a multiple of `keys`)
+};
+
+uint32_t ceil_div(uint64_t a, uint64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
+
+uint64_t workgroup_bytes(const Plan& p) {
+  return 4ull * (p.rows * p.q_words + 2 * p.wg + p.wg * p.per_lane);
+}
+
+// True when rows of `cols` elements of view `v` can be read as vec4<u32> words.
+bool vec4_rows(Context& ctx, const View& v, uint32_t cols, DType dtype) {
+  const uint32_t per = 16 / element_size(dtype);
+  return v.buffer && cols > 0 && cols % per == 0 && v.strides[3] == 1 && v.offset % per == 0 &&
+         v.strides[0] % per == 0 && v.strides[1] % per == 0 && v.strides[2] % per == 0 &&
+         !needs_window(ctx, v.buffer);
+}
+
+Plan plan_for(Context& ctx, const AttentionArgs& a) {
+  const bool software = software_adapter(ctx);
+  Plan p;
+  // TORCH_WEBGPU_ATTENTION_VARIANT=rows|lanes overrides the choice (tests, measurements).
+  std::string force;
+  if (const char* f = std::getenv("TORCH_WEBGPU_ATTENTION_VARIANT")) force = f;
+  const bool lanes_fit = a.dim % 4 == 0 && a.v_dim % 4 == 0 && a.dim > 0 && a.v_dim > 0;
+  // Software adapters run a workgroup's invocations as SIMD lanes: for prefill, a query
+  // row per lane reads each key row once for all lanes, with no barrier per chunk.
+  if (lanes_fit && (force == "lanes" || (force.empty() && software && a.q_len >= 16))) {
+    p.lanes = true;
+    p.wg = std::min<uint32_t>(16, ctx.caps().workgroup_1d());
+    p.rows = p.wg;
+    p.split_keys = std::max<uint32_t>(a.kv_len, 1);
+    p.k_vec4 = a.dtype == DType::Float32 && a.kv_len > 0 && vec4_rows(ctx, a.k, a.dim, a.dtype);
+    p.v_vec4 = a.dtype == DType::Float32 && a.kv_len > 0 && vec4_rows(ctx, a.v, a.v_dim, a.dtype);
+    return p;
+  }
+  // Software adapters run a workgroup on one core (barriers cost, shared memory buys
+  // nothing): small groups. GPUs: 128 invocations keep a chunk's loads in flight.
+  p.wg = std::min<uint32_t>(software ? 64 : 128, ctx.caps().workgroup_1d());
+  p.q_words = std::max<uint32_t>(4, (a.dim + 3) / 4 * 4);
+  p.k_vec4 = a.kv_len > 0 && vec4_rows(ctx, a.k, a.dim, a.dtype);
+  // Prefill: several query rows per workgroup share each chunk's barriers. Decode (a few
+  // rows): one row per workgroup, every invocation on its keys.
+  p.rows = a.q_len >= 16 ? 4 : 1;
+  const uint64_t limit = std::min<uint64_t>(ctx.caps().max_workgroup_storage, 16384);
+  for (;;) {
+    p.keys = p.wg / p.rows;
+    p.lane_dims = std::max<uint32_t>(1, std::min(a.v_dim, p.keys));
+    p.per_lane = a.v_dim > p.keys ? ceil_div(a.v_dim, p.keys) : 1;
+    p.slices = p.keys / p.lane_dims;
+    if (p.rows == 1 || workgroup_bytes(p) <= limit) break;
+    p.rows /= 2;
+  }
+  p.split_keys = std::max<uint32_t>(a.kv_len, 1);
+  // Few rows over a long cache leave most of a GPU idle: split the keys over several
+  // workgroups and merge their partial softmax states in a second pass.
+  const uint64_t groups = uint64_t(a.batch) * a.heads * ceil_div(a.q_len, p.rows);
+  const uint64_t target = 256;
+  if (!software && groups * 2 <= target && a.kv_len >= 4 * p.keys) {
+    const uint32_t want = std::min(ceil_div(target, groups), ceil_div(a.kv_len, 2 * p.keys));
+    p.split_keys = ceil_div(ceil_div(a.kv_len, want), p.keys) * p.keys;
+    p.splits = ceil_div(a.kv_len, p.split_keys);
+  }
+  return p;
+}
+
+KernelBuffer view_buffer(const View& v, Access access, DType dtype, uint32_t word,
+                         const std::array<uint32_t, 4>& sizes, bool atomic = false) {
+  KernelBuffer kb{v.buffer, access, atomic};
+  uint64_t last = v.offset;
+  for (int i = 0; i < 4; ++i) last += uint64_t(sizes[i] - 1) * v.strides[i];
+  kb.touches(word, dtype, v.offset, last + 1 - v.offset);
+  return kb;
+}
+
+const UniformLayout& rows_layout() {
+  static const UniformLayout layout(
+      {{"hq"}, {"lq"}, {"lk"}, {"d"}, {"dv"}, {"grp"}, {"blocks"}, {"splits"}, {"split_keys"},
+       {"slices"}, {"dvk"}, {"causal"}, {"scale", UniformType::F32},
+       {"q_off"}, {"q_sb"}, {"q_sh"}, {"q_sl"}, {"q_sd"},
+       {"k_off"}, {"k_sb"}, {"k_sh"}, {"k_sl"}, {"k_sd"},
+       {"v_off"}, {"v_sb"}, {"v_sh"}, {"v_sl"}, {"v_sd"},
+       {"m_off"}, {"m_sb"}, {"m_sh"}, {"m_sl"}, {"m_sk"},
+       {"o_off"}, {"o_sb"}, {"o_sh"}, {"o_sl"}, {"o_sd"}, {"lse_off"}});
+  return layout;
+}
+
+void set_view(KernelLaunch& l, const char* name, const View& v) {
+  const std::string n(name);
+  const char* s[4] = {"_sb", "_sh", "_sl", "_sd"};
+  l.set_u32(n + "_off", static_cast<uint32_t>(v.offset));
+  for (int i = 0; i < 4; ++i) {
+    // The mask's last dim is the keys.
+    std::string field = n + s[i];
+    if (n == "m" && i == 3) field = "m_sk";
+    l.set_u32(field, static_cast<uint32_t>(v.strides[i]));
+  }
+}
+
+// `fn NAME(i: u32) -> f32`: element i of binding `b` as f32.
+std::string load_f32(const std::string& name, const std::vector<KernelBuffer>& bufs, size_t b,
+                     DType dt) {
+  return kernel_load(name + "_raw", bufs, b, dt) + "fn " + name + "(i: u32) -> f32 { return " +
+         wgsl_convert(compute_type_for(dt), Compute::F32, name + "_raw(i)") + "; }\n";
+}
+
+// A max that keeps NaN (WGSL's max may drop it): a NaN score makes its row NaN, as in
+// the math path's softmax.
+const char kNanMax[] = "fn nan_max(m: f32, v: f32) -> f32 { if (is_nan(v) || v > m) { return v; } return m; }\n";
+
+std::string N(uint64_t v) { return std::to_string(v) + "u"; }  // a WGSL u32 literal
+
+// q, k, v as f32 (`fq`, `fk`, `fv` of an element index) and `add_mask(s, at)`: the score
+// plus mask element `at` (float mask), -inf where it is false (bool mask), or s.
+std::string operand_fns(const AttentionArgs& a, const std::vector<KernelBuffer>& bufs, DType mask_dtype) {
+  std::string s = load_f32("fq", bufs, 0, a.dtype) + load_f32("fk", bufs, 1, a.dtype) +
+                  load_f32("fv", bufs, 2, a.dtype) + kNanMax;
+  if (a.mask_kind == MaskKind::Float)
+    return s + load_f32("fm", bufs, 3, mask_dtype) +
+           "fn add_mask(s: f32, at: u32) -> f32 { return s + fm(at); }\n";
+  if (a.mask_kind == MaskKind::Bool)
+    return s + kernel_load("bm", bufs, 3, DType::Bool) +
+           "fn add_mask(s: f32, at: u32) -> f32 { return select(-f32_inf(), s, bm(at) != 0); }\n";
+  return s + "fn add_mask(s: f32, at: u32) -> f32 { return s; }\n";
+}
+
+std::string rows_body(const AttentionArgs& a, const Plan& p, const std::vector<KernelBuffer>& bufs,
+                      DType mask_dtype, bool partial) {
+  const size_t ob = bufs.size() - (partial ? 1 : 2);
+  std::string s = operand_fns(a, bufs, mask_dtype);
+  // q . k of key row `kr` into `qk`.
+  std::string key_dot =
+      "      var qk = 0.0;\n"
+      "      for (var dd = 0u; dd < u.d; dd = dd + 1u) { qk = qk + qs[r * DQ + dd] * fk(kr + dd * u.k_sd); }\n";
+  if (p.k_vec4) {
+    const std::string K4 = "buf" + std::to_string(a.mask_kind == MaskKind::None ? 3 : 4);
+    const uint32_t per_vec4 = 16 / element_size(a.dtype);
+    s += "fn qs4(i: u32) -> vec4<f32> { return vec4<f32>(qs[i], qs[i + 1u], qs[i + 2u], qs[i + 3u]); }\n";
+    if (a.dtype == DType::BFloat16)
+      s += "fn bf2(x: u32) -> vec2<f32> { return vec2<f32>(bitcast<f32>(x << 16u), bitcast<f32>(x & 0xffff0000u)); }\n";
+    std::string step;
+    switch (a.dtype) {
+      case DType::Float32: step = "qk = qk + dot(qs4(qo), bitcast<vec4<f32>>(w));"; break;
+      case DType::Float16:
+        step = "qk = qk + dot(qs4(qo), vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y))) + "
+               "dot(qs4(qo + 4u), vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w)));";
+        break;
+      default:
+        step = "qk = qk + dot(qs4(qo), vec4<f32>(bf2(w.x), bf2(w.y))) + dot(qs4(qo + 4u), vec4<f32>(bf2(w.z), bf2(w.w)));";
+        break;
+    }
+    key_dot = "      var qk = 0.0;\n"
+              "      for (var dd = 0u; dd < u.d; dd = dd + " + N(per_vec4) + ") {\n"
+              "        let w = " + K4 + "[(kr + dd) / " + N(per_vec4) + "];\n"
+              "        let qo = r * DQ + dd;\n        " + step + "\n      }\n";
+  }
+  if (partial) {
+    s += kernel_store("put", bufs, ob, DType::Float32, Compute::F32);
+  } else {
+    s += kernel_store("put", bufs, ob, a.dtype, Compute::F32);
+    s += kernel_store("put_lse", bufs, ob + 1, DType::Float32, Compute::F32);
+  }
+  s += "const WG = " + N(p.wg) + ";\nconst TQ = " + N(p.rows) + ";\nconst KC = " + N(p.keys) +
+       ";\nconst R = " + N(p.per_lane) + ";\nconst DQ = " + N(p.q_words) + ";\n";
+  s += "var<workgroup> qs: array<f32, " + N(p.rows * p.q_words) + ">;\n"
+       "var<workgroup> ps: array<f32, WG>;\n"
+       "var<workgroup> red: array<f32, WG>;\n"
+       "var<workgroup> fin: array<f32, " + N(p.wg * p.per_lane) + ">;\n";
+  s += kernel_main(Grid::Groups, p.wg);
+  s += R"(  let live = group < frame_count();
+  let g = select(0u, group, live);
+  let split = g % u.splits;
+  let blk = (g / u.splits) % u.blocks;
+  let bh = (g / u.splits) / u.blocks;
+  let h = bh % u.hq;
+  let b = bh / u.hq;
+  let hk = h / u.grp;
+  let r = lid / KC;
+  let t = lid % KC;
+  let i = blk * TQ + r;
+  let row_ok = live && i < u.lq;
+  // The block's query rows, pre-scaled, in workgroup memory: every key reads them.
+  for (var x = lid; x < TQ * u.d; x = x + WG) {
+    let rr = x / u.d;
+    let ii = blk * TQ + rr;
+    var val = 0.0;
+    if (live && ii < u.lq) {
+      val = fq(u.q_off + b * u.q_sb + h * u.q_sh + ii * u.q_sl + (x % u.d) * u.q_sd) * u.scale;
+    }
+    qs[rr * DQ + x % u.d] = val;
+  }
+  let kb = split * u.split_keys;
+  var ke = min(u.lk, kb + u.split_keys);
+  // Causal: no row of the block sees a key past its last row.
+  if (u.causal != 0u) { ke = min(ke, min(u.lq, blk * TQ + TQ)); }
+  if (!live) { ke = kb; }
+  let kbase = u.k_off + b * u.k_sb + hk * u.k_sh;
+  let vbase = u.v_off + b * u.v_sb + hk * u.v_sh;
+  let mrow = u.m_off + b * u.m_sb + h * u.m_sh + i * u.m_sl;
+  let slice = t / u.dvk;
+  let d0 = t % u.dvk;
+  let pv_on = row_ok && slice < u.slices;
+  var m_run = -f32_inf();
+  var l_run = 0.0;
+  var acc: array<f32, R>;
+  workgroupBarrier();
+  for (var c0 = kb; c0 < ke; c0 = c0 + KC) {
+    let j = c0 + t;
+    var s = -f32_inf();
+    if (row_ok && j < ke && (u.causal == 0u || j <= i)) {
+      let kr = kbase + j * u.k_sl;
+)" + key_dot + R"(      s = add_mask(qk, mrow + j * u.m_sk);
+    }
+    red[lid] = s;
+    workgroupBarrier();
+    for (var w = KC / 2u; w > 0u; w = w >> 1u) {
+      if (t < w) { red[lid] = nan_max(red[lid], red[lid + w]); }
+      workgroupBarrier();
+    }
+    // Online softmax: rescale what was summed at the old max to the new one.
+    let m_new = nan_max(m_run, red[r * KC]);
+    let dead = m_new == -f32_inf();
+    let alpha = select(exp(m_run - m_new), 1.0, dead);
+    ps[lid] = select(exp(s - m_new), 0.0, dead);
+    workgroupBarrier();
+    l_run = l_run * alpha;
+    for (var q = 0u; q < R; q = q + 1u) { acc[q] = acc[q] * alpha; }
+    if (pv_on) {
+      let nk = min(KC, ke - c0);
+      for (var jj = slice; jj < nk; jj = jj + u.slices) {
+        let pj = ps[r * KC + jj];
+        l_run = l_run + pj;
+        let vr = vbase + (c0 + jj) * u.v_sl;
+        for (var q = 0u; q < R; q = q + 1u) {
+          let d = d0 + q * KC;
+          if (d < u.dv) { acc[q] = acc[q] + pj * fv(vr + d * u.v_sd); }
+        }
+      }
+    }
+    m_run = m_new;
+    workgroupBarrier();
+  }
+  // Sum the slices' partial sums (each slice saw every slices-th key of each chunk).
+  red[lid] = l_run;
+  for (var q = 0u; q < R; q = q + 1u) { fin[lid * R + q] = acc[q]; }
+  workgroupBarrier();
+  if (pv_on && slice == 0u) {
+    var lt = 0.0;
+    for (var sl = 0u; sl < u.slices; sl = sl + 1u) { lt = lt + red[r * KC + sl * u.dvk + d0]; }
+    let row = (b * u.hq + h) * u.lq + i;
+    for (var q = 0u; q < R; q = q + 1u) {
+      let d = d0 + q * KC;
+      if (d < u.dv) {
+        var o = 0.0;
+        for (var sl = 0u; sl < u.slices; sl = sl + 1u) { o = o + fin[(r * KC + sl * u.dvk + d0) * R + q]; }
+)";
+  if (partial) {
+    s += R"(        put((row * u.splits + split) * (u.dv + 2u) + d, o);
+      }
+    }
+    if (d0 == 0u) {
+      let rec = (row * u.splits + split) * (u.dv + 2u) + u.dv;
+      put(rec, m_run);
+      put(rec + 1u, lt);
+    }
+  }
+}
+)";
+  } else {
+    s += R"(        put(u.o_off + b * u.o_sb + h * u.o_sh + i * u.o_sl + d * u.o_sd, select(o / lt, 0.0, lt == 0.0));
+      }
+    }
+    if (d0 == 0u) { put_lse(u.lse_off + row, select(m_run + log(lt), -f32_inf(), lt == 0.0)); }
+  }
+}
+)";
+  }
+  return s;
+}
+
+std::string lanes_body(const AttentionArgs& a, const Plan& p, const std::vector<KernelBuffer>& bufs,
+                       DType mask_dtype) {
+  const size_t ob = bufs.size() - 2;
+  std::string s = operand_fns(a, bufs, mask_dtype);
+  s += "fn q4(i: u32) -> vec4<f32> { return vec4<f32>(fq(i), fq(i + u.q_sd), fq(i + 2u * u.q_sd), fq(i + 3u * u.q_sd)); }\n"
+       "fn k4(i: u32) -> vec4<f32> { return vec4<f32>(fk(i), fk(i + u.k_sd), fk(i + 2u * u.k_sd), fk(i + 3u * u.k_sd)); }\n"
+       "fn v4(i: u32) -> vec4<f32> { return vec4<f32>(fv(i), fv(i + u.v_sd), fv(i + 2u * u.v_sd), fv(i + 3u * u.v_sd)); }\n";
+  // float32 rows through the vec4 bindings (element i starts a row's 16-byte word).
+  size_t b4 = a.mask_kind == MaskKind::None ? 3 : 4;
+  if (p.k_vec4)
+    s += "fn k4w(i: u32) -> vec4<f32> { return bitcast<vec4<f32>>(buf" + std::to_string(b4++) + "[i / 4u]); }\n";
+  if (p.v_vec4)
+    s += "fn v4w(i: u32) -> vec4<f32> { return bitcast<vec4<f32>>(buf" + std::to_string(b4) + "[i / 4u]); }\n";
+  const std::string kload = p.k_vec4 ? "k4w" : "k4", vload = p.v_vec4 ? "v4w" : "v4";
+  s += kernel_store("put", bufs, ob, a.dtype, Compute::F32);
+  s += kernel_store("put_lse", bufs, ob + 1, DType::Float32, Compute::F32);
+  s += "const WG = " + N(p.wg) + ";\nconst D4 = " + N(a.dim / 4) + ";\nconst V4 = " + N(a.v_dim / 4) + ";\n";
+  s += kernel_main(Grid::Groups, p.wg);
+  s += R"(  let live = group < frame_count();
+  let g = select(0u, group, live);
+  let blk = g % u.blocks;
+  let bh = g / u.blocks;
+  let h = bh % u.hq;
+  let b = bh / u.hq;
+  let hk = h / u.grp;
+  let i = blk * WG + lid;
+  let row_ok = live && i < u.lq;
+  var q: array<vec4<f32>, D4>;
+  if (row_ok) {
+    let qr = u.q_off + b * u.q_sb + h * u.q_sh + i * u.q_sl;
+    for (var x = 0u; x < D4; x = x + 1u) { q[x] = q4(qr + 4u * x * u.q_sd) * u.scale; }
+  }
+  // The workgroup's key range (causal: up to its last row) is the same for every lane.
+  var ke = u.lk;
+  if (u.causal != 0u) { ke = min(ke, min(u.lq, blk * WG + WG)); }
+  if (!live) { ke = 0u; }
+  let kbase = u.k_off + b * u.k_sb + hk * u.k_sh;
+  let vbase = u.v_off + b * u.v_sb + hk * u.v_sh;
+  let mrow = u.m_off + b * u.m_sb + h * u.m_sh + i * u.m_sl;
+  var m = -f32_inf();
+  var l = 0.0;
+  var acc: array<vec4<f32>, V4>;
+  for (var j = 0u; j < ke; j = j + 1u) {
+    let kr = kbase + j * u.k_sl;
+    var dot4 = vec4<f32>(0.0);
+    for (var x = 0u; x < D4; x = x + 1u) { dot4 = dot4 + q[x] * )" + kload + R"((kr + 4u * x * u.k_sd); }
+    var s = add_mask((dot4.x + dot4.y) + (dot4.z + dot4.w), mrow + j * u.m_sk);
+    if (!row_ok || (u.causal != 0u && j > i)) { s = -f32_inf(); }
+    // is_nan: NVIDIA's compiler may take `!=` as ordered, which would skip a NaN score.
+    if (is_nan(s) || s != -f32_inf()) {
+      // Online softmax per key: a new max rescales what was summed so far.
+      if (s > m) {
+        let c = exp(m - s);
+        l = l * c;
+        for (var y = 0u; y < V4; y = y + 1u) { acc[y] = acc[y] * c; }
+        m = s;
+      }
+      let pj = exp(s - m);
+      l = l + pj;
+      let vr = vbase + j * u.v_sl;
+      for (var y = 0u; y < V4; y = y + 1u) { acc[y] = acc[y] + pj * )" + vload + R"((vr + 4u * y * u.v_sd); }
+    }
+  }
+  if (row_ok) {
+    let ob = u.o_off + b * u.o_sb + h * u.o_sh + i * u.o_sl;
+    let inv = select(1.0 / l, 0.0, l == 0.0);
+    for (var y = 0u; y < V4; y = y + 1u) {
+      let o = acc[y] * inv;
+      put(ob + (4u * y) * u.o_sd, o.x);
+      put(ob + (4u * y + 1u) * u.o_sd, o.y);
+      put(ob + (4u * y + 2u) * u.o_sd, o.z);
+      put(ob + (4u * y + 3u) * u.o_sd, o.w);
+    }
+    put_lse(u.lse_off + (b * u.hq + h) * u.lq + i, select(m + log(l), -f32_inf(), l == 0.0));
+  }
+}
+)";
+  return s;
+}
+
+// Merges the key ranges' partial states of each row: rescale each to the largest max.
+void launch_merge(Context& ctx, const AttentionArgs& a, const Plan& p, WGPUBuffer scratch) {
+  static const UniformLayout layout({{"hq"}, {"lq"}, {"dv"}, {"dvp"}, {"splits"}, {"o_off"},
+                                     {"o_sb"}, {"o_sh"}, {"o_sl"}, {"o_sd"}, {"lse_off"}});
+  const uint32_t dvp = std::max<uint32_t>(a.v_dim, 1);
+  KernelLaunch l;
+  l.typed = {"attention:merge", {static_cast<uint32_t>(a.dtype)}};
+  l.declare(layout)
+      .set_u32("hq", a.heads).set_u32("lq", a.q_len).set_u32("dv", a.v_dim).set_u32("dvp", dvp)
+      .set_u32("splits", p.splits);
+  set_view(l, "o", a.out);
+  l.set_u32("lse_off", static_cast<uint32_t>(a.lse_offset));
+  l.buffers = {{scratch, Access::Read, false},
+               view_buffer(a.out, Access::ReadWrite, a.dtype, l.word_of("o_off"),
+                           {a.batch, a.heads, a.q_len, dvp}, is_subword(a.dtype)),
+               {a.lse, Access::ReadWrite, false}};
+  const uint64_t rows = uint64_t(a.batch) * a.heads * a.q_len;
+  l.buffers[2].touches(l.word_of("lse_off"), DType::Float32, a.lse_offset, rows);
+  l.count = rows * dvp;
+  l.workgroup = ctx.caps().workgroup_1d();
+  l.body = [&]() {
+    std::string s = load_f32("part", l.buffers, 0, DType::Float32) + kNanMax +
+                    kernel_store("put", l.buffers, 1, a.dtype, Compute::F32) +
+                    kernel_store("put_lse", l.buffers, 2, DType::Float32, Compute::F32);
+    s += kernel_main(Grid::Invocations, l.workgroup);
+    s += R"(  let row = idx / u.dvp;
+  let d = idx % u.dvp;
+  let i = row % u.lq;
+  let h = (row / u.lq) % u.hq;
+  let b = (row / u.lq) / u.hq;
+  let w = u.dv + 2u;
+  var m = -f32_inf();
+  for (var s = 0u; s < u.splits; s = s + 1u) { m = nan_max(m, part((row * u.splits + s) * w + u.dv)); }
+  var l = 0.0;
+  var o = 0.0;
+  if (m != -f32_inf()) {
+    for (var s = 0u; s < u.splits; s = s + 1u) {
+      let rec = (row * u.splits + s) * w;
+      let f = exp(part(rec + u.dv) - m);
+      l = l + part(rec + u.dv + 1u) * f;
+      if (d < u.dv) { o = o + part(rec + d) * f; }
+    }
+  }
+  if (d < u.dv) { put(u.o_off + b * u.o_sb + h * u.o_sh + i * u.o_sl + d * u.o_sd, select(o / l, 0.0, l == 0.0)); }
+  if (d == 0u) { put_lse(u.lse_off + row, select(m + log(l), -f32_inf(), l == 0.0)); }
+}
+)";
+    return s;
+  };
+  launch_kernel(ctx, l);
+}
+
+}  // namespace
+
+void scaled_dot_product_attention(Context& ctx, const AttentionArgs& a) {
+  const uint64_t rows = uint64_t(a.batch) * a.heads * a.q_len;
+  if (rows == 0) return;
+  if (a.dim > kMaxHeadDim || a.v_dim > kMaxHeadDim || a.kv_heads == 0 || a.heads % a.kv_heads != 0)
+    fail(ErrorKind::Unsupported, "torch_webgpu: scaled_dot_product_attention: unsupported head sizes");
+  const Plan p = plan_for(ctx, a);
+  const bool partial = p.splits > 1;
+  const DType mask_dtype = a.mask_kind == MaskKind::Bool ? DType::Bool : a.dtype;
+
+  KernelLaunch l;
+  l.declare(rows_layout());
+  l.set_u32("hq", a.heads).set_u32("lq", a.q_len).set_u32("lk", a.kv_len).set_u32("d", a.dim)
+      .set_u32("dv", a.v_dim).set_u32("grp", a.heads / a.kv_heads)
+      .set_u32("blocks", ceil_div(a.q_len, p.rows)).set_u32("splits", p.splits)
+      .set_u32("split_keys", p.split_keys).set_u32("slices", p.slices).set_u32("dvk", p.lane_dims)
+      .set_u32("causal", a.causal ? 1u : 0u).set_f32("scale", a.scale);
+  set_view(l, "q", a.q);
+  set_view(l, "k", a.k);
+  set_view(l, "v", a.v);
+  set_view(l, "m", a.mask_kind == MaskKind::None ? View{} : a.mask);
+  set_view(l, "o", a.out);
+  l.set_u32("lse_off", static_cast<uint32_t>(a.lse_offset));
+
+  // Sizes of the spans each operand touches (an empty key range still binds one element).
+  const uint32_t lk = std::max<uint32_t>(a.kv_len, 1), d = std::max<uint32_t>(a.dim, 1),
+                 dv = std::max<uint32_t>(a.v_dim, 1);
+  l.buffers = {view_buffer(a.q, Access::Read, a.dtype, l.word_of("q_off"), {a.batch, a.heads, a.q_len, d}),
+               view_buffer(a.k, Access::Read, a.dtype, l.word_of("k_off"), {a.batch, a.kv_heads, lk, d}),
+               view_buffer(a.v, Access::Read, a.dtype, l.word_of("v_off"), {a.batch, a.kv_heads, lk, dv})};
+  if (a.mask_kind != MaskKind::None)
+    l.buffers.push_back(view_buffer(a.mask, Access::Read, mask_dtype, l.word_of("m_off"),
+                                    {a.batch, a.heads, a.q_len, lk}));
+  for (const auto& [on, view] : {std::pair{p.k_vec4, &a.k}, std::pair{p.v_vec4, &a.v}}) {
+    if (!on) continue;
+    l.buffers.push_back({view->buffer, Access::Read, false});
+    l.buffers.back().vec4 = true;
+  }
+  Allocation* scratch = nullptr;
+  if (partial) {
+    scratch = ctx.pool().allocate(rows * p.splits * (a.v_dim + 2) * 4);
+    l.buffers.push_back({scratch->buffer, Access::ReadWrite, false});
+  } else {
+    l.buffers.push_back(view_buffer(a.out, Access::ReadWrite, a.dtype, l.word_of("o_off"),
+                                    {a.batch, a.heads, a.q_len, dv}, is_subword(a.dtype)));
+    l.buffers.push_back({a.lse, Access::ReadWrite, false});
+    l.buffers.back().touches(l.word_of("lse_off"), DType::Float32, a.lse_offset, rows);
+  }
+  const uint32_t flags = static_cast<uint32_t>(a.dtype) | static_cast<uint32_t>(a.mask_kind) << 8 |
+                        (partial ? 1u : 0u) << 16;
+  if (p.lanes)
+    l.typed = {"attention:lanes", {flags | (p.k_vec4 ? 1u : 0u) << 24 | (p.v_vec4 ? 1u : 0u) << 25,
+                                   a.dim | a.v_dim << 16}};
+  else
+    l.typed = {"attention:rows", {flags | (p.k_vec4 ? 1u : 0u) << 24, p.rows | p.per_lane << 8 | p.q_words << 16}};
+  l.grid = Grid::Groups;
+  l.count = rows / a.q_len * ceil_div(a.q_len, p.rows) * p.splits;
+  l.workgroup = p.wg;
+  l.body = [&]() {
+    return p.lanes ? lanes_body(a, p, l.buffers, mask_dtype) : rows_body(a, p, l.buffers, mask_dtype, partial);
+  };
+  launch_kernel(ctx, l);
+  if (partial) {
+    launch_merge(ctx, a, p, scratch->buffer);
+    ctx.pool().release(scratch);
+  }
+}
+
+}  // namespace twgpu::attn

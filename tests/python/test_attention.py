@@ -1,0 +1,439 @@
+"""Fused scaled_dot_product_attention against the CPU's math SDPA: decode and prefill
+shapes, causal (top-left), bool and float masks with broadcasting, grouped-query heads,
+strided and offset views, head dims, half types, fully masked rows, empty shapes, the
+math path for gradients and sdpa_kernel(MATH), both adapter-class variants and the spec's
+default limits."""
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from conftest import DEVICE, assert_same, dev, make, run_python
+
+FUSED = "aten._scaled_dot_product_fused_attention_overrideable.default"
+TOL = {torch.float32: dict(rtol=1e-5, atol=2e-6), torch.float16: dict(rtol=2e-3, atol=2e-3),
+       torch.bfloat16: dict(rtol=2e-2, atol=2e-2)}
+
+
+def ran_math(names):
+    """The math path decomposes below the dispatcher: its softmax shows."""
+    return FUSED not in names and any("softmax" in n for n in names)
+
+
+class OpNames(TorchDispatchMode):
+    """Records the ATen ops that reach the backend."""
+
+    def __init__(self):
+        super().__init__()
+        self.names = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.names.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.fixture(params=["software", "gpu", "lanes"])
+def adapter_kind(request, monkeypatch):
+    """Both adapter-class variants (software: a query row per invocation for prefill; gpu:
+    rows of keys per workgroup, long key ranges split over workgroups) and the lanes kernel
+    forced for every shape it takes (head dims multiples of 4)."""
+    monkeypatch.setenv("TORCH_WEBGPU_ADAPTER_KIND", "gpu" if request.param == "lanes" else request.param)
+    if request.param == "lanes":
+        monkeypatch.setenv("TORCH_WEBGPU_ATTENTION_VARIANT", "lanes")
+    yield request.param
+
+
+def reference(q, k, v, **kw):
+    """The CPU's math SDPA (half types: in float32, rounded once, as the kernel computes)."""
+    dtype = q.dtype
+    if dtype != torch.float32:
+        q, k, v = q.float(), k.float(), v.float()
+        if kw.get("attn_mask") is not None and kw["attn_mask"].dtype != torch.bool:
+            kw = dict(kw, attn_mask=kw["attn_mask"].float())
+    with sdpa_kernel(SDPBackend.MATH):
+        return F.scaled_dot_product_attention(q, k, v, **kw).to(dtype)
+
+
+def check_sdpa(q, k, v, fused=True, device_args=None, **kw):
+    """Device SDPA (on `device_args` when given: views made on the device) against the
+    CPU math path; asserts whether the fused kernel ran."""
+    expected = reference(q, k, v, **kw)
+    if device_args is None:
+        device_args = (dev(q), dev(k), dev(v))
+    dkw = {name: dev(x) for name, x in kw.items()}
+    with OpNames() as ops:
+        actual = F.scaled_dot_product_attention(*device_args, **dkw)
+    assert (FUSED in ops.names) == fused, ops.names
+    assert_same(actual, expected, **TOL[q.dtype])
+    return actual
+
+
+def check_in_fresh_process(body, env):
+    """Runs `body` (after the imports) in a fresh interpreter with `env`, natively."""
+    code = ("import torch, torch_webgpu, torch.nn.functional as F\n"
+            "from torch.nn.attention import SDPBackend, sdpa_kernel\n"
+            "g = torch.Generator().manual_seed(0)\n" + body + "print('ok')\n")
+    r = run_python(code, timeout=300, env=dict(env, TORCH_WEBGPU_DISABLE_CPU_FALLBACK="1"))
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-3000:]
+
+
+def qkv(b, h, hk, lq, lk, d, dv=None, dtype=torch.float32, seed=0):
+    dv = d if dv is None else dv
+    return (make((b, h, lq, d), dtype, seed, -2, 2), make((b, hk, lk, d), dtype, seed + 1, -2, 2),
+            make((b, hk, lk, dv), dtype, seed + 2, -2, 2))
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("lk", [1, 17, 300, 2048])
+def test_decode(adapter_kind, lk):
+    q, k, v = qkv(2, 4, 4, 1, lk, 64)
+    check_sdpa(q, k, v)
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("lq", [2, 8])
+def test_decode_few_rows_over_long_cache(adapter_kind, lq):
+    q, k, v = qkv(1, 2, 2, lq, 1000, 32)
+    check_sdpa(q, k, v)
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("length", [77, 256])
+@pytest.mark.parametrize("causal", [False, True])
+def test_prefill(adapter_kind, length, causal):
+    q, k, v = qkv(1, 2, 2, length, length, 64)
+    check_sdpa(q, k, v, is_causal=causal)
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("lq,lk", [(5, 9), (9, 5), (1, 6), (40, 3)])
+def test_causal_top_left_with_unequal_lengths(adapter_kind, lq, lk):
+    q, k, v = qkv(2, 3, 3, lq, lk, 16)
+    check_sdpa(q, k, v, is_causal=True)
+
+
+MASK_SHAPES = {"key_padding": (2, 1, 1, 19), "square": (7, 19), "full": (2, 3, 7, 19)}
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("shape", list(MASK_SHAPES))
+@pytest.mark.parametrize("kind", ["bool", "float"])
+def test_masks(adapter_kind, shape, kind):
+    q, k, v = qkv(2, 3, 3, 7, 19, 32)
+    if kind == "bool":
+        mask = make(MASK_SHAPES[shape], torch.bool, seed=5)
+        mask[..., 0] = True  # no fully masked row here (see the test below)
+    else:
+        mask = make(MASK_SHAPES[shape], torch.float32, seed=5, low=-3, high=1)
+    check_sdpa(q, k, v, attn_mask=mask)
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("kind", ["bool", "float"])
+def test_fully_masked_rows_give_zeros(adapter_kind, kind):
+    q, k, v = qkv(1, 2, 2, 4, 10, 8)
+    keep = torch.ones(4, 10, dtype=torch.bool)
+    keep[1] = False
+    keep[3, 5:] = False
+    mask = keep if kind == "bool" else torch.zeros(4, 10).masked_fill(~keep, float("-inf"))
+    out = check_sdpa(q, k, v, attn_mask=mask)
+    assert (out[:, :, 1].cpu() == 0).all()
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("lq,lk,causal", [(1, 300, False), (33, 33, True)])
+@pytest.mark.parametrize("masked", [False, True])
+def test_grouped_query_heads(adapter_kind, lq, lk, causal, masked):
+    q, k, v = qkv(1, 14, 2, lq, lk, 64)
+    kw = dict(enable_gqa=True, is_causal=causal and not masked)
+    if masked:
+        kw["attn_mask"] = torch.rand(lq, lk, generator=torch.Generator().manual_seed(3)) > 0.3
+        kw["attn_mask"][:, 0] = True
+    check_sdpa(q, k, v, **kw)
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_grouped_heads_without_enable_gqa_raise_like_cpu():
+    q, k, v = qkv(1, 4, 2, 3, 5, 8)
+    with pytest.raises(RuntimeError):
+        F.scaled_dot_product_attention(q, k, v)
+    with pytest.raises(RuntimeError):
+        F.scaled_dot_product_attention(dev(q), dev(k), dev(v))
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_transposed_and_offset_views(adapter_kind):
+    """HF's layout: (B, L, H, D) projections viewed as (B, H, L, D); K/V a prefix of a
+    longer cache (storage offsets and row strides); the output keeps q's dim order."""
+    b, h, hk, lq, lk, d = 2, 6, 2, 5, 23, 16
+    q_bl = make((b, lq, h, d), torch.float32, 1)
+    cache_k = make((b, hk, 40, d), torch.float32, 2)
+    cache_v = make((b, hk, 40, d + 8), torch.float32, 3)
+    q = q_bl.transpose(1, 2)
+    k = cache_k[:, :, 3:3 + lk]
+    v = cache_v[:, :, 3:3 + lk, 4:4 + d]
+    dq = dev(q_bl).transpose(1, 2)
+    dk = dev(cache_k)[:, :, 3:3 + lk]
+    dv_ = dev(cache_v)[:, :, 3:3 + lk, 4:4 + d]
+    out = check_sdpa(q, k, v, device_args=(dq, dk, dv_), enable_gqa=True)
+    # The strides torch's meta function gives (Inductor asserts them): in the torch of
+    # this suite, q's dim order, so HF's out.transpose(1, 2).reshape(...) is free.
+    meta = torch.ops.aten._scaled_dot_product_fused_attention_overrideable(
+        *(t.to("meta") for t in (dq, dk.repeat_interleave(3, 1), dv_.repeat_interleave(3, 1))))[0]
+    assert out.stride() == meta.stride()
+    if meta.transpose(1, 2).is_contiguous():
+        assert out.transpose(1, 2).is_contiguous()
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_strided_head_dim_and_mask_view(adapter_kind):
+    q, k, v = qkv(1, 2, 2, 6, 11, 24)
+    mask = make((3, 6, 22), torch.float32, 4)[1, :, ::2]
+    dq, dk, dv_ = dev(q)[..., ::2], dev(k)[..., ::2], dev(v).transpose(-1, -2).contiguous().transpose(-1, -2)
+    dmask = dev(make((3, 6, 22), torch.float32, 4))[1, :, ::2]
+    expected = reference(q[..., ::2], k[..., ::2], v, attn_mask=mask)
+    with OpNames() as ops:
+        actual = F.scaled_dot_product_attention(dq, dk, dv_, attn_mask=dmask)
+    assert FUSED in ops.names
+    assert_same(actual, expected, **TOL[torch.float32])
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("d", [8, 64, 80, 128])
+@pytest.mark.parametrize("lq", [1, 20])
+def test_head_dims(adapter_kind, d, lq):
+    q, k, v = qkv(1, 2, 2, lq, 37, d)
+    check_sdpa(q, k, v, is_causal=lq > 1)
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("d,dv", [(64, 32), (16, 100), (40, 8)])
+def test_value_dim_differs(adapter_kind, d, dv):
+    q, k, v = qkv(2, 2, 2, 9, 30, d, dv)
+    check_sdpa(q, k, v, scale=0.3)
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("lq,lk", [(1, 300), (24, 24)])
+def test_half_types(adapter_kind, dtype, lq, lk):
+    q, k, v = qkv(1, 4, 2, lq, lk, 64, dtype=dtype)
+    mask = make((lq, lk), dtype, 7, -1, 0)
+    check_sdpa(q, k, v, attn_mask=mask, enable_gqa=True)
+    check_sdpa(q, k, v, is_causal=True, enable_gqa=True)
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_three_dim_inputs(adapter_kind):
+    q, k, v = (t[0] for t in qkv(1, 3, 3, 4, 9, 16, 12))
+    check_sdpa(q, k, v, is_causal=True)
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("shape", [(0, 2, 2, 4, 5, 8, 8), (1, 2, 2, 0, 5, 8, 8), (1, 2, 2, 4, 0, 8, 8),
+                                   (1, 0, 0, 4, 5, 8, 8), (1, 2, 2, 3, 4, 0, 8), (1, 2, 2, 3, 4, 8, 0)])
+def test_empty_shapes(adapter_kind, shape):
+    b, h, hk, lq, lk, d, dv = shape
+    q, k, v = qkv(b, h, hk, lq, lk, d, dv)
+    expected = reference(q, k, v)
+    actual = F.scaled_dot_product_attention(dev(q), dev(k), dev(v))
+    assert_same(actual, expected)
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("kind", ["bool", "float"])
+@pytest.mark.parametrize("lq", [3, 20])
+def test_the_fused_op_called_directly(adapter_kind, kind, lq):
+    """The composite hands the kernel float masks; a direct call may pass a bool one. Both
+    give the math path's output and the logsumexp of the scores (-inf for a masked row)."""
+    q, k, v = qkv(2, 2, 2, lq, 300, 16)
+    keep = torch.rand(lq, 300, generator=torch.Generator().manual_seed(4)) > 0.2
+    keep[2] = False
+    mask = keep if kind == "bool" else torch.zeros(lq, 300).masked_fill(~keep, float("-inf"))
+    result = torch.ops.aten._scaled_dot_product_fused_attention_overrideable(
+        dev(q), dev(k), dev(v), dev(mask).expand(2, 2, lq, 300))
+    out, lse = result[:2]
+    # The rest as the schema allows without dropout: no sequence offsets, the lengths,
+    # zero Philox state, no debug mask.
+    assert result[2] is None and result[3] is None and result[8] is None
+    assert (result[4], result[5]) == (lq, 300)
+    assert result[6].item() == 0 and result[7].item() == 0
+    additive = torch.zeros(lq, 300).masked_fill(~keep, float("-inf"))
+    scores = (q @ k.transpose(-1, -2)) / 4.0 + additive
+    assert_same(lse, torch.logsumexp(scores, -1), rtol=1e-5, atol=1e-5)
+    assert_same(out, reference(q, k, v, attn_mask=mask), **TOL[torch.float32])
+
+
+def test_requires_grad_takes_the_math_path_and_gradients_match():
+    q, k, v = qkv(1, 2, 2, 5, 7, 8)
+    leaves_cpu = [t.clone().requires_grad_() for t in (q, k, v)]
+    leaves_dev = [dev(t).requires_grad_() for t in (q, k, v)]
+    w = make((1, 2, 5, 8), torch.float32, 9)
+    with sdpa_kernel(SDPBackend.MATH):
+        (F.scaled_dot_product_attention(*leaves_cpu, is_causal=True) * w).sum().backward()
+    with OpNames() as ops:
+        out = F.scaled_dot_product_attention(*leaves_dev, is_causal=True)
+    assert ran_math(ops.names), ops.names
+    (out * dev(w)).sum().backward()
+    for a, e in zip(leaves_dev, leaves_cpu):
+        assert_same(a.grad, e.grad, rtol=1e-4, atol=1e-5)
+    with torch.no_grad():  # no gradient recorded: fused again
+        check_sdpa(*(t.detach() for t in leaves_cpu), device_args=leaves_dev, is_causal=True)
+
+
+def test_sdpa_kernel_math_forces_math():
+    q, k, v = qkv(1, 2, 2, 3, 4, 8)
+    with sdpa_kernel(SDPBackend.MATH), OpNames() as ops:
+        out = F.scaled_dot_product_attention(dev(q), dev(k), dev(v))
+    assert ran_math(ops.names), ops.names
+    assert_same(out, reference(q, k, v), **TOL[torch.float32])
+
+
+def test_dropout_takes_the_math_path():
+    q, k, v = qkv(1, 2, 2, 3, 4, 8)
+    with OpNames() as ops:
+        F.scaled_dot_product_attention(dev(q), dev(k), dev(v), dropout_p=0.5)
+    assert ran_math(ops.names), ops.names
+
+
+def test_spec_default_limits_in_a_fresh_process():
+    check_in_fresh_process(
+        "for kind in ('software', 'gpu'):\n"
+        "    import os; os.environ['TORCH_WEBGPU_ADAPTER_KIND'] = kind\n"
+        "    for lq, lk, d in ((1, 700, 256), (40, 40, 256), (17, 64, 128)):\n"
+        "        q, k, v = (torch.randn(1, 4, n, d, generator=g) for n in (lq, lk, lk))\n"
+        "        with sdpa_kernel(SDPBackend.MATH):\n"
+        "            ref = F.scaled_dot_product_attention(q, k, v, is_causal=lq > 1)\n"
+        "        out = F.scaled_dot_product_attention(q.to('webgpu'), k.to('webgpu'), v.to('webgpu'),\n"
+        "                                             is_causal=lq > 1)\n"
+        "        torch.testing.assert_close(out.cpu(), ref, rtol=1e-5, atol=2e-6)\n",
+        {"TORCH_WEBGPU_LIMITS": "default"})
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_torch_compile_calls_the_fused_kernel():
+    """Inductor keeps the fused op as an extern call (its meta layout must match ours)."""
+    def block(x, k, v):
+        q = x.view(1, 9, 4, 16).transpose(1, 2)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        return a.transpose(1, 2).reshape(1, 9, 64) * 2 + 1
+
+    x, k, v = make((1, 9, 64), torch.float32, 1), make((1, 2, 9, 16), torch.float32, 2), \
+        make((1, 2, 9, 16), torch.float32, 3)
+    with sdpa_kernel(SDPBackend.MATH):
+        expected = block(x, k, v)
+    compiled = torch.compile(block)
+    actual = compiled(dev(x), dev(k), dev(v))
+    assert_same(actual, expected, **TOL[torch.float32])
+    with OpNames() as ops:
+        compiled(dev(x), dev(k), dev(v))
+    assert FUSED in ops.names, ops.names
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("case", ["head_dims", "key_lengths", "mask_shape"])
+def test_bad_inputs_raise_like_cpu(case):
+    q, k, v = qkv(1, 2, 2, 3, 5, 8)
+    kw = {}
+    if case == "head_dims":
+        k = k[..., :6]
+    elif case == "key_lengths":
+        v = v[:, :, :4]
+    else:
+        kw["attn_mask"] = torch.zeros(3, 4)
+    with pytest.raises(RuntimeError) as cpu_error, sdpa_kernel(SDPBackend.MATH):
+        F.scaled_dot_product_attention(q, k, v, **kw)
+    with pytest.raises(type(cpu_error.value)):
+        F.scaled_dot_product_attention(dev(q), dev(k), dev(v), **{n: dev(x) for n, x in kw.items()})
+
+
+def test_operands_beyond_one_binding_in_a_fresh_process():
+    """K/V inside a cache larger than a binding are bound through windows; a q larger than
+    a binding takes the math path."""
+    check_in_fresh_process(
+        "from torch.profiler import profile\n"
+        "cache = torch.randn(1, 1, 4096, 32, generator=g)\n"
+        "dcache = cache.to('webgpu')\n"
+        "for lq, fused in ((1, True), (40, True), (1200, False)):\n"
+        "    q = torch.randn(1, 2, lq, 32, generator=g)\n"
+        "    k, v = cache[:, :, 3000:3100], cache[:, :, 3100:3200]\n"
+        "    with sdpa_kernel(SDPBackend.MATH):\n"
+        "        ref = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)\n"
+        "    with profile() as prof:\n"
+        "        out = F.scaled_dot_product_attention(q.to('webgpu'), dcache[:, :, 3000:3100],\n"
+        "                                             dcache[:, :, 3100:3200], enable_gqa=True)\n"
+        "    names = {e.name for e in prof.events()}\n"
+        "    assert ('aten::_scaled_dot_product_fused_attention_overrideable' in names) == fused, names\n"
+        "    torch.testing.assert_close(out.cpu(), ref, rtol=1e-5, atol=2e-6)\n"
+        # The op itself past the limits (as a graph compiled for dynamic shapes calls it).
+        "    mask = torch.randn(lq, 100, generator=g).masked_fill(torch.rand(lq, 100, generator=g) < 0.2, -float('inf'))\n"
+        "    mask[0] = -float('inf')\n"
+        "    out, lse = torch.ops.aten._scaled_dot_product_fused_attention_overrideable(\n"
+        "        q.to('webgpu'), dcache[:, :, 3000:3100], dcache[:, :, 3100:3200], mask.to('webgpu').expand(1, 2, lq, 100))[:2]\n"
+        "    with sdpa_kernel(SDPBackend.MATH):\n"
+        "        ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)\n"
+        "    scores = (q @ k.transpose(-1, -2)) / 32 ** 0.5 + mask\n"
+        "    torch.testing.assert_close(out.cpu(), ref, rtol=1e-5, atol=2e-6)\n"
+        "    torch.testing.assert_close(lse.cpu(), torch.logsumexp(scores, -1), rtol=1e-5, atol=1e-5)\n",
+        {"TORCH_WEBGPU_MAX_BINDING_BYTES": "262144"})
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("lq,lk", [(1, 600), (20, 20)])
+def test_graph_capture_replays_the_fused_kernel(adapter_kind, lq, lk):
+    """A captured call (the GPU variant's key splits and merge pass included) replays on
+    new inputs copied into the same tensors."""
+    q, k, v = (dev(t) for t in qkv(1, 4, 2, lq, lk, 32))
+    run = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=lq > 1, enable_gqa=True)
+    run()  # pipelines are built outside capture
+    g = torch.webgpu.WebGPUGraph()
+    with torch.webgpu.graph(g):
+        out = run()
+    assert g.num_dispatches() > 0
+    for seed in (5, 6):
+        new = qkv(1, 4, 2, lq, lk, 32, seed=seed)
+        for dst, src in zip((q, k, v), new):
+            dst.copy_(dev(src))
+        g.replay()
+        assert_same(out, reference(*new, is_causal=lq > 1, enable_gqa=True), **TOL[torch.float32])
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_torch_compile_with_dynamic_shapes():
+    """The choice sees symbolic sizes while tracing (comparisons become guards)."""
+    def f(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True) * 2
+
+    compiled = torch.compile(f, dynamic=True)
+    for length in (5, 9, 13):
+        q, k, v = qkv(1, 4, 2, length, length, 16, seed=length)
+        with sdpa_kernel(SDPBackend.MATH):
+            expected = f(q, k, v)
+        with OpNames() as ops:
+            actual = compiled(dev(q), dev(k), dev(v))
+        assert FUSED in ops.names, ops.names
+        assert_same(actual, expected, **TOL[torch.float32])
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("lq,lk", [(1, 300), (20, 20)])
+def test_nan_inputs_propagate_like_math(adapter_kind, lq, lk):
+    """A NaN in a query row makes that row NaN; a NaN in a key every row seeing it makes
+    NaN (the math path's softmax). Keys a row does not see are skipped, as by flash
+    kernels (the math path's additive mask would make NaN there too)."""
+    q, k, v = qkv(1, 2, 2, lq, lk, 16)
+    q[0, 0, lq - 1, 3] = float("nan")
+    k[0, 1, 0, 5] = float("nan")
+    out = check_sdpa(q, k, v, is_causal=lq > 1)
+    assert out.isnan().any()
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("d,dv", [(6, 10), (3, 33), (130, 7)])
+def test_odd_head_dims_prefill(adapter_kind, d, dv):
+    """Head dims the lanes variant does not take: the rows variant with several query rows
+    per workgroup, value columns shared unevenly among a chunk's invocations."""
+    q, k, v = qkv(2, 3, 3, 21, 45, d, dv)
+    check_sdpa(q, k, v, is_causal=True)
+    check_sdpa(q, k, v, attn_mask=make((21, 45), torch.float32, 8, -2, 0))
