@@ -23,6 +23,7 @@
 
 #include "aten/webgpu_tensor.h"
 #include "kernels/binding_window.h"
+#include "kernels/convolution.h"
 #include "kernels/matmul.h"
 
 namespace twgpu::aten {
@@ -109,11 +110,7 @@ std::vector<int64_t> spatial_sizes(const uint32_t* v, int64_t nd) {
   return std::vector<int64_t>(v + 3 - nd, v + 3);
 }
 
-bool is_pointwise(const ConvGeometry& g) {
-  for (int d = 0; d < 3; ++d)
-    if (g.ks[d] != 1 || g.stride[d] != 1 || g.pad[d] != 0 || g.xs[d] != g.ys[d]) return false;
-  return true;
-}
+bool is_pointwise(const ConvGeometry& g) { return conv_is_pointwise(g); }
 
 MatOperand mat(const Tensor& t, uint64_t bo, uint64_t bi, uint64_t rows, uint64_t cols) {
   DeviceRef r = device_ref(t);
@@ -130,21 +127,9 @@ MatOperand mat(const Tensor& t, uint64_t bo, uint64_t bi, uint64_t rows, uint64_
 
 at::TensorOptions f32_like(const Tensor& t) { return t.options().dtype(at::kFloat); }
 
-// Images per pass, so that a pass's float32 column buffer stays within one storage
-// binding (and a bounded amount of memory).
 uint64_t images_per_pass(const ConvGeometry& g, uint64_t y_channels) {
-  uint64_t budget = uint64_t(256) << 20;
-  {
-    RuntimeLock lock;
-    const uint64_t binding = lock.ctx().caps().max_storage_binding_size;
-    if (binding && binding < budget) budget = binding;
-  }
-  // Per image: its columns, and (bound through windows of larger buffers) its input and
-  // output, at most 4 bytes an element.
-  const uint64_t per_image = std::max({uint64_t(g.groups) * g.rows() * g.y_spatial() * 4,
-                                       uint64_t(g.groups) * g.cx * g.x_spatial() * 4,
-                                       y_channels * g.y_spatial() * 4});
-  return std::max<uint64_t>(1, budget / std::max<uint64_t>(per_image, 1));
+  RuntimeLock lock;
+  return conv_images_per_pass(lock.ctx(), g, y_channels);
 }
 
 std::vector<int64_t> nc_sizes(uint64_t n, uint64_t c, const uint32_t* spatial, int64_t nd) {
@@ -153,32 +138,9 @@ std::vector<int64_t> nc_sizes(uint64_t n, uint64_t c, const uint32_t* spatial, i
   return v;
 }
 
-// Whether one pass's float32 columns fit one storage binding.
-bool columns_fit(const ConvGeometry& g) {
-  return is_pointwise(g) ||
-         uint64_t(g.batch) * g.groups * g.rows() * g.y_spatial() * 4 <= window_budget(Context::get());
-}
+bool columns_fit(const ConvGeometry& g) { return conv_columns_fit(Context::get(), g); }
 
-// One image whose columns exceed a binding: tiles of output rows along its outermost
-// spatial dim of more than one row (2-d and 3-d convolutions), each tile's columns within
-// one binding (g.ys then holds the tile's extent, g.y_first its first row). Empty when that
-// cannot be done (the kernels then refuse by name).
-std::vector<ConvGeometry> row_tiles(const ConvGeometry& g) {
-  const int dim = g.ys[0] > 1 ? 0 : (g.ys[1] > 1 ? 1 : -1);
-  if (dim < 0 || g.batch != 1) return {};
-  const uint64_t row_cols = uint64_t(g.groups) * g.rows() * (g.y_spatial() / g.ys[dim]) * 4;
-  const uint64_t budget = window_budget(Context::get());
-  if (row_cols > budget) return {};
-  const uint32_t rows = static_cast<uint32_t>(std::min<uint64_t>(g.ys[dim], budget / row_cols));
-  std::vector<ConvGeometry> tiles;
-  for (uint32_t r0 = 0; r0 < g.ys[dim]; r0 += rows) {
-    ConvGeometry t = g;
-    t.ys[dim] = std::min(rows, g.ys[dim] - r0);
-    t.y_first[dim] = r0;
-    tiles.push_back(t);
-  }
-  return tiles;
-}
+std::vector<ConvGeometry> row_tiles(const ConvGeometry& g) { return conv_row_tiles(Context::get(), g); }
 
 // A tile's output rows are contiguous within each channel plane of Y: `y` seen from the
 // tile's first element there (so that a GEMM operand over the tile starts at it).
@@ -188,16 +150,9 @@ Tensor from_tile(const Tensor& y, const ConvGeometry& all, const ConvGeometry* t
   return first ? y.view({-1}).narrow(0, static_cast<int64_t>(first), 1) : y;
 }
 
-// Whether a GEMM of m x n outputs over the columns of `g`'s images (the forward's, the
-// per-image weight gradient's) gathers them from x in its tile loads: where GEMMs run
-// shared-memory tiles and would for this product (m, n >= 16; the gather has no other
-// variant), unless TORCH_WEBGPU_CONV_IMPLICIT=0; =1 forces it for any product (for
-// measuring both on a GPU, and for tests).
+// Where GEMMs run shared-memory tiles (GPUs): implicit GEMM (see kernels/convolution.h).
 bool gather_columns(const ConvGeometry& g, uint64_t m, uint64_t n) {
-  if (uint64_t(g.batch) * g.groups * g.cx * g.x_spatial() >= (uint64_t(1) << 31)) return false;
-  const char* e = std::getenv("TORCH_WEBGPU_CONV_IMPLICIT");
-  if (e && *e) return std::string(e) != "0";
-  return m >= 16 && n >= 16 && gemm_uses_tiles(Context::get());
+  return conv_gather_columns(Context::get(), g, m, n);
 }
 
 // Makes d's B the columns of `g` gathered from x (contiguous images of the pass); returns
@@ -215,62 +170,31 @@ Tensor gather_from(GemmDesc& d, const Tensor& x, const ConvGeometry& g) {
   return taps;
 }
 
-// y (N, groups * cy, ys) = conv(x (N, groups * cx, xs), w (groups * cy, cx, k)) + bias, for
-// the images of one pass (g.batch of them; x and y contiguous): one GEMM batched over
-// (image, group). A 1x1 convolution multiplies x itself, without columns; where GEMMs run
-// shared-memory tiles (GPUs) others gather their B tiles from x through the im2col index
-// map (implicit GEMM: no columns written and read back), elsewhere im2col writes columns.
-// With `tile` (g.ys holding the whole output): only the tile's output rows.
-void conv_forward_pass(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& y_all,
-                       const ConvGeometry& g_all, const ConvGeometry* tile = nullptr) {
-  const ConvGeometry& g = tile ? *tile : g_all;
-  const uint64_t N = g.batch, G = g.groups, R = g.rows(), L = g.y_spatial(), Ly = g_all.y_spatial();
-  const uint64_t Cy = static_cast<uint64_t>(w.size(0)), cy = Cy / G;
-  GemmDesc d;
-  d.batch_outer = N;
-  d.batch_inner = G;
-  d.m = cy;
-  d.n = L;
-  d.k = R;
-  d.compute = Compute::F32;
-  d.a = mat(w, 0, cy * R, R, 1);
-  Tensor col;
-  const uint64_t C = G * g.cx;
-  if (is_pointwise(g) && !tile) {
-    d.b = mat(x, C * L, g.cx * L, L, 1);
-  } else if (gather_columns(g, cy, L)) {
-    col = gather_from(d, x, g);
-  } else {
-    col = at::empty({static_cast<int64_t>(N * G * R * L)}, f32_like(x));
-    ColLayout lay{G * R * L, R * L, L, 1};
-    DeviceRef xr = device_ref(x);
-    RuntimeLock lock;
-    conv_im2col(lock.ctx(), g, xr.buffer, xr.offset, xr.dtype, device_ref(col).buffer, lay);
-    d.b = mat(col, G * R * L, R * L, L, 1);
-  }
-  if (bias.defined()) {
-    const uint64_t bs = static_cast<uint64_t>(bias.stride(0));
-    d.c = mat(bias, 0, cy * bs, bs, 0);
-    d.beta = ScalarBits::from_f32(1.0f);
-  }
-  d.out = mat(from_tile(y_all, g_all, tile), Cy * Ly, cy * Ly, Ly, 1);
-  RuntimeLock lock;
-  gemm(lock.ctx(), d);
+ConvOperand operand(const Tensor& t) {
+  const DeviceRef r = device_ref(t);
+  return ConvOperand{r.buffer, r.offset, r.dtype};
 }
 
+// The forward as the engine runs it (kernels/convolution.h): the plan's pieces, with its
+// scratch allocated here.
 Tensor conv_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& bias,
                     const ConvGeometry& g, int64_t nd) {
   const Tensor x = x_in.contiguous(), w = w_in.contiguous();
   Tensor y = at::empty(nc_sizes(g.batch, w.size(0), g.ys, nd), x.options());
-  const uint64_t step = images_per_pass(g, static_cast<uint64_t>(w.size(0)));
-  for (uint64_t n0 = 0; n0 < g.batch; n0 += step) {
-    ConvGeometry p = g;
-    p.batch = static_cast<uint32_t>(std::min<uint64_t>(step, g.batch - n0));
-    const Tensor xs = x.narrow(0, n0, p.batch), ys = y.narrow(0, n0, p.batch);
-    const std::vector<ConvGeometry> tiles = columns_fit(p) ? std::vector<ConvGeometry>() : row_tiles(p);
-    if (tiles.empty()) conv_forward_pass(xs, w, bias, ys, p);
-    for (const ConvGeometry& t : tiles) conv_forward_pass(xs, w, bias, ys, p, &t);
+  ConvForwardPlan plan;
+  {
+    RuntimeLock lock;
+    plan = plan_conv_forward(lock.ctx(), g, static_cast<uint64_t>(w.size(0)));
   }
+  Tensor col, taps;
+  if (plan.col_elements) col = at::empty({static_cast<int64_t>(plan.col_elements)}, f32_like(x));
+  if (plan.tap_words) taps = at::empty({static_cast<int64_t>(plan.tap_words)}, x.options().dtype(at::kInt));
+  const ConvOperand b = bias.defined() ? operand(bias) : ConvOperand{};
+  const uint64_t bias_stride = bias.defined() ? static_cast<uint64_t>(bias.stride(0)) : 0;
+  RuntimeLock lock;
+  record_conv_forward(lock.ctx(), plan, operand(x), operand(w), b, bias_stride, operand(y),
+                      col.defined() ? device_ref(col).buffer : nullptr,
+                      taps.defined() ? device_ref(taps).buffer : nullptr);
   return y;
 }
 

@@ -848,6 +848,60 @@ def test_bad_pte_is_a_clear_error(tmp_path):
             pass
 
 
+# Convolutions the engine runs through eager's forward (kernels/convolution.h): each case
+# (weight shape, conv kwargs) on inputs of batch 1 and 4; channels and positions >= 16 so
+# that GPU-class adapters take the implicit GEMM, software ones im2col.
+CONV_ZOO_SCRIPT = r'''
+import sys, torch, torch.nn.functional as F
+import torch_webgpu
+from torch_webgpu import aot, engine
+conv = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
+cases = [
+    ((16, 4, 3, 3), (10, 12), dict(stride=2, padding=1)),
+    ((16, 4, 3, 3), (9, 11), dict(padding=2, dilation=2)),
+    ((32, 8, 3, 3), (8, 8), dict(padding=1, groups=2)),
+    ((24, 1, 3, 3), (9, 9), dict(padding=1, groups=24)),  # depthwise
+    ((24, 16, 1, 1), (6, 7), {}),                          # 1x1 as a GEMM
+    ((16, 3, 5), (40,), dict(stride=3, padding=2)),
+    ((16, 2, 2, 3, 3), (5, 6, 6), dict(stride=(1, 2, 1), padding=1)),
+]
+class Conv(torch.nn.Module):
+    def __init__(self, w, b, kw):
+        super().__init__()
+        self.w = torch.nn.Parameter(w, requires_grad=False)
+        self.b = None if b is None else torch.nn.Parameter(b, requires_grad=False)
+        self.kw = kw
+    def forward(self, x):
+        return conv[self.w.dim() - 2](x, self.w, self.b, **self.kw)
+torch.manual_seed(0)
+for i, (ws, spatial, kw) in enumerate(cases):
+    for bias in (False, True):
+        for n in (1, 4):
+            w = torch.randn(ws)
+            cin = ws[1] * kw.get("groups", 1)
+            m = Conv(w, torch.randn(ws[0]) if bias else None, kw).eval()
+            x = torch.randn(n, cin, *spatial)
+            d = f"{sys.argv[1]}/c{i}_{bias}_{n}"
+            aot.export(m, (x,), d)
+            (got,) = engine.Program.load(d).run(x)
+            got = torch.from_numpy(got)
+            with torch.no_grad():
+                want = m(x)
+                eager = m.to("webgpu")(x.to("webgpu")).cpu()
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+            assert torch.equal(got, eager), f"case {i} bias={bias} n={n}: engine and eager differ by {(got - eager).abs().max()}"
+print("ok", len(cases) * 4)
+'''
+
+
+@pytest.mark.parametrize("adapter", ["gpu", "software"])
+def test_convolutions_equal_eager_on_each_adapter_class(adapter, tmp_path):
+    env = dict(os.environ, TORCH_WEBGPU_ADAPTER_KIND=adapter, TORCH_WEBGPU_DISABLE_CPU_FALLBACK="1")
+    r = subprocess.run([sys.executable, "-c", CONV_ZOO_SCRIPT, str(tmp_path)], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and "ok 28" in r.stdout, r.stdout + r.stderr
+
+
 @pytest.mark.usefixtures("no_fallback")
 def test_splitk_gemm_matches_eager(monkeypatch, tmp_path):
     """On a GPU adapter few-row products with a long K take split-K; the engine calls the

@@ -1,25 +1,16 @@
-// convolution (not transposed, 1 to 3 spatial dims, float dtypes): im2col into float32
-// scratch (skipped for pointwise kernels) and one gemm per pass of images, set up as the
-// eager layer does (csrc/aten/ops_convolution.cpp) so the sums round the same way.
+// convolution (not transposed, 1 to 3 spatial dims, float dtypes): eager's forward
+// (kernels/convolution.h: 1x1 as a GEMM, implicit GEMM on GPUs, im2col elsewhere), so the
+// engine's results equal eager's bit for bit on every adapter class.
 #include <algorithm>
 
 #include "engine/op_registry.h"
-#include "kernels/matmul.h"
+#include "kernels/convolution.h"
 #include "runtime/context.h"
 
 namespace twgpu::engine {
 namespace {
 
-MatOperand mat(const DeviceTensor& t, uint64_t offset, uint64_t bo, uint64_t bi, uint64_t rows,
-               uint64_t cols) {
-  return MatOperand{t.buffer, t.offset + offset, t.dtype, bo, bi, rows, cols};
-}
-
-bool is_pointwise(const ConvGeometry& g) {
-  for (int d = 0; d < 3; ++d)
-    if (g.ks[d] != 1 || g.stride[d] != 1 || g.pad[d] != 0 || g.xs[d] != g.ys[d]) return false;
-  return true;
-}
+ConvOperand operand(const DeviceTensor& t) { return ConvOperand{t.buffer, t.offset, t.dtype}; }
 
 std::vector<int64_t> per_dim(OpBuilder& b, size_t i, int64_t nd, int64_t dflt) {
   std::vector<int64_t> v = b.is_none(i) ? std::vector<int64_t>{} : b.ints(i);
@@ -62,46 +53,14 @@ void convolve(OpBuilder& b, size_t groups_arg) {
   }
   const DeviceTensor x = b.contiguous(in), w = b.contiguous(wt);
   const DeviceTensor& y = b.checked_output(0, out_shape, in.dtype);
-  const uint64_t G = g.groups, R = g.rows(), L = g.y_spatial(), C = G * g.cx;
-  const uint64_t Cy = static_cast<uint64_t>(w.shape[0]), cy = Cy / G;
-  // Images per pass keep one pass's float32 columns within a storage binding (as eager).
-  uint64_t budget = uint64_t(256) << 20;
-  const uint64_t binding = b.gpu().caps().max_storage_binding_size;
-  if (binding && binding < budget) budget = binding;
-  const uint64_t per_image = G * R * L * 4;
-  const uint64_t step = std::max<uint64_t>(1, budget / std::max<uint64_t>(per_image, 1));
-  const bool pointwise = is_pointwise(g);
-  DeviceTensor col;
-  if (!pointwise) col = b.scratch(DType::Float32, {static_cast<int64_t>(std::min<uint64_t>(step, g.batch) * G * R * L)});
-  const uint64_t x_image = C * g.x_spatial();
-  for (uint64_t n0 = 0; n0 < g.batch; n0 += step) {
-    ConvGeometry p = g;
-    p.batch = static_cast<uint32_t>(std::min<uint64_t>(step, g.batch - n0));
-    GemmDesc d;
-    d.batch_outer = p.batch;
-    d.batch_inner = G;
-    d.m = cy;
-    d.n = L;
-    d.k = R;
-    d.compute = Compute::F32;
-    d.a = mat(w, 0, 0, cy * R, R, 1);
-    if (pointwise) d.b = mat(x, n0 * x_image, C * L, g.cx * L, L, 1);
-    else d.b = mat(col, 0, G * R * L, R * L, L, 1);
-    if (bias) {
-      const uint64_t bs = static_cast<uint64_t>(bias->strides[0]);
-      d.c = mat(*bias, 0, 0, cy * bs, bs, 0);
-      d.beta = ScalarBits::from_f32(1.0f);
-    }
-    d.out = mat(y, n0 * Cy * L, Cy * L, cy * L, L, 1);
-    const ColLayout lay{G * R * L, R * L, L, 1};
-    const WGPUBuffer xb = x.buffer, cb = col.buffer;
-    const uint64_t xo = x.offset + n0 * x_image;
-    const DType xt = x.dtype;
-    b.record([=](twgpu::Context& ctx) {
-      if (!pointwise) conv_im2col(ctx, p, xb, xo, xt, cb, lay);
-      gemm(ctx, d);
-    });
-  }
+  const ConvForwardPlan plan = plan_conv_forward(b.gpu(), g, static_cast<uint64_t>(w.shape[0]));
+  WGPUBuffer col = nullptr, taps = nullptr;
+  if (plan.col_elements) col = b.scratch(DType::Float32, {static_cast<int64_t>(plan.col_elements)}).buffer;
+  if (plan.tap_words) taps = b.scratch(DType::Int32, {static_cast<int64_t>(plan.tap_words)}).buffer;
+  const ConvOperand xo = operand(x), wo = operand(w), yo = operand(y);
+  const ConvOperand bo = bias ? operand(*bias) : ConvOperand{};
+  const uint64_t bias_stride = bias ? static_cast<uint64_t>(bias->strides[0]) : 0;
+  b.record([=](twgpu::Context& ctx) { record_conv_forward(ctx, plan, xo, wo, bo, bias_stride, yo, col, taps); });
 }
 
 void convolution(OpBuilder& b) {
