@@ -87,7 +87,7 @@ void record_conv_forward(Context& ctx, const ConvForwardPlan& plan, const ConvOp
                          const ConvOperand& w, const ConvOperand& bias, uint64_t bias_stride,
                          const ConvOperand& y, WGPUBuffer col, WGPUBuffer taps) {
   auto mat = [](const ConvOperand& t, uint64_t offset, uint64_t bo, uint64_t bi, uint64_t rows, uint64_t cols) {
-    return MatOperand{t.buffer, t.offset + offset * element_size(t.dtype), t.dtype, bo, bi, rows, cols};
+    return MatOperand{t.buffer, t.offset + offset, t.dtype, bo, bi, rows, cols};
   };
   const ConvGeometry& all = plan.g;
   const uint64_t G = all.groups, R = all.rows(), Ly = all.y_spatial(), X = all.x_spatial();
@@ -116,7 +116,7 @@ void record_conv_forward(Context& ctx, const ConvForwardPlan& plan, const ConvOp
       d.conv_taps = taps;
     } else {
       const ColLayout lay{G * R * L, R * L, L, 1};
-      conv_im2col(ctx, g, x.buffer, x.offset + x0 * element_size(x.dtype), x.dtype, col, lay);
+      conv_im2col(ctx, g, x.buffer, x.offset + x0, x.dtype, col, lay);
       d.b = MatOperand{col, 0, DType::Float32, G * R * L, R * L, L, 1};
     }
     if (bias.buffer) {

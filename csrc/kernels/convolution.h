@@ -34,7 +34,7 @@ struct ConvForwardPlan {
 
 struct ConvOperand {
   WGPUBuffer buffer = nullptr;
-  uint64_t offset = 0;  // bytes
+  uint64_t offset = 0;  // elements
   DType dtype = DType::Float32;
 };
 
