@@ -189,9 +189,10 @@ Tensor& pow_tensor_scalar_out(const Tensor& base, const c10::Scalar& exp, Tensor
   if (!native_iter(iter, "pow")) return call_cpu_fallback<at::_ops::pow_Tensor_Scalar_out>(base, exp, out);
   const char* kernel = "pow";
   if (c10::isFloatingType(iter.common_dtype()) && !exp.isComplex()) {
-    // The CPU computes these exponents with sqrt / rsqrt (different at -inf).
+    // The CPU computes these exponents with sqrt / rsqrt (different at -inf) and x * x.
     if (exp.toDouble() == 0.5) kernel = "pow_sqrt";
     if (exp.toDouble() == -0.5) kernel = "pow_rsqrt";
+    if (exp.toDouble() == 2.0) kernel = "pow_square";
   }
   if (iter.common_dtype() == c10::kComplexFloat) kernel = complex_pow_kernel(exp);
   launch_on_iterator(iter, kernel, common_compute(iter));

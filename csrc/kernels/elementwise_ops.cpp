@@ -55,6 +55,9 @@ const ElementwiseOpDef kOps[] = {
     // (pow(-inf, 0.5) is nan there, not inf): b is the exponent, unused.
     {"pow_sqrt", 2, "sqrt(a)", nullptr, nullptr, nullptr},
     {"pow_rsqrt", 2, "inverseSqrt(a)", nullptr, nullptr, nullptr},
+    // pow(x, 2.0) is x * x on the CPU; pow_f32's special-case branches cost 10x a multiply on
+    // software adapters (RMSNorm's square at every layer).
+    {"pow_square", 2, "a * a", nullptr, nullptr, nullptr},
     {"pow", 2, "pow_f32(a, b)", "pow_i32(a, b)", "i64_pow(a, b)", nullptr, false},
     {"maximum", 2, "maximum_f32(a, b)", "max(a, b)", "i64_max(a, b)", nullptr},
     {"minimum", 2, "minimum_f32(a, b)", "min(a, b)", "i64_min(a, b)", nullptr},

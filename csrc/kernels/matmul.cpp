@@ -84,7 +84,7 @@ uint32_t set_operand(KernelLaunch& l, Operand op, const MatOperand& o) {
   return offset_word;
 }
 
-enum class Variant { Tiled, Block, PerOutput, Reduce, Gemv };
+enum class Variant { Tiled, Block, PerOutput, Reduce, Gemv, GemvColumns };
 // Split-K: the tiles' kernel writes each slice's float32 partial sums to scratch (see
 // splitk_sum_body), partial (b, slice, r, c) at ((b * splits + slice) * m + r) * n + c.
 enum class Split { None, Partials };
@@ -390,6 +390,63 @@ std::string splitk_sum_body() {
   return s;
 }
 
+// Matrix-vector products on software adapters (weight with K contiguous, float32): an
+// invocation walks K for `cols` neighbouring columns of one row, one running sum per column
+// in k order (as PerOutput). A workgroup owns one row, so A's address is the same for all
+// its invocations: llvmpipe loads such a value once and broadcasts it, where a per-lane
+// address costs a scalar load per lane. The weight is read through a second vec4 binding
+// (buffer `wide`): llvmpipe's per-lane load loop then fetches 4 elements per lane per trip.
+// Eight invocations (one SIMD row of 256-bit llvmpipe) of eight columns each: measured
+// best of 1-64 invocations x 2-16 columns on llvmpipe (2.2x PerOutput's GB/s at decode).
+constexpr uint32_t kGemvColumnsThreads = 8, kGemvColumnsCols = 8;
+
+std::string gemv_columns_body(uint32_t threads, uint32_t cols, size_t wide) {
+  auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
+  const std::string W = "buf" + std::to_string(wide);
+  std::string s = kernel_main(Grid::Groups, threads);
+  s += "  let valid = group < frame_count();\n"
+       "  let g = select(0u, group, valid);\n"
+       "  let M = u.m;\n  let N = u.n;\n  let K = u.k;\n"
+       "  let cg = g % u.tiles_n;\n  let rest = g / u.tiles_n;\n  let r = rest % M;\n  let b = rest / M;\n"
+       "  let bo = b / u.batch_inner;\n  let bi = b % u.batch_inner;\n"
+       "  let c = (cg * " + n(threads) + " + lid) * " + n(cols) + ";\n"
+       "  let ai = a_base(bo, bi) + r * u.a_rows;\n  let ak = u.a_cols;\n"
+       "  let bb = b_base(bo, bi);\n";
+  // Columns past N repeat the last one (never stored): no branch around the loop, whose
+  // control flow stays uniform.
+  for (uint32_t j = 0; j < cols; ++j) {
+    const std::string J = std::to_string(j);
+    s += "  let w" + J + " = bb + min(c + " + n(j) + ", N - 1u) * u.b_cols;\n"
+         "  var s" + J + " = 0.0;\n";
+  }
+  s += "  let K4 = K / 4u;\n"
+       "  for (var q = 0u; q < K4; q = q + 1u) {\n"
+       "    let k = 4u * q;\n";
+  for (uint32_t e = 0; e < 4; ++e)
+    s += "    let a" + std::to_string(e) + " = load_a(ai + (k + " + n(e) + ") * ak);\n";
+  const char* comp[4] = {"x", "y", "z", "w"};
+  for (uint32_t j = 0; j < cols; ++j) {
+    const std::string J = std::to_string(j);
+    s += "    let v" + J + " = bitcast<vec4<f32>>(" + W + "[w" + J + " / 4u + q]);\n";
+    for (uint32_t e = 0; e < 4; ++e)
+      s += "    s" + J + " = s" + J + " + a" + std::to_string(e) + " * v" + J + "." + comp[e] + ";\n";
+  }
+  s += "  }\n"
+       "  for (var k = 4u * K4; k < K; k = k + 1u) {\n"
+       "    let a0 = load_a(ai + k * ak);\n";
+  for (uint32_t j = 0; j < cols; ++j) {
+    const std::string J = std::to_string(j);
+    s += "    s" + J + " = s" + J + " + a0 * load_b(w" + J + " + k);\n";
+  }
+  s += "  }\n  if (valid) {\n";
+  for (uint32_t j = 0; j < cols; ++j) {
+    const std::string J = std::to_string(j);
+    s += "    if (c + " + n(j) + " < N) { finish(bo, bi, r, c + " + n(j) + ", s" + J + "); }\n";
+  }
+  s += "  }\n}\n";
+  return s;
+}
+
 // Matrix-vector products whose weight has K contiguous (F.linear's [n, k] weight with one
 // or a few rows of A: LLM decode). A workgroup owns threads / 32 output columns of one row;
 // the 32 lanes of a column read neighbouring elements of its weight row (coalesced), each
@@ -499,6 +556,16 @@ uint64_t splitk_slice(Context& ctx, const GemmDesc& d, uint64_t tiles, const std
   return slice > kSmallTile.bk ? (slice + kSmallTile.bk - 1) / kSmallTile.bk * kSmallTile.bk : slice;
 }
 
+// GemvColumns' operands: float32 B with K contiguous, every row of B starting on 16 bytes
+// (its vec4 binding), bound whole.
+bool gemv_columns_fit(Context& ctx, const GemmDesc& d) {
+  const MatOperand& b = d.b;
+  auto aligned = [](uint64_t extent, uint64_t stride) { return extent < 2 || stride % 4 == 0; };
+  return d.compute == Compute::F32 && !d.conv && b.dtype == DType::Float32 && b.rows == 1 && d.k >= 4 &&
+         b.offset % 4 == 0 && aligned(d.n, b.cols) && aligned(d.batch_outer, b.batch_outer) &&
+         aligned(d.batch_inner, b.batch_inner) && !needs_window(ctx, b.buffer);
+}
+
 void gemm_piece(Context& ctx, const GemmDesc& d) {
   const uint64_t batch = d.batch_outer * d.batch_inner;
   const uint64_t outputs = batch * d.m * d.n;
@@ -517,6 +584,11 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   const bool gemv_fits = d.compute == Compute::F32 && d.b.rows == 1 && d.b.cols != 1 && d.k >= 2;
   if (gemv_fits && (force == "gemv" || (force.empty() && !software_adapter(ctx) && d.m <= 4 && d.k >= 64)))
     v = Variant::Gemv;
+  // Their own GEMV on software adapters, for few rows (TORCH_WEBGPU_GEMM_VARIANT=gemv_columns
+  // for any eligible product): float32 weights whose rows start on 16 bytes.
+  else if (gemv_columns_fit(ctx, d) &&
+           (force == "gemv_columns" || (force.empty() && software_adapter(ctx) && d.m < 16 && d.n >= 16)))
+    v = Variant::GemvColumns;
   // Large products: shared-memory tiles, register blocks on software adapters (an implicit
   // GEMM has only the tiles).
   else if (d.conv)
@@ -567,6 +639,7 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
                           d.b.batch_outer % 2 == 0 && d.b.batch_inner % 2 == 0;
   uint64_t tile_m = v == Variant::Block ? 4 : shape.tm, tile_n = v == Variant::Block ? 4 : shape.tn;
   if (v == Variant::Gemv) tile_m = 1, tile_n = gemv_threads / kGemvLanes;
+  if (v == Variant::GemvColumns) tile_m = 1, tile_n = kGemvColumnsThreads * kGemvColumnsCols;
   const uint64_t tiles_m = (d.m + tile_m - 1) / tile_m, tiles_n = (d.n + tile_n - 1) / tile_n;
   KernelLaunch l;
   l.declare(gemm_layout(has_c, d.conv != nullptr))
@@ -623,12 +696,21 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   // Narrow outputs share words between neighbouring elements written by different
   // invocations: their stores are atomic.
   bind(epilogue, d.out, kOpOut, Access::ReadWrite, is_subword(d.out.dtype), d.m, d.n);
+  // GemvColumns reads B again as vec4 words, bound last (the epilogue stores to the binding
+  // before it).
+  const size_t word_bindings = l.buffers.size();
+  if (v == Variant::GemvColumns) {
+    l.buffers.push_back({d.b.buffer, Access::Read, false});
+    l.buffers.back().vec4 = true;
+  }
   // The key: the variant's family, the operands' dtypes (C's 0xff when absent), the compute
   // type, and the tile's shape (tiles: rows, K-fast operands, gather) or GEMV's pairing.
   auto dt = [](DType t) { return static_cast<uint32_t>(t); };
   const uint32_t dtypes = dt(d.a.dtype) | dt(d.b.dtype) << 8 | (has_c ? dt(d.c.dtype) : 0xffu) << 16 |
                           dt(d.out.dtype) << 24;
-  const uint32_t shape_word = v == Variant::Tiled ? shape.tm | shape.tn << 8 | shape.bk << 16 : 0;
+  const uint32_t shape_word = v == Variant::Tiled         ? shape.tm | shape.tn << 8 | shape.bk << 16
+                              : v == Variant::GemvColumns ? kGemvColumnsThreads | kGemvColumnsCols << 8
+                                                          : 0;
   const uint32_t flags = (v == Variant::Tiled ? uint32_t(shape.a_k_fast) | uint32_t(shape.b_k_fast) << 1 |
                                                     static_cast<uint32_t>(gather) << 2
                                               : 0) |
@@ -640,6 +722,7 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
                        : v == Variant::Block  ? "gemm:block"
                        : v == Variant::Reduce ? "gemm:reduce"
                        : v == Variant::Gemv   ? "gemm:gemv"
+                       : v == Variant::GemvColumns ? "gemm:gemv_columns"
                                               : "gemm:per_out";
   l.typed = {family, {dtypes, static_cast<uint32_t>(d.compute), shape_word, flags}};
   if (v == Variant::PerOutput || v == Variant::Block) {
@@ -650,15 +733,22 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
     l.workgroup = 64;
   } else {
     l.grid = Grid::Groups;
-    l.count = v == Variant::Tiled || v == Variant::Gemv ? splits * batch * tiles_m * tiles_n : outputs;
-    l.workgroup = v == Variant::Tiled ? shape.threads() : v == Variant::Gemv ? gemv_threads : 64;
+    l.count = v == Variant::Tiled || v == Variant::Gemv || v == Variant::GemvColumns
+                  ? splits * batch * tiles_m * tiles_n
+                  : outputs;
+    l.workgroup = v == Variant::Tiled         ? shape.threads()
+                  : v == Variant::Gemv        ? gemv_threads
+                  : v == Variant::GemvColumns ? kGemvColumnsThreads
+                                              : 64;
   }
   Arith ar{d.compute};
   const GemmDesc desc = d;
-  l.body = [&, desc, has_c, v, ar, shape, gemv_threads, gemv_pairs, gather, split] {
-    std::string s = gemm_common(desc, l.buffers, has_c && split == Split::None, split);
+  l.body = [&, desc, has_c, v, ar, shape, gemv_threads, gemv_pairs, gather, split, word_bindings] {
+    const std::vector<KernelBuffer> words(l.buffers.begin(), l.buffers.begin() + word_bindings);
+    std::string s = gemm_common(desc, words, has_c && split == Split::None, split);
     if (v == Variant::Tiled) s += tiled_body(ar, shape, gather, split);
     else if (v == Variant::Gemv) s += gemv_body(gemv_threads, gemv_pairs, desc.b.dtype);
+    else if (v == Variant::GemvColumns) s += gemv_columns_body(kGemvColumnsThreads, kGemvColumnsCols, word_bindings);
     else if (v == Variant::Block) s += block_body(ar);
     else if (v == Variant::Reduce) s += reduce_body(ar);
     else s += per_output_body(ar);

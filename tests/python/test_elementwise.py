@@ -497,6 +497,23 @@ def test_pow_special_cases():
     check(lambda b: 2 ** b, ib)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_pow_square_is_exact(dtype):
+    """pow(x, 2) runs as x * x (its own kernel, as on the CPU): bit-equal, special values,
+    a strided view with an offset, 0-dim and empty tensors."""
+    x = torch.cat([torch.tensor([INF, -INF, NAN, -0.0, 0.0, 1e30, -1e-30, 3e38]), torch.randn(300) * 100])
+    x = x.to(dtype)
+    with torch.webgpu.profiler.profile() as prof:
+        got = torch.pow(dev(x), 2).cpu()
+    assert any(r.kernel.startswith("ew:pow_square") for r in prof.key_averages())
+    torch.testing.assert_close(got, x.pow(2), rtol=0, atol=0, equal_nan=True)
+    view = x.view(2, -1)[:, 3::2]
+    torch.testing.assert_close(dev(x).view(2, -1)[:, 3::2].pow(2.0).cpu(), view.pow(2.0), rtol=0, atol=0,
+                               equal_nan=True)
+    for t in (x[5], x[:0]):
+        torch.testing.assert_close(dev(t).pow(2).cpu(), t.pow(2), rtol=0, atol=0, equal_nan=True)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.int64], ids=str)
 def test_division_signs_and_zeros(dtype):
     a = torch.tensor([7, -7, 7, -7, 0, 5, -5, 1], dtype=dtype)

@@ -1,0 +1,146 @@
+"""The software adapters' GEMV (gemm:gemv_columns: an invocation walks K for eight
+neighbouring columns, the weight read as vec4 words) against the CPU. Software adapters take
+it by default for float32 products of up to 15 rows whose weight has K contiguous, rows on
+16 bytes and at least 16 columns; TORCH_WEBGPU_GEMM_VARIANT=gemv_columns forces it for any
+eligible product (most tests here). Cases cross its edges: K not a multiple of 4 (the scalar
+tail), fewer columns than one invocation's eight or one workgroup's 64, weight views with a
+wider row stride and an offset, strided A, batches with a broadcast weight, a bias and
+alpha/beta, special values, and weights it cannot read as vec4 (other variants then)."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from conftest import assert_same, dev, make
+
+TOL = dict(rtol=1e-4, atol=1e-4)
+
+
+def gemm_kernels(fn):
+    """The GEMM kernels `fn` dispatches, and its result on the CPU."""
+    with torch.webgpu.profiler.profile() as prof:
+        out = fn().cpu()
+    return {r.kernel for r in prof.key_averages() if r.kernel.startswith("gemm:")}, out
+
+
+@pytest.fixture
+def forced(monkeypatch):
+    monkeypatch.setenv("TORCH_WEBGPU_GEMM_VARIANT", "gemv_columns")
+    monkeypatch.setenv("TORCH_WEBGPU_DISABLE_CPU_FALLBACK", "1")
+
+
+def check(fn, want, kernel="gemm:gemv_columns"):
+    kernels, got = gemm_kernels(fn)
+    assert kernels == {kernel}, kernels
+    torch.testing.assert_close(got, want, **TOL)
+
+
+@pytest.mark.usefixtures("forced")
+@pytest.mark.parametrize("m,k,n", [(1, 4, 1), (1, 8, 3), (1, 64, 8), (1, 576, 192), (1, 1536, 65),
+                                   (2, 256, 130), (3, 100, 17), (15, 36, 200), (1, 4, 1000)])
+def test_linear_shapes(m, k, n):
+    x = make((m, k), torch.float32, seed=1, low=-1, high=1)
+    w = make((n, k), torch.float32, seed=2, low=-1, high=1)
+    check(lambda: F.linear(dev(x), dev(w)), F.linear(x, w))
+
+
+@pytest.mark.usefixtures("forced")
+@pytest.mark.parametrize("k", [5, 130, 299])
+@pytest.mark.parametrize("start", [0, 4, 8])
+def test_weight_views_and_k_tail(k, start):
+    """A weight that is a column slice of a wider matrix (row stride 520 > K, K not a
+    multiple of 4: the scalar tail) at an aligned offset, and A strided along K."""
+    big = make((40, 520), torch.float32, seed=3, low=-1, high=1)
+    xt = make((k, 3), torch.float32, seed=4, low=-1, high=1)
+    x, w = xt.t()[1:2], big[:, start:start + k]  # x: K stride 3
+    check(lambda: F.linear(dev(xt).t()[1:2], dev(big)[:, start:start + k]), F.linear(x, w))
+    # Every other row of the weight (row stride 1040) and a transposed A row.
+    check(lambda: F.linear(dev(x), dev(big)[::2, start:start + k]), F.linear(x, w[::2]))
+
+
+@pytest.mark.usefixtures("forced")
+def test_bias_alpha_beta():
+    x = make((2, 1, 300), torch.float32, seed=5, low=-1, high=1)
+    w = make((50, 300), torch.float32, seed=6, low=-1, high=1)
+    b = make((50,), torch.float32, seed=7, low=-1, high=1)
+    check(lambda: F.linear(dev(x), dev(w), dev(b)), F.linear(x, w, b))
+    c = make((1, 50), torch.float32, seed=8, low=-1, high=1)
+    check(lambda: torch.addmm(dev(c), dev(x[0]), dev(w).t(), alpha=0.5, beta=2.0),
+          torch.addmm(c, x[0], w.t(), alpha=0.5, beta=2.0))
+
+
+@pytest.mark.usefixtures("forced")
+def test_batched_and_broadcast():
+    """bmm with batch strides; matmul with a weight broadcast over two batch dims (stride 0)."""
+    a = make((3, 2, 132), torch.float32, seed=9, low=-1, high=1)
+    w = make((3, 24, 132), torch.float32, seed=10, low=-1, high=1)
+    check(lambda: torch.bmm(dev(a), dev(w).transpose(1, 2)), torch.bmm(a, w.transpose(1, 2)))
+    w1 = make((24, 132), torch.float32, seed=11, low=-1, high=1)
+    check(lambda: torch.matmul(dev(a).unsqueeze(0).expand(2, 3, 2, 132), dev(w1).t()),
+          torch.matmul(a.unsqueeze(0).expand(2, 3, 2, 132), w1.t()))
+
+
+@pytest.mark.usefixtures("forced")
+def test_mv_and_vector_matmul():
+    w = make((70, 332), torch.float32, seed=12)
+    v = make((332,), torch.float32, seed=13)
+    check(lambda: torch.mv(dev(w), dev(v)), torch.mv(w, v))
+    check(lambda: dev(v) @ dev(w).t(), v @ w.t())
+
+
+@pytest.mark.usefixtures("forced")
+def test_special_values():
+    x = make((1, 200), torch.float32, seed=14)
+    w = make((20, 200), torch.float32, seed=15)
+    w[1, 5], w[2, 199], w[3, 0] = float("nan"), float("inf"), float("-inf")
+    x[0, 7] = 0.0
+    w[4, 7] = float("inf")  # inf * 0 -> nan in output 4 only
+    kernels, got = gemm_kernels(lambda: F.linear(dev(x), dev(w)))
+    want = F.linear(x, w)
+    assert kernels == {"gemm:gemv_columns"}
+    assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.isinf(), want.isinf())
+    finite = want.isfinite()
+    torch.testing.assert_close(got[finite], want[finite], **TOL)
+
+
+@pytest.mark.usefixtures("forced")
+def test_ineligible_weights_take_other_variants():
+    """Rows off 16 bytes, half-type weights, K below 4, empty products: other variants, still
+    right."""
+    big = make((40, 521), torch.float32, seed=16, low=-1, high=1)
+    x = make((1, 300), torch.float32, seed=17, low=-1, high=1)
+    kernels, got = gemm_kernels(lambda: F.linear(dev(x), dev(big)[:, 1:301]))
+    assert "gemm:gemv_columns" not in kernels
+    torch.testing.assert_close(got, F.linear(x, big[:, 1:301]), **TOL)
+    for dtype in (torch.float16, torch.bfloat16):
+        xh, wh = x.to(dtype), big[:, :300].to(dtype)
+        kernels, got = gemm_kernels(lambda: F.linear(dev(xh), dev(wh)))
+        assert "gemm:gemv_columns" not in kernels
+        torch.testing.assert_close(got, F.linear(xh.float(), wh.float()).to(dtype), rtol=2e-2, atol=2e-2)
+    x3, w3 = make((1, 3), torch.float32, seed=18), make((20, 3), torch.float32, seed=19)
+    assert_same(F.linear(dev(x3), dev(w3)), F.linear(x3, w3), **TOL)
+    assert_same(F.linear(dev(torch.ones(1, 8)), dev(torch.ones(0, 8))), torch.ones(1, 0))
+    assert_same(F.linear(dev(torch.ones(0, 8)), dev(torch.ones(5, 8))), torch.ones(0, 5))
+
+
+def test_gradients(forced):
+    x = make((1, 152), torch.float32, seed=20).requires_grad_()
+    w = make((20, 152), torch.float32, seed=21).requires_grad_()
+    xd, wd = dev(x.detach()).requires_grad_(), dev(w.detach()).requires_grad_()
+    F.linear(x, w).sum().backward()
+    F.linear(xd, wd).sum().backward()
+    assert_same(xd.grad, x.grad, **TOL)
+    assert_same(wd.grad, w.grad, **TOL)
+
+
+def test_selected_by_default_on_software_adapters(monkeypatch):
+    """Software adapters take it for decode's linears (and the LM head's shape class); a
+    prefill of 16 rows keeps register blocks; GPU adapters keep their GEMV."""
+    monkeypatch.delenv("TORCH_WEBGPU_GEMM_VARIANT", raising=False)
+    monkeypatch.setenv("TORCH_WEBGPU_DISABLE_CPU_FALLBACK", "1")
+    x, w = make((1, 1, 576), torch.float32, seed=22), make((192, 576), torch.float32, seed=23)
+    monkeypatch.setenv("TORCH_WEBGPU_ADAPTER_KIND", "software")
+    check(lambda: F.linear(dev(x), dev(w)), F.linear(x, w))
+    x16 = make((16, 576), torch.float32, seed=24)
+    check(lambda: F.linear(dev(x16), dev(w)), F.linear(x16, w), kernel="gemm:block")
+    monkeypatch.setenv("TORCH_WEBGPU_ADAPTER_KIND", "gpu")
+    check(lambda: F.linear(dev(x), dev(w)), F.linear(x, w), kernel="gemm:gemv")
