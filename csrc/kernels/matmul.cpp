@@ -584,16 +584,18 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   const bool gemv_fits = d.compute == Compute::F32 && d.b.rows == 1 && d.b.cols != 1 && d.k >= 2;
   if (gemv_fits && (force == "gemv" || (force.empty() && !software_adapter(ctx) && d.m <= 4 && d.k >= 64)))
     v = Variant::Gemv;
-  // Their own GEMV on software adapters, for few rows (TORCH_WEBGPU_GEMM_VARIANT=gemv_columns
+  // Their own GEMV on software adapters, for 1 to 3 rows (TORCH_WEBGPU_GEMM_VARIANT=gemv_columns
   // for any eligible product): float32 weights whose rows start on 16 bytes.
   else if (gemv_columns_fit(ctx, d) &&
-           (force == "gemv_columns" || (force.empty() && software_adapter(ctx) && d.m < 16 && d.n >= 16)))
+           (force == "gemv_columns" || (force.empty() && software_adapter(ctx) && d.m < 4 && d.n >= 16)))
     v = Variant::GemvColumns;
   // Large products: shared-memory tiles, register blocks on software adapters (an implicit
   // GEMM has only the tiles).
   else if (d.conv)
     v = Variant::Tiled;
-  else if ((d.m >= 16 && d.n >= 16) || force == "splitk")
+  // (Software adapters from 4 rows: register blocks beat both GEMVs there, 1.1-2.8x.)
+  else if ((d.m >= 16 && d.n >= 16) || force == "splitk" ||
+           (force.empty() && software_adapter(ctx) && d.m >= 4 && d.n >= 16))
     v = force == "block" || (force.empty() && software_adapter(ctx)) ? Variant::Block : Variant::Tiled;
   // Few outputs over a long K: a workgroup tree per output on GPUs. Software adapters run
   // a workgroup's invocations as SIMD lanes of one thread, where the tree's barriers and

@@ -1,7 +1,7 @@
 """The software adapters' GEMV (gemm:gemv_columns: an invocation walks K for eight
 neighbouring columns, the weight read as vec4 words) against the CPU. Software adapters take
-it by default for float32 products of up to 15 rows whose weight has K contiguous, rows on
-16 bytes and at least 16 columns; TORCH_WEBGPU_GEMM_VARIANT=gemv_columns forces it for any
+it by default for float32 products of 1 to 3 rows whose weight has K contiguous, rows on
+16 bytes and at least 16 columns (register blocks from 4 rows); TORCH_WEBGPU_GEMM_VARIANT=gemv_columns forces it for any
 eligible product (most tests here). Cases cross its edges: K not a multiple of 4 (the scalar
 tail), fewer columns than one invocation's eight or one workgroup's 64, weight views with a
 wider row stride and an offset, strided A, batches with a broadcast weight, a bias and
@@ -133,14 +133,17 @@ def test_gradients(forced):
 
 
 def test_selected_by_default_on_software_adapters(monkeypatch):
-    """Software adapters take it for decode's linears (and the LM head's shape class); a
-    prefill of 16 rows keeps register blocks; GPU adapters keep their GEMV."""
+    """Software adapters take it for decode's linears (up to 3 rows); from 4 rows register
+    blocks; GPU adapters keep their GEMV."""
     monkeypatch.delenv("TORCH_WEBGPU_GEMM_VARIANT", raising=False)
     monkeypatch.setenv("TORCH_WEBGPU_DISABLE_CPU_FALLBACK", "1")
     x, w = make((1, 1, 576), torch.float32, seed=22), make((192, 576), torch.float32, seed=23)
     monkeypatch.setenv("TORCH_WEBGPU_ADAPTER_KIND", "software")
     check(lambda: F.linear(dev(x), dev(w)), F.linear(x, w))
-    x16 = make((16, 576), torch.float32, seed=24)
-    check(lambda: F.linear(dev(x16), dev(w)), F.linear(x16, w), kernel="gemm:block")
+    x3 = make((3, 576), torch.float32, seed=25)
+    check(lambda: F.linear(dev(x3), dev(w)), F.linear(x3, w))
+    for rows in (4, 7, 16):
+        xr = make((rows, 576), torch.float32, seed=24)
+        check(lambda: F.linear(dev(xr), dev(w)), F.linear(xr, w), kernel="gemm:block")
     monkeypatch.setenv("TORCH_WEBGPU_ADAPTER_KIND", "gpu")
     check(lambda: F.linear(dev(x), dev(w)), F.linear(x, w), kernel="gemm:gemv")
