@@ -10,6 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import test_gemv as gemv_cases
 from conftest import assert_same, dev, make
 
 TOL = dict(rtol=1e-4, atol=1e-4)
@@ -89,17 +90,10 @@ def test_mv_and_vector_matmul():
 
 @pytest.mark.usefixtures("forced")
 def test_special_values():
-    x = make((1, 200), torch.float32, seed=14)
-    w = make((20, 200), torch.float32, seed=15)
-    w[1, 5], w[2, 199], w[3, 0] = float("nan"), float("inf"), float("-inf")
-    x[0, 7] = 0.0
-    w[4, 7] = float("inf")  # inf * 0 -> nan in output 4 only
-    kernels, got = gemm_kernels(lambda: F.linear(dev(x), dev(w)))
-    want = F.linear(x, w)
-    assert kernels == {"gemm:gemv_columns"}
-    assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.isinf(), want.isinf())
-    finite = want.isfinite()
-    torch.testing.assert_close(got[finite], want[finite], **TOL)
+    """test_gemv's nan, +-inf and inf * 0 through this kernel."""
+    with torch.webgpu.profiler.profile() as prof:
+        gemv_cases.test_special_values()
+    assert {r.kernel for r in prof.key_averages() if r.kernel.startswith("gemm:")} == {"gemm:gemv_columns"}
 
 
 @pytest.mark.usefixtures("forced")
