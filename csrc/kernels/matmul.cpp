@@ -400,10 +400,21 @@ std::string splitk_sum_body() {
 // best of 1-64 invocations x 2-16 columns on llvmpipe (2.2x PerOutput's GB/s at decode).
 constexpr uint32_t kGemvColumnsThreads = 8, kGemvColumnsCols = 8;
 
-std::string gemv_columns_body(uint32_t threads, uint32_t cols, size_t wide) {
+// Weight elements per vec4 word: four float32 or eight half-type values.
+uint32_t gemv_columns_span(DType b_dtype) { return b_dtype == DType::Float32 ? 4 : 8; }
+
+std::string gemv_columns_body(uint32_t threads, uint32_t cols, size_t wide, DType b_dtype) {
   auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
   const std::string W = "buf" + std::to_string(wide);
-  std::string s = kernel_main(Grid::Groups, threads);
+  const uint32_t span = gemv_columns_span(b_dtype);
+  std::string s;
+  // A half-type word holds elements 2p (low half) and 2p + 1.
+  if (span == 8)
+    s += b_dtype == DType::Float16
+             ? "fn half_pair(w: u32) -> vec2<f32> { return unpack2x16float(w); }\n"
+             : "fn half_pair(w: u32) -> vec2<f32> { "
+               "return vec2<f32>(bitcast<f32>(w << 16u), bitcast<f32>(w & 0xffff0000u)); }\n";
+  s += kernel_main(Grid::Groups, threads);
   s += "  let valid = group < frame_count();\n"
        "  let g = select(0u, group, valid);\n"
        "  let M = u.m;\n  let N = u.n;\n  let K = u.k;\n"
@@ -419,20 +430,24 @@ std::string gemv_columns_body(uint32_t threads, uint32_t cols, size_t wide) {
     s += "  let w" + J + " = bb + min(c + " + n(j) + ", N - 1u) * u.b_cols;\n"
          "  var s" + J + " = 0.0;\n";
   }
-  s += "  let K4 = K / 4u;\n"
-       "  for (var q = 0u; q < K4; q = q + 1u) {\n"
-       "    let k = 4u * q;\n";
-  for (uint32_t e = 0; e < 4; ++e)
+  s += "  let words = K / " + n(span) + ";\n"
+       "  for (var q = 0u; q < words; q = q + 1u) {\n"
+       "    let k = " + n(span) + " * q;\n";
+  for (uint32_t e = 0; e < span; ++e)
     s += "    let a" + std::to_string(e) + " = load_a(ai + (k + " + n(e) + ") * ak);\n";
   const char* comp[4] = {"x", "y", "z", "w"};
   for (uint32_t j = 0; j < cols; ++j) {
-    const std::string J = std::to_string(j);
-    s += "    let v" + J + " = bitcast<vec4<f32>>(" + W + "[w" + J + " / 4u + q]);\n";
-    for (uint32_t e = 0; e < 4; ++e)
-      s += "    s" + J + " = s" + J + " + a" + std::to_string(e) + " * v" + J + "." + comp[e] + ";\n";
+    const std::string J = std::to_string(j), v = "v" + J;
+    s += "    let " + v + " = " + W + "[w" + J + " / " + n(span) + " + q];\n";
+    for (uint32_t e = 0; e < span; ++e) {
+      // Element e of the word, in k order.
+      const std::string x = span == 4 ? "bitcast<f32>(" + v + "." + comp[e] + ")"
+                                      : "half_pair(" + v + "." + comp[e / 2] + ")." + comp[e % 2];
+      s += "    s" + J + " = s" + J + " + a" + std::to_string(e) + " * " + x + ";\n";
+    }
   }
   s += "  }\n"
-       "  for (var k = 4u * K4; k < K; k = k + 1u) {\n"
+       "  for (var k = " + n(span) + " * words; k < K; k = k + 1u) {\n"
        "    let a0 = load_a(ai + k * ak);\n";
   for (uint32_t j = 0; j < cols; ++j) {
     const std::string J = std::to_string(j);
@@ -556,13 +571,15 @@ uint64_t splitk_slice(Context& ctx, const GemmDesc& d, uint64_t tiles, const std
   return slice > kSmallTile.bk ? (slice + kSmallTile.bk - 1) / kSmallTile.bk * kSmallTile.bk : slice;
 }
 
-// GemvColumns' operands: float32 B with K contiguous, every row of B starting on 16 bytes
-// (its vec4 binding), bound whole.
+// GemvColumns' operands: a float32 or half-type B with K contiguous, every row of B
+// starting on 16 bytes (its vec4 binding), bound whole.
 bool gemv_columns_fit(Context& ctx, const GemmDesc& d) {
   const MatOperand& b = d.b;
-  auto aligned = [](uint64_t extent, uint64_t stride) { return extent < 2 || stride % 4 == 0; };
-  return d.compute == Compute::F32 && !d.conv && b.dtype == DType::Float32 && b.rows == 1 && d.k >= 4 &&
-         b.offset % 4 == 0 && aligned(d.n, b.cols) && aligned(d.batch_outer, b.batch_outer) &&
+  if (b.dtype != DType::Float32 && b.dtype != DType::Float16 && b.dtype != DType::BFloat16) return false;
+  const uint32_t span = gemv_columns_span(b.dtype);
+  auto aligned = [span](uint64_t extent, uint64_t stride) { return extent < 2 || stride % span == 0; };
+  return d.compute == Compute::F32 && !d.conv && b.rows == 1 && d.k >= span && b.offset % span == 0 &&
+         aligned(d.n, b.cols) && aligned(d.batch_outer, b.batch_outer) &&
          aligned(d.batch_inner, b.batch_inner) && !needs_window(ctx, b.buffer);
 }
 
@@ -750,7 +767,7 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
     std::string s = gemm_common(desc, words, has_c && split == Split::None, split);
     if (v == Variant::Tiled) s += tiled_body(ar, shape, gather, split);
     else if (v == Variant::Gemv) s += gemv_body(gemv_threads, gemv_pairs, desc.b.dtype);
-    else if (v == Variant::GemvColumns) s += gemv_columns_body(kGemvColumnsThreads, kGemvColumnsCols, word_bindings);
+    else if (v == Variant::GemvColumns) s += gemv_columns_body(kGemvColumnsThreads, kGemvColumnsCols, word_bindings, desc.b.dtype);
     else if (v == Variant::Block) s += block_body(ar);
     else if (v == Variant::Reduce) s += reduce_body(ar);
     else s += per_output_body(ar);

@@ -1,11 +1,12 @@
 """The software adapters' GEMV (gemm:gemv_columns: an invocation walks K for eight
-neighbouring columns, the weight read as vec4 words) against the CPU. Software adapters take
-it by default for float32 products of 1 to 3 rows whose weight has K contiguous, rows on
-16 bytes and at least 16 columns (register blocks from 4 rows); TORCH_WEBGPU_GEMM_VARIANT=gemv_columns forces it for any
-eligible product (most tests here). Cases cross its edges: K not a multiple of 4 (the scalar
-tail), fewer columns than one invocation's eight or one workgroup's 64, weight views with a
-wider row stride and an offset, strided A, batches with a broadcast weight, a bias and
-alpha/beta, special values, and weights it cannot read as vec4 (other variants then)."""
+neighbouring columns, the weight read as vec4 words of 4 float32 or 8 half-type values)
+against the CPU. Software adapters take it by default for products of 1 to 3 rows whose
+weight has K contiguous, rows on 16 bytes and at least 16 columns (register blocks from 4
+rows); TORCH_WEBGPU_GEMM_VARIANT=gemv_columns forces it for any eligible product (most tests
+here). Cases cross its edges: K not a multiple of a word (the scalar tail), fewer columns
+than one invocation's eight or one workgroup's 64, weight views with a wider row stride and
+an offset, strided A, batches with a broadcast weight, a bias and alpha/beta, special
+values, and weights it cannot read as vec4 (other variants then)."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -13,7 +14,9 @@ import torch.nn.functional as F
 import test_gemv as gemv_cases
 from conftest import assert_same, dev, make
 
-TOL = dict(rtol=1e-4, atol=1e-4)
+TOL = {torch.float32: dict(rtol=1e-4, atol=1e-4), torch.float16: dict(rtol=2e-3, atol=2e-3),
+       torch.bfloat16: dict(rtol=2e-2, atol=2e-2)}
+DTYPES = list(TOL)
 
 
 def gemm_kernels(fn):
@@ -29,55 +32,65 @@ def forced(monkeypatch):
     monkeypatch.setenv("TORCH_WEBGPU_DISABLE_CPU_FALLBACK", "1")
 
 
+def reference(fn, *args):
+    """The CPU's result in float32 math, rounded to the dtype (as ours accumulates)."""
+    dtype = args[0].dtype
+    return fn(*[a.float() if isinstance(a, torch.Tensor) else a for a in args]).to(dtype)
+
+
 def check(fn, want, kernel="gemm:gemv_columns"):
     kernels, got = gemm_kernels(fn)
     assert kernels == {kernel}, kernels
-    torch.testing.assert_close(got, want, **TOL)
+    torch.testing.assert_close(got, want, **TOL[want.dtype])
 
 
 @pytest.mark.usefixtures("forced")
-@pytest.mark.parametrize("m,k,n", [(1, 4, 1), (1, 8, 3), (1, 64, 8), (1, 576, 192), (1, 1536, 65),
-                                   (2, 256, 130), (3, 100, 17), (15, 36, 200), (1, 4, 1000)])
-def test_linear_shapes(m, k, n):
-    x = make((m, k), torch.float32, seed=1, low=-1, high=1)
-    w = make((n, k), torch.float32, seed=2, low=-1, high=1)
-    check(lambda: F.linear(dev(x), dev(w)), F.linear(x, w))
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("m,k,n", [(1, 8, 1), (1, 8, 3), (1, 64, 8), (1, 576, 192), (1, 1536, 65),
+                                   (2, 256, 130), (3, 104, 17), (15, 40, 200), (1, 8, 1000)])
+def test_linear_shapes(dtype, m, k, n):
+    x = make((m, k), dtype, seed=1, low=-1, high=1)
+    w = make((n, k), dtype, seed=2, low=-1, high=1)
+    check(lambda: F.linear(dev(x), dev(w)), reference(F.linear, x, w))
 
 
 @pytest.mark.usefixtures("forced")
-@pytest.mark.parametrize("k", [5, 130, 299])
-@pytest.mark.parametrize("start", [0, 4, 8])
-def test_weight_views_and_k_tail(k, start):
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("k", [9, 130, 299])
+@pytest.mark.parametrize("start", [0, 8, 16])
+def test_weight_views_and_k_tail(dtype, k, start):
     """A weight that is a column slice of a wider matrix (row stride 520 > K, K not a
-    multiple of 4: the scalar tail) at an aligned offset, and A strided along K."""
-    big = make((40, 520), torch.float32, seed=3, low=-1, high=1)
-    xt = make((k, 3), torch.float32, seed=4, low=-1, high=1)
+    multiple of a word: the scalar tail) at an aligned offset, and A strided along K."""
+    big = make((40, 520), dtype, seed=3, low=-1, high=1)
+    xt = make((k, 3), dtype, seed=4, low=-1, high=1)
     x, w = xt.t()[1:2], big[:, start:start + k]  # x: K stride 3
-    check(lambda: F.linear(dev(xt).t()[1:2], dev(big)[:, start:start + k]), F.linear(x, w))
+    check(lambda: F.linear(dev(xt).t()[1:2], dev(big)[:, start:start + k]), reference(F.linear, x, w))
     # Every other row of the weight (row stride 1040) and a transposed A row.
-    check(lambda: F.linear(dev(x), dev(big)[::2, start:start + k]), F.linear(x, w[::2]))
+    check(lambda: F.linear(dev(x), dev(big)[::2, start:start + k]), reference(F.linear, x, w[::2]))
 
 
 @pytest.mark.usefixtures("forced")
-def test_bias_alpha_beta():
-    x = make((2, 1, 300), torch.float32, seed=5, low=-1, high=1)
-    w = make((50, 300), torch.float32, seed=6, low=-1, high=1)
-    b = make((50,), torch.float32, seed=7, low=-1, high=1)
-    check(lambda: F.linear(dev(x), dev(w), dev(b)), F.linear(x, w, b))
-    c = make((1, 50), torch.float32, seed=8, low=-1, high=1)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_bias_alpha_beta(dtype):
+    x = make((2, 1, 304), dtype, seed=5, low=-1, high=1)
+    w = make((50, 304), dtype, seed=6, low=-1, high=1)
+    b = make((50,), dtype, seed=7, low=-1, high=1)
+    check(lambda: F.linear(dev(x), dev(w), dev(b)), reference(F.linear, x, w, b))
+    c = make((1, 50), dtype, seed=8, low=-1, high=1)
     check(lambda: torch.addmm(dev(c), dev(x[0]), dev(w).t(), alpha=0.5, beta=2.0),
-          torch.addmm(c, x[0], w.t(), alpha=0.5, beta=2.0))
+          torch.addmm(c.float(), x[0].float(), w.float().t(), alpha=0.5, beta=2.0).to(dtype))
 
 
 @pytest.mark.usefixtures("forced")
-def test_batched_and_broadcast():
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_batched_and_broadcast(dtype):
     """bmm with batch strides; matmul with a weight broadcast over two batch dims (stride 0)."""
-    a = make((3, 2, 132), torch.float32, seed=9, low=-1, high=1)
-    w = make((3, 24, 132), torch.float32, seed=10, low=-1, high=1)
-    check(lambda: torch.bmm(dev(a), dev(w).transpose(1, 2)), torch.bmm(a, w.transpose(1, 2)))
-    w1 = make((24, 132), torch.float32, seed=11, low=-1, high=1)
-    check(lambda: torch.matmul(dev(a).unsqueeze(0).expand(2, 3, 2, 132), dev(w1).t()),
-          torch.matmul(a.unsqueeze(0).expand(2, 3, 2, 132), w1.t()))
+    a = make((3, 2, 136), dtype, seed=9, low=-1, high=1)
+    w = make((3, 24, 136), dtype, seed=10, low=-1, high=1)
+    check(lambda: torch.bmm(dev(a), dev(w).transpose(1, 2)), reference(torch.bmm, a, w.transpose(1, 2)))
+    w1 = make((24, 136), dtype, seed=11, low=-1, high=1)
+    check(lambda: torch.matmul(dev(a).unsqueeze(0).expand(2, 3, 2, 136), dev(w1).t()),
+          reference(torch.matmul, a.unsqueeze(0).expand(2, 3, 2, 136), w1.t()))
 
 
 @pytest.mark.usefixtures("forced")
@@ -98,20 +111,16 @@ def test_special_values():
 
 @pytest.mark.usefixtures("forced")
 def test_ineligible_weights_take_other_variants():
-    """Rows off 16 bytes, half-type weights, K below 4, empty products: other variants, still
-    right."""
-    big = make((40, 521), torch.float32, seed=16, low=-1, high=1)
-    x = make((1, 300), torch.float32, seed=17, low=-1, high=1)
-    kernels, got = gemm_kernels(lambda: F.linear(dev(x), dev(big)[:, 1:301]))
-    assert "gemm:gemv_columns" not in kernels
-    torch.testing.assert_close(got, F.linear(x, big[:, 1:301]), **TOL)
-    for dtype in (torch.float16, torch.bfloat16):
-        xh, wh = x.to(dtype), big[:, :300].to(dtype)
-        kernels, got = gemm_kernels(lambda: F.linear(dev(xh), dev(wh)))
+    """Rows off 16 bytes (float32 at odd offsets, half types at 8-byte ones), K below a word,
+    empty products: other variants, still right."""
+    for dtype, start in ((torch.float32, 1), (torch.float16, 4), (torch.bfloat16, 4)):
+        big = make((40, 521), dtype, seed=16, low=-1, high=1)
+        x = make((1, 300), dtype, seed=17, low=-1, high=1)
+        kernels, got = gemm_kernels(lambda: F.linear(dev(x), dev(big)[:, start:start + 300]))
         assert "gemm:gemv_columns" not in kernels
-        torch.testing.assert_close(got, F.linear(xh.float(), wh.float()).to(dtype), rtol=2e-2, atol=2e-2)
+        torch.testing.assert_close(got, reference(F.linear, x, big[:, start:start + 300]), **TOL[dtype])
     x3, w3 = make((1, 3), torch.float32, seed=18), make((20, 3), torch.float32, seed=19)
-    assert_same(F.linear(dev(x3), dev(w3)), F.linear(x3, w3), **TOL)
+    assert_same(F.linear(dev(x3), dev(w3)), F.linear(x3, w3), **TOL[torch.float32])
     assert_same(F.linear(dev(torch.ones(1, 8)), dev(torch.ones(0, 8))), torch.ones(1, 0))
     assert_same(F.linear(dev(torch.ones(0, 8)), dev(torch.ones(5, 8))), torch.ones(0, 5))
 
@@ -122,8 +131,8 @@ def test_gradients(forced):
     xd, wd = dev(x.detach()).requires_grad_(), dev(w.detach()).requires_grad_()
     F.linear(x, w).sum().backward()
     F.linear(xd, wd).sum().backward()
-    assert_same(xd.grad, x.grad, **TOL)
-    assert_same(wd.grad, w.grad, **TOL)
+    assert_same(xd.grad, x.grad, **TOL[torch.float32])
+    assert_same(wd.grad, w.grad, **TOL[torch.float32])
 
 
 def test_selected_by_default_on_software_adapters(monkeypatch):
@@ -136,6 +145,8 @@ def test_selected_by_default_on_software_adapters(monkeypatch):
     check(lambda: F.linear(dev(x), dev(w)), F.linear(x, w))
     x3 = make((3, 576), torch.float32, seed=25)
     check(lambda: F.linear(dev(x3), dev(w)), F.linear(x3, w))
+    xh, wh = x.to(torch.float16), w.to(torch.float16)
+    check(lambda: F.linear(dev(xh), dev(wh)), reference(F.linear, xh, wh))
     for rows in (4, 7, 16):
         xr = make((rows, 576), torch.float32, seed=24)
         check(lambda: F.linear(dev(xr), dev(w)), F.linear(xr, w), kernel="gemm:block")
