@@ -8,7 +8,7 @@ the demo checks that both chose the same tokens (exit status 1 if not).
     bash scripts/setup.sh && python3 examples/demo.py
     python3 examples/demo.py --question "Why is the sky blue?" --tokens 64
 
-On a software adapter (Mesa llvmpipe, 2 cores) it decodes over 4 tokens/s, so the
+On a software adapter (Mesa llvmpipe, 2 cores) it decodes about 5 tokens/s, so the
 default answer length is kept short: the whole demo takes under a minute there (15 to
 40 s of it loading and dequantizing the GGUF file).
 """
