@@ -84,7 +84,7 @@ uint32_t set_operand(KernelLaunch& l, Operand op, const MatOperand& o) {
   return offset_word;
 }
 
-enum class Variant { Tiled, Block, PerOutput, Reduce, Gemv, GemvColumns };
+enum class Variant { Tiled, Block, PerOutput, Reduce, Gemv, GemvWalk };
 // Split-K: the tiles' kernel writes each slice's float32 partial sums to scratch (see
 // splitk_sum_body), partial (b, slice, r, c) at ((b * splits + slice) * m + r) * n + c.
 enum class Split { None, Partials };
@@ -398,15 +398,15 @@ std::string splitk_sum_body() {
 // (buffer `wide`): llvmpipe's per-lane load loop then fetches 4 elements per lane per trip.
 // Eight invocations (one SIMD row of 256-bit llvmpipe) of eight columns each: measured
 // best of 1-64 invocations x 2-16 columns on llvmpipe (2.2x PerOutput's GB/s at decode).
-constexpr uint32_t kGemvColumnsThreads = 8, kGemvColumnsCols = 8;
+constexpr uint32_t kGemvWalkThreads = 8, kGemvWalkCols = 8;
 
 // Weight elements per vec4 word: four float32 or eight half-type values.
-uint32_t gemv_columns_span(DType b_dtype) { return b_dtype == DType::Float32 ? 4 : 8; }
+uint32_t gemv_walk_span(DType b_dtype) { return b_dtype == DType::Float32 ? 4 : 8; }
 
-std::string gemv_columns_body(uint32_t threads, uint32_t cols, size_t wide, DType b_dtype) {
+std::string gemv_walk_body(uint32_t threads, uint32_t cols, size_t wide, DType b_dtype) {
   auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
   const std::string W = "buf" + std::to_string(wide);
-  const uint32_t span = gemv_columns_span(b_dtype);
+  const uint32_t span = gemv_walk_span(b_dtype);
   std::string s;
   // A half-type word holds elements 2p (low half) and 2p + 1.
   if (span == 8)
@@ -571,12 +571,12 @@ uint64_t splitk_slice(Context& ctx, const GemmDesc& d, uint64_t tiles, const std
   return slice > kSmallTile.bk ? (slice + kSmallTile.bk - 1) / kSmallTile.bk * kSmallTile.bk : slice;
 }
 
-// GemvColumns' operands: a float32 or half-type B with K contiguous, every row of B
+// GemvWalk' operands: a float32 or half-type B with K contiguous, every row of B
 // starting on 16 bytes (its vec4 binding), bound whole.
-bool gemv_columns_fit(Context& ctx, const GemmDesc& d) {
+bool gemv_walk_fit(Context& ctx, const GemmDesc& d) {
   const MatOperand& b = d.b;
   if (b.dtype != DType::Float32 && b.dtype != DType::Float16 && b.dtype != DType::BFloat16) return false;
-  const uint32_t span = gemv_columns_span(b.dtype);
+  const uint32_t span = gemv_walk_span(b.dtype);
   auto aligned = [span](uint64_t extent, uint64_t stride) { return extent < 2 || stride % span == 0; };
   return d.compute == Compute::F32 && !d.conv && b.rows == 1 && d.k >= span && b.offset % span == 0 &&
          aligned(d.n, b.cols) && aligned(d.batch_outer, b.batch_outer) &&
@@ -601,11 +601,11 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   const bool gemv_fits = d.compute == Compute::F32 && d.b.rows == 1 && d.b.cols != 1 && d.k >= 2;
   if (gemv_fits && (force == "gemv" || (force.empty() && !software_adapter(ctx) && d.m <= 4 && d.k >= 64)))
     v = Variant::Gemv;
-  // Their own GEMV on software adapters, for 1 to 3 rows (TORCH_WEBGPU_GEMM_VARIANT=gemv_columns
+  // Their own GEMV on software adapters, for 1 to 3 rows (TORCH_WEBGPU_GEMM_VARIANT=gemv_walk
   // for any eligible product): float32 weights whose rows start on 16 bytes.
-  else if (gemv_columns_fit(ctx, d) &&
-           (force == "gemv_columns" || (force.empty() && software_adapter(ctx) && d.m < 4 && d.n >= 16)))
-    v = Variant::GemvColumns;
+  else if (gemv_walk_fit(ctx, d) &&
+           (force == "gemv_walk" || (force.empty() && software_adapter(ctx) && d.m < 4 && d.n >= 16)))
+    v = Variant::GemvWalk;
   // Large products: shared-memory tiles, register blocks on software adapters (an implicit
   // GEMM has only the tiles).
   else if (d.conv)
@@ -658,7 +658,7 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
                           d.b.batch_outer % 2 == 0 && d.b.batch_inner % 2 == 0;
   uint64_t tile_m = v == Variant::Block ? 4 : shape.tm, tile_n = v == Variant::Block ? 4 : shape.tn;
   if (v == Variant::Gemv) tile_m = 1, tile_n = gemv_threads / kGemvLanes;
-  if (v == Variant::GemvColumns) tile_m = 1, tile_n = kGemvColumnsThreads * kGemvColumnsCols;
+  if (v == Variant::GemvWalk) tile_m = 1, tile_n = kGemvWalkThreads * kGemvWalkCols;
   const uint64_t tiles_m = (d.m + tile_m - 1) / tile_m, tiles_n = (d.n + tile_n - 1) / tile_n;
   KernelLaunch l;
   l.declare(gemm_layout(has_c, d.conv != nullptr))
@@ -715,10 +715,10 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   // Narrow outputs share words between neighbouring elements written by different
   // invocations: their stores are atomic.
   bind(epilogue, d.out, kOpOut, Access::ReadWrite, is_subword(d.out.dtype), d.m, d.n);
-  // GemvColumns reads B again as vec4 words, bound last (the epilogue stores to the binding
+  // GemvWalk reads B again as vec4 words, bound last (the epilogue stores to the binding
   // before it).
   const size_t word_bindings = l.buffers.size();
-  if (v == Variant::GemvColumns) {
+  if (v == Variant::GemvWalk) {
     l.buffers.push_back({d.b.buffer, Access::Read, false});
     l.buffers.back().vec4 = true;
   }
@@ -728,7 +728,7 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   const uint32_t dtypes = dt(d.a.dtype) | dt(d.b.dtype) << 8 | (has_c ? dt(d.c.dtype) : 0xffu) << 16 |
                           dt(d.out.dtype) << 24;
   const uint32_t shape_word = v == Variant::Tiled         ? shape.tm | shape.tn << 8 | shape.bk << 16
-                              : v == Variant::GemvColumns ? kGemvColumnsThreads | kGemvColumnsCols << 8
+                              : v == Variant::GemvWalk ? kGemvWalkThreads | kGemvWalkCols << 8
                                                           : 0;
   const uint32_t flags = (v == Variant::Tiled ? uint32_t(shape.a_k_fast) | uint32_t(shape.b_k_fast) << 1 |
                                                     static_cast<uint32_t>(gather) << 2
@@ -741,7 +741,7 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
                        : v == Variant::Block  ? "gemm:block"
                        : v == Variant::Reduce ? "gemm:reduce"
                        : v == Variant::Gemv   ? "gemm:gemv"
-                       : v == Variant::GemvColumns ? "gemm:gemv_columns"
+                       : v == Variant::GemvWalk ? "gemm:gemv_walk"
                                               : "gemm:per_out";
   l.typed = {family, {dtypes, static_cast<uint32_t>(d.compute), shape_word, flags}};
   if (v == Variant::PerOutput || v == Variant::Block) {
@@ -752,12 +752,12 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
     l.workgroup = 64;
   } else {
     l.grid = Grid::Groups;
-    l.count = v == Variant::Tiled || v == Variant::Gemv || v == Variant::GemvColumns
+    l.count = v == Variant::Tiled || v == Variant::Gemv || v == Variant::GemvWalk
                   ? splits * batch * tiles_m * tiles_n
                   : outputs;
     l.workgroup = v == Variant::Tiled         ? shape.threads()
                   : v == Variant::Gemv        ? gemv_threads
-                  : v == Variant::GemvColumns ? kGemvColumnsThreads
+                  : v == Variant::GemvWalk ? kGemvWalkThreads
                                               : 64;
   }
   Arith ar{d.compute};
@@ -767,7 +767,7 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
     std::string s = gemm_common(desc, words, has_c && split == Split::None, split);
     if (v == Variant::Tiled) s += tiled_body(ar, shape, gather, split);
     else if (v == Variant::Gemv) s += gemv_body(gemv_threads, gemv_pairs, desc.b.dtype);
-    else if (v == Variant::GemvColumns) s += gemv_columns_body(kGemvColumnsThreads, kGemvColumnsCols, word_bindings, desc.b.dtype);
+    else if (v == Variant::GemvWalk) s += gemv_walk_body(kGemvWalkThreads, kGemvWalkCols, word_bindings, desc.b.dtype);
     else if (v == Variant::Block) s += block_body(ar);
     else if (v == Variant::Reduce) s += reduce_body(ar);
     else s += per_output_body(ar);

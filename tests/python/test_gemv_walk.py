@@ -1,8 +1,8 @@
-"""The software adapters' GEMV (gemm:gemv_columns: an invocation walks K for eight
+"""The software adapters' GEMV (gemm:gemv_walk: an invocation walks K for eight
 neighbouring columns, the weight read as vec4 words of 4 float32 or 8 half-type values)
 against the CPU. Software adapters take it by default for products of 1 to 3 rows whose
 weight has K contiguous, rows on 16 bytes and at least 16 columns (register blocks from 4
-rows); TORCH_WEBGPU_GEMM_VARIANT=gemv_columns forces it for any eligible product (most tests
+rows); TORCH_WEBGPU_GEMM_VARIANT=gemv_walk forces it for any eligible product (most tests
 here). Cases cross its edges: K not a multiple of a word (the scalar tail), fewer columns
 than one invocation's eight or one workgroup's 64, weight views with a wider row stride and
 an offset, strided A, batches with a broadcast weight, a bias and alpha/beta, special
@@ -28,11 +28,11 @@ def gemm_kernels(fn):
 
 @pytest.fixture
 def forced(monkeypatch):
-    monkeypatch.setenv("TORCH_WEBGPU_GEMM_VARIANT", "gemv_columns")
+    monkeypatch.setenv("TORCH_WEBGPU_GEMM_VARIANT", "gemv_walk")
     monkeypatch.setenv("TORCH_WEBGPU_DISABLE_CPU_FALLBACK", "1")
 
 
-def check(fn, want, kernel="gemm:gemv_columns"):
+def check(fn, want, kernel="gemm:gemv_walk"):
     kernels, got = gemm_kernels(fn)
     assert kernels == {kernel}, kernels
     torch.testing.assert_close(got, want, **TOL[want.dtype])
@@ -100,7 +100,7 @@ def test_special_values():
     """test_gemv's nan, +-inf and inf * 0 through this kernel."""
     with torch.webgpu.profiler.profile() as prof:
         gemv_cases.test_special_values()
-    assert {r.kernel for r in prof.key_averages() if r.kernel.startswith("gemm:")} == {"gemm:gemv_columns"}
+    assert {r.kernel for r in prof.key_averages() if r.kernel.startswith("gemm:")} == {"gemm:gemv_walk"}
 
 
 @pytest.mark.usefixtures("forced")
@@ -111,7 +111,7 @@ def test_ineligible_weights_take_other_variants():
         big = make((40, 521), dtype, seed=16, low=-1, high=1)
         x = make((1, 300), dtype, seed=17, low=-1, high=1)
         kernels, got = gemm_kernels(lambda: F.linear(dev(x), dev(big)[:, start:start + 300]))
-        assert "gemm:gemv_columns" not in kernels
+        assert "gemm:gemv_walk" not in kernels
         torch.testing.assert_close(got, gemv_cases.reference(F.linear, x, big[:, start:start + 300]), **TOL[dtype])
     x3, w3 = make((1, 3), torch.float32, seed=18), make((20, 3), torch.float32, seed=19)
     assert_same(F.linear(dev(x3), dev(w3)), F.linear(x3, w3), **TOL[torch.float32])
