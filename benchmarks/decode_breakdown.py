@@ -67,6 +67,8 @@ def main(argv=None):
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--tiny", action="store_true")
     parser.add_argument("--init-device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--profile", action="store_true",
+                        help="also print webgpu's kernel table (GPU time) of 4 decode steps")
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args(argv)
 
@@ -87,6 +89,12 @@ def main(argv=None):
                 forward_loop(m, prompt.to(device), args.tokens, device)  # warm-up (compiles)
                 row.update(forward_loop(m, prompt.to(device), args.tokens, device))
                 row["tokens_equal_generate"] = row["tokens"][:args.tokens - 1] == gen["tokens"][1:]
+                if args.profile and device == "webgpu":
+                    for _ in range(2):  # the first profiled run may recompile (new guards)
+                        with torch.webgpu.profiler.profile() as prof:
+                            forward_loop(m, prompt.to(device), 4, device)
+                    print(f"{device} {mode}, 4 decode steps (prefill included):")
+                    print(prof.table(sort_by="gpu_time", row_limit=25), flush=True)
             except Exception as error:  # noqa: BLE001 - a failure is a row
                 row["error"] = f"{type(error).__name__}: {error}"
             del m
