@@ -32,6 +32,14 @@ def sync(device):
     e2e_models.synchronize(device)
 
 
+def dispatches():
+    """webgpu dispatches so far: eager launches and those of replayed compiled graphs."""
+    from torch._dynamo.utils import counters
+
+    return (torch_webgpu._C.dispatch_stats()["dispatches"]
+            + counters["webgpu"]["graph_replayed_dispatches"])
+
+
 def forward_loop(model, prompt, steps, device):
     """Prefill, then `steps` decode forwards fed by the device's own argmax."""
     cache = transformers.StaticCache(config=model.config, max_cache_len=prompt.shape[1] + steps + 1)
@@ -42,7 +50,7 @@ def forward_loop(model, prompt, steps, device):
         ids = out.logits[:, -1:].argmax(-1)
         positions = [torch.tensor([length + i], device=device) for i in range(steps)]
         sync(device)
-        before = torch_webgpu._C.dispatch_stats()["dispatches"] if device == "webgpu" else 0
+        before = dispatches() if device == "webgpu" else 0
         start = time.perf_counter()
         tokens = []
         for i in range(steps):
@@ -52,7 +60,7 @@ def forward_loop(model, prompt, steps, device):
             tokens.append(ids)
         sync(device)
         elapsed = time.perf_counter() - start
-        after = torch_webgpu._C.dispatch_stats()["dispatches"] if device == "webgpu" else 0
+        after = dispatches() if device == "webgpu" else 0
     return {"forward_tok_s": steps / elapsed,
             "dispatches_per_token": (after - before) / steps if device == "webgpu" else None,
             "tokens": torch.cat(tokens, 1)[0].tolist()}

@@ -60,6 +60,7 @@ class _Captured:
 
     def __init__(self, graph, static_inputs, outputs):
         self.graph = graph
+        self.dispatches = graph.num_dispatches()
         self.static_inputs = static_inputs  # index -> static tensor, for copied inputs
         self.outputs = outputs
 
@@ -114,6 +115,7 @@ class GraphReplayer:
             if i in captured.static_inputs:
                 inputs[i].copy_(captured.static_inputs[i])
         _counters()["graph_replays"] += 1
+        _counters()["graph_replayed_dispatches"] += captured.dispatches
         inputs.clear()  # boxed calling convention: the callee owns the list
         return list(captured.outputs)
 
