@@ -40,9 +40,10 @@ def dispatches():
             + counters["webgpu"]["graph_replayed_dispatches"])
 
 
-def forward_loop(model, prompt, steps, device):
-    """Prefill, then `steps` decode forwards fed by the device's own argmax."""
-    cache = transformers.StaticCache(config=model.config, max_cache_len=prompt.shape[1] + steps + 1)
+def forward_loop(model, prompt, steps, device, cache):
+    """Prefill, then `steps` decode forwards fed by the device's own argmax, into `cache`
+    (reset first: one cache for every loop of a model, as a new one would recompile)."""
+    cache.reset()
     length = prompt.shape[1]
     with torch.no_grad():
         out = model(input_ids=prompt, past_key_values=cache, use_cache=True,
@@ -94,13 +95,15 @@ def main(argv=None):
                 gen = e2e_models.greedy(m, prompt, args.tokens, device,
                                         cache_implementation="static")
                 row["generate_tok_s"] = gen.get("tok_s")
-                forward_loop(m, prompt.to(device), args.tokens, device)  # warm-up (compiles)
-                row.update(forward_loop(m, prompt.to(device), args.tokens, device))
+                cache = transformers.StaticCache(config=m.config,
+                                                 max_cache_len=prompt.shape[1] + args.tokens + 1)
+                forward_loop(m, prompt.to(device), args.tokens, device, cache)  # warm-up (compiles)
+                row.update(forward_loop(m, prompt.to(device), args.tokens, device, cache))
                 row["tokens_equal_generate"] = row["tokens"][:args.tokens - 1] == gen["tokens"][1:]
                 if args.profile and device == "webgpu":
                     for _ in range(2):  # the first profiled run may recompile (new guards)
                         with torch.webgpu.profiler.profile() as prof:
-                            forward_loop(m, prompt.to(device), 4, device)
+                            forward_loop(m, prompt.to(device), 4, device, cache)
                     print(f"{device} {mode}, 4 decode steps (prefill included):")
                     print(prof.table(sort_by="gpu_time", row_limit=25), flush=True)
             except Exception as error:  # noqa: BLE001 - a failure is a row
