@@ -55,6 +55,8 @@ def forward_loop(model, prompt, steps, device, cache):
         start = time.perf_counter()
         tokens = []
         for i in range(steps):
+            if device == "cuda":  # CUDA graph trees: the previous step's outputs are done with
+                torch.compiler.cudagraph_mark_step_begin()
             out = model(input_ids=ids, past_key_values=cache, use_cache=True,
                         cache_position=positions[i], position_ids=positions[i][None])
             ids = out.logits[:, -1:].argmax(-1)
@@ -78,6 +80,8 @@ def main(argv=None):
     parser.add_argument("--init-device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--profile", action="store_true",
                         help="also print webgpu's kernel table (GPU time) of 4 decode steps")
+    parser.add_argument("--host-profile", action="store_true",
+                        help="also print the host functions (cProfile) of one compiled webgpu generate")
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args(argv)
 
@@ -100,6 +104,17 @@ def main(argv=None):
                 forward_loop(m, prompt.to(device), args.tokens, device, cache)  # warm-up (compiles)
                 row.update(forward_loop(m, prompt.to(device), args.tokens, device, cache))
                 row["tokens_equal_generate"] = row["tokens"][:args.tokens - 1] == gen["tokens"][1:]
+                if args.host_profile and device == "webgpu" and mode != "eager":
+                    import cProfile
+                    import pstats
+
+                    profiler = cProfile.Profile()
+                    profiler.enable()
+                    e2e_models.greedy(m, prompt, args.tokens, device, timed=False,
+                                      cache_implementation="static")
+                    profiler.disable()
+                    print(f"{device} {mode}: host functions of one generate ({args.tokens} tokens)")
+                    pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
                 if args.profile and device == "webgpu":
                     for _ in range(2):  # the first profiled run may recompile (new guards)
                         with torch.webgpu.profiler.profile() as prof:
