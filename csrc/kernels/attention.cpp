@@ -22,6 +22,11 @@ struct Plan {
   // Lanes variant: one query row per invocation, walking every key itself (no barriers;
   // the key and value rows it reads are the same for the whole workgroup).
   bool lanes = false;
+  // Tiles variant (GPU prefill): `rows` query rows per workgroup, `kTileLanes` invocations
+  // per row; each chunk of `keys` keys and values is staged in workgroup memory once for
+  // all rows, and each invocation of a row keeps its own online softmax over every
+  // kTileLanes-th key of a chunk (merged across the row's invocations at the end).
+  bool tiles = false;
   uint32_t wg = 64, rows = 1, keys = 64, per_lane = 1, lane_dims = 1, slices = 1;
   uint32_t q_words = 4;       // workgroup floats per query row (D rounded up to 4)
   // Key (and, lanes variant, value) rows read 16 bytes at a time through a vec4 binding
@@ -45,12 +50,56 @@ bool vec4_rows(Context& ctx, const View& v, uint32_t cols, DType dtype) {
          !needs_window(ctx, v.buffer);
 }
 
+constexpr uint32_t kTileLanes = 4;
+
+// Vec4 words of a staged key or value row: the head dim rounded up to 4 plus one word of
+// padding, so the kTileLanes keys a row's invocations read at once fall in distinct banks.
+uint32_t tile_row_words(uint32_t dim) { return (dim + 3) / 4 + 1; }
+
+// The tiles variant's chunk: the largest of 32 (64 for small head dims) down to kTileLanes
+// keys whose staged K and V fit the adapter's workgroup storage, and whose K tile holds a
+// vec4 per invocation for the final merge. False when none fits.
+bool plan_tiles(Context& ctx, const AttentionArgs& a, bool software, Plan& p) {
+  p.wg = std::min<uint32_t>(128, ctx.caps().workgroup_1d());
+  if (p.wg < kTileLanes || a.dim == 0 || a.v_dim == 0) return false;
+  const uint64_t limit = ctx.caps().max_workgroup_storage ? ctx.caps().max_workgroup_storage : 16384;
+  const uint32_t kw = tile_row_words(a.dim), vw = tile_row_words(a.v_dim);
+  p.keys = 0;
+  for (uint32_t tk : {32u, 64u, 16u, 8u, 4u}) {
+    const uint64_t bytes = 16ull * tk * (kw + vw) + 8ull * p.wg;
+    if (tk >= kTileLanes && bytes <= limit && tk * kw >= p.wg) {
+      p.keys = tk;
+      break;
+    }
+  }
+  if (p.keys == 0) return false;
+  p.tiles = true;
+  p.rows = p.wg / kTileLanes;
+  p.k_vec4 = a.kv_len > 0 && vec4_rows(ctx, a.k, a.dim, a.dtype);
+  p.v_vec4 = a.kv_len > 0 && vec4_rows(ctx, a.v, a.v_dim, a.dtype);
+  p.split_keys = std::max<uint32_t>(a.kv_len, 1);
+  // Few row blocks (a few heads, a short prompt) leave most of a GPU idle: split the keys
+  // over workgroups (each range at least 4 chunks), merged as for decode.
+  const uint64_t groups = uint64_t(a.batch) * a.heads * ceil_div(a.q_len, p.rows);
+  const uint64_t target = 512;
+  if (!software && groups * 2 <= target && a.kv_len >= 8 * p.keys) {
+    const uint32_t want = std::min(ceil_div(target, groups), ceil_div(a.kv_len, 4 * p.keys));
+    p.split_keys = ceil_div(ceil_div(a.kv_len, want), p.keys) * p.keys;
+    p.splits = ceil_div(a.kv_len, p.split_keys);
+  }
+  return true;
+}
+
 Plan plan_for(Context& ctx, const AttentionArgs& a) {
   const bool software = software_adapter(ctx);
   Plan p;
-  // TORCH_WEBGPU_ATTENTION_VARIANT=rows|lanes overrides the choice (tests, measurements).
+  // TORCH_WEBGPU_ATTENTION_VARIANT=rows|lanes|tiles overrides the choice (tests, measurements).
   std::string force;
   if (const char* f = std::getenv("TORCH_WEBGPU_ATTENTION_VARIANT")) force = f;
+  // GPUs' prefill: staged K/V tiles shared by a block of query rows.
+  if ((force == "tiles" || (force.empty() && !software && a.q_len >= 16)) && plan_tiles(ctx, a, software, p))
+    return p;
+  p = Plan{};
   const bool lanes_fit = a.dim % 4 == 0 && a.v_dim % 4 == 0 && a.dim > 0 && a.v_dim > 0;
   // Software adapters run a workgroup's invocations as SIMD lanes: for prefill, a query
   // row per lane reads each key row once for all lanes, with no barrier per chunk.
@@ -387,6 +436,196 @@ std::string lanes_body(const AttentionArgs& a, const Plan& p, const std::vector<
   return s;
 }
 
+// `fn NAME_tile(base, c0, ke, lid)`: stages rows c0.. of operand `op` (k or v: element
+// `base + j * u.<op>_sl + c * u.<op>_sd`, `cols` columns) in workgroup array `dst` as
+// vec4<f32> rows of `row_words`; rows at or past `ke` and columns past `cols` read as zero.
+// `vec4_buf`: the operand's vec4 binding (aligned contiguous rows, 16 bytes a load), or -1.
+std::string tile_loader(const std::string& op, const std::string& dst, uint32_t cols,
+                        uint32_t row_words, DType dtype, int vec4_buf) {
+  const std::string f = "f" + op, R = N(row_words);
+  std::string s = "fn " + op + "_tile(base: u32, c0: u32, ke: u32, lid: u32) {\n";
+  if (vec4_buf < 0) {
+    const std::string W = N((cols + 3) / 4), C = N(cols), sd = "u." + op + "_sd";
+    return s + "  for (var x = lid; x < TK * " + W + "; x = x + WG) {\n"
+           "    let jl = x / " + W + ";\n    let c = 4u * (x % " + W + ");\n"
+           "    var val = vec4<f32>(0.0);\n"
+           "    if (c0 + jl < ke) {\n"
+           "      let e = base + (c0 + jl) * u." + op + "_sl + c * " + sd + ";\n"
+           "      val.x = " + f + "(e);\n"
+           "      if (c + 1u < " + C + ") { val.y = " + f + "(e + " + sd + "); }\n"
+           "      if (c + 2u < " + C + ") { val.z = " + f + "(e + 2u * " + sd + "); }\n"
+           "      if (c + 3u < " + C + ") { val.w = " + f + "(e + 3u * " + sd + "); }\n"
+           "    }\n    " + dst + "[jl * " + R + " + x % " + W + "] = val;\n  }\n}\n";
+  }
+  // Whole 16-byte words: 4 float32 or 8 half elements each.
+  const uint32_t per = 16 / element_size(dtype);
+  const std::string W = N(cols / per), P = N(per), buf = "buf" + std::to_string(vec4_buf);
+  s += "  for (var x = lid; x < TK * " + W + "; x = x + WG) {\n"
+       "    let jl = x / " + W + ";\n    let w = x % " + W + ";\n"
+       "    var raw = vec4<u32>(0u);\n"
+       "    if (c0 + jl < ke) { raw = " + buf + "[(base + (c0 + jl) * u." + op + "_sl) / " + P + " + w]; }\n";
+  switch (dtype) {
+    case DType::Float32: s += "    " + dst + "[jl * " + R + " + w] = bitcast<vec4<f32>>(raw);\n"; break;
+    case DType::Float16:
+      s += "    " + dst + "[jl * " + R + " + 2u * w] = vec4<f32>(unpack2x16float(raw.x), unpack2x16float(raw.y));\n"
+           "    " + dst + "[jl * " + R + " + 2u * w + 1u] = vec4<f32>(unpack2x16float(raw.z), unpack2x16float(raw.w));\n";
+      break;
+    default:
+      s += "    " + dst + "[jl * " + R + " + 2u * w] = vec4<f32>(bf2(raw.x), bf2(raw.y));\n"
+           "    " + dst + "[jl * " + R + " + 2u * w + 1u] = vec4<f32>(bf2(raw.z), bf2(raw.w));\n";
+      break;
+  }
+  return s + "  }\n}\n";
+}
+
+std::string tiles_body(const AttentionArgs& a, const Plan& p, const std::vector<KernelBuffer>& bufs,
+                       DType mask_dtype, bool partial) {
+  const size_t ob = bufs.size() - (partial ? 1 : 2);
+  const uint32_t d4 = (a.dim + 3) / 4, v4 = (a.v_dim + 3) / 4;
+  const uint32_t kw = tile_row_words(a.dim), vw = tile_row_words(a.v_dim);
+  // Vec4 words per invocation in one pass of the final merge (through the K tile).
+  const uint32_t merge_words = std::max<uint32_t>(1, std::min(v4, p.keys * kw / p.wg));
+  std::string s = operand_fns(a, bufs, mask_dtype);
+  if (a.dtype == DType::BFloat16)
+    s += "fn bf2(x: u32) -> vec2<f32> { return vec2<f32>(bitcast<f32>(x << 16u), bitcast<f32>(x & 0xffff0000u)); }\n";
+  int b4 = a.mask_kind == MaskKind::None ? 3 : 4;
+  const int k4 = p.k_vec4 ? b4++ : -1, v4b = p.v_vec4 ? b4 : -1;
+  s += "const WG = " + N(p.wg) + ";\nconst G = " + N(kTileLanes) + ";\nconst TQ = " + N(p.rows) +
+       ";\nconst TK = " + N(p.keys) + ";\nconst KPL = " + N(p.keys / kTileLanes) + ";\nconst D = " +
+       N(a.dim) + ";\nconst D4 = " + N(d4) + ";\nconst DV = " + N(a.v_dim) + ";\nconst V4 = " + N(v4) +
+       ";\nconst KW = " + N(kw) + ";\nconst VW = " + N(vw) + ";\nconst MW = " + N(merge_words) + ";\n";
+  s += "var<workgroup> ks: array<vec4<f32>, " + N(p.keys * kw) + ">;\n"
+       "var<workgroup> vs: array<vec4<f32>, " + N(p.keys * vw) + ">;\n"
+       "var<workgroup> st: array<f32, " + N(2 * p.wg) + ">;\n";
+  s += tile_loader("k", "ks", a.dim, kw, a.dtype, k4) + tile_loader("v", "vs", a.v_dim, vw, a.dtype, v4b);
+  s += "fn qel(e: u32, c: u32) -> f32 { if (c < D) { return fq(e + c * u.q_sd); } return 0.0; }\n";
+  if (partial)
+    s += kernel_store("put", bufs, ob, DType::Float32, Compute::F32);
+  else
+    s += kernel_store("put", bufs, ob, a.dtype, Compute::F32) +
+         kernel_store("put_lse", bufs, ob + 1, DType::Float32, Compute::F32);
+  s += kernel_main(Grid::Groups, p.wg);
+  s += R"(  let live = group < frame_count();
+  let gi = select(0u, group, live);
+  let split = gi % u.splits;
+  let blk = (gi / u.splits) % u.blocks;
+  let bh = (gi / u.splits) / u.blocks;
+  let h = bh % u.hq;
+  let b = bh / u.hq;
+  let hk = h / u.grp;
+  let r = lid / G;
+  let g = lid % G;
+  let i = blk * TQ + r;
+  let row_ok = live && i < u.lq;
+  var q: array<vec4<f32>, D4>;
+  if (row_ok) {
+    let qr = u.q_off + b * u.q_sb + h * u.q_sh + i * u.q_sl;
+    for (var x = 0u; x < D4; x = x + 1u) {
+      q[x] = vec4<f32>(qel(qr, 4u * x), qel(qr, 4u * x + 1u), qel(qr, 4u * x + 2u), qel(qr, 4u * x + 3u)) * u.scale;
+    }
+  }
+  let kb = split * u.split_keys;
+  var ke = min(u.lk, kb + u.split_keys);
+  // Causal: no row of the block sees a key past its last row; later chunks are skipped.
+  if (u.causal != 0u) { ke = min(ke, min(u.lq, blk * TQ + TQ)); }
+  if (!live) { ke = kb; }
+  let kbase = u.k_off + b * u.k_sb + hk * u.k_sh;
+  let vbase = u.v_off + b * u.v_sb + hk * u.v_sh;
+  let mrow = u.m_off + b * u.m_sb + h * u.m_sh + i * u.m_sl;
+  var m = -f32_inf();
+  var l = 0.0;
+  var acc: array<vec4<f32>, V4>;
+  var sc: array<f32, KPL>;
+  for (var c0 = kb; c0 < ke; c0 = c0 + TK) {
+    workgroupBarrier();
+    k_tile(kbase, c0, ke, lid);
+    v_tile(vbase, c0, ke, lid);
+    workgroupBarrier();
+    // This invocation's keys of the chunk: g, g + G, ...
+    var mt = m;
+    for (var kk = 0u; kk < KPL; kk = kk + 1u) {
+      let jl = g + G * kk;
+      let j = c0 + jl;
+      var s = -f32_inf();
+      if (row_ok && j < ke && (u.causal == 0u || j <= i)) {
+        var d4 = vec4<f32>(0.0);
+        for (var x = 0u; x < D4; x = x + 1u) { d4 = d4 + q[x] * ks[jl * KW + x]; }
+        s = add_mask((d4.x + d4.y) + (d4.z + d4.w), mrow + j * u.m_sk);
+      }
+      sc[kk] = s;
+      mt = nan_max(mt, s);
+    }
+    // Online softmax once per chunk: a new max rescales what was summed so far (is_nan:
+    // NVIDIA's compiler may take comparisons as ordered).
+    if (is_nan(mt) || mt > m) {
+      let c = exp(m - mt);
+      l = l * c;
+      for (var y = 0u; y < V4; y = y + 1u) { acc[y] = acc[y] * c; }
+      m = mt;
+    }
+    for (var kk = 0u; kk < KPL; kk = kk + 1u) {
+      let p = select(exp(sc[kk] - m), 0.0, sc[kk] == -f32_inf());
+      l = l + p;
+      let vr = (g + G * kk) * VW;
+      for (var y = 0u; y < V4; y = y + 1u) { acc[y] = acc[y] + p * vs[vr + y]; }
+    }
+  }
+  // Merge the row's G states: rescale each to the row's max.
+  workgroupBarrier();
+  st[2u * lid] = m;
+  st[2u * lid + 1u] = l;
+  workgroupBarrier();
+  var mx = -f32_inf();
+  for (var gg = 0u; gg < G; gg = gg + 1u) { mx = nan_max(mx, st[2u * (r * G + gg)]); }
+  var lt = 0.0;
+  for (var gg = 0u; gg < G; gg = gg + 1u) {
+    let mg = st[2u * (r * G + gg)];
+    lt = lt + select(st[2u * (r * G + gg) + 1u] * exp(mg - mx), 0.0, mg == -f32_inf());
+  }
+  let f = select(exp(m - mx), 0.0, m == -f32_inf());
+  let row = (b * u.hq + h) * u.lq + i;
+  // The value columns MW vec4 words at a time through the K tile: each invocation's
+  // scaled sums, then the row's G of them added by one invocation per word.
+  for (var w0 = 0u; w0 < V4; w0 = w0 + MW) {
+    for (var x = 0u; x < MW; x = x + 1u) {
+      if (w0 + x < V4) { ks[lid * MW + x] = acc[w0 + x] * f; }
+    }
+    workgroupBarrier();
+    if (row_ok) {
+      for (var x = g; x < MW && w0 + x < V4; x = x + G) {
+        var o = vec4<f32>(0.0);
+        for (var gg = 0u; gg < G; gg = gg + 1u) { o = o + ks[(r * G + gg) * MW + x]; }
+        let col = 4u * (w0 + x);
+)";
+  if (partial) {
+    s += R"(        let rec = (row * u.splits + split) * (DV + 2u);
+        for (var c = 0u; c < 4u; c = c + 1u) { if (col + c < DV) { put(rec + col + c, o[c]); } }
+      }
+    }
+    workgroupBarrier();
+  }
+  if (row_ok && g == 0u) {
+    let rec = (row * u.splits + split) * (DV + 2u) + DV;
+    put(rec, mx);
+    put(rec + 1u, lt);
+  }
+}
+)";
+  } else {
+    s += R"(        let inv = select(1.0 / lt, 0.0, lt == 0.0);
+        let ob = u.o_off + b * u.o_sb + h * u.o_sh + i * u.o_sl;
+        for (var c = 0u; c < 4u; c = c + 1u) { if (col + c < DV) { put(ob + (col + c) * u.o_sd, o[c] * inv); } }
+      }
+    }
+    workgroupBarrier();
+  }
+  if (row_ok && g == 0u) { put_lse(u.lse_off + row, select(mx + log(lt), -f32_inf(), lt == 0.0)); }
+}
+)";
+  }
+  return s;
+}
+
 // Merges the key ranges' partial states of each row: rescale each to the largest max.
 void launch_merge(Context& ctx, const AttentionArgs& a, const Plan& p, WGPUBuffer scratch) {
   static const UniformLayout layout({{"hq"}, {"lq"}, {"dv"}, {"dvp"}, {"splits"}, {"o_off"},
@@ -490,7 +729,10 @@ void scaled_dot_product_attention(Context& ctx, const AttentionArgs& a) {
   }
   const uint32_t flags = static_cast<uint32_t>(a.dtype) | static_cast<uint32_t>(a.mask_kind) << 8 |
                         (partial ? 1u : 0u) << 16;
-  if (p.lanes)
+  if (p.tiles)
+    l.typed = {"attention:tiles", {flags | (p.k_vec4 ? 1u : 0u) << 24 | (p.v_vec4 ? 1u : 0u) << 25,
+                                   a.dim | a.v_dim << 16, p.rows | p.keys << 16}};
+  else if (p.lanes)
     l.typed = {"attention:lanes", {flags | (p.k_vec4 ? 1u : 0u) << 24 | (p.v_vec4 ? 1u : 0u) << 25,
                                    a.dim | a.v_dim << 16}};
   else
@@ -499,6 +741,7 @@ void scaled_dot_product_attention(Context& ctx, const AttentionArgs& a) {
   l.count = rows / a.q_len * ceil_div(a.q_len, p.rows) * p.splits;
   l.workgroup = p.wg;
   l.body = [&]() {
+    if (p.tiles) return tiles_body(a, p, l.buffers, mask_dtype, partial);
     return p.lanes ? lanes_body(a, p, l.buffers, mask_dtype) : rows_body(a, p, l.buffers, mask_dtype, partial);
   };
   launch_kernel(ctx, l);

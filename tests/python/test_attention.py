@@ -33,14 +33,16 @@ class OpNames(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-@pytest.fixture(params=["software", "gpu", "lanes"])
+@pytest.fixture(params=["software", "gpu", "lanes", "tiles"])
 def adapter_kind(request, monkeypatch):
     """Both adapter-class variants (software: a query row per invocation for prefill; gpu:
-    rows of keys per workgroup, long key ranges split over workgroups) and the lanes kernel
-    forced for every shape it takes (head dims multiples of 4)."""
-    monkeypatch.setenv("TORCH_WEBGPU_ADAPTER_KIND", "gpu" if request.param == "lanes" else request.param)
-    if request.param == "lanes":
-        monkeypatch.setenv("TORCH_WEBGPU_ATTENTION_VARIANT", "lanes")
+    staged key/value tiles for prefill, rows of keys per workgroup for decode, long key
+    ranges split over workgroups), the lanes kernel forced for every shape it takes (head
+    dims multiples of 4) and the tiles kernel forced for every shape (decode included)."""
+    forced = request.param in ("lanes", "tiles")
+    monkeypatch.setenv("TORCH_WEBGPU_ADAPTER_KIND", "gpu" if forced else request.param)
+    if forced:
+        monkeypatch.setenv("TORCH_WEBGPU_ATTENTION_VARIANT", request.param)
     yield request.param
 
 
