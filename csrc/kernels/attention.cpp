@@ -186,6 +186,9 @@ std::string load_f32(const std::string& name, const std::vector<KernelBuffer>& b
 // the math path's softmax.
 const char kNanMax[] = "fn nan_max(m: f32, v: f32) -> f32 { if (is_nan(v) || v > m) { return v; } return m; }\n";
 
+// Two bfloat16 of a u32 word as f32.
+const char kBf2[] = "fn bf2(x: u32) -> vec2<f32> { return vec2<f32>(bitcast<f32>(x << 16u), bitcast<f32>(x & 0xffff0000u)); }\n";
+
 std::string N(uint64_t v) { return std::to_string(v) + "u"; }  // a WGSL u32 literal
 
 // q, k, v as f32 (`fq`, `fk`, `fv` of an element index) and `add_mask(s, at)`: the score
@@ -215,7 +218,7 @@ std::string rows_body(const AttentionArgs& a, const Plan& p, const std::vector<K
     const uint32_t per_vec4 = 16 / element_size(a.dtype);
     s += "fn qs4(i: u32) -> vec4<f32> { return vec4<f32>(qs[i], qs[i + 1u], qs[i + 2u], qs[i + 3u]); }\n";
     if (a.dtype == DType::BFloat16)
-      s += "fn bf2(x: u32) -> vec2<f32> { return vec2<f32>(bitcast<f32>(x << 16u), bitcast<f32>(x & 0xffff0000u)); }\n";
+      s += kBf2;
     std::string step;
     switch (a.dtype) {
       case DType::Float32: step = "qk = qk + dot(qs4(qo), bitcast<vec4<f32>>(w));"; break;
@@ -487,7 +490,7 @@ std::string tiles_body(const AttentionArgs& a, const Plan& p, const std::vector<
   const uint32_t merge_words = std::max<uint32_t>(1, std::min(v4, p.keys * kw / p.wg));
   std::string s = operand_fns(a, bufs, mask_dtype);
   if (a.dtype == DType::BFloat16)
-    s += "fn bf2(x: u32) -> vec2<f32> { return vec2<f32>(bitcast<f32>(x << 16u), bitcast<f32>(x & 0xffff0000u)); }\n";
+    s += kBf2;
   int b4 = a.mask_kind == MaskKind::None ? 3 : 4;
   const int k4 = p.k_vec4 ? b4++ : -1, v4b = p.v_vec4 ? b4 : -1;
   s += "const WG = " + N(p.wg) + ";\nconst G = " + N(kTileLanes) + ";\nconst TQ = " + N(p.rows) +
