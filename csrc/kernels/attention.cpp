@@ -50,6 +50,18 @@ bool vec4_rows(Context& ctx, const View& v, uint32_t cols, DType dtype) {
          !needs_window(ctx, v.buffer);
 }
 
+// One key range per row block, or several, each its own workgroup (merged by a second
+// pass that rescales their partial softmax states), when fewer than half of `target`
+// workgroups would run; each range at least `chunks` chunks of p.keys.
+void split_keys(const AttentionArgs& a, uint64_t target, uint32_t chunks, Plan& p) {
+  p.split_keys = std::max<uint32_t>(a.kv_len, 1);
+  const uint64_t groups = uint64_t(a.batch) * a.heads * ceil_div(a.q_len, p.rows);
+  if (groups * 2 > target || a.kv_len < 2 * chunks * p.keys) return;
+  const uint32_t want = std::min(ceil_div(target, groups), ceil_div(a.kv_len, chunks * p.keys));
+  p.split_keys = ceil_div(ceil_div(a.kv_len, want), p.keys) * p.keys;
+  p.splits = ceil_div(a.kv_len, p.split_keys);
+}
+
 constexpr uint32_t kTileLanes = 4;
 
 // Vec4 words of a staged key or value row: the head dim rounded up to 4 plus one word of
@@ -77,16 +89,8 @@ bool plan_tiles(Context& ctx, const AttentionArgs& a, bool software, Plan& p) {
   p.rows = p.wg / kTileLanes;
   p.k_vec4 = a.kv_len > 0 && vec4_rows(ctx, a.k, a.dim, a.dtype);
   p.v_vec4 = a.kv_len > 0 && vec4_rows(ctx, a.v, a.v_dim, a.dtype);
-  p.split_keys = std::max<uint32_t>(a.kv_len, 1);
-  // Few row blocks (a few heads, a short prompt) leave most of a GPU idle: split the keys
-  // over workgroups (each range at least 4 chunks), merged as for decode.
-  const uint64_t groups = uint64_t(a.batch) * a.heads * ceil_div(a.q_len, p.rows);
-  const uint64_t target = 512;
-  if (!software && groups * 2 <= target && a.kv_len >= 8 * p.keys) {
-    const uint32_t want = std::min(ceil_div(target, groups), ceil_div(a.kv_len, 4 * p.keys));
-    p.split_keys = ceil_div(ceil_div(a.kv_len, want), p.keys) * p.keys;
-    p.splits = ceil_div(a.kv_len, p.split_keys);
-  }
+  // Few row blocks (a few heads, a short prompt) leave most of a GPU idle.
+  split_keys(a, software ? 0 : 512, 4, p);
   return true;
 }
 
@@ -129,16 +133,8 @@ Plan plan_for(Context& ctx, const AttentionArgs& a) {
     if (p.rows == 1 || workgroup_bytes(p) <= limit) break;
     p.rows /= 2;
   }
-  p.split_keys = std::max<uint32_t>(a.kv_len, 1);
-  // Few rows over a long cache leave most of a GPU idle: split the keys over several
-  // workgroups and merge their partial softmax states in a second pass.
-  const uint64_t groups = uint64_t(a.batch) * a.heads * ceil_div(a.q_len, p.rows);
-  const uint64_t target = 256;
-  if (!software && groups * 2 <= target && a.kv_len >= 4 * p.keys) {
-    const uint32_t want = std::min(ceil_div(target, groups), ceil_div(a.kv_len, 2 * p.keys));
-    p.split_keys = ceil_div(ceil_div(a.kv_len, want), p.keys) * p.keys;
-    p.splits = ceil_div(a.kv_len, p.split_keys);
-  }
+  // Few rows over a long cache leave most of a GPU idle.
+  split_keys(a, software ? 0 : 256, 2, p);
   return p;
 }
 
@@ -189,6 +185,31 @@ const char kNanMax[] = "fn nan_max(m: f32, v: f32) -> f32 { if (is_nan(v) || v >
 // Two bfloat16 of a u32 word as f32.
 const char kBf2[] = "fn bf2(x: u32) -> vec2<f32> { return vec2<f32>(bitcast<f32>(x << 16u), bitcast<f32>(x & 0xffff0000u)); }\n";
 
+// The rows and tiles variants' workgroup: split, query-row block, batch and head of
+// `group` (the workgroups past the grid's end run too, as dead ones, for the barriers).
+const char kBlockOfRows[] = R"(  let live = group < frame_count();
+  let gi = select(0u, group, live);
+  let split = gi % u.splits;
+  let blk = (gi / u.splits) % u.blocks;
+  let bh = (gi / u.splits) / u.blocks;
+  let h = bh % u.hq;
+  let b = bh / u.hq;
+  let hk = h / u.grp;
+)";
+
+std::string block_main(uint32_t wg) { return kernel_main(Grid::Groups, wg) + kBlockOfRows; }
+
+// Their key range [kb, ke) (`split`'s keys; causal: none past the block's last row, so
+// later chunks are skipped) and where the operands' rows of the head start.
+const char kKeyRange[] = R"(  let kb = split * u.split_keys;
+  var ke = min(u.lk, kb + u.split_keys);
+  if (u.causal != 0u) { ke = min(ke, min(u.lq, blk * TQ + TQ)); }
+  if (!live) { ke = kb; }
+  let kbase = u.k_off + b * u.k_sb + hk * u.k_sh;
+  let vbase = u.v_off + b * u.v_sb + hk * u.v_sh;
+  let mrow = u.m_off + b * u.m_sb + h * u.m_sh + i * u.m_sl;
+)";
+
 std::string N(uint64_t v) { return std::to_string(v) + "u"; }  // a WGSL u32 literal
 
 // q, k, v as f32 (`fq`, `fk`, `fv` of an element index) and `add_mask(s, at)`: the score
@@ -205,9 +226,16 @@ std::string operand_fns(const AttentionArgs& a, const std::vector<KernelBuffer>&
   return s + "fn add_mask(s: f32, at: u32) -> f32 { return s; }\n";
 }
 
+// `put(i, x)` into the last bindings: the output (q's dtype) and `put_lse` the logsumexp,
+// or, for key ranges merged later, the float32 scratch of partial states.
+std::string output_fns(const AttentionArgs& a, const std::vector<KernelBuffer>& bufs, bool partial) {
+  if (partial) return kernel_store("put", bufs, bufs.size() - 1, DType::Float32, Compute::F32);
+  return kernel_store("put", bufs, bufs.size() - 2, a.dtype, Compute::F32) +
+         kernel_store("put_lse", bufs, bufs.size() - 1, DType::Float32, Compute::F32);
+}
+
 std::string rows_body(const AttentionArgs& a, const Plan& p, const std::vector<KernelBuffer>& bufs,
                       DType mask_dtype, bool partial) {
-  const size_t ob = bufs.size() - (partial ? 1 : 2);
   std::string s = operand_fns(a, bufs, mask_dtype);
   // q . k of key row `kr` into `qk`.
   std::string key_dot =
@@ -235,28 +263,15 @@ std::string rows_body(const AttentionArgs& a, const Plan& p, const std::vector<K
               "        let w = " + K4 + "[(kr + dd) / " + N(per_vec4) + "];\n"
               "        let qo = r * DQ + dd;\n        " + step + "\n      }\n";
   }
-  if (partial) {
-    s += kernel_store("put", bufs, ob, DType::Float32, Compute::F32);
-  } else {
-    s += kernel_store("put", bufs, ob, a.dtype, Compute::F32);
-    s += kernel_store("put_lse", bufs, ob + 1, DType::Float32, Compute::F32);
-  }
+  s += output_fns(a, bufs, partial);
   s += "const WG = " + N(p.wg) + ";\nconst TQ = " + N(p.rows) + ";\nconst KC = " + N(p.keys) +
        ";\nconst R = " + N(p.per_lane) + ";\nconst DQ = " + N(p.q_words) + ";\n";
   s += "var<workgroup> qs: array<f32, " + N(p.rows * p.q_words) + ">;\n"
        "var<workgroup> ps: array<f32, WG>;\n"
        "var<workgroup> red: array<f32, WG>;\n"
        "var<workgroup> fin: array<f32, " + N(p.wg * p.per_lane) + ">;\n";
-  s += kernel_main(Grid::Groups, p.wg);
-  s += R"(  let live = group < frame_count();
-  let g = select(0u, group, live);
-  let split = g % u.splits;
-  let blk = (g / u.splits) % u.blocks;
-  let bh = (g / u.splits) / u.blocks;
-  let h = bh % u.hq;
-  let b = bh / u.hq;
-  let hk = h / u.grp;
-  let r = lid / KC;
+  s += block_main(p.wg);
+  s += R"(  let r = lid / KC;
   let t = lid % KC;
   let i = blk * TQ + r;
   let row_ok = live && i < u.lq;
@@ -270,15 +285,7 @@ std::string rows_body(const AttentionArgs& a, const Plan& p, const std::vector<K
     }
     qs[rr * DQ + x % u.d] = val;
   }
-  let kb = split * u.split_keys;
-  var ke = min(u.lk, kb + u.split_keys);
-  // Causal: no row of the block sees a key past its last row.
-  if (u.causal != 0u) { ke = min(ke, min(u.lq, blk * TQ + TQ)); }
-  if (!live) { ke = kb; }
-  let kbase = u.k_off + b * u.k_sb + hk * u.k_sh;
-  let vbase = u.v_off + b * u.v_sb + hk * u.v_sh;
-  let mrow = u.m_off + b * u.m_sb + h * u.m_sh + i * u.m_sl;
-  let slice = t / u.dvk;
+)" + std::string(kKeyRange) + R"(  let slice = t / u.dvk;
   let d0 = t % u.dvk;
   let pv_on = row_ok && slice < u.slices;
   var m_run = -f32_inf();
@@ -361,7 +368,6 @@ std::string rows_body(const AttentionArgs& a, const Plan& p, const std::vector<K
 
 std::string lanes_body(const AttentionArgs& a, const Plan& p, const std::vector<KernelBuffer>& bufs,
                        DType mask_dtype) {
-  const size_t ob = bufs.size() - 2;
   std::string s = operand_fns(a, bufs, mask_dtype);
   s += "fn q4(i: u32) -> vec4<f32> { return vec4<f32>(fq(i), fq(i + u.q_sd), fq(i + 2u * u.q_sd), fq(i + 3u * u.q_sd)); }\n"
        "fn k4(i: u32) -> vec4<f32> { return vec4<f32>(fk(i), fk(i + u.k_sd), fk(i + 2u * u.k_sd), fk(i + 3u * u.k_sd)); }\n"
@@ -373,8 +379,7 @@ std::string lanes_body(const AttentionArgs& a, const Plan& p, const std::vector<
   if (p.v_vec4)
     s += "fn v4w(i: u32) -> vec4<f32> { return bitcast<vec4<f32>>(buf" + std::to_string(b4) + "[i / 4u]); }\n";
   const std::string kload = p.k_vec4 ? "k4w" : "k4", vload = p.v_vec4 ? "v4w" : "v4";
-  s += kernel_store("put", bufs, ob, a.dtype, Compute::F32);
-  s += kernel_store("put_lse", bufs, ob + 1, DType::Float32, Compute::F32);
+  s += output_fns(a, bufs, false);
   s += "const WG = " + N(p.wg) + ";\nconst D4 = " + N(a.dim / 4) + ";\nconst V4 = " + N(a.v_dim / 4) + ";\n";
   s += kernel_main(Grid::Groups, p.wg);
   s += R"(  let live = group < frame_count();
@@ -483,7 +488,6 @@ std::string tile_loader(const std::string& op, const std::string& dst, uint32_t 
 
 std::string tiles_body(const AttentionArgs& a, const Plan& p, const std::vector<KernelBuffer>& bufs,
                        DType mask_dtype, bool partial) {
-  const size_t ob = bufs.size() - (partial ? 1 : 2);
   const uint32_t d4 = (a.dim + 3) / 4, v4 = (a.v_dim + 3) / 4;
   const uint32_t kw = tile_row_words(a.dim), vw = tile_row_words(a.v_dim);
   // Vec4 words per invocation in one pass of the final merge (through the K tile).
@@ -502,21 +506,9 @@ std::string tiles_body(const AttentionArgs& a, const Plan& p, const std::vector<
        "var<workgroup> st: array<f32, " + N(2 * p.wg) + ">;\n";
   s += tile_loader("k", "ks", a.dim, kw, a.dtype, k4) + tile_loader("v", "vs", a.v_dim, vw, a.dtype, v4b);
   s += "fn qel(e: u32, c: u32) -> f32 { if (c < D) { return fq(e + c * u.q_sd); } return 0.0; }\n";
-  if (partial)
-    s += kernel_store("put", bufs, ob, DType::Float32, Compute::F32);
-  else
-    s += kernel_store("put", bufs, ob, a.dtype, Compute::F32) +
-         kernel_store("put_lse", bufs, ob + 1, DType::Float32, Compute::F32);
-  s += kernel_main(Grid::Groups, p.wg);
-  s += R"(  let live = group < frame_count();
-  let gi = select(0u, group, live);
-  let split = gi % u.splits;
-  let blk = (gi / u.splits) % u.blocks;
-  let bh = (gi / u.splits) / u.blocks;
-  let h = bh % u.hq;
-  let b = bh / u.hq;
-  let hk = h / u.grp;
-  let r = lid / G;
+  s += output_fns(a, bufs, partial);
+  s += block_main(p.wg);
+  s += R"(  let r = lid / G;
   let g = lid % G;
   let i = blk * TQ + r;
   let row_ok = live && i < u.lq;
@@ -527,15 +519,7 @@ std::string tiles_body(const AttentionArgs& a, const Plan& p, const std::vector<
       q[x] = vec4<f32>(qel(qr, 4u * x), qel(qr, 4u * x + 1u), qel(qr, 4u * x + 2u), qel(qr, 4u * x + 3u)) * u.scale;
     }
   }
-  let kb = split * u.split_keys;
-  var ke = min(u.lk, kb + u.split_keys);
-  // Causal: no row of the block sees a key past its last row; later chunks are skipped.
-  if (u.causal != 0u) { ke = min(ke, min(u.lq, blk * TQ + TQ)); }
-  if (!live) { ke = kb; }
-  let kbase = u.k_off + b * u.k_sb + hk * u.k_sh;
-  let vbase = u.v_off + b * u.v_sb + hk * u.v_sh;
-  let mrow = u.m_off + b * u.m_sb + h * u.m_sh + i * u.m_sl;
-  var m = -f32_inf();
+)" + std::string(kKeyRange) + R"(  var m = -f32_inf();
   var l = 0.0;
   var acc: array<vec4<f32>, V4>;
   var sc: array<f32, KPL>;
