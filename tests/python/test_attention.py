@@ -3,6 +3,8 @@ shapes, causal (top-left), bool and float masks with broadcasting, grouped-query
 strided and offset views, head dims, half types, fully masked rows, empty shapes, the
 math path for gradients and sdpa_kernel(MATH), both adapter-class variants and the spec's
 default limits."""
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -317,6 +319,27 @@ def test_spec_default_limits_in_a_fresh_process():
         "                                             is_causal=lq > 1)\n"
         "        torch.testing.assert_close(out.cpu(), ref, rtol=1e-5, atol=2e-6)\n",
         {"TORCH_WEBGPU_LIMITS": "default"})
+
+
+def test_gpu_prefill_takes_the_tiles_kernel_within_the_default_limits(tmp_path):
+    """GPU adapters run prefill (16+ query rows) on the tiles kernel and decode on the rows
+    kernel; under the spec's default limits the tiles' workgroup arrays fit its 16 KiB at
+    every head dim (the chunk of staged keys shrinks as the head dim grows)."""
+    check_in_fresh_process(
+        "for lq, d in ((40, 64), (40, 256), (20, 1), (1, 64)):\n"
+        "    q, k, v = (torch.randn(1, 2, n, d, generator=g) for n in (lq, 50, 50))\n"
+        "    with sdpa_kernel(SDPBackend.MATH):\n"
+        "        ref = F.scaled_dot_product_attention(q, k, v, is_causal=True)\n"
+        "    out = F.scaled_dot_product_attention(q.to('webgpu'), k.to('webgpu'), v.to('webgpu'), is_causal=True)\n"
+        "    torch.testing.assert_close(out.cpu(), ref, rtol=1e-5, atol=2e-6)\n",
+        {"TORCH_WEBGPU_LIMITS": "default", "TORCH_WEBGPU_ADAPTER_KIND": "gpu",
+         "TORCH_WEBGPU_DUMP_SHADERS": str(tmp_path)})
+    tiles = [f.read_text() for f in tmp_path.glob("attention_tiles_*.wgsl")]
+    assert len(tiles) == 3 and list(tmp_path.glob("attention_rows_*.wgsl"))
+    for wgsl in tiles:
+        arrays = re.findall(r"var<workgroup> \w+: array<(vec4<f32>|f32), (\d+)u>;", wgsl)
+        assert len(arrays) == 3 and wgsl.count("var<workgroup>") == 3
+        assert sum((16 if t == "vec4<f32>" else 4) * int(n) for t, n in arrays) <= 16384
 
 
 @pytest.mark.usefixtures("no_fallback")
