@@ -81,7 +81,7 @@ def main(argv=None):
     parser.add_argument("--profile", action="store_true",
                         help="also print webgpu's kernel table (GPU time) of 4 decode steps")
     parser.add_argument("--host-profile", action="store_true",
-                        help="also print the host functions (cProfile) of one compiled webgpu generate")
+                        help="also print the host functions (cProfile) of one webgpu generate per mode")
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args(argv)
 
@@ -104,7 +104,7 @@ def main(argv=None):
                 forward_loop(m, prompt.to(device), args.tokens, device, cache)  # warm-up (compiles)
                 row.update(forward_loop(m, prompt.to(device), args.tokens, device, cache))
                 row["tokens_equal_generate"] = row["tokens"][:args.tokens - 1] == gen["tokens"][1:]
-                if args.host_profile and device == "webgpu" and mode != "eager":
+                if args.host_profile and device == "webgpu":
                     import cProfile
                     import pstats
 

@@ -29,7 +29,7 @@ want compile_webgpu && step compile_webgpu 240 python3 scripts/e2e_models.py --m
 want engine && step engine 150 python3 benchmarks/engine.py --reps 5
 want replay && step replay 150 python3 benchmarks/graph_replay.py --cuda --tokens 16
 want breakdown && step breakdown ${BREAKDOWN_S:-420} python3 benchmarks/decode_breakdown.py --model "${MODELS%%,*}" \
-  --devices webgpu,cuda --modes "${MODES:-eager,reduce-overhead}" --init-device cuda --profile --json "$OUT/breakdown.json"
+  --devices webgpu,cuda --modes "${MODES:-eager,reduce-overhead}" --init-device cuda ${PROFILE:---profile} --json "$OUT/breakdown.json"
 want compile_cuda && step compile_cuda 200 python3 scripts/e2e_models.py --models "$MODELS" \
   --compile reduce-overhead --init-device cuda --tokens 32 --cuda --json "$OUT/compile_cuda.json"
 exit 0
