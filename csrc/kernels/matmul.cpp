@@ -877,6 +877,14 @@ size_t linear_group_chunk(Context& ctx, const LinearGroupDesc& d, size_t first) 
 
 }  // namespace
 
+bool linear_group_fuses(Context& ctx) {
+  // TORCH_WEBGPU_GEMM_VARIANT=gemv takes the group kernel on any adapter (tests). Software
+  // adapters default to gemm per linear (see gemm_piece's GEMV choice).
+  const char* f = std::getenv("TORCH_WEBGPU_GEMM_VARIANT");
+  const std::string force = f ? f : "";
+  return force == "gemv" || (force.empty() && !software_adapter(ctx));
+}
+
 void linear_group(Context& ctx, const LinearGroupDesc& all) {
   const DType dt = all.a.dtype;
   if (dt != DType::Float32 && dt != DType::Float16 && dt != DType::BFloat16)
@@ -898,13 +906,8 @@ void linear_group(Context& ctx, const LinearGroupDesc& all) {
   if (d.m * width == 0) return;
   windows = ctx.pool().has_oversized() &&
             (windows || needs_window(ctx, d.a.buffer) || needs_window(ctx, d.out.buffer));
-  // TORCH_WEBGPU_GEMM_VARIANT=gemv takes the group kernel on any adapter (tests), no_gemv
-  // never. Software adapters default to gemm per linear (see gemm_piece's GEMV choice);
-  // a weight larger than one binding goes through gemm's windows.
-  std::string force;
-  if (const char* f = std::getenv("TORCH_WEBGPU_GEMM_VARIANT")) force = f;
-  const bool group = force == "gemv" || (force != "no_gemv" && force.empty() && !software_adapter(ctx));
-  if (group && d.m <= kLinearGroupMaxRows && !windows) {
+  // (A weight larger than one binding goes through gemm's windows.)
+  if (linear_group_fuses(ctx) && d.m <= kLinearGroupMaxRows && !windows) {
     for (size_t first = 0; first < d.linears.size();) {
       const size_t last = linear_group_chunk(ctx, d, first);
       linear_group_gemv(ctx, d, first, last, col);

@@ -98,6 +98,10 @@ struct LinearGroupDesc {
   MatOperand out;  // m x (sum of n): rows, cols strides; must not share a buffer with the inputs
 };
 void linear_group(Context& ctx, const LinearGroupDesc& d);
+// Whether linear_group here takes the group kernel (for up to kLinearGroupMaxRows rows):
+// GPU adapters, or forced by TORCH_WEBGPU_GEMM_VARIANT=gemv; never with no_gemv. The
+// compile pass fuses linears only then (elsewhere the group saves no dispatch).
+bool linear_group_fuses(Context& ctx);
 
 // Column layout strides: col[n, g, r, l] at n*sn + g*sg + r*sr + l*sl (float32).
 struct ColLayout {

@@ -170,6 +170,20 @@ def test_bad_input_raises_like_linear(no_fallback):
 
 # ---- the compile pass ------------------------------------------------------------------
 
+def test_pass_runs_where_the_group_is_one_dispatch(monkeypatch):
+    from torch_webgpu.compiler import horizontal_fusion
+
+    monkeypatch.setenv("TORCH_WEBGPU_ADAPTER_KIND", "gpu")
+    assert horizontal_fusion.enabled()
+    monkeypatch.setenv("TORCH_WEBGPU_COMPILE_HFUSE", "0")
+    assert not horizontal_fusion.enabled()
+    monkeypatch.delenv("TORCH_WEBGPU_COMPILE_HFUSE")
+    monkeypatch.setenv("TORCH_WEBGPU_ADAPTER_KIND", "software")  # gemm per linear: nothing saved
+    assert not horizontal_fusion.enabled()
+    monkeypatch.setenv("TORCH_WEBGPU_GEMM_VARIANT", "gemv")
+    assert horizontal_fusion.enabled()
+
+
 class QwenLikeAttention(nn.Module):
     """q/k/v with biases (grouped heads: k and v narrower), rotary-free attention, o."""
 

@@ -6,7 +6,8 @@ At decode every linear is a matrix-vector product whose cost on a GPU is mostly 
 dispatch itself, so fewer dispatches per token is what pays. Only products with few rows
 (``MAX_ROWS``) are fused: prefill's GEMMs keep their tiled kernels. The pass runs as our
 backend's device pass (registration.py), which Inductor applies only to graphs with webgpu
-tensors; ``TORCH_WEBGPU_COMPILE_HFUSE=0`` turns it off.
+tensors, where the group is one dispatch (GPU adapters); ``TORCH_WEBGPU_COMPILE_HFUSE=0``
+turns it off.
 """
 from __future__ import annotations
 
@@ -20,7 +21,11 @@ _FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
 def enabled() -> bool:
-    return os.environ.get("TORCH_WEBGPU_COMPILE_HFUSE", "1") != "0"
+    """Unless turned off, where linear_group is one dispatch (GPU adapters; software ones
+    run it as a gemm per linear, which saves nothing)."""
+    from .. import _C
+
+    return os.environ.get("TORCH_WEBGPU_COMPILE_HFUSE", "1") != "0" and _C._linear_group_fuses()
 
 
 def _graph_value(node) -> bool:
