@@ -83,7 +83,8 @@ def test_strided_views(path, dtype, start):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_more_linears_than_bindings(path, dtype, monkeypatch):
     """Five biased linears need 12 storage bindings in one dispatch: the group kernel runs
-    as many as fit the spec's 8 (x, 3 weights, 3 biases, out), then the rest."""
+    as many as fit the stage's limit (llvmpipe's 10: x, 4 weights, 4 biases, out), then the
+    rest."""
     x = make((2, 64), dtype, seed=8, low=-1, high=1)
     weights, biases = linears((9, 16, 3, 24, 7), 64, dtype, (True,) * 5)
     before = dispatches()
@@ -105,23 +106,34 @@ def test_one_dispatch_for_qkv_and_gate_up(monkeypatch):
         assert dispatches() - before == 1
 
 
-def test_spec_default_limits_in_a_fresh_process():
+@pytest.mark.parametrize("env,expected_dispatches", [({"TORCH_WEBGPU_LIMITS": "default"}, 2),
+                                                     ({"TORCH_WEBGPU_MAX_BINDING_BYTES": "65536"}, None)])
+def test_limits_in_a_fresh_process(env, expected_dispatches):
     """The spec's default limits (8 storage buffers per stage): a 4-linear biased group
-    splits over two dispatches and still matches."""
+    splits over two dispatches (x, 3 weights, 3 biases, out; then the last). Buffers larger than one binding (a 128 KiB buffer holding
+    the weights as views): each linear through gemm's windows."""
     code = (
         "import torch, torch_webgpu, torch.nn.functional as F\n"
         "g = torch.Generator().manual_seed(0)\n"
         "x = torch.randn(3, 100, generator=g)\n"
-        "ws = [torch.randn(n, 100, generator=g) for n in (20, 7, 7, 33)]\n"
+        "big = torch.randn(330, 100, generator=g)\n"
+        "ws = [big[a:a + n] for a, n in ((0, 20), (20, 7), (100, 7), (297, 33))]\n"
         "bs = [torch.randn(n, generator=g) for n in (20, 7, 7, 33)]\n"
         "ref = torch.cat([F.linear(x, w, b) for w, b in zip(ws, bs)], -1)\n"
-        "out = torch.ops.webgpu.linear_group(x.to('webgpu'), [w.to('webgpu') for w in ws],\n"
+        "big = big.to('webgpu')\n"
+        "ws_dev = [big[a:a + n] for a, n in ((0, 20), (20, 7), (100, 7), (297, 33))]\n"
+        "torch.webgpu.synchronize()\n"
+        "before = torch_webgpu._C.dispatch_stats()['dispatches']\n"
+        "out = torch.ops.webgpu.linear_group(x.to('webgpu'), ws_dev,\n"
         "                                    [b.to('webgpu') for b in bs])\n"
+        "torch.webgpu.synchronize()\n"
+        "print('dispatches', torch_webgpu._C.dispatch_stats()['dispatches'] - before)\n"
         "torch.testing.assert_close(out.cpu(), ref, rtol=1e-4, atol=1e-4)\n"
         "print('ok')\n")
-    result = run_python(code, env={"TORCH_WEBGPU_LIMITS": "default", "TORCH_WEBGPU_ADAPTER_KIND": "gpu",
-                                   "TORCH_WEBGPU_DISABLE_CPU_FALLBACK": "1"})
+    result = run_python(code, env={**env, "TORCH_WEBGPU_ADAPTER_KIND": "gpu", "TORCH_WEBGPU_DISABLE_CPU_FALLBACK": "1"})
     assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-2000:]
+    if expected_dispatches is not None:
+        assert f"dispatches {expected_dispatches}\n" in result.stdout, result.stdout
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
