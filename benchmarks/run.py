@@ -217,6 +217,16 @@ def gemv(quick, caps):
                 limit = ("software adapter: GEMV off (older matmul variants); " + limit).rstrip("; ")
             out.append(Case("gemv", f"linear {name}", f"1x{k} @ {k}x{n}{' (LM head)' if n == 151936 else ''}",
                             setup, size * (k * n + k + n), "GB/s", limit))
+    # Weights with N contiguous: GPT-2's Conv1D, addmm(bias, x, W [k, n]), at its sizes.
+    for k, n in [(768, 2304)] if quick else [(768, 2304), (768, 3072), (3072, 768)]:
+        def setup(d, k=k, n=n):
+            x, b = torch.randn(1, k, device=d), torch.randn(n, device=d)
+            w = torch.randn(k, n, device=d) * 0.05
+            return lambda: torch.addmm(b, x, w)
+        limit = "software adapter: GEMV off" if software(caps) and not os.environ.get(
+            "TORCH_WEBGPU_GEMM_VARIANT", "").startswith("gemv_cols") else ""
+        out.append(Case("gemv", "addmm fp32 (W n-contiguous)", f"1x{k} @ {k}x{n}", setup,
+                        4 * (k * n + k + 2 * n), "GB/s", limit))
     return out
 
 

@@ -84,7 +84,7 @@ uint32_t set_operand(KernelLaunch& l, Operand op, const MatOperand& o) {
   return offset_word;
 }
 
-enum class Variant { Tiled, Block, PerOutput, Reduce, Gemv };
+enum class Variant { Tiled, Block, PerOutput, Reduce, Gemv, GemvCols };
 // Split-K: the tiles' kernel writes each slice's float32 partial sums to scratch (see
 // splitk_sum_body), partial (b, slice, r, c) at ((b * splits + slice) * m + r) * n + c.
 enum class Split { None, Partials };
@@ -190,6 +190,16 @@ std::string decode_position(const std::string& in, const std::string& l) {
          in + "let ooff = (ob.x * i32(u_x_size(1u)) + ob.y) * i32(u_x_size(2u)) + ob.z;\n";
 }
 
+// WGSL: the tile index `g` of workgroup `g0` and the range [kb, ke) of K it sums. Under
+// split-K neighbouring workgroups take the slices of K of one tile.
+std::string split_range(Split split) {
+  return split == Split::Partials
+             // (kb from a let, not the private `slice`: barriers need uniform control flow.)
+             ? "  let sl = g0 % u.splits;\n  slice = sl;\n  let g = g0 / u.splits;\n"
+               "  let kb = sl * u.k_slice;\n  let ke = min(u.k, kb + u.k_slice);\n"
+             : "  let g = g0;\n  let kb = 0u;\n  let ke = u.k;\n";
+}
+
 std::string tiled_body(const Arith& ar, const TileShape& t, GatherB gather, Split split) {
   const std::string T = ar.type(), Z = ar.zero();
   const uint32_t rm = t.tm / t.wy, rn = t.tn / t.wx, sa_row = t.tm + 4, sb_row = t.tn + 4;
@@ -200,12 +210,7 @@ std::string tiled_body(const Arith& ar, const TileShape& t, GatherB gather, Spli
   s += kernel_main(Grid::Groups, t.threads());
   s += "  let valid = group < frame_count();\n"
        "  let g0 = select(0u, group, valid);\n";
-  // Split-K: neighbouring workgroups take the slices of K of one tile, [kb, ke).
-  s += split == Split::Partials
-           // (kb from a let, not the private `slice`: the barriers need uniform control flow.)
-           ? "  let sl = g0 % u.splits;\n  slice = sl;\n  let g = g0 / u.splits;\n"
-             "  let kb = sl * u.k_slice;\n  let ke = min(u.k, kb + u.k_slice);\n"
-           : "  let g = g0;\n  let kb = 0u;\n  let ke = u.k;\n";
+  s += split_range(split);
   s += "  let b = g / u.tiles_per_batch;\n  let t = g % u.tiles_per_batch;\n"
        "  let row0 = (t / u.tiles_n) * " + n(t.tm) + ";\n  let col0 = (t % u.tiles_n) * " + n(t.tn) + ";\n"
        "  let bo = b / u.batch_inner;\n  let bi = b % u.batch_inner;\n"
@@ -463,6 +468,49 @@ std::string gemv_body(uint32_t threads, bool pairs, DType b_dtype) {
   return s;
 }
 
+// Matrix-vector products whose weight has N contiguous (x @ W with W [k, n]: GPT-2's
+// Conv1D at decode). A workgroup owns 32 neighbouring columns of one row: the lanes of a
+// warp read 32 neighbouring elements of a weight row (coalesced, where one invocation per
+// output column would leave the GPU mostly idle and a tree per output would read one
+// element per 32-byte sector), its threads / 32 warps take interleaved rows of its slice
+// of K with 4 partial sums each, and a tree over the warps adds them.
+std::string gemv_cols_body(uint32_t threads, Split split) {
+  auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
+  const std::string warps = n(threads / kGemvLanes);
+  std::string s = "var<workgroup> part: array<f32, " + std::to_string(threads) + ">;\n";
+  s += kernel_main(Grid::Groups, threads);
+  s += "  let valid = group < frame_count();\n"
+       "  let g0 = select(0u, group, valid);\n" + split_range(split) +
+       "  let M = u.m;\n  let N = u.n;\n"
+       "  let cg = g % u.tiles_n;\n  let rest = g / u.tiles_n;\n  let r = rest % M;\n  let b = rest / M;\n"
+       "  let bo = b / u.batch_inner;\n  let bi = b % u.batch_inner;\n"
+       "  let lane = lid % " + n(kGemvLanes) + ";\n  let warp = lid / " + n(kGemvLanes) + ";\n"
+       "  let c = cg * " + n(kGemvLanes) + " + lane;\n"
+       "  let live = valid && c < N;\n"
+       "  let ai = a_base(bo, bi) + r * u.a_rows;\n  let ak = u.a_cols;\n"
+       "  let bj = b_base(bo, bi) + min(c, N - 1u);\n  let bk = u.b_rows;\n"
+       "  var s0 = 0.0;\n  var s1 = 0.0;\n  var s2 = 0.0;\n  var s3 = 0.0;\n"
+       "  if (live) {\n"
+       "    let W = " + warps + ";\n"
+       "    var k = kb + warp;\n"
+       "    for (; k + 3u * W < ke; k = k + 4u * W) {\n"
+       "      s0 = s0 + load_a(ai + k * ak) * load_b(bj + k * bk);\n"
+       "      s1 = s1 + load_a(ai + (k + W) * ak) * load_b(bj + (k + W) * bk);\n"
+       "      s2 = s2 + load_a(ai + (k + 2u * W) * ak) * load_b(bj + (k + 2u * W) * bk);\n"
+       "      s3 = s3 + load_a(ai + (k + 3u * W) * ak) * load_b(bj + (k + 3u * W) * bk);\n"
+       "    }\n"
+       "    for (; k < ke; k = k + W) { s0 = s0 + load_a(ai + k * ak) * load_b(bj + k * bk); }\n"
+       "  }\n"
+       "  part[lid] = (s0 + s1) + (s2 + s3);\n"
+       "  workgroupBarrier();\n"
+       "  for (var w = " + n(threads / 2) + "; w >= " + n(kGemvLanes) + "; w = w >> 1u) {\n"
+       "    if (lid < w) { part[lid] = part[lid] + part[lid + w]; }\n"
+       "    workgroupBarrier();\n"
+       "  }\n"
+       "  if (live && warp == 0u) { finish(bo, bi, r, c, part[lid]); }\n}\n";
+  return s;
+}
+
 }  // namespace
 
 namespace {
@@ -495,11 +543,13 @@ constexpr uint64_t kGpuTargetWorkgroups = 256;
 constexpr uint64_t kSplitKMinSlice = 64;
 
 // The length of split-K's slices of K; d.k: no split.
-uint64_t splitk_slice(Context& ctx, const GemmDesc& d, uint64_t tiles, const std::string& force) {
-  const bool forced = force == "splitk";
+// `forcing`: the TORCH_WEBGPU_GEMM_VARIANT value that forces a split.
+uint64_t splitk_slice(Context& ctx, const GemmDesc& d, uint64_t tiles, const std::string& force,
+                      const char* forcing, uint64_t min_slice) {
+  const bool forced = force == forcing;
   if (d.k < 2 || !(forced || (force.empty() && tiles < kGpuTargetWorkgroups && !software_adapter(ctx))))
     return d.k;
-  uint64_t splits = std::min((kGpuTargetWorkgroups + tiles - 1) / tiles, d.k / kSplitKMinSlice);
+  uint64_t splits = std::min((kGpuTargetWorkgroups + tiles - 1) / tiles, d.k / min_slice);
   if (forced) splits = std::max<uint64_t>(splits, 2);
   // The partial sums must fit one storage binding.
   const uint64_t outputs = d.batch_outer * d.batch_inner * d.m * d.n;
@@ -525,8 +575,13 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   // no_gemv never. Software adapters skip it by default: barriers cost more there than
   // uncoalesced reads (which CPU caches absorb).
   const bool gemv_fits = d.compute == Compute::F32 && d.b.rows == 1 && d.b.cols != 1 && d.k >= 2;
+  // Its twin for weights with N contiguous (gemv_cols; gemv_cols_split also splits K).
+  const bool gemv_cols_fits = d.compute == Compute::F32 && d.b.cols == 1 && d.b.rows != 1 && !d.conv && d.k >= 2;
   if (gemv_fits && (force == "gemv" || (force.empty() && !software_adapter(ctx) && d.m <= 4 && d.k >= 64)))
     v = Variant::Gemv;
+  else if (gemv_cols_fits && (force.rfind("gemv_cols", 0) == 0 ||
+                              (force.empty() && !software_adapter(ctx) && d.m <= 4 && d.k >= 64)))
+    v = Variant::GemvCols;
   // Large products: shared-memory tiles, register blocks on software adapters (an implicit
   // GEMM has only the tiles).
   else if (d.conv)
@@ -559,9 +614,16 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   }
   // (Implicit GEMMs split too: the engine's convolutions run im2col and a plain GEMM of the
   // same shape, and must round as eager's gathers do.)
-  const uint64_t k_slice = v == Variant::Tiled && d.compute == Compute::F32 && shape.tm == kSmallTile.tm
-                               ? splitk_slice(ctx, d, count_tiles(kSmallTile), force)
-                               : d.k;
+  const uint32_t gemv_threads = std::min<uint32_t>(256, ctx.caps().workgroup_1d());
+  // GEMV over N-contiguous weights splits K when its column groups are too few (slices of
+  // at least 32 rows per warp, so that the second pass stays small beside the first).
+  const uint64_t k_slice =
+      v == Variant::Tiled && d.compute == Compute::F32 && shape.tm == kSmallTile.tm
+          ? splitk_slice(ctx, d, count_tiles(kSmallTile), force, "splitk", kSplitKMinSlice)
+      : v == Variant::GemvCols
+          ? splitk_slice(ctx, d, batch * d.m * ((d.n + kGemvLanes - 1) / kGemvLanes), force, "gemv_cols_split",
+                         32 * (gemv_threads / kGemvLanes))
+          : d.k;
   const uint64_t splits = k_slice < d.k ? (d.k + k_slice - 1) / k_slice : 1;
   const Split split = splits > 1 ? Split::Partials : Split::None;
   shape.a_k_fast = d.a.cols == 1 && d.a.rows != 1;
@@ -570,13 +632,13 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
                          : d.conv_positions_along_k ? GatherB::PositionsAlongK : GatherB::TapsAlongK;
   if (gather != GatherB::None) shape.b_k_fast = gather == GatherB::PositionsAlongK;
 
-  const uint32_t gemv_threads = std::min<uint32_t>(256, ctx.caps().workgroup_1d());
   const bool gemv_pairs = v == Variant::Gemv &&
                           (d.b.dtype == DType::Float16 || d.b.dtype == DType::BFloat16) &&
                           d.k % 2 == 0 && d.b.offset % 2 == 0 && d.b.cols % 2 == 0 &&
                           d.b.batch_outer % 2 == 0 && d.b.batch_inner % 2 == 0;
   uint64_t tile_m = v == Variant::Block ? 4 : shape.tm, tile_n = v == Variant::Block ? 4 : shape.tn;
   if (v == Variant::Gemv) tile_m = 1, tile_n = gemv_threads / kGemvLanes;
+  if (v == Variant::GemvCols) tile_m = 1, tile_n = kGemvLanes;
   const uint64_t tiles_m = (d.m + tile_m - 1) / tile_m, tiles_n = (d.n + tile_n - 1) / tile_n;
   KernelLaunch l;
   l.declare(gemm_layout(has_c, d.conv != nullptr))
@@ -650,6 +712,7 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
                        : v == Variant::Block  ? "gemm:block"
                        : v == Variant::Reduce ? "gemm:reduce"
                        : v == Variant::Gemv   ? "gemm:gemv"
+                       : v == Variant::GemvCols ? "gemm:gemv_cols"
                                               : "gemm:per_out";
   l.typed = {family, {dtypes, static_cast<uint32_t>(d.compute), shape_word, flags}};
   if (v == Variant::PerOutput || v == Variant::Block) {
@@ -660,8 +723,9 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
     l.workgroup = 64;
   } else {
     l.grid = Grid::Groups;
-    l.count = v == Variant::Tiled || v == Variant::Gemv ? splits * batch * tiles_m * tiles_n : outputs;
-    l.workgroup = v == Variant::Tiled ? shape.threads() : v == Variant::Gemv ? gemv_threads : 64;
+    const bool gemv = v == Variant::Gemv || v == Variant::GemvCols;
+    l.count = v == Variant::Tiled || gemv ? splits * batch * tiles_m * tiles_n : outputs;
+    l.workgroup = v == Variant::Tiled ? shape.threads() : gemv ? gemv_threads : 64;
   }
   Arith ar{d.compute};
   const GemmDesc desc = d;
@@ -669,6 +733,7 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
     std::string s = gemm_common(desc, l.buffers, has_c && split == Split::None, split);
     if (v == Variant::Tiled) s += tiled_body(ar, shape, gather, split);
     else if (v == Variant::Gemv) s += gemv_body(gemv_threads, gemv_pairs, desc.b.dtype);
+    else if (v == Variant::GemvCols) s += gemv_cols_body(gemv_threads, split);
     else if (v == Variant::Block) s += block_body(ar);
     else if (v == Variant::Reduce) s += reduce_body(ar);
     else s += per_output_body(ar);
