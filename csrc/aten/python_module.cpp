@@ -122,7 +122,10 @@ PYBIND11_MODULE(_C, m) {
     return d;
   });
   // Whether torch.ops.webgpu.linear_group is one dispatch here (the compile pass's test).
+  // False before the device starts: the pass's uuid asks while Inductor keys any graph's
+  // cache entry, a CPU or CUDA one included, which must not start (or need) an adapter.
   m.def("_linear_group_fuses", [] {
+    if (!Context::initialized()) return false;
     return guarded([] {
       RuntimeLock lock;
       return linear_group_fuses(lock.ctx());
