@@ -93,6 +93,21 @@ std::string row_sum_fn(uint32_t wg = kRowWorkgroup) {
 
 namespace {
 
+// `row_moments(v, lid)`: the row's (count, mean, sum of squared deviations) from each
+// invocation's own triple v, merged in one tree by Chan's formula (an empty side leaves the
+// other as it is). Called by all invocations of the row.
+std::string row_moments_fn(uint32_t wg) {
+  return "var<workgroup> red3: array<vec3<f32>, " + std::to_string(wg) + ">;\n"
+         "fn moments_merge(a: vec3<f32>, b: vec3<f32>) -> vec3<f32> {\n"
+         "  if (b.x == 0.0) { return a; }\n  if (a.x == 0.0) { return b; }\n"
+         "  let n = a.x + b.x;\n  let d = b.y - a.y;\n  let f = div_f32(b.x, n);\n"
+         "  return vec3<f32>(n, a.y + d * f, a.z + b.z + d * d * a.x * f);\n}\n"
+         "fn row_moments(v: vec3<f32>, lid: u32) -> vec3<f32> {\n  workgroupBarrier();\n  red3[lid] = v;\n  workgroupBarrier();\n"
+         "  for (var h = " + std::to_string(wg / 2) + "u; h > 0u; h = h >> 1u) {\n"
+         "    if (lid < h) { red3[lid] = moments_merge(red3[lid], red3[lid + h]); }\n    workgroupBarrier();\n  }\n"
+         "  return red3[0];\n}\n";
+}
+
 // Rows of up to kHeldPer elements per invocation of a group of up to 256 are read once into
 // registers (named values x0, x1, ...: a loop-indexed array would live in local memory) and
 // both the statistics and the output come from there; longer rows are swept from the cache.
@@ -117,9 +132,10 @@ RowPlan row_plan(Context& ctx, uint32_t len) {
 }
 
 // One workgroup per contiguous row of `len` elements: `row_body` is the inside of
-// run_group(r, lid) with `n` (the length), `base` (the row's first element), `row_sum` and
-// the parameter u.eps at hand. Its sweeps over the row re-read it from the cache, not
-// from memory: one kernel reads x once from memory and writes y once.
+// run_group(r, lid) with `n` (the length), `base` (the row's first element), `row_sum`
+// (and `row_moments` for held rows) and the parameter u.eps at hand. Its sweeps over the
+// row re-read it from the cache, not from memory: one kernel reads x once from memory and
+// writes y once.
 void launch_norm_rows(Context& ctx, const std::string& key, std::vector<Operand> inputs,
                       std::vector<Operand> outputs, uint64_t rows, uint32_t len, float eps,
                       const RowPlan& plan, const std::string& row_body) {
@@ -128,7 +144,8 @@ void launch_norm_rows(Context& ctx, const std::string& key, std::vector<Operand>
   k.inputs = std::move(inputs);
   k.outputs = std::move(outputs);
   k.param("len", len).param_f32("eps", eps);
-  k.body = row_sum_fn(plan.wg) + "fn run_group(r: u32, lid: u32) {\n  let n = u.len;\n  let base = r * n;\n" +
+  k.body = row_sum_fn(plan.wg) + (plan.held ? row_moments_fn(plan.wg) : std::string()) +
+           "fn run_group(r: u32, lid: u32) {\n  let n = u.len;\n  let base = r * n;\n" +
            row_body + "}\n";
   // Rows of x and y, one statistic per row; the affine vectors (inputs 1 and up) whole.
   std::vector<uint64_t> per_row(k.inputs.size() + k.outputs.size(), 1);
@@ -176,12 +193,23 @@ void layer_norm_rows(Context& ctx, const Operand& x, const Operand& w, const Ope
                      uint32_t len, float eps) {
   const bool both = w.buffer && b.buffer;
   const RowPlan p = row_plan(ctx, len);
+  // Held rows: each invocation's mean and squared deviations from it over its registers,
+  // then one tree of (count, mean, m2) triples (half the barriers of a mean tree followed
+  // by a deviation tree). Swept rows: the mean, then the deviations from it, two trees.
+  const std::string stats =
+      p.held ? "  var t = 0.0;\n  var c = 0.0;\n" +
+                   row_sweep(p, [](const std::string& i) { return "t = t + x" + i + "; c = c + 1.0;"; }, true) +
+                   "  let lm = div_f32(t, max(c, 1.0));\n  var q = 0.0;\n" +
+                   row_sweep(p, [](const std::string& i) { return "let d = x" + i + " - lm; q = q + d * d;"; }) +
+                   "  let st = row_moments(vec3<f32>(c, lm, q), lid);\n  let mu = st.y;\n"
+                   "  let rs = div_f32(1.0, sqrt(max(div_f32(st.z, f32(n)), 0.0) + u.eps));\n"
+             : "  var t = 0.0;\n" + row_sweep(p, [](const std::string& i) { return "t = t + x" + i + ";"; }, true) +
+                   "  let mu = div_f32(row_sum(t, lid), f32(n));\n"
+                   "  var q = 0.0;\n" +
+                   row_sweep(p, [](const std::string& i) { return "let d = x" + i + " - mu; q = q + d * d;"; }) +
+                   "  let rs = div_f32(1.0, sqrt(max(div_f32(row_sum(q, lid), f32(n)), 0.0) + u.eps));\n";
   const std::string body =
-      "  var t = 0.0;\n" + row_sweep(p, [](const std::string& i) { return "t = t + x" + i + ";"; }, true) +
-      "  let mu = div_f32(row_sum(t, lid), f32(n));\n"
-      "  var q = 0.0;\n" +
-      row_sweep(p, [](const std::string& i) { return "let d = x" + i + " - mu; q = q + d * d;"; }) +
-      "  let rs = div_f32(1.0, sqrt(max(div_f32(row_sum(q, lid), f32(n)), 0.0) + u.eps));\n" +
+      stats +
       row_sweep(p, [&](const std::string& i) {
         return "let x = x" + i + ";\n" +
                normalized(true, both, w.buffer ? "in1(k" + i + ")" : "1.0",
