@@ -1,6 +1,6 @@
 """The row kernels' wide paths against the CPU. Softmax / log_softmax read and write float32
 rows whose length and storage offset are multiples of 4 as vec4 (up to 8 per invocation in
-registers, longer rows swept twice); cumulative scans run float32 / int32 rows of up to
+registers, longer rows swept twice, short rows several to a workgroup on GPUs); cumulative scans run float32 / int32 rows of up to
 4096 elements, 128 rows or more, in one workgroup each with vec4 loads and stores (GPUs);
 layer norm rows held in registers merge one (count, mean, m2) tree. Row lengths around
 the multiples of 4 and the register limits, storage offsets 0..3 (vec4 alignment),
@@ -30,9 +30,9 @@ def compare(fn, x, **tol):
     assert_same(fn(dev(x)), fn(x), **tol)
 
 
-# 1..7: one invocation per row; 128, 132: groups of 64 (one vec4 each); 4096: 256 x 4
-# vec4s; 4099: not a multiple of 4 (scalar kernel); 8192, 8196: up to 8 vec4s held;
-# 12000: swept twice.
+# 1..7: one invocation per row (4: one vec4 on GPUs); 128, 132: 8 or 16 lanes per row on
+# GPUs, 64 on software adapters; 4096: 256 x 4 vec4s; 4099: not a multiple of 4 (scalar
+# kernel); 8192, 8196: up to 8 vec4s held; 12000: swept twice.
 SOFTMAX_LENGTHS = [1, 3, 4, 5, 7, 128, 132, 4096, 4099, 8192, 8196, 12000]
 
 
@@ -46,8 +46,20 @@ def test_softmax_lengths_and_dtypes(adapter_kind, n, dtype):
         compare(lambda t: fn(t, -1), x, **tol)
 
 
+@pytest.mark.parametrize("shape", [(37, 4), (37, 12), (100, 64), (65, 128), (9, 1020), (3, 2048)])
+def test_softmax_rows_sharing_a_workgroup(adapter_kind, shape):
+    """On GPUs rows of 4..1020 share a group of 64 (1 to 64 invocations each, 4 vec4s
+    apiece): row counts that leave the last group partly empty, -inf and NaN rows among
+    their neighbours."""
+    x = make(shape, torch.float32, seed=shape[1], low=-8, high=8)
+    x[1] = float("-inf")
+    x[2, -1] = float("nan")
+    for fn in (torch.softmax, torch.log_softmax):
+        compare(lambda t: fn(t, -1), x, **F32)
+
+
 @pytest.mark.parametrize("start", [0, 1, 2, 3])
-@pytest.mark.parametrize("n", [128, 4096, 8196])
+@pytest.mark.parametrize("n", [4, 128, 4096, 8196])
 def test_softmax_storage_offsets(adapter_kind, start, n):
     """Views starting at elements 1..3 are not 16-byte aligned: a copy makes them
     contiguous at offset 0, whatever the view's offset."""
