@@ -241,6 +241,21 @@ void scan_rows_blocked(Context& ctx, const ScanArgs& a) {
   ctx.pool().release(aggregates);
 }
 
+// One workgroup of `group` per row: the bindings (input, output, indices of cummax/cummin;
+// input and output as vec4 when `vec4`), the uniforms and the grid; `param` tells the
+// family's variants apart.
+void row_groups(KernelLaunch& l, const ScanArgs& a, const char* family, uint32_t param,
+                uint32_t group, bool vec4) {
+  l.typed = {family, {static_cast<uint32_t>(a.op), static_cast<uint32_t>(a.dtype), param}};
+  l.buffers = {{a.in, Access::Read, false}, {a.out, Access::ReadWrite, !vec4 && is_subword(a.dtype)}};
+  l.buffers[0].vec4 = l.buffers[1].vec4 = vec4;
+  if (a.op == ScanOp::Max || a.op == ScanOp::Min) l.buffers.push_back({a.indices, Access::ReadWrite, false});
+  declare_scan(l, a, 1, a.n);
+  l.grid = Grid::Groups;
+  l.count = a.rows;
+  l.workgroup = group;
+}
+
 // Rows scanned by one workgroup each, in tiles of `group * per` elements: the tile is read
 // into workgroup memory with neighbouring invocations on neighbouring elements, each
 // invocation scans `per` consecutive elements of it, a workgroup scan of those runs'
@@ -264,13 +279,7 @@ void scan_rows_tiled(Context& ctx, const ScanArgs& a) {
   while (per > 1 && group * per * value_bytes > budget) per /= 2;
   const uint32_t tile = group * per;
   KernelLaunch l;
-  l.typed = {"scan:tiles", {static_cast<uint32_t>(a.op), static_cast<uint32_t>(a.dtype), per}};
-  l.buffers = {{a.in, Access::Read, false}, {a.out, Access::ReadWrite, is_subword(a.dtype)}};
-  if (with_indices) l.buffers.push_back({a.indices, Access::ReadWrite, false});
-  declare_scan(l, a, 1, a.n);
-  l.grid = Grid::Groups;
-  l.count = a.rows;
-  l.workgroup = group;
+  row_groups(l, a, "scan:tiles", per, group, false);
   const ScanOp op = a.op;
   const DType dtype = a.dtype;
   l.body = [&l, op, dtype, c, with_indices, group, per, tile] {
@@ -373,14 +382,7 @@ void scan_rows_vec4(Context& ctx, const ScanArgs& a) {
   uint32_t chunks = 1;
   while (n4 > uint64_t(chunks) * group) chunks *= 2;
   KernelLaunch l;
-  l.typed = {"scan:vec4", {static_cast<uint32_t>(a.op), static_cast<uint32_t>(a.dtype), chunks}};
-  l.buffers = {{a.in, Access::Read, false}, {a.out, Access::ReadWrite, false}};
-  l.buffers[0].vec4 = l.buffers[1].vec4 = true;
-  if (with_indices) l.buffers.push_back({a.indices, Access::ReadWrite, false});
-  declare_scan(l, a, 1, a.n);
-  l.grid = Grid::Groups;
-  l.count = a.rows;
-  l.workgroup = group;
+  row_groups(l, a, "scan:vec4", chunks, group, true);
   const ScanOp op = a.op;
   l.body = [&l, op, c, with_indices, group, chunks] {
     const std::string T = c == Compute::F32 ? "f32" : "i32";
