@@ -191,27 +191,28 @@ std::string row_sweep(const RowPlan& p, const std::function<std::string(const st
 
 namespace {
 
-// Float32 layer norm rows on GPUs whose length and operands' offsets are multiples of 4, up
-// to 8 vec4s per invocation of a group of up to 256: x, w, b read and y written 16 bytes
-// at a time, the row held in registers, one tree of (count, mean, m2) triples.
-uint32_t layer_norm_vec4_group(Context& ctx, const Operand& x, const Operand& w, const Operand& b,
-                               const Operand& y, const Operand& mean, const Operand& rstd,
-                               uint32_t len) {
+// Float32 layer / RMS norm rows on GPUs whose length and operands' offsets are multiples
+// of 4, up to 8 vec4s per invocation of a group of up to 256: x, w, b read and y written 16
+// bytes at a time, the row held in registers, one tree of (count, mean, m2) triples. RMS
+// norm (no mean operand) takes its moments about 0: m2 is then the sum of squares.
+uint32_t norm_vec4_group(Context& ctx, std::initializer_list<const Operand*> rows,
+                         std::initializer_list<const Operand*> stats, uint32_t len) {
   if (software_adapter(ctx) || len == 0 || len % 4 != 0) return 0;
-  for (const Operand* op : {&x, &w, &b, &y})
+  for (const Operand* op : rows)
     if (op->buffer && (op->dtype != DType::Float32 || op->offset % 4 != 0 || needs_window(ctx, op->buffer)))
       return 0;
-  for (const Operand* op : {&mean, &rstd})
-    if (op->dtype != DType::Float32 || needs_window(ctx, op->buffer)) return 0;
+  for (const Operand* op : stats)
+    if (op->buffer && (op->dtype != DType::Float32 || needs_window(ctx, op->buffer))) return 0;
   const uint32_t cap = std::min<uint32_t>(256, ctx.caps().workgroup_1d());
   uint32_t wg = 64;
   while (wg < cap && len / 4 > wg * 4) wg *= 2;
   return len / 4 <= wg * 8 ? wg : 0;
 }
 
-void layer_norm_rows_vec4(Context& ctx, const Operand& x, const Operand& w, const Operand& b,
-                          const Operand& y, const Operand& mean, const Operand& rstd, uint64_t rows,
-                          uint32_t len, float eps, uint32_t wg) {
+void norm_rows_vec4(Context& ctx, const Operand& x, const Operand& w, const Operand& b,
+                    const Operand& y, const Operand& mean, const Operand& rstd, uint64_t rows,
+                    uint32_t len, float eps, uint32_t wg) {
+  const bool rms = !mean.buffer;
   const uint32_t n4 = len / 4;
   uint32_t held = 1;
   while (n4 > wg * held) held *= 2;
@@ -219,11 +220,12 @@ void layer_norm_rows_vec4(Context& ctx, const Operand& x, const Operand& w, cons
                                      {"mean_offset"}, {"rstd_offset"}, {"len"},
                                      {"eps", UniformType::F32}});
   KernelLaunch l;
-  // Absent affine parameters bind x in their place (never read).
+  // Absent affine parameters bind x in their place (never read); RMS norm binds no mean.
   l.buffers = {{x.buffer, Access::Read, false}, {w.buffer ? w.buffer : x.buffer, Access::Read, false},
                {b.buffer ? b.buffer : x.buffer, Access::Read, false}, {y.buffer, Access::ReadWrite, false},
-               {mean.buffer, Access::ReadWrite, false}, {rstd.buffer, Access::ReadWrite, false}};
+               {rstd.buffer, Access::ReadWrite, false}};
   for (int i = 0; i < 4; ++i) l.buffers[i].vec4 = true;
+  if (!rms) l.buffers.push_back({mean.buffer, Access::ReadWrite, false});
   l.declare(layout)
       .set_u32("x_offset", static_cast<uint32_t>(x.offset))
       .set_u32("w_offset", static_cast<uint32_t>(w.offset))
@@ -237,8 +239,8 @@ void layer_norm_rows_vec4(Context& ctx, const Operand& x, const Operand& w, cons
   l.count = rows;
   l.workgroup = wg;
   const bool has_w = w.buffer != nullptr, has_b = b.buffer != nullptr;
-  l.typed = {"layer_norm:vec4", {held, (has_w ? 1u : 0u) | (has_b ? 2u : 0u)}};
-  l.body = [wg, held, has_w, has_b] {
+  l.typed = {"norm:vec4", {held, (has_w ? 1u : 0u) | (has_b ? 2u : 0u) | (rms ? 4u : 0u)}};
+  l.body = [wg, held, has_w, has_b, rms] {
     const std::string G = std::to_string(wg) + "u";
     std::string s = row_moments_fn(wg) +
                     "fn ld(i: u32) -> vec4<f32> { return bitcast<vec4<f32>>(buf0[i]); }\n"
@@ -259,19 +261,21 @@ void layer_norm_rows_vec4(Context& ctx, const Operand& x, const Operand& w, cons
              "  let x" + q + " = ld(src + select(0u, j" + q + ", in" + q + "));\n"
              "  if (in" + q + ") { t = t + ((x" + q + ".x + x" + q + ".y) + (x" + q + ".z + x" + q + ".w)); c = c + 4.0; }\n";
     });
-    s += "  let lm = div_f32(t, max(c, 1.0));\n  var q = 0.0;\n" +
+    s += std::string(rms ? "  let lm = 0.0;\n" : "  let lm = div_f32(t, max(c, 1.0));\n") + "  var q = 0.0;\n" +
          each([](const std::string& q) {
            return "  if (in" + q + ") { let d = x" + q + " - lm; q = q + dot(d, d); }\n";
          }) +
          "  let st = row_moments(vec3<f32>(c, lm, q), lid);\n  let mu = st.y;\n"
          "  let rs = div_f32(1.0, sqrt(max(div_f32(st.z, f32(u.len)), 0.0) + u.eps));\n";
     s += each([&](const std::string& q) {
+      const std::string wv = has_w ? "wt(j" + q + ")" : "1.0";
       return "  if (in" + q + ") {\n    let x = x" + q + ";\n  " +
-             normalized(true, has_w && has_b, has_w ? "wt(j" + q + ")" : "1.0", has_b ? "bs(j" + q + ")" : "0.0") +
+             (rms ? "  let y = (x * rs) * " + wv + ";\n"
+                  : normalized(true, has_w && has_b, wv, has_b ? "bs(j" + q + ")" : "0.0")) +
              "    buf3[dst + j" + q + "] = bitcast<vec4<u32>>(y);\n  }\n";
     });
-    return s + "  if (live && lid == 0u) {\n    buf4[u.mean_offset + r] = bitcast<u32>(mu);\n"
-               "    buf5[u.rstd_offset + r] = bitcast<u32>(rs);\n  }\n}\n";
+    return s + "  if (live && lid == 0u) {\n    buf4[u.rstd_offset + r] = bitcast<u32>(rs);\n" +
+           (rms ? "" : "    buf5[u.mean_offset + r] = bitcast<u32>(mu);\n") + "  }\n}\n";
   };
   launch_kernel(ctx, l);
 }
@@ -281,8 +285,8 @@ void layer_norm_rows_vec4(Context& ctx, const Operand& x, const Operand& w, cons
 void layer_norm_rows(Context& ctx, const Operand& x, const Operand& w, const Operand& b,
                      const Operand& y, const Operand& mean, const Operand& rstd, uint64_t rows,
                      uint32_t len, float eps) {
-  if (const uint32_t wg = layer_norm_vec4_group(ctx, x, w, b, y, mean, rstd, len))
-    return layer_norm_rows_vec4(ctx, x, w, b, y, mean, rstd, rows, len, eps, wg);
+  if (const uint32_t wg = norm_vec4_group(ctx, {&x, &w, &b, &y}, {&mean, &rstd}, len))
+    return norm_rows_vec4(ctx, x, w, b, y, mean, rstd, rows, len, eps, wg);
   const bool both = w.buffer && b.buffer;
   const RowPlan p = row_plan(ctx, len);
   // Held rows: each invocation's mean and squared deviations from it over its registers,
@@ -315,6 +319,8 @@ void layer_norm_rows(Context& ctx, const Operand& x, const Operand& w, const Ope
 
 void rms_norm_rows(Context& ctx, const Operand& x, const Operand& w, const Operand& y,
                    const Operand& rstd, uint64_t rows, uint32_t len, float eps) {
+  if (const uint32_t wg = norm_vec4_group(ctx, {&x, &w, &y}, {&rstd}, len))
+    return norm_rows_vec4(ctx, x, w, Operand{}, y, Operand{}, rstd, rows, len, eps, wg);
   const RowPlan p = row_plan(ctx, len);
   const std::string body =
       "  var q = 0.0;\n" +

@@ -3,7 +3,8 @@ rows whose length and storage offset are multiples of 4 as vec4 (up to 8 per inv
 registers, longer rows swept twice, short rows several to a workgroup on GPUs); cumulative scans run float32 / int32 rows of up to
 4096 elements, 128 rows or more, in one workgroup each with vec4 loads and stores (GPUs);
 layer norm rows held in registers merge one (count, mean, m2) tree, and on GPUs float32
-rows whose length and offsets are multiples of 4 move x, w, b and y as vec4. Row lengths around
+rows whose length and offsets are multiples of 4 move x, w, b and y as vec4 (RMS norm
+too). Row lengths around
 the multiples of 4 and the register limits, storage offsets 0..3 (vec4 alignment),
 non-contiguous inputs and other dims, -inf / NaN rows, empty and 0-dim tensors, every
 dtype, under both adapter kinds (TORCH_WEBGPU_ADAPTER_KIND) and the spec's default limits
@@ -192,6 +193,7 @@ def test_layer_norm_lengths_and_dtypes(adapter_kind, n, dtype):
     compare(lambda t: F.layer_norm(t, (n,)), x, **tol)
     mean_rstd = lambda t: torch.native_layer_norm(t, (n,), None, None, 1e-5)[1:]  # noqa: E731
     compare(mean_rstd, x, **tol)
+    assert_same(F.rms_norm(dev(x), (n,), dev(w)), F.rms_norm(x, (n,), w), **tol)
 
 
 @pytest.mark.parametrize("start", [0, 1, 2, 3, 4])
@@ -199,7 +201,7 @@ def test_layer_norm_lengths_and_dtypes(adapter_kind, n, dtype):
 def test_layer_norm_storage_offsets_and_affine(adapter_kind, start, n):
     """On GPUs float32 rows whose length and operands' offsets are multiples of 4 read x, w,
     b and write y as vec4: x, w and b views starting at elements 0..4, weight only, bias
-    only (through native_layer_norm) and neither, the statistics too."""
+    only (through native_layer_norm) and neither, the statistics too; RMS norm likewise."""
     base = make((3 * n + 8,), torch.float32, seed=17)
     params = make((2 * n + 8,), torch.float32, seed=18)
     x, w, b = base[start:start + 3 * n].view(3, n), params[start:start + n], params[n + start:n + start + n]
@@ -210,6 +212,9 @@ def test_layer_norm_storage_offsets_and_affine(adapter_kind, start, n):
                 torch.native_layer_norm(x, (n,), None, b, 1e-5), **tol)
     assert_same(torch.native_layer_norm(dev(x), (n,), None, None, 1e-3),
                 torch.native_layer_norm(x, (n,), None, None, 1e-3), **tol)
+    # RMS norm shares the kernel (moments about 0, no mean).
+    assert_same(F.rms_norm(dev(x), (n,), dev(w)), F.rms_norm(x, (n,), w), **tol)
+    assert_same(F.rms_norm(dev(x), (n,), eps=1e-3), F.rms_norm(x, (n,), eps=1e-3), **tol)
 
 
 def test_layer_norm_offset_rows_and_views(adapter_kind):
