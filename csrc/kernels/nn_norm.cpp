@@ -119,6 +119,7 @@ constexpr uint32_t kHeldPer = 16;
 struct RowPlan {
   uint32_t wg = kRowWorkgroup;
   uint32_t held = 0;
+  bool moments = false;  // the body merges (count, mean, m2) triples: `row_moments`
 };
 
 // Software adapters keep groups of 64: their barriers cost per invocation, and a sweep
@@ -134,18 +135,18 @@ RowPlan row_plan(Context& ctx, uint32_t len) {
 
 // One workgroup per contiguous row of `len` elements: `row_body` is the inside of
 // run_group(r, lid) with `n` (the length), `base` (the row's first element), `row_sum`
-// (and `row_moments` for held rows) and the parameter u.eps at hand. Its sweeps over the
+// (and `row_moments` when plan.moments) and the parameter u.eps at hand. Its sweeps over the
 // row re-read it from the cache, not from memory: one kernel reads x once from memory and
 // writes y once.
 void launch_norm_rows(Context& ctx, const std::string& key, std::vector<Operand> inputs,
                       std::vector<Operand> outputs, uint64_t rows, uint32_t len, float eps,
                       const RowPlan& plan, const std::string& row_body) {
   NnKernel k;
-  k.key = key + (plan.held ? "|held" + std::to_string(plan.held) : "");
+  k.key = key + (plan.held ? "|held" + std::to_string(plan.held) : "") + (plan.moments ? "|moments" : "");
   k.inputs = std::move(inputs);
   k.outputs = std::move(outputs);
   k.param("len", len).param_f32("eps", eps);
-  k.body = row_sum_fn(plan.wg) + (plan.held ? row_moments_fn(plan.wg) : std::string()) +
+  k.body = row_sum_fn(plan.wg) + (plan.moments ? row_moments_fn(plan.wg) : std::string()) +
            "fn run_group(r: u32, lid: u32) {\n  let n = u.len;\n  let base = r * n;\n" +
            row_body + "}\n";
   // Rows of x and y, one statistic per row; the affine vectors (inputs 1 and up) whole.
@@ -288,12 +289,15 @@ void layer_norm_rows(Context& ctx, const Operand& x, const Operand& w, const Ope
   if (const uint32_t wg = norm_vec4_group(ctx, {&x, &w, &b, &y}, {&mean, &rstd}, len))
     return norm_rows_vec4(ctx, x, w, b, y, mean, rstd, rows, len, eps, wg);
   const bool both = w.buffer && b.buffer;
-  const RowPlan p = row_plan(ctx, len);
-  // Held rows: each invocation's mean and squared deviations from it over its registers,
-  // then one tree of (count, mean, m2) triples (half the barriers of a mean tree followed
-  // by a deviation tree). Swept rows: the mean, then the deviations from it, two trees.
+  RowPlan p = row_plan(ctx, len);
+  // Held rows on GPUs: each invocation's mean and squared deviations from it over its
+  // registers, then one tree of (count, mean, m2) triples (half the barriers of a mean tree
+  // followed by a deviation tree). Swept rows, and software adapters (where the merge's
+  // divisions cost more than the barriers it saves: 20-30% slower on llvmpipe): the mean,
+  // then the deviations from it, two trees.
+  p.moments = p.held && !software_adapter(ctx);
   const std::string stats =
-      p.held ? "  var t = 0.0;\n  var c = 0.0;\n" +
+      p.moments ? "  var t = 0.0;\n  var c = 0.0;\n" +
                    row_sweep(p, [](const std::string& i) { return "t = t + x" + i + "; c = c + 1.0;"; }, true) +
                    "  let lm = div_f32(t, max(c, 1.0));\n  var q = 0.0;\n" +
                    row_sweep(p, [](const std::string& i) { return "let d = x" + i + " - lm; q = q + d * d;"; }) +
