@@ -227,15 +227,11 @@ void norm_rows_vec4(Context& ctx, const Operand& x, const Operand& w, const Oper
                {rstd.buffer, Access::ReadWrite, false}};
   for (int i = 0; i < 4; ++i) l.buffers[i].vec4 = true;
   if (!rms) l.buffers.push_back({mean.buffer, Access::ReadWrite, false});
-  l.declare(layout)
-      .set_u32("x_offset", static_cast<uint32_t>(x.offset))
-      .set_u32("w_offset", static_cast<uint32_t>(w.offset))
-      .set_u32("b_offset", static_cast<uint32_t>(b.offset))
-      .set_u32("y_offset", static_cast<uint32_t>(y.offset))
-      .set_u32("mean_offset", static_cast<uint32_t>(mean.offset))
-      .set_u32("rstd_offset", static_cast<uint32_t>(rstd.offset))
-      .set_u32("len", len)
-      .set_f32("eps", eps);
+  const uint32_t words[] = {static_cast<uint32_t>(x.offset),    static_cast<uint32_t>(w.offset),
+                            static_cast<uint32_t>(b.offset),    static_cast<uint32_t>(y.offset),
+                            static_cast<uint32_t>(mean.offset), static_cast<uint32_t>(rstd.offset),
+                            len,                                f32_bits(eps)};
+  l.declare(layout).set_fields(0, words);  // in the layout's order
   l.grid = Grid::Groups;
   l.count = rows;
   l.workgroup = wg;

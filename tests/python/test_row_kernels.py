@@ -2,7 +2,7 @@
 rows whose length and storage offset are multiples of 4 as vec4 (up to 8 per invocation in
 registers, longer rows swept twice, short rows several to a workgroup on GPUs); cumulative scans run float32 / int32 rows of up to
 4096 elements, 128 rows or more, in one workgroup each with vec4 loads and stores (GPUs);
-layer norm rows held in registers merge one (count, mean, m2) tree, and on GPUs float32
+on GPUs layer norm rows held in registers merge one (count, mean, m2) tree, and float32
 rows whose length and offsets are multiples of 4 move x, w, b and y as vec4 (RMS norm
 too). Row lengths around
 the multiples of 4 and the register limits, storage offsets 0..3 (vec4 alignment),
