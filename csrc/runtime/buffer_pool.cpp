@@ -78,11 +78,16 @@ Allocation* BufferPool::allocate(uint64_t nbytes) {
   // A capture takes only its own pool's blocks: a global free block may still be named
   // by another graph, which would then overwrite it on replay.
   auto& free_lists = capture_pool_ ? capture_pool_->free : free_;
-  auto it = free_lists.find(size);
-  if (it != free_lists.end() && !it->second.empty()) {
+  // Its own bucket, else the smallest cached buffer at most an eighth larger: buckets are
+  // fine, so shapes that vary a little would otherwise each keep a buffer of their own.
+  const uint64_t widest = nbytes <= binding ? std::min(size + size / 8, binding) : size + size / 8;
+  for (auto it = free_lists.lower_bound(size); it != free_lists.end() && it->first <= widest; ++it) {
+    if (it->second.empty()) continue;
     a = it->second.back();
     it->second.pop_back();
-  } else {
+    break;
+  }
+  if (!a) {
     check_reserve_limit(nbytes, size);
     WGPUBuffer buffer = create_buffer(size);
     if (!buffer) {
@@ -119,8 +124,8 @@ Allocation* BufferPool::allocate(uint64_t nbytes) {
   a->requested = nbytes;
   a->generation++;
   a->live = true;
-  stats_.allocated += size;
-  stats_.allocated_total += size;
+  stats_.allocated += a->capacity;
+  stats_.allocated_total += a->capacity;
   stats_.requested += nbytes;
   stats_.num_allocs++;
   stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);

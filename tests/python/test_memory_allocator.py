@@ -67,6 +67,27 @@ def test_growing_tensor_reuses_its_predecessors_buffer(no_gc):
     assert torch.equal(cache.cpu()[:, :, 200:], torch.ones(2, 64, 7))
 
 
+def test_cached_buffer_an_eighth_larger_is_reused_and_counted_whole(no_gc):
+    torch.webgpu.empty_cache()
+    before = torch.webgpu.memory_allocated()
+    x = torch.empty(17_825_792, dtype=torch.uint8, device="webgpu")  # 17 MiB: its own bucket
+    del x
+    made = torch.webgpu.memory_stats()["segment.all.allocated"]
+    # 16,000,000 bytes: bucket 16,252,928; the cached 17 MiB buffer is within an eighth.
+    y = torch.empty(16_000_000, dtype=torch.uint8, device="webgpu")
+    assert torch.webgpu.memory_stats()["segment.all.allocated"] == made
+    assert torch.webgpu.memory_allocated() - before == 17_825_792
+    del y
+    # 15,000,000 bytes: bucket 15,204,352, more than an eighth below 17 MiB: a new buffer.
+    z = torch.empty(15_000_000, dtype=torch.uint8, device="webgpu")
+    assert torch.webgpu.memory_stats()["segment.all.allocated"] == made + 1
+    assert torch.webgpu.memory_allocated() - before == 15_204_352
+    z.fill_(7)
+    assert int(z[-1].item()) == 7
+    del z
+    torch.webgpu.empty_cache()
+
+
 def test_views_and_strides_count_their_storage_once(no_gc):
     before = torch.webgpu.memory_allocated()
     base = torch.arange(3000, dtype=torch.float32, device="webgpu")  # 12,000 bytes
