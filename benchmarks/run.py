@@ -217,6 +217,33 @@ def gemv(quick, caps):
                 limit = ("software adapter: GEMV walking K; " + limit).rstrip("; ")
             out.append(Case("gemv", f"linear {name}", f"1x{k} @ {k}x{n}{' (LM head)' if n == 151936 else ''}",
                             setup, size * (k * n + k + n), "GB/s", limit))
+    # Weights with N contiguous: GPT-2's Conv1D, addmm(bias, x, W [k, n]), at its sizes.
+    for k, n in [(768, 2304)] if quick else [(768, 2304), (768, 3072), (3072, 768)]:
+        def setup(d, k=k, n=n):
+            x, b = torch.randn(1, k, device=d), torch.randn(n, device=d)
+            w = torch.randn(k, n, device=d) * 0.05
+            return lambda: torch.addmm(b, x, w)
+        limit = "software adapter: GEMV off" if software(caps) and not os.environ.get(
+            "TORCH_WEBGPU_GEMM_VARIANT", "").startswith("gemv_cols") else ""
+        out.append(Case("gemv", "addmm fp32 (W n-contiguous)", f"1x{k} @ {k}x{n}", setup,
+                        4 * (k * n + k + 2 * n), "GB/s", limit))
+    # Linears sharing x (Qwen2.5-0.5B's q/k/v with biases, its gate/up): one F.linear each,
+    # then torch.ops.webgpu.linear_group (what torch.compile fuses them into at decode; on
+    # CUDA the same separate linears, which have no grouped kernel there).
+    for what, k, widths, bias in (("q/k/v", 896, (896, 128, 128), True), ("gate/up", 896, (4864, 4864), False)):
+        for grouped in (False, True):
+            def setup(d, k=k, widths=widths, bias=bias, grouped=grouped):
+                x = torch.randn(1, k, device=d)
+                ws = [torch.randn(n, k, device=d) * 0.05 for n in widths]
+                bs = [torch.randn(n, device=d) if bias else None for n in widths]
+                if grouped and d == "webgpu":
+                    return lambda: torch.ops.webgpu.linear_group(x, ws, bs)
+                return lambda: [F.linear(x, w, b) for w, b in zip(ws, bs)]
+            limit = "software adapter: gemm per linear" if grouped and software(caps) and os.environ.get(
+                "TORCH_WEBGPU_GEMM_VARIANT") != "gemv" and os.environ.get("TORCH_WEBGPU_ADAPTER_KIND") != "gpu" else ""
+            out.append(Case("gemv", f"{what} fp32 {'linear_group' if grouped else 'separate linears'}",
+                            f"1x{k} @ {k}x{'+'.join(map(str, widths))}", setup,
+                            4 * sum(n * k + n for n in widths), "GB/s", limit))
     return out
 
 

@@ -1,6 +1,6 @@
 // Native matrix products: mm, bmm, addmm, baddbmm, addbmm, addmv (mv), dot, vdot, all
-// on the one batched GEMM kernel (kernels/matmul.h), and addr (the outer-product update,
-// its own small kernel). matmul, linear, einsum, tensordot, inner and outer are ATen
+// on the one batched GEMM kernel (kernels/matmul.h), addr (the outer-product update,
+// its own small kernel) and torch.ops.webgpu.linear_group (linears sharing their input). matmul, linear, einsum, tensordot, inner and outer are ATen
 // composites over these.
 //
 // Structured ops (mm, bmm, addmm, baddbmm, addmv) register only `.out`; their checks and
@@ -23,6 +23,8 @@
 #include <ATen/ops/dot_ops.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/imag.h>
+#include <ATen/ops/linear.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/matmul.h>
 #include <ATen/ops/mm_meta.h>
 #include <ATen/ops/mm_ops.h>
@@ -405,7 +407,119 @@ Tensor addr_functional(const Tensor& self, const Tensor& vec1, const Tensor& vec
   return addr_out(self, vec1, vec2, beta, alpha, out);
 }
 
+// ---- linear_group ---------------------------------------------------------------------
+
+// torch.ops.webgpu.linear_group(x, weights, biases) == cat([F.linear(x, w_i, b_i)], -1):
+// the horizontal fusion of linears sharing their input (decode's q/k/v, gate/up) that the
+// compile pass (compiler/horizontal_fusion.py) emits. Errors read as F.linear's.
+void linear_group_checks(const Tensor& x, at::TensorList weights,
+                         const c10::List<std::optional<Tensor>>& biases) {
+  TORCH_CHECK(!weights.empty(), "linear_group: expected at least one weight");
+  TORCH_CHECK(biases.size() == weights.size(), "linear_group: expected one bias (or None) per weight, got ",
+              biases.size(), " biases for ", weights.size(), " weights");
+  TORCH_CHECK(x.dim() >= 1, "both arguments to linear need to be at least 1D, but they are ", x.dim(), "D and ",
+              weights[0].dim(), "D");
+  const int64_t k = x.size(-1);
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const Tensor& w = weights[i];
+    TORCH_CHECK(w.dim() == 2, "linear_group: weights must be 2-D, got ", w.dim(), "-D");
+    TORCH_CHECK(w.size(1) == k, "mat1 and mat2 shapes cannot be multiplied (", x.numel() / std::max<int64_t>(k, 1),
+                "x", k, " and ", w.size(1), "x", w.size(0), ")");
+    TORCH_CHECK(w.scalar_type() == x.scalar_type(), "expected m1 and m2 to have the same dtype, but got: ",
+                x.dtype(), " != ", w.dtype());
+    const std::optional<Tensor> b = biases.get(i);
+    if (!b || !b->defined()) continue;
+    TORCH_CHECK(b->dim() == 1 && b->size(0) == w.size(0), "linear_group: bias ", i, " must have shape [",
+                w.size(0), "], got ", b->sizes());
+    TORCH_CHECK(b->scalar_type() == x.scalar_type(), "expected self and mat2 to have the same dtype, but got: ",
+                b->dtype(), " != ", x.dtype());
+  }
+  // (Any device: the composite runs on the CPU and on Meta for fake tensors.)
+  auto same_device = [&](const Tensor& t) {
+    TORCH_CHECK(t.device() == x.device(), "Expected all tensors to be on the same device, but found at least two "
+                "devices, ", x.device(), " and ", t.device(), "!");
+  };
+  for (size_t i = 0; i < weights.size(); ++i) {
+    same_device(weights[i]);
+    if (auto b = biases.get(i); b && b->defined()) same_device(*b);
+  }
+}
+
+// Every device but webgpu (the CPU, Meta for fake tensors): the definition itself.
+Tensor linear_group_composite(const Tensor& x, at::TensorList weights,
+                              const c10::List<std::optional<Tensor>>& biases) {
+  linear_group_checks(x, weights, biases);
+  std::vector<Tensor> parts;
+  for (size_t i = 0; i < weights.size(); ++i) parts.push_back(at::linear(x, weights[i], biases.get(i)));
+  return at::cat(parts, -1);
+}
+
+// A 2-D (or 1-D: one row) view as a matrix operand.
+MatOperand operand2(const Tensor& t) {
+  return operand3(t.dim() == 2 ? t.unsqueeze(0) : t.view({1, 1, -1}));
+}
+
+Tensor linear_group_webgpu(const Tensor& x, at::TensorList weights,
+                           const c10::List<std::optional<Tensor>>& biases) {
+  linear_group_checks(x, weights, biases);
+  const c10::ScalarType st = x.scalar_type();
+  if (st != at::kFloat && st != at::kHalf && st != at::kBFloat16) return linear_group_composite(x, weights, biases);
+  const int64_t k = x.size(-1);
+  int64_t width = 0;
+  for (const Tensor& w : weights) width += w.size(0);
+  std::vector<int64_t> sizes = x.sizes().vec();
+  sizes.back() = width;
+  Tensor out = at::empty(sizes, x.options());
+  if (out.numel() == 0) return out;
+  Tensor out2 = out.view({-1, width});
+  if (k == 0) {  // no products: each linear's columns are its bias (or zeros)
+    int64_t col = 0;
+    for (size_t i = 0; i < weights.size(); ++i) {
+      Tensor slice = out2.narrow(1, col, weights[i].size(0));
+      if (auto b = biases.get(i); b && b->defined()) slice.copy_(b->expand_as(slice));
+      else slice.zero_();
+      col += weights[i].size(0);
+    }
+    return out;
+  }
+  const Tensor x2 = x.reshape({-1, k});
+  std::vector<Tensor> held;  // weights made K-contiguous, biases: alive until recorded
+  LinearGroupDesc d;
+  d.m = static_cast<uint64_t>(x2.size(0));
+  d.k = static_cast<uint64_t>(k);
+  TWGPU_TRY
+  d.a = operand2(x2);
+  for (size_t i = 0; i < weights.size(); ++i) {
+    held.push_back(weights[i].stride(1) == 1 ? weights[i] : weights[i].contiguous());
+    LinearGroupDesc::Linear L;
+    L.n = static_cast<uint64_t>(weights[i].size(0));
+    L.weight = operand2(held.back());
+    if (auto b = biases.get(i); b && b->defined()) {
+      held.push_back(*b);
+      L.bias = operand2(held.back());
+    }
+    d.linears.push_back(L);
+  }
+  d.out = operand2(out2);
+  RuntimeLock lock;
+  linear_group(lock.ctx(), d);
+  TWGPU_CATCH
+  return out;
+}
+
 }  // namespace
+
+TORCH_LIBRARY_FRAGMENT(webgpu, m) {
+  m.def("linear_group(Tensor x, Tensor[] weights, Tensor?[] biases) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(webgpu, CompositeExplicitAutograd, m) {
+  m.impl("linear_group", TORCH_FN(linear_group_composite));
+}
+
+TORCH_LIBRARY_IMPL(webgpu, PrivateUse1, m) {
+  m.impl("linear_group", TORCH_FN(linear_group_webgpu));
+}
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("mm.out", TORCH_FN(mm_out));

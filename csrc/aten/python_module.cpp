@@ -10,6 +10,7 @@
 #include "aten/generator.h"
 #include "aten/python_errors.h"
 #include "aten/webgpu_tensor.h"
+#include "kernels/matmul.h"
 #include "kernels/wgsl_library.h"
 
 namespace py = pybind11;
@@ -119,6 +120,16 @@ PYBIND11_MODULE(_C, m) {
     d["submits"] = lock.ctx().recorder().submits();
     d["pipelines"] = lock.ctx().pipelines().size();
     return d;
+  });
+  // Whether torch.ops.webgpu.linear_group is one dispatch here (the compile pass's test).
+  // False before the device starts: the pass's uuid asks while Inductor keys any graph's
+  // cache entry, a CPU or CUDA one included, which must not start (or need) an adapter.
+  m.def("_linear_group_fuses", [] {
+    if (!Context::initialized()) return false;
+    return guarded([] {
+      RuntimeLock lock;
+      return linear_group_fuses(lock.ctx());
+    });
   });
   // The embedded WGSL library, file stem -> text (csrc/kernels/wgsl/), in include order.
   m.def("_wgsl_library", [] {

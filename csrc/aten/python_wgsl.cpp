@@ -145,7 +145,7 @@ size_t compile_kernel(const std::string& body, const std::vector<std::string>& n
                       const std::vector<std::pair<std::string, std::string>>& uniforms,
                       const std::string& grid, uint32_t workgroup,
                       const std::vector<std::string>& libraries, const std::string& declarations,
-                      const std::vector<std::string>& checks) {
+                      const std::vector<std::string>& checks, const std::string& name) {
   if (names.size() != access.size() || names.size() != dtypes.size())
     throw py::value_error("torch_webgpu: WGSL kernel tensors need one access and one dtype each");
   if (grid != "invocations" && grid != "groups")
@@ -212,8 +212,9 @@ size_t compile_kernel(const std::string& body, const std::vector<std::string>& n
   std::lock_guard<std::mutex> lock(g_registry_mutex);
   auto found = g_by_declaration.find(declaration + k->source);
   if (found != g_by_declaration.end()) return found->second;
-  l.key = "wgsl_entry|" + std::to_string(g_kernels.size()) + "|" +
-          std::to_string(std::hash<std::string>()(k->source));
+  // Named kernels (Inductor's) show their name in profiles.
+  l.key = (name.empty() ? std::string("wgsl_entry") : "wgsl:" + name) + "|" + std::to_string(g_kernels.size()) +
+          "|" + std::to_string(std::hash<std::string>()(k->source));
   const std::string* src = &k->source;  // owned by the kernel, which lives for the process
   l.body = [src] { return *src; };
   g_by_declaration.emplace(declaration + k->source, g_kernels.size());
@@ -356,7 +357,7 @@ py::object pointwise_expression(const std::string& name) {
 void register_wgsl_bindings(py::module_& m) {
   m.def("_wgsl_compile", &compile_kernel, py::arg("body"), py::arg("names"), py::arg("access"),
         py::arg("dtypes"), py::arg("uniforms"), py::arg("grid"), py::arg("workgroup"),
-        py::arg("libraries"), py::arg("declarations"), py::arg("checks"),
+        py::arg("libraries"), py::arg("declarations"), py::arg("checks"), py::arg("name") = "",
         "Registers a WGSL kernel (see csrc/aten/python_wgsl.cpp); returns its handle");
   m.def("_wgsl_launch", &launch, py::arg("handle"), py::arg("addresses"), py::arg("uniforms"),
         py::arg("count"),

@@ -22,6 +22,11 @@ struct Plan {
   // Lanes variant: one query row per invocation, walking every key itself (no barriers;
   // the key and value rows it reads are the same for the whole workgroup).
   bool lanes = false;
+  // Tiles variant (GPU prefill): `rows` query rows per workgroup, `kTileLanes` invocations
+  // per row; each chunk of `keys` keys and values is staged in workgroup memory once for
+  // all rows, and each invocation of a row keeps its own online softmax over every
+  // kTileLanes-th key of a chunk (merged across the row's invocations at the end).
+  bool tiles = false;
   uint32_t wg = 64, rows = 1, keys = 64, per_lane = 1, lane_dims = 1, slices = 1;
   uint32_t q_words = 4;       // workgroup floats per query row (D rounded up to 4)
   // Key (and, lanes variant, value) rows read 16 bytes at a time through a vec4 binding
@@ -45,12 +50,60 @@ bool vec4_rows(Context& ctx, const View& v, uint32_t cols, DType dtype) {
          !needs_window(ctx, v.buffer);
 }
 
+// One key range per row block, or several, each its own workgroup (merged by a second
+// pass that rescales their partial softmax states), when fewer than half of `target`
+// workgroups would run; each range at least `chunks` chunks of p.keys.
+void split_keys(const AttentionArgs& a, uint64_t target, uint32_t chunks, Plan& p) {
+  p.split_keys = std::max<uint32_t>(a.kv_len, 1);
+  const uint64_t groups = uint64_t(a.batch) * a.heads * ceil_div(a.q_len, p.rows);
+  if (groups * 2 > target || a.kv_len < 2 * chunks * p.keys) return;
+  const uint32_t want = std::min(ceil_div(target, groups), ceil_div(a.kv_len, chunks * p.keys));
+  p.split_keys = ceil_div(ceil_div(a.kv_len, want), p.keys) * p.keys;
+  p.splits = ceil_div(a.kv_len, p.split_keys);
+}
+
+constexpr uint32_t kTileLanes = 4;
+
+// Vec4 words of a staged key or value row: the head dim rounded up to 4 plus one word of
+// padding, so the kTileLanes keys a row's invocations read at once fall in distinct banks.
+uint32_t tile_row_words(uint32_t dim) { return (dim + 3) / 4 + 1; }
+
+// The tiles variant's chunk: the largest of 32 (64 for small head dims) down to kTileLanes
+// keys whose staged K and V fit the adapter's workgroup storage, and whose K tile holds a
+// vec4 per invocation for the final merge. False when none fits.
+bool plan_tiles(Context& ctx, const AttentionArgs& a, bool software, Plan& p) {
+  p.wg = std::min<uint32_t>(128, ctx.caps().workgroup_1d());
+  if (p.wg < kTileLanes || a.dim == 0 || a.v_dim == 0) return false;
+  const uint64_t limit = ctx.caps().max_workgroup_storage ? ctx.caps().max_workgroup_storage : 16384;
+  const uint32_t kw = tile_row_words(a.dim), vw = tile_row_words(a.v_dim);
+  p.keys = 0;
+  for (uint32_t tk : {32u, 64u, 16u, 8u, 4u}) {
+    const uint64_t bytes = 16ull * tk * (kw + vw) + 8ull * p.wg;
+    if (tk >= kTileLanes && bytes <= limit && tk * kw >= p.wg) {
+      p.keys = tk;
+      break;
+    }
+  }
+  if (p.keys == 0) return false;
+  p.tiles = true;
+  p.rows = p.wg / kTileLanes;
+  p.k_vec4 = a.kv_len > 0 && vec4_rows(ctx, a.k, a.dim, a.dtype);
+  p.v_vec4 = a.kv_len > 0 && vec4_rows(ctx, a.v, a.v_dim, a.dtype);
+  // Few row blocks (a few heads, a short prompt) leave most of a GPU idle.
+  split_keys(a, software ? 0 : 512, 4, p);
+  return true;
+}
+
 Plan plan_for(Context& ctx, const AttentionArgs& a) {
   const bool software = software_adapter(ctx);
   Plan p;
-  // TORCH_WEBGPU_ATTENTION_VARIANT=rows|lanes overrides the choice (tests, measurements).
+  // TORCH_WEBGPU_ATTENTION_VARIANT=rows|lanes|tiles overrides the choice (tests, measurements).
   std::string force;
   if (const char* f = std::getenv("TORCH_WEBGPU_ATTENTION_VARIANT")) force = f;
+  // GPUs' prefill: staged K/V tiles shared by a block of query rows.
+  if ((force == "tiles" || (force.empty() && !software && a.q_len >= 16)) && plan_tiles(ctx, a, software, p))
+    return p;
+  p = Plan{};
   const bool lanes_fit = a.dim % 4 == 0 && a.v_dim % 4 == 0 && a.dim > 0 && a.v_dim > 0;
   // Software adapters run a workgroup's invocations as SIMD lanes: for prefill, a query
   // row per lane reads each key row once for all lanes, with no barrier per chunk.
@@ -80,16 +133,8 @@ Plan plan_for(Context& ctx, const AttentionArgs& a) {
     if (p.rows == 1 || workgroup_bytes(p) <= limit) break;
     p.rows /= 2;
   }
-  p.split_keys = std::max<uint32_t>(a.kv_len, 1);
-  // Few rows over a long cache leave most of a GPU idle: split the keys over several
-  // workgroups and merge their partial softmax states in a second pass.
-  const uint64_t groups = uint64_t(a.batch) * a.heads * ceil_div(a.q_len, p.rows);
-  const uint64_t target = 256;
-  if (!software && groups * 2 <= target && a.kv_len >= 4 * p.keys) {
-    const uint32_t want = std::min(ceil_div(target, groups), ceil_div(a.kv_len, 2 * p.keys));
-    p.split_keys = ceil_div(ceil_div(a.kv_len, want), p.keys) * p.keys;
-    p.splits = ceil_div(a.kv_len, p.split_keys);
-  }
+  // Few rows over a long cache leave most of a GPU idle.
+  split_keys(a, software ? 0 : 256, 2, p);
   return p;
 }
 
@@ -137,6 +182,34 @@ std::string load_f32(const std::string& name, const std::vector<KernelBuffer>& b
 // the math path's softmax.
 const char kNanMax[] = "fn nan_max(m: f32, v: f32) -> f32 { if (is_nan(v) || v > m) { return v; } return m; }\n";
 
+// Two bfloat16 of a u32 word as f32.
+const char kBf2[] = "fn bf2(x: u32) -> vec2<f32> { return vec2<f32>(bitcast<f32>(x << 16u), bitcast<f32>(x & 0xffff0000u)); }\n";
+
+// The rows and tiles variants' workgroup: split, query-row block, batch and head of
+// `group` (the workgroups past the grid's end run too, as dead ones, for the barriers).
+const char kBlockOfRows[] = R"(  let live = group < frame_count();
+  let gi = select(0u, group, live);
+  let split = gi % u.splits;
+  let blk = (gi / u.splits) % u.blocks;
+  let bh = (gi / u.splits) / u.blocks;
+  let h = bh % u.hq;
+  let b = bh / u.hq;
+  let hk = h / u.grp;
+)";
+
+std::string block_main(uint32_t wg) { return kernel_main(Grid::Groups, wg) + kBlockOfRows; }
+
+// Their key range [kb, ke) (`split`'s keys; causal: none past the block's last row, so
+// later chunks are skipped) and where the operands' rows of the head start.
+const char kKeyRange[] = R"(  let kb = split * u.split_keys;
+  var ke = min(u.lk, kb + u.split_keys);
+  if (u.causal != 0u) { ke = min(ke, min(u.lq, blk * TQ + TQ)); }
+  if (!live) { ke = kb; }
+  let kbase = u.k_off + b * u.k_sb + hk * u.k_sh;
+  let vbase = u.v_off + b * u.v_sb + hk * u.v_sh;
+  let mrow = u.m_off + b * u.m_sb + h * u.m_sh + i * u.m_sl;
+)";
+
 std::string N(uint64_t v) { return std::to_string(v) + "u"; }  // a WGSL u32 literal
 
 // q, k, v as f32 (`fq`, `fk`, `fv` of an element index) and `add_mask(s, at)`: the score
@@ -153,9 +226,16 @@ std::string operand_fns(const AttentionArgs& a, const std::vector<KernelBuffer>&
   return s + "fn add_mask(s: f32, at: u32) -> f32 { return s; }\n";
 }
 
+// `put(i, x)` into the last bindings: the output (q's dtype) and `put_lse` the logsumexp,
+// or, for key ranges merged later, the float32 scratch of partial states.
+std::string output_fns(const AttentionArgs& a, const std::vector<KernelBuffer>& bufs, bool partial) {
+  if (partial) return kernel_store("put", bufs, bufs.size() - 1, DType::Float32, Compute::F32);
+  return kernel_store("put", bufs, bufs.size() - 2, a.dtype, Compute::F32) +
+         kernel_store("put_lse", bufs, bufs.size() - 1, DType::Float32, Compute::F32);
+}
+
 std::string rows_body(const AttentionArgs& a, const Plan& p, const std::vector<KernelBuffer>& bufs,
                       DType mask_dtype, bool partial) {
-  const size_t ob = bufs.size() - (partial ? 1 : 2);
   std::string s = operand_fns(a, bufs, mask_dtype);
   // q . k of key row `kr` into `qk`.
   std::string key_dot =
@@ -166,7 +246,7 @@ std::string rows_body(const AttentionArgs& a, const Plan& p, const std::vector<K
     const uint32_t per_vec4 = 16 / element_size(a.dtype);
     s += "fn qs4(i: u32) -> vec4<f32> { return vec4<f32>(qs[i], qs[i + 1u], qs[i + 2u], qs[i + 3u]); }\n";
     if (a.dtype == DType::BFloat16)
-      s += "fn bf2(x: u32) -> vec2<f32> { return vec2<f32>(bitcast<f32>(x << 16u), bitcast<f32>(x & 0xffff0000u)); }\n";
+      s += kBf2;
     std::string step;
     switch (a.dtype) {
       case DType::Float32: step = "qk = qk + dot(qs4(qo), bitcast<vec4<f32>>(w));"; break;
@@ -183,28 +263,15 @@ std::string rows_body(const AttentionArgs& a, const Plan& p, const std::vector<K
               "        let w = " + K4 + "[(kr + dd) / " + N(per_vec4) + "];\n"
               "        let qo = r * DQ + dd;\n        " + step + "\n      }\n";
   }
-  if (partial) {
-    s += kernel_store("put", bufs, ob, DType::Float32, Compute::F32);
-  } else {
-    s += kernel_store("put", bufs, ob, a.dtype, Compute::F32);
-    s += kernel_store("put_lse", bufs, ob + 1, DType::Float32, Compute::F32);
-  }
+  s += output_fns(a, bufs, partial);
   s += "const WG = " + N(p.wg) + ";\nconst TQ = " + N(p.rows) + ";\nconst KC = " + N(p.keys) +
        ";\nconst R = " + N(p.per_lane) + ";\nconst DQ = " + N(p.q_words) + ";\n";
   s += "var<workgroup> qs: array<f32, " + N(p.rows * p.q_words) + ">;\n"
        "var<workgroup> ps: array<f32, WG>;\n"
        "var<workgroup> red: array<f32, WG>;\n"
        "var<workgroup> fin: array<f32, " + N(p.wg * p.per_lane) + ">;\n";
-  s += kernel_main(Grid::Groups, p.wg);
-  s += R"(  let live = group < frame_count();
-  let g = select(0u, group, live);
-  let split = g % u.splits;
-  let blk = (g / u.splits) % u.blocks;
-  let bh = (g / u.splits) / u.blocks;
-  let h = bh % u.hq;
-  let b = bh / u.hq;
-  let hk = h / u.grp;
-  let r = lid / KC;
+  s += block_main(p.wg);
+  s += R"(  let r = lid / KC;
   let t = lid % KC;
   let i = blk * TQ + r;
   let row_ok = live && i < u.lq;
@@ -218,15 +285,7 @@ std::string rows_body(const AttentionArgs& a, const Plan& p, const std::vector<K
     }
     qs[rr * DQ + x % u.d] = val;
   }
-  let kb = split * u.split_keys;
-  var ke = min(u.lk, kb + u.split_keys);
-  // Causal: no row of the block sees a key past its last row.
-  if (u.causal != 0u) { ke = min(ke, min(u.lq, blk * TQ + TQ)); }
-  if (!live) { ke = kb; }
-  let kbase = u.k_off + b * u.k_sb + hk * u.k_sh;
-  let vbase = u.v_off + b * u.v_sb + hk * u.v_sh;
-  let mrow = u.m_off + b * u.m_sb + h * u.m_sh + i * u.m_sl;
-  let slice = t / u.dvk;
+)" + std::string(kKeyRange) + R"(  let slice = t / u.dvk;
   let d0 = t % u.dvk;
   let pv_on = row_ok && slice < u.slices;
   var m_run = -f32_inf();
@@ -309,7 +368,6 @@ std::string rows_body(const AttentionArgs& a, const Plan& p, const std::vector<K
 
 std::string lanes_body(const AttentionArgs& a, const Plan& p, const std::vector<KernelBuffer>& bufs,
                        DType mask_dtype) {
-  const size_t ob = bufs.size() - 2;
   std::string s = operand_fns(a, bufs, mask_dtype);
   s += "fn q4(i: u32) -> vec4<f32> { return vec4<f32>(fq(i), fq(i + u.q_sd), fq(i + 2u * u.q_sd), fq(i + 3u * u.q_sd)); }\n"
        "fn k4(i: u32) -> vec4<f32> { return vec4<f32>(fk(i), fk(i + u.k_sd), fk(i + 2u * u.k_sd), fk(i + 3u * u.k_sd)); }\n"
@@ -321,8 +379,7 @@ std::string lanes_body(const AttentionArgs& a, const Plan& p, const std::vector<
   if (p.v_vec4)
     s += "fn v4w(i: u32) -> vec4<f32> { return bitcast<vec4<f32>>(buf" + std::to_string(b4) + "[i / 4u]); }\n";
   const std::string kload = p.k_vec4 ? "k4w" : "k4", vload = p.v_vec4 ? "v4w" : "v4";
-  s += kernel_store("put", bufs, ob, a.dtype, Compute::F32);
-  s += kernel_store("put_lse", bufs, ob + 1, DType::Float32, Compute::F32);
+  s += output_fns(a, bufs, false);
   s += "const WG = " + N(p.wg) + ";\nconst D4 = " + N(a.dim / 4) + ";\nconst V4 = " + N(a.v_dim / 4) + ";\n";
   s += kernel_main(Grid::Groups, p.wg);
   s += R"(  let live = group < frame_count();
@@ -384,6 +441,175 @@ std::string lanes_body(const AttentionArgs& a, const Plan& p, const std::vector<
   }
 }
 )";
+  return s;
+}
+
+// `fn NAME_tile(base, c0, ke, lid)`: stages rows c0.. of operand `op` (k or v: element
+// `base + j * u.<op>_sl + c * u.<op>_sd`, `cols` columns) in workgroup array `dst` as
+// vec4<f32> rows of `row_words`; rows at or past `ke` and columns past `cols` read as zero.
+// `vec4_buf`: the operand's vec4 binding (aligned contiguous rows, 16 bytes a load), or -1.
+std::string tile_loader(const std::string& op, const std::string& dst, uint32_t cols,
+                        uint32_t row_words, DType dtype, int vec4_buf) {
+  const std::string f = "f" + op, R = N(row_words);
+  std::string s = "fn " + op + "_tile(base: u32, c0: u32, ke: u32, lid: u32) {\n";
+  if (vec4_buf < 0) {
+    const std::string W = N((cols + 3) / 4), C = N(cols), sd = "u." + op + "_sd";
+    return s + "  for (var x = lid; x < TK * " + W + "; x = x + WG) {\n"
+           "    let jl = x / " + W + ";\n    let c = 4u * (x % " + W + ");\n"
+           "    var val = vec4<f32>(0.0);\n"
+           "    if (c0 + jl < ke) {\n"
+           "      let e = base + (c0 + jl) * u." + op + "_sl + c * " + sd + ";\n"
+           "      val.x = " + f + "(e);\n"
+           "      if (c + 1u < " + C + ") { val.y = " + f + "(e + " + sd + "); }\n"
+           "      if (c + 2u < " + C + ") { val.z = " + f + "(e + 2u * " + sd + "); }\n"
+           "      if (c + 3u < " + C + ") { val.w = " + f + "(e + 3u * " + sd + "); }\n"
+           "    }\n    " + dst + "[jl * " + R + " + x % " + W + "] = val;\n  }\n}\n";
+  }
+  // Whole 16-byte words: 4 float32 or 8 half elements each.
+  const uint32_t per = 16 / element_size(dtype);
+  const std::string W = N(cols / per), P = N(per), buf = "buf" + std::to_string(vec4_buf);
+  s += "  for (var x = lid; x < TK * " + W + "; x = x + WG) {\n"
+       "    let jl = x / " + W + ";\n    let w = x % " + W + ";\n"
+       "    var raw = vec4<u32>(0u);\n"
+       "    if (c0 + jl < ke) { raw = " + buf + "[(base + (c0 + jl) * u." + op + "_sl) / " + P + " + w]; }\n";
+  switch (dtype) {
+    case DType::Float32: s += "    " + dst + "[jl * " + R + " + w] = bitcast<vec4<f32>>(raw);\n"; break;
+    case DType::Float16:
+      s += "    " + dst + "[jl * " + R + " + 2u * w] = vec4<f32>(unpack2x16float(raw.x), unpack2x16float(raw.y));\n"
+           "    " + dst + "[jl * " + R + " + 2u * w + 1u] = vec4<f32>(unpack2x16float(raw.z), unpack2x16float(raw.w));\n";
+      break;
+    default:
+      s += "    " + dst + "[jl * " + R + " + 2u * w] = vec4<f32>(bf2(raw.x), bf2(raw.y));\n"
+           "    " + dst + "[jl * " + R + " + 2u * w + 1u] = vec4<f32>(bf2(raw.z), bf2(raw.w));\n";
+      break;
+  }
+  return s + "  }\n}\n";
+}
+
+std::string tiles_body(const AttentionArgs& a, const Plan& p, const std::vector<KernelBuffer>& bufs,
+                       DType mask_dtype, bool partial) {
+  const uint32_t d4 = (a.dim + 3) / 4, v4 = (a.v_dim + 3) / 4;
+  const uint32_t kw = tile_row_words(a.dim), vw = tile_row_words(a.v_dim);
+  // Vec4 words per invocation in one pass of the final merge (through the K tile).
+  const uint32_t merge_words = std::max<uint32_t>(1, std::min(v4, p.keys * kw / p.wg));
+  std::string s = operand_fns(a, bufs, mask_dtype);
+  if (a.dtype == DType::BFloat16)
+    s += kBf2;
+  int b4 = a.mask_kind == MaskKind::None ? 3 : 4;
+  const int k4 = p.k_vec4 ? b4++ : -1, v4b = p.v_vec4 ? b4 : -1;
+  s += "const WG = " + N(p.wg) + ";\nconst G = " + N(kTileLanes) + ";\nconst TQ = " + N(p.rows) +
+       ";\nconst TK = " + N(p.keys) + ";\nconst KPL = " + N(p.keys / kTileLanes) + ";\nconst D = " +
+       N(a.dim) + ";\nconst D4 = " + N(d4) + ";\nconst DV = " + N(a.v_dim) + ";\nconst V4 = " + N(v4) +
+       ";\nconst KW = " + N(kw) + ";\nconst VW = " + N(vw) + ";\nconst MW = " + N(merge_words) + ";\n";
+  s += "var<workgroup> ks: array<vec4<f32>, " + N(p.keys * kw) + ">;\n"
+       "var<workgroup> vs: array<vec4<f32>, " + N(p.keys * vw) + ">;\n"
+       "var<workgroup> st: array<f32, " + N(2 * p.wg) + ">;\n";
+  s += tile_loader("k", "ks", a.dim, kw, a.dtype, k4) + tile_loader("v", "vs", a.v_dim, vw, a.dtype, v4b);
+  s += "fn qel(e: u32, c: u32) -> f32 { if (c < D) { return fq(e + c * u.q_sd); } return 0.0; }\n";
+  s += output_fns(a, bufs, partial);
+  s += block_main(p.wg);
+  s += R"(  let r = lid / G;
+  let g = lid % G;
+  let i = blk * TQ + r;
+  let row_ok = live && i < u.lq;
+  var q: array<vec4<f32>, D4>;
+  if (row_ok) {
+    let qr = u.q_off + b * u.q_sb + h * u.q_sh + i * u.q_sl;
+    for (var x = 0u; x < D4; x = x + 1u) {
+      q[x] = vec4<f32>(qel(qr, 4u * x), qel(qr, 4u * x + 1u), qel(qr, 4u * x + 2u), qel(qr, 4u * x + 3u)) * u.scale;
+    }
+  }
+)" + std::string(kKeyRange) + R"(  var m = -f32_inf();
+  var l = 0.0;
+  var acc: array<vec4<f32>, V4>;
+  var sc: array<f32, KPL>;
+  for (var c0 = kb; c0 < ke; c0 = c0 + TK) {
+    workgroupBarrier();
+    k_tile(kbase, c0, ke, lid);
+    v_tile(vbase, c0, ke, lid);
+    workgroupBarrier();
+    // This invocation's keys of the chunk: g, g + G, ...
+    var mt = m;
+    for (var kk = 0u; kk < KPL; kk = kk + 1u) {
+      let jl = g + G * kk;
+      let j = c0 + jl;
+      var s = -f32_inf();
+      if (row_ok && j < ke && (u.causal == 0u || j <= i)) {
+        var d4 = vec4<f32>(0.0);
+        for (var x = 0u; x < D4; x = x + 1u) { d4 = d4 + q[x] * ks[jl * KW + x]; }
+        s = add_mask((d4.x + d4.y) + (d4.z + d4.w), mrow + j * u.m_sk);
+      }
+      sc[kk] = s;
+      mt = nan_max(mt, s);
+    }
+    // Online softmax once per chunk: a new max rescales what was summed so far (is_nan:
+    // NVIDIA's compiler may take comparisons as ordered).
+    if (is_nan(mt) || mt > m) {
+      let c = exp(m - mt);
+      l = l * c;
+      for (var y = 0u; y < V4; y = y + 1u) { acc[y] = acc[y] * c; }
+      m = mt;
+    }
+    for (var kk = 0u; kk < KPL; kk = kk + 1u) {
+      let p = select(exp(sc[kk] - m), 0.0, sc[kk] == -f32_inf());
+      l = l + p;
+      let vr = (g + G * kk) * VW;
+      for (var y = 0u; y < V4; y = y + 1u) { acc[y] = acc[y] + p * vs[vr + y]; }
+    }
+  }
+  // Merge the row's G states: rescale each to the row's max.
+  workgroupBarrier();
+  st[2u * lid] = m;
+  st[2u * lid + 1u] = l;
+  workgroupBarrier();
+  var mx = -f32_inf();
+  for (var gg = 0u; gg < G; gg = gg + 1u) { mx = nan_max(mx, st[2u * (r * G + gg)]); }
+  var lt = 0.0;
+  for (var gg = 0u; gg < G; gg = gg + 1u) {
+    let mg = st[2u * (r * G + gg)];
+    lt = lt + select(st[2u * (r * G + gg) + 1u] * exp(mg - mx), 0.0, mg == -f32_inf());
+  }
+  let f = select(exp(m - mx), 0.0, m == -f32_inf());
+  let row = (b * u.hq + h) * u.lq + i;
+  // The value columns MW vec4 words at a time through the K tile: each invocation's
+  // scaled sums, then the row's G of them added by one invocation per word.
+  for (var w0 = 0u; w0 < V4; w0 = w0 + MW) {
+    for (var x = 0u; x < MW; x = x + 1u) {
+      if (w0 + x < V4) { ks[lid * MW + x] = acc[w0 + x] * f; }
+    }
+    workgroupBarrier();
+    if (row_ok) {
+      for (var x = g; x < MW && w0 + x < V4; x = x + G) {
+        var o = vec4<f32>(0.0);
+        for (var gg = 0u; gg < G; gg = gg + 1u) { o = o + ks[(r * G + gg) * MW + x]; }
+        let col = 4u * (w0 + x);
+)";
+  if (partial) {
+    s += R"(        let rec = (row * u.splits + split) * (DV + 2u);
+        for (var c = 0u; c < 4u; c = c + 1u) { if (col + c < DV) { put(rec + col + c, o[c]); } }
+      }
+    }
+    workgroupBarrier();
+  }
+  if (row_ok && g == 0u) {
+    let rec = (row * u.splits + split) * (DV + 2u) + DV;
+    put(rec, mx);
+    put(rec + 1u, lt);
+  }
+}
+)";
+  } else {
+    s += R"(        let inv = select(1.0 / lt, 0.0, lt == 0.0);
+        let ob = u.o_off + b * u.o_sb + h * u.o_sh + i * u.o_sl;
+        for (var c = 0u; c < 4u; c = c + 1u) { if (col + c < DV) { put(ob + (col + c) * u.o_sd, o[c] * inv); } }
+      }
+    }
+    workgroupBarrier();
+  }
+  if (row_ok && g == 0u) { put_lse(u.lse_off + row, select(mx + log(lt), -f32_inf(), lt == 0.0)); }
+}
+)";
+  }
   return s;
 }
 
@@ -490,7 +716,10 @@ void scaled_dot_product_attention(Context& ctx, const AttentionArgs& a) {
   }
   const uint32_t flags = static_cast<uint32_t>(a.dtype) | static_cast<uint32_t>(a.mask_kind) << 8 |
                         (partial ? 1u : 0u) << 16;
-  if (p.lanes)
+  if (p.tiles)
+    l.typed = {"attention:tiles", {flags | (p.k_vec4 ? 1u : 0u) << 24 | (p.v_vec4 ? 1u : 0u) << 25,
+                                   a.dim | a.v_dim << 16, p.rows | p.keys << 16}};
+  else if (p.lanes)
     l.typed = {"attention:lanes", {flags | (p.k_vec4 ? 1u : 0u) << 24 | (p.v_vec4 ? 1u : 0u) << 25,
                                    a.dim | a.v_dim << 16}};
   else
@@ -499,6 +728,7 @@ void scaled_dot_product_attention(Context& ctx, const AttentionArgs& a) {
   l.count = rows / a.q_len * ceil_div(a.q_len, p.rows) * p.splits;
   l.workgroup = p.wg;
   l.body = [&]() {
+    if (p.tiles) return tiles_body(a, p, l.buffers, mask_dtype, partial);
     return p.lanes ? lanes_body(a, p, l.buffers, mask_dtype) : rows_body(a, p, l.buffers, mask_dtype, partial);
   };
   launch_kernel(ctx, l);

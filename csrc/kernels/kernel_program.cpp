@@ -269,12 +269,13 @@ const std::string& typed_key(const KernelLaunch& l, uint32_t workgroup, uint32_t
   if (l.buffers.size() > 16)
     fail(ErrorKind::Internal, std::string("torch_webgpu: kernel '") + l.typed.family +
                                   "' binds more than 16 buffers");
-  std::array<uint32_t, 11> k{};
+  std::array<uint32_t, 12> k{};
   std::copy(l.typed.variant.begin(), l.typed.variant.end(), k.begin());
-  uint32_t access = 0;
+  uint32_t access = 0, vec4 = 0;
   for (size_t i = 0; i < l.buffers.size(); ++i) {
     const KernelBuffer& b = l.buffers[i];
     access |= (b.access == Access::ReadWrite ? (b.atomic ? 3u : 2u) : b.vec4 ? 0u : 1u) << (2 * i);
+    vec4 |= (b.vec4 ? 1u : 0u) << i;  // read-write vec4 bindings share code 2 with u32 ones
   }
   const uint64_t layout = l.layout()->hash();
   k[4] = workgroup;
@@ -284,6 +285,7 @@ const std::string& typed_key(const KernelLaunch& l, uint32_t workgroup, uint32_t
   k[8] = static_cast<uint32_t>(layout >> 32);
   k[9] = access;
   k[10] = static_cast<uint32_t>(l.buffers.size());
+  k[11] = vec4;
   // One buffer per thread, reused: no allocation per launch.
   thread_local std::string bytes;
   const size_t family = std::strlen(l.typed.family);
@@ -351,7 +353,7 @@ KernelPlan plan_kernel(Context& ctx, KernelLaunch& l) {
   } else {
     std::string key = l.key + "|wg" + std::to_string(workgroup) + "|u" + std::to_string(words);
     for (const auto& b : l.buffers)
-      key += b.access == Access::ReadWrite ? (b.atomic ? 'A' : 'W') : b.vec4 ? 'V' : 'R';
+      key += b.access == Access::ReadWrite ? (b.atomic ? 'A' : b.vec4 ? 'X' : 'W') : b.vec4 ? 'V' : 'R';
     key += "|n" + std::to_string(layout->hash());
     plan.pipeline = &ctx.pipelines().get(key, make);
   }

@@ -50,8 +50,9 @@ struct KernelBuffer {
   uint32_t element_bytes = 0;
   ElementRange touched;
 
-  // Declared array<vec4<u32>> (read only): 16-byte loads. A second binding of a buffer
-  // already bound as u32 words reads its aligned body this way; it must not need a window.
+  // Declared array<vec4<u32>>: 16-byte loads (and stores, read-write). A second binding of
+  // a buffer already bound as u32 words reads its aligned body this way (read only: one
+  // dispatch may not bind a buffer writable twice); it must not need a window.
   bool vec4 = false;
 
   KernelBuffer& touches(uint32_t word, DType dtype, uint64_t first, uint64_t count) {

@@ -84,7 +84,7 @@ uint32_t set_operand(KernelLaunch& l, Operand op, const MatOperand& o) {
   return offset_word;
 }
 
-enum class Variant { Tiled, Block, PerOutput, Reduce, Gemv, GemvWalk };
+enum class Variant { Tiled, Block, PerOutput, Reduce, Gemv, GemvCols, GemvWalk };
 // Split-K: the tiles' kernel writes each slice's float32 partial sums to scratch (see
 // splitk_sum_body), partial (b, slice, r, c) at ((b * splits + slice) * m + r) * n + c.
 enum class Split { None, Partials };
@@ -190,6 +190,16 @@ std::string decode_position(const std::string& in, const std::string& l) {
          in + "let ooff = (ob.x * i32(u_x_size(1u)) + ob.y) * i32(u_x_size(2u)) + ob.z;\n";
 }
 
+// WGSL: the tile index `g` of workgroup `g0` and the range [kb, ke) of K it sums. Under
+// split-K neighbouring workgroups take the slices of K of one tile.
+std::string split_range(Split split) {
+  return split == Split::Partials
+             // (kb from a let, not the private `slice`: barriers need uniform control flow.)
+             ? "  let sl = g0 % u.splits;\n  slice = sl;\n  let g = g0 / u.splits;\n"
+               "  let kb = sl * u.k_slice;\n  let ke = min(u.k, kb + u.k_slice);\n"
+             : "  let g = g0;\n  let kb = 0u;\n  let ke = u.k;\n";
+}
+
 std::string tiled_body(const Arith& ar, const TileShape& t, GatherB gather, Split split) {
   const std::string T = ar.type(), Z = ar.zero();
   const uint32_t rm = t.tm / t.wy, rn = t.tn / t.wx, sa_row = t.tm + 4, sb_row = t.tn + 4;
@@ -200,12 +210,7 @@ std::string tiled_body(const Arith& ar, const TileShape& t, GatherB gather, Spli
   s += kernel_main(Grid::Groups, t.threads());
   s += "  let valid = group < frame_count();\n"
        "  let g0 = select(0u, group, valid);\n";
-  // Split-K: neighbouring workgroups take the slices of K of one tile, [kb, ke).
-  s += split == Split::Partials
-           // (kb from a let, not the private `slice`: the barriers need uniform control flow.)
-           ? "  let sl = g0 % u.splits;\n  slice = sl;\n  let g = g0 / u.splits;\n"
-             "  let kb = sl * u.k_slice;\n  let ke = min(u.k, kb + u.k_slice);\n"
-           : "  let g = g0;\n  let kb = 0u;\n  let ke = u.k;\n";
+  s += split_range(split);
   s += "  let b = g / u.tiles_per_batch;\n  let t = g % u.tiles_per_batch;\n"
        "  let row0 = (t / u.tiles_n) * " + n(t.tm) + ";\n  let col0 = (t % u.tiles_n) * " + n(t.tn) + ";\n"
        "  let bo = b / u.batch_inner;\n  let bi = b % u.batch_inner;\n"
@@ -470,15 +475,53 @@ std::string gemv_walk_body(uint32_t threads, uint32_t cols, size_t wide, DType b
 // and unpacked in registers (rows start on even elements and K is even).
 constexpr uint32_t kGemvLanes = 32;
 
+// `weight_pair<i>(w)`: the two half-type elements of word w of buffer b as float32.
+std::string gemv_weight_pair(const std::string& i, size_t b, DType dtype) {
+  const std::string buf = "buf" + std::to_string(b);
+  return dtype == DType::Float16
+             ? "fn weight_pair" + i + "(w: u32) -> vec2<f32> { return unpack2x16float(" + buf + "[w]); }\n"
+             : "fn weight_pair" + i + "(w: u32) -> vec2<f32> { let v = " + buf + "[w]; "
+               "return vec2<f32>(bitcast<f32>(v << 16u), bitcast<f32>(v & 0xffff0000u)); }\n";
+}
+
+// One lane's four partial sums s0..s3 of a column: A's row from `ai` (stride `ak`) times
+// the weight row from element `bj` (K contiguous), read by load_b<i> or, with `pairs`,
+// weight_pair<i>.
+std::string gemv_lane_sums(bool pairs, const std::string& i, const std::string& in) {
+  if (pairs) {
+    // Pair p holds elements 2p (low half) and 2p + 1.
+    auto term = [&](const std::string& p) {
+      return "dot(weight_pair" + i + "(wb + " + p + "), vec2<f32>(load_a(ai + 2u * (" + p + ") * ak), load_a(ai + (2u * (" +
+             p + ") + 1u) * ak)))";
+    };
+    return in + "let wb = bj / 2u;\n" + in + "let P = K / 2u;\n" + in + "var p = lane;\n" +
+           in + "for (; p + 96u < P; p = p + 128u) {\n" +
+           in + "  s0 = s0 + " + term("p") + ";\n" + in + "  s1 = s1 + " + term("p + 32u") + ";\n" +
+           in + "  s2 = s2 + " + term("p + 64u") + ";\n" + in + "  s3 = s3 + " + term("p + 96u") + ";\n" + in + "}\n" +
+           in + "for (; p < P; p = p + 32u) { s0 = s0 + " + term("p") + "; }\n";
+  }
+  auto term = [&](const std::string& k) { return "load_a(ai + (" + k + ") * ak) * load_b" + i + "(bj + " + k + ")"; };
+  return in + "var k = lane;\n" + in + "for (; k + 96u < K; k = k + 128u) {\n" +
+         in + "  s0 = s0 + " + term("k") + ";\n" + in + "  s1 = s1 + " + term("k + 32u") + ";\n" +
+         in + "  s2 = s2 + " + term("k + 64u") + ";\n" + in + "  s3 = s3 + " + term("k + 96u") + ";\n" + in + "}\n" +
+         in + "for (; k < K; k = k + 32u) { s0 = s0 + " + term("k") + "; }\n";
+}
+
+// The 32-wide tree adding a column's lanes: part[lid] of lane 0 holds the column's sum.
+std::string gemv_lane_tree() {
+  return "  part[lid] = (s0 + s1) + (s2 + s3);\n"
+         "  workgroupBarrier();\n"
+         "  for (var w = " + std::to_string(kGemvLanes / 2) + "u; w > 0u; w = w >> 1u) {\n"
+         "    if (lane < w) { part[lid] = part[lid] + part[lid + w]; }\n"
+         "    workgroupBarrier();\n"
+         "  }\n";
+}
+
 std::string gemv_body(uint32_t threads, bool pairs, DType b_dtype) {
   auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
   const std::string cols = n(threads / kGemvLanes);
   std::string s = "var<workgroup> part: array<f32, " + std::to_string(threads) + ">;\n";
-  if (pairs)
-    s += b_dtype == DType::Float16
-             ? "fn weight_pair(w: u32) -> vec2<f32> { return unpack2x16float(buf1[w]); }\n"
-             : "fn weight_pair(w: u32) -> vec2<f32> { let v = buf1[w]; "
-               "return vec2<f32>(bitcast<f32>(v << 16u), bitcast<f32>(v & 0xffff0000u)); }\n";
+  if (pairs) s += gemv_weight_pair("", 1, b_dtype);
   s += kernel_main(Grid::Groups, threads);
   s += "  let valid = group < frame_count();\n"
        "  let g = select(0u, group, valid);\n"
@@ -492,36 +535,51 @@ std::string gemv_body(uint32_t threads, bool pairs, DType b_dtype) {
        "  let ak = u.a_cols;\n"
        "  let bj = b_base(bo, bi) + min(c, N - 1u) * u.b_cols;\n"
        "  var s0 = 0.0;\n  var s1 = 0.0;\n  var s2 = 0.0;\n  var s3 = 0.0;\n"
-       "  if (live) {\n";
-  if (pairs) {
-    // Pair p holds elements 2p (low half) and 2p + 1.
-    auto term = [](const std::string& p) {
-      return "dot(weight_pair(wb + " + p + "), vec2<f32>(load_a(ai + 2u * (" + p + ") * ak), load_a(ai + (2u * (" + p +
-             ") + 1u) * ak)))";
-    };
-    s += "    let wb = bj / 2u;\n    let P = K / 2u;\n    var p = lane;\n"
-         "    for (; p + 96u < P; p = p + 128u) {\n"
-         "      s0 = s0 + " + term("p") + ";\n      s1 = s1 + " + term("p + 32u") + ";\n"
-         "      s2 = s2 + " + term("p + 64u") + ";\n      s3 = s3 + " + term("p + 96u") + ";\n    }\n"
-         "    for (; p < P; p = p + 32u) { s0 = s0 + " + term("p") + "; }\n";
-  } else {
-    auto term = [](const std::string& k) {
-      return "load_a(ai + (" + k + ") * ak) * load_b(bj + " + k + ")";
-    };
-    s += "    var k = lane;\n"
-         "    for (; k + 96u < K; k = k + 128u) {\n"
-         "      s0 = s0 + " + term("k") + ";\n      s1 = s1 + " + term("k + 32u") + ";\n"
-         "      s2 = s2 + " + term("k + 64u") + ";\n      s3 = s3 + " + term("k + 96u") + ";\n    }\n"
-         "    for (; k < K; k = k + 32u) { s0 = s0 + " + term("k") + "; }\n";
-  }
-  s += "  }\n"
+       "  if (live) {\n" + gemv_lane_sums(pairs, "", "    ") + "  }\n";
+  s += gemv_lane_tree() + "  if (live && lane == 0u) { finish(bo, bi, r, c, part[lid]); }\n}\n";
+  return s;
+}
+
+// Matrix-vector products whose weight has N contiguous (x @ W with W [k, n]: GPT-2's
+// Conv1D at decode). A workgroup owns 32 neighbouring columns of one row: the lanes of a
+// warp read 32 neighbouring elements of a weight row (coalesced, where one invocation per
+// output column would leave the GPU mostly idle and a tree per output would read one
+// element per 32-byte sector), its threads / 32 warps take interleaved rows of its slice
+// of K with 4 partial sums each, and a tree over the warps adds them.
+std::string gemv_cols_body(uint32_t threads, Split split) {
+  auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
+  const std::string warps = n(threads / kGemvLanes);
+  std::string s = "var<workgroup> part: array<f32, " + std::to_string(threads) + ">;\n";
+  s += kernel_main(Grid::Groups, threads);
+  s += "  let valid = group < frame_count();\n"
+       "  let g0 = select(0u, group, valid);\n" + split_range(split) +
+       "  let M = u.m;\n  let N = u.n;\n"
+       "  let cg = g % u.tiles_n;\n  let rest = g / u.tiles_n;\n  let r = rest % M;\n  let b = rest / M;\n"
+       "  let bo = b / u.batch_inner;\n  let bi = b % u.batch_inner;\n"
+       "  let lane = lid % " + n(kGemvLanes) + ";\n  let warp = lid / " + n(kGemvLanes) + ";\n"
+       "  let c = cg * " + n(kGemvLanes) + " + lane;\n"
+       "  let live = valid && c < N;\n"
+       "  let ai = a_base(bo, bi) + r * u.a_rows;\n  let ak = u.a_cols;\n"
+       "  let bj = b_base(bo, bi) + min(c, N - 1u);\n  let bk = u.b_rows;\n"
+       "  var s0 = 0.0;\n  var s1 = 0.0;\n  var s2 = 0.0;\n  var s3 = 0.0;\n"
+       "  if (live) {\n"
+       "    let W = " + warps + ";\n"
+       "    var k = kb + warp;\n"
+       "    for (; k + 3u * W < ke; k = k + 4u * W) {\n"
+       "      s0 = s0 + load_a(ai + k * ak) * load_b(bj + k * bk);\n"
+       "      s1 = s1 + load_a(ai + (k + W) * ak) * load_b(bj + (k + W) * bk);\n"
+       "      s2 = s2 + load_a(ai + (k + 2u * W) * ak) * load_b(bj + (k + 2u * W) * bk);\n"
+       "      s3 = s3 + load_a(ai + (k + 3u * W) * ak) * load_b(bj + (k + 3u * W) * bk);\n"
+       "    }\n"
+       "    for (; k < ke; k = k + W) { s0 = s0 + load_a(ai + k * ak) * load_b(bj + k * bk); }\n"
+       "  }\n"
        "  part[lid] = (s0 + s1) + (s2 + s3);\n"
        "  workgroupBarrier();\n"
-       "  for (var w = " + n(kGemvLanes / 2) + "; w > 0u; w = w >> 1u) {\n"
-       "    if (lane < w) { part[lid] = part[lid] + part[lid + w]; }\n"
+       "  for (var w = " + n(threads / 2) + "; w >= " + n(kGemvLanes) + "; w = w >> 1u) {\n"
+       "    if (lid < w) { part[lid] = part[lid] + part[lid + w]; }\n"
        "    workgroupBarrier();\n"
        "  }\n"
-       "  if (live && lane == 0u) { finish(bo, bi, r, c, part[lid]); }\n}\n";
+       "  if (live && warp == 0u) { finish(bo, bi, r, c, part[lid]); }\n}\n";
   return s;
 }
 
@@ -557,11 +615,13 @@ constexpr uint64_t kGpuTargetWorkgroups = 256;
 constexpr uint64_t kSplitKMinSlice = 64;
 
 // The length of split-K's slices of K; d.k: no split.
-uint64_t splitk_slice(Context& ctx, const GemmDesc& d, uint64_t tiles, const std::string& force) {
-  const bool forced = force == "splitk";
+// `forcing`: the TORCH_WEBGPU_GEMM_VARIANT value that forces a split.
+uint64_t splitk_slice(Context& ctx, const GemmDesc& d, uint64_t tiles, const std::string& force,
+                      const char* forcing, uint64_t min_slice) {
+  const bool forced = force == forcing;
   if (d.k < 2 || !(forced || (force.empty() && tiles < kGpuTargetWorkgroups && !software_adapter(ctx))))
     return d.k;
-  uint64_t splits = std::min((kGpuTargetWorkgroups + tiles - 1) / tiles, d.k / kSplitKMinSlice);
+  uint64_t splits = std::min((kGpuTargetWorkgroups + tiles - 1) / tiles, d.k / min_slice);
   if (forced) splits = std::max<uint64_t>(splits, 2);
   // The partial sums must fit one storage binding.
   const uint64_t outputs = d.batch_outer * d.batch_inner * d.m * d.n;
@@ -571,7 +631,7 @@ uint64_t splitk_slice(Context& ctx, const GemmDesc& d, uint64_t tiles, const std
   return slice > kSmallTile.bk ? (slice + kSmallTile.bk - 1) / kSmallTile.bk * kSmallTile.bk : slice;
 }
 
-// GemvWalk' operands: a float32 or half-type B with K contiguous, every row of B
+// GemvWalk's operands: a float32 or half-type B with K contiguous, every row of B
 // starting on 16 bytes (its vec4 binding), bound whole.
 bool gemv_walk_fit(Context& ctx, const GemmDesc& d) {
   const MatOperand& b = d.b;
@@ -599,10 +659,15 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   // no_gemv never. Software adapters skip it by default: barriers cost more there than
   // uncoalesced reads (which CPU caches absorb).
   const bool gemv_fits = d.compute == Compute::F32 && d.b.rows == 1 && d.b.cols != 1 && d.k >= 2;
+  // Its twin for weights with N contiguous (gemv_cols; gemv_cols_split also splits K).
+  const bool gemv_cols_fits = d.compute == Compute::F32 && d.b.cols == 1 && d.b.rows != 1 && !d.conv && d.k >= 2;
   if (gemv_fits && (force == "gemv" || (force.empty() && !software_adapter(ctx) && d.m <= 4 && d.k >= 64)))
     v = Variant::Gemv;
+  else if (gemv_cols_fits && (force.rfind("gemv_cols", 0) == 0 ||
+                              (force.empty() && !software_adapter(ctx) && d.m <= 4 && d.k >= 64)))
+    v = Variant::GemvCols;
   // Their own GEMV on software adapters, for 1 to 3 rows (TORCH_WEBGPU_GEMM_VARIANT=gemv_walk
-  // for any eligible product): float32 weights whose rows start on 16 bytes.
+  // for any eligible product): float32 or half-type weights whose rows start on 16 bytes.
   else if (gemv_walk_fit(ctx, d) &&
            (force == "gemv_walk" || (force.empty() && software_adapter(ctx) && d.m < 4 && d.n >= 16)))
     v = Variant::GemvWalk;
@@ -614,6 +679,12 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   else if ((d.m >= 16 && d.n >= 16) || force == "splitk" ||
            (force.empty() && software_adapter(ctx) && d.m >= 4 && d.n >= 16))
     v = force == "block" || (force.empty() && software_adapter(ctx)) ? Variant::Block : Variant::Tiled;
+  // A few rows past the GEMV's (a short prompt's prefill) over a wide N: GPUs take the
+  // tiles too (split-K fills the GPU; tile rows past M idle), where an invocation per
+  // output walked K alone (304 us for 8x896x4864 on an H200).
+  else if (force.empty() && !software_adapter(ctx) && d.compute == Compute::F32 && d.m > 4 && d.n >= 16 &&
+           d.k >= 16)
+    v = Variant::Tiled;
   // Few outputs over a long K: a workgroup tree per output on GPUs. Software adapters run
   // a workgroup's invocations as SIMD lanes of one thread, where the tree's barriers and
   // lane-strided loads cost more than one invocation walking K (3x on llvmpipe at decode).
@@ -640,9 +711,16 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   }
   // (Implicit GEMMs split too: the engine's convolutions run im2col and a plain GEMM of the
   // same shape, and must round as eager's gathers do.)
-  const uint64_t k_slice = v == Variant::Tiled && d.compute == Compute::F32 && shape.tm == kSmallTile.tm
-                               ? splitk_slice(ctx, d, count_tiles(kSmallTile), force)
-                               : d.k;
+  const uint32_t gemv_threads = std::min<uint32_t>(256, ctx.caps().workgroup_1d());
+  // GEMV over N-contiguous weights splits K when its column groups are too few (slices of
+  // at least 32 rows per warp, so that the second pass stays small beside the first).
+  const uint64_t k_slice =
+      v == Variant::Tiled && d.compute == Compute::F32 && shape.tm == kSmallTile.tm
+          ? splitk_slice(ctx, d, count_tiles(kSmallTile), force, "splitk", kSplitKMinSlice)
+      : v == Variant::GemvCols
+          ? splitk_slice(ctx, d, batch * d.m * ((d.n + kGemvLanes - 1) / kGemvLanes), force, "gemv_cols_split",
+                         32 * (gemv_threads / kGemvLanes))
+          : d.k;
   const uint64_t splits = k_slice < d.k ? (d.k + k_slice - 1) / k_slice : 1;
   const Split split = splits > 1 ? Split::Partials : Split::None;
   shape.a_k_fast = d.a.cols == 1 && d.a.rows != 1;
@@ -651,13 +729,13 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
                          : d.conv_positions_along_k ? GatherB::PositionsAlongK : GatherB::TapsAlongK;
   if (gather != GatherB::None) shape.b_k_fast = gather == GatherB::PositionsAlongK;
 
-  const uint32_t gemv_threads = std::min<uint32_t>(256, ctx.caps().workgroup_1d());
   const bool gemv_pairs = v == Variant::Gemv &&
                           (d.b.dtype == DType::Float16 || d.b.dtype == DType::BFloat16) &&
                           d.k % 2 == 0 && d.b.offset % 2 == 0 && d.b.cols % 2 == 0 &&
                           d.b.batch_outer % 2 == 0 && d.b.batch_inner % 2 == 0;
   uint64_t tile_m = v == Variant::Block ? 4 : shape.tm, tile_n = v == Variant::Block ? 4 : shape.tn;
   if (v == Variant::Gemv) tile_m = 1, tile_n = gemv_threads / kGemvLanes;
+  if (v == Variant::GemvCols) tile_m = 1, tile_n = kGemvLanes;
   if (v == Variant::GemvWalk) tile_m = 1, tile_n = kGemvWalkThreads * kGemvWalkCols;
   const uint64_t tiles_m = (d.m + tile_m - 1) / tile_m, tiles_n = (d.n + tile_n - 1) / tile_n;
   KernelLaunch l;
@@ -727,9 +805,9 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   auto dt = [](DType t) { return static_cast<uint32_t>(t); };
   const uint32_t dtypes = dt(d.a.dtype) | dt(d.b.dtype) << 8 | (has_c ? dt(d.c.dtype) : 0xffu) << 16 |
                           dt(d.out.dtype) << 24;
-  const uint32_t shape_word = v == Variant::Tiled         ? shape.tm | shape.tn << 8 | shape.bk << 16
+  const uint32_t shape_word = v == Variant::Tiled      ? shape.tm | shape.tn << 8 | shape.bk << 16
                               : v == Variant::GemvWalk ? kGemvWalkThreads | kGemvWalkCols << 8
-                                                          : 0;
+                                                       : 0;
   const uint32_t flags = (v == Variant::Tiled ? uint32_t(shape.a_k_fast) | uint32_t(shape.b_k_fast) << 1 |
                                                     static_cast<uint32_t>(gather) << 2
                                               : 0) |
@@ -741,6 +819,7 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
                        : v == Variant::Block  ? "gemm:block"
                        : v == Variant::Reduce ? "gemm:reduce"
                        : v == Variant::Gemv   ? "gemm:gemv"
+                       : v == Variant::GemvCols ? "gemm:gemv_cols"
                        : v == Variant::GemvWalk ? "gemm:gemv_walk"
                                               : "gemm:per_out";
   l.typed = {family, {dtypes, static_cast<uint32_t>(d.compute), shape_word, flags}};
@@ -752,13 +831,12 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
     l.workgroup = 64;
   } else {
     l.grid = Grid::Groups;
-    l.count = v == Variant::Tiled || v == Variant::Gemv || v == Variant::GemvWalk
-                  ? splits * batch * tiles_m * tiles_n
-                  : outputs;
-    l.workgroup = v == Variant::Tiled         ? shape.threads()
-                  : v == Variant::Gemv        ? gemv_threads
+    const bool gemv = v == Variant::Gemv || v == Variant::GemvCols;
+    l.count = v == Variant::Tiled || gemv || v == Variant::GemvWalk ? splits * batch * tiles_m * tiles_n : outputs;
+    l.workgroup = v == Variant::Tiled      ? shape.threads()
+                  : gemv                   ? gemv_threads
                   : v == Variant::GemvWalk ? kGemvWalkThreads
-                                              : 64;
+                                           : 64;
   }
   Arith ar{d.compute};
   const GemmDesc desc = d;
@@ -767,6 +845,7 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
     std::string s = gemm_common(desc, words, has_c && split == Split::None, split);
     if (v == Variant::Tiled) s += tiled_body(ar, shape, gather, split);
     else if (v == Variant::Gemv) s += gemv_body(gemv_threads, gemv_pairs, desc.b.dtype);
+    else if (v == Variant::GemvCols) s += gemv_cols_body(gemv_threads, split);
     else if (v == Variant::GemvWalk) s += gemv_walk_body(kGemvWalkThreads, kGemvWalkCols, word_bindings, desc.b.dtype);
     else if (v == Variant::Block) s += block_body(ar);
     else if (v == Variant::Reduce) s += reduce_body(ar);
@@ -826,6 +905,209 @@ void gemm(Context& ctx, const GemmDesc& d) {
         gemm_piece(ctx, p);
       }
     }
+  }
+}
+
+// ---- linears side by side (linear_group) ---------------------------------------------
+
+namespace {
+
+constexpr const char* kLinearFields[] = {"w_offset", "w_rows", "n", "tile", "col", "b_offset", "b_stride"};
+
+// The group kernel's uniforms: A's offset and strides, the output's, the grid's column
+// tiles, and per linear i `<field><i>` (kLinearFields): its weight's offset and row stride,
+// its width, its first tile and output column, its bias's offset and stride (0 without).
+// Scalars, not arrays: each offset is a binding's window word (KernelBuffer::touches).
+const UniformLayout& linear_group_layout() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (size_t i = 0; i < kLinearGroupMax; ++i)
+      for (const char* f : kLinearFields) v.push_back(f + std::to_string(i));
+    return v;
+  }();
+  static const UniformLayout layout = [] {
+    std::vector<UniformDecl> d = {{"m"}, {"k"}, {"tiles"}, {"a_offset"}, {"a_rows"}, {"a_cols"},
+                                  {"out_offset"}, {"out_rows"}, {"out_cols"}};
+    for (const std::string& name : names) d.push_back({name.c_str()});
+    return UniformLayout(d);
+  }();
+  return layout;
+}
+
+// The GEMV kernel over linears [first, last) of d: one workgroup per (row of A, tile of
+// threads / kGemvLanes columns of one linear), so a workgroup reads one weight throughout
+// and the branch on which is uniform. `col`: each linear's first output column.
+void linear_group_gemv(Context& ctx, const LinearGroupDesc& d, size_t first, size_t last,
+                       const std::vector<uint64_t>& col) {
+  const DType dt = d.a.dtype;
+  const uint32_t threads = std::min<uint32_t>(256, ctx.caps().workgroup_1d());
+  const uint32_t tile_cols = threads / kGemvLanes;
+  const size_t count = last - first;
+  // Half-type weights read two elements per word (as gemv_body's pairs).
+  bool pairs = (dt == DType::Float16 || dt == DType::BFloat16) && d.k % 2 == 0;
+  uint32_t bias_mask = 0;
+  for (size_t i = first; i < last; ++i) {
+    const LinearGroupDesc::Linear& L = d.linears[i];
+    pairs = pairs && L.weight.offset % 2 == 0 && L.weight.rows % 2 == 0;
+    if (L.bias.buffer) bias_mask |= 1u << (i - first);
+  }
+  KernelLaunch l;
+  l.declare(linear_group_layout())
+      .set_u32("m", u32_or_fail(d.m, "size"))
+      .set_u32("k", u32_or_fail(d.k, "size"))
+      .set_u32("a_rows", u32_or_fail(d.a.rows, "stride"))
+      .set_u32("a_cols", u32_or_fail(d.a.cols, "stride"))
+      .set_u32("out_rows", u32_or_fail(d.out.rows, "stride"))
+      .set_u32("out_cols", u32_or_fail(d.out.cols, "stride"));
+  auto range2 = [](const MatOperand& o, uint64_t rows, uint64_t cols) {
+    const int64_t sizes[2] = {int64_t(rows), int64_t(cols)}, strides[2] = {int64_t(o.rows), int64_t(o.cols)};
+    return strided_range(o.offset, sizes, strides, 2);
+  };
+  auto bind = [&](const MatOperand& o, Access access, const char* offset_name, ElementRange r) {
+    l.buffers.push_back({o.buffer, access, access == Access::ReadWrite && is_subword(o.dtype)});
+    l.set_u32(offset_name, u32_or_fail(o.offset, "offset"));
+    l.buffers.back().touches(l.word_of(offset_name), o.dtype, r.first, r.end - r.first);
+  };
+  bind(d.a, Access::Read, "a_offset", range2(d.a, d.m, d.k));
+  uint64_t tiles = 0;
+  std::vector<size_t> bias_buffer(count, 0);
+  for (size_t j = 0; j < kLinearGroupMax; ++j) {
+    const std::string J = std::to_string(j);
+    if (j >= count) {  // unused slots: no tiles
+      for (const char* f : kLinearFields) l.set_u32(f + J, std::string(f) == "tile" ? 0xFFFFFFFFu : 0u);
+      continue;
+    }
+    const LinearGroupDesc::Linear& L = d.linears[first + j];
+    l.set_u32("w_rows" + J, u32_or_fail(L.weight.rows, "stride"))
+        .set_u32("n" + J, u32_or_fail(L.n, "size"))
+        .set_u32("tile" + J, u32_or_fail(tiles, "size"))
+        .set_u32("col" + J, u32_or_fail(col[first + j], "size"))
+        .set_u32("b_offset" + J, 0)
+        .set_u32("b_stride" + J, L.bias.buffer ? u32_or_fail(L.bias.cols, "stride") : 0);
+    bind(L.weight, Access::Read, ("w_offset" + J).c_str(),
+         {L.weight.offset, L.weight.offset + (L.n - 1) * L.weight.rows + d.k});
+    tiles += (L.n + tile_cols - 1) / tile_cols;
+  }
+  for (size_t j = 0; j < count; ++j) {
+    const LinearGroupDesc::Linear& L = d.linears[first + j];
+    if (!L.bias.buffer) continue;
+    bias_buffer[j] = l.buffers.size();
+    bind(L.bias, Access::Read, ("b_offset" + std::to_string(j)).c_str(), range2(L.bias, 1, L.n));
+  }
+  uint64_t width = 0;
+  for (const LinearGroupDesc::Linear& L : d.linears) width += L.n;
+  bind(d.out, Access::ReadWrite, "out_offset", range2(d.out, d.m, width));
+  l.set_u32("tiles", u32_or_fail(tiles, "size"));
+  l.typed = {"gemm:gemv_group", {static_cast<uint32_t>(dt), static_cast<uint32_t>(count), bias_mask, pairs}};
+  l.grid = Grid::Groups;
+  l.count = d.m * tiles;
+  l.workgroup = threads;
+  l.body = [&l, dt, threads, tile_cols, count, pairs, bias_buffer] {
+    auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
+    std::string s = "var<workgroup> part: array<f32, " + std::to_string(threads) + ">;\n";
+    s += typed_load("load_a", l.buffers, 0, dt, Compute::F32);
+    for (size_t j = 0; j < count; ++j) {
+      const std::string J = std::to_string(j);
+      s += pairs ? gemv_weight_pair(J, 1 + j, dt) : typed_load("load_b" + J, l.buffers, 1 + j, dt, Compute::F32);
+      if (bias_buffer[j]) s += typed_load("load_bias" + J, l.buffers, bias_buffer[j], dt, Compute::F32);
+    }
+    s += kernel_store("store_out", l.buffers, l.buffers.size() - 1, dt, Compute::F32);
+    s += kernel_main(Grid::Groups, threads);
+    s += "  let valid = group < frame_count();\n"
+         "  let g = select(0u, group, valid);\n"
+         "  let cg = g % u.tiles;\n  let r = g / u.tiles;\n  let K = u.k;\n"
+         "  let lane = lid % " + n(kGemvLanes) + ";\n"
+         "  let ai = u.a_offset + r * u.a_rows;\n  let ak = u.a_cols;\n"
+         "  var s0 = 0.0;\n  var s1 = 0.0;\n  var s2 = 0.0;\n  var s3 = 0.0;\n"
+         "  var live = false;\n  var col = 0u;\n  var bias = 0.0;\n";
+    for (size_t j = 0; j < count; ++j) {
+      const std::string J = std::to_string(j), next = std::to_string(j + 1);
+      s += "  if (cg >= u.tile" + J + (j + 1 < count ? " && cg < u.tile" + next : "") + ") {\n"
+           "    let c = (cg - u.tile" + J + ") * " + n(tile_cols) + " + lid / " + n(kGemvLanes) + ";\n"
+           "    live = valid && c < u.n" + J + ";\n"
+           "    col = u.col" + J + " + c;\n"
+           "    let bj = u.w_offset" + J + " + min(c, u.n" + J + " - 1u) * u.w_rows" + J + ";\n"
+           "    if (live) {\n" + gemv_lane_sums(pairs, J, "      ");
+      if (bias_buffer[j]) s += "      bias = load_bias" + J + "(u.b_offset" + J + " + c * u.b_stride" + J + ");\n";
+      s += "    }\n  }\n";
+    }
+    s += gemv_lane_tree() +
+         "  if (live && lane == 0u) { store_out(u.out_offset + r * u.out_rows + col * u.out_cols, part[lid] + bias); }\n}\n";
+    return s;
+  };
+  launch_kernel(ctx, l);
+}
+
+// How many linears from `first` on one dispatch binds: A, the weights, their biases and
+// out within the stage's storage-buffer limit, at most kLinearGroupMax.
+size_t linear_group_chunk(Context& ctx, const LinearGroupDesc& d, size_t first) {
+  const uint32_t limit = ctx.caps().max_storage_buffers_per_stage;
+  size_t last = first;
+  uint32_t bindings = 2;
+  while (last < d.linears.size() && last - first < kLinearGroupMax) {
+    const uint32_t more = d.linears[last].bias.buffer ? 2 : 1;
+    if (last > first && bindings + more > limit) break;
+    bindings += more;
+    ++last;
+  }
+  return last;
+}
+
+}  // namespace
+
+bool linear_group_fuses(Context& ctx) {
+  // TORCH_WEBGPU_GEMM_VARIANT=gemv takes the group kernel on any adapter (tests). Software
+  // adapters default to gemm per linear (see gemm_piece's GEMV choice).
+  const char* f = std::getenv("TORCH_WEBGPU_GEMM_VARIANT");
+  const std::string force = f ? f : "";
+  return force == "gemv" || (force.empty() && !software_adapter(ctx));
+}
+
+void linear_group(Context& ctx, const LinearGroupDesc& all) {
+  const DType dt = all.a.dtype;
+  if (dt != DType::Float32 && dt != DType::Float16 && dt != DType::BFloat16)
+    fail(ErrorKind::Unsupported, "torch_webgpu: linear_group computes float32, float16 and bfloat16 only");
+  if (all.k == 0) fail(ErrorKind::Unsupported, "torch_webgpu: linear_group needs k > 0");
+  // The linears with columns, and where each one's columns start.
+  LinearGroupDesc d = all;
+  d.linears.clear();
+  std::vector<uint64_t> col;
+  uint64_t width = 0;
+  bool windows = false;
+  for (const LinearGroupDesc::Linear& L : all.linears) {
+    if (L.n == 0) continue;
+    d.linears.push_back(L);
+    col.push_back(width);
+    width += L.n;
+    windows = windows || needs_window(ctx, L.weight.buffer) || needs_window(ctx, L.bias.buffer);
+  }
+  if (d.m * width == 0) return;
+  windows = ctx.pool().has_oversized() &&
+            (windows || needs_window(ctx, d.a.buffer) || needs_window(ctx, d.out.buffer));
+  // (A weight larger than one binding goes through gemm's windows.)
+  if (linear_group_fuses(ctx) && d.m <= kLinearGroupMaxRows && !windows) {
+    for (size_t first = 0; first < d.linears.size();) {
+      const size_t last = linear_group_chunk(ctx, d, first);
+      linear_group_gemv(ctx, d, first, last, col);
+      first = last;
+    }
+    return;
+  }
+  for (size_t i = 0; i < d.linears.size(); ++i) {
+    const LinearGroupDesc::Linear& L = d.linears[i];
+    GemmDesc g;
+    g.m = d.m, g.n = L.n, g.k = d.k;
+    g.a = d.a;
+    g.b = L.weight;  // B = weight^T: K along the weight's columns, N along its rows
+    g.b.rows = L.weight.cols, g.b.cols = L.weight.rows;
+    if (L.bias.buffer) {
+      g.c = L.bias;  // broadcast over rows
+      g.c.rows = 0;
+      g.beta = ScalarBits::from_f32(1.0f);
+    }
+    g.out = d.out;
+    g.out.offset += col[i] * d.out.cols;
+    gemm(ctx, g);
   }
 }
 

@@ -10,6 +10,7 @@
 #include <webgpu/webgpu.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "kernels/dtype.h"
 
@@ -75,6 +76,32 @@ void conv_gather_taps(Context& ctx, const ConvGeometry& g, WGPUBuffer taps);
 // Records the product. With k == 0 the product term is zero (a and b may then be any
 // readable buffer). Nothing happens for an empty output.
 void gemm(Context& ctx, const GemmDesc& d);
+
+// Linears sharing their input (decode's q/k/v, gate/up), side by side in one output:
+// out[r, col_i + j] = sum_k a[r, k] * w_i[j, k] (+ bias_i[j]) for j < n_i, col_i = n_0 +
+// ... + n_(i-1). Weights are [n_i, k] with K contiguous (w.cols == 1), all of a's float
+// dtype, as are the biases and out. On GPU adapters and few rows of A (decode) one GEMV
+// dispatch computes up to kLinearGroupMax weights (fewer where the stage's storage-buffer
+// limit binds, the rest in further dispatches); elsewhere each linear runs through gemm.
+// k > 0 (a caller fills the biases itself without products).
+constexpr size_t kLinearGroupMax = 4;
+constexpr uint64_t kLinearGroupMaxRows = 4;
+struct LinearGroupDesc {
+  uint64_t m = 0, k = 0;
+  MatOperand a;  // m x k (rows, cols strides)
+  struct Linear {
+    uint64_t n = 0;
+    MatOperand weight;  // n x k: rows stride (between output columns), cols == 1
+    MatOperand bias;    // n values at cols stride; buffer null: none
+  };
+  std::vector<Linear> linears;
+  MatOperand out;  // m x (sum of n): rows, cols strides; must not share a buffer with the inputs
+};
+void linear_group(Context& ctx, const LinearGroupDesc& d);
+// Whether linear_group here takes the group kernel (for up to kLinearGroupMaxRows rows):
+// GPU adapters, or forced by TORCH_WEBGPU_GEMM_VARIANT=gemv; never with no_gemv. The
+// compile pass fuses linears only then (elsewhere the group saves no dispatch).
+bool linear_group_fuses(Context& ctx);
 
 // Column layout strides: col[n, g, r, l] at n*sn + g*sg + r*sr + l*sl (float32).
 struct ColLayout {

@@ -34,12 +34,15 @@ void norm_apply(Context& ctx, const Operand& x, const Operand& mean, const Opera
 
 // Layer norm forward of `rows` contiguous rows of `len` elements in one kernel (one
 // workgroup per row): y as norm_apply's layer norm form, mean and rstd (f32) per row.
+// On GPUs rows held in registers merge per-invocation (count, mean, m2) in one tree, and
+// float32 rows whose length and offsets are multiples of 4 move as vec4.
 void layer_norm_rows(Context& ctx, const Operand& x, const Operand& w, const Operand& b,
                      const Operand& y, const Operand& mean, const Operand& rstd, uint64_t rows,
                      uint32_t len, float eps);
 
 // RMS norm forward of `rows` contiguous rows of `len` elements in one kernel:
-// rstd = 1 / sqrt(mean(x^2) + eps) (f32) per row, y = (x * rstd) * w (w absent: 1).
+// rstd = 1 / sqrt(mean(x^2) + eps) (f32) per row, y = (x * rstd) * w (w absent: 1); on
+// GPUs layer_norm_rows' vec4 kernel where it fits.
 void rms_norm_rows(Context& ctx, const Operand& x, const Operand& w, const Operand& y,
                    const Operand& rstd, uint64_t rows, uint32_t len, float eps);
 

@@ -1,6 +1,7 @@
 #include "kernels/scan.h"
 
 #include <algorithm>
+#include <functional>
 #include <string>
 
 #include "kernels/adapter_kind.h"
@@ -240,6 +241,21 @@ void scan_rows_blocked(Context& ctx, const ScanArgs& a) {
   ctx.pool().release(aggregates);
 }
 
+// One workgroup of `group` per row: the bindings (input, output, indices of cummax/cummin;
+// input and output as vec4 when `vec4`), the uniforms and the grid; `param` tells the
+// family's variants apart.
+void row_groups(KernelLaunch& l, const ScanArgs& a, const char* family, uint32_t param,
+                uint32_t group, bool vec4) {
+  l.typed = {family, {static_cast<uint32_t>(a.op), static_cast<uint32_t>(a.dtype), param}};
+  l.buffers = {{a.in, Access::Read, false}, {a.out, Access::ReadWrite, !vec4 && is_subword(a.dtype)}};
+  l.buffers[0].vec4 = l.buffers[1].vec4 = vec4;
+  if (a.op == ScanOp::Max || a.op == ScanOp::Min) l.buffers.push_back({a.indices, Access::ReadWrite, false});
+  declare_scan(l, a, 1, a.n);
+  l.grid = Grid::Groups;
+  l.count = a.rows;
+  l.workgroup = group;
+}
+
 // Rows scanned by one workgroup each, in tiles of `group * per` elements: the tile is read
 // into workgroup memory with neighbouring invocations on neighbouring elements, each
 // invocation scans `per` consecutive elements of it, a workgroup scan of those runs'
@@ -263,13 +279,7 @@ void scan_rows_tiled(Context& ctx, const ScanArgs& a) {
   while (per > 1 && group * per * value_bytes > budget) per /= 2;
   const uint32_t tile = group * per;
   KernelLaunch l;
-  l.typed = {"scan:tiles", {static_cast<uint32_t>(a.op), static_cast<uint32_t>(a.dtype), per}};
-  l.buffers = {{a.in, Access::Read, false}, {a.out, Access::ReadWrite, is_subword(a.dtype)}};
-  if (with_indices) l.buffers.push_back({a.indices, Access::ReadWrite, false});
-  declare_scan(l, a, 1, a.n);
-  l.grid = Grid::Groups;
-  l.count = a.rows;
-  l.workgroup = group;
+  row_groups(l, a, "scan:tiles", per, group, false);
   const ScanOp op = a.op;
   const DType dtype = a.dtype;
   l.body = [&l, op, dtype, c, with_indices, group, per, tile] {
@@ -350,7 +360,102 @@ void scan_rows_tiled(Context& ctx, const ScanArgs& a) {
   launch_kernel(ctx, l);
 }
 
+// Rows of 4-byte values (float32, int32) whose length and offsets are multiples of 4, up to
+// 16 elements per invocation of one workgroup per row: a single read and a single write in
+// 16-byte words, no tile in workgroup memory. Invocation lid holds the vec4s lid + q * G
+// (q < C: coalesced loads and stores), scans each of them in registers, and one
+// workgroup-wide scan over the C x G vec4 aggregates (all C at once, so the barriers do
+// not grow with C) gives each its prefix; chunk q starts after the totals of chunks < q.
+bool scan_vec4_fits(Context& ctx, const ScanArgs& a) {
+  return (a.dtype == DType::Float32 || a.dtype == DType::Int32) && a.n >= 64 &&
+         a.n <= 16ull * std::min<uint32_t>(256, ctx.caps().workgroup_1d()) && a.n % 4 == 0 &&
+         a.in_offset % 4 == 0 && a.out_offset % 4 == 0 && a.rows >= kTiledMinRows &&
+         !needs_window(ctx, a.in) && !needs_window(ctx, a.out) && !needs_window(ctx, a.indices);
+}
+
+void scan_rows_vec4(Context& ctx, const ScanArgs& a) {
+  const Compute c = compute_type_for(a.dtype);
+  const bool with_indices = a.op == ScanOp::Max || a.op == ScanOp::Min;
+  const uint64_t n4 = a.n / 4;
+  uint32_t group = 32;
+  while (group < std::min<uint32_t>(256, ctx.caps().workgroup_1d()) && n4 > 4ull * group) group *= 2;
+  uint32_t chunks = 1;
+  while (n4 > uint64_t(chunks) * group) chunks *= 2;
+  KernelLaunch l;
+  row_groups(l, a, "scan:vec4", chunks, group, true);
+  const ScanOp op = a.op;
+  l.body = [&l, op, c, with_indices, group, chunks] {
+    const std::string T = c == Compute::F32 ? "f32" : "i32";
+    const std::string G = std::to_string(group) + "u";
+    std::string s = state_functions(op, c);
+    if (with_indices) s += kernel_store("store_index", l.buffers, 2, DType::Int64, Compute::I64);
+    s += "fn ld(i: u32) -> vec4<" + T + "> { return bitcast<vec4<" + T + ">>(buf0[i]); }\n"
+         "fn st4(i: u32, v: vec4<" + T + ">) { buf1[i] = bitcast<vec4<u32>>(v); }\n"
+         "var<workgroup> runs: array<St, " + std::to_string(chunks * group) + ">;\n";
+    s += kernel_main(Grid::Groups, group) +
+         "  let live = group < frame_count();\n"
+         "  let row = select(0u, group, live);\n"
+         "  let n4 = select(0u, u.n / 4u, live);\n"
+         "  let src = (u.in_offset + row * u.n) / 4u;\n"
+         "  let dst = (u.out_offset + row * u.n) / 4u;\n"
+         "  let dst_index = u.indices_offset + row * u.n;\n";
+    const char* lane = "xyzw";
+    auto each = [&](const std::function<std::string(const std::string&, uint32_t)>& f) {
+      std::string out;
+      for (uint32_t q = 0; q < chunks; ++q) out += f(std::to_string(q), q);
+      return out;
+    };
+    // Each vec4's own scan aggregate.
+    s += each([&](const std::string& q, uint32_t) {
+      std::string t = "  let w" + q + " = lid + " + q + "u * " + G + ";\n  let in" + q + " = w" + q +
+                      " < n4;\n  let a" + q + " = ld(src + select(0u, w" + q + ", in" + q + "));\n"
+                      "  if (in" + q + ") {\n    var r = st_init(a" + q + ".x, 4u * w" + q + ");\n";
+      for (int k = 1; k < 4; ++k)
+        t += "    r = st_add(r, a" + q + "." + lane[k] + ", 4u * w" + q + " + " + std::to_string(k) + "u);\n";
+      return t + "    runs[w" + q + "] = r;\n  }\n";
+    });
+    // Inclusive scans of the aggregates along each chunk (entries past the row's end are
+    // never read by live ones: they come after them).
+    s += "  workgroupBarrier();\n"
+         "  for (var d = 1u; d < " + G + "; d = d << 1u) {\n" +
+         each([&](const std::string& q, uint32_t) {
+           return "    var v" + q + " = runs[w" + q + "];\n    if (in" + q + " && lid >= d) { v" + q +
+                  " = st_merge(runs[w" + q + " - d], v" + q + "); }\n";
+         }) +
+         "    workgroupBarrier();\n" +
+         each([&](const std::string& q, uint32_t) { return "    runs[w" + q + "] = v" + q + ";\n"; }) +
+         "    workgroupBarrier();\n  }\n"
+         "  var carry: St;\n";  // the inclusive aggregate of the chunks before this one
+    s += each([&](const std::string& q, uint32_t qi) {
+      std::string t = "  if (in" + q + ") {\n    var st = carry;\n    var started = " +
+                      (qi > 0 ? "true" : "false") + ";\n"
+                      "    if (lid > 0u) {\n"
+                      "      if (started) { st = st_merge(carry, runs[w" + q + " - 1u]); } else { st = runs[w" + q + " - 1u]; }\n"
+                      "      started = true;\n    }\n"
+                      "    var o = vec4<" + T + ">();\n";
+      for (int k = 0; k < 4; ++k) {
+        const std::string K = std::to_string(k);
+        const std::string x = "a" + q + "." + lane[k], at = "4u * w" + q + " + " + K + "u";
+        t += k == 0 ? "    if (started) { st = st_add(st, " + x + ", " + at + "); } else { st = st_init(" + x +
+                          ", " + at + "); }\n"
+                    : "    st = st_add(st, " + x + ", " + at + ");\n";
+        t += "    o." + std::string(1, lane[k]) + " = st_value(st);\n";
+        if (with_indices)
+          t += "    store_index(dst_index + " + at + ", vec2<u32>(st_index(st), 0u));\n";
+      }
+      t += "    st4(dst + w" + q + ", o);\n  }\n";
+      if (qi + 1 < chunks)
+        t += qi == 0 ? "  carry = runs[" + G + " - 1u];\n"
+                     : "  carry = st_merge(carry, runs[" + q + "u * " + G + " + " + G + " - 1u]);\n";
+      return t;
+    });
+    return s + "}\n";
+  };
+  launch_kernel(ctx, l);
+}
+
 void scan_piece(Context& ctx, const ScanArgs& a) {
+  if (!software_adapter(ctx) && scan_vec4_fits(ctx, a)) return scan_rows_vec4(ctx, a);
   if (a.n >= kTiledMinLength && a.n <= kMaxSerial && a.rows >= kTiledMinRows &&
       !software_adapter(ctx))
     return scan_rows_tiled(ctx, a);

@@ -1,8 +1,11 @@
 // A caching pool of storage buffers. One WGPUBuffer per allocation (up to maxBufferSize;
-// kernels bind windows of larger ones), sized to a bucket
-// (four per power of two, so at most 25% slack); freed buffers wait in a free list for the
-// next allocation of their bucket. Every allocation also gets a synthetic device address
-// so data_ptr() arithmetic on views works as it does on CUDA.
+// kernels bind windows of larger ones), sized to a bucket (bucket_size: 512-byte blocks,
+// then 8 steps per power of two below 1 MiB and 32 above); freed buffers wait in a free
+// list for the next allocation of their bucket or one up to an eighth smaller. Unlike
+// CUDA's segments, a buffer is never split between tensors: kernels bind whole buffers,
+// and WebGPU rejects a dispatch that binds one buffer twice when either is writable.
+// Every allocation also gets a synthetic device address so data_ptr() arithmetic on
+// views works as it does on CUDA.
 #pragma once
 #include <webgpu/webgpu.h>
 
@@ -99,6 +102,7 @@ class BufferPool {
   // The pool allocation behind `buffer`, or null (buffers the pool did not make).
   Allocation* find_buffer(WGPUBuffer buffer) const;
 
+  // The buffer size for a request of `nbytes`: what "allocated" counts for it.
   static uint64_t bucket_size(uint64_t nbytes);
   static uint64_t size_of(WGPUBuffer buffer);
   // True while some buffer exceeds one storage binding: only then do kernel launches

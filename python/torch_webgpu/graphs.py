@@ -84,19 +84,22 @@ class graph:
     ``stream`` is accepted for signature compatibility: the device has one queue.
     """
 
-    def __init__(self, webgpu_graph, pool=None, stream=None, capture_error_mode="global"):
+    def __init__(self, webgpu_graph, pool=None, stream=None, capture_error_mode="global",
+                 _collect=True):
         if not isinstance(webgpu_graph, WebGPUGraph):
             raise TypeError("torch.webgpu.graph expects a torch.webgpu.WebGPUGraph")
         self.webgpu_graph = webgpu_graph
         self.pool = pool
         self.capture_error_mode = capture_error_mode
+        self.collect = _collect
 
     def __enter__(self):
         # Free what earlier code left to the collector and finish pending work first,
         # so the capture starts from a quiet device (as torch.cuda.graph does).
         torch.webgpu.synchronize()
-        gc.collect()
-        torch.webgpu.empty_cache()
+        if self.collect:
+            gc.collect()
+            torch.webgpu.empty_cache()
         self.webgpu_graph.capture_begin(self.pool, self.capture_error_mode)
 
     def __exit__(self, exc_type, exc, tb):

@@ -4,7 +4,8 @@
 # Writes logs and JSON under $OUT; each step has its own time limit so one slow step cannot
 # eat the others. Steps: compiled HF decode (webgpu, then CUDA, in separate processes so a
 # failure in one cannot hide the other's table), attention/GEMM/reduction ratios, the engine
-# on MiniLM and EfficientNet-Lite0, graph replay of a Qwen2.5-sized decode step.
+# on MiniLM and EfficientNet-Lite0, graph replay of a Qwen2.5-sized decode step,
+# HF generate against the bare decode forward (breakdown).
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
@@ -27,6 +28,8 @@ want compile_webgpu && step compile_webgpu 240 python3 scripts/e2e_models.py --m
   --compile reduce-overhead --init-device cuda --tokens 32 --json "$OUT/compile_webgpu.json"
 want engine && step engine 150 python3 benchmarks/engine.py --reps 5
 want replay && step replay 150 python3 benchmarks/graph_replay.py --cuda --tokens 16
+want breakdown && step breakdown ${BREAKDOWN_S:-420} python3 benchmarks/decode_breakdown.py --model "${MODELS%%,*}" \
+  --devices webgpu,cuda --modes "${MODES:-eager,reduce-overhead}" --init-device cuda ${PROFILE:---profile} --json "$OUT/breakdown.json"
 want compile_cuda && step compile_cuda 200 python3 scripts/e2e_models.py --models "$MODELS" \
   --compile reduce-overhead --init-device cuda --tokens 32 --cuda --json "$OUT/compile_cuda.json"
 exit 0

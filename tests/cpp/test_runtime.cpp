@@ -72,9 +72,21 @@ TEST(BufferPool, BucketsBoundSlack) {
   for (uint64_t n : {1ull, 255ull, 257ull, 1000ull, 4097ull, 123456789ull}) {
     uint64_t b = BufferPool::bucket_size(n);
     EXPECT_GE(b, n);
-    EXPECT_EQ(b % 4, 0u);
-    if (n > 256) EXPECT_LE(b, n + n / 4 + 4);
+    EXPECT_EQ(b % 512, 0u);
+    if (n > 4096) EXPECT_LE(b, n + n / 8);
+    if (n > (1u << 20)) EXPECT_LE(b, n + n / 32);
   }
+}
+
+TEST(BufferPool, BucketSizesAreExact) {
+  // 512-byte blocks (CUDA's rounding), 8 steps per octave below 1 MiB, 32 above.
+  const std::pair<uint64_t, uint64_t> cases[] = {
+      {1, 512},       {512, 512},         {513, 1024},         {4096, 4096},
+      {4097, 4608},   {100000, 106496},   {1048575, 1048576},  {1048577, 1081344},
+      {17432576, 17825792},    // Qwen2.5's 896 x 4864 fp32 MLP weight
+      {544538624, 553648128},  // its 151936 x 896 fp32 embedding: 528 MiB, not 640
+  };
+  for (const auto& [n, expected] : cases) EXPECT_EQ(BufferPool::bucket_size(n), expected) << n;
 }
 
 TEST(BufferPool, TooLargeIsOutOfMemory) {

@@ -3,6 +3,8 @@ shapes, causal (top-left), bool and float masks with broadcasting, grouped-query
 strided and offset views, head dims, half types, fully masked rows, empty shapes, the
 math path for gradients and sdpa_kernel(MATH), both adapter-class variants and the spec's
 default limits."""
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -33,14 +35,16 @@ class OpNames(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-@pytest.fixture(params=["software", "gpu", "lanes"])
+@pytest.fixture(params=["software", "gpu", "lanes", "tiles"])
 def adapter_kind(request, monkeypatch):
     """Both adapter-class variants (software: a query row per invocation for prefill; gpu:
-    rows of keys per workgroup, long key ranges split over workgroups) and the lanes kernel
-    forced for every shape it takes (head dims multiples of 4)."""
-    monkeypatch.setenv("TORCH_WEBGPU_ADAPTER_KIND", "gpu" if request.param == "lanes" else request.param)
-    if request.param == "lanes":
-        monkeypatch.setenv("TORCH_WEBGPU_ATTENTION_VARIANT", "lanes")
+    staged key/value tiles for prefill, rows of keys per workgroup for decode, long key
+    ranges split over workgroups), the lanes kernel forced for every shape it takes (head
+    dims multiples of 4) and the tiles kernel forced for every shape (decode included)."""
+    forced = request.param in ("lanes", "tiles")
+    monkeypatch.setenv("TORCH_WEBGPU_ADAPTER_KIND", "gpu" if forced else request.param)
+    if forced:
+        monkeypatch.setenv("TORCH_WEBGPU_ATTENTION_VARIANT", request.param)
     yield request.param
 
 
@@ -107,25 +111,27 @@ def test_prefill(adapter_kind, length, causal):
 
 
 @pytest.mark.usefixtures("no_fallback")
-@pytest.mark.parametrize("lq,lk", [(5, 9), (9, 5), (1, 6), (40, 3)])
+@pytest.mark.parametrize("lq,lk", [(5, 9), (9, 5), (1, 6), (40, 3), (70, 45), (33, 100)])
 def test_causal_top_left_with_unequal_lengths(adapter_kind, lq, lk):
     q, k, v = qkv(2, 3, 3, lq, lk, 16)
     check_sdpa(q, k, v, is_causal=True)
 
 
-MASK_SHAPES = {"key_padding": (2, 1, 1, 19), "square": (7, 19), "full": (2, 3, 7, 19)}
+MASK_SHAPES = {"key_padding": lambda lq, lk: (2, 1, 1, lk), "square": lambda lq, lk: (lq, lk),
+               "full": lambda lq, lk: (2, 3, lq, lk)}
 
 
 @pytest.mark.usefixtures("no_fallback")
 @pytest.mark.parametrize("shape", list(MASK_SHAPES))
 @pytest.mark.parametrize("kind", ["bool", "float"])
-def test_masks(adapter_kind, shape, kind):
-    q, k, v = qkv(2, 3, 3, 7, 19, 32)
+@pytest.mark.parametrize("lq,lk", [(7, 19), (40, 70)])
+def test_masks(adapter_kind, shape, kind, lq, lk):
+    q, k, v = qkv(2, 3, 3, lq, lk, 32)
     if kind == "bool":
-        mask = make(MASK_SHAPES[shape], torch.bool, seed=5)
+        mask = make(MASK_SHAPES[shape](lq, lk), torch.bool, seed=5)
         mask[..., 0] = True  # no fully masked row here (see the test below)
     else:
-        mask = make(MASK_SHAPES[shape], torch.float32, seed=5, low=-3, high=1)
+        mask = make(MASK_SHAPES[shape](lq, lk), torch.float32, seed=5, low=-3, high=1)
     check_sdpa(q, k, v, attn_mask=mask)
 
 
@@ -163,13 +169,14 @@ def test_grouped_heads_without_enable_gqa_raise_like_cpu():
 
 
 @pytest.mark.usefixtures("no_fallback")
-def test_transposed_and_offset_views(adapter_kind):
+@pytest.mark.parametrize("lq", [5, 37])
+def test_transposed_and_offset_views(adapter_kind, lq):
     """HF's layout: (B, L, H, D) projections viewed as (B, H, L, D); K/V a prefix of a
     longer cache (storage offsets and row strides); the output keeps q's dim order."""
-    b, h, hk, lq, lk, d = 2, 6, 2, 5, 23, 16
-    q_bl = make((b, lq, h, d), torch.float32, 1)
-    cache_k = make((b, hk, 40, d), torch.float32, 2)
-    cache_v = make((b, hk, 40, d + 8), torch.float32, 3)
+    b, h, hk, lk, d = 2, 6, 2, 23, 16
+    q_bl = make((b, lq, h, d), torch.float32, 1, -2, 2)
+    cache_k = make((b, hk, 40, d), torch.float32, 2, -2, 2)
+    cache_v = make((b, hk, 40, d + 8), torch.float32, 3, -2, 2)
     q = q_bl.transpose(1, 2)
     k = cache_k[:, :, 3:3 + lk]
     v = cache_v[:, :, 3:3 + lk, 4:4 + d]
@@ -200,7 +207,7 @@ def test_strided_head_dim_and_mask_view(adapter_kind):
 
 
 @pytest.mark.usefixtures("no_fallback")
-@pytest.mark.parametrize("d", [8, 64, 80, 128])
+@pytest.mark.parametrize("d", [1, 8, 64, 80, 128, 256])
 @pytest.mark.parametrize("lq", [1, 20])
 def test_head_dims(adapter_kind, d, lq):
     q, k, v = qkv(1, 2, 2, lq, 37, d)
@@ -216,9 +223,10 @@ def test_value_dim_differs(adapter_kind, d, dv):
 
 @pytest.mark.usefixtures("no_fallback")
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
-@pytest.mark.parametrize("lq,lk", [(1, 300), (24, 24)])
-def test_half_types(adapter_kind, dtype, lq, lk):
-    q, k, v = qkv(1, 4, 2, lq, lk, 64, dtype=dtype)
+@pytest.mark.parametrize("lq,lk,d", [(1, 300, 64), (24, 24, 64), (37, 50, 20)])
+def test_half_types(adapter_kind, dtype, lq, lk, d):
+    """Head dims a multiple of 8 read K/V rows 16 bytes at a time; 20 element by element."""
+    q, k, v = qkv(1, 4, 2, lq, lk, d, dtype=dtype)
     mask = make((lq, lk), dtype, 7, -1, 0)
     check_sdpa(q, k, v, attn_mask=mask, enable_gqa=True)
     check_sdpa(q, k, v, is_causal=True, enable_gqa=True)
@@ -299,9 +307,11 @@ def test_dropout_takes_the_math_path():
 
 def test_spec_default_limits_in_a_fresh_process():
     check_in_fresh_process(
-        "for kind in ('software', 'gpu'):\n"
-        "    import os; os.environ['TORCH_WEBGPU_ADAPTER_KIND'] = kind\n"
-        "    for lq, lk, d in ((1, 700, 256), (40, 40, 256), (17, 64, 128)):\n"
+        "import os\n"
+        "for kind in ('software', 'gpu', 'tiles'):\n"
+        "    os.environ['TORCH_WEBGPU_ADAPTER_KIND'] = 'gpu' if kind == 'tiles' else kind\n"
+        "    if kind == 'tiles': os.environ['TORCH_WEBGPU_ATTENTION_VARIANT'] = kind\n"
+        "    for lq, lk, d in ((1, 700, 256), (40, 40, 256), (17, 64, 128), (45, 300, 64)):\n"
         "        q, k, v = (torch.randn(1, 4, n, d, generator=g) for n in (lq, lk, lk))\n"
         "        with sdpa_kernel(SDPBackend.MATH):\n"
         "            ref = F.scaled_dot_product_attention(q, k, v, is_causal=lq > 1)\n"
@@ -309,6 +319,27 @@ def test_spec_default_limits_in_a_fresh_process():
         "                                             is_causal=lq > 1)\n"
         "        torch.testing.assert_close(out.cpu(), ref, rtol=1e-5, atol=2e-6)\n",
         {"TORCH_WEBGPU_LIMITS": "default"})
+
+
+def test_gpu_prefill_takes_the_tiles_kernel_within_the_default_limits(tmp_path):
+    """GPU adapters run prefill (16+ query rows) on the tiles kernel and decode on the rows
+    kernel; under the spec's default limits the tiles' workgroup arrays fit its 16 KiB at
+    every head dim (the chunk of staged keys shrinks as the head dim grows)."""
+    check_in_fresh_process(
+        "for lq, d in ((40, 64), (40, 256), (20, 1), (1, 64)):\n"
+        "    q, k, v = (torch.randn(1, 2, n, d, generator=g) for n in (lq, 50, 50))\n"
+        "    with sdpa_kernel(SDPBackend.MATH):\n"
+        "        ref = F.scaled_dot_product_attention(q, k, v, is_causal=True)\n"
+        "    out = F.scaled_dot_product_attention(q.to('webgpu'), k.to('webgpu'), v.to('webgpu'), is_causal=True)\n"
+        "    torch.testing.assert_close(out.cpu(), ref, rtol=1e-5, atol=2e-6)\n",
+        {"TORCH_WEBGPU_LIMITS": "default", "TORCH_WEBGPU_ADAPTER_KIND": "gpu",
+         "TORCH_WEBGPU_DUMP_SHADERS": str(tmp_path)})
+    tiles = [f.read_text() for f in tmp_path.glob("attention_tiles_*.wgsl")]
+    assert len(tiles) == 3 and list(tmp_path.glob("attention_rows_*.wgsl"))
+    for wgsl in tiles:
+        arrays = re.findall(r"var<workgroup> \w+: array<(vec4<f32>|f32), (\d+)u>;", wgsl)
+        assert len(arrays) == 3 and wgsl.count("var<workgroup>") == 3
+        assert sum((16 if t == "vec4<f32>" else 4) * int(n) for t, n in arrays) <= 16384
 
 
 @pytest.mark.usefixtures("no_fallback")

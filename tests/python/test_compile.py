@@ -602,3 +602,15 @@ def test_other_devices_keep_their_inductor_op_overrides():
     register()
     assert "cuda" in get_device_op_overrides("cuda").device_guard(0)
     assert "nullcontext" in get_device_op_overrides("webgpu").device_guard(0)
+
+
+def test_generated_kernels_are_named_in_profiles():
+    """Profiles name a generated kernel after its fused FX ops (Inductor's kernel name)."""
+    f = torch.compile(lambda x: (x.sin() + 1).relu().sum(-1))
+    x = torch.randn(8, 16)
+    f(x.to("webgpu"))
+    with torch.webgpu.profiler.profile() as prof:
+        out = f(x.to("webgpu"))
+    kernels = [r.kernel for r in prof.key_averages()]
+    assert any(k.startswith("wgsl:wgsl_fused_") and "sin" in k for k in kernels), kernels
+    torch.testing.assert_close(out.cpu(), (x.sin() + 1).relu().sum(-1))

@@ -110,6 +110,35 @@ def test_mutated_input_is_written_back(no_fallback):
         assert_same(total, total_cpu)
 
 
+def test_mutated_inputs_are_used_in_place_across_caches(no_fallback):
+    """Plain tensors the graph mutates (HF StaticCache's key/value tensors, which transformers
+    does not always mark static) are written in place, never copied; a new cache of the same
+    shape (generate makes one per call) captures again without a warm-up and replaces the
+    graph of the cache before last, so old caches' buffers are not held for ever."""
+
+    def step(keys, values, position, k, v):
+        keys.index_copy_(0, position, k)
+        values.index_copy_(0, position, v)
+        return (keys * values).sum(0)
+
+    ours = torch.compile(step, mode="reduce-overhead", dynamic=False)
+    with torch.no_grad():
+        for cache in range(4):
+            cpu = [torch.zeros(5, 3), torch.zeros(5, 3)]
+            gpu = [dev(t) for t in cpu]
+            for position in range(3):
+                p, k, v = torch.tensor([position]), torch.randn(1, 3), torch.randn(1, 3)
+                assert_same(ours(*gpu, dev(p), dev(k), dev(v)), step(*cpu, p, k, v))
+            assert_same(gpu[0], cpu[0])
+            assert_same(gpu[1], cpu[1])
+    # Cache 0: warm-up, capture, replay; each later cache: capture, replay, replay.
+    assert counts() == (4, 11, 0)
+    from torch._dynamo.utils import counters
+    # The replayed graph holds the two index_copy_ kernels and the product's, no copies of
+    # the caches (two in and two back per call before).
+    assert counters["webgpu"]["graph_replayed_dispatches"] <= 11 * 3
+
+
 def test_static_buffer_mutated_in_place(no_fallback):
     """A module buffer (a static input, as HF StaticCache's tensors) is used in place."""
 

@@ -531,3 +531,22 @@ def test_splitk_selected_by_shape_on_gpus():
     soft = run_python(code, env={"TORCH_WEBGPU_ADAPTER_KIND": "software", "TORCH_WEBGPU_GEMM_VARIANT": ""})
     assert soft.returncode == 0, soft.stderr[-2000:]
     assert soft.stdout.strip() == "['gemm:block'] ['gemm:block'] ['gemm:block']", soft.stdout
+
+
+@pytest.mark.parametrize("m", [5, 8, 15])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_few_rows_take_tiles_on_gpus(m, dtype, monkeypatch):
+    """A short prompt's prefill (5-15 rows, past the GEMV's 4) runs the tiled GEMM with
+    split-K on GPU adapters, against the CPU: F.linear with a bias and a plain product."""
+    monkeypatch.setenv("TORCH_WEBGPU_ADAPTER_KIND", "gpu")
+    monkeypatch.setenv("TORCH_WEBGPU_DISABLE_CPU_FALLBACK", "1")
+    g = torch.Generator().manual_seed(m)
+    x = torch.randn(1, m, 300, generator=g).to(dtype)
+    w, b = torch.randn(70, 300, generator=g).to(dtype), torch.randn(70, generator=g).to(dtype)
+    with torch.webgpu.profiler.profile() as prof:
+        got = F.linear(x.to("webgpu"), w.to("webgpu"), b.to("webgpu"))
+    assert any(r.kernel.startswith("gemm:tiled") for r in prof.key_averages())
+    tol = dict(rtol=1e-4, atol=1e-4) if dtype == torch.float32 else dict(rtol=2e-3, atol=2e-3)
+    torch.testing.assert_close(got.cpu(), F.linear(x.float(), w.float(), b.float()).to(dtype), **tol)
+    a, c = torch.randn(m, 130, generator=g), torch.randn(130, 50, generator=g)
+    torch.testing.assert_close((a.to("webgpu") @ c.to("webgpu")).cpu(), a @ c, rtol=1e-4, atol=1e-4)

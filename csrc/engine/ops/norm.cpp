@@ -50,16 +50,11 @@ void layer_norm(OpBuilder& b) {
   b.check(N > 0, "layer norm over an empty normalized shape");
   const DeviceTensor mean = b.num_outputs() > 1 ? stat_target(b, 1, M) : b.scratch(DType::Float32, {M});
   const DeviceTensor rstd = b.num_outputs() > 2 ? stat_target(b, 2, M) : b.scratch(DType::Float32, {M});
-  const DeviceTensor m2 = b.scratch(DType::Float32, {M});
-  nn::RowLayout L{static_cast<uint64_t>(M), u32(N), u32(N), 0, u32(N)};
-  nn::ElementMap em{u32(N), u32(M), 1, u32(N)};
   nn::Operand ox = nn_operand(&x), omean = nn_operand(&mean), orstd = nn_operand(&rstd),
-              om2 = nn_operand(&m2), ow = nn_operand(w), ob = nn_operand(bias), oy = nn_operand(&y);
-  const uint64_t count = static_cast<uint64_t>(M * N);
-  b.record([=](twgpu::Context& ctx) {
-    nn::norm_moments(ctx, ox, L, eps, omean, orstd, om2);
-    nn::norm_apply(ctx, ox, omean, orstd, ow, ob, oy, count, em, true);
-  });
+              ow = nn_operand(w), ob = nn_operand(bias), oy = nn_operand(&y);
+  const uint64_t rows = static_cast<uint64_t>(M);
+  const uint32_t len = u32(N);
+  b.record([=](twgpu::Context& ctx) { nn::layer_norm_rows(ctx, ox, ow, ob, oy, omean, orstd, rows, len, eps); });
   // Statistics in another dtype than float32: converted as eager's mean.to(dtype).
   for (size_t i = 1; i < 3 && i < b.num_outputs(); ++i) {
     const DeviceTensor& src = i == 1 ? mean : rstd;

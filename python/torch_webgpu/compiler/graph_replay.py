@@ -10,10 +10,12 @@ Per input signature (shapes, strides, dtypes, integer values, and the addresses 
 inputs used in place) a replayer runs the first call eagerly (warm-up: pipelines, caches),
 captures the second into a ``WebGPUGraph`` and replays it from then on:
 
-* inputs Inductor marks static (parameters, buffers, ``mark_static_address`` tensors such
-  as HF StaticCache's key/value tensors, which the graph mutates in place) are used in
-  place; the others are copied into static input tensors before each replay (and copied
-  back when the graph mutates them).
+* inputs Inductor marks static (parameters, buffers, ``mark_static_address`` tensors) and
+  inputs the graph mutates (HF StaticCache's key/value tensors, whose buffers never move;
+  transformers does not always mark them static) are used in place, their addresses part
+  of the signature; the others are copied into static input tensors before each replay.
+  (Copying a mutated KV cache in and out of static copies cost four copies of every layer's
+  cache per token.)
 * outputs are the static outputs: like CUDA graphs, the next replay overwrites them
   (clone what must outlive the next call).
 
@@ -43,16 +45,18 @@ def _counters():
 
 
 def _signature(inputs, static_idxs):
-    """What a captured graph depends on: every input's metadata, and for inputs used in
-    place their address too (a different tensor there needs a new capture)."""
-    key = []
+    """What a captured graph depends on: (every input's metadata, the addresses of the inputs
+    used in place). A different tensor used in place needs a new capture; one whose
+    metadata was seen before needs no warm-up first (its pipelines exist)."""
+    meta, addresses = [], []
     for i, x in enumerate(inputs):
         if isinstance(x, torch.Tensor):
-            key.append((tuple(x.shape), x.stride(), x.dtype, x.device.type,
-                        x.data_ptr() if i in static_idxs else None))
+            meta.append((tuple(x.shape), x.stride(), x.dtype, x.device.type))
+            if i in static_idxs:
+                addresses.append(x.data_ptr())
         else:
-            key.append((type(x), x))
-    return tuple(key)
+            meta.append((type(x), x))
+    return tuple(meta), tuple(addresses)
 
 
 class _Captured:
@@ -60,6 +64,7 @@ class _Captured:
 
     def __init__(self, graph, static_inputs, outputs):
         self.graph = graph
+        self.dispatches = graph.num_dispatches()
         self.static_inputs = static_inputs  # index -> static tensor, for copied inputs
         self.outputs = outputs
 
@@ -69,8 +74,8 @@ class GraphReplayer:
 
     def __init__(self, fn, static_input_idxs, mutated_input_idxs):
         self.fn = fn
-        self.static_idxs = frozenset(static_input_idxs)
-        self.mutated_idxs = tuple(mutated_input_idxs)
+        # Used in place: static inputs and the inputs the graph mutates.
+        self.static_idxs = frozenset(static_input_idxs) | frozenset(mutated_input_idxs)
         self.warmed_up = set()
         self.graphs = {}  # signature -> _Captured
         self.eager_only = False
@@ -81,14 +86,20 @@ class GraphReplayer:
         key = _signature(inputs, self.static_idxs)
         captured = self.graphs.get(key)
         if captured is None:
-            if key not in self.warmed_up:
+            meta = key[0]
+            if meta not in self.warmed_up:
                 if len(self.warmed_up) >= MAX_WARMED_UP_SIGNATURES:
-                    self.warmed_up.clear()  # e.g. a new static tensor on every call
-                self.warmed_up.add(key)
+                    self.warmed_up.clear()
+                self.warmed_up.add(meta)
                 return self.fn(inputs)
             captured = self._capture(inputs)
             if captured is None:
                 return self.fn(inputs)
+            # The same metadata at new addresses is mostly a new KV cache (HF generate makes
+            # one per call): the graphs of older ones hold their buffers, keep one of them.
+            same = [k for k in self.graphs if k[0] == meta]
+            for old in same[:-1]:
+                del self.graphs[old]
             self.graphs[key] = captured
             while len(self.graphs) > MAX_GRAPHS_PER_CALLABLE:
                 del self.graphs[next(iter(self.graphs))]
@@ -110,10 +121,8 @@ class GraphReplayer:
         return self._finish(captured, inputs)
 
     def _finish(self, captured, inputs):
-        for i in self.mutated_idxs:
-            if i in captured.static_inputs:
-                inputs[i].copy_(captured.static_inputs[i])
         _counters()["graph_replays"] += 1
+        _counters()["graph_replayed_dispatches"] += captured.dispatches
         inputs.clear()  # boxed calling convention: the callee owns the list
         return list(captured.outputs)
 
@@ -131,7 +140,9 @@ class GraphReplayer:
                 run_inputs[i] = static
         captured_graph = WebGPUGraph()
         try:
-            with graph(captured_graph):
+            # (No collection first, unlike torch.webgpu.graph: one costs ~0.5 s under a
+            # compiled model's Python heap, and a capture comes with every generate call.)
+            with graph(captured_graph, _collect=False):
                 outputs = self.fn(run_inputs)
         except RuntimeError as error:
             self.eager_only = True

@@ -34,13 +34,13 @@ class WGSLKernel:
     """Compiles once (per process and source); each call records one dispatch.
 
     ``WGSLKernel(body, tensors=[TensorArg(...)], uniforms=[("n", "i32")], grid="invocations",
-    workgroup=64)(*tensors, grid=count, n=...)``
+    workgroup=64)(*tensors, grid=count, n=...)``; ``name`` labels its dispatches in profiles.
     """
 
     def __init__(self, body: str, tensors: Sequence[TensorArg],
                  uniforms: Sequence[tuple[str, str]] = (), *, grid: str = "invocations",
                  workgroup: int = 64, libraries: Sequence[str] = (), declarations: str = "",
-                 checks: Sequence[str] = ()):
+                 checks: Sequence[str] = (), name: str = ""):
         for t in tensors:
             if t.dtype not in _DTYPE_NAMES:
                 raise TypeError(f"WGSLKernel: tensor '{t.name}' has dtype {t.dtype}, which "
@@ -51,7 +51,7 @@ class WGSLKernel:
         self.handle = _C._wgsl_compile(
             body, [t.name for t in tensors], [t.access for t in tensors],
             [_DTYPE_NAMES[t.dtype] for t in tensors], list(uniforms), grid, workgroup,
-            list(libraries), declarations, list(checks))
+            list(libraries), declarations, list(checks), name)
 
     @property
     def source(self) -> str:

@@ -128,10 +128,13 @@ def _wrapper_codegen():
     return WebGPUPythonWrapperCodegen
 
 
-def _code_version_pass():
-    """A graph pass that changes nothing and whose uuid() is the version of our code
-    generator: Inductor puts backend passes' uuids into its FX graph cache key, so a new
-    torch_webgpu (Python generator or WGSL library in _C) never reuses stale kernels."""
+def _device_pass():
+    """Our backend's post-grad graph pass (Inductor applies it only to graphs with webgpu
+    tensors): grouped-query attention without repeated K/V (attention_passes.py) and the
+    horizontal fusion of decode's linears (horizontal_fusion.py). Its uuid()
+    is the version of our code generator and the pass's switch: Inductor puts backend
+    passes' uuids into its FX graph cache key, so a new torch_webgpu (Python generator or
+    WGSL library in _C) or a flipped TORCH_WEBGPU_COMPILE_HFUSE never reuses stale graphs."""
     import hashlib
     import os
 
@@ -149,14 +152,18 @@ def _code_version_pass():
     digest.update(f"{library.st_size}:{library.st_mtime_ns}".encode())
     version = digest.hexdigest()
 
-    class WGSLCodeVersion(CustomGraphModulePass):
+    from . import attention_passes, horizontal_fusion
+
+    class WebGPUDevicePass(CustomGraphModulePass):
         def __call__(self, gm) -> None:
-            return None
+            attention_passes.attention_without_repeated_kv(gm)
+            if horizontal_fusion.enabled():
+                horizontal_fusion.fuse_linears(gm)
 
         def uuid(self):
-            return version
+            return f"{version}:hfuse={int(horizontal_fusion.enabled())}"
 
-    return WGSLCodeVersion()
+    return WebGPUDevicePass()
 
 
 # Dtypes generated kernels cannot compute: they live on the device and compute on the CPU.
@@ -246,7 +253,7 @@ def register() -> dict:
     wrapper = _wrapper_codegen()
     extra = {}
     if "device_custom_pass" in inspect.signature(register_backend_for_device).parameters:
-        extra["device_custom_pass"] = _code_version_pass()
+        extra["device_custom_pass"] = _device_pass()
     register_backend_for_device("webgpu", WebGPUScheduling, wrapper, _NoCppWrapper, **extra)
     _install_fallbacks()
     from .graph_replay import install as install_graph_replay

@@ -38,7 +38,8 @@ from torch._inductor.codegen.common import (
     TensorArg,
 )
 from torch._inductor.codegen.simd import SIMDKernel, SIMDScheduling
-from torch._inductor.utils import get_kernel_metadata
+from torch._inductor import config
+from torch._inductor.utils import get_fused_kernel_name, get_kernel_metadata
 from torch._inductor.virtualized import V
 from torch.utils._sympy.printers import ExprPrinter
 from torch.utils._sympy.symbol import SymT, free_symbol_is_type
@@ -886,8 +887,11 @@ class WebGPUScheduling(SIMDScheduling):
         wrapper = V.graph.wrapper_code
         if src_code in wrapper.src_to_kernel:
             return wrapper.src_to_kernel[src_code]
-        name = f"wgsl_kernel_{wrapper.next_kernel_suffix()}"
+        fused = get_fused_kernel_name(node_schedule, config.triton.descriptive_names)
+        name = f"wgsl_{fused}_{wrapper.next_kernel_suffix()}"
         wrapper.src_to_kernel[src_code] = name
         origins, detailed_origins = get_kernel_metadata(node_schedule, wrapper)
-        wrapper.define_kernel(name, src_code, f"{origins}\n{detailed_origins}", gpu=False)
+        # The name goes into the kernel too: profiles show it (src_code ends the call).
+        named = src_code[:src_code.rindex(")")] + f", name={name!r})"
+        wrapper.define_kernel(name, named, f"{origins}\n{detailed_origins}", gpu=False)
         return name

@@ -1,0 +1,148 @@
+"""Where a decode token's time goes: HF `generate` against the model's forward alone.
+
+For one architecture of scripts/e2e_models.py (seeded weights, static KV cache), on each
+device, eager and compiled (`torch.compile(mode=...)`):
+  * generate tok/s: `model.generate(..., cache_implementation="static")`, what users see;
+  * forward tok/s: the decode forward called in a loop (argmax of the logits on the device
+    feeds the next step, one synchronisation at the end): the model without HF's per-step
+    Python (logits processors, stopping criteria, input bookkeeping);
+  * dispatches per forward on webgpu (torch_webgpu._C.dispatch_stats).
+The gap between the two rates is host work outside the model; the forward rate is what
+kernel and replay work can move.
+
+    python3 benchmarks/decode_breakdown.py --model qwen2.5 --devices webgpu,cuda \
+        --init-device cuda [--modes eager,reduce-overhead] [--tiny]
+"""
+import argparse
+import copy
+import json
+import os
+import sys
+import time
+
+import torch
+import transformers
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+import e2e_models  # noqa: E402
+import torch_webgpu  # noqa: E402,F401
+
+
+def sync(device):
+    e2e_models.synchronize(device)
+
+
+def dispatches():
+    """webgpu dispatches so far: eager launches and those of replayed compiled graphs."""
+    from torch._dynamo.utils import counters
+
+    return (torch_webgpu._C.dispatch_stats()["dispatches"]
+            + counters["webgpu"]["graph_replayed_dispatches"])
+
+
+def forward_loop(model, prompt, steps, device, cache):
+    """Prefill, then `steps` decode forwards fed by the device's own argmax, into `cache`
+    (reset first: one cache for every loop of a model, as a new one would recompile)."""
+    cache.reset()
+    length = prompt.shape[1]
+    with torch.no_grad():
+        out = model(input_ids=prompt, past_key_values=cache, use_cache=True,
+                    cache_position=torch.arange(length, device=device))
+        ids = out.logits[:, -1:].argmax(-1)
+        positions = [torch.tensor([length + i], device=device) for i in range(steps)]
+        sync(device)
+        before = dispatches() if device == "webgpu" else 0
+        start = time.perf_counter()
+        tokens = []
+        for i in range(steps):
+            if device == "cuda":  # CUDA graph trees: the previous step's outputs are done with
+                torch.compiler.cudagraph_mark_step_begin()
+            out = model(input_ids=ids, past_key_values=cache, use_cache=True,
+                        cache_position=positions[i], position_ids=positions[i][None])
+            ids = out.logits[:, -1:].argmax(-1)
+            tokens.append(ids)
+        sync(device)
+        elapsed = time.perf_counter() - start
+        after = dispatches() if device == "webgpu" else 0
+    return {"forward_tok_s": steps / elapsed,
+            "dispatches_per_token": (after - before) / steps if device == "webgpu" else None,
+            "tokens": torch.cat(tokens, 1)[0].tolist()}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="qwen2.5", choices=list(e2e_models.MODELS))
+    parser.add_argument("--devices", default="webgpu")
+    parser.add_argument("--modes", default="eager,reduce-overhead",
+                        help="eager, default and/or reduce-overhead (torch.compile modes)")
+    parser.add_argument("--tokens", type=int, default=32)
+    parser.add_argument("--tiny", action="store_true")
+    parser.add_argument("--init-device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--profile", action="store_true",
+                        help="also print webgpu's kernel table (GPU time) of 4 decode steps")
+    parser.add_argument("--host-profile", action="store_true",
+                        help="also print the host functions (cProfile) of one webgpu generate per mode")
+    parser.add_argument("--json", metavar="PATH")
+    args = parser.parse_args(argv)
+
+    spec = e2e_models.MODELS[args.model]
+    model = e2e_models.build_model(spec, tiny=args.tiny, init_device=args.init_device)
+    prompt = e2e_models.prompt_tokens(model.config.vocab_size)
+    rows = []
+    for device in args.devices.split(","):
+        for mode in args.modes.split(","):
+            m = copy.deepcopy(model).to(device)
+            if mode != "eager":
+                m = e2e_models.compiled(m, mode)
+            row = {"device": device, "mode": mode}
+            try:
+                gen = e2e_models.greedy(m, prompt, args.tokens, device,
+                                        cache_implementation="static")
+                row["generate_tok_s"] = gen.get("tok_s")
+                cache = transformers.StaticCache(config=m.config,
+                                                 max_cache_len=prompt.shape[1] + args.tokens + 1)
+                forward_loop(m, prompt.to(device), args.tokens, device, cache)  # warm-up (compiles)
+                row.update(forward_loop(m, prompt.to(device), args.tokens, device, cache))
+                row["tokens_equal_generate"] = row["tokens"][:args.tokens - 1] == gen["tokens"][1:]
+                if args.host_profile and device == "webgpu":
+                    import cProfile
+                    import pstats
+
+                    profiler = cProfile.Profile()
+                    profiler.enable()
+                    e2e_models.greedy(m, prompt, args.tokens, device, timed=False,
+                                      cache_implementation="static")
+                    profiler.disable()
+                    print(f"{device} {mode}: host functions of one generate ({args.tokens} tokens)")
+                    pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+                if args.profile and device == "webgpu":
+                    for _ in range(2):  # the first profiled run may recompile (new guards)
+                        with torch.webgpu.profiler.profile() as prof:
+                            forward_loop(m, prompt.to(device), 4, device, cache)
+                    print(f"{device} {mode}, 4 decode steps (prefill included):")
+                    print(prof.table(sort_by="gpu_time", row_limit=25), flush=True)
+            except Exception as error:  # noqa: BLE001 - a failure is a row
+                row["error"] = f"{type(error).__name__}: {error}"
+            del m
+            torch._dynamo.reset()
+            e2e_models.release(device)
+            rows.append(row)
+            print(json.dumps({k: v for k, v in row.items() if k != "tokens"}), flush=True)
+
+    print(f"\n{args.model}{' (tiny)' if args.tiny else ''}, {args.tokens} tokens, static cache")
+    print("| device | mode | generate tok/s | forward tok/s | dispatches/token | same tokens |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        if "error" in r:
+            print(f"| {r['device']} | {r['mode']} | error: {r['error'][:80]} | | | |")
+            continue
+        d = r["dispatches_per_token"]
+        print(f"| {r['device']} | {r['mode']} | {r['generate_tok_s']:.1f} | {r['forward_tok_s']:.1f} "
+              f"| {'' if d is None else f'{d:.0f}'} | {r['tokens_equal_generate']} |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
