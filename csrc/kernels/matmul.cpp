@@ -675,16 +675,13 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   // GEMM has only the tiles).
   else if (d.conv)
     v = Variant::Tiled;
-  // (Software adapters from 4 rows: register blocks beat both GEMVs there, 1.1-2.8x.)
+  // So do fewer rows over a wide N: from 4 on software adapters (register blocks beat both
+  // GEMVs there, 1.1-2.8x), past the GEMV's 4 on GPUs (a short prompt's prefill: split-K
+  // tiles fill the GPU where an invocation per output walked K alone, 304 us for
+  // 8x896x4864 on an H200; tile rows past M idle).
   else if ((d.m >= 16 && d.n >= 16) || force == "splitk" ||
-           (force.empty() && software_adapter(ctx) && d.m >= 4 && d.n >= 16))
+           (force.empty() && d.n >= 16 && (software_adapter(ctx) ? d.m >= 4 : d.m > 4 && d.k >= 16)))
     v = force == "block" || (force.empty() && software_adapter(ctx)) ? Variant::Block : Variant::Tiled;
-  // A few rows past the GEMV's (a short prompt's prefill) over a wide N: GPUs take the
-  // tiles too (split-K fills the GPU; tile rows past M idle), where an invocation per
-  // output walked K alone (304 us for 8x896x4864 on an H200).
-  else if (force.empty() && !software_adapter(ctx) && d.compute == Compute::F32 && d.m > 4 && d.n >= 16 &&
-           d.k >= 16)
-    v = Variant::Tiled;
   // Few outputs over a long K: a workgroup tree per output on GPUs. Software adapters run
   // a workgroup's invocations as SIMD lanes of one thread, where the tree's barriers and
   // lane-strided loads cost more than one invocation walking K (3x on llvmpipe at decode).
