@@ -200,6 +200,16 @@ std::string split_range(Split split) {
              : "  let g = g0;\n  let kb = 0u;\n  let ke = u.k;\n";
 }
 
+// WGSL of a GEMV workgroup `group`: its column group cg of u.tiles_n, row r and matrix
+// b = (bo, bi) of the batch, M, N, K, and under split-K its slice [kb, ke) of K.
+std::string gemv_group_decode(Split split) {
+  return "  let valid = group < frame_count();\n"
+         "  let g0 = select(0u, group, valid);\n" + split_range(split) +
+         "  let M = u.m;\n  let N = u.n;\n  let K = u.k;\n"
+         "  let cg = g % u.tiles_n;\n  let rest = g / u.tiles_n;\n  let r = rest % M;\n  let b = rest / M;\n"
+         "  let bo = b / u.batch_inner;\n  let bi = b % u.batch_inner;\n";
+}
+
 std::string tiled_body(const Arith& ar, const TileShape& t, GatherB gather, Split split) {
   const std::string T = ar.type(), Z = ar.zero();
   const uint32_t rm = t.tm / t.wy, rn = t.tn / t.wx, sa_row = t.tm + 4, sb_row = t.tn + 4;
@@ -420,11 +430,7 @@ std::string gemv_walk_body(uint32_t threads, uint32_t cols, size_t wide, DType b
              : "fn half_pair(w: u32) -> vec2<f32> { "
                "return vec2<f32>(bitcast<f32>(w << 16u), bitcast<f32>(w & 0xffff0000u)); }\n";
   s += kernel_main(Grid::Groups, threads);
-  s += "  let valid = group < frame_count();\n"
-       "  let g = select(0u, group, valid);\n"
-       "  let M = u.m;\n  let N = u.n;\n  let K = u.k;\n"
-       "  let cg = g % u.tiles_n;\n  let rest = g / u.tiles_n;\n  let r = rest % M;\n  let b = rest / M;\n"
-       "  let bo = b / u.batch_inner;\n  let bi = b % u.batch_inner;\n"
+  s += gemv_group_decode(Split::None) +
        "  let c = (cg * " + n(threads) + " + lid) * " + n(cols) + ";\n"
        "  let ai = a_base(bo, bi) + r * u.a_rows;\n  let ak = u.a_cols;\n"
        "  let bb = b_base(bo, bi);\n";
@@ -523,11 +529,7 @@ std::string gemv_body(uint32_t threads, bool pairs, DType b_dtype) {
   std::string s = "var<workgroup> part: array<f32, " + std::to_string(threads) + ">;\n";
   if (pairs) s += gemv_weight_pair("", 1, b_dtype);
   s += kernel_main(Grid::Groups, threads);
-  s += "  let valid = group < frame_count();\n"
-       "  let g = select(0u, group, valid);\n"
-       "  let M = u.m;\n  let N = u.n;\n  let K = u.k;\n"
-       "  let cg = g % u.tiles_n;\n  let rest = g / u.tiles_n;\n  let r = rest % M;\n  let b = rest / M;\n"
-       "  let bo = b / u.batch_inner;\n  let bi = b % u.batch_inner;\n"
+  s += gemv_group_decode(Split::None) +
        "  let lane = lid % " + n(kGemvLanes) + ";\n"
        "  let c = cg * " + cols + " + lid / " + n(kGemvLanes) + ";\n"
        "  let live = valid && c < N;\n"
@@ -551,11 +553,7 @@ std::string gemv_cols_body(uint32_t threads, Split split) {
   const std::string warps = n(threads / kGemvLanes);
   std::string s = "var<workgroup> part: array<f32, " + std::to_string(threads) + ">;\n";
   s += kernel_main(Grid::Groups, threads);
-  s += "  let valid = group < frame_count();\n"
-       "  let g0 = select(0u, group, valid);\n" + split_range(split) +
-       "  let M = u.m;\n  let N = u.n;\n"
-       "  let cg = g % u.tiles_n;\n  let rest = g / u.tiles_n;\n  let r = rest % M;\n  let b = rest / M;\n"
-       "  let bo = b / u.batch_inner;\n  let bi = b % u.batch_inner;\n"
+  s += gemv_group_decode(split) +
        "  let lane = lid % " + n(kGemvLanes) + ";\n  let warp = lid / " + n(kGemvLanes) + ";\n"
        "  let c = cg * " + n(kGemvLanes) + " + lane;\n"
        "  let live = valid && c < N;\n"

@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import test_gemv as gemv_cases
 from conftest import assert_same, dev, make
 
 TOL = {torch.float32: dict(rtol=1e-4, atol=1e-4), torch.float16: dict(rtol=2e-3, atol=2e-3),
@@ -86,15 +87,8 @@ def test_batched_and_broadcast(dtype):
 
 
 def test_special_values():
-    x = make((1, 200), torch.float32, seed=11)
-    w = make((200, 6), torch.float32, seed=12)
-    w[5, 1], w[199, 2], w[0, 3] = float("nan"), float("inf"), float("-inf")
-    x[0, 7] = 0.0
-    w[7, 4] = float("inf")  # inf * 0 -> nan in output 4 only
-    got, want = (dev(x) @ dev(w)).cpu(), x @ w
-    assert torch.equal(got.isnan(), want.isnan()) and torch.equal(got.isinf(), want.isinf())
-    finite = want.isfinite()
-    torch.testing.assert_close(got[finite], want[finite], **TOL[torch.float32])
+    """test_gemv's nan, +-inf and inf * 0, the weight stored [k, n] (N contiguous)."""
+    gemv_cases.test_special_values(lambda x, w: dev(x) @ dev(w.t().contiguous()))
 
 
 def test_empty_and_gradients():
