@@ -20,6 +20,9 @@ ROUNDING = [
 
 
 def _allocated_for(nbytes):
+    # No cached buffers: a miss would take one up to an eighth larger (earlier tests in
+    # the same worker leave some behind).
+    torch.webgpu.empty_cache()
     before = torch.webgpu.memory_allocated()
     x = torch.empty(nbytes, dtype=torch.uint8, device="webgpu")
     grown = torch.webgpu.memory_allocated() - before
