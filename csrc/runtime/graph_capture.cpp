@@ -1,5 +1,6 @@
 #include "runtime/graph_capture.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <map>
@@ -262,6 +263,10 @@ void CapturedGraph::replay() {
   WGPUDevice device = ctx_.device();
   WGPUQueue queue = ctx_.queue();
   const uint32_t max_batch = Config::get().max_batch;
+  // The first submits are short and grow to max_batch: the GPU starts on the graph's
+  // first dispatches while the rest are still being encoded (a decode step ends in a
+  // read-back, so every replay starts with an idle GPU).
+  uint32_t batch_limit = std::min<uint32_t>(16, max_batch);
   WGPUCommandEncoder encoder = wgpuDeviceCreateCommandEncoder(device, nullptr);
   WGPUComputePassEncoder pass = nullptr;
   WGPUComputePipeline bound = nullptr;
@@ -306,9 +311,10 @@ void CapturedGraph::replay() {
     }
     wgpuComputePassEncoderDispatchWorkgroups(pass, d.groups[0], d.groups[1], d.groups[2]);
     // Batches as eager code does: some drivers stall on very long passes.
-    if (++in_batch >= max_batch) {
+    if (++in_batch >= batch_limit) {
       submit();
       in_batch = 0;
+      batch_limit = std::min(batch_limit * 2, max_batch);
     }
   }
   if (encoder) submit();

@@ -44,19 +44,33 @@ def _counters():
     return counters["webgpu"]
 
 
-def _signature(inputs, static_idxs):
-    """What a captured graph depends on: (every input's metadata, the addresses of the inputs
-    used in place). A different tensor used in place needs a new capture; one whose
-    metadata was seen before needs no warm-up first (its pipelines exist)."""
-    meta, addresses = [], []
-    for i, x in enumerate(inputs):
-        if isinstance(x, torch.Tensor):
-            meta.append((tuple(x.shape), x.stride(), x.dtype, x.device.type))
-            if i in static_idxs:
-                addresses.append(x.data_ptr())
-        else:
-            meta.append((type(x), x))
-    return tuple(meta), tuple(addresses)
+class _Layout:
+    """Which inputs of a compiled graph are tensors used in place, tensors copied, or other
+    values (symbolic sizes), found once: a signature then costs an address per tensor used
+    in place (hundreds of parameters) instead of its shape and strides."""
+
+    def __init__(self, inputs, static_idxs):
+        tensors = [i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)]
+        self.in_place = tuple(i for i in tensors if i in static_idxs)
+        self.copied = tuple(i for i in tensors if i not in static_idxs)
+        self.values = tuple(i for i, x in enumerate(inputs) if not isinstance(x, torch.Tensor))
+
+    def signature(self, inputs):
+        """What a captured graph depends on: (the metadata of the copied inputs and the
+        other values, the addresses of the inputs used in place). A different tensor used
+        in place needs a new capture; one whose metadata was seen before needs no warm-up
+        (its pipelines exist). The metadata of tensors used in place is left out: Dynamo's
+        guards fix it for this compiled graph (symbolic sizes arrive as values)."""
+        meta = [(tuple(inputs[i].shape), inputs[i].stride(), inputs[i].dtype,
+                 inputs[i].device.type) for i in self.copied]
+        meta.extend((type(inputs[i]), inputs[i]) for i in self.values)
+        return tuple(meta), tuple([inputs[i].data_ptr() for i in self.in_place])
+
+    def matches(self, inputs) -> bool:
+        """Whether `inputs` has the layout this was found from (guards make it so; checked
+        cheaply anyway, since a mismatch would replay with wrong buffers)."""
+        return len(inputs) == len(self.in_place) + len(self.copied) + len(self.values) and all(
+            isinstance(inputs[i], torch.Tensor) for i in self.copied)
 
 
 class _Captured:
@@ -79,11 +93,15 @@ class GraphReplayer:
         self.warmed_up = set()
         self.graphs = {}  # signature -> _Captured
         self.eager_only = False
+        self.layout = None
 
     def __call__(self, inputs):
         if self.eager_only or torch.webgpu.is_current_stream_capturing():
             return self.fn(inputs)
-        key = _signature(inputs, self.static_idxs)
+        if self.layout is None or not self.layout.matches(inputs):
+            self.layout = _Layout(inputs, self.static_idxs)
+            self.graphs.clear()
+        key = self.layout.signature(inputs)
         captured = self.graphs.get(key)
         if captured is None:
             meta = key[0]
