@@ -523,11 +523,51 @@ std::string gemv_lane_tree() {
          "  }\n";
 }
 
-std::string gemv_body(uint32_t threads, bool pairs, DType b_dtype) {
+// `wide_dot(w, k)`: word w of the vec4 binding `W` (weight elements k .. k + span) dotted
+// with A's elements there (A's row from `ai`, stride `ak`, as in gemv_lane_sums).
+std::string gemv_wide_dot(const std::string& W, DType b_dtype) {
+  std::string s = "fn wide_dot(ai: u32, ak: u32, w: u32, k: u32) -> f32 {\n  let v = " + W + "[w];\n";
+  auto a4 = [](uint32_t e) {
+    std::string r = "vec4<f32>(";
+    for (uint32_t i = 0; i < 4; ++i)
+      r += std::string(i ? ", " : "") + "load_a(ai + (k + " + std::to_string(e + i) + "u) * ak)";
+    return r + ")";
+  };
+  if (b_dtype == DType::Float32) return s + "  return dot(bitcast<vec4<f32>>(v), " + a4(0) + ");\n}\n";
+  // Eight half-type elements: word component c holds elements 2c (low half) and 2c + 1.
+  const std::string lo = b_dtype == DType::Float16
+                             ? "vec4<f32>(unpack2x16float(v.x), unpack2x16float(v.y))"
+                             : "vec4<f32>(bitcast<f32>(v.x << 16u), bitcast<f32>(v.x & 0xffff0000u), "
+                               "bitcast<f32>(v.y << 16u), bitcast<f32>(v.y & 0xffff0000u))";
+  const std::string hi = b_dtype == DType::Float16
+                             ? "vec4<f32>(unpack2x16float(v.z), unpack2x16float(v.w))"
+                             : "vec4<f32>(bitcast<f32>(v.z << 16u), bitcast<f32>(v.z & 0xffff0000u), "
+                               "bitcast<f32>(v.w << 16u), bitcast<f32>(v.w & 0xffff0000u))";
+  return s + "  return dot(" + lo + ", " + a4(0) + ") + dot(" + hi + ", " + a4(4) + ");\n}\n";
+}
+
+// gemv_lane_sums over 16-byte words of the weight (wide_dot): a warp reads 512 contiguous
+// bytes per load and a lane keeps four words (64 bytes) in flight, four times the scalar
+// loop's, for the same instructions; the K % span tail elements one at a time.
+std::string gemv_wide_lane_sums(uint32_t span, const std::string& in) {
+  const std::string S = std::to_string(span) + "u";
+  auto term = [&](const std::string& q) { return "wide_dot(ai, ak, wq + " + q + ", (" + q + ") * " + S + ")"; };
+  return in + "let wq = bj / " + S + ";\n" + in + "let Q = K / " + S + ";\n" + in + "var q = lane;\n" +
+         in + "for (; q + 96u < Q; q = q + 128u) {\n" +
+         in + "  s0 = s0 + " + term("q") + ";\n" + in + "  s1 = s1 + " + term("q + 32u") + ";\n" +
+         in + "  s2 = s2 + " + term("q + 64u") + ";\n" + in + "  s3 = s3 + " + term("q + 96u") + ";\n" + in + "}\n" +
+         in + "for (; q < Q; q = q + 32u) { s0 = s0 + " + term("q") + "; }\n" +
+         in + "for (var k = Q * " + S + " + lane; k < K; k = k + 32u) { s1 = s1 + load_a(ai + k * ak) * load_b(bj + k); }\n";
+}
+
+// `wide`: the vec4 binding of B when every weight row starts on 16 bytes (gemv_walk_fit),
+// else 0 (scalar or pair loads).
+std::string gemv_body(uint32_t threads, bool pairs, DType b_dtype, size_t wide) {
   auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
   const std::string cols = n(threads / kGemvLanes);
   std::string s = "var<workgroup> part: array<f32, " + std::to_string(threads) + ">;\n";
-  if (pairs) s += gemv_weight_pair("", 1, b_dtype);
+  if (wide) s += gemv_wide_dot("buf" + std::to_string(wide), b_dtype);
+  else if (pairs) s += gemv_weight_pair("", 1, b_dtype);
   s += kernel_main(Grid::Groups, threads);
   s += gemv_group_decode(Split::None) +
        "  let lane = lid % " + n(kGemvLanes) + ";\n"
@@ -537,7 +577,8 @@ std::string gemv_body(uint32_t threads, bool pairs, DType b_dtype) {
        "  let ak = u.a_cols;\n"
        "  let bj = b_base(bo, bi) + min(c, N - 1u) * u.b_cols;\n"
        "  var s0 = 0.0;\n  var s1 = 0.0;\n  var s2 = 0.0;\n  var s3 = 0.0;\n"
-       "  if (live) {\n" + gemv_lane_sums(pairs, "", "    ") + "  }\n";
+       "  if (live) {\n" + (wide ? gemv_wide_lane_sums(gemv_walk_span(b_dtype), "    ") : gemv_lane_sums(pairs, "", "    ")) +
+       "  }\n";
   s += gemv_lane_tree() + "  if (live && lane == 0u) { finish(bo, bi, r, c, part[lid]); }\n}\n";
   return s;
 }
@@ -659,7 +700,7 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   const bool gemv_fits = d.compute == Compute::F32 && d.b.rows == 1 && d.b.cols != 1 && d.k >= 2;
   // Its twin for weights with N contiguous (gemv_cols; gemv_cols_split also splits K).
   const bool gemv_cols_fits = d.compute == Compute::F32 && d.b.cols == 1 && d.b.rows != 1 && !d.conv && d.k >= 2;
-  if (gemv_fits && (force == "gemv" || (force.empty() && !software_adapter(ctx) && d.m <= 4 && d.k >= 64)))
+  if (gemv_fits && (force == "gemv" || force == "gemv_scalar" || (force.empty() && !software_adapter(ctx) && d.m <= 4 && d.k >= 64)))
     v = Variant::Gemv;
   else if (gemv_cols_fits && (force.rfind("gemv_cols", 0) == 0 ||
                               (force.empty() && !software_adapter(ctx) && d.m <= 4 && d.k >= 64)))
@@ -724,7 +765,10 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
                          : d.conv_positions_along_k ? GatherB::PositionsAlongK : GatherB::TapsAlongK;
   if (gather != GatherB::None) shape.b_k_fast = gather == GatherB::PositionsAlongK;
 
-  const bool gemv_pairs = v == Variant::Gemv &&
+  // The GEMV reads 16-byte words of B where its rows start on 16 bytes (LLM weights do);
+  // TORCH_WEBGPU_GEMM_VARIANT=gemv_scalar keeps the element loads (tests).
+  const bool gemv_wide = v == Variant::Gemv && force != "gemv_scalar" && gemv_walk_fit(ctx, d);
+  const bool gemv_pairs = v == Variant::Gemv && !gemv_wide &&
                           (d.b.dtype == DType::Float16 || d.b.dtype == DType::BFloat16) &&
                           d.k % 2 == 0 && d.b.offset % 2 == 0 && d.b.cols % 2 == 0 &&
                           d.b.batch_outer % 2 == 0 && d.b.batch_inner % 2 == 0;
@@ -788,10 +832,10 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   // Narrow outputs share words between neighbouring elements written by different
   // invocations: their stores are atomic.
   bind(epilogue, d.out, kOpOut, Access::ReadWrite, is_subword(d.out.dtype), d.m, d.n);
-  // GemvWalk reads B again as vec4 words, bound last (the epilogue stores to the binding
+  // GemvWalk and the wide GEMV read B again as vec4 words, bound last (the epilogue stores to the binding
   // before it).
   const size_t word_bindings = l.buffers.size();
-  if (v == Variant::GemvWalk) {
+  if (v == Variant::GemvWalk || gemv_wide) {
     l.buffers.push_back({d.b.buffer, Access::Read, false});
     l.buffers.back().vec4 = true;
   }
@@ -806,7 +850,7 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   const uint32_t flags = (v == Variant::Tiled ? uint32_t(shape.a_k_fast) | uint32_t(shape.b_k_fast) << 1 |
                                                     static_cast<uint32_t>(gather) << 2
                                               : 0) |
-                         uint32_t(gemv_pairs) << 4 | static_cast<uint32_t>(split) << 5;
+                         uint32_t(gemv_pairs) << 4 | static_cast<uint32_t>(split) << 5 | uint32_t(gemv_wide) << 6;
   // (An implicit GEMM's gather names its family: profiles tell the two apart.)
   const char* family = v == Variant::Tiled    ? gather == GatherB::TapsAlongK        ? "gemm:tiled:gather_taps"
                                                 : gather == GatherB::PositionsAlongK ? "gemm:tiled:gather_positions"
@@ -835,11 +879,11 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   }
   Arith ar{d.compute};
   const GemmDesc desc = d;
-  l.body = [&, desc, has_c, v, ar, shape, gemv_threads, gemv_pairs, gather, split, word_bindings] {
+  l.body = [&, desc, has_c, v, ar, shape, gemv_threads, gemv_pairs, gemv_wide, gather, split, word_bindings] {
     const std::vector<KernelBuffer> words(l.buffers.begin(), l.buffers.begin() + word_bindings);
     std::string s = gemm_common(desc, words, has_c && split == Split::None, split);
     if (v == Variant::Tiled) s += tiled_body(ar, shape, gather, split);
-    else if (v == Variant::Gemv) s += gemv_body(gemv_threads, gemv_pairs, desc.b.dtype);
+    else if (v == Variant::Gemv) s += gemv_body(gemv_threads, gemv_pairs, desc.b.dtype, gemv_wide ? word_bindings : 0);
     else if (v == Variant::GemvCols) s += gemv_cols_body(gemv_threads, split);
     else if (v == Variant::GemvWalk) s += gemv_walk_body(kGemvWalkThreads, kGemvWalkCols, word_bindings, desc.b.dtype);
     else if (v == Variant::Block) s += block_body(ar);

@@ -2,7 +2,8 @@
 against the CPU. GPUs take it by default for up to 4 rows of A; software adapters only with
 TORCH_WEBGPU_GEMM_VARIANT=gemv, which every test here sets (so any row count runs it). Cases
 cross its edges: K below one lane sweep, K not a multiple of the 4 x 32 unrolled step, odd K
-and odd weight offsets (half types then read element by element instead of in pairs), row
+and odd weight offsets (half types then read element by element instead of in pairs or
+16-byte words), row
 strides wider than K, a bias (beta term), batches, special values."""
 import pytest
 import torch
@@ -15,9 +16,11 @@ TOL = {torch.float32: dict(rtol=1e-4, atol=1e-4), torch.float16: dict(rtol=2e-3,
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 
 
-@pytest.fixture(autouse=True)
-def gemv_variant(monkeypatch):
-    monkeypatch.setenv("TORCH_WEBGPU_GEMM_VARIANT", "gemv")
+@pytest.fixture(autouse=True, params=["gemv", "gemv_scalar"])
+def gemv_variant(monkeypatch, request):
+    """gemv reads weights whose rows start on 16 bytes as vec4 words (most cases here),
+    gemv_scalar element by element (or in pairs): both loops run every case."""
+    monkeypatch.setenv("TORCH_WEBGPU_GEMM_VARIANT", request.param)
     monkeypatch.setenv("TORCH_WEBGPU_DISABLE_CPU_FALLBACK", "1")
 
 
