@@ -589,37 +589,51 @@ std::string gemv_body(uint32_t threads, bool pairs, DType b_dtype, size_t wide) 
 // output column would leave the GPU mostly idle and a tree per output would read one
 // element per 32-byte sector), its threads / 32 warps take interleaved rows of its slice
 // of K with 4 partial sums each, and a tree over the warps adds them.
-std::string gemv_cols_body(uint32_t threads, Split split) {
+//
+// `wide` (float32 weights whose rows start on 16 bytes, N a multiple of 4): the weight is
+// bound again as vec4 words (binding `wide`) and a lane owns four neighbouring columns, so
+// a warp reads 512 contiguous bytes of a row per load and keeps four words in flight.
+std::string gemv_cols_body(uint32_t threads, Split split, size_t wide) {
   auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
   const std::string warps = n(threads / kGemvLanes);
-  std::string s = "var<workgroup> part: array<f32, " + std::to_string(threads) + ">;\n";
+  const std::string V = wide ? "vec4<f32>" : "f32", Z = wide ? "vec4<f32>(0.0)" : "0.0";
+  const std::string W = "buf" + std::to_string(wide);
+  // The weight term of row k: a word of four columns, or one element.
+  auto b = [&](const std::string& k) {
+    return wide ? "bitcast<vec4<f32>>(" + W + "[(bj + (" + k + ") * bk) / 4u])" : "load_b(bj + (" + k + ") * bk)";
+  };
+  std::string s = "var<workgroup> part: array<" + V + ", " + std::to_string(threads) + ">;\n";
   s += kernel_main(Grid::Groups, threads);
   s += gemv_group_decode(split) +
-       "  let lane = lid % " + n(kGemvLanes) + ";\n  let warp = lid / " + n(kGemvLanes) + ";\n"
-       "  let c = cg * " + n(kGemvLanes) + " + lane;\n"
+       "  let lane = lid % " + n(kGemvLanes) + ";\n  let warp = lid / " + n(kGemvLanes) + ";\n" +
+       (wide ? "  let c = (cg * " + n(kGemvLanes) + " + lane) * 4u;\n" : "  let c = cg * " + n(kGemvLanes) + " + lane;\n") +
        "  let live = valid && c < N;\n"
        "  let ai = a_base(bo, bi) + r * u.a_rows;\n  let ak = u.a_cols;\n"
        "  let bj = b_base(bo, bi) + min(c, N - 1u);\n  let bk = u.b_rows;\n"
-       "  var s0 = 0.0;\n  var s1 = 0.0;\n  var s2 = 0.0;\n  var s3 = 0.0;\n"
+       "  var s0 = " + Z + ";\n  var s1 = " + Z + ";\n  var s2 = " + Z + ";\n  var s3 = " + Z + ";\n"
        "  if (live) {\n"
        "    let W = " + warps + ";\n"
        "    var k = kb + warp;\n"
        "    for (; k + 3u * W < ke; k = k + 4u * W) {\n"
-       "      s0 = s0 + load_a(ai + k * ak) * load_b(bj + k * bk);\n"
-       "      s1 = s1 + load_a(ai + (k + W) * ak) * load_b(bj + (k + W) * bk);\n"
-       "      s2 = s2 + load_a(ai + (k + 2u * W) * ak) * load_b(bj + (k + 2u * W) * bk);\n"
-       "      s3 = s3 + load_a(ai + (k + 3u * W) * ak) * load_b(bj + (k + 3u * W) * bk);\n"
+       "      s0 = s0 + load_a(ai + k * ak) * " + b("k") + ";\n"
+       "      s1 = s1 + load_a(ai + (k + W) * ak) * " + b("k + W") + ";\n"
+       "      s2 = s2 + load_a(ai + (k + 2u * W) * ak) * " + b("k + 2u * W") + ";\n"
+       "      s3 = s3 + load_a(ai + (k + 3u * W) * ak) * " + b("k + 3u * W") + ";\n"
        "    }\n"
-       "    for (; k < ke; k = k + W) { s0 = s0 + load_a(ai + k * ak) * load_b(bj + k * bk); }\n"
+       "    for (; k < ke; k = k + W) { s0 = s0 + load_a(ai + k * ak) * " + b("k") + "; }\n"
        "  }\n"
        "  part[lid] = (s0 + s1) + (s2 + s3);\n"
        "  workgroupBarrier();\n"
        "  for (var w = " + n(threads / 2) + "; w >= " + n(kGemvLanes) + "; w = w >> 1u) {\n"
        "    if (lid < w) { part[lid] = part[lid] + part[lid + w]; }\n"
        "    workgroupBarrier();\n"
-       "  }\n"
-       "  if (live && warp == 0u) { finish(bo, bi, r, c, part[lid]); }\n}\n";
-  return s;
+       "  }\n";
+  if (!wide) return s + "  if (live && warp == 0u) { finish(bo, bi, r, c, part[lid]); }\n}\n";
+  return s + "  if (live && warp == 0u) {\n"
+             "    let t = part[lid];\n"
+             "    finish(bo, bi, r, c, t.x);\n    finish(bo, bi, r, c + 1u, t.y);\n"
+             "    finish(bo, bi, r, c + 2u, t.z);\n    finish(bo, bi, r, c + 3u, t.w);\n"
+             "  }\n}\n";
 }
 
 }  // namespace
@@ -750,11 +764,18 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   const uint32_t gemv_threads = std::min<uint32_t>(256, ctx.caps().workgroup_1d());
   // GEMV over N-contiguous weights splits K when its column groups are too few (slices of
   // at least 32 rows per warp, so that the second pass stays small beside the first).
+  // gemv_cols reads float32 weights as vec4 words of four columns where every row starts
+  // on 16 bytes and N is a multiple of 4 (TORCH_WEBGPU_GEMM_VARIANT=gemv_cols_scalar: not).
+  const bool cols_wide = v == Variant::GemvCols && force.find("scalar") == std::string::npos &&
+                         d.b.dtype == DType::Float32 && d.n % 4 == 0 && d.b.offset % 4 == 0 && d.b.rows % 4 == 0 &&
+                         (d.batch_outer < 2 || d.b.batch_outer % 4 == 0) &&
+                         (d.batch_inner < 2 || d.b.batch_inner % 4 == 0) && !needs_window(ctx, d.b.buffer);
+  const uint64_t cols_per_group = cols_wide ? 4 * kGemvLanes : kGemvLanes;
   const uint64_t k_slice =
       v == Variant::Tiled && d.compute == Compute::F32 && shape.tm == kSmallTile.tm
           ? splitk_slice(ctx, d, count_tiles(kSmallTile), force, "splitk", kSplitKMinSlice)
       : v == Variant::GemvCols
-          ? splitk_slice(ctx, d, batch * d.m * ((d.n + kGemvLanes - 1) / kGemvLanes), force, "gemv_cols_split",
+          ? splitk_slice(ctx, d, batch * d.m * ((d.n + cols_per_group - 1) / cols_per_group), force, "gemv_cols_split",
                          32 * (gemv_threads / kGemvLanes))
           : d.k;
   const uint64_t splits = k_slice < d.k ? (d.k + k_slice - 1) / k_slice : 1;
@@ -774,7 +795,7 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
                           d.b.batch_outer % 2 == 0 && d.b.batch_inner % 2 == 0;
   uint64_t tile_m = v == Variant::Block ? 4 : shape.tm, tile_n = v == Variant::Block ? 4 : shape.tn;
   if (v == Variant::Gemv) tile_m = 1, tile_n = gemv_threads / kGemvLanes;
-  if (v == Variant::GemvCols) tile_m = 1, tile_n = kGemvLanes;
+  if (v == Variant::GemvCols) tile_m = 1, tile_n = cols_per_group;
   if (v == Variant::GemvWalk) tile_m = 1, tile_n = kGemvWalkThreads * kGemvWalkCols;
   const uint64_t tiles_m = (d.m + tile_m - 1) / tile_m, tiles_n = (d.n + tile_n - 1) / tile_n;
   KernelLaunch l;
@@ -835,7 +856,7 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   // GemvWalk and the wide GEMV read B again as vec4 words, bound last (the epilogue stores to the binding
   // before it).
   const size_t word_bindings = l.buffers.size();
-  if (v == Variant::GemvWalk || gemv_wide) {
+  if (v == Variant::GemvWalk || gemv_wide || cols_wide) {
     l.buffers.push_back({d.b.buffer, Access::Read, false});
     l.buffers.back().vec4 = true;
   }
@@ -850,7 +871,7 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   const uint32_t flags = (v == Variant::Tiled ? uint32_t(shape.a_k_fast) | uint32_t(shape.b_k_fast) << 1 |
                                                     static_cast<uint32_t>(gather) << 2
                                               : 0) |
-                         uint32_t(gemv_pairs) << 4 | static_cast<uint32_t>(split) << 5 | uint32_t(gemv_wide) << 6;
+                         uint32_t(gemv_pairs) << 4 | static_cast<uint32_t>(split) << 5 | uint32_t(gemv_wide || cols_wide) << 6;
   // (An implicit GEMM's gather names its family: profiles tell the two apart.)
   const char* family = v == Variant::Tiled    ? gather == GatherB::TapsAlongK        ? "gemm:tiled:gather_taps"
                                                 : gather == GatherB::PositionsAlongK ? "gemm:tiled:gather_positions"
@@ -879,12 +900,12 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   }
   Arith ar{d.compute};
   const GemmDesc desc = d;
-  l.body = [&, desc, has_c, v, ar, shape, gemv_threads, gemv_pairs, gemv_wide, gather, split, word_bindings] {
+  l.body = [&, desc, has_c, v, ar, shape, gemv_threads, gemv_pairs, gemv_wide, cols_wide, gather, split, word_bindings] {
     const std::vector<KernelBuffer> words(l.buffers.begin(), l.buffers.begin() + word_bindings);
     std::string s = gemm_common(desc, words, has_c && split == Split::None, split);
     if (v == Variant::Tiled) s += tiled_body(ar, shape, gather, split);
     else if (v == Variant::Gemv) s += gemv_body(gemv_threads, gemv_pairs, desc.b.dtype, gemv_wide ? word_bindings : 0);
-    else if (v == Variant::GemvCols) s += gemv_cols_body(gemv_threads, split);
+    else if (v == Variant::GemvCols) s += gemv_cols_body(gemv_threads, split, cols_wide ? word_bindings : 0);
     else if (v == Variant::GemvWalk) s += gemv_walk_body(kGemvWalkThreads, kGemvWalkCols, word_bindings, desc.b.dtype);
     else if (v == Variant::Block) s += block_body(ar);
     else if (v == Variant::Reduce) s += reduce_body(ar);
