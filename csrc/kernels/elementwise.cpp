@@ -63,6 +63,9 @@ enum class Layout {
                // (what reaches full memory bandwidth)
   Packed,      // dense with a narrow output: one output word per invocation, so stores
                // need no atomics
+  Rows4,       // two dims, the fast one contiguous in every operand and a whole number of
+               // vec4s, rows on 16 bytes: Vector4 within each row (cat's slices of an
+               // output, a row-broadcast bias, copies of narrowed rows)
 };
 
 const char* layout_tag(Layout layout) {
@@ -71,6 +74,7 @@ const char* layout_tag(Layout layout) {
     case Layout::Contiguous: return ":c";
     case Layout::Vector4: return ":v";
     case Layout::Packed: return ":p";
+    case Layout::Rows4: return ":r";
   }
   return ":?";
 }
@@ -105,6 +109,20 @@ int lanes_of(DType t) { return 4 / element_size(t); }
 // Elements one invocation of the Vector4 layout produces: one vec4 of output words.
 int vector4_elements(DType out) { return 4 * lanes_of(out); }
 
+// Whether every operand can be read and written in vec4 words of the output's width from
+// `offset` and, with `rows`, from each row start (stride 1 within rows of `row_elements`).
+bool vec4_words_fit(const ElementwiseLaunch& l, uint64_t row_elements, bool rows) {
+  const DType out = l.operands[0].dtype;
+  if (element_size(out) > 4 || row_elements % vector4_elements(out) != 0) return false;
+  for (const auto& op : l.operands) {
+    if (op.is_scalar) continue;
+    const int size = element_size(op.dtype);
+    if (size > 4 || size < element_size(out) || (op.offset * size) % 16 != 0) return false;
+    if (rows && (op.strides[0] != 1 || (op.strides[1] * size) % 16 != 0)) return false;
+  }
+  return true;
+}
+
 Layout choose_layout(const ElementwiseLaunch& l, uint64_t numel) {
   bool dense = l.ndim == 0;
   if (l.ndim == 1) {
@@ -112,16 +130,12 @@ Layout choose_layout(const ElementwiseLaunch& l, uint64_t numel) {
     for (const auto& op : l.operands)
       if (!op.is_scalar && op.strides[0] != 1) dense = false;
   }
-  if (!dense) return Layout::Strided;
-  const DType out = l.operands[0].dtype;
-  bool vec4 = element_size(out) <= 4 && numel % vector4_elements(out) == 0 &&
-              l.operands[0].offset % vector4_elements(out) == 0;
-  for (const auto& op : l.operands) {
-    if (op.is_scalar) continue;
-    int size = element_size(op.dtype);
-    if (size > 4 || size < element_size(out) || (op.offset * size) % 16 != 0) vec4 = false;
+  if (!dense) {
+    const bool rows = l.ndim == 2 && l.sizes[1] > 1 && vec4_words_fit(l, static_cast<uint64_t>(l.sizes[0]), true);
+    return rows ? Layout::Rows4 : Layout::Strided;
   }
-  if (vec4) return Layout::Vector4;
+  const DType out = l.operands[0].dtype;
+  if (vec4_words_fit(l, numel, false)) return Layout::Vector4;
   return is_subword(out) ? Layout::Packed : Layout::Contiguous;
 }
 
@@ -157,7 +171,8 @@ class ElementwiseSource {
     switch (layout_) {
       case Layout::Strided: main_strided(); break;
       case Layout::Contiguous: main_contiguous(); break;
-      case Layout::Vector4: main_vector4(); break;
+      case Layout::Vector4:
+      case Layout::Rows4: main_vector4(); break;
       case Layout::Packed: main_packed(); break;
     }
     return src_;
@@ -171,7 +186,7 @@ class ElementwiseSource {
   void header() {
     src_ += "// elementwise " + l_.op + " (" + compute_name(l_.compute) + layout_tag(layout_) + ")\n";
     src_ += uniforms_struct();
-    const char* word = layout_ == Layout::Vector4 ? "vec4<u32>" : "u32";
+    const char* word = layout_ == Layout::Vector4 || layout_ == Layout::Rows4 ? "vec4<u32>" : "u32";
     for (size_t b = 0; b < plan_.buffers.size(); ++b) {
       src_ += "@group(0) @binding(" + std::to_string(b) + ") var<storage, " +
               (plan_.writable[b] ? "read_write" : "read") + "> buf" + std::to_string(b) +
@@ -275,14 +290,24 @@ class ElementwiseSource {
     const int elems = vector4_elements(out);
     src_ += wgsl_bits_function("bits0", out, l_.compute);
     begin_main("numel");  // numel / E here
+    // Operand k's first element of this invocation: idx * E past its offset, or (Rows4)
+    // v * E into row `row` (dims: 0 within rows, 1 across).
+    const bool rows = layout_ == Layout::Rows4;
+    if (rows)
+      src_ += "  let per_row = u.sizes[0][0] / " + std::to_string(elems) + "u;\n"
+              "  let row = idx / per_row;\n  let v = idx % per_row;\n";
+    auto first = [&](size_t k) {
+      return rows ? "(" + operand_uniform(k, "offset") + " + row * " + operand_uniform(k, "strides") + "[0][1] + v * " +
+                        std::to_string(elems) + "u)"
+                  : "(" + operand_uniform(k, "offset") + " + idx * " + std::to_string(elems) + "u)";
+    };
     for (size_t k = 1; k <= inputs(); ++k) {
       if (scalar(k)) continue;
       int size = element_size(l_.operands[k].dtype);
       int vecs = elems * size / 16;
       for (int v = 0; v < vecs; ++v)
-        src_ += "  let w" + std::to_string(k) + "_" + std::to_string(v) + " = " + buf(k) + "[" +
-                operand_uniform(k, "offset") + " / " + std::to_string(16 / size) + "u + idx * " +
-                std::to_string(vecs) + "u + " + std::to_string(v) + "u];\n";
+        src_ += "  let w" + std::to_string(k) + "_" + std::to_string(v) + " = " + buf(k) + "[" + first(k) +
+                " / " + std::to_string(16 / size) + "u + " + std::to_string(v) + "u];\n";
     }
     const int lanes = lanes_of(out);
     const std::string lane_bits = std::to_string(32 / lanes);
@@ -313,8 +338,7 @@ class ElementwiseSource {
       src_ += "  r[" + std::to_string(e / lanes) + "] = r[" + std::to_string(e / lanes) + "] | " +
               bits + ";\n";
     }
-    src_ += "  " + buf(0) + "[" + operand_uniform(0, "offset") + " / " + std::to_string(elems) +
-            "u + idx] = r;\n}\n";
+    src_ += "  " + buf(0) + "[" + first(0) + " / " + std::to_string(elems) + "u] = r;\n}\n";
   }
 
   void main_packed() {
@@ -380,6 +404,8 @@ void record_elementwise(Context& ctx, const ElementwiseOpDef& def, const Element
   Layout layout = choose_layout(l, numel);
   if (layout == Layout::Vector4 && def.long_loops && ctx.caps().max_loop_iterations != 0)
     layout = Layout::Contiguous;
+  if (layout == Layout::Rows4 && def.long_loops && ctx.caps().max_loop_iterations != 0)
+    layout = Layout::Strided;
   const uint32_t workgroup = ctx.caps().workgroup_1d();
   BindingPlan plan = plan_bindings(l, layout);
   std::string key = cache_key(l, plan, layout);
@@ -395,7 +421,7 @@ void record_elementwise(Context& ctx, const ElementwiseOpDef& def, const Element
 
   uint32_t u[kUniformWords] = {};
   uint64_t invocations = numel;
-  if (layout == Layout::Vector4) {
+  if (layout == Layout::Vector4 || layout == Layout::Rows4) {
     invocations = numel / vector4_elements(l.operands[0].dtype);
     u[kWordNumel] = static_cast<uint32_t>(invocations);
   }
@@ -412,7 +438,7 @@ void record_elementwise(Context& ctx, const ElementwiseOpDef& def, const Element
   // a full second row of idle workgroups costs real time on a GPU.
   uint32_t gy = (groups + max_x - 1) / max_x;
   uint32_t gx = (groups + gy - 1) / gy;
-  if (layout != Layout::Vector4) u[kWordNumel] = static_cast<uint32_t>(numel);
+  if (layout != Layout::Vector4 && layout != Layout::Rows4) u[kWordNumel] = static_cast<uint32_t>(numel);
   u[kWordNdim] = static_cast<uint32_t>(l.ndim);
   u[kWordPitch] = gx * workgroup;
   for (uint32_t i = 0; i < kParamCount; ++i) {

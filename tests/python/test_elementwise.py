@@ -256,6 +256,38 @@ def test_strided_and_offset_inputs(layout, dtype):
     assert_same(torch.where(view(dev(c)), view(da), view(db)), torch.where(view(c), view(a), view(b)))
 
 
+ROW_DTYPES = [torch.float32, torch.float16, torch.int32, torch.uint8, torch.bool]
+
+
+@pytest.mark.parametrize("dtype", ROW_DTYPES, ids=str)
+def test_row_slices_in_vec4_words(dtype):
+    """Two-dim operands contiguous within rows whose rows start on 16 bytes (cat's slices of
+    its output, narrowed rows, a row-broadcast operand) take the vec4-per-row layout (":r"
+    in the kernel's name); rows off 16 bytes or of a width that is not a whole number of
+    vec4s keep the strided one. Both against the CPU."""
+    width = 64  # a whole number of vec4s at every element size
+    a, b = make((5, 3 * width), dtype, seed=1), make((5, 3 * width), dtype, seed=2)
+    row = make((width,), dtype, seed=3)
+    da, db, drow = dev(a), dev(b), dev(row)
+    fn = torch.logical_xor if dtype == torch.bool else torch.maximum
+    with torch.webgpu.profiler.profile() as prof:
+        got = torch.cat([da, db], 1)
+        sliced = fn(da[:, width:2 * width], db[:, :width])
+        bias = fn(da[:, :width], drow)
+    assert_same(got, torch.cat([a, b], 1))
+    assert_same(sliced, fn(a[:, width:2 * width], b[:, :width]))
+    assert_same(bias, fn(a[:, :width], row))
+    assert any(":r|" in r.kernel for r in prof.key_averages()), [r.kernel for r in prof.key_averages()]
+    # Off 16 bytes (one element in) and a width that is not whole vec4s: strided, same answers.
+    for view in (lambda t: t[:, 1:1 + width], lambda t: t[:, :width - 1]):
+        assert_same(fn(view(da), view(db)), fn(view(a), view(b)))
+        assert_same(view(da).contiguous(), view(a).contiguous())
+    # A wider input into a narrower output (a cast of rows), and an empty row range.
+    if dtype == torch.float32:
+        assert_same(da[:, :width].to(torch.float16), a[:, :width].to(torch.float16))
+    assert_same(fn(da[:0, :width], db[:0, :width]), fn(a[:0, :width], b[:0, :width]))
+
+
 def test_high_rank_inputs():
     # More dims than one kernel launch takes (8), non-coalescable strides.
     a = make((2,) * 10, torch.float32, seed=1)
