@@ -17,9 +17,9 @@ have the same dtypes and shapes and values within the dtype's tolerance.
 prints one line per failure (mismatch or error) with the program, then a summary.
 
 The generator only writes programs eager PyTorch accepts and whose results do not hinge on
-rounding: discontinuous ops (comparisons, argmax, float-to-int casts, floor) take values
-that are exact in their dtype (inputs, views of them, integer arithmetic) when the dtype
-is a half type, since a compiled kernel keeps intermediates in float32 where eager rounds
+rounding: discontinuous ops (comparisons, argmax) take values that are exact in their
+dtype (inputs, views of them, integer arithmetic) when the dtype is a half type, and
+float-to-int casts, floor and round take exact values in every dtype, since a compiled kernel keeps intermediates in float32 where eager rounds
 each op's result to half; magnitudes are tracked so nothing overflows (int64 values stay
 within 32 bits, as generated kernels compute them there).
 """
@@ -260,9 +260,16 @@ def _half(v):
 
 
 def _discontinuous_ok(v):
-    """Comparisons, argmax, float-to-int casts and rounding see the same values in both
-    runs: exact values, or float32 ones (a few ulp apart; ties are unlikely)."""
+    """Comparisons and argmax see the same values in both runs: exact values, or float32
+    ones (a few ulp apart; ties are unlikely)."""
     return v.exact or not _half(v)
+
+
+def _integral_ok(v):
+    """Float-to-int casts, floor and round take exact values only: computed float32 values
+    gather at integers where a function saturates (rsqrt(|x| + 1) -> 1.0), and an ulp
+    then decides the integer (seed 4839)."""
+    return v.exact
 
 
 def _rank_dim(g, v) -> int:
@@ -298,7 +305,7 @@ def op_unary_float(g):
         ("floor", "torch.floor({x})", lambda b: b + 1),
         ("round", "torch.round({x})", lambda b: b + 1),
     ])
-    if name in ("floor", "round") and not _discontinuous_ok(v):
+    if name in ("floor", "round") and not _integral_ok(v):
         return None
     nb = bound(v.bound)
     if nb > FLOAT_BOUND:
@@ -465,7 +472,7 @@ def op_cast(g):
     if v is None:
         return None
     dst = r.choice([d for d in DTYPES if d != v.dtype])
-    if v.dtype.is_floating_point and not dst.is_floating_point and not _discontinuous_ok(v):
+    if v.dtype.is_floating_point and not dst.is_floating_point and not _integral_ok(v):
         return None
     if dst == torch.bool and v.dtype.is_floating_point and not v.exact:
         return None  # tiny values could round to zero on one side only
@@ -696,7 +703,9 @@ def op_norm(g):
     # layer_norm divides by its row's spread: a short half-type row of computed values
     # whose elements lie a few ulp apart normalizes their rounding (Inductor keeps fused
     # intermediates in float32, eager rounds them), so such rows take a softmax instead.
-    if kind == "layer_norm" and not _discontinuous_ok(v):
+    # Over two elements it gives +-1 (times w, plus b) in every row: argmax and comparisons
+    # of those see ulp-level ties (seed 4498).
+    if kind == "layer_norm" and (not _discontinuous_ok(v) or v.shape[-1] < 3):
         kind = "softmax"
     if kind == "layer_norm":
         n = v.shape[-1]
