@@ -74,7 +74,7 @@ void fill(const Tensor& self, const rng::FillParams& params, const Gen& gen) {
   const bool direct = params.dist == rng::Dist::BernoulliTensor ? self.is_contiguous()
                                                                   : self.is_non_overlapping_and_dense();
   Tensor target = direct ? self : at::empty(self.sizes(), self.options());
-  rng::PhiloxInput philox = reserve(gen, n);
+  rng::PhiloxInput philox = reserve(gen, rng::fill_blocks(params.dist, n));
   TWGPU_TRY
   RuntimeLock lock;
   rng::fill_random(lock.ctx(), buffer_ref(target), n, params, philox);
@@ -484,7 +484,7 @@ std::tuple<Tensor, Tensor> native_dropout(const Tensor& input, double p, std::op
   Tensor output = at::empty_like(x);
   Tensor mask = at::empty_like(x, x.options().dtype(at::kBool));
   const uint64_t n = static_cast<uint64_t>(x.numel());
-  rng::PhiloxInput philox = reserve(std::nullopt, n);
+  rng::PhiloxInput philox = reserve(std::nullopt, rng::fill_blocks(rng::Dist::Bernoulli, n));
   TWGPU_TRY
   RuntimeLock lock;
   rng::dropout_forward(lock.ctx(), buffer_ref(x), buffer_ref(output), buffer_ref(mask), n,

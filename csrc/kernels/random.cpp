@@ -27,43 +27,56 @@ void check_u32(uint64_t n, const char* what) {
 }
 
 // WGSL computing `v` (f32 for the continuous distributions and Bernoulli, vec2<u32> int64
-// for the integer ranges) from the block `r`.
-std::string dist_wgsl(Dist d, DType out_dtype) {
+// for the integer ranges) for element `gi`, the `e`-th this invocation writes from its
+// block `r`: word e of it, its pair e (64-bit values), or Box-Muller value e (bm0, bm1).
+std::string dist_wgsl(Dist d, DType out_dtype, uint32_t e) {
+  static const char* comp[4] = {"x", "y", "z", "w"};
+  const std::string w = std::string("r.") + comp[e];
+  const std::string pair = e == 0 ? "vec2<u32>(r.x, r.y)" : "vec2<u32>(r.z, r.w)";
+  const std::string normal = "bm" + std::to_string(e / 2) + "." + comp[e % 2];
   switch (d) {
     case Dist::Uniform:
       // Rounding to a narrow dtype can reach `b`; such values become `a` (as CUDA does),
       // so every result lies in [a, b).
-      return "  var v = rng_u01(r.x) * (pb - pa) + pa;\n"
+      return "  var v = rng_u01(" + w + ") * (pb - pa) + pa;\n"
              "  if (" + wgsl_from_bits(out_dtype, "to_bits(v)") + " >= pb) { v = pa; }\n";
-    case Dist::Normal: return "  let v = pa + pb * rng_normal(r);\n";
-    case Dist::LogNormal: return "  let v = exp(pa + pb * rng_normal(r));\n";
+    case Dist::Normal: return "  let v = pa + pb * " + normal + ";\n";
+    case Dist::LogNormal: return "  let v = exp(pa + pb * " + normal + ");\n";
     case Dist::Cauchy:
-      return "  let v = pa + pb * tan(3.14159265 * (rng_u01_open(r.x) - 0.5));\n";
+      return "  let v = pa + pb * tan(3.14159265 * (rng_u01_open(" + w + ") - 0.5));\n";
     case Dist::Exponential:
       // u in (0, 1]; log(1) = 0 would give 0, which the distribution excludes.
-      return "  let x01 = rng_u01_open_closed(r.x);\n"
+      return "  let x01 = rng_u01_open_closed(" + w + ");\n"
              "  let lg = select(log(x01), -pb, x01 >= 1.0 - pb);\n"
              "  let v = -lg / pa;\n";
-    case Dist::Geometric: return "  let v = ceil(log(rng_u01_open(r.x)) / pa);\n";
-    case Dist::Bernoulli: return "  let v = select(0.0, 1.0, rng_u01(r.x) < pa);\n";
+    case Dist::Geometric: return "  let v = ceil(log(rng_u01_open(" + w + ")) / pa);\n";
+    case Dist::Bernoulli: return "  let v = select(0.0, 1.0, rng_u01(" + w + ") < pa);\n";
     case Dist::BernoulliTensor:
-      return "  let p = f32(load_p(u.p_offset + idx));\n"
+      return "  let p = f32(load_p(u.p_offset + gi));\n"
              "  if (is_nan(p) || p < 0.0 || p > 1.0) { atomicOr(&buf2[0], 1u); }\n"
-             "  let v = select(0.0, 1.0, rng_u01(r.x) < p);\n";
+             "  let v = select(0.0, 1.0, rng_u01(" + w + ") < p);\n";
     case Dist::RandomRange:
       return "  let range = vec2<u32>(u.range_lo, u.range_hi);\n"
+             "  let words = " + pair + ";\n"
              "  var raw = vec2<u32>(0u, 0u);\n"
-             "  if (range.y == 0u) { raw.x = r.x % range.x; }\n"
-             "  else { raw = rng_u64_mod(vec2<u32>(r.x, r.y), range); }\n"
+             "  if (range.y == 0u) { raw.x = words.x % range.x; }\n"
+             "  else { raw = rng_u64_mod(words, range); }\n"
              "  let v = i64_add(vec2<u32>(u.base_lo, u.base_hi), raw);\n";
-    case Dist::RandomFull64: return "  let v = vec2<u32>(r.x, r.y);\n";
+    case Dist::RandomFull64: return "  let v = " + pair + ";\n";
   }
   return "";
 }
 
 bool integer_valued(Dist d) { return d == Dist::RandomRange || d == Dist::RandomFull64; }
 
+// Elements one Philox block gives a fill: its four words, or two 64-bit values. (One
+// block per element left three quarters of Philox's arithmetic, the fill's whole cost on a
+// GPU, unused.)
+uint64_t per_block(Dist d) { return integer_valued(d) ? 2 : 4; }
+
 }  // namespace
+
+uint64_t fill_blocks(Dist d, uint64_t numel) { return (numel + per_block(d) - 1) / per_block(d); }
 
 std::string philox_wgsl() {
   return R"(
@@ -102,6 +115,12 @@ fn rng_normal(r: vec4<u32>) -> f32 {
   let u2 = rng_u01(r.y);
   return sqrt(-2.0 * log(u1)) * cos(6.283185307 * u2);
 }
+// Both Box-Muller values of two words (independent normals).
+fn rng_box_muller(a: u32, b: u32) -> vec2<f32> {
+  let radius = sqrt(-2.0 * log(rng_u01_open_closed(a)));
+  let angle = 6.283185307 * rng_u01(b);
+  return radius * vec2<f32>(cos(angle), sin(angle));
+}
 fn rng_u64_ge(a: vec2<u32>, b: vec2<u32>) -> bool { return a.y > b.y || (a.y == b.y && a.x >= b.x); }
 fn rng_u64_sub(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
   return vec2<u32>(a.x - b.x, a.y - b.y - select(0u, 1u, a.x < b.x));
@@ -130,7 +149,7 @@ void fill_random_piece(Context& ctx, const BufferRef& out, uint64_t numel, const
   const Compute c = compute_type_for(out.dtype);
   // a, b: the distribution's float parameters; range, base: the integer range's size and
   // start (64-bit); p_offset: Bernoulli probabilities (a tensor).
-  static const UniformLayout layout({TWGPU_PHILOX_UNIFORMS, {"out_offset"},
+  static const UniformLayout layout({TWGPU_PHILOX_UNIFORMS, {"out_offset"}, {"n"},
                                      {"a", UniformType::F32}, {"b", UniformType::F32},
                                      {"range_lo"}, {"range_hi"}, {"base_lo"}, {"base_hi"},
                                      {"p_offset"}});
@@ -140,6 +159,7 @@ void fill_random_piece(Context& ctx, const BufferRef& out, uint64_t numel, const
                           with_p ? static_cast<uint32_t>(p.p.dtype) : 0u}};
   set_philox(l.declare(layout), philox)
       .set_u32("out_offset", static_cast<uint32_t>(out.offset))
+      .set_u32("n", static_cast<uint32_t>(numel))
       .set_f32("a", p.a)
       .set_f32("b", p.b)
       .set_u32("range_lo", static_cast<uint32_t>(p.range))
@@ -154,7 +174,8 @@ void fill_random_piece(Context& ctx, const BufferRef& out, uint64_t numel, const
     l.buffers.back().touches(l.word_of("p_offset"), p.p.dtype, p.p.offset, numel);
     l.buffers.push_back({p.flag, Access::ReadWrite, true});
   }
-  l.count = numel;
+  // An invocation per block, writing its per_block elements (the last block's up to n).
+  l.count = fill_blocks(p.dist, numel);
   l.workgroup = ctx.caps().workgroup_1d();
   const uint32_t wg = l.workgroup;
   const Dist dist = p.dist;
@@ -169,10 +190,15 @@ void fill_random_piece(Context& ctx, const BufferRef& out, uint64_t numel, const
     s += "  let r = rng_block(idx);\n"
          "  let pa = u.a;\n"
          "  let pb = u.b;\n";
-    s += dist_wgsl(dist, dtype);
+    if (dist == Dist::Normal || dist == Dist::LogNormal)
+      s += "  let bm0 = rng_box_muller(r.x, r.y);\n  let bm1 = rng_box_muller(r.z, r.w);\n";
     const Compute from = integer_valued(dist) ? Compute::I64 : Compute::F32;
-    s += "  store(u.out_offset + idx, " + wgsl_convert(from, c, "v") + ");\n}\n";
-    return s;
+    const uint32_t per = static_cast<uint32_t>(per_block(dist));
+    for (uint32_t e = 0; e < per; ++e)
+      s += "  {\n  let gi = idx * " + std::to_string(per) + "u + " + std::to_string(e) + "u;\n"
+           "  if (gi < u.n) {\n" + dist_wgsl(dist, dtype, e) +
+           "  store(u.out_offset + gi, " + wgsl_convert(from, c, "v") + ");\n  }\n  }\n";
+    return s + "}\n";
   };
   launch_kernel(ctx, l);
 }
@@ -180,7 +206,7 @@ void fill_random_piece(Context& ctx, const BufferRef& out, uint64_t numel, const
 }  // namespace
 
 // Tensors larger than one storage binding: pieces of the output, each with the Philox
-// counter advanced by its first element, so the draws equal those of one launch.
+// counter advanced by its first element's block, so the draws equal those of one launch.
 uint64_t fill_random(Context& ctx, const BufferRef& out, uint64_t numel, const FillParams& p,
                      const PhiloxInput& philox) {
   if (numel == 0) return 0;
@@ -190,7 +216,7 @@ uint64_t fill_random(Context& ctx, const BufferRef& out, uint64_t numel, const F
                          (p.dist == Dist::BernoulliTensor && needs_window(ctx, p.p.buffer)));
   if (!windowed) {
     fill_random_piece(ctx, out, numel, p, philox);
-    return numel;
+    return fill_blocks(p.dist, numel);
   }
   const uint64_t widest = std::max(element_size(out.dtype),
                                    p.dist == Dist::BernoulliTensor ? element_size(p.p.dtype) : 1);
@@ -202,10 +228,10 @@ uint64_t fill_random(Context& ctx, const BufferRef& out, uint64_t numel, const F
     FillParams q = p;
     q.p.offset += e;
     PhiloxInput counter = philox;
-    counter.offset += e;
+    counter.offset += e / per_block(p.dist);  // (step is a multiple of 64)
     fill_random_piece(ctx, o, std::min(step, numel - e), q, counter);
   }
-  return numel;
+  return fill_blocks(p.dist, numel);
 }
 
 // Entries per workgroup in the bitonic sort's local passes (two per invocation).
@@ -543,7 +569,7 @@ uint64_t dropout_forward(Context& ctx, const BufferRef& in, const BufferRef& out
   check_u32(numel, "dropout");
   const uint32_t wg = ctx.caps().workgroup_1d();
   static const UniformLayout layout({TWGPU_PHILOX_UNIFORMS, {"in_offset"}, {"out_offset"},
-                                     {"mask_offset"}, {"keep", UniformType::F32},
+                                     {"mask_offset"}, {"n"}, {"keep", UniformType::F32},
                                      {"scale", UniformType::F32}});
   KernelLaunch l;
   l.typed = {"rng:dropout", {static_cast<uint32_t>(in.dtype)}};
@@ -554,9 +580,11 @@ uint64_t dropout_forward(Context& ctx, const BufferRef& in, const BufferRef& out
       .set_u32("in_offset", static_cast<uint32_t>(in.offset))
       .set_u32("out_offset", static_cast<uint32_t>(out.offset))
       .set_u32("mask_offset", static_cast<uint32_t>(mask.offset))
+      .set_u32("n", static_cast<uint32_t>(numel))
       .set_f32("keep", keep)
       .set_f32("scale", scale);
-  l.count = numel;
+  // As fills: an invocation per block, one element per word of it.
+  l.count = fill_blocks(Dist::Bernoulli, numel);
   l.workgroup = wg;
   const DType dtype = in.dtype;
   l.body = [&l, dtype, wg] {
@@ -564,13 +592,18 @@ uint64_t dropout_forward(Context& ctx, const BufferRef& in, const BufferRef& out
            kernel_store("store_out", l.buffers, 1, dtype, Compute::F32) +
            kernel_store("store_mask", l.buffers, 2, DType::Bool, Compute::I32) +
            kernel_main(Grid::Invocations, wg) +
-           "  let kept = rng_u01(rng_block(idx).x) < u.keep;\n"
-           "  let x = f32(load_x(u.in_offset + idx));\n"
-           "  store_out(u.out_offset + idx, (x * select(0.0, 1.0, kept)) * u.scale);\n"
-           "  store_mask(u.mask_offset + idx, select(0, 1, kept));\n}\n";
+           "  let r = rng_block(idx);\n"
+           "  for (var e = 0u; e < 4u; e = e + 1u) {\n"
+           "    let gi = idx * 4u + e;\n"
+           "    if (gi >= u.n) { break; }\n"
+           "    let kept = rng_u01(r[e]) < u.keep;\n"
+           "    let x = f32(load_x(u.in_offset + gi));\n"
+           "    store_out(u.out_offset + gi, (x * select(0.0, 1.0, kept)) * u.scale);\n"
+           "    store_mask(u.mask_offset + gi, select(0, 1, kept));\n"
+           "  }\n}\n";
   };
   launch_kernel(ctx, l);
-  return numel;
+  return fill_blocks(Dist::Bernoulli, numel);
 }
 
 void flag_negative_or_nan(Context& ctx, const BufferRef& x, uint64_t numel, WGPUBuffer flag) {

@@ -58,8 +58,13 @@ struct FillParams {
 // uniform words 4..7.
 std::string philox_wgsl();
 
-// Fills `numel` contiguous elements of `out` with draws from `params.dist`. Returns the
-// number of counter blocks consumed (numel).
+// The Philox blocks a fill of `numel` elements draws: element i takes block i / 4 (its
+// word i % 4; for normal and log-normal the i % 4-th of the Box-Muller values of its two
+// word pairs) or, for the 64-bit integer distributions, block i / 2 (its word pair i % 2).
+uint64_t fill_blocks(Dist d, uint64_t numel);
+
+// Fills `numel` contiguous elements of `out` with draws from `params.dist`, from the
+// counter `philox.offset` on. Returns the number of counter blocks consumed (fill_blocks).
 uint64_t fill_random(Context& ctx, const BufferRef& out, uint64_t numel, const FillParams& params,
                      const PhiloxInput& philox);
 

@@ -172,6 +172,23 @@ def copy_device_to_device():
 
 
 @case
+def random_fills_over_a_binding():
+    """A fill larger than a binding runs in pieces, each from its first element's Philox
+    block: its tail equals a one-launch fill started at that block (set_offset)."""
+    g = torch.Generator(device=DEVICE)
+    for fill, per_block in ((lambda t: t.uniform_(generator=g), 4), (lambda t: t.normal_(generator=g), 4),
+                            (lambda t: t.random_(generator=g), 2)):
+        dtype = torch.int64 if per_block == 2 else torch.float32
+        g.manual_seed(5)
+        whole = fill(torch.empty(700_000, dtype=dtype, device=DEVICE)).cpu()
+        assert g.get_offset() == 700_000 // per_block
+        g.manual_seed(5)
+        g.set_offset(400_000 // per_block)
+        tail = fill(torch.empty(100_000, dtype=dtype, device=DEVICE)).cpu()
+        assert torch.equal(whole[400_000:500_000], tail)
+
+
+@case
 def sum_all():
     a = rand(1_400_000)
     same(big(a).sum(), a.sum(), rtol=1e-4, atol=1e-2)

@@ -70,21 +70,29 @@ def test_device_stream_is_philox_at_the_generator_offset():
     with native_only():
         a = torch.empty(64, dtype=torch.int64, device=DEVICE).random_(-(2**63), None).cpu()
         b = torch.empty(8, dtype=torch.int64, device=DEVICE).random_(-(2**63), None).cpu()
-    for offset, t in ((0, a), (64, b)):
+    # 64-bit values: element i of a fill takes word pair i % 2 of block offset + i // 2.
+    def want(ctr, i):
+        r = philox4x32_10([ctr & M32, ctr >> 32, 0, 0], key)
+        return r[2 * (i % 2)] | (r[2 * (i % 2) + 1] << 32)
+
+    for offset, t in ((0, a), (32, b)):
         for i, v in enumerate(t.tolist()):
-            r = philox4x32_10([offset + i, 0, 0, 0], key)
-            want = r[0] | (r[1] << 32)
-            assert v & 0xFFFFFFFFFFFFFFFF == want, i
+            assert v & 0xFFFFFFFFFFFFFFFF == want(offset + i // 2, i), i
     g = torch.Generator(device=DEVICE).manual_seed(seed)
     c = torch.empty(72, dtype=torch.int64, device=DEVICE).random_(-(2**63), None, generator=g)
-    assert g.get_offset() == 72 and torch.equal(c.cpu(), torch.cat([a, b]))
+    assert g.get_offset() == 36 and torch.equal(c.cpu(), torch.cat([a, b]))
     # The 64-bit counter carries into its high word.
-    g.set_offset(2**32 - 2)
+    g.set_offset(2**32 - 1)
     d = torch.empty(4, dtype=torch.int64, device=DEVICE).random_(-(2**63), None, generator=g).cpu()
     for i, v in enumerate(d.tolist()):
-        ctr = 2**32 - 2 + i
-        r = philox4x32_10([ctr & M32, ctr >> 32, 0, 0], key)
-        assert v & 0xFFFFFFFFFFFFFFFF == r[0] | (r[1] << 32), i
+        assert v & 0xFFFFFFFFFFFFFFFF == want(2**32 - 1 + i // 2, i), i
+    # Floats: element i takes word i % 4 of block offset + i // 4 (24 bits of it).
+    g.manual_seed(seed)
+    u = torch.rand(10, device=DEVICE, generator=g).cpu()
+    assert g.get_offset() == 3
+    for i, v in enumerate(u.tolist()):
+        word = philox4x32_10([i // 4, 0, 0, 0], key)[i % 4]
+        assert v == (word >> 8) * 2.0**-24, i
 
 
 def test_same_seed_same_numbers_and_offsets_advance():
@@ -114,7 +122,7 @@ def test_generator_argument_and_state():
     g.manual_seed(11)
     assert g.initial_seed() == 11
     a = torch.rand(100, device=DEVICE, generator=g)
-    assert g.get_offset() == 100
+    assert g.get_offset() == 25  # four numbers per Philox block
     state = g.get_state()
     b = torch.randn(100, device=DEVICE, generator=g)
     g.set_state(state)
@@ -126,8 +134,8 @@ def test_generator_argument_and_state():
     assert not torch.equal(torch.rand(100, device=DEVICE, generator=g2).cpu(), a.cpu())
     # Offsets can be set like CUDA's.
     g.manual_seed(11)
-    g.set_offset(50)
-    assert_same(torch.rand(50, device=DEVICE, generator=g), a[50:].cpu(), exact=True)
+    g.set_offset(12)
+    assert_same(torch.rand(52, device=DEVICE, generator=g), a[48:].cpu(), exact=True)
     with pytest.raises(RuntimeError):
         torch.rand(3, device=DEVICE, generator=torch.Generator())
 
