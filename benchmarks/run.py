@@ -213,7 +213,7 @@ def gemv(quick, caps):
                 return lambda: F.linear(x, w)
             size = 2 if dt != torch.float32 else 4
             limit = "" if dt == torch.float32 or caps.shader_f16 else "no shader-f16: f32 math"
-            if software(caps) and os.environ.get("TORCH_WEBGPU_GEMM_VARIANT") != "gemv":
+            if software(caps) and os.environ.get("TORCH_WEBGPU_GEMM_VARIANT") not in ("gemv", "gemv_scalar"):
                 limit = ("software adapter: GEMV walking K; " + limit).rstrip("; ")
             out.append(Case("gemv", f"linear {name}", f"1x{k} @ {k}x{n}{' (LM head)' if n == 151936 else ''}",
                             setup, size * (k * n + k + n), "GB/s", limit))
