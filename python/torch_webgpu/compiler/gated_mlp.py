@@ -8,10 +8,15 @@ dtype and version (silu as ``x / (1 + exp(-x))``, gelu's erf or tanh formula, ca
 float32 and back), so the pass does not match node patterns: it takes the pointwise nodes
 between the gate's slice and the product, evaluates them in float64 on sample values (casts
 kept in float64) and names the activation they compute, if any of ``ACTS``.
+``TORCH_WEBGPU_COMPILE_GATED=0`` turns the pass off (horizontal fusion stays).
 """
 from __future__ import annotations
 
+import os
+
 import torch
+
+from . import horizontal_fusion
 
 # The activations linear_gated computes, by its `act` name (F.gelu's erf form is "gelu").
 ACTS = {
@@ -21,6 +26,13 @@ ACTS = {
 }
 # Sample values: silu and both gelus differ by more than 1e-4 somewhere in this range.
 _PROBE = torch.linspace(-8.0, 8.0, 161, dtype=torch.float64)
+
+
+def enabled() -> bool:
+    """Where horizontal fusion runs (its linear_group is what the pass rewrites; so
+    TORCH_WEBGPU_COMPILE_HFUSE=0 turns both off), unless TORCH_WEBGPU_COMPILE_GATED=0
+    (measuring the pass alone)."""
+    return horizontal_fusion.enabled() and os.environ.get("TORCH_WEBGPU_COMPILE_GATED", "1") != "0"
 
 
 def _reshape_of(node):

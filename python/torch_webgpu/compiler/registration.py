@@ -135,7 +135,7 @@ def _device_pass():
     gate/up with its activation (gated_mlp.py). Its uuid()
     is the version of our code generator and the pass's switch: Inductor puts backend
     passes' uuids into its FX graph cache key, so a new torch_webgpu (Python generator or
-    WGSL library in _C) or a flipped TORCH_WEBGPU_COMPILE_HFUSE never reuses stale graphs."""
+    WGSL library in _C) or a flipped TORCH_WEBGPU_COMPILE_HFUSE / _GATED never reuses stale graphs."""
     import hashlib
     import os
 
@@ -160,10 +160,11 @@ def _device_pass():
             attention_passes.attention_without_repeated_kv(gm)
             if horizontal_fusion.enabled():
                 horizontal_fusion.fuse_linears(gm)
+            if gated_mlp.enabled():
                 gated_mlp.fuse_gated(gm)  # (over the groups fuse_linears made)
 
         def uuid(self):
-            return f"{version}:hfuse={int(horizontal_fusion.enabled())}"
+            return f"{version}:hfuse={int(horizontal_fusion.enabled())}:gated={int(gated_mlp.enabled())}"
 
     return WebGPUDevicePass()
 
