@@ -244,6 +244,9 @@ def fresh_compile(monkeypatch):
 
     monkeypatch.setattr(inductor_config, "fx_graph_cache", False)
     monkeypatch.setenv("TORCH_WEBGPU_ADAPTER_KIND", "gpu")  # the group kernel: fewer dispatches
+    # Horizontal fusion alone (gated_mlp's pass, tested in test_linear_gated.py, would
+    # take the gate/up group further).
+    monkeypatch.setenv("TORCH_WEBGPU_COMPILE_GATED", "0")
     torch._dynamo.reset()
     yield
     torch._dynamo.reset()
