@@ -4,6 +4,7 @@ b_up) in one GEMV dispatch) against the CPU, and the compile pass that emits it
 
 The `path` fixture runs both of the op's paths on any adapter: "gpu" (the gated kernel for
 up to 4 rows, linears and pointwise ops beyond) and "software" (linears and pointwise ops).
+The compiled cases set TORCH_WEBGPU_COMPILE_GATED themselves (fresh_compile turns it off).
 Cases cross the kernel's edges: K below one lane sweep and odd (half types then read
 element by element instead of in pairs), odd widths, strided x and weights, empty tensors.
 """
@@ -15,21 +16,14 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-import torch_webgpu
-from conftest import assert_same, dev, make, run_python
+from conftest import assert_same, dev, make
+# linear_group's tolerances, operand views and dispatch count; its fixtures: `path` (both
+# of the op's paths on any adapter) and `fresh_compile` (GPU kernels, no graph cache).
+from test_linear_group import (DTYPES, TOL, dispatches, dispatches_in_a_fresh_process,  # noqa: F401
+                               fresh_compile, path, strided_operands)
 
-TOL = {torch.float32: dict(rtol=1e-4, atol=1e-4), torch.float16: dict(rtol=2e-3, atol=2e-3),
-       torch.bfloat16: dict(rtol=2e-2, atol=2e-2)}
-DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 ACTS = {"silu": F.silu, "gelu": F.gelu, "gelu_tanh": lambda t: F.gelu(t, approximate="tanh")}
 linear_gated = torch.ops.webgpu.linear_gated
-
-
-@pytest.fixture(params=["gpu", "software"])
-def path(request, monkeypatch):
-    monkeypatch.setenv("TORCH_WEBGPU_ADAPTER_KIND", request.param)
-    monkeypatch.setenv("TORCH_WEBGPU_DISABLE_CPU_FALLBACK", "1")
-    return request.param
 
 
 def reference(x, w_gate, w_up, b_gate, b_up, act):
@@ -41,11 +35,6 @@ def reference(x, w_gate, w_up, b_gate, b_up, act):
 
 def ours(x, w_gate, w_up, b_gate, b_up, act):
     return linear_gated(dev(x), dev(w_gate), dev(w_up), dev(b_gate), dev(b_up), act)
-
-
-def dispatches():
-    torch_webgpu._C.synchronize()
-    return torch_webgpu._C.dispatch_stats()["dispatches"]
 
 
 def pair(n, k, dtype, bias, seed=10):
@@ -70,17 +59,11 @@ def test_matches_cpu(path, act, dtype, shape, n, bias):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("start", [0, 1])
 def test_strided_views(path, dtype, start):
-    """x with an offset and a row stride, x transposed (column stride), weights that are
-    column slices of a wider matrix (row stride > K, even or odd first element), a weight
-    given transposed (made K-contiguous), a strided bias."""
-    k = 96
-    big = make((3, 200), dtype, seed=2, low=-1, high=1)
-    wide = make((40, 300), dtype, seed=3, low=-1, high=1)
-    w_t = make((k, 40), dtype, seed=4, low=-1, high=1)
-    b_big = make((90,), dtype, seed=5, low=-1, high=1)
-    args = (wide[:, start:start + k], w_t.t(), None, b_big[::2][:40])
-    for x in (big[:, 7:7 + k], make((k, 2), dtype, seed=7, low=-1, high=1).t()):
-        assert_same(ours(x, *args, "silu"), reference(x, *args, "silu"), **TOL[dtype])
+    xs, weights, (b_strided, b_offset) = strided_operands(dtype, start)
+    for biases in ((None, b_strided), (b_offset, None)):
+        for x in xs:
+            args = (*weights, *biases)
+            assert_same(ours(x, *args, "silu"), reference(x, *args, "silu"), **TOL[dtype])
 
 
 def test_one_dispatch(monkeypatch):
@@ -99,27 +82,14 @@ def test_limits_in_a_fresh_process(env):
     """The spec's default limits (8 storage buffers per stage: x, 2 weights, 2 biases, out
     fit) keep the one dispatch; buffers larger than one binding (a 128 KiB buffer holding
     the weights as views) take linears through gemm's windows."""
-    code = (
-        "import torch, torch_webgpu, torch.nn.functional as F\n"
-        "g = torch.Generator().manual_seed(0)\n"
-        "x = torch.randn(3, 100, generator=g)\n"
-        "big = torch.randn(330, 100, generator=g)\n"
+    setup = (
         "bs = [torch.randn(33, generator=g) for _ in range(2)]\n"
         "ref = F.silu(F.linear(x, big[0:33], bs[0])) * F.linear(x, big[297:330], bs[1])\n"
-        "big = big.to('webgpu')\n"
-        "args = (x.to('webgpu'), big[0:33], big[297:330], bs[0].to('webgpu'), bs[1].to('webgpu'), 'silu')\n"
-        "torch.ops.webgpu.linear_gated(*args)\n"
-        "torch.webgpu.synchronize()\n"
-        "before = torch_webgpu._C.dispatch_stats()['dispatches']\n"
-        "out = torch.ops.webgpu.linear_gated(*args)\n"
-        "torch.webgpu.synchronize()\n"
-        "print('dispatches', torch_webgpu._C.dispatch_stats()['dispatches'] - before)\n"
-        "torch.testing.assert_close(out.cpu(), ref, rtol=1e-4, atol=1e-4)\n"
-        "print('ok')\n")
-    result = run_python(code, env={**env, "TORCH_WEBGPU_ADAPTER_KIND": "gpu", "TORCH_WEBGPU_DISABLE_CPU_FALLBACK": "1"})
-    assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-2000:]
+        "big = big.to('webgpu')\n")
+    call = "torch.ops.webgpu.linear_gated(x.to('webgpu'), big[0:33], big[297:330], *[b.to('webgpu') for b in bs], 'silu')"
+    dispatches = dispatches_in_a_fresh_process(setup, call, env)
     if "TORCH_WEBGPU_LIMITS" in env:
-        assert "dispatches 1\n" in result.stdout, result.stdout
+        assert dispatches == 1
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -173,19 +143,19 @@ def test_bad_input_raises(no_fallback):
 
 # ---- the compile pass ------------------------------------------------------------------
 
-def test_pass_runs_with_horizontal_fusion(monkeypatch):
+@pytest.mark.parametrize("env,on", [({}, True), ({"TORCH_WEBGPU_COMPILE_GATED": "0"}, False),
+                                     ({"TORCH_WEBGPU_COMPILE_HFUSE": "0"}, False),
+                                     ({"TORCH_WEBGPU_ADAPTER_KIND": "software"}, False)])
+def test_pass_runs_with_horizontal_fusion(monkeypatch, env, on):
+    """Where horizontal fusion runs (GPU adapters, HFUSE not 0), unless GATED=0."""
     from torch_webgpu.compiler import gated_mlp
 
     monkeypatch.setenv("TORCH_WEBGPU_ADAPTER_KIND", "gpu")
-    assert gated_mlp.enabled()
-    monkeypatch.setenv("TORCH_WEBGPU_COMPILE_GATED", "0")
-    assert not gated_mlp.enabled()
-    monkeypatch.delenv("TORCH_WEBGPU_COMPILE_GATED")
-    monkeypatch.setenv("TORCH_WEBGPU_COMPILE_HFUSE", "0")
-    assert not gated_mlp.enabled()
-    monkeypatch.delenv("TORCH_WEBGPU_COMPILE_HFUSE")
-    monkeypatch.setenv("TORCH_WEBGPU_ADAPTER_KIND", "software")
-    assert not gated_mlp.enabled()
+    monkeypatch.delenv("TORCH_WEBGPU_COMPILE_HFUSE", raising=False)
+    monkeypatch.delenv("TORCH_WEBGPU_COMPILE_GATED", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert gated_mlp.enabled() == on
 
 
 class GatedMLP(nn.Module):
@@ -206,17 +176,6 @@ class GatedMLP(nn.Module):
             activated = ACTS[self.act](gate)
         out = self.down(activated * self.up(x))
         return out + gate.sum() if self.extra_use else out
-
-
-@pytest.fixture
-def fresh_compile(monkeypatch):
-    import torch._inductor.config as inductor_config
-
-    monkeypatch.setattr(inductor_config, "fx_graph_cache", False)
-    monkeypatch.setenv("TORCH_WEBGPU_ADAPTER_KIND", "gpu")
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
 
 
 def compiled_run(model, x, monkeypatch, gated):
