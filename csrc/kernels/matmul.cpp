@@ -930,7 +930,7 @@ const UniformLayout& linear_group_layout() {
   return layout;
 }
 
-// WGSL of GateAct: the pointwise op table's expression of the same name, over `a`.
+// The pointwise op table's name for `act` (whose f32 expression computes it over `a`).
 const char* gate_act_name(GateAct act) {
   return act == GateAct::Silu ? "silu" : act == GateAct::Gelu ? "gelu" : "gelu_tanh";
 }
@@ -1076,6 +1076,16 @@ size_t linear_group_chunk(Context& ctx, const LinearGroupDesc& d, size_t first) 
   return last;
 }
 
+// Whether an operand of d exceeds one storage binding (the group kernel binds each whole;
+// gemm takes such products in windows).
+bool linear_group_windows(Context& ctx, const LinearGroupDesc& d) {
+  if (!ctx.pool().has_oversized()) return false;
+  bool windows = needs_window(ctx, d.a.buffer) || needs_window(ctx, d.out.buffer);
+  for (const LinearGroupDesc::Linear& L : d.linears)
+    windows = windows || needs_window(ctx, L.weight.buffer) || needs_window(ctx, L.bias.buffer);
+  return windows;
+}
+
 }  // namespace
 
 bool linear_group_fuses(Context& ctx) {
@@ -1090,12 +1100,8 @@ bool linear_gated(Context& ctx, const LinearGroupDesc& d, GateAct act) {
   const DType dt = d.a.dtype;
   if ((dt != DType::Float32 && dt != DType::Float16 && dt != DType::BFloat16) || act == GateAct::None ||
       d.linears.size() != 2 || d.linears[0].n != d.linears[1].n || d.k == 0 || d.m > kLinearGroupMaxRows ||
-      !linear_group_fuses(ctx) || linear_group_chunk(ctx, d, 0) != 2)
+      !linear_group_fuses(ctx) || linear_group_chunk(ctx, d, 0) != 2 || linear_group_windows(ctx, d))
     return false;
-  bool windows = needs_window(ctx, d.a.buffer) || needs_window(ctx, d.out.buffer);
-  for (const LinearGroupDesc::Linear& L : d.linears)
-    windows = windows || needs_window(ctx, L.weight.buffer) || needs_window(ctx, L.bias.buffer);
-  if (ctx.pool().has_oversized() && windows) return false;
   if (d.m * d.linears[0].n == 0) return true;
   linear_group_gemv(ctx, d, 0, 2, {0, 0}, act);
   return true;
@@ -1111,19 +1117,14 @@ void linear_group(Context& ctx, const LinearGroupDesc& all) {
   d.linears.clear();
   std::vector<uint64_t> col;
   uint64_t width = 0;
-  bool windows = false;
   for (const LinearGroupDesc::Linear& L : all.linears) {
     if (L.n == 0) continue;
     d.linears.push_back(L);
     col.push_back(width);
     width += L.n;
-    windows = windows || needs_window(ctx, L.weight.buffer) || needs_window(ctx, L.bias.buffer);
   }
   if (d.m * width == 0) return;
-  windows = ctx.pool().has_oversized() &&
-            (windows || needs_window(ctx, d.a.buffer) || needs_window(ctx, d.out.buffer));
-  // (A weight larger than one binding goes through gemm's windows.)
-  if (linear_group_fuses(ctx) && d.m <= kLinearGroupMaxRows && !windows) {
+  if (linear_group_fuses(ctx) && d.m <= kLinearGroupMaxRows && !linear_group_windows(ctx, d)) {
     for (size_t first = 0; first < d.linears.size();) {
       const size_t last = linear_group_chunk(ctx, d, first);
       linear_group_gemv(ctx, d, first, last, col);
