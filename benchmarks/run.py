@@ -244,6 +244,18 @@ def gemv(quick, caps):
             out.append(Case("gemv", f"{what} fp32 {'linear_group' if grouped else 'separate linears'}",
                             f"1x{k} @ {k}x{'+'.join(map(str, widths))}", setup,
                             4 * sum(n * k + n for n in widths), "GB/s", limit))
+    # The gated MLP's gate/up with its silu product (torch.compile's linear_gated at decode;
+    # on CUDA: the two linears and the pointwise product).
+    def setup(d, k=896, n=4864):
+        x = torch.randn(1, k, device=d)
+        w_gate, w_up = (torch.randn(n, k, device=d) * 0.05 for _ in range(2))
+        if d == "webgpu":
+            return lambda: torch.ops.webgpu.linear_gated(x, w_gate, w_up, None, None, "silu")
+        return lambda: F.silu(F.linear(x, w_gate)) * F.linear(x, w_up)
+    limit = "software adapter: linears and pointwise" if software(caps) and os.environ.get(
+        "TORCH_WEBGPU_GEMM_VARIANT") != "gemv" and os.environ.get("TORCH_WEBGPU_ADAPTER_KIND") != "gpu" else ""
+    out.append(Case("gemv", "gate/up fp32 linear_gated (silu)", "1x896 @ 896x4864+4864", setup,
+                    4 * (2 * 4864 * 896 + 4864), "GB/s", limit))
     return out
 
 

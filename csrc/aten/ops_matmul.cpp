@@ -507,18 +507,89 @@ Tensor linear_group_webgpu(const Tensor& x, at::TensorList weights,
   return out;
 }
 
+// ---- linear_gated ---------------------------------------------------------------------
+
+// torch.ops.webgpu.linear_gated(x, w_gate, w_up, b_gate, b_up, act) ==
+// act(F.linear(x, w_gate, b_gate)) * F.linear(x, w_up, b_up): a gated MLP's gate/up half
+// (Llama's silu, Gemma's gelu), which the compile pass (compiler/gated_mlp.py) emits.
+GateAct gate_act(c10::string_view act) {
+  if (act == "silu") return GateAct::Silu;
+  if (act == "gelu") return GateAct::Gelu;
+  if (act == "gelu_tanh") return GateAct::GeluTanh;
+  TORCH_CHECK(false, "linear_gated: act must be 'silu', 'gelu' or 'gelu_tanh', got '", act, "'");
+}
+
+void linear_gated_checks(const Tensor& x, const Tensor& w_gate, const Tensor& w_up,
+                         const std::optional<Tensor>& b_gate, const std::optional<Tensor>& b_up,
+                         c10::string_view act) {
+  linear_group_checks(x, {w_gate, w_up}, c10::List<std::optional<Tensor>>({b_gate, b_up}));
+  TORCH_CHECK(w_gate.size(0) == w_up.size(0), "linear_gated: w_gate and w_up must have as many rows, got ",
+              w_gate.size(0), " and ", w_up.size(0));
+  gate_act(act);
+}
+
+Tensor linear_gated_composite(const Tensor& x, const Tensor& w_gate, const Tensor& w_up,
+                              const std::optional<Tensor>& b_gate, const std::optional<Tensor>& b_up,
+                              c10::string_view act) {
+  linear_gated_checks(x, w_gate, w_up, b_gate, b_up, act);
+  const Tensor gate = at::linear(x, w_gate, b_gate);
+  const GateAct a = gate_act(act);
+  const Tensor activated = a == GateAct::Silu ? at::silu(gate) : at::gelu(gate, a == GateAct::Gelu ? "none" : "tanh");
+  return at::mul(activated, at::linear(x, w_up, b_up));
+}
+
+Tensor linear_gated_webgpu(const Tensor& x, const Tensor& w_gate, const Tensor& w_up,
+                           const std::optional<Tensor>& b_gate, const std::optional<Tensor>& b_up,
+                           c10::string_view act) {
+  linear_gated_checks(x, w_gate, w_up, b_gate, b_up, act);
+  const c10::ScalarType st = x.scalar_type();
+  const int64_t k = x.size(-1), n = w_gate.size(0);
+  if ((st != at::kFloat && st != at::kHalf && st != at::kBFloat16) || k == 0)
+    return linear_gated_composite(x, w_gate, w_up, b_gate, b_up, act);
+  std::vector<int64_t> sizes = x.sizes().vec();
+  sizes.back() = n;
+  Tensor out = at::empty(sizes, x.options());
+  if (out.numel() == 0) return out;
+  const Tensor x2 = x.reshape({-1, k});
+  std::vector<Tensor> held;  // weights made K-contiguous: alive until recorded
+  LinearGroupDesc d;
+  d.m = static_cast<uint64_t>(x2.size(0));
+  d.k = static_cast<uint64_t>(k);
+  bool recorded = false;
+  TWGPU_TRY
+  d.a = operand2(x2);
+  const std::optional<Tensor>* biases[2] = {&b_gate, &b_up};
+  for (const Tensor* w : {&w_gate, &w_up}) {
+    held.push_back(w->stride(1) == 1 ? *w : w->contiguous());
+    LinearGroupDesc::Linear L;
+    L.n = static_cast<uint64_t>(n);
+    L.weight = operand2(held.back());
+    if (const std::optional<Tensor>& b = *biases[d.linears.size()]; b && b->defined()) L.bias = operand2(*b);
+    d.linears.push_back(L);
+  }
+  d.out = operand2(out.view({-1, n}));
+  RuntimeLock lock;
+  recorded = linear_gated(lock.ctx(), d, gate_act(act));
+  TWGPU_CATCH
+  // Where it is not one dispatch (software adapters, more rows): linears and pointwise ops.
+  return recorded ? out : linear_gated_composite(x, w_gate, w_up, b_gate, b_up, act);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(webgpu, m) {
   m.def("linear_group(Tensor x, Tensor[] weights, Tensor?[] biases) -> Tensor");
+  m.def("linear_gated(Tensor x, Tensor w_gate, Tensor w_up, Tensor? b_gate, Tensor? b_up, str act) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(webgpu, CompositeExplicitAutograd, m) {
   m.impl("linear_group", TORCH_FN(linear_group_composite));
+  m.impl("linear_gated", TORCH_FN(linear_gated_composite));
 }
 
 TORCH_LIBRARY_IMPL(webgpu, PrivateUse1, m) {
   m.impl("linear_group", TORCH_FN(linear_group_webgpu));
+  m.impl("linear_gated", TORCH_FN(linear_gated_webgpu));
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {

@@ -7,6 +7,7 @@
 
 #include "kernels/adapter_kind.h"
 #include "kernels/binding_window.h"
+#include "kernels/elementwise_ops.h"
 #include "kernels/kernel_program.h"
 #include "kernels/wgsl_dtype.h"
 #include "runtime/runtime.h"
@@ -994,11 +995,36 @@ const UniformLayout& linear_group_layout() {
   return layout;
 }
 
+// The pointwise op table's name for `act` (whose f32 expression computes it over `a`).
+const char* gate_act_name(GateAct act) {
+  return act == GateAct::Silu ? "silu" : act == GateAct::Gelu ? "gelu" : "gelu_tanh";
+}
+
+// The gated kernel's main after linear_group_gemv's common prologue: gate's sums (weight
+// 0), its tree, then up's (weight 1) over the same column, and one store of act(gate) * up.
+std::string gated_gemv_tail(GateAct act, uint32_t tile_cols, bool pairs, bool bias0, bool bias1) {
+  auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
+  std::string s = "  let c = cg * " + n(tile_cols) + " + lid / " + n(kGemvLanes) + ";\n  live = valid && c < u.n0;\n";
+  for (const std::string J : {"0", "1"}) {
+    if (J == "1") s += "  let gate = part[lid] + bias;\n  s0 = 0.0;\n  s1 = 0.0;\n  s2 = 0.0;\n  s3 = 0.0;\n  bias = 0.0;\n";
+    s += "  if (live) {\n    let bj = u.w_offset" + J + " + c * u.w_rows" + J + ";\n" + gemv_lane_sums(pairs, J, "    ");
+    if (J == "0" ? bias0 : bias1) s += "    bias = load_bias" + J + "(u.b_offset" + J + " + c * u.b_stride" + J + ");\n";
+    s += "  }\n" + gemv_lane_tree();
+  }
+  const std::string a = std::string("let a = gate;\n    ") + "let activated = " +
+                        find_elementwise_op(gate_act_name(act))->f32 + ";\n";
+  return s + "  if (live && lane == 0u) {\n    " + a +
+         "    store_out(u.out_offset + r * u.out_rows + c * u.out_cols, activated * (part[lid] + bias));\n  }\n}\n";
+}
+
 // The GEMV kernel over linears [first, last) of d: one workgroup per (row of A, tile of
 // threads / kGemvLanes columns of one linear), so a workgroup reads one weight throughout
 // and the branch on which is uniform. `col`: each linear's first output column.
+// With `act` (linear_gated: two linears of one width) a workgroup's tile is the same
+// columns of both weights, summed one after the other, and lane 0 stores act(gate) * up.
 void linear_group_gemv(Context& ctx, const LinearGroupDesc& d, size_t first, size_t last,
-                       const std::vector<uint64_t>& col) {
+                       const std::vector<uint64_t>& col, GateAct act = GateAct::None) {
+  const bool gated = act != GateAct::None;
   const DType dt = d.a.dtype;
   const uint32_t threads = std::min<uint32_t>(256, ctx.caps().workgroup_1d());
   const uint32_t tile_cols = threads / kGemvLanes;
@@ -1046,7 +1072,7 @@ void linear_group_gemv(Context& ctx, const LinearGroupDesc& d, size_t first, siz
         .set_u32("b_stride" + J, L.bias.buffer ? u32_or_fail(L.bias.cols, "stride") : 0);
     bind(L.weight, Access::Read, ("w_offset" + J).c_str(),
          {L.weight.offset, L.weight.offset + (L.n - 1) * L.weight.rows + d.k});
-    tiles += (L.n + tile_cols - 1) / tile_cols;
+    if (!gated || j == 0) tiles += (L.n + tile_cols - 1) / tile_cols;
   }
   for (size_t j = 0; j < count; ++j) {
     const LinearGroupDesc::Linear& L = d.linears[first + j];
@@ -1056,13 +1082,14 @@ void linear_group_gemv(Context& ctx, const LinearGroupDesc& d, size_t first, siz
   }
   uint64_t width = 0;
   for (const LinearGroupDesc::Linear& L : d.linears) width += L.n;
-  bind(d.out, Access::ReadWrite, "out_offset", range2(d.out, d.m, width));
+  bind(d.out, Access::ReadWrite, "out_offset", range2(d.out, d.m, gated ? d.linears[0].n : width));
   l.set_u32("tiles", u32_or_fail(tiles, "size"));
-  l.typed = {"gemm:gemv_group", {static_cast<uint32_t>(dt), static_cast<uint32_t>(count), bias_mask, pairs}};
+  l.typed = {gated ? "gemm:gemv_gated" : "gemm:gemv_group",
+             {static_cast<uint32_t>(dt), static_cast<uint32_t>(count), bias_mask | static_cast<uint32_t>(act) << 8, pairs}};
   l.grid = Grid::Groups;
   l.count = d.m * tiles;
   l.workgroup = threads;
-  l.body = [&l, dt, threads, tile_cols, count, pairs, bias_buffer] {
+  l.body = [&l, dt, threads, tile_cols, count, pairs, bias_buffer, act, gated] {
     auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
     std::string s = "var<workgroup> part: array<f32, " + std::to_string(threads) + ">;\n";
     s += typed_load("load_a", l.buffers, 0, dt, Compute::F32);
@@ -1080,6 +1107,7 @@ void linear_group_gemv(Context& ctx, const LinearGroupDesc& d, size_t first, siz
          "  let ai = u.a_offset + r * u.a_rows;\n  let ak = u.a_cols;\n"
          "  var s0 = 0.0;\n  var s1 = 0.0;\n  var s2 = 0.0;\n  var s3 = 0.0;\n"
          "  var live = false;\n  var col = 0u;\n  var bias = 0.0;\n";
+    if (gated) return s + gated_gemv_tail(act, tile_cols, pairs, bias_buffer[0] != 0, bias_buffer[1] != 0);
     for (size_t j = 0; j < count; ++j) {
       const std::string J = std::to_string(j), next = std::to_string(j + 1);
       s += "  if (cg >= u.tile" + J + (j + 1 < count ? " && cg < u.tile" + next : "") + ") {\n"
@@ -1113,6 +1141,16 @@ size_t linear_group_chunk(Context& ctx, const LinearGroupDesc& d, size_t first) 
   return last;
 }
 
+// Whether an operand of d exceeds one storage binding (the group kernel binds each whole;
+// gemm takes such products in windows).
+bool linear_group_windows(Context& ctx, const LinearGroupDesc& d) {
+  if (!ctx.pool().has_oversized()) return false;
+  bool windows = needs_window(ctx, d.a.buffer) || needs_window(ctx, d.out.buffer);
+  for (const LinearGroupDesc::Linear& L : d.linears)
+    windows = windows || needs_window(ctx, L.weight.buffer) || needs_window(ctx, L.bias.buffer);
+  return windows;
+}
+
 }  // namespace
 
 bool linear_group_fuses(Context& ctx) {
@@ -1121,6 +1159,17 @@ bool linear_group_fuses(Context& ctx) {
   const char* f = std::getenv("TORCH_WEBGPU_GEMM_VARIANT");
   const std::string force = f ? f : "";
   return force == "gemv" || (force.empty() && !software_adapter(ctx));
+}
+
+bool linear_gated(Context& ctx, const LinearGroupDesc& d, GateAct act) {
+  const DType dt = d.a.dtype;
+  if ((dt != DType::Float32 && dt != DType::Float16 && dt != DType::BFloat16) || act == GateAct::None ||
+      d.linears.size() != 2 || d.linears[0].n != d.linears[1].n || d.k == 0 || d.m > kLinearGroupMaxRows ||
+      !linear_group_fuses(ctx) || linear_group_chunk(ctx, d, 0) != 2 || linear_group_windows(ctx, d))
+    return false;
+  if (d.m * d.linears[0].n == 0) return true;
+  linear_group_gemv(ctx, d, 0, 2, {0, 0}, act);
+  return true;
 }
 
 void linear_group(Context& ctx, const LinearGroupDesc& all) {
@@ -1133,19 +1182,14 @@ void linear_group(Context& ctx, const LinearGroupDesc& all) {
   d.linears.clear();
   std::vector<uint64_t> col;
   uint64_t width = 0;
-  bool windows = false;
   for (const LinearGroupDesc::Linear& L : all.linears) {
     if (L.n == 0) continue;
     d.linears.push_back(L);
     col.push_back(width);
     width += L.n;
-    windows = windows || needs_window(ctx, L.weight.buffer) || needs_window(ctx, L.bias.buffer);
   }
   if (d.m * width == 0) return;
-  windows = ctx.pool().has_oversized() &&
-            (windows || needs_window(ctx, d.a.buffer) || needs_window(ctx, d.out.buffer));
-  // (A weight larger than one binding goes through gemm's windows.)
-  if (linear_group_fuses(ctx) && d.m <= kLinearGroupMaxRows && !windows) {
+  if (linear_group_fuses(ctx) && d.m <= kLinearGroupMaxRows && !linear_group_windows(ctx, d)) {
     for (size_t first = 0; first < d.linears.size();) {
       const size_t last = linear_group_chunk(ctx, d, first);
       linear_group_gemv(ctx, d, first, last, col);

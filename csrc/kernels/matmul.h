@@ -103,6 +103,14 @@ void linear_group(Context& ctx, const LinearGroupDesc& d);
 // compile pass fuses linears only then (elsewhere the group saves no dispatch).
 bool linear_group_fuses(Context& ctx);
 
+// The gated MLP's product act(x @ w_gate^T + b_gate) * (x @ w_up^T + b_up) as one GEMV
+// dispatch: d holds the two linears (gate first) of one width n and out is m x n. Records
+// it and returns true where linear_group would be one dispatch (GPU adapters, up to
+// kLinearGroupMaxRows rows, operands within one binding); returns false, recording
+// nothing, elsewhere (the caller composes linears and pointwise ops).
+enum class GateAct : uint32_t { None, Silu, Gelu, GeluTanh };  // Gelu: erf's
+bool linear_gated(Context& ctx, const LinearGroupDesc& d, GateAct act);
+
 // Column layout strides: col[n, g, r, l] at n*sn + g*sg + r*sr + l*sl (float32).
 struct ColLayout {
   uint64_t sn = 0, sg = 0, sr = 0, sl = 0;

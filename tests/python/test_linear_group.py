@@ -63,20 +63,26 @@ def test_matches_cpu(path, dtype, shape):
     assert_same(ours(x, weights, biases), reference(x, weights, biases), **TOL[dtype])
 
 
+def strided_operands(dtype, start, k=96, n=40):
+    """Views for the GEMV's strides: x with an offset and a row stride, x transposed (column
+    stride); a [n, k] weight that is a column slice of a wider matrix (row stride > K, even
+    or odd first element), one given transposed (made K-contiguous); a strided bias and a
+    bias at an offset (both n long)."""
+    big = make((3, 200), dtype, seed=2, low=-1, high=1)
+    xs = (big[:, 7:7 + k], make((k, 2), dtype, seed=7, low=-1, high=1).t())
+    wide = make((n, 300), dtype, seed=3, low=-1, high=1)
+    w_t = make((k, n), dtype, seed=4, low=-1, high=1)
+    b_big = make((2 * n + 10,), dtype, seed=5, low=-1, high=1)
+    return xs, (wide[:, start:start + k], w_t.t()), (b_big[::2][:n], b_big[1:1 + n])
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("start", [0, 1])
 def test_strided_views(path, dtype, start):
-    """x with an offset and a row stride, x transposed (column stride), a weight that is a
-    column slice of a wider matrix (row stride > K, even or odd first element), a weight
-    given transposed (made K-contiguous), a strided bias."""
-    k = 96
-    big = make((3, 200), dtype, seed=2, low=-1, high=1)
-    wide = make((40, 300), dtype, seed=3, low=-1, high=1)
-    w_t = make((k, 12), dtype, seed=4, low=-1, high=1)
-    b_big = make((90,), dtype, seed=5, low=-1, high=1)
-    weights = [wide[:, start:start + k], w_t.t(), make((5, k), dtype, seed=6, low=-1, high=1)]
-    biases = [b_big[::2][:40], None, b_big[1:6]]
-    for x in (big[:, 7:7 + k], make((k, 2), dtype, seed=7, low=-1, high=1).t()):
+    xs, (wide, transposed), (b_strided, b_offset) = strided_operands(dtype, start)
+    weights = [wide, transposed[:12], make((5, 96), dtype, seed=6, low=-1, high=1)]
+    biases = [b_strided, None, b_offset[:5]]
+    for x in xs:
         assert_same(ours(x, weights, biases), reference(x, weights, biases), **TOL[dtype])
 
 
@@ -112,28 +118,37 @@ def test_limits_in_a_fresh_process(env, expected_dispatches):
     """The spec's default limits (8 storage buffers per stage): a 4-linear biased group
     splits over two dispatches (x, 3 weights, 3 biases, out; then the last). Buffers larger than one binding (a 128 KiB buffer holding
     the weights as views): each linear through gemm's windows."""
-    code = (
-        "import torch, torch_webgpu, torch.nn.functional as F\n"
-        "g = torch.Generator().manual_seed(0)\n"
-        "x = torch.randn(3, 100, generator=g)\n"
-        "big = torch.randn(330, 100, generator=g)\n"
+    setup = (
         "ws = [big[a:a + n] for a, n in ((0, 20), (20, 7), (100, 7), (297, 33))]\n"
         "bs = [torch.randn(n, generator=g) for n in (20, 7, 7, 33)]\n"
         "ref = torch.cat([F.linear(x, w, b) for w, b in zip(ws, bs)], -1)\n"
         "big = big.to('webgpu')\n"
-        "ws_dev = [big[a:a + n] for a, n in ((0, 20), (20, 7), (100, 7), (297, 33))]\n"
+        "ws_dev = [big[a:a + n] for a, n in ((0, 20), (20, 7), (100, 7), (297, 33))]\n")
+    call = "torch.ops.webgpu.linear_group(x.to('webgpu'), ws_dev, [b.to('webgpu') for b in bs])"
+    dispatches = dispatches_in_a_fresh_process(setup, call, env)
+    if expected_dispatches is not None:
+        assert dispatches == expected_dispatches
+
+
+def dispatches_in_a_fresh_process(setup, call, env):
+    """Runs `setup` (seeded `g`, x = 3 x 100 and big = 330 x 100 given, to define `ref`),
+    then expression `call`, natively with GPU kernels in a fresh interpreter under `env`;
+    checks the result against ref and returns the call's dispatches."""
+    code = (
+        "import torch, torch_webgpu, torch.nn.functional as F\n"
+        "g = torch.Generator().manual_seed(0)\n"
+        "x = torch.randn(3, 100, generator=g)\n"
+        "big = torch.randn(330, 100, generator=g)\n" + setup +
         "torch.webgpu.synchronize()\n"
         "before = torch_webgpu._C.dispatch_stats()['dispatches']\n"
-        "out = torch.ops.webgpu.linear_group(x.to('webgpu'), ws_dev,\n"
-        "                                    [b.to('webgpu') for b in bs])\n"
+        "out = " + call + "\n"
         "torch.webgpu.synchronize()\n"
         "print('dispatches', torch_webgpu._C.dispatch_stats()['dispatches'] - before)\n"
         "torch.testing.assert_close(out.cpu(), ref, rtol=1e-4, atol=1e-4)\n"
         "print('ok')\n")
     result = run_python(code, env={**env, "TORCH_WEBGPU_ADAPTER_KIND": "gpu", "TORCH_WEBGPU_DISABLE_CPU_FALLBACK": "1"})
     assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-2000:]
-    if expected_dispatches is not None:
-        assert f"dispatches {expected_dispatches}\n" in result.stdout, result.stdout
+    return int(result.stdout.split("dispatches ")[1].split()[0])
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -244,6 +259,9 @@ def fresh_compile(monkeypatch):
 
     monkeypatch.setattr(inductor_config, "fx_graph_cache", False)
     monkeypatch.setenv("TORCH_WEBGPU_ADAPTER_KIND", "gpu")  # the group kernel: fewer dispatches
+    # Horizontal fusion alone (gated_mlp's pass, tested in test_linear_gated.py, would
+    # take the gate/up group further).
+    monkeypatch.setenv("TORCH_WEBGPU_COMPILE_GATED", "0")
     torch._dynamo.reset()
     yield
     torch._dynamo.reset()

@@ -130,11 +130,12 @@ def _wrapper_codegen():
 
 def _device_pass():
     """Our backend's post-grad graph pass (Inductor applies it only to graphs with webgpu
-    tensors): grouped-query attention without repeated K/V (attention_passes.py) and the
-    horizontal fusion of decode's linears (horizontal_fusion.py). Its uuid()
+    tensors): grouped-query attention without repeated K/V (attention_passes.py), the
+    horizontal fusion of decode's linears (horizontal_fusion.py) and of a gated MLP's
+    gate/up with its activation (gated_mlp.py). Its uuid()
     is the version of our code generator and the pass's switch: Inductor puts backend
     passes' uuids into its FX graph cache key, so a new torch_webgpu (Python generator or
-    WGSL library in _C) or a flipped TORCH_WEBGPU_COMPILE_HFUSE never reuses stale graphs."""
+    WGSL library in _C) or a flipped TORCH_WEBGPU_COMPILE_HFUSE / _GATED never reuses stale graphs."""
     import hashlib
     import os
 
@@ -152,16 +153,18 @@ def _device_pass():
     digest.update(f"{library.st_size}:{library.st_mtime_ns}".encode())
     version = digest.hexdigest()
 
-    from . import attention_passes, horizontal_fusion
+    from . import attention_passes, gated_mlp, horizontal_fusion
 
     class WebGPUDevicePass(CustomGraphModulePass):
         def __call__(self, gm) -> None:
             attention_passes.attention_without_repeated_kv(gm)
             if horizontal_fusion.enabled():
                 horizontal_fusion.fuse_linears(gm)
+            if gated_mlp.enabled():
+                gated_mlp.fuse_gated(gm)  # (over the groups fuse_linears made)
 
         def uuid(self):
-            return f"{version}:hfuse={int(horizontal_fusion.enabled())}"
+            return f"{version}:hfuse={int(horizontal_fusion.enabled())}:gated={int(gated_mlp.enabled())}"
 
     return WebGPUDevicePass()
 
