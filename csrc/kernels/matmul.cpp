@@ -526,8 +526,8 @@ std::string gemv_lane_tree() {
 
 // `wide_dot(w, k)`: word w of the vec4 binding `W` (weight elements k .. k + span) dotted
 // with A's elements there (A's row from `ai`, stride `ak`, as in gemv_lane_sums).
-std::string gemv_wide_dot(const std::string& W, DType b_dtype) {
-  std::string s = "fn wide_dot(ai: u32, ak: u32, w: u32, k: u32) -> f32 {\n  let v = " + W + "[w];\n";
+std::string gemv_wide_dot(const std::string& W, DType b_dtype, const std::string& i = "") {
+  std::string s = "fn wide_dot" + i + "(ai: u32, ak: u32, w: u32, k: u32) -> f32 {\n  let v = " + W + "[w];\n";
   auto a4 = [](uint32_t e) {
     std::string r = "vec4<f32>(";
     for (uint32_t i = 0; i < 4; ++i)
@@ -550,15 +550,37 @@ std::string gemv_wide_dot(const std::string& W, DType b_dtype) {
 // gemv_lane_sums over 16-byte words of the weight (wide_dot): a warp reads 512 contiguous
 // bytes per load and a lane keeps four words (64 bytes) in flight, four times the scalar
 // loop's, for the same instructions; the K % span tail elements one at a time.
-std::string gemv_wide_lane_sums(uint32_t span, const std::string& in) {
+std::string gemv_wide_lane_sums(uint32_t span, const std::string& in, const std::string& i = "", bool tail = true) {
   const std::string S = std::to_string(span) + "u";
-  auto term = [&](const std::string& q) { return "wide_dot(ai, ak, wq + " + q + ", (" + q + ") * " + S + ")"; };
+  auto term = [&](const std::string& q) {
+    return "wide_dot" + i + "(ai, ak, wq + " + q + ", (" + q + ") * " + S + ")";
+  };
   return in + "let wq = bj / " + S + ";\n" + in + "let Q = K / " + S + ";\n" + in + "var q = lane;\n" +
          in + "for (; q + 96u < Q; q = q + 128u) {\n" +
          in + "  s0 = s0 + " + term("q") + ";\n" + in + "  s1 = s1 + " + term("q + 32u") + ";\n" +
          in + "  s2 = s2 + " + term("q + 64u") + ";\n" + in + "  s3 = s3 + " + term("q + 96u") + ";\n" + in + "}\n" +
          in + "for (; q < Q; q = q + 32u) { s0 = s0 + " + term("q") + "; }\n" +
-         in + "for (var k = Q * " + S + " + lane; k < K; k = k + 32u) { s1 = s1 + load_a(ai + k * ak) * load_b(bj + k); }\n";
+         (tail ? in + "for (var k = Q * " + S + " + lane; k < K; k = k + 32u) { s1 = s1 + load_a(ai + k * ak) * load_b(bj + k); }\n"
+               : "");
+}
+
+// How a GEMV reads its weights: element by element, half-type pairs per u32 word, or vec4
+// words (rows on 16 bytes; a group kernel binds them as vec4 only, so K must be a whole
+// number of words there).
+enum class WeightLoad { Elements, Pairs, Words };
+
+// The weight-reading function of linear `i` whose weight is binding `b`, for gemv_sums.
+std::string gemv_weight_fn(WeightLoad load, const std::string& i, size_t b, DType dt,
+                           const std::vector<KernelBuffer>& buffers) {
+  if (load == WeightLoad::Words) return gemv_wide_dot("buf" + std::to_string(b), dt, i);
+  if (load == WeightLoad::Pairs) return gemv_weight_pair(i, b, dt);
+  return typed_load("load_b" + i, buffers, b, dt, Compute::F32);
+}
+
+// One lane's partial sums s0..s3 of linear `i`'s column from `bj`, as `load` reads it.
+std::string gemv_sums(WeightLoad load, DType dt, const std::string& i, const std::string& in) {
+  return load == WeightLoad::Words ? gemv_wide_lane_sums(gemv_walk_span(dt), in, i, false)
+                                   : gemv_lane_sums(load == WeightLoad::Pairs, i, in);
 }
 
 // `wide`: the vec4 binding of B when every weight row starts on 16 bytes (gemv_walk_fit),
@@ -1002,12 +1024,12 @@ const char* gate_act_name(GateAct act) {
 
 // The gated kernel's main after linear_group_gemv's common prologue: gate's sums (weight
 // 0), its tree, then up's (weight 1) over the same column, and one store of act(gate) * up.
-std::string gated_gemv_tail(GateAct act, uint32_t tile_cols, bool pairs, bool bias0, bool bias1) {
+std::string gated_gemv_tail(GateAct act, uint32_t tile_cols, WeightLoad load, DType dt, bool bias0, bool bias1) {
   auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
   std::string s = "  let c = cg * " + n(tile_cols) + " + lid / " + n(kGemvLanes) + ";\n  live = valid && c < u.n0;\n";
   for (const std::string J : {"0", "1"}) {
     if (J == "1") s += "  let gate = part[lid] + bias;\n  s0 = 0.0;\n  s1 = 0.0;\n  s2 = 0.0;\n  s3 = 0.0;\n  bias = 0.0;\n";
-    s += "  if (live) {\n    let bj = u.w_offset" + J + " + c * u.w_rows" + J + ";\n" + gemv_lane_sums(pairs, J, "    ");
+    s += "  if (live) {\n    let bj = u.w_offset" + J + " + c * u.w_rows" + J + ";\n" + gemv_sums(load, dt, J, "    ");
     if (J == "0" ? bias0 : bias1) s += "    bias = load_bias" + J + "(u.b_offset" + J + " + c * u.b_stride" + J + ");\n";
     s += "  }\n" + gemv_lane_tree();
   }
@@ -1029,14 +1051,22 @@ void linear_group_gemv(Context& ctx, const LinearGroupDesc& d, size_t first, siz
   const uint32_t threads = std::min<uint32_t>(256, ctx.caps().workgroup_1d());
   const uint32_t tile_cols = threads / kGemvLanes;
   const size_t count = last - first;
-  // Half-type weights read two elements per word (as gemv_body's pairs).
+  // Weights read as vec4 words when every row of every weight starts on 16 bytes and K is
+  // whole words (as gemv_body's wide loads; bound as vec4 only), else half-type weights
+  // two elements per word (gemv_body's pairs), else element by element.
+  const uint32_t span = gemv_walk_span(dt);
+  const char* force = std::getenv("TORCH_WEBGPU_GEMM_VARIANT");
+  bool words = (dt == DType::Float32 || dt == DType::Float16 || dt == DType::BFloat16) && d.k % span == 0 &&
+               !(force && std::string(force) == "gemv_scalar");
   bool pairs = (dt == DType::Float16 || dt == DType::BFloat16) && d.k % 2 == 0;
   uint32_t bias_mask = 0;
   for (size_t i = first; i < last; ++i) {
     const LinearGroupDesc::Linear& L = d.linears[i];
     pairs = pairs && L.weight.offset % 2 == 0 && L.weight.rows % 2 == 0;
+    words = words && L.weight.offset % span == 0 && (L.n < 2 || L.weight.rows % span == 0);
     if (L.bias.buffer) bias_mask |= 1u << (i - first);
   }
+  const WeightLoad load = words ? WeightLoad::Words : pairs ? WeightLoad::Pairs : WeightLoad::Elements;
   KernelLaunch l;
   l.declare(linear_group_layout())
       .set_u32("m", u32_or_fail(d.m, "size"))
@@ -1072,6 +1102,7 @@ void linear_group_gemv(Context& ctx, const LinearGroupDesc& d, size_t first, siz
         .set_u32("b_stride" + J, L.bias.buffer ? u32_or_fail(L.bias.cols, "stride") : 0);
     bind(L.weight, Access::Read, ("w_offset" + J).c_str(),
          {L.weight.offset, L.weight.offset + (L.n - 1) * L.weight.rows + d.k});
+    l.buffers.back().vec4 = words;
     if (!gated || j == 0) tiles += (L.n + tile_cols - 1) / tile_cols;
   }
   for (size_t j = 0; j < count; ++j) {
@@ -1085,17 +1116,18 @@ void linear_group_gemv(Context& ctx, const LinearGroupDesc& d, size_t first, siz
   bind(d.out, Access::ReadWrite, "out_offset", range2(d.out, d.m, gated ? d.linears[0].n : width));
   l.set_u32("tiles", u32_or_fail(tiles, "size"));
   l.typed = {gated ? "gemm:gemv_gated" : "gemm:gemv_group",
-             {static_cast<uint32_t>(dt), static_cast<uint32_t>(count), bias_mask | static_cast<uint32_t>(act) << 8, pairs}};
+             {static_cast<uint32_t>(dt), static_cast<uint32_t>(count), bias_mask | static_cast<uint32_t>(act) << 8,
+              static_cast<uint32_t>(load)}};
   l.grid = Grid::Groups;
   l.count = d.m * tiles;
   l.workgroup = threads;
-  l.body = [&l, dt, threads, tile_cols, count, pairs, bias_buffer, act, gated] {
+  l.body = [&l, dt, threads, tile_cols, count, load, bias_buffer, act, gated] {
     auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
     std::string s = "var<workgroup> part: array<f32, " + std::to_string(threads) + ">;\n";
     s += typed_load("load_a", l.buffers, 0, dt, Compute::F32);
     for (size_t j = 0; j < count; ++j) {
       const std::string J = std::to_string(j);
-      s += pairs ? gemv_weight_pair(J, 1 + j, dt) : typed_load("load_b" + J, l.buffers, 1 + j, dt, Compute::F32);
+      s += gemv_weight_fn(load, J, 1 + j, dt, l.buffers);
       if (bias_buffer[j]) s += typed_load("load_bias" + J, l.buffers, bias_buffer[j], dt, Compute::F32);
     }
     s += kernel_store("store_out", l.buffers, l.buffers.size() - 1, dt, Compute::F32);
@@ -1107,7 +1139,7 @@ void linear_group_gemv(Context& ctx, const LinearGroupDesc& d, size_t first, siz
          "  let ai = u.a_offset + r * u.a_rows;\n  let ak = u.a_cols;\n"
          "  var s0 = 0.0;\n  var s1 = 0.0;\n  var s2 = 0.0;\n  var s3 = 0.0;\n"
          "  var live = false;\n  var col = 0u;\n  var bias = 0.0;\n";
-    if (gated) return s + gated_gemv_tail(act, tile_cols, pairs, bias_buffer[0] != 0, bias_buffer[1] != 0);
+    if (gated) return s + gated_gemv_tail(act, tile_cols, load, dt, bias_buffer[0] != 0, bias_buffer[1] != 0);
     for (size_t j = 0; j < count; ++j) {
       const std::string J = std::to_string(j), next = std::to_string(j + 1);
       s += "  if (cg >= u.tile" + J + (j + 1 < count ? " && cg < u.tile" + next : "") + ") {\n"
@@ -1115,7 +1147,7 @@ void linear_group_gemv(Context& ctx, const LinearGroupDesc& d, size_t first, siz
            "    live = valid && c < u.n" + J + ";\n"
            "    col = u.col" + J + " + c;\n"
            "    let bj = u.w_offset" + J + " + min(c, u.n" + J + " - 1u) * u.w_rows" + J + ";\n"
-           "    if (live) {\n" + gemv_lane_sums(pairs, J, "      ");
+           "    if (live) {\n" + gemv_sums(load, dt, J, "      ");
       if (bias_buffer[j]) s += "      bias = load_bias" + J + "(u.b_offset" + J + " + c * u.b_stride" + J + ");\n";
       s += "    }\n  }\n";
     }
@@ -1158,7 +1190,7 @@ bool linear_group_fuses(Context& ctx) {
   // adapters default to gemm per linear (see gemm_piece's GEMV choice).
   const char* f = std::getenv("TORCH_WEBGPU_GEMM_VARIANT");
   const std::string force = f ? f : "";
-  return force == "gemv" || (force.empty() && !software_adapter(ctx));
+  return force == "gemv" || force == "gemv_scalar" || (force.empty() && !software_adapter(ctx));
 }
 
 bool linear_gated(Context& ctx, const LinearGroupDesc& d, GateAct act) {

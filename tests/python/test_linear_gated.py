@@ -48,7 +48,8 @@ def pair(n, k, dtype, bias, seed=10):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape,n,bias", [((1, 130), 33, (False, False)), ((2, 130), 8, (True, False)),
                                           ((3, 7), 17, (False, True)), ((2, 2, 257), 40, (True, True)),
-                                          ((6, 130), 9, (True, True))])
+                                          ((6, 130), 9, (True, True)), ((1, 128), 33, (False, False)),
+                                          ((3, 256), 16, (True, False))])
 def test_matches_cpu(path, act, dtype, shape, n, bias):
     """Rows 1-4 (and 6: past the kernel's rows), K odd or not a multiple of 4/8, odd N."""
     x = make(shape, dtype, seed=1, low=-1, high=1)
