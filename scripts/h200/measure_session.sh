@@ -5,7 +5,7 @@
 # eat the others. Steps: compiled HF decode (webgpu, then CUDA, in separate processes so a
 # failure in one cannot hide the other's table), attention/GEMM/reduction ratios, the engine
 # on MiniLM and EfficientNet-Lite0, graph replay of a Qwen2.5-sized decode step,
-# HF generate against the bare decode forward (breakdown).
+# HF generate against the bare decode forward (breakdown), the GEMVs' vec4 loads A/B.
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
@@ -30,6 +30,11 @@ want engine && step engine 150 python3 benchmarks/engine.py --reps 5
 want replay && step replay 150 python3 benchmarks/graph_replay.py --cuda --tokens 16
 want breakdown && step breakdown ${BREAKDOWN_S:-420} python3 benchmarks/decode_breakdown.py --model "${MODELS%%,*}" \
   --devices webgpu,cuda --modes "${MODES:-eager,reduce-overhead}" --init-device cuda ${PROFILE:---profile} --json "$OUT/breakdown.json"
+# A/B of the GEMVs' vec4 weight loads in one call: the gemv rows of the default run against
+# element loads (gemv_scalar: K-contiguous weights and linear_group / linear_gated;
+# gemv_cols_scalar: the addmm rows only, it also turns the K-contiguous GEMV off).
+want gemv_ab && step gemv_ab 240 bash -c 'for v in "" gemv_scalar gemv_cols_scalar; do echo "== GEMM_VARIANT=$v";
+  TORCH_WEBGPU_GEMM_VARIANT=$v python3 benchmarks/run.py --cuda --only gemv; done'
 want compile_cuda && step compile_cuda 200 python3 scripts/e2e_models.py --models "$MODELS" \
   --compile reduce-overhead --init-device cuda --tokens 32 --cuda --json "$OUT/compile_cuda.json"
 exit 0
