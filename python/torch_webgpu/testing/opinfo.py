@@ -14,9 +14,10 @@ Modes:
   any op without a native kernel raises ``NotImplementedError``.
 - ``compile``: the device side runs the op through ``torch.compile`` (Inductor's WGSL
   generator; static shapes, Dynamo reset per op, the CPU fallback allowed) and must match
-  eager on the CPU. Not among the default ``MODES``: it has its own expected-failure file
-  (``tests/opinfo/expected_failures_compile.txt``) and is selected with
-  ``--opinfo-modes=compile``.
+  eager on the CPU; its backward check differentiates the compiled function (AOTAutograd
+  compiles the backward graph with Inductor too). Not among the default ``MODES``: it has
+  its own expected-failure file (``tests/opinfo/expected_failures_compile.txt``) and is
+  selected with ``--opinfo-modes=compile``.
 
 Checks:
 
@@ -769,12 +770,14 @@ def _grad_inputs(sample) -> list:
     return [t for t in _tensors([sample.input, sample.args, sample.kwargs]) if t.requires_grad]
 
 
-def _backward(op, sample, reference_indices=None):
+def _backward(op, sample, reference_indices=None, call=_call):
     """Outputs, then the gradients of the sum of the differentiable outputs w.r.t. the
-    sample's inputs that require grad (None where unused)."""
+    sample's inputs that require grad (None where unused). `call` runs the forward: with
+    _call_compiled, AOTAutograd compiles the backward graph with Inductor too, and
+    autograd.grad runs that compiled backward."""
     from torch.utils._pytree import tree_flatten
 
-    out = _call(op, sample)
+    out = call(op, sample)
     leaves = tree_flatten(out)[0]
     indices = _differentiable_outputs(out) if reference_indices is None else reference_indices
     outs = []
@@ -831,15 +834,11 @@ def run_sample(op, sample, index: int, dtype, mode: str, check: str, *,
                 try:
                     dev_sample, _ = _map_sample(sample, DEVICE, op.name in CPU_INDEX_ARG_OPS)
                     torch.manual_seed(seed)
-                    if check == "backward":
-                        if cpu_error is None:
-                            _, out = _backward(op, dev_sample, indices)
-                        else:
-                            out = _call(op, dev_sample)
-                    elif mode == COMPILE_MODE:
-                        out = _call_compiled(op, dev_sample)
+                    call = _call_compiled if mode == COMPILE_MODE else _call
+                    if check == "backward" and cpu_error is None:
+                        _, out = _backward(op, dev_sample, indices, call)
                     else:
-                        out = _call(op, dev_sample)
+                        out = call(op, dev_sample)
                     actual = _to_cpu(out)
                     del out, dev_sample
                 except Exception as e:  # noqa: BLE001 - Mismatch from _to_cpu, or the op's error
@@ -890,8 +889,6 @@ def run_op(op, dtype, mode: str = "fallback", check: str = "forward", *,
     OpInfo's reference_inputs (a superset of sample_inputs: extremal values, more shapes,
     as test_compare_cpu does) instead of sample_inputs."""
     assert mode in ALL_MODES and check in CHECKS, (mode, check)
-    if mode == COMPILE_MODE and check != "forward":
-        raise ValueError("the compile mode checks forward results only")
     op_budget = OP_BUDGET_S if op_budget is None else op_budget
     overrides, note = opinfo_notes(op, dtype)
     result = OpResult(op=op_id(op), name=op.name, variant=op_variant(op),
@@ -949,8 +946,6 @@ def all_cases(ops=None, dtypes=None, modes=MODES, checks=CHECKS):
                 if check not in checks:
                     continue
                 for mode in modes:
-                    if mode == COMPILE_MODE and check != "forward":
-                        continue  # the compile mode checks forward results only
                     yield op, dtype, mode, check
 
 
@@ -999,10 +994,11 @@ def read_expected_failures(path) -> dict:
 COMPILE_EXPECTED_HEADER = """\
 # OpInfo samples through torch.compile on webgpu that are expected to fail (tests/opinfo,
 # --opinfo-modes=compile: each sample compiled with Inductor's WGSL generator vs eager on
-# the CPU). One line per test: op  variant  dtype  compile  forward  reason
+# the CPU). One line per test: op  variant  dtype  compile  forward|backward  reason
+# (backward: the gradients through AOTAutograd's backward compiled by Inductor).
 # A listed test that passes fails the run (strict xfail): delete its line. Regenerate with
 #   pytest tests/opinfo -n 2 --opinfo-modes=compile --opinfo-dtypes=float32 \\
-#     --opinfo-checks=forward --opinfo-record=FILE
+#     --opinfo-checks=forward,backward --opinfo-record=FILE
 #   python tests/opinfo/update_expected_failures.py FILE
 """
 
