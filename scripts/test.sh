@@ -23,7 +23,7 @@ TORCH_WEBGPU_BACKEND=opengl python3 -m pytest tests/python/test_training.py \
 echo "[test] OpInfo against the CPU (pytest tests/opinfo); ${SECONDS}s so far"
 python3 -m pytest tests/opinfo -n 2 -q -p no:cacheprovider --durations=15
 echo "[test] OpInfo through torch.compile, a representative subset (tests/opinfo --opinfo-modes=compile)"
-python3 -m pytest tests/opinfo -n 2 -q -p no:cacheprovider --opinfo-modes=compile \
+python3 -m pytest tests/opinfo/test_opinfo.py -n 2 -q -p no:cacheprovider --opinfo-modes=compile \
   --opinfo-dtypes=float32 --opinfo-checks=forward --opinfo-ops="$(grep -v "^#" tests/opinfo/compile_ci_ops.txt | paste -sd,)" \
   -k "not test_expected_failures_file_is_valid"
 echo "[test] Gradients through torch.compile, a smaller subset (tests/opinfo/compile_ci_backward_ops.txt)"
