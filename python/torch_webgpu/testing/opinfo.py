@@ -188,6 +188,19 @@ COMPILE_KNOWN_CAUSES = {
     "var_mean": _EMPTY_WELFORD, "var_mean.unbiased": _EMPTY_WELFORD,
     "std_mean": _EMPTY_WELFORD, "std_mean.unbiased": _EMPTY_WELFORD,
 }
+# Gradients through torch.compile: causes in Inductor's own backward lowerings (the same
+# gradients come out of torch.compile on the CPU).
+_CEIL_MODE_AVG_POOL = ("Inductor's avg_pool backward divides a ceil_mode window that ends past the "
+                       "input by the full window, eager by its clipped size (torch.compile on the "
+                       "CPU gives the same gradient)")
+# A lowered pointwise node reading more buffers than a shader stage binds (fusions are
+# capped by WebGPUScheduling.can_fuse; one node is not split).
+_TOO_MANY_BINDINGS = ("one Inductor pointwise node reads 10 buffers and writes 1: 11 storage "
+                      "bindings, past the 10 a WebGPU shader stage may have here")
+COMPILE_BACKWARD_KNOWN_CAUSES = {
+    "nn.functional.avg_pool1d": _CEIL_MODE_AVG_POOL, "nn.functional.avg_pool3d": _CEIL_MODE_AVG_POOL,
+    "native_group_norm": _TOO_MANY_BINDINGS,
+}
 for _cast in ("byte", "char", "short", "int"):
     KNOWN_CAUSES[_cast] = ("float to int32 is undefined out of range: x86 gives INT_MIN (then "
                            "wraps to 0), WGSL saturates to 2147483520 (wraps to 128/-128)")
@@ -390,7 +403,10 @@ class OpResult:
                 text += f"; +{len(parts) - 2} more"
             text += f" [{len(fails)}/{ran} samples]"
         # A cause found by hand explains failures other than a missing kernel.
-        causes = COMPILE_KNOWN_CAUSES if self.mode == COMPILE_MODE else KNOWN_CAUSES
+        causes = KNOWN_CAUSES
+        if self.mode == COMPILE_MODE:
+            causes = (COMPILE_BACKWARD_KNOWN_CAUSES if self.check == "backward"
+                      else COMPILE_KNOWN_CAUSES)
         if self.op in causes and (self.error or any(
                 s.category != "no-native" for s in self.failures)):
             text += f"; cause: {causes[self.op]}"
