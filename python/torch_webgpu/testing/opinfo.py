@@ -205,6 +205,9 @@ COMPILE_BACKWARD_KNOWN_CAUSES = {
     "nn.functional.interpolate.trilinear": _TOO_MANY_BINDINGS,
     "ormqr": _TOO_MANY_BINDINGS,
     "grid_sampler_2d": _TOO_MANY_BINDINGS,
+    "linalg.householder_product": _TOO_MANY_BINDINGS,
+    "linalg.norm.subgradients_at_zero": "the same samples fail the eager backward check "
+                                        "(expected_failures.txt): the norm's subgradient at 0",
     "nn.functional.grid_sample": _TOO_MANY_BINDINGS,
     "nn.functional.embedding_bag": "with include_last_offset, PyTorch's meta kernel of "
                                    "_embedding_bag gives offset2bag and bag_size other shapes "
