@@ -3,7 +3,8 @@
 # suite (GoogleTest under ctest), the Python suite (pytest) against the CPU, then
 # PyTorch's OpInfo suite (nine dtypes x fallback/native x forward/gradients, strict
 # expected-failure list; about 26 minutes on 2 cores) and its gates (enforced), then a
-# representative subset of OpInfo through torch.compile (tests/opinfo/compile_ci_ops.txt).
+# representative subset of OpInfo through torch.compile (tests/opinfo/compile_ci_ops.txt)
+# and a smaller one of its gradients (compile_ci_backward_ops.txt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -22,8 +23,13 @@ TORCH_WEBGPU_BACKEND=opengl python3 -m pytest tests/python/test_training.py \
 echo "[test] OpInfo against the CPU (pytest tests/opinfo); ${SECONDS}s so far"
 python3 -m pytest tests/opinfo -n 2 -q -p no:cacheprovider --durations=15
 echo "[test] OpInfo through torch.compile, a representative subset (tests/opinfo --opinfo-modes=compile)"
-python3 -m pytest tests/opinfo -n 2 -q -p no:cacheprovider --opinfo-modes=compile \
+python3 -m pytest tests/opinfo/test_opinfo.py -n 2 -q -p no:cacheprovider --opinfo-modes=compile \
   --opinfo-dtypes=float32 --opinfo-checks=forward --opinfo-ops="$(grep -v "^#" tests/opinfo/compile_ci_ops.txt | paste -sd,)" \
+  -k "not test_expected_failures_file_is_valid"
+echo "[test] Gradients through torch.compile, a smaller subset (tests/opinfo/compile_ci_backward_ops.txt)"
+python3 -m pytest tests/opinfo/test_opinfo.py -n 2 -q -p no:cacheprovider --opinfo-modes=compile \
+  --opinfo-dtypes=float32 --opinfo-checks=backward \
+  --opinfo-ops="$(grep -v "^#" tests/opinfo/compile_ci_backward_ops.txt | paste -sd,)" \
   -k "not test_expected_failures_file_is_valid"
 python3 tests/opinfo/gates.py --enforce  # a gate below its target fails the run
 echo "[test] done in ${SECONDS}s"

@@ -548,7 +548,11 @@ std::tuple<Tensor&, Tensor&, Tensor&> svd_out(const Tensor& A, bool full_matrice
   if (compute_uv) {
     // Full matrices of a rectangular A: the long factor's k columns are completed to an
     // orthonormal basis by the trailing columns of a complete QR of it.
-    if (full_matrices && m != n && a.numel() > 0) a = at::cat({a, complete_basis(a)}, -1);
+    // With no columns (k = 0) that basis is the identity, as LAPACK returns.
+    if (full_matrices && m != n) {
+      int64_t r = a.size(-2);
+      a = a.numel() == 0 ? eye_like(a, r, r) : at::cat({a, complete_basis(a)}, -1);
+    }
     // tall: A = a S v^T; wide: A^T = a S v^T, so A = v S a^T.
     store(U, tall ? a : v);
     store(Vh, tall ? v.mT() : a.mT());

@@ -13,8 +13,8 @@ Options (or the environment variable in brackets, for runs where this conftest i
 an initial one, e.g. `pytest tests`):
   --opinfo-dtypes=float32,int64   [TORCH_WEBGPU_OPINFO_DTYPES]  default: all nine
   --opinfo-modes=fallback|native  [TORCH_WEBGPU_OPINFO_MODES]   default: both
-                 (or compile: each sample through torch.compile, forward only; its
-                 expected failures are in expected_failures_compile.txt)
+                 (or compile: each sample through torch.compile, forward and backward;
+                 its expected failures are in expected_failures_compile.txt)
   --opinfo-checks=forward|backward [TORCH_WEBGPU_OPINFO_CHECKS] default: both
   --opinfo-ops=add,nn.functional.gelu [TORCH_WEBGPU_OPINFO_OPS] default: all of op_db
   --opinfo-record=FILE  write every test's outcome (JSON lines) for update_expected_failures.py

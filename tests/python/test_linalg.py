@@ -230,6 +230,15 @@ def test_svd_full_matrices_of_rectangular(shape):
     torch.testing.assert_close(u[..., :k] @ torch.diag_embed(s) @ vh[..., :k, :], a, **TOL)
 
 
+@pytest.mark.parametrize("shape", [(3, 0), (0, 2), (2, 4, 0), (0, 3, 2)])
+def test_svd_full_matrices_without_columns(shape):
+    # k = 0 (or no matrices): the long factor is the identity of its size, as on the CPU.
+    a = torch.randn(*shape)
+    for t, e in zip(torch.linalg.svd(dev(a), full_matrices=True),
+                    torch.linalg.svd(a, full_matrices=True)):
+        torch.testing.assert_close(cpu(t), e)
+
+
 @pytest.mark.parametrize("uplo", ["L", "U"])
 def test_eigh(uplo):
     a = torch.randn(3, 5, 5, generator=torch.Generator().manual_seed(7))
