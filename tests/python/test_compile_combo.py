@@ -146,13 +146,16 @@ def test_dynamic_shapes(monkeypatch, no_fallback):
 
 
 def test_foreach_lists(monkeypatch, no_fallback):
-    """torch._foreach_* lists (ForeachKernelSchedulerNode) run as combos too."""
+    """torch._foreach_* lists (ForeachKernelSchedulerNode) run as combos too, split where
+    their buffers exceed one kernel's bindings (5 adds of 3 buffers each)."""
     def fn(xs, ys):
-        return torch._foreach_add(xs, ys)
-    xs = [make((n,), torch.float32, seed=n) for n in (3, 17, 300)]
-    ys = [make((n,), torch.float32, seed=10 + n) for n in (3, 17, 300)]
-    got = torch.compile(fn)([dev(x) for x in xs], [dev(y) for y in ys])
-    assert_same(list(got), fn(xs, ys))
+        return tuple(torch._foreach_add(xs, ys))
+    sizes = (3, 17, 300, 1, 64)
+    args = [make((n,), torch.float32, seed=n) for n in sizes] + \
+        [make((n,), torch.float32, seed=10 + n) for n in sizes]
+    def split(*tensors):
+        return fn(list(tensors[:5]), list(tensors[5:]))
+    check(split, args, monkeypatch, dispatches_with_combo=2)
 
 
 def test_kernel_source_names_each_sub_kernel(monkeypatch):
@@ -252,3 +255,21 @@ def test_tiny_decoder_decode(key, monkeypatch, no_fallback):
         tokens, counts[combo] = decode(ours, prompt, 6, "webgpu")
         assert tokens == cpu_tokens, (combo, tokens, cpu_tokens)
     assert counts[True] < counts[False], counts
+
+
+def test_too_many_bindings_fall_back_to_separate_kernels(monkeypatch, no_fallback):
+    """Grouping estimates the bindings; where a combo's actual arguments exceed the
+    adapter's limit, codegen generates its sub-kernels separately (still correct)."""
+    from torch_webgpu.compiler import combo_kernels
+    from torch_webgpu.compiler.wgsl_codegen import max_kernel_buffers
+
+    monkeypatch.setattr(combo_kernels, "bound_buffers", lambda node: set())
+    count = max_kernel_buffers() // 2 + 1  # kernels of 2 buffers each: one too many
+
+    def fn(*xs):
+        return tuple(x * (i + 2) for i, x in enumerate(xs))
+    args = [make((5 + i,), torch.float32, seed=i) for i in range(count)]
+    out, _, dispatched = run_compiled(fn, args, monkeypatch)
+    assert dispatched == count
+    for got, want in zip(out, fn(*args)):
+        assert torch.equal(got, want)

@@ -240,6 +240,11 @@ def _combo(scheduling, plans):
 
 def codegen(scheduling, combo_node) -> None:
     """Code for a ForeachKernelSchedulerNode (our groups, or torch._foreach_* lists)."""
+    # The buffers whose last use is this node are freed after all its kernels: a separate
+    # kernel's codegen frees what is pending (codegen_node_schedule), so none is pending then.
+    scheduler = scheduling.scheduler
+    pending, scheduler.buffer_names_to_free = scheduler.buffer_names_to_free, type(
+        scheduler.buffer_names_to_free)()
     for chunk in _chunks(combo_node.get_subkernel_nodes()):
         plans = [p for p in (_plan(scheduling, node) for node in chunk) if p is not None]
         made = _combo(scheduling, plans) if len(plans) > 1 else None
@@ -254,4 +259,5 @@ def codegen(scheduling, combo_node) -> None:
                                         combo, kind="combo")
         scheduling.codegen_comment(schedule, name)
         write_launch(name, combo.args, count)
+    scheduler.buffer_names_to_free |= pending
     scheduling.free_buffers_in_scheduler()
