@@ -1,33 +1,12 @@
 """Combo kernels (compiler/combo_kernels.py): independent generated pointwise kernels of a
 webgpu graph run as one dispatch, with the results of the separate kernels (bit for bit)
 and of PyTorch on the CPU. TORCH_WEBGPU_COMPILE_COMBO=0 gives the separate kernels."""
-import importlib.util
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
-import torch_webgpu
-from conftest import assert_same, dev, make
-
-
-@pytest.fixture(autouse=True)
-def fresh_compile(monkeypatch):
-    """Each test generates its own kernels: no Dynamo cache, no FX graph cache."""
-    import torch._inductor.config as inductor_config
-
-    monkeypatch.setattr(inductor_config, "fx_graph_cache", False)
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-
-
-def dispatches():
-    torch_webgpu._C.synchronize()
-    return torch_webgpu._C.dispatch_stats()["dispatches"]
+from conftest import dev, make, run_python
+from test_compile import dispatches, fresh_compile  # noqa: F401 (autouse: fresh kernels)
+from test_e2e_models import e2e_models
 
 
 def run_compiled(fn, args, monkeypatch, combo=True, **compile_kwargs):
@@ -195,25 +174,14 @@ for o, x, i in zip(out, xs, range(7)):
 def test_default_limits_split_combos():
     """Under the spec's default of 8 storage buffers, 7 kernels of 2 buffers each become
     combos of at most 3 (6 buffers and the error word's binding)."""
-    env = dict(os.environ, TORCH_WEBGPU_LIMITS="default", TORCH_WEBGPU_DISABLE_CPU_FALLBACK="1",
-               TORCHINDUCTOR_FX_GRAPH_CACHE="0")
-    run = subprocess.run([sys.executable, "-c", LIMITS_RUN], env=env, capture_output=True,
-                         text=True, timeout=300)
+    run = run_python(LIMITS_RUN, timeout=300, env=dict(
+        TORCH_WEBGPU_LIMITS="default", TORCH_WEBGPU_DISABLE_CPU_FALLBACK="1",
+        TORCHINDUCTOR_FX_GRAPH_CACHE="0"))
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.split()[-1] == "3", run.stdout
 
 
 # ---- a tiny decoder's decode step ------------------------------------------------------
-
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "e2e_models.py"
-
-
-def e2e_models():
-    spec = importlib.util.spec_from_file_location("e2e_models", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 def decode(model, prompt, steps, device):
     """Greedy tokens of `steps` decode forwards after the prefill (HF's static cache), and
@@ -242,9 +210,8 @@ def test_tiny_decoder_decode(key, monkeypatch, no_fallback):
     """The compiled decode step gives the CPU's greedy tokens in fewer dispatches."""
     import copy
 
-    models = e2e_models()
-    model = models.build_model(models.MODELS[key], tiny=True)
-    prompt = models.prompt_tokens(model.config.vocab_size)
+    model = e2e_models.build_model(e2e_models.MODELS[key], tiny=True)
+    prompt = e2e_models.prompt_tokens(model.config.vocab_size)
     cpu_tokens, _ = decode(model, prompt, 6, "cpu")
     assert len(set(cpu_tokens)) > 1, cpu_tokens
     counts = {}
