@@ -135,7 +135,8 @@ def _device_pass():
     gate/up with its activation (gated_mlp.py). Its uuid()
     is the version of our code generator and the pass's switch: Inductor puts backend
     passes' uuids into its FX graph cache key, so a new torch_webgpu (Python generator or
-    WGSL library in _C) or a flipped TORCH_WEBGPU_COMPILE_HFUSE / _GATED never reuses stale graphs."""
+    WGSL library in _C) or a flipped TORCH_WEBGPU_COMPILE_HFUSE / _GATED / _COMBO never reuses
+    stale graphs."""
     import hashlib
     import os
 
@@ -153,7 +154,7 @@ def _device_pass():
     digest.update(f"{library.st_size}:{library.st_mtime_ns}".encode())
     version = digest.hexdigest()
 
-    from . import attention_passes, gated_mlp, horizontal_fusion
+    from . import attention_passes, combo_kernels, gated_mlp, horizontal_fusion
 
     class WebGPUDevicePass(CustomGraphModulePass):
         def __call__(self, gm) -> None:
@@ -164,7 +165,8 @@ def _device_pass():
                 gated_mlp.fuse_gated(gm)  # (over the groups fuse_linears made)
 
         def uuid(self):
-            return f"{version}:hfuse={int(horizontal_fusion.enabled())}:gated={int(gated_mlp.enabled())}"
+            return (f"{version}:hfuse={int(horizontal_fusion.enabled())}"
+                    f":gated={int(gated_mlp.enabled())}:combo={int(combo_kernels.enabled())}")
 
     return WebGPUDevicePass()
 
@@ -259,9 +261,11 @@ def register() -> dict:
         extra["device_custom_pass"] = _device_pass()
     register_backend_for_device("webgpu", WebGPUScheduling, wrapper, _NoCppWrapper, **extra)
     _install_fallbacks()
+    from .combo_kernels import install as install_combo_kernels
     from .graph_replay import install as install_graph_replay
 
     install_graph_replay()
+    install_combo_kernels()
     return {
         "Scheduling": WebGPUScheduling,
         "PythonWrapperCodegen": wrapper,

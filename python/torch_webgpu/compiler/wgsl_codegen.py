@@ -767,15 +767,9 @@ class WebGPUKernel(SIMDKernel):
     def _outer_trees(self):
         return [t for t in self.range_trees if not t.is_reduction]
 
-    def _aliased_inputs(self) -> dict:
-        """{in_ptr: out_ptr} for buffers the kernel reads and writes through two arguments
-        (a mutated graph input, as batch_norm's running stats): WebGPU refuses a buffer
-        bound twice when one binding is writable, so such loads read the output binding."""
-        outputs = self.args.output_buffers
-        return {inner: outputs[buf] for buf, inner in self.args.input_buffers.items()
-                if isinstance(outputs.get(buf), str) and outputs[buf].startswith("out_ptr")}
-
-    def codegen_kernel(self, name: str | None = None) -> str:
+    def main_code(self) -> str:
+        """The kernel's part of main: its indices from `idx` (or `group`), loads, compute
+        and stores, after a comment naming its FX nodes."""
         self.codegen_body()
         reduction = self.reduction_tree is not None
         code = IndentedBuffer()
@@ -795,54 +789,81 @@ class WebGPUKernel(SIMDKernel):
             code.writeline(f"let row_active = linear < {total};")
         code.splice(self.indexing_code)
         code.splice(self.body)
-
-        _, call_args, precompile_args, _ = self.args.python_argdefs()
-        aliased = self._aliased_inputs()
-        tensors, uniforms = [], []
-        for arg in precompile_args:
-            if isinstance(arg, TensorArg) and arg.name in aliased:
-                continue
-            if isinstance(arg, TensorArg):
-                access = "read" if arg.name.startswith("in_ptr") else "read_write"
-                if arg.name in self.atomic_outputs:
-                    access = "read_write_atomic"
-                tensors.append(f"TensorArg({arg.name!r}, {arg.dtype}, {access!r})")
-            elif isinstance(arg, SizeArg):
-                uniforms.append(f"({arg.name!r}, 'i32')")
-            else:
-                raise NotImplementedError(f"torch_webgpu compile: kernel argument {arg}")
         origins = sorted({o.name for n in self.features.node_schedule
                           if hasattr(n, "node") and n.node is not None
                           for o in getattr(n.node, "origins", ())})
         comment = f"// from FX nodes: {', '.join(origins)}\n" if origins else ""
-        text = code.getvalue()
-        for inner, output in aliased.items():
-            text = re.sub(rf"\bload_{inner}\(", f"load_{output}(", text)
-        body = textwrap.indent(comment + text, "  ")
-        return (
-            "WGSLKernel('''\n" + body + "''',\n"
-            f"    [{', '.join(tensors)}],\n"
-            f"    [{', '.join(uniforms)}],\n"
-            f"    grid={'groups' if reduction else 'invocations'!r}, workgroup={self.workgroup},\n"
-            f"    libraries={sorted(self.libraries)!r},\n"
-            f"    declarations='''\n{self.declarations.getvalue()}''',\n"
-            f"    checks={self.check_messages!r})"
-        )
+        return comment + code.getvalue()
 
-    def call_kernel(self, name: str, node: Any = None, deallocate_ws: bool = True) -> None:
-        wrapper = V.graph.wrapper_code
-        _, call_args, precompile_args, _ = self.args.python_argdefs()
-        aliased = self._aliased_inputs()
-        tensors = [c for c, a in zip(call_args, precompile_args)
-                   if isinstance(a, TensorArg) and a.name not in aliased]
-        sizes = [str(c) for c, a in zip(call_args, precompile_args) if isinstance(a, SizeArg)]
+    def grid_count(self) -> sympy.Expr:
+        """Invocations (pointwise) or workgroups (reductions) of one launch."""
         count = sympy.Integer(1)
         for tree in self._outer_trees():
             count = count * tree.numel
-        count_str = V.graph.wrapper_code.codegen_python_sizevar(V.graph.sizevars.simplify(count))
-        wrapper.writeline(
-            f"{name}.launch(({''.join(t + ', ' for t in tensors)}), "
-            f"({''.join(s + ', ' for s in sizes)}), {count_str})")
+        return count
+
+    def codegen_kernel(self, name: str | None = None) -> str:
+        grid = "groups" if self.reduction_tree is not None else "invocations"
+        return kernel_source(self, self.main_code(), grid)
+
+    def call_kernel(self, name: str, node: Any = None, deallocate_ws: bool = True) -> None:
+        write_launch(name, self.args, self.grid_count())
+
+
+def aliased_inputs(args) -> dict:
+    """{in_ptr: out_ptr} for buffers a kernel reads and writes through two arguments
+    (a mutated graph input, as batch_norm's running stats): WebGPU refuses a buffer
+    bound twice when one binding is writable, so such loads read the output binding."""
+    outputs = args.output_buffers
+    return {inner: outputs[buf] for buf, inner in args.input_buffers.items()
+            if isinstance(outputs.get(buf), str) and outputs[buf].startswith("out_ptr")}
+
+
+def kernel_source(kernel, text: str, grid: str) -> str:
+    """The WGSLKernel(...) expression of a kernel whose main is `text`. `kernel` gives the
+    arguments (``args``) and what its code gathered: ``atomic_outputs``, ``libraries``,
+    ``declarations``, ``check_messages``, ``workgroup`` (a WebGPUKernel or a combo)."""
+    _, _, precompile_args, _ = kernel.args.python_argdefs()
+    aliased = aliased_inputs(kernel.args)
+    tensors, uniforms = [], []
+    for arg in precompile_args:
+        if isinstance(arg, TensorArg) and arg.name in aliased:
+            continue
+        if isinstance(arg, TensorArg):
+            access = "read" if arg.name.startswith("in_ptr") else "read_write"
+            if arg.name in kernel.atomic_outputs:
+                access = "read_write_atomic"
+            tensors.append(f"TensorArg({arg.name!r}, {arg.dtype}, {access!r})")
+        elif isinstance(arg, SizeArg):
+            uniforms.append(f"({arg.name!r}, 'i32')")
+        else:
+            raise NotImplementedError(f"torch_webgpu compile: kernel argument {arg}")
+    for inner, output in aliased.items():
+        text = re.sub(rf"\bload_{inner}\(", f"load_{output}(", text)
+    body = textwrap.indent(text, "  ")
+    return (
+        "WGSLKernel('''\n" + body + "''',\n"
+        f"    [{', '.join(tensors)}],\n"
+        f"    [{', '.join(uniforms)}],\n"
+        f"    grid={grid!r}, workgroup={kernel.workgroup},\n"
+        f"    libraries={sorted(kernel.libraries)!r},\n"
+        f"    declarations='''\n{kernel.declarations.getvalue()}''',\n"
+        f"    checks={kernel.check_messages!r})"
+    )
+
+
+def write_launch(name: str, args, count: sympy.Expr) -> None:
+    """The wrapper's call of kernel `name` over `count` invocations (or workgroups)."""
+    wrapper = V.graph.wrapper_code
+    _, call_args, precompile_args, _ = args.python_argdefs()
+    aliased = aliased_inputs(args)
+    tensors = [c for c, a in zip(call_args, precompile_args)
+               if isinstance(a, TensorArg) and a.name not in aliased]
+    sizes = [str(c) for c, a in zip(call_args, precompile_args) if isinstance(a, SizeArg)]
+    count_str = wrapper.codegen_python_sizevar(V.graph.sizevars.simplify(count))
+    wrapper.writeline(
+        f"{name}.launch(({''.join(t + ', ' for t in tensors)}), "
+        f"({''.join(s + ', ' for s in sizes)}), {count_str})")
 
 
 def _ordered(values):
@@ -883,12 +904,17 @@ class WebGPUScheduling(SIMDScheduling):
     can_fuse_vertical = can_fuse
     can_fuse_horizontal = can_fuse
 
-    def define_kernel(self, src_code: str, node_schedule, kernel) -> str:
+    def codegen_combo_kernel(self, combo_kernel_node) -> None:
+        from .combo_kernels import codegen
+
+        codegen(self, combo_kernel_node)
+
+    def define_kernel(self, src_code: str, node_schedule, kernel, kind: str = "") -> str:
         wrapper = V.graph.wrapper_code
         if src_code in wrapper.src_to_kernel:
             return wrapper.src_to_kernel[src_code]
         fused = get_fused_kernel_name(node_schedule, config.triton.descriptive_names)
-        name = f"wgsl_{fused}_{wrapper.next_kernel_suffix()}"
+        name = f"wgsl_{kind + '_' if kind else ''}{fused}_{wrapper.next_kernel_suffix()}"
         wrapper.src_to_kernel[src_code] = name
         origins, detailed_origins = get_kernel_metadata(node_schedule, wrapper)
         # The name goes into the kernel too: profiles show it (src_code ends the call).
