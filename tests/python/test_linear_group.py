@@ -206,6 +206,7 @@ def test_pass_runs_where_the_group_is_one_dispatch(monkeypatch):
     from torch_webgpu.compiler import horizontal_fusion
 
     monkeypatch.setenv("TORCH_WEBGPU_ADAPTER_KIND", "gpu")
+    torch.empty(1, device="webgpu")  # (the answer is False until the device has started)
     assert horizontal_fusion.enabled()
     monkeypatch.setenv("TORCH_WEBGPU_COMPILE_HFUSE", "0")
     assert not horizontal_fusion.enabled()
