@@ -50,11 +50,21 @@ class BundleWriter {
   // are written by every run before they are read (op factories write nothing at load; one
   // that uploaded a table into scratch would have to ship it).
   void add_engine_buffers(const Executable& exe) {
-    for (WGPUBuffer b : exe.pool_buffers()) add(b, "activations", 0);
-    for (const auto& [b, requested] : exe.held_buffers()) {
+    // A buffer's size in the bundle is the pool's bucket for what the engine asked, not the
+    // buffer it got (a cached one may be up to an eighth larger): the same program writes
+    // the same bundle whatever the process allocated before.
+    std::map<WGPUBuffer, uint64_t> requested;
+    for (const auto& [b, bytes] : exe.held_buffers()) requested.emplace(b, bytes);
+    auto size_of = [&](WGPUBuffer b) {
+      auto it = requested.find(b);
+      return it != requested.end() ? BufferPool::bucket_size(std::max<uint64_t>(round4(it->second), 4))
+                                   : BufferPool::size_of(b);
+    };
+    for (WGPUBuffer b : exe.pool_buffers()) add(b, "activations", 0, size_of(b));
+    for (const auto& [b, bytes] : exe.held_buffers()) {
       if (ids_.count(b)) continue;
       const bool weights = b == exe.weight_buffer();
-      add(b, weights ? "weights" : "scratch", weights ? round4(requested) : 0);
+      add(b, weights ? "weights" : "scratch", weights ? round4(bytes) : 0, size_of(b));
     }
   }
 
@@ -63,7 +73,7 @@ class BundleWriter {
   uint64_t id_of(WGPUBuffer b) {
     auto it = ids_.find(b);
     if (it != ids_.end()) return it->second;
-    return add(b, "external", round4(BufferPool::size_of(b)));
+    return add(b, "external", round4(BufferPool::size_of(b)), BufferPool::size_of(b));
   }
 
   void add_step(const CapturedGraph::StepRecord& s) {
@@ -80,8 +90,9 @@ class BundleWriter {
     json bindings = json::array();
     for (size_t i = 0; i < s.buffers.size(); ++i) {
       const BufferWindow& w = s.windows[i];
-      const uint64_t size = w.size ? w.size : BufferPool::size_of(s.buffers[i]) - w.offset;
-      bindings.push_back({{"buffer", id_of(s.buffers[i])}, {"offset", w.offset}, {"size", size}});
+      const uint64_t id = id_of(s.buffers[i]);
+      const uint64_t size = w.size ? w.size : bufs_[id].size - w.offset;
+      bindings.push_back({{"buffer", id}, {"offset", w.offset}, {"size", size}});
       max_binding_ = std::max(max_binding_, size);
     }
     max_storage_ = std::max<uint64_t>(max_storage_, s.buffers.size());
@@ -97,7 +108,7 @@ class BundleWriter {
     uint64_t max_buffer = 0;
     json buffers = json::array();
     for (size_t i = 0; i < bufs_.size(); ++i) {
-      const uint64_t size = BufferPool::size_of(bufs_[i].buffer);
+      const uint64_t size = bufs_[i].size;
       max_buffer = std::max(max_buffer, size);
       json b = {{"id", i}, {"size", size}, {"role", bufs_[i].role}};
       if (!bufs_[i].content.is_null()) b["content"] = bufs_[i].content;
@@ -138,9 +149,10 @@ class BundleWriter {
     WGPUBuffer buffer;
     const char* role;
     json content;  // {offset, size} in buffers.bin, or null
+    uint64_t size;  // bytes the page allocates
   };
 
-  uint64_t add(WGPUBuffer b, const char* role, uint64_t content_bytes) {
+  uint64_t add(WGPUBuffer b, const char* role, uint64_t content_bytes, uint64_t size) {
     const uint64_t id = bufs_.size();
     ids_.emplace(b, id);
     json content;
@@ -149,7 +161,7 @@ class BundleWriter {
       gpu_.recorder().read(b, 0, bytes.data(), bytes.size());
       content = append(bin_, bytes.data(), bytes.size());
     }
-    bufs_.push_back({b, role, std::move(content)});
+    bufs_.push_back({b, role, std::move(content), size});
     return id;
   }
 
