@@ -171,6 +171,19 @@ class ComboKernel:
         return code.getvalue(), start
 
 
+def _coalescing(node):
+    """The node's memory-coalescing analysis: a method from torch 2.13, a module function in
+    tiling_utils before (2.11 on the H200)."""
+    method = getattr(node, "get_coalesce_analysis", None)
+    if method is not None:
+        return method()
+    from torch._inductor import tiling_utils
+
+    analyze = getattr(tiling_utils, "analyze_memory_coalescing", None) or getattr(
+        tiling_utils, "_analyze_memory_coalescing", None)
+    return analyze(node) if analyze is not None else None
+
+
 def _plan(scheduling, node):
     """The features a separate kernel of `node` would have (as SIMDScheduling.codegen_node
     builds them), or None when all its operations were removed."""
@@ -183,7 +196,7 @@ def _plan(scheduling, node):
     if config.triton.coalesce_tiling_analysis:
         if len(nodes) != len(node.get_nodes()):
             node = scheduler.FusedSchedulerNode(scheduling.scheduler, nodes)
-        coalesce_analysis = node.get_coalesce_analysis()
+        coalesce_analysis = _coalescing(node)
     _, (numel, rnumel) = max(nodes, key=lambda n: int(n.is_reduction())).group
     schedule = scheduling.generate_node_schedule(nodes, numel, rnumel)
     return SIMDKernelFeatures(schedule, numel, rnumel, coalesce_analysis)
