@@ -158,6 +158,26 @@ def test_int_and_bool(no_fallback):
     compiled_matches(lambda a: torch.where(a > 3, a, -a).to(torch.int8), a)
 
 
+def test_bool_maximum_and_minimum(no_fallback):
+    """max/min of bools are or/and (WGSL's max and min take no bools)."""
+    a, b = make((5, 7), torch.bool), make((5, 7), torch.bool, seed=1)
+    compiled_matches(lambda a, b: (torch.maximum(a, b), torch.minimum(a, b)), a, b)
+    compiled_matches(lambda a, b: torch.maximum(a, b).amax(1) | torch.minimum(a, b).amin(0)[:5], a, b)
+
+
+def test_fusions_keep_within_the_binding_limit(no_fallback):
+    """Bicubic grid_sample lowers to eight values of one loop, horizontally fusable: a kernel
+    of all eight with its two inputs and the device error word would bind 11 buffers, over
+    the default limit of 10."""
+    torch.manual_seed(0)
+    x, grid = make((2, 3, 5, 6), torch.float32), torch.rand(2, 4, 3, 2) * 2.2 - 1.1
+    compiled_matches(lambda x, g: F.grid_sample(x, g, mode="bicubic", align_corners=False),
+                     x, grid, tolerances=dict(atol=1e-5, rtol=1e-5))
+    many = [make((4, 9), torch.float32, seed=i) for i in range(12)]
+    compiled_matches(lambda *t: tuple(v.sin() * i for i, v in enumerate(t)) + (sum(t),), *many,
+                     tolerances=dict(atol=1e-5, rtol=1e-5))
+
+
 def test_half_types(no_fallback):
     x = make((6, 40), torch.float32)
     # Inductor keeps half intermediates in float32 (as on CUDA): x * 3 is not rounded to

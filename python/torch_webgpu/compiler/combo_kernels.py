@@ -29,7 +29,7 @@ from torch._inductor.codegen.common import IndentedBuffer, KernelArgs, TensorArg
 from torch._inductor.codegen.simd_kernel_features import SIMDKernelFeatures
 from torch._inductor.virtualized import V
 
-from .wgsl_codegen import aliased_inputs, kernel_source, max_kernel_buffers, write_launch
+from .wgsl_codegen import aliased_inputs, fits, kernel_source, max_kernel_buffers, write_launch
 
 # Sub-kernels per combo: enough for a decoder layer's small kernels; more grows the
 # kernel's branch chain for little gain.
@@ -38,11 +38,6 @@ MAX_SUBKERNELS = 8
 
 def enabled() -> bool:
     return os.environ.get("TORCH_WEBGPU_COMPILE_COMBO", "1") != "0"
-
-
-def fits(buffers: set[str]) -> bool:
-    """One kernel may bind these buffers, keeping a binding for the device error word."""
-    return len(buffers) + 1 <= max_kernel_buffers()
 
 
 def bound_buffers(node) -> set[str]:

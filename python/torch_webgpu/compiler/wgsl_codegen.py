@@ -348,7 +348,7 @@ _EAGER_OPS = {
     "log2": "log2", "log10": "log10", "sigmoid": "sigmoid", "erf": "erf", "erfc": "erfc",
     "erfinv": "erfinv", "lgamma": "lgamma", "digamma": "digamma", "floor": "floor",
     "ceil": "ceil", "trunc": "trunc", "round": "round", "sign": "sign", "pow": "pow",
-    "maximum": "maximum", "minimum": "minimum", "frac": "frac",
+    "frac": "frac",
     "bitwise_left_shift": "bitwise_left_shift", "bitwise_right_shift": "bitwise_right_shift",
     "truediv": "div_true", "div": "div_true", "floordiv": "div_floor", "truncdiv": "div_trunc",
     "mod": "fmod", "fmod": "fmod", "remainder": "remainder", "reciprocal": "reciprocal",
@@ -407,6 +407,19 @@ def _make_comparison_override(op: str, fn: str):
 
 for _name, _table_name in _EAGER_OPS.items():
     setattr(WebGPUOverrides, _name, _make_eager_override(_table_name))
+
+
+def _make_bool_aware_override(table_name: str, bool_op: str):
+    """max/min of two bools is their or/and: WGSL's max and min take no bools."""
+    def override(a, b) -> str:
+        if dtype_of(a) == torch.bool and dtype_of(b) == torch.bool:
+            return f"({a} {bool_op} {b})"
+        return _eager(table_name, a, b)
+    return staticmethod(override)
+
+
+WebGPUOverrides.maximum = _make_bool_aware_override("maximum", "||")
+WebGPUOverrides.minimum = _make_bool_aware_override("minimum", "&&")
 def _map_remaining_eager_ops() -> None:
     """Every other Inductor op the eager table knows by the same name (atan2, hypot, i0,
     copysign, ...) computes with the eager expression too."""
@@ -882,6 +895,12 @@ def max_workgroup_invocations() -> int:
     return torch.webgpu.get_device_properties().max_compute_invocations_per_workgroup
 
 
+def fits(buffers: set[str]) -> bool:
+    """One kernel may bind these buffers, keeping a binding for the device error word (a
+    kernel with bounds checks binds it; whether one will is not known when fusing)."""
+    return len(buffers) + 1 <= max_kernel_buffers()
+
+
 def buffers_of(*nodes) -> set[str]:
     """Buffers a fused kernel of `nodes` may bind (an upper bound: buffers that stay
     inside the kernel are counted too)."""
@@ -897,7 +916,7 @@ class WebGPUScheduling(SIMDScheduling):
 
     def can_fuse(self, node1, node2) -> bool:
         # WebGPU caps the storage buffers of one shader stage (8 to 10 on common adapters).
-        if len(buffers_of(node1, node2)) > max_kernel_buffers():
+        if not fits(buffers_of(node1, node2)):
             return False
         return super().can_fuse(node1, node2)
 
