@@ -240,3 +240,18 @@ def test_too_many_bindings_fall_back_to_separate_kernels(monkeypatch, no_fallbac
     assert dispatched == count
     for got, want in zip(out, fn(*args)):
         assert torch.equal(got, want)
+
+
+def test_groups_never_form_a_cycle(monkeypatch, no_fallback):
+    """Bicubic grid sampling with border padding schedules many pointwise kernels whose
+    first-fit grouping once made two groups need each other (A, X | Y, Z with X after Y and
+    Z after A): Inductor then failed with a cycle in memory planning."""
+    x = make((2, 3, 5, 20), torch.float32)
+    grid = make((2, 13, 10, 2), torch.float32, seed=1, low=-1.2, high=1.2)
+
+    def fn(x, grid):
+        return torch.grid_sampler_2d(x, grid, 2, 1, True)  # bicubic, border, align_corners
+    out, _, _ = run_compiled(fn, [x, grid], monkeypatch)
+    separate, _, _ = run_compiled(fn, [x, grid], monkeypatch, combo=False)
+    assert torch.equal(out[0], separate[0])
+    torch.testing.assert_close(out[0], fn(x, grid), atol=1e-5, rtol=1e-5)

@@ -69,22 +69,37 @@ def _combinable(node) -> bool:
 
 
 def group_nodes(scheduler) -> list[list]:
-    """Groups of independent webgpu pointwise kernels, first fit in schedule order."""
+    """Groups of independent webgpu pointwise kernels, first fit in schedule order.
+
+    A group runs as one dispatch, so the groups must stay a DAG: with A, X in one group and
+    Y, Z in another, X needing Y and Z needing A is a cycle although no member needs
+    another of its own group. Each group keeps the groups it depends on (transitively);
+    a node joins a group only if nothing it depends on depends on that group."""
     groups: list[tuple[list, set, set]] = []  # (members, their operation names, buffers)
+    group_of: dict[str, int] = {}  # operation name -> its group
+    depends: list[set[int]] = []  # group -> the groups it depends on, transitively
     for node in scheduler.nodes:
         if not _combinable(node):
             continue
         buffers = bound_buffers(node)
-        for members, names, group_buffers in groups:
-            # Schedule order is topological: a later node never precedes a member.
-            if (len(members) < MAX_SUBKERNELS and not (node.ancestors & names)
+        direct = {group_of[a] for a in node.ancestors if a in group_of}
+        needs = direct.union(*(depends[g] for g in direct))
+        for index, (members, names, group_buffers) in enumerate(groups):
+            if (len(members) < MAX_SUBKERNELS and index not in needs
                     and fits(group_buffers | buffers)):
-                members.append(node)
-                names.update(node.get_operation_names())
-                group_buffers.update(buffers)
                 break
         else:
-            groups.append(([node], set(node.get_operation_names()), buffers))
+            index = len(groups)
+            groups.append(([], set(), set()))
+            depends.append(set())
+        members, names, group_buffers = groups[index]
+        members.append(node)
+        names.update(node.get_operation_names())
+        group_buffers.update(buffers)
+        group_of.update((name, index) for name in node.get_operation_names())
+        for g, above in enumerate(depends):  # the group and all that depend on it
+            if g == index or index in above:
+                above |= needs
     return [members for members, _, _ in groups if len(members) > 1]
 
 

@@ -261,11 +261,13 @@ def register() -> dict:
         extra["device_custom_pass"] = _device_pass()
     register_backend_for_device("webgpu", WebGPUScheduling, wrapper, _NoCppWrapper, **extra)
     _install_fallbacks()
+    from .binding_budget import install as install_binding_budget
     from .combo_kernels import install as install_combo_kernels
     from .graph_replay import install as install_graph_replay
 
     install_graph_replay()
     install_combo_kernels()
+    install_binding_budget()
     return {
         "Scheduling": WebGPUScheduling,
         "PythonWrapperCodegen": wrapper,
