@@ -294,6 +294,27 @@ std::string limit_to_segment(Common& c, const IndexedLaunch& l, const ElementRan
          "  if (rel < u.segment_lo || rel >= u.segment_hi) { return; }\n";
 }
 
+bool any_window(Context& ctx, const IndexedLaunch& l) {
+  if (!ctx.pool().has_oversized()) return false;
+  bool any = needs_window(ctx, l.target.buffer) || needs_window(ctx, l.values.buffer) ||
+             (l.has_mask && needs_window(ctx, l.mask.buffer));
+  for (const IndexArg& ix : l.indices) any = any || needs_window(ctx, ix.index.buffer);
+  return any;
+}
+
+// True when every target and values offset a run-gather (`l`: its shape already in runs)
+// computes is a multiple of `run`: the run then moves as one 16-byte load and store, not
+// `run` scalar ones 16 bytes apart across the invocations.
+bool aligned_runs(const IndexedLaunch& l, int run) {
+  auto multiple = [run](int64_t v) { return v % run == 0; };
+  bool ok = run > 1 && multiple(static_cast<int64_t>(l.target.offset)) &&
+            multiple(static_cast<int64_t>(l.values.offset));
+  for (int64_t s : l.target.strides) ok = ok && multiple(s);
+  for (int64_t s : l.values.strides) ok = ok && multiple(s);
+  for (const IndexArg& ix : l.indices) ok = ok && multiple(ix.target_stride);
+  return ok;
+}
+
 // One gather dispatch; with `segment`, only the elements whose target lies in that range
 // of elements after the target offset (one pass of a target larger than one binding).
 void gather_piece(Context& ctx, const IndexedLaunch& launch, const ElementRange* segment) {
@@ -306,23 +327,24 @@ void gather_piece(Context& ctx, const IndexedLaunch& launch, const ElementRange*
     l.target.strides[last] = run;
     l.values.strides[last] = run;
   }
+  // vec4 bindings may not take windows.
+  const bool vec4 = !segment && !any_window(ctx, l) && aligned_runs(l, run);
   Common c = build_common(ctx, l, Access::Read, false, Access::ReadWrite, sub, run);
   std::string tail;
   if (segment) tail += limit_to_segment(c, l, *segment, run);
-  for (int e = 0; e < run; ++e) {
-    const std::string off = e ? " + " + std::to_string(e) + "u" : "";
-    tail += "  {\n" + move_bits(l.values.dtype, "buf0", "to" + off, "buf" + std::to_string(c.values_binding),
-                                "vo" + off, sub) + "  }\n";
+  const std::string values = "buf" + std::to_string(c.values_binding);
+  if (vec4) {
+    c.launch.buffers[0].vec4 = true;
+    c.launch.buffers[c.values_binding].vec4 = true;
+    const std::string r = std::to_string(run) + "u";
+    tail += "  " + values + "[vo / " + r + "] = buf0[to / " + r + "];\n";
   }
-  finish(ctx, c, l, "index:gather", {static_cast<uint32_t>(run), segment ? 1u : 0u}, "", tail);
-}
-
-bool any_window(Context& ctx, const IndexedLaunch& l) {
-  if (!ctx.pool().has_oversized()) return false;
-  bool any = needs_window(ctx, l.target.buffer) || needs_window(ctx, l.values.buffer) ||
-             (l.has_mask && needs_window(ctx, l.mask.buffer));
-  for (const IndexArg& ix : l.indices) any = any || needs_window(ctx, ix.index.buffer);
-  return any;
+  for (int e = 0; e < run && !vec4; ++e) {
+    const std::string off = e ? " + " + std::to_string(e) + "u" : "";
+    tail += "  {\n" + move_bits(l.values.dtype, "buf0", "to" + off, values, "vo" + off, sub) + "  }\n";
+  }
+  finish(ctx, c, l, "index:gather", {static_cast<uint32_t>(run) | (vec4 ? 1u << 8 : 0u), segment ? 1u : 0u},
+         "", tail);
 }
 
 // Buffers larger than one binding: blocks of the iteration space in which values, indices

@@ -70,6 +70,37 @@ def test_index_select_whole_rows(dtype, row):
     check(lambda w, i: torch.nn.functional.embedding(i, w), x[:, 0], i.view(7, 1), exact=True)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.int64, torch.float16])
+@pytest.mark.parametrize("start", [0, 1, 2, 4])
+def test_index_select_rows_at_any_alignment(dtype, start):
+    # Rows whose every offset is a multiple of 16 bytes move as one vec4 per invocation;
+    # a storage offset (or row stride) off that grid takes the element-wise run.
+    base = make((11 * 12 + 4,), dtype)
+    x = base[start:start + 11 * 12].view(11, 12)
+    i = rand_index((9,), 11, seed=start)
+    check(lambda x, i: x.index_select(0, i), x, i, exact=True)
+    check(lambda x, i: x.index_select(0, i), x, noncontig(i.view(3, 3)).reshape(-1), exact=True)
+    check(lambda w, i: F.embedding(i, w), x, i.view(3, 3), exact=True)
+    check(lambda x, i: x.index_select(0, i), x[:, :8], i, exact=True)  # rows 12 apart, 8 long
+    check(lambda x, i: x.index_select(0, i), x, i[:0], exact=True)
+    out = dev(torch.zeros(9, 24, dtype=dtype))[:, ::2]  # a non-contiguous destination
+    torch.index_select(dev(x), 0, dev(i), out=out)
+    assert_same(out, x.index_select(0, i), exact=True)
+    with pytest.raises(IndexError, match="index out of range in self"):  # as the CPU, for a CPU index
+        dev(x).index_select(0, torch.tensor([0, 11]))
+
+
+def test_index_select_vec4_rows_check_device_indices():
+    x = dev(torch.arange(64.0).view(8, 8))
+    for bad in (8, -9):
+        y = x.index_select(0, dev(torch.tensor([1, bad])))
+        with pytest.raises(RuntimeError, match="index out of bounds in aten::index_select"):
+            torch_webgpu.synchronize()
+        torch_webgpu.synchronize()
+        assert y.shape == (2, 8)
+    assert_same(x.index_select(0, dev(torch.tensor([7, 0]))), torch.arange(64.0).view(8, 8)[[7, 0]], exact=True)
+
+
 def test_index_select_edge_cases():
     x = make((3, 4), torch.float32)
     check(lambda x, i: x.index_select(0, i), x, torch.tensor([], dtype=torch.long), exact=True)
