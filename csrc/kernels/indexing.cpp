@@ -315,9 +315,52 @@ bool aligned_runs(const IndexedLaunch& l, int run) {
   return ok;
 }
 
+// Elements one invocation of a per-element gather (gather along the innermost dim: an
+// index per element, contiguous along it in index and values) resolves: 4 consecutive
+// ones share the coordinate walk's divisions and write the values side as one vec4.
+constexpr int kGatherLanes = 4;
+bool gather_lanes(Context& ctx, const IndexedLaunch& l) {
+  if (l.has_mask || l.use_scalar || l.shape.empty() || l.indices.size() != 1 ||
+      element_size(l.values.dtype) != 4 || any_window(ctx, l))
+    return false;
+  const size_t last = l.shape.size() - 1;
+  return l.shape[last] % kGatherLanes == 0 && l.values.strides[last] == 1 &&
+         l.indices[0].index.strides[last] == 1 && l.target.strides[last] == 0;
+}
+
+// The per-element gather, kGatherLanes elements per invocation: lane 0 resolves through
+// the common walk, the others from the index's next elements.
+void gather_lanes_piece(Context& ctx, const IndexedLaunch& launch) {
+  IndexedLaunch l = launch;
+  const size_t last = l.shape.size() - 1;
+  l.shape[last] /= kGatherLanes;
+  l.values.strides[last] = kGatherLanes;
+  l.indices[0].index.strides[last] = kGatherLanes;
+  bool vec4 = l.values.offset % kGatherLanes == 0;
+  for (int64_t st : l.values.strides) vec4 = vec4 && st % kGatherLanes == 0;
+  Common c = build_common(ctx, l, Access::Read, false, Access::ReadWrite, false, kGatherLanes);
+  const std::string values = "buf" + std::to_string(c.values_binding);
+  const std::string err = "buf" + std::to_string(c.err_binding);
+  std::string tail = "  let base = to - p0 * u_index_target_stride(0u);\n  var moved = vec4<u32>(buf0[to], 0u, 0u, 0u);\n";
+  for (int e = 1; e < kGatherLanes; ++e) {
+    const std::string es = std::to_string(e);
+    tail += "  let p" + es + " = resolve_index(load_index0(io0 + " + es + "u), u_index_bound(0u), u.wrap);\n"
+            "  if (p" + es + " == 0xffffffffu) { atomicMax(&" + err + "[0], u.code); return; }\n"
+            "  moved[" + es + "] = buf0[base + p" + es + " * u_index_target_stride(0u)];\n";
+  }
+  if (vec4) {
+    c.launch.buffers[c.values_binding].vec4 = true;
+    tail += "  " + values + "[vo / 4u] = moved;\n";
+  } else {
+    tail += "  for (var e = 0u; e < 4u; e = e + 1u) { " + values + "[vo + e] = moved[e]; }\n";
+  }
+  finish(ctx, c, l, "index:gather_lanes", {vec4 ? 1u : 0u, 0u}, "", tail);
+}
+
 // One gather dispatch; with `segment`, only the elements whose target lies in that range
 // of elements after the target offset (one pass of a target larger than one binding).
 void gather_piece(Context& ctx, const IndexedLaunch& launch, const ElementRange* segment) {
+  if (!segment && gather_lanes(ctx, launch)) return gather_lanes_piece(ctx, launch);
   const bool sub = is_subword(launch.values.dtype);
   const int run = gather_run(launch);
   IndexedLaunch l = launch;

@@ -135,6 +135,35 @@ def test_gather_dims_and_layouts(dim):
     check(lambda x, i: torch.take_along_dim(x, i, dim), x, i, exact=True)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.float16, torch.int64])
+@pytest.mark.parametrize("cols", [8, 12, 7])
+def test_gather_innermost_dim_by_lanes(dtype, cols):
+    # An index per element along the innermost dim: 4 elements per invocation when the
+    # row length allows it (vec4 stores for 4-byte values on a 16-byte grid).
+    x = make((6, 9), dtype)
+    i = rand_index((6, cols), 9, seed=cols)
+    check(lambda x, i: x.gather(1, i), x, i, exact=True)
+    check(lambda x, i: x.gather(-1, i), noncontig(x), i, exact=True)
+    check(lambda x, i: x.gather(1, i), x, noncontig(i), exact=True)
+    check(lambda x, i: x.gather(1, i[:, :0]), x, i, exact=True)
+    check(lambda x, i: x.take(i), x, i, exact=True)
+    out = dev(torch.zeros(6, 2 * cols, dtype=dtype))[:, 1::2]  # non-contiguous destination
+    torch.gather(dev(x), 1, dev(i), out=out)
+    assert_same(out, x.gather(1, i), exact=True)
+    big = dev(torch.zeros(6 * cols + 1, dtype=dtype))
+    torch.gather(dev(x), 1, dev(i), out=big[1:].view(6, cols))  # values off the 16-byte grid
+    assert_same(big[1:].view(6, cols), x.gather(1, i), exact=True)
+    with pytest.raises(RuntimeError, match="out of bounds"):  # a CPU index: checked at once
+        dev(x).gather(1, torch.full((6, cols), 9))
+    for lane in range(4):  # a bad device index in any lane
+        bad = i.clone()
+        bad[2, lane] = 9 if lane % 2 else -1
+        dev(x).gather(1, dev(bad))
+        with pytest.raises(RuntimeError, match="index out of bounds in aten::gather"):
+            torch_webgpu.synchronize()
+        torch_webgpu.synchronize()
+
+
 def test_gather_edge_cases():
     check(lambda x, i: x.gather(0, i), make((), torch.float32), torch.tensor(0), exact=True)
     check(lambda x, i: x.gather(1, i), make((3, 4), torch.float32), torch.zeros(3, 0, dtype=torch.long), exact=True)
