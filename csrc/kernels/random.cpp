@@ -143,19 +143,46 @@ fn rng_u64_mod(x: vec2<u32>, m: vec2<u32>) -> vec2<u32> {
 
 namespace {
 
-// True when a fill may write each block's four 32-bit results as one 16-byte store: the
-// output starts on a 16-byte boundary and is bound whole (no window). Four scalar stores
-// 16 bytes apart across a warp move a quarter of each line per instruction; the fill is
-// then bound by its stores, not Philox.
-bool vec4_fill(const BufferRef& out, const FillParams& p, bool windowed) {
-  return !windowed && element_size(out.dtype) == 4 && per_block(p.dist) == 4 &&
+// True when a fill may write each block's four results with whole-word stores: they are
+// at most 4 bytes each, the output starts on a boundary of 4 elements and is bound whole
+// (no window). 4-byte results go as one 16-byte store (four scalar stores 16 bytes apart
+// across a warp move a quarter of each line per instruction); narrower ones as one or two
+// words, without the per-element atomics a shared word needs otherwise.
+bool packed_fill(const BufferRef& out, const FillParams& p, bool windowed) {
+  return !windowed && element_size(out.dtype) <= 4 && per_block(p.dist) == 4 &&
          p.dist != Dist::BernoulliTensor && out.offset % 4 == 0;
+}
+
+// WGSL storing `block` (the four results' bits, low end) at element `first` (a multiple of
+// 4) of a packed fill; the last block stores its first elements up to u.n, read-modify-
+// write in the words it shares with what follows the output (no other invocation writes
+// them).
+std::string packed_store(uint32_t size) {
+  if (size == 4)
+    return "  if (idx * 4u + 3u < u.n) { buf0[first >> 2u] = block; return; }\n"
+           "  for (var e = 0u; idx * 4u + e < u.n; e = e + 1u) { buf0[first >> 2u][e] = block[e]; }\n";
+  const std::string per_word = std::to_string(4 / size), bits = std::to_string(8 * size);
+  const std::string mask = size == 2 ? "0xffffu" : "0xffu";
+  std::string s = "  let word = first / " + per_word + "u;\n  if (idx * 4u + 3u < u.n) {\n";
+  for (uint32_t w = 0; w < size; ++w) {
+    s += "    buf0[word + " + std::to_string(w) + "u] = ";
+    for (uint32_t j = 0; j < 4 / size; ++j)
+      s += std::string(j ? " | " : "") + "((block[" + std::to_string(w * 4 / size + j) + "] & " + mask +
+           ") << " + std::to_string(j * 8 * size) + "u)";
+    s += ";\n";
+  }
+  return s + "    return;\n  }\n"
+             "  for (var e = 0u; idx * 4u + e < u.n; e = e + 1u) {\n"
+             "    let w = (first + e) / " + per_word + "u;\n"
+             "    let sh = ((first + e) % " + per_word + "u) * " + bits + "u;\n"
+             "    buf0[w] = (buf0[w] & ~(" + mask + " << sh)) | ((block[e] & " + mask + ") << sh);\n  }\n";
 }
 
 void fill_random_piece(Context& ctx, const BufferRef& out, uint64_t numel, const FillParams& p,
                        const PhiloxInput& philox, bool windowed) {
   check_u32(numel, "random fill");
-  const bool vec4 = vec4_fill(out, p, windowed);
+  const bool packed = packed_fill(out, p, windowed);
+  const uint32_t size = static_cast<uint32_t>(element_size(out.dtype));
   const Compute c = compute_type_for(out.dtype);
   // a, b: the distribution's float parameters; range, base: the integer range's size and
   // start (64-bit); p_offset: Bernoulli probabilities (a tensor).
@@ -166,7 +193,7 @@ void fill_random_piece(Context& ctx, const BufferRef& out, uint64_t numel, const
   KernelLaunch l;
   const bool with_p = p.dist == Dist::BernoulliTensor;
   l.typed = {"rng:fill", {static_cast<uint32_t>(p.dist), static_cast<uint32_t>(out.dtype),
-                          with_p ? static_cast<uint32_t>(p.p.dtype) : 0u, vec4 ? 1u : 0u}};
+                          with_p ? static_cast<uint32_t>(p.p.dtype) : 0u, packed ? 1u : 0u}};
   set_philox(l.declare(layout), philox)
       .set_u32("out_offset", static_cast<uint32_t>(out.offset))
       .set_u32("n", static_cast<uint32_t>(numel))
@@ -177,9 +204,9 @@ void fill_random_piece(Context& ctx, const BufferRef& out, uint64_t numel, const
       .set_u32("base_lo", static_cast<uint32_t>(static_cast<uint64_t>(p.base)))
       .set_u32("base_hi", static_cast<uint32_t>(static_cast<uint64_t>(p.base) >> 32))
       .set_u32("p_offset", static_cast<uint32_t>(p.p.offset));
-  l.buffers = {{out.buffer, Access::ReadWrite, is_subword(out.dtype)}};
+  l.buffers = {{out.buffer, Access::ReadWrite, is_subword(out.dtype) && !packed}};
   l.buffers[0].touches(l.word_of("out_offset"), out.dtype, out.offset, numel);
-  l.buffers[0].vec4 = vec4;
+  l.buffers[0].vec4 = packed && size == 4;
   if (with_p) {
     l.buffers.push_back({p.p.buffer, Access::Read, false});
     l.buffers.back().touches(l.word_of("p_offset"), p.p.dtype, p.p.offset, numel);
@@ -192,9 +219,9 @@ void fill_random_piece(Context& ctx, const BufferRef& out, uint64_t numel, const
   const Dist dist = p.dist;
   const DType dtype = out.dtype;
   const DType p_dtype = p.p.dtype;
-  l.body = [&l, dist, dtype, p_dtype, c, wg, vec4] {
+  l.body = [&l, dist, dtype, p_dtype, c, wg, packed, size] {
     std::string s = philox_wgsl();
-    if (vec4)
+    if (packed)
       s += wgsl_bits_function("out_bits", dtype, c);
     else
       s += kernel_store("store", l.buffers, 0, dtype, c);
@@ -208,18 +235,12 @@ void fill_random_piece(Context& ctx, const BufferRef& out, uint64_t numel, const
       s += "  let bm0 = rng_box_muller(r.x, r.y);\n  let bm1 = rng_box_muller(r.z, r.w);\n";
     const Compute from = integer_valued(dist) ? Compute::I64 : Compute::F32;
     const uint32_t per = static_cast<uint32_t>(per_block(dist));
-    if (vec4) {
-      static const char* comp[4] = {"x", "y", "z", "w"};
-      // The block's four results' bits: one store for a whole block, the last block's
-      // first elements one by one.
+    if (packed) {
       s += "  var block = vec4<u32>();\n";
       for (uint32_t e = 0; e < 4; ++e)
-        s += "  {\n" + dist_wgsl(dist, dtype, e) + "  block." + comp[e] + " = out_bits(" +
+        s += "  {\n" + dist_wgsl(dist, dtype, e) + "  block[" + std::to_string(e) + "] = out_bits(" +
              wgsl_convert(from, c, "v") + ");\n  }\n";
-      s += "  let first = u.out_offset + idx * 4u;\n"
-           "  if (idx * 4u + 3u < u.n) { buf0[first >> 2u] = block; return; }\n"
-           "  for (var e = 0u; idx * 4u + e < u.n; e = e + 1u) { buf0[first >> 2u][e] = block[e]; }\n";
-      return s + "}\n";
+      return s + "  let first = u.out_offset + idx * 4u;\n" + packed_store(size) + "}\n";
     }
     for (uint32_t e = 0; e < per; ++e)
       s += "  {\n  let gi = idx * " + std::to_string(per) + "u + " + std::to_string(e) + "u;\n"

@@ -673,28 +673,36 @@ def test_rrelu_gradient():
     torch.testing.assert_close(g[~pos], yc[~pos] / xc[~pos])
 
 
+FILLS = ["uniform_", "normal_", "exponential_", "log_normal_", "cauchy_"]
+ALIGNMENT_CASES = [(f, d) for f in FILLS for d in (torch.float32, torch.float16, torch.bfloat16)] + [
+    ("bernoulli_", d) for d in (torch.float32, torch.float16, torch.bool, torch.uint8, torch.int8,
+                                torch.int16, torch.int32)]
+
+
 @pytest.mark.parametrize("n", [1, 3, 4, 5, 11, 4099])
-@pytest.mark.parametrize("fill", ["uniform_", "normal_", "exponential_", "bernoulli_", "log_normal_", "cauchy_"])
-def test_fills_at_any_alignment_draw_the_same_stream(fill, n):
-    # A 16-byte aligned float32 target takes one store per Philox block, others (and
-    # half-precision targets) one store per element: element i must draw word i % 4 of
-    # block i // 4 either way, whatever n % 4 is.
+@pytest.mark.parametrize("fill,dtype", ALIGNMENT_CASES)
+def test_fills_at_any_alignment_draw_the_same_stream(fill, dtype, n):
+    # A target on a boundary of 4 elements takes each Philox block's four results with
+    # whole-word stores (one 16-byte store for 4-byte dtypes), others a store per element:
+    # element i must draw word i % 4 of block i // 4 either way, whatever n % 4 is, and
+    # the elements around the target (sharing its first and last words) stay untouched.
     def draw(t):
         torch.webgpu.manual_seed(11)
         with native_only():
             getattr(t, fill)()
         return t.cpu()
 
-    aligned = draw(torch.empty(n, device=DEVICE))
-    for start in (1, 2, 3):
-        base = torch.zeros(n + 4, device=DEVICE)
+    zeros = lambda k: torch.zeros(k, dtype=dtype)  # noqa: E731
+    aligned = draw(torch.empty(n, dtype=dtype, device=DEVICE))
+    for start in (1, 2, 3, 4):
+        base = torch.zeros(n + 8, dtype=dtype, device=DEVICE)
         assert torch.equal(draw(base[start:start + n]), aligned)
         rest = base.cpu()
-        assert torch.equal(rest[:start], torch.zeros(start)) and torch.equal(rest[start + n:], torch.zeros(4 - start))
-    strided = torch.zeros(2 * n, device=DEVICE)
+        assert torch.equal(rest[:start], zeros(start)) and torch.equal(rest[start + n:], zeros(8 - start))
+    strided = torch.zeros(2 * n, dtype=dtype, device=DEVICE)
     assert torch.equal(draw(strided[::2]), aligned)
-    assert torch.equal(strided.cpu()[1::2], torch.zeros(n))
-    if fill == "uniform_":
+    assert torch.equal(strided.cpu()[1::2], zeros(n))
+    if fill == "uniform_" and dtype == torch.float32:
         key = [11, 0]
         want = [(philox4x32_10([i // 4, 0, 0, 0], key)[i % 4] >> 8) * 2.0**-24 for i in range(n)]
         assert aligned.tolist() == want
