@@ -81,12 +81,15 @@ uint64_t fill_blocks(Dist d, uint64_t numel) { return (numel + per_block(d) - 1)
 std::string philox_wgsl() {
   return R"(
 // Philox-4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC11).
-// (hi, lo) words of the 64-bit product a * b, from 16-bit halves.
+// (hi, lo) words of the 64-bit product a * b (a: a round constant), from 16-bit halves,
+// schoolbook by columns: no partial sum overflows 32 bits, so no carry tests. (WGSL has no
+// mulhi; this emulation is most of a fill's arithmetic.)
 fn rng_mulhilo(a: u32, b: u32) -> vec2<u32> {
   let al = a & 0xffffu; let ah = a >> 16u; let bl = b & 0xffffu; let bh = b >> 16u;
-  let ll = al * bl; let hl = ah * bl; let lh = al * bh; let hh = ah * bh;
-  let cross = (ll >> 16u) + (hl & 0xffffu) + lh;
-  return vec2<u32>(hh + (hl >> 16u) + (cross >> 16u), a * b);
+  let low = al * bl;
+  let mid = ah * bl + (low >> 16u);
+  let mid2 = al * bh + (mid & 0xffffu);
+  return vec2<u32>(ah * bh + (mid >> 16u) + (mid2 >> 16u), a * b);
 }
 fn philox4x32_10(ctr_in: vec4<u32>, key_in: vec2<u32>) -> vec4<u32> {
   var c = ctr_in;
