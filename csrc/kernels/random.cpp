@@ -156,29 +156,32 @@ bool packed_fill(const BufferRef& out, const FillParams& p, bool windowed) {
          p.dist != Dist::BernoulliTensor && out.offset % 4 == 0;
 }
 
-// WGSL storing `block` (the four results' bits, low end) at element `first` (a multiple of
-// 4) of a packed fill; the last block stores its first elements up to u.n, read-modify-
-// write in the words it shares with what follows the output (no other invocation writes
-// them).
-std::string packed_store(uint32_t size) {
+// WGSL storing `block` (four results' bits, low end) at element `first` (a multiple of 4)
+// of binding `buf`, elements of `size` bytes: whole words, where the block is whole; the
+// last block stores its first elements up to u.n, read-modify-write in the words it
+// shares with what follows the output (no other invocation writes them).
+std::string packed_store(uint32_t size, const std::string& buf, const std::string& block,
+                         const std::string& first) {
   if (size == 4)
-    return "  if (idx * 4u + 3u < u.n) { buf0[first >> 2u] = block; return; }\n"
-           "  for (var e = 0u; idx * 4u + e < u.n; e = e + 1u) { buf0[first >> 2u][e] = block[e]; }\n";
+    return "  if (idx * 4u + 3u < u.n) { " + buf + "[(" + first + ") >> 2u] = " + block + "; } else {\n"
+           "    for (var e = 0u; idx * 4u + e < u.n; e = e + 1u) { " + buf + "[(" + first + ") >> 2u][e] = " +
+           block + "[e]; }\n  }\n";
   const std::string per_word = std::to_string(4 / size), bits = std::to_string(8 * size);
   const std::string mask = size == 2 ? "0xffffu" : "0xffu";
-  std::string s = "  let word = first / " + per_word + "u;\n  if (idx * 4u + 3u < u.n) {\n";
+  std::string s = "  if (idx * 4u + 3u < u.n) {\n";
   for (uint32_t w = 0; w < size; ++w) {
-    s += "    buf0[word + " + std::to_string(w) + "u] = ";
+    s += "    " + buf + "[(" + first + ") / " + per_word + "u + " + std::to_string(w) + "u] = ";
     for (uint32_t j = 0; j < 4 / size; ++j)
-      s += std::string(j ? " | " : "") + "((block[" + std::to_string(w * 4 / size + j) + "] & " + mask +
+      s += std::string(j ? " | " : "") + "((" + block + "[" + std::to_string(w * 4 / size + j) + "] & " + mask +
            ") << " + std::to_string(j * 8 * size) + "u)";
     s += ";\n";
   }
-  return s + "    return;\n  }\n"
-             "  for (var e = 0u; idx * 4u + e < u.n; e = e + 1u) {\n"
-             "    let w = (first + e) / " + per_word + "u;\n"
-             "    let sh = ((first + e) % " + per_word + "u) * " + bits + "u;\n"
-             "    buf0[w] = (buf0[w] & ~(" + mask + " << sh)) | ((block[e] & " + mask + ") << sh);\n  }\n";
+  return s + "  } else {\n"
+             "    for (var e = 0u; idx * 4u + e < u.n; e = e + 1u) {\n"
+             "      let w = (" + first + " + e) / " + per_word + "u;\n"
+             "      let sh = ((" + first + " + e) % " + per_word + "u) * " + bits + "u;\n"
+             "      " + buf + "[w] = (" + buf + "[w] & ~(" + mask + " << sh)) | ((" + block + "[e] & " + mask +
+             ") << sh);\n    }\n  }\n";
 }
 
 void fill_random_piece(Context& ctx, const BufferRef& out, uint64_t numel, const FillParams& p,
@@ -243,7 +246,7 @@ void fill_random_piece(Context& ctx, const BufferRef& out, uint64_t numel, const
       for (uint32_t e = 0; e < 4; ++e)
         s += "  {\n" + dist_wgsl(dist, dtype, e) + "  block[" + std::to_string(e) + "] = out_bits(" +
              wgsl_convert(from, c, "v") + ");\n  }\n";
-      return s + "  let first = u.out_offset + idx * 4u;\n" + packed_store(size) + "}\n";
+      return s + packed_store(size, "buf0", "block", "u.out_offset + idx * 4u") + "}\n";
     }
     for (uint32_t e = 0; e < per; ++e)
       s += "  {\n  let gi = idx * " + std::to_string(per) + "u + " + std::to_string(e) + "u;\n"
@@ -622,11 +625,15 @@ uint64_t dropout_forward(Context& ctx, const BufferRef& in, const BufferRef& out
   static const UniformLayout layout({TWGPU_PHILOX_UNIFORMS, {"in_offset"}, {"out_offset"},
                                      {"mask_offset"}, {"n"}, {"keep", UniformType::F32},
                                      {"scale", UniformType::F32}});
+  // Outputs on a 4-element boundary take whole-word stores, as packed fills do.
+  const bool packed = element_size(out.dtype) <= 4 && out.offset % 4 == 0 && mask.offset % 4 == 0;
+  const uint32_t size = static_cast<uint32_t>(element_size(out.dtype));
   KernelLaunch l;
-  l.typed = {"rng:dropout", {static_cast<uint32_t>(in.dtype)}};
+  l.typed = {"rng:dropout", {static_cast<uint32_t>(in.dtype), packed ? 1u : 0u}};
   l.buffers = {{in.buffer, Access::Read, false},
-               {out.buffer, Access::ReadWrite, is_subword(out.dtype)},
-               {mask.buffer, Access::ReadWrite, true}};
+               {out.buffer, Access::ReadWrite, is_subword(out.dtype) && !packed},
+               {mask.buffer, Access::ReadWrite, !packed}};
+  l.buffers[1].vec4 = packed && size == 4;
   set_philox(l.declare(layout), philox)
       .set_u32("in_offset", static_cast<uint32_t>(in.offset))
       .set_u32("out_offset", static_cast<uint32_t>(out.offset))
@@ -638,20 +645,33 @@ uint64_t dropout_forward(Context& ctx, const BufferRef& in, const BufferRef& out
   l.count = fill_blocks(Dist::Bernoulli, numel);
   l.workgroup = wg;
   const DType dtype = in.dtype;
-  l.body = [&l, dtype, wg] {
-    return philox_wgsl() + kernel_load("load_x", l.buffers, 0, dtype) +
-           kernel_store("store_out", l.buffers, 1, dtype, Compute::F32) +
-           kernel_store("store_mask", l.buffers, 2, DType::Bool, Compute::I32) +
-           kernel_main(Grid::Invocations, wg) +
+  l.body = [&l, dtype, wg, packed, size] {
+    std::string s = philox_wgsl() + kernel_load("load_x", l.buffers, 0, dtype);
+    if (!packed)
+      return s + kernel_store("store_out", l.buffers, 1, dtype, Compute::F32) +
+             kernel_store("store_mask", l.buffers, 2, DType::Bool, Compute::I32) +
+             kernel_main(Grid::Invocations, wg) +
+             "  let r = rng_block(idx);\n"
+             "  for (var e = 0u; e < 4u; e = e + 1u) {\n"
+             "    let gi = idx * 4u + e;\n"
+             "    if (gi >= u.n) { break; }\n"
+             "    let kept = rng_u01(r[e]) < u.keep;\n"
+             "    let x = f32(load_x(u.in_offset + gi));\n"
+             "    store_out(u.out_offset + gi, (x * select(0.0, 1.0, kept)) * u.scale);\n"
+             "    store_mask(u.mask_offset + gi, select(0, 1, kept));\n"
+             "  }\n}\n";
+    return s + wgsl_bits_function("out_bits", dtype, Compute::F32) + kernel_main(Grid::Invocations, wg) +
            "  let r = rng_block(idx);\n"
+           "  var outs = vec4<u32>();\n  var kept = vec4<u32>();\n"
            "  for (var e = 0u; e < 4u; e = e + 1u) {\n"
            "    let gi = idx * 4u + e;\n"
            "    if (gi >= u.n) { break; }\n"
-           "    let kept = rng_u01(r[e]) < u.keep;\n"
-           "    let x = f32(load_x(u.in_offset + gi));\n"
-           "    store_out(u.out_offset + gi, (x * select(0.0, 1.0, kept)) * u.scale);\n"
-           "    store_mask(u.mask_offset + gi, select(0, 1, kept));\n"
-           "  }\n}\n";
+           "    let keep = rng_u01(r[e]) < u.keep;\n"
+           "    outs[e] = out_bits((f32(load_x(u.in_offset + gi)) * select(0.0, 1.0, keep)) * u.scale);\n"
+           "    kept[e] = select(0u, 1u, keep);\n"
+           "  }\n" +
+           packed_store(size, "buf1", "outs", "u.out_offset + idx * 4u") +
+           packed_store(1, "buf2", "kept", "u.mask_offset + idx * 4u") + "}\n";
   };
   launch_kernel(ctx, l);
   return fill_blocks(Dist::Bernoulli, numel);

@@ -557,6 +557,25 @@ def test_native_dropout_matches_cpu_arithmetic_and_layouts():
         torch.native_dropout(torch.ones(10, device=DEVICE, dtype=torch.int32), 0.4, True)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("n", [1, 3, 6, 4099])
+def test_native_dropout_mask_is_the_philox_stream(dtype, n):
+    # Element i is kept when word i % 4 of block i // 4 (24 bits) is below keep; the
+    # outputs go as whole words (one 16-byte store for float32), the last block's up to n.
+    key = [5, 0]
+    keep = torch.tensor(0.7).item()  # the kernel compares in float32
+    for start in (0, 1, 3):
+        x = torch.randn(n + 4, dtype=dtype)
+        torch.webgpu.manual_seed(5)
+        with native_only():
+            out, mask = torch.native_dropout(x.to(DEVICE)[start:start + n], 0.3, True)
+        want = torch.tensor([(philox4x32_10([i // 4, 0, 0, 0], key)[i % 4] >> 8) * 2.0**-24 < keep
+                             for i in range(n)])
+        assert torch.equal(mask.cpu(), want)
+        xs = x[start:start + n]
+        assert_same(out, torch.where(want, (xs.float() * (1 / 0.7)).to(dtype), torch.zeros((), dtype=dtype)))
+
+
 def test_dropout_functional_and_backward():
     x = torch.randn(2000, 10, device=DEVICE, requires_grad=True)
     y = torch.nn.functional.dropout(x, 0.5, training=True)
