@@ -372,6 +372,11 @@ void gather_piece(Context& ctx, const IndexedLaunch& launch, const ElementRange*
   }
   // vec4 bindings may not take windows.
   const bool vec4 = !segment && !any_window(ctx, l) && aligned_runs(l, run);
+  // Rows of vec4 words split in `parts` equal parts: an invocation moves word j of each,
+  // dividing the coordinate walk (its divisions) per byte by `parts`; each load and store
+  // instruction still covers consecutive words.
+  const int parts = !vec4 ? 1 : l.shape.back() % 4 == 0 ? 4 : l.shape.back() % 2 == 0 ? 2 : 1;
+  if (parts > 1) l.shape.back() /= parts;
   Common c = build_common(ctx, l, Access::Read, false, Access::ReadWrite, sub, run);
   std::string tail;
   if (segment) tail += limit_to_segment(c, l, *segment, run);
@@ -381,12 +386,17 @@ void gather_piece(Context& ctx, const IndexedLaunch& launch, const ElementRange*
     c.launch.buffers[c.values_binding].vec4 = true;
     const std::string r = std::to_string(run) + "u";
     tail += "  " + values + "[vo / " + r + "] = buf0[to / " + r + "];\n";
+    if (parts > 1) tail += "  let part = u_sizes(u.nd - 1u);\n";
+    for (int k = 1; k < parts; ++k) {
+      const std::string at = " + " + std::to_string(k) + "u * part]";
+      tail += "  " + values + "[vo / " + r + at + " = buf0[to / " + r + at + ";\n";
+    }
   }
   for (int e = 0; e < run && !vec4; ++e) {
     const std::string off = e ? " + " + std::to_string(e) + "u" : "";
     tail += "  {\n" + move_bits(l.values.dtype, "buf0", "to" + off, values, "vo" + off, sub) + "  }\n";
   }
-  finish(ctx, c, l, "index:gather", {static_cast<uint32_t>(run) | (vec4 ? 1u << 8 : 0u), segment ? 1u : 0u},
+  finish(ctx, c, l, "index:gather", {static_cast<uint32_t>(run) | (vec4 ? 1u << 8 : 0u) | (static_cast<uint32_t>(parts) << 9), segment ? 1u : 0u},
          "", tail);
 }
 

@@ -75,15 +75,18 @@ def test_index_select_whole_rows(dtype, row):
 def test_index_select_rows_at_any_alignment(dtype, start):
     # Rows whose every offset is a multiple of 16 bytes move as one vec4 per invocation;
     # a storage offset (or row stride) off that grid takes the element-wise run.
-    base = make((11 * 12 + 4,), dtype)
-    x = base[start:start + 11 * 12].view(11, 12)
+    base = make((11 * 20 + 4,), dtype)
+    x = base[start:start + 11 * 20].view(11, 20)
     i = rand_index((9,), 11, seed=start)
     check(lambda x, i: x.index_select(0, i), x, i, exact=True)
     check(lambda x, i: x.index_select(0, i), x, noncontig(i.view(3, 3)).reshape(-1), exact=True)
     check(lambda w, i: F.embedding(i, w), x, i.view(3, 3), exact=True)
-    check(lambda x, i: x.index_select(0, i), x[:, :8], i, exact=True)  # rows 12 apart, 8 long
+    # Rows 20 apart, of 1, 2 and 4 parts (an invocation per vec4 word of each part).
+    for cols in (4, 8, 16):
+        check(lambda x, i: x.index_select(0, i), x[:, :cols], i, exact=True)
+        check(lambda x, i: x.index_select(1, i), x[:, :cols].t(), i, exact=True)
     check(lambda x, i: x.index_select(0, i), x, i[:0], exact=True)
-    out = dev(torch.zeros(9, 24, dtype=dtype))[:, ::2]  # a non-contiguous destination
+    out = dev(torch.zeros(9, 40, dtype=dtype))[:, ::2]  # a non-contiguous destination
     torch.index_select(dev(x), 0, dev(i), out=out)
     assert_same(out, x.index_select(0, i), exact=True)
     with pytest.raises(IndexError, match="index out of range in self"):  # as the CPU, for a CPU index
