@@ -329,7 +329,8 @@ bool gather_lanes(Context& ctx, const IndexedLaunch& l) {
 }
 
 // The per-element gather, kGatherLanes elements per invocation: lane 0 resolves through
-// the common walk, the others from the index's next elements.
+// the common walk, the others from the index's next elements. Rows of 2 or 4k lane groups
+// split in 2 or 4 parts, an invocation taking group j of each (as row gathers do).
 void gather_lanes_piece(Context& ctx, const IndexedLaunch& launch) {
   IndexedLaunch l = launch;
   const size_t last = l.shape.size() - 1;
@@ -338,23 +339,34 @@ void gather_lanes_piece(Context& ctx, const IndexedLaunch& launch) {
   l.indices[0].index.strides[last] = kGatherLanes;
   bool vec4 = l.values.offset % kGatherLanes == 0;
   for (int64_t st : l.values.strides) vec4 = vec4 && st % kGatherLanes == 0;
+  const int parts = l.shape[last] % 4 == 0 ? 4 : l.shape[last] % 2 == 0 ? 2 : 1;
+  l.shape[last] /= parts;
   Common c = build_common(ctx, l, Access::Read, false, Access::ReadWrite, false, kGatherLanes);
   const std::string values = "buf" + std::to_string(c.values_binding);
   const std::string err = "buf" + std::to_string(c.err_binding);
-  std::string tail = "  let base = to - p0 * u_index_target_stride(0u);\n  var moved = vec4<u32>(buf0[to], 0u, 0u, 0u);\n";
-  for (int e = 1; e < kGatherLanes; ++e) {
-    const std::string es = std::to_string(e);
-    tail += "  let p" + es + " = resolve_index(load_index0(io0 + " + es + "u), u_index_bound(0u), u.wrap);\n"
-            "  if (p" + es + " == 0xffffffffu) { atomicMax(&" + err + "[0], u.code); return; }\n"
-            "  moved[" + es + "] = buf0[base + p" + es + " * u_index_target_stride(0u)];\n";
+  // `part`: elements from one part to the next.
+  std::string tail = "  let base = to - p0 * u_index_target_stride(0u);\n"
+                     "  let part = u_sizes(u.nd - 1u) * " + std::to_string(kGatherLanes) + "u;\n";
+  for (int k = 0; k < parts; ++k) {
+    const std::string at = k ? " + " + std::to_string(k) + "u * part" : "";
+    tail += "  {\n  var moved = vec4<u32>();\n";
+    for (int e = 0; e < kGatherLanes; ++e) {
+      if (k == 0 && e == 0) {
+        tail += "  moved[0] = buf0[to];\n";
+        continue;
+      }
+      const std::string es = std::to_string(e);
+      tail += "  {\n  let p = resolve_index(load_index0(io0" + at + " + " + es + "u), u_index_bound(0u), u.wrap);\n"
+              "  if (p == 0xffffffffu) { atomicMax(&" + err + "[0], u.code); return; }\n"
+              "  moved[" + es + "] = buf0[base + p * u_index_target_stride(0u)];\n  }\n";
+    }
+    if (vec4)
+      tail += "  " + values + "[(vo" + at + ") / 4u] = moved;\n  }\n";
+    else
+      tail += "  for (var e = 0u; e < 4u; e = e + 1u) { " + values + "[vo" + at + " + e] = moved[e]; }\n  }\n";
   }
-  if (vec4) {
-    c.launch.buffers[c.values_binding].vec4 = true;
-    tail += "  " + values + "[vo / 4u] = moved;\n";
-  } else {
-    tail += "  for (var e = 0u; e < 4u; e = e + 1u) { " + values + "[vo + e] = moved[e]; }\n";
-  }
-  finish(ctx, c, l, "index:gather_lanes", {vec4 ? 1u : 0u, 0u}, "", tail);
+  if (vec4) c.launch.buffers[c.values_binding].vec4 = true;
+  finish(ctx, c, l, "index:gather_lanes", {vec4 ? 1u : 0u, static_cast<uint32_t>(parts)}, "", tail);
 }
 
 // One gather dispatch; with `segment`, only the elements whose target lies in that range

@@ -139,10 +139,11 @@ def test_gather_dims_and_layouts(dim):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.float16, torch.int64])
-@pytest.mark.parametrize("cols", [8, 12, 7])
+@pytest.mark.parametrize("cols", [4, 8, 12, 16, 7])
 def test_gather_innermost_dim_by_lanes(dtype, cols):
     # An index per element along the innermost dim: 4 elements per invocation when the
-    # row length allows it (vec4 stores for 4-byte values on a 16-byte grid).
+    # row length allows it (vec4 stores for 4-byte values on a 16-byte grid), rows of 2 or
+    # 4k such groups split in 2 or 4 parts.
     x = make((6, 9), dtype)
     i = rand_index((6, cols), 9, seed=cols)
     check(lambda x, i: x.gather(1, i), x, i, exact=True)
@@ -158,7 +159,7 @@ def test_gather_innermost_dim_by_lanes(dtype, cols):
     assert_same(big[1:].view(6, cols), x.gather(1, i), exact=True)
     with pytest.raises(RuntimeError, match="out of bounds"):  # a CPU index: checked at once
         dev(x).gather(1, torch.full((6, cols), 9))
-    for lane in range(4):  # a bad device index in any lane
+    for lane in range(cols):  # a bad device index in any lane of any part
         bad = i.clone()
         bad[2, lane] = 9 if lane % 2 else -1
         dev(x).gather(1, dev(bad))
