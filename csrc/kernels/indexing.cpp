@@ -294,9 +294,85 @@ std::string limit_to_segment(Common& c, const IndexedLaunch& l, const ElementRan
          "  if (rel < u.segment_lo || rel >= u.segment_hi) { return; }\n";
 }
 
+bool any_window(Context& ctx, const IndexedLaunch& l) {
+  if (!ctx.pool().has_oversized()) return false;
+  bool any = needs_window(ctx, l.target.buffer) || needs_window(ctx, l.values.buffer) ||
+             (l.has_mask && needs_window(ctx, l.mask.buffer));
+  for (const IndexArg& ix : l.indices) any = any || needs_window(ctx, ix.index.buffer);
+  return any;
+}
+
+// True when every target and values offset a run-gather (`l`: its shape already in runs)
+// computes is a multiple of `run`: the run then moves as one 16-byte load and store, not
+// `run` scalar ones 16 bytes apart across the invocations.
+bool aligned_runs(const IndexedLaunch& l, int run) {
+  auto multiple = [run](int64_t v) { return v % run == 0; };
+  bool ok = run > 1 && multiple(static_cast<int64_t>(l.target.offset)) &&
+            multiple(static_cast<int64_t>(l.values.offset));
+  for (int64_t s : l.target.strides) ok = ok && multiple(s);
+  for (int64_t s : l.values.strides) ok = ok && multiple(s);
+  for (const IndexArg& ix : l.indices) ok = ok && multiple(ix.target_stride);
+  return ok;
+}
+
+// Elements one invocation of a per-element gather (gather along the innermost dim: an
+// index per element, contiguous along it in index and values) resolves: 4 consecutive
+// ones share the coordinate walk's divisions and write the values side as one vec4.
+constexpr int kGatherLanes = 4;
+bool gather_lanes(Context& ctx, const IndexedLaunch& l) {
+  if (l.has_mask || l.use_scalar || l.shape.empty() || l.indices.size() != 1 ||
+      element_size(l.values.dtype) != 4 || any_window(ctx, l))
+    return false;
+  const size_t last = l.shape.size() - 1;
+  return l.shape[last] % kGatherLanes == 0 && l.values.strides[last] == 1 &&
+         l.indices[0].index.strides[last] == 1 && l.target.strides[last] == 0;
+}
+
+// The per-element gather, kGatherLanes elements per invocation: lane 0 resolves through
+// the common walk, the others from the index's next elements. Rows of 2 or 4k lane groups
+// split in 2 or 4 parts, an invocation taking group j of each (as row gathers do).
+void gather_lanes_piece(Context& ctx, const IndexedLaunch& launch) {
+  IndexedLaunch l = launch;
+  const size_t last = l.shape.size() - 1;
+  l.shape[last] /= kGatherLanes;
+  l.values.strides[last] = kGatherLanes;
+  l.indices[0].index.strides[last] = kGatherLanes;
+  bool vec4 = l.values.offset % kGatherLanes == 0;
+  for (int64_t st : l.values.strides) vec4 = vec4 && st % kGatherLanes == 0;
+  const int parts = l.shape[last] % 4 == 0 ? 4 : l.shape[last] % 2 == 0 ? 2 : 1;
+  l.shape[last] /= parts;
+  Common c = build_common(ctx, l, Access::Read, false, Access::ReadWrite, false, kGatherLanes);
+  const std::string values = "buf" + std::to_string(c.values_binding);
+  const std::string err = "buf" + std::to_string(c.err_binding);
+  // `part`: elements from one part to the next.
+  std::string tail = "  let base = to - p0 * u_index_target_stride(0u);\n"
+                     "  let part = u_sizes(u.nd - 1u) * " + std::to_string(kGatherLanes) + "u;\n";
+  for (int k = 0; k < parts; ++k) {
+    const std::string at = k ? " + " + std::to_string(k) + "u * part" : "";
+    tail += "  {\n  var moved = vec4<u32>();\n";
+    for (int e = 0; e < kGatherLanes; ++e) {
+      if (k == 0 && e == 0) {
+        tail += "  moved[0] = buf0[to];\n";
+        continue;
+      }
+      const std::string es = std::to_string(e);
+      tail += "  {\n  let p = resolve_index(load_index0(io0" + at + " + " + es + "u), u_index_bound(0u), u.wrap);\n"
+              "  if (p == 0xffffffffu) { atomicMax(&" + err + "[0], u.code); return; }\n"
+              "  moved[" + es + "] = buf0[base + p * u_index_target_stride(0u)];\n  }\n";
+    }
+    if (vec4)
+      tail += "  " + values + "[(vo" + at + ") / 4u] = moved;\n  }\n";
+    else
+      tail += "  for (var e = 0u; e < 4u; e = e + 1u) { " + values + "[vo" + at + " + e] = moved[e]; }\n  }\n";
+  }
+  if (vec4) c.launch.buffers[c.values_binding].vec4 = true;
+  finish(ctx, c, l, "index:gather_lanes", {vec4 ? 1u : 0u, static_cast<uint32_t>(parts)}, "", tail);
+}
+
 // One gather dispatch; with `segment`, only the elements whose target lies in that range
 // of elements after the target offset (one pass of a target larger than one binding).
 void gather_piece(Context& ctx, const IndexedLaunch& launch, const ElementRange* segment) {
+  if (!segment && gather_lanes(ctx, launch)) return gather_lanes_piece(ctx, launch);
   const bool sub = is_subword(launch.values.dtype);
   const int run = gather_run(launch);
   IndexedLaunch l = launch;
@@ -306,23 +382,34 @@ void gather_piece(Context& ctx, const IndexedLaunch& launch, const ElementRange*
     l.target.strides[last] = run;
     l.values.strides[last] = run;
   }
+  // vec4 bindings may not take windows.
+  const bool vec4 = !segment && !any_window(ctx, l) && aligned_runs(l, run);
+  // Rows of vec4 words split in `parts` equal parts: an invocation moves word j of each,
+  // dividing the coordinate walk (its divisions) per byte by `parts`; each load and store
+  // instruction still covers consecutive words.
+  const int parts = !vec4 ? 1 : l.shape.back() % 4 == 0 ? 4 : l.shape.back() % 2 == 0 ? 2 : 1;
+  if (parts > 1) l.shape.back() /= parts;
   Common c = build_common(ctx, l, Access::Read, false, Access::ReadWrite, sub, run);
   std::string tail;
   if (segment) tail += limit_to_segment(c, l, *segment, run);
-  for (int e = 0; e < run; ++e) {
-    const std::string off = e ? " + " + std::to_string(e) + "u" : "";
-    tail += "  {\n" + move_bits(l.values.dtype, "buf0", "to" + off, "buf" + std::to_string(c.values_binding),
-                                "vo" + off, sub) + "  }\n";
+  const std::string values = "buf" + std::to_string(c.values_binding);
+  if (vec4) {
+    c.launch.buffers[0].vec4 = true;
+    c.launch.buffers[c.values_binding].vec4 = true;
+    const std::string r = std::to_string(run) + "u";
+    tail += "  " + values + "[vo / " + r + "] = buf0[to / " + r + "];\n";
+    if (parts > 1) tail += "  let part = u_sizes(u.nd - 1u);\n";
+    for (int k = 1; k < parts; ++k) {
+      const std::string at = " + " + std::to_string(k) + "u * part]";
+      tail += "  " + values + "[vo / " + r + at + " = buf0[to / " + r + at + ";\n";
+    }
   }
-  finish(ctx, c, l, "index:gather", {static_cast<uint32_t>(run), segment ? 1u : 0u}, "", tail);
-}
-
-bool any_window(Context& ctx, const IndexedLaunch& l) {
-  if (!ctx.pool().has_oversized()) return false;
-  bool any = needs_window(ctx, l.target.buffer) || needs_window(ctx, l.values.buffer) ||
-             (l.has_mask && needs_window(ctx, l.mask.buffer));
-  for (const IndexArg& ix : l.indices) any = any || needs_window(ctx, ix.index.buffer);
-  return any;
+  for (int e = 0; e < run && !vec4; ++e) {
+    const std::string off = e ? " + " + std::to_string(e) + "u" : "";
+    tail += "  {\n" + move_bits(l.values.dtype, "buf0", "to" + off, values, "vo" + off, sub) + "  }\n";
+  }
+  finish(ctx, c, l, "index:gather", {static_cast<uint32_t>(run) | (vec4 ? 1u << 8 : 0u) | (static_cast<uint32_t>(parts) << 9), segment ? 1u : 0u},
+         "", tail);
 }
 
 // Buffers larger than one binding: blocks of the iteration space in which values, indices

@@ -81,12 +81,15 @@ uint64_t fill_blocks(Dist d, uint64_t numel) { return (numel + per_block(d) - 1)
 std::string philox_wgsl() {
   return R"(
 // Philox-4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC11).
-// (hi, lo) words of the 64-bit product a * b, from 16-bit halves.
+// (hi, lo) words of the 64-bit product a * b (a: a round constant), from 16-bit halves,
+// schoolbook by columns: no partial sum overflows 32 bits, so no carry tests. (WGSL has no
+// mulhi; this emulation is most of a fill's arithmetic.)
 fn rng_mulhilo(a: u32, b: u32) -> vec2<u32> {
   let al = a & 0xffffu; let ah = a >> 16u; let bl = b & 0xffffu; let bh = b >> 16u;
-  let ll = al * bl; let hl = ah * bl; let lh = al * bh; let hh = ah * bh;
-  let cross = (ll >> 16u) + (hl & 0xffffu) + lh;
-  return vec2<u32>(hh + (hl >> 16u) + (cross >> 16u), a * b);
+  let low = al * bl;
+  let mid = ah * bl + (low >> 16u);
+  let mid2 = al * bh + (mid & 0xffffu);
+  return vec2<u32>(ah * bh + (mid >> 16u) + (mid2 >> 16u), a * b);
 }
 fn philox4x32_10(ctr_in: vec4<u32>, key_in: vec2<u32>) -> vec4<u32> {
   var c = ctr_in;
@@ -143,9 +146,49 @@ fn rng_u64_mod(x: vec2<u32>, m: vec2<u32>) -> vec2<u32> {
 
 namespace {
 
+// True when a fill may write each block's four results with whole-word stores: they are
+// at most 4 bytes each, the output starts on a boundary of 4 elements and is bound whole
+// (no window). 4-byte results go as one 16-byte store (four scalar stores 16 bytes apart
+// across a warp move a quarter of each line per instruction); narrower ones as one or two
+// words, without the per-element atomics a shared word needs otherwise.
+bool packed_fill(const BufferRef& out, const FillParams& p, bool windowed) {
+  return !windowed && element_size(out.dtype) <= 4 && per_block(p.dist) == 4 &&
+         p.dist != Dist::BernoulliTensor && out.offset % 4 == 0;
+}
+
+// WGSL storing `block` (four results' bits, low end) at element `first` (a multiple of 4)
+// of binding `buf`, elements of `size` bytes: whole words, where the block is whole; the
+// last block stores its first elements up to u.n, read-modify-write in the words it
+// shares with what follows the output (no other invocation writes them).
+std::string packed_store(uint32_t size, const std::string& buf, const std::string& block,
+                         const std::string& first) {
+  if (size == 4)
+    return "  if (idx * 4u + 3u < u.n) { " + buf + "[(" + first + ") >> 2u] = " + block + "; } else {\n"
+           "    for (var e = 0u; idx * 4u + e < u.n; e = e + 1u) { " + buf + "[(" + first + ") >> 2u][e] = " +
+           block + "[e]; }\n  }\n";
+  const std::string per_word = std::to_string(4 / size), bits = std::to_string(8 * size);
+  const std::string mask = size == 2 ? "0xffffu" : "0xffu";
+  std::string s = "  if (idx * 4u + 3u < u.n) {\n";
+  for (uint32_t w = 0; w < size; ++w) {
+    s += "    " + buf + "[(" + first + ") / " + per_word + "u + " + std::to_string(w) + "u] = ";
+    for (uint32_t j = 0; j < 4 / size; ++j)
+      s += std::string(j ? " | " : "") + "((" + block + "[" + std::to_string(w * 4 / size + j) + "] & " + mask +
+           ") << " + std::to_string(j * 8 * size) + "u)";
+    s += ";\n";
+  }
+  return s + "  } else {\n"
+             "    for (var e = 0u; idx * 4u + e < u.n; e = e + 1u) {\n"
+             "      let w = (" + first + " + e) / " + per_word + "u;\n"
+             "      let sh = ((" + first + " + e) % " + per_word + "u) * " + bits + "u;\n"
+             "      " + buf + "[w] = (" + buf + "[w] & ~(" + mask + " << sh)) | ((" + block + "[e] & " + mask +
+             ") << sh);\n    }\n  }\n";
+}
+
 void fill_random_piece(Context& ctx, const BufferRef& out, uint64_t numel, const FillParams& p,
-                       const PhiloxInput& philox) {
+                       const PhiloxInput& philox, bool windowed) {
   check_u32(numel, "random fill");
+  const bool packed = packed_fill(out, p, windowed);
+  const uint32_t size = static_cast<uint32_t>(element_size(out.dtype));
   const Compute c = compute_type_for(out.dtype);
   // a, b: the distribution's float parameters; range, base: the integer range's size and
   // start (64-bit); p_offset: Bernoulli probabilities (a tensor).
@@ -156,7 +199,7 @@ void fill_random_piece(Context& ctx, const BufferRef& out, uint64_t numel, const
   KernelLaunch l;
   const bool with_p = p.dist == Dist::BernoulliTensor;
   l.typed = {"rng:fill", {static_cast<uint32_t>(p.dist), static_cast<uint32_t>(out.dtype),
-                          with_p ? static_cast<uint32_t>(p.p.dtype) : 0u}};
+                          with_p ? static_cast<uint32_t>(p.p.dtype) : 0u, packed ? 1u : 0u}};
   set_philox(l.declare(layout), philox)
       .set_u32("out_offset", static_cast<uint32_t>(out.offset))
       .set_u32("n", static_cast<uint32_t>(numel))
@@ -167,8 +210,9 @@ void fill_random_piece(Context& ctx, const BufferRef& out, uint64_t numel, const
       .set_u32("base_lo", static_cast<uint32_t>(static_cast<uint64_t>(p.base)))
       .set_u32("base_hi", static_cast<uint32_t>(static_cast<uint64_t>(p.base) >> 32))
       .set_u32("p_offset", static_cast<uint32_t>(p.p.offset));
-  l.buffers = {{out.buffer, Access::ReadWrite, is_subword(out.dtype)}};
+  l.buffers = {{out.buffer, Access::ReadWrite, is_subword(out.dtype) && !packed}};
   l.buffers[0].touches(l.word_of("out_offset"), out.dtype, out.offset, numel);
+  l.buffers[0].vec4 = packed && size == 4;
   if (with_p) {
     l.buffers.push_back({p.p.buffer, Access::Read, false});
     l.buffers.back().touches(l.word_of("p_offset"), p.p.dtype, p.p.offset, numel);
@@ -181,9 +225,12 @@ void fill_random_piece(Context& ctx, const BufferRef& out, uint64_t numel, const
   const Dist dist = p.dist;
   const DType dtype = out.dtype;
   const DType p_dtype = p.p.dtype;
-  l.body = [&l, dist, dtype, p_dtype, c, wg] {
+  l.body = [&l, dist, dtype, p_dtype, c, wg, packed, size] {
     std::string s = philox_wgsl();
-    s += kernel_store("store", l.buffers, 0, dtype, c);
+    if (packed)
+      s += wgsl_bits_function("out_bits", dtype, c);
+    else
+      s += kernel_store("store", l.buffers, 0, dtype, c);
     if (dist == Dist::BernoulliTensor) s += kernel_load("load_p", l.buffers, 1, p_dtype);
     if (dist == Dist::Uniform) s += wgsl_bits_function("to_bits", dtype, Compute::F32);
     s += kernel_main(Grid::Invocations, wg);
@@ -194,6 +241,13 @@ void fill_random_piece(Context& ctx, const BufferRef& out, uint64_t numel, const
       s += "  let bm0 = rng_box_muller(r.x, r.y);\n  let bm1 = rng_box_muller(r.z, r.w);\n";
     const Compute from = integer_valued(dist) ? Compute::I64 : Compute::F32;
     const uint32_t per = static_cast<uint32_t>(per_block(dist));
+    if (packed) {
+      s += "  var block = vec4<u32>();\n";
+      for (uint32_t e = 0; e < 4; ++e)
+        s += "  {\n" + dist_wgsl(dist, dtype, e) + "  block[" + std::to_string(e) + "] = out_bits(" +
+             wgsl_convert(from, c, "v") + ");\n  }\n";
+      return s + packed_store(size, "buf0", "block", "u.out_offset + idx * 4u") + "}\n";
+    }
     for (uint32_t e = 0; e < per; ++e)
       s += "  {\n  let gi = idx * " + std::to_string(per) + "u + " + std::to_string(e) + "u;\n"
            "  if (gi < u.n) {\n" + dist_wgsl(dist, dtype, e) +
@@ -215,7 +269,7 @@ uint64_t fill_random(Context& ctx, const BufferRef& out, uint64_t numel, const F
                         (needs_window(ctx, out.buffer) ||
                          (p.dist == Dist::BernoulliTensor && needs_window(ctx, p.p.buffer)));
   if (!windowed) {
-    fill_random_piece(ctx, out, numel, p, philox);
+    fill_random_piece(ctx, out, numel, p, philox, false);
     return fill_blocks(p.dist, numel);
   }
   const uint64_t widest = std::max(element_size(out.dtype),
@@ -229,7 +283,7 @@ uint64_t fill_random(Context& ctx, const BufferRef& out, uint64_t numel, const F
     q.p.offset += e;
     PhiloxInput counter = philox;
     counter.offset += e / per_block(p.dist);  // (step is a multiple of 64)
-    fill_random_piece(ctx, o, std::min(step, numel - e), q, counter);
+    fill_random_piece(ctx, o, std::min(step, numel - e), q, counter, true);
   }
   return fill_blocks(p.dist, numel);
 }
@@ -571,11 +625,15 @@ uint64_t dropout_forward(Context& ctx, const BufferRef& in, const BufferRef& out
   static const UniformLayout layout({TWGPU_PHILOX_UNIFORMS, {"in_offset"}, {"out_offset"},
                                      {"mask_offset"}, {"n"}, {"keep", UniformType::F32},
                                      {"scale", UniformType::F32}});
+  // Outputs on a 4-element boundary take whole-word stores, as packed fills do.
+  const bool packed = element_size(out.dtype) <= 4 && out.offset % 4 == 0 && mask.offset % 4 == 0;
+  const uint32_t size = static_cast<uint32_t>(element_size(out.dtype));
   KernelLaunch l;
-  l.typed = {"rng:dropout", {static_cast<uint32_t>(in.dtype)}};
+  l.typed = {"rng:dropout", {static_cast<uint32_t>(in.dtype), packed ? 1u : 0u}};
   l.buffers = {{in.buffer, Access::Read, false},
-               {out.buffer, Access::ReadWrite, is_subword(out.dtype)},
-               {mask.buffer, Access::ReadWrite, true}};
+               {out.buffer, Access::ReadWrite, is_subword(out.dtype) && !packed},
+               {mask.buffer, Access::ReadWrite, !packed}};
+  l.buffers[1].vec4 = packed && size == 4;
   set_philox(l.declare(layout), philox)
       .set_u32("in_offset", static_cast<uint32_t>(in.offset))
       .set_u32("out_offset", static_cast<uint32_t>(out.offset))
@@ -587,20 +645,33 @@ uint64_t dropout_forward(Context& ctx, const BufferRef& in, const BufferRef& out
   l.count = fill_blocks(Dist::Bernoulli, numel);
   l.workgroup = wg;
   const DType dtype = in.dtype;
-  l.body = [&l, dtype, wg] {
-    return philox_wgsl() + kernel_load("load_x", l.buffers, 0, dtype) +
-           kernel_store("store_out", l.buffers, 1, dtype, Compute::F32) +
-           kernel_store("store_mask", l.buffers, 2, DType::Bool, Compute::I32) +
-           kernel_main(Grid::Invocations, wg) +
+  l.body = [&l, dtype, wg, packed, size] {
+    std::string s = philox_wgsl() + kernel_load("load_x", l.buffers, 0, dtype);
+    if (!packed)
+      return s + kernel_store("store_out", l.buffers, 1, dtype, Compute::F32) +
+             kernel_store("store_mask", l.buffers, 2, DType::Bool, Compute::I32) +
+             kernel_main(Grid::Invocations, wg) +
+             "  let r = rng_block(idx);\n"
+             "  for (var e = 0u; e < 4u; e = e + 1u) {\n"
+             "    let gi = idx * 4u + e;\n"
+             "    if (gi >= u.n) { break; }\n"
+             "    let kept = rng_u01(r[e]) < u.keep;\n"
+             "    let x = f32(load_x(u.in_offset + gi));\n"
+             "    store_out(u.out_offset + gi, (x * select(0.0, 1.0, kept)) * u.scale);\n"
+             "    store_mask(u.mask_offset + gi, select(0, 1, kept));\n"
+             "  }\n}\n";
+    return s + wgsl_bits_function("out_bits", dtype, Compute::F32) + kernel_main(Grid::Invocations, wg) +
            "  let r = rng_block(idx);\n"
+           "  var outs = vec4<u32>();\n  var kept = vec4<u32>();\n"
            "  for (var e = 0u; e < 4u; e = e + 1u) {\n"
            "    let gi = idx * 4u + e;\n"
            "    if (gi >= u.n) { break; }\n"
-           "    let kept = rng_u01(r[e]) < u.keep;\n"
-           "    let x = f32(load_x(u.in_offset + gi));\n"
-           "    store_out(u.out_offset + gi, (x * select(0.0, 1.0, kept)) * u.scale);\n"
-           "    store_mask(u.mask_offset + gi, select(0, 1, kept));\n"
-           "  }\n}\n";
+           "    let keep = rng_u01(r[e]) < u.keep;\n"
+           "    outs[e] = out_bits((f32(load_x(u.in_offset + gi)) * select(0.0, 1.0, keep)) * u.scale);\n"
+           "    kept[e] = select(0u, 1u, keep);\n"
+           "  }\n" +
+           packed_store(size, "buf1", "outs", "u.out_offset + idx * 4u") +
+           packed_store(1, "buf2", "kept", "u.mask_offset + idx * 4u") + "}\n";
   };
   launch_kernel(ctx, l);
   return fill_blocks(Dist::Bernoulli, numel);

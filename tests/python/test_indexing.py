@@ -70,6 +70,40 @@ def test_index_select_whole_rows(dtype, row):
     check(lambda w, i: torch.nn.functional.embedding(i, w), x[:, 0], i.view(7, 1), exact=True)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.int64, torch.float16])
+@pytest.mark.parametrize("start", [0, 1, 2, 4])
+def test_index_select_rows_at_any_alignment(dtype, start):
+    # Rows whose every offset is a multiple of 16 bytes move as one vec4 per invocation;
+    # a storage offset (or row stride) off that grid takes the element-wise run.
+    base = make((11 * 20 + 4,), dtype)
+    x = base[start:start + 11 * 20].view(11, 20)
+    i = rand_index((9,), 11, seed=start)
+    check(lambda x, i: x.index_select(0, i), x, i, exact=True)
+    check(lambda x, i: x.index_select(0, i), x, noncontig(i.view(3, 3)).reshape(-1), exact=True)
+    check(lambda w, i: F.embedding(i, w), x, i.view(3, 3), exact=True)
+    # Rows 20 apart, of 1, 2 and 4 parts (an invocation per vec4 word of each part).
+    for cols in (4, 8, 16):
+        check(lambda x, i: x.index_select(0, i), x[:, :cols], i, exact=True)
+        check(lambda x, i: x.index_select(1, i), x[:, :cols].t(), i, exact=True)
+    check(lambda x, i: x.index_select(0, i), x, i[:0], exact=True)
+    out = dev(torch.zeros(9, 40, dtype=dtype))[:, ::2]  # a non-contiguous destination
+    torch.index_select(dev(x), 0, dev(i), out=out)
+    assert_same(out, x.index_select(0, i), exact=True)
+    with pytest.raises(IndexError, match="index out of range in self"):  # as the CPU, for a CPU index
+        dev(x).index_select(0, torch.tensor([0, 11]))
+
+
+def test_index_select_vec4_rows_check_device_indices():
+    x = dev(torch.arange(64.0).view(8, 8))
+    for bad in (8, -9):
+        y = x.index_select(0, dev(torch.tensor([1, bad])))
+        with pytest.raises(RuntimeError, match="index out of bounds in aten::index_select"):
+            torch_webgpu.synchronize()
+        torch_webgpu.synchronize()
+        assert y.shape == (2, 8)
+    assert_same(x.index_select(0, dev(torch.tensor([7, 0]))), torch.arange(64.0).view(8, 8)[[7, 0]], exact=True)
+
+
 def test_index_select_edge_cases():
     x = make((3, 4), torch.float32)
     check(lambda x, i: x.index_select(0, i), x, torch.tensor([], dtype=torch.long), exact=True)
@@ -102,6 +136,36 @@ def test_gather_dims_and_layouts(dim):
     torch.gather(dev(x), dim, dev(i), out=out)
     assert_same(out, torch.gather(x, dim, i), exact=True)
     check(lambda x, i: torch.take_along_dim(x, i, dim), x, i, exact=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.float16, torch.int64])
+@pytest.mark.parametrize("cols", [4, 8, 12, 16, 7])
+def test_gather_innermost_dim_by_lanes(dtype, cols):
+    # An index per element along the innermost dim: 4 elements per invocation when the
+    # row length allows it (vec4 stores for 4-byte values on a 16-byte grid), rows of 2 or
+    # 4k such groups split in 2 or 4 parts.
+    x = make((6, 9), dtype)
+    i = rand_index((6, cols), 9, seed=cols)
+    check(lambda x, i: x.gather(1, i), x, i, exact=True)
+    check(lambda x, i: x.gather(-1, i), noncontig(x), i, exact=True)
+    check(lambda x, i: x.gather(1, i), x, noncontig(i), exact=True)
+    check(lambda x, i: x.gather(1, i[:, :0]), x, i, exact=True)
+    check(lambda x, i: x.take(i), x, i, exact=True)
+    out = dev(torch.zeros(6, 2 * cols, dtype=dtype))[:, 1::2]  # non-contiguous destination
+    torch.gather(dev(x), 1, dev(i), out=out)
+    assert_same(out, x.gather(1, i), exact=True)
+    big = dev(torch.zeros(6 * cols + 1, dtype=dtype))
+    torch.gather(dev(x), 1, dev(i), out=big[1:].view(6, cols))  # values off the 16-byte grid
+    assert_same(big[1:].view(6, cols), x.gather(1, i), exact=True)
+    with pytest.raises(RuntimeError, match="out of bounds"):  # a CPU index: checked at once
+        dev(x).gather(1, torch.full((6, cols), 9))
+    for lane in range(cols):  # a bad device index in any lane of any part
+        bad = i.clone()
+        bad[2, lane] = 9 if lane % 2 else -1
+        dev(x).gather(1, dev(bad))
+        with pytest.raises(RuntimeError, match="index out of bounds in aten::gather"):
+            torch_webgpu.synchronize()
+        torch_webgpu.synchronize()
 
 
 def test_gather_edge_cases():

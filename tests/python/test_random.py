@@ -557,6 +557,25 @@ def test_native_dropout_matches_cpu_arithmetic_and_layouts():
         torch.native_dropout(torch.ones(10, device=DEVICE, dtype=torch.int32), 0.4, True)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("n", [1, 3, 6, 4099])
+def test_native_dropout_mask_is_the_philox_stream(dtype, n):
+    # Element i is kept when word i % 4 of block i // 4 (24 bits) is below keep; the
+    # outputs go as whole words (one 16-byte store for float32), the last block's up to n.
+    key = [5, 0]
+    keep = torch.tensor(0.7).item()  # the kernel compares in float32
+    for start in (0, 1, 3):
+        x = torch.randn(n + 4, dtype=dtype)
+        torch.webgpu.manual_seed(5)
+        with native_only():
+            out, mask = torch.native_dropout(x.to(DEVICE)[start:start + n], 0.3, True)
+        want = torch.tensor([(philox4x32_10([i // 4, 0, 0, 0], key)[i % 4] >> 8) * 2.0**-24 < keep
+                             for i in range(n)])
+        assert torch.equal(mask.cpu(), want)
+        xs = x[start:start + n]
+        assert_same(out, torch.where(want, (xs.float() * (1 / 0.7)).to(dtype), torch.zeros((), dtype=dtype)))
+
+
 def test_dropout_functional_and_backward():
     x = torch.randn(2000, 10, device=DEVICE, requires_grad=True)
     y = torch.nn.functional.dropout(x, 0.5, training=True)
@@ -671,3 +690,38 @@ def test_rrelu_gradient():
     pos = xc > 0
     assert (g[pos] == 1).all()
     torch.testing.assert_close(g[~pos], yc[~pos] / xc[~pos])
+
+
+FILLS = ["uniform_", "normal_", "exponential_", "log_normal_", "cauchy_"]
+ALIGNMENT_CASES = [(f, d) for f in FILLS for d in (torch.float32, torch.float16, torch.bfloat16)] + [
+    ("bernoulli_", d) for d in (torch.float32, torch.float16, torch.bool, torch.uint8, torch.int8,
+                                torch.int16, torch.int32)]
+
+
+@pytest.mark.parametrize("n", [1, 3, 4, 5, 11, 4099])
+@pytest.mark.parametrize("fill,dtype", ALIGNMENT_CASES)
+def test_fills_at_any_alignment_draw_the_same_stream(fill, dtype, n):
+    # A target on a boundary of 4 elements takes each Philox block's four results with
+    # whole-word stores (one 16-byte store for 4-byte dtypes), others a store per element:
+    # element i must draw word i % 4 of block i // 4 either way, whatever n % 4 is, and
+    # the elements around the target (sharing its first and last words) stay untouched.
+    def draw(t):
+        torch.webgpu.manual_seed(11)
+        with native_only():
+            getattr(t, fill)()
+        return t.cpu()
+
+    zeros = lambda k: torch.zeros(k, dtype=dtype)  # noqa: E731
+    aligned = draw(torch.empty(n, dtype=dtype, device=DEVICE))
+    for start in (1, 2, 3, 4):
+        base = torch.zeros(n + 8, dtype=dtype, device=DEVICE)
+        assert torch.equal(draw(base[start:start + n]), aligned)
+        rest = base.cpu()
+        assert torch.equal(rest[:start], zeros(start)) and torch.equal(rest[start + n:], zeros(8 - start))
+    strided = torch.zeros(2 * n, dtype=dtype, device=DEVICE)
+    assert torch.equal(draw(strided[::2]), aligned)
+    assert torch.equal(strided.cpu()[1::2], zeros(n))
+    if fill == "uniform_" and dtype == torch.float32:
+        key = [11, 0]
+        want = [(philox4x32_10([i // 4, 0, 0, 0], key)[i % 4] >> 8) * 2.0**-24 for i in range(n)]
+        assert aligned.tolist() == want
