@@ -167,12 +167,15 @@ void launch_norm_rows(Context& ctx, const std::string& key, std::vector<Operand>
 std::string row_sweep(const RowPlan& p, const std::function<std::string(const std::string&)>& each,
                       bool load = false) {
   if (p.held) {
+    // All loads first: a load behind the previous element's branch would wait for it.
     std::string s;
+    for (uint32_t q = 0; load && q < p.held; ++q) {
+      const std::string i = std::to_string(q);
+      s += "  let k" + i + " = lid + " + std::to_string(q * p.wg) + "u;\n"
+           "  let x" + i + " = select(0.0, in0(base + min(k" + i + ", n - 1u)), k" + i + " < n);\n";
+    }
     for (uint32_t q = 0; q < p.held; ++q) {
       const std::string i = std::to_string(q);
-      if (load)
-        s += "  let k" + i + " = lid + " + std::to_string(q * p.wg) + "u;\n"
-             "  let x" + i + " = select(0.0, in0(base + min(k" + i + ", n - 1u)), k" + i + " < n);\n";
       s += "  if (k" + i + " < n) { " + each(i) + " }\n";
     }
     return s;
@@ -253,22 +256,35 @@ void norm_rows_vec4(Context& ctx, const Operand& x, const Operand& w, const Oper
       for (uint32_t q = 0; q < held; ++q) out += f(std::to_string(q));
       return out;
     };
+    // Every load is issued before any is used (as softmax's kernel does): a load behind
+    // the previous vec4's branch would wait for it, one row's vec4s in flight instead of all.
     s += each([&](const std::string& q) {
       return "  let j" + q + " = lid + " + q + "u * " + G + ";\n  let in" + q + " = j" + q + " < n4;\n"
-             "  let x" + q + " = ld(src + select(0u, j" + q + ", in" + q + "));\n"
-             "  if (in" + q + ") { t = t + ((x" + q + ".x + x" + q + ".y) + (x" + q + ".z + x" + q + ".w)); c = c + 4.0; }\n";
+             "  let jc" + q + " = select(0u, j" + q + ", in" + q + ");\n  let x" + q + " = ld(src + jc" + q + ");\n";
     });
+    s += each([](const std::string& q) {
+      return "  if (in" + q + ") { t = t + ((x" + q + ".x + x" + q + ".y) + (x" + q + ".z + x" + q + ".w)); c = c + 4.0; }\n";
+    });
+    // The affine vectors' loads (cache hits) likewise all at once, issued before the tree's
+    // barriers when the row is short enough that holding them costs few registers.
+    const std::string affine = each([&](const std::string& q) {
+      return (has_w ? "  let w" + q + " = wt(jc" + q + ");\n" : std::string()) +
+             (has_b ? "  let b" + q + " = bs(jc" + q + ");\n" : std::string());
+    });
+    const bool early = held <= 4;
     s += std::string(rms ? "  let lm = 0.0;\n" : "  let lm = div_f32(t, max(c, 1.0));\n") + "  var q = 0.0;\n" +
          each([](const std::string& q) {
            return "  if (in" + q + ") { let d = x" + q + " - lm; q = q + dot(d, d); }\n";
          }) +
+         (early ? affine : std::string()) +
          "  let st = row_moments(vec3<f32>(c, lm, q), lid);\n  let mu = st.y;\n"
-         "  let rs = div_f32(1.0, sqrt(max(div_f32(st.z, f32(u.len)), 0.0) + u.eps));\n";
+         "  let rs = div_f32(1.0, sqrt(max(div_f32(st.z, f32(u.len)), 0.0) + u.eps));\n" +
+         (early ? std::string() : affine);
     s += each([&](const std::string& q) {
-      const std::string wv = has_w ? "wt(j" + q + ")" : "1.0";
+      const std::string wv = has_w ? "w" + q : "1.0";
       return "  if (in" + q + ") {\n    let x = x" + q + ";\n  " +
              (rms ? "  let y = (x * rs) * " + wv + ";\n"
-                  : normalized(true, has_w && has_b, wv, has_b ? "bs(j" + q + ")" : "0.0")) +
+                  : normalized(true, has_w && has_b, wv, has_b ? "b" + q : "0.0")) +
              "    buf3[dst + j" + q + "] = bitcast<vec4<u32>>(y);\n  }\n";
     });
     return s + "  if (live && lid == 0u) {\n    buf4[u.rstd_offset + r] = bitcast<u32>(rs);\n" +
