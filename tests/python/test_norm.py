@@ -267,3 +267,29 @@ def test_batch_norm_training_empty_raises(monkeypatch):
     monkeypatch.delenv("TORCH_WEBGPU_DISABLE_CPU_FALLBACK")
     assert not check(lambda x, rm, rv: torch.native_batch_norm(x, None, None, rm, rv, True, 0.1, 1e-5),
                      torch.zeros(0, 3, 4), torch.zeros(3), torch.ones(3))
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_layer_norm_forward_is_one_dispatch(dtype):
+    # One kernel writes y, mean and rstd, the statistics already in their result dtype (no
+    # cast dispatches for half inputs); RMS norm likewise.
+    import torch_webgpu
+
+    def dispatches():
+        torch_webgpu._C.synchronize()
+        return torch_webgpu._C.dispatch_stats()["dispatches"]
+
+    x, w, b = make((64, 1000), dtype), make((1000,), dtype, seed=1), make((1000,), dtype, seed=2)
+    dx, dw, db = dev(x), dev(w), dev(b)
+    for call in (lambda: torch.native_layer_norm(dx, (1000,), dw, db, 1e-5),
+                 lambda: torch._fused_rms_norm(dx, (1000,), dw, 1e-6)):
+        call()
+        before = dispatches()
+        call()
+        assert dispatches() - before == 1
+    y, mean, rstd = torch.native_layer_norm(dx, (1000,), dw, db, 1e-5)
+    ey, emean, erstd = torch.native_layer_norm(x, (1000,), w, b, 1e-5)
+    assert mean.dtype == emean.dtype and rstd.dtype == erstd.dtype
+    assert_same(mean, emean, **STAT_TOL[dtype])
+    assert_same(rstd, erstd, **STAT_TOL[dtype])
+    assert_same(y, ey, **STAT_TOL[dtype])
