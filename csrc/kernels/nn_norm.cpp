@@ -1,6 +1,7 @@
 #include "kernels/nn_norm.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 
 #include "kernels/adapter_kind.h"
@@ -202,6 +203,8 @@ namespace {
 uint32_t norm_vec4_group(Context& ctx, std::initializer_list<const Operand*> rows,
                          std::initializer_list<const Operand*> stats, uint32_t len) {
   if (software_adapter(ctx) || len == 0 || len % 4 != 0) return 0;
+  // TORCH_WEBGPU_NORM_VEC4=0 keeps the scalar kernel (held rows), to compare the two on a GPU.
+  if (const char* e = std::getenv("TORCH_WEBGPU_NORM_VEC4"); e && std::string(e) == "0") return 0;
   for (const Operand* op : rows)
     if (op->buffer && (op->dtype != DType::Float32 || op->offset % 4 != 0 || needs_window(ctx, op->buffer)))
       return 0;

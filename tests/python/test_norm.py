@@ -103,8 +103,10 @@ def test_rms_norm_row_lengths(adapter_kind, shape):
     check(lambda x: torch._fused_rms_norm(x, shape[-1:], None, 1e-6), x, tolerances=tol)
 
 
+@pytest.mark.parametrize("vec4", ["1", "0"])
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
-def test_norm_rows_affine_variants_views_and_many_rows(adapter_kind, dtype):
+def test_norm_rows_affine_variants_views_and_many_rows(adapter_kind, dtype, vec4, monkeypatch):
+    monkeypatch.setenv("TORCH_WEBGPU_NORM_VEC4", vec4)  # 0: the scalar kernel on GPUs too
     # The one-kernel layer / RMS norms with each affine parameter alone (the vec4 kernel
     # prefetches them before its tree), inputs at offsets that are (vec4) and are not
     # multiples of 4, odd row lengths, and more rows than one dispatch row of groups holds
