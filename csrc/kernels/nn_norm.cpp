@@ -220,6 +220,12 @@ void norm_rows_vec4(Context& ctx, const Operand& x, const Operand& w, const Oper
                     const Operand& y, const Operand& mean, const Operand& rstd, uint64_t rows,
                     uint32_t len, float eps, uint32_t wg) {
   const bool rms = !mean.buffer;
+  // The row's statistics from plain f32 sum trees (RMS norm: one, of the squares; layer
+  // norm: the mean's, then the squared deviations'), as softmax's cheap pair tree and the
+  // scalar RMS kernel (at CUDA's speed on the H200); TORCH_WEBGPU_NORM_MOMENTS=1 merges
+  // (count, mean, m2) triples in one tree instead (divisions and branches at every level).
+  const char* m = std::getenv("TORCH_WEBGPU_NORM_MOMENTS");
+  const bool moments = !rms && m && std::string(m) == "1";
   const uint32_t n4 = len / 4;
   uint32_t held = 1;
   while (n4 > wg * held) held *= 2;
@@ -242,10 +248,11 @@ void norm_rows_vec4(Context& ctx, const Operand& x, const Operand& w, const Oper
   l.count = rows;
   l.workgroup = wg;
   const bool has_w = w.buffer != nullptr, has_b = b.buffer != nullptr;
-  l.typed = {"norm:vec4", {held, (has_w ? 1u : 0u) | (has_b ? 2u : 0u) | (rms ? 4u : 0u)}};
-  l.body = [wg, held, has_w, has_b, rms] {
+  l.typed = {"norm:vec4", {held, (has_w ? 1u : 0u) | (has_b ? 2u : 0u) | (rms ? 4u : 0u) |
+                                       (moments ? 8u : 0u)}};
+  l.body = [wg, held, has_w, has_b, rms, moments] {
     const std::string G = std::to_string(wg) + "u";
-    std::string s = row_moments_fn(wg) +
+    std::string s = (moments ? row_moments_fn(wg) : row_sum_fn(wg)) +
                     "fn ld(i: u32) -> vec4<f32> { return bitcast<vec4<f32>>(buf0[i]); }\n"
                     "fn wt(i: u32) -> vec4<f32> { return bitcast<vec4<f32>>(buf1[u.w_offset / 4u + i]); }\n"
                     "fn bs(i: u32) -> vec4<f32> { return bitcast<vec4<f32>>(buf2[u.b_offset / 4u + i]); }\n" +
@@ -275,14 +282,24 @@ void norm_rows_vec4(Context& ctx, const Operand& x, const Operand& w, const Oper
              (has_b ? "  let b" + q + " = bs(jc" + q + ");\n" : std::string());
     });
     const bool early = held <= 4;
-    s += std::string(rms ? "  let lm = 0.0;\n" : "  let lm = div_f32(t, max(c, 1.0));\n") + "  var q = 0.0;\n" +
-         each([](const std::string& q) {
-           return "  if (in" + q + ") { let d = x" + q + " - lm; q = q + dot(d, d); }\n";
-         }) +
-         (early ? affine : std::string()) +
-         "  let st = row_moments(vec3<f32>(c, lm, q), lid);\n  let mu = st.y;\n"
-         "  let rs = div_f32(1.0, sqrt(max(div_f32(st.z, f32(u.len)), 0.0) + u.eps));\n" +
-         (early ? std::string() : affine);
+    const std::string squares = "  var q = 0.0;\n" + each([](const std::string& q) {
+      return "  if (in" + q + ") { let d = x" + q + " - lm; q = q + dot(d, d); }\n";
+    });
+    const std::string rstd_of = "  let rs = div_f32(1.0, sqrt(max(div_f32(M2, f32(u.len)), 0.0) + u.eps));\n";
+    auto with_m2 = [&](const std::string& m2) {
+      std::string r = rstd_of;
+      r.replace(r.find("M2"), 2, m2);
+      return r;
+    };
+    if (moments)
+      s += "  let lm = div_f32(t, max(c, 1.0));\n" + squares + (early ? affine : std::string()) +
+           "  let st = row_moments(vec3<f32>(c, lm, q), lid);\n  let mu = st.y;\n" + with_m2("st.z");
+    else if (rms)
+      s += "  let lm = 0.0;\n" + squares + (early ? affine : std::string()) + with_m2("row_sum(q, lid)");
+    else
+      s += (early ? affine : std::string()) + "  let mu = div_f32(row_sum(t, lid), f32(u.len));\n  let lm = mu;\n" +
+           squares + with_m2("row_sum(q, lid)");
+    s += early ? std::string() : affine;
     s += each([&](const std::string& q) {
       const std::string wv = has_w ? "w" + q : "1.0";
       return "  if (in" + q + ") {\n    let x = x" + q + ";\n  " +

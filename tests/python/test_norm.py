@@ -103,10 +103,13 @@ def test_rms_norm_row_lengths(adapter_kind, shape):
     check(lambda x: torch._fused_rms_norm(x, shape[-1:], None, 1e-6), x, tolerances=tol)
 
 
-@pytest.mark.parametrize("vec4", ["1", "0"])
+@pytest.mark.parametrize("variant", ["sum trees", "moments", "scalar"])
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
-def test_norm_rows_affine_variants_views_and_many_rows(adapter_kind, dtype, vec4, monkeypatch):
-    monkeypatch.setenv("TORCH_WEBGPU_NORM_VEC4", vec4)  # 0: the scalar kernel on GPUs too
+def test_norm_rows_affine_variants_views_and_many_rows(adapter_kind, dtype, variant, monkeypatch):
+    # GPUs' float32 vec4 kernel with f32 sum trees (the default) or one (count, mean, m2)
+    # tree, or the scalar kernel everywhere.
+    monkeypatch.setenv("TORCH_WEBGPU_NORM_VEC4", "0" if variant == "scalar" else "1")
+    monkeypatch.setenv("TORCH_WEBGPU_NORM_MOMENTS", "1" if variant == "moments" else "0")
     # The one-kernel layer / RMS norms with each affine parameter alone (the vec4 kernel
     # prefetches them before its tree), inputs at offsets that are (vec4) and are not
     # multiples of 4, odd row lengths, and more rows than one dispatch row of groups holds
@@ -295,3 +298,16 @@ def test_layer_norm_forward_is_one_dispatch(dtype):
     assert_same(mean, emean, **STAT_TOL[dtype])
     assert_same(rstd, erstd, **STAT_TOL[dtype])
     assert_same(y, ey, **STAT_TOL[dtype])
+
+
+@pytest.mark.parametrize("moments", ["0", "1"])
+def test_norm_rows_far_from_zero(adapter_kind, moments, monkeypatch):
+    # Rows whose mean is far larger than their spread: the variance comes from deviations
+    # from the mean (never E[x^2] - mean^2), in either tree of the vec4 kernel.
+    monkeypatch.setenv("TORCH_WEBGPU_NORM_MOMENTS", moments)
+    x = make((8, 4096), torch.float32) + 1e4
+    x[3, 0] = 3e4  # one outlier at the row's start
+    check(lambda x: torch.native_layer_norm(x, (4096,), None, None, 1e-5), x,
+          tolerances=dict(rtol=1e-3, atol=1e-3))
+    check(lambda x: torch._fused_rms_norm(x, (4096,), None, 1e-6), x,
+          tolerances=dict(rtol=1e-4, atol=1e-5))
