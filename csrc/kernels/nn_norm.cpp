@@ -196,6 +196,13 @@ std::string row_sweep(const RowPlan& p, const std::function<std::string(const st
 
 namespace {
 
+// TORCH_WEBGPU_NORM_MOMENTS=1: layer norm rows merge (count, mean, m2) triples in one tree
+// (half the barriers, but divisions and branches at every level) instead of sum trees.
+bool moments_tree_requested() {
+  const char* m = std::getenv("TORCH_WEBGPU_NORM_MOMENTS");
+  return m && std::string(m) == "1";
+}
+
 // Float32 layer / RMS norm rows on GPUs whose length and operands' offsets are multiples
 // of 4, up to 8 vec4s per invocation of a group of up to 256: x, w, b read and y written 16
 // bytes at a time, the row held in registers, one tree of (count, mean, m2) triples. RMS
@@ -224,8 +231,7 @@ void norm_rows_vec4(Context& ctx, const Operand& x, const Operand& w, const Oper
   // norm: the mean's, then the squared deviations'), as softmax's cheap pair tree and the
   // scalar RMS kernel (at CUDA's speed on the H200); TORCH_WEBGPU_NORM_MOMENTS=1 merges
   // (count, mean, m2) triples in one tree instead (divisions and branches at every level).
-  const char* m = std::getenv("TORCH_WEBGPU_NORM_MOMENTS");
-  const bool moments = !rms && m && std::string(m) == "1";
+  const bool moments = !rms && moments_tree_requested();
   const uint32_t n4 = len / 4;
   uint32_t held = 1;
   while (n4 > wg * held) held *= 2;
@@ -322,12 +328,11 @@ void layer_norm_rows(Context& ctx, const Operand& x, const Operand& w, const Ope
     return norm_rows_vec4(ctx, x, w, b, y, mean, rstd, rows, len, eps, wg);
   const bool both = w.buffer && b.buffer;
   RowPlan p = row_plan(ctx, len);
-  // Held rows on GPUs: each invocation's mean and squared deviations from it over its
-  // registers, then one tree of (count, mean, m2) triples (half the barriers of a mean tree
-  // followed by a deviation tree). Swept rows, and software adapters (where the merge's
-  // divisions cost more than the barriers it saves: 20-30% slower on llvmpipe): the mean,
-  // then the deviations from it, two trees.
-  p.moments = p.held && !software_adapter(ctx);
+  // The mean, then the deviations from it: two sum trees. Held rows may instead merge
+  // per-invocation (count, mean, m2) triples in one tree (TORCH_WEBGPU_NORM_MOMENTS=1: half
+  // the barriers, but its divisions cost more than they save on llvmpipe, 20-30%, and the
+  // vec4 kernel with it ran at 0.57 of CUDA on the H200).
+  p.moments = p.held && moments_tree_requested();
   const std::string stats =
       p.moments ? "  var t = 0.0;\n  var c = 0.0;\n" +
                    row_sweep(p, [](const std::string& i) { return "t = t + x" + i + "; c = c + 1.0;"; }, true) +
