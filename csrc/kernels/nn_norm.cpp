@@ -205,8 +205,8 @@ bool moments_tree_requested() {
 
 // Float32 layer / RMS norm rows on GPUs whose length and operands' offsets are multiples
 // of 4, up to 8 vec4s per invocation of a group of up to 256: x, w, b read and y written 16
-// bytes at a time, the row held in registers, one tree of (count, mean, m2) triples. RMS
-// norm (no mean operand) takes its moments about 0: m2 is then the sum of squares.
+// bytes at a time, the row held in registers; statistics from sum trees: RMS norm (no mean
+// operand) one of the squares, layer norm the mean's, then the squared deviations'.
 uint32_t norm_vec4_group(Context& ctx, std::initializer_list<const Operand*> rows,
                          std::initializer_list<const Operand*> stats, uint32_t len) {
   if (software_adapter(ctx) || len == 0 || len % 4 != 0) return 0;
@@ -227,10 +227,8 @@ void norm_rows_vec4(Context& ctx, const Operand& x, const Operand& w, const Oper
                     const Operand& y, const Operand& mean, const Operand& rstd, uint64_t rows,
                     uint32_t len, float eps, uint32_t wg) {
   const bool rms = !mean.buffer;
-  // The row's statistics from plain f32 sum trees (RMS norm: one, of the squares; layer
-  // norm: the mean's, then the squared deviations'), as softmax's cheap pair tree and the
-  // scalar RMS kernel (at CUDA's speed on the H200); TORCH_WEBGPU_NORM_MOMENTS=1 merges
-  // (count, mean, m2) triples in one tree instead (divisions and branches at every level).
+  // Plain f32 sum trees by default, as the scalar RMS kernel that ran at CUDA's speed on
+  // the H200 (the moments tree version of this kernel ran at 0.57).
   const bool moments = !rms && moments_tree_requested();
   const uint32_t n4 = len / 4;
   uint32_t held = 1;
@@ -291,11 +289,8 @@ void norm_rows_vec4(Context& ctx, const Operand& x, const Operand& w, const Oper
     const std::string squares = "  var q = 0.0;\n" + each([](const std::string& q) {
       return "  if (in" + q + ") { let d = x" + q + " - lm; q = q + dot(d, d); }\n";
     });
-    const std::string rstd_of = "  let rs = div_f32(1.0, sqrt(max(div_f32(M2, f32(u.len)), 0.0) + u.eps));\n";
-    auto with_m2 = [&](const std::string& m2) {
-      std::string r = rstd_of;
-      r.replace(r.find("M2"), 2, m2);
-      return r;
+    auto with_m2 = [](const std::string& m2) {  // rstd from the row's sum of squares
+      return "  let rs = div_f32(1.0, sqrt(max(div_f32(" + m2 + ", f32(u.len)), 0.0) + u.eps));\n";
     };
     if (moments)
       s += "  let lm = div_f32(t, max(c, 1.0));\n" + squares + (early ? affine : std::string()) +
