@@ -78,13 +78,15 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm(const Tensor& input, at::IntArrayR
             at::empty(stat_shape, x.options().dtype(*sdt))};
   Tensor w = weight.defined() ? weight.contiguous() : weight;
   Tensor b = bias.defined() ? bias.contiguous() : bias;
-  Tensor mean = f32_empty(x, M), rstd = f32_empty(x, M);
+  // The statistics are stored in their result dtype by the kernel itself (computed in f32):
+  // half inputs need no cast dispatches after it.
+  Tensor mean = at::empty({M}, x.options().dtype(*sdt)), rstd = at::empty({M}, x.options().dtype(*sdt));
   TWGPU_TRY
   RuntimeLock lock;
   nn::layer_norm_rows(lock.ctx(), operand(x), operand(w), operand(b), operand(y), operand(mean),
                       operand(rstd), static_cast<uint64_t>(M), u32(N), static_cast<float>(eps));
   TWGPU_CATCH
-  return {y, mean.to(*sdt).view(stat_shape), rstd.to(*sdt).view(stat_shape)};
+  return {y, mean.view(stat_shape), rstd.view(stat_shape)};
 }
 
 // ---- RMS norm ---------------------------------------------------------------------------

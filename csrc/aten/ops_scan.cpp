@@ -65,9 +65,16 @@ void run_scan(ScanOp op, const Tensor& src, int64_t dim, const Tensor& values,
   Tensor in = src.dim() == 0 ? src.reshape({1}) : src;
   dim = src.dim() == 0 ? 0 : at::maybe_wrap_dim(dim, src.dim());
   in = in.movedim(dim, -1).contiguous();
-  Tensor out_values = at::empty(in.sizes(), in.options());
+  // Results whose rows already lie contiguous along the scanned dim take the kernel's
+  // output directly (no staging tensor and copy: the copy moved as many bytes as the scan).
+  auto direct = [&](const Tensor& t) {
+    return t.dim() > 0 && dim == t.dim() - 1 && t.is_contiguous() && t.sizes() == in.sizes() &&
+           !t.storage().is_alias_of(in.storage());
+  };
+  const bool into_results = direct(values) && (!indices || direct(*indices));
+  Tensor out_values = into_results ? values : at::empty(in.sizes(), in.options());
   Tensor out_indices;
-  if (indices) out_indices = at::empty(in.sizes(), in.options().dtype(at::kLong));
+  if (indices) out_indices = into_results ? *indices : at::empty(in.sizes(), in.options().dtype(at::kLong));
   const int64_t n = in.size(-1);
   const int64_t fit = static_cast<int64_t>(window_budget(Context::get()) / in.element_size());
   if (n > fit / (indices ? 2 : 1)) {
@@ -101,6 +108,7 @@ void run_scan(ScanOp op, const Tensor& src, int64_t dim, const Tensor& values,
   } else {
     scan_contiguous(op, in, out_values, out_indices);
   }
+  if (into_results) return;
   auto back = [&](const Tensor& t) {
     return src.dim() == 0 ? t.reshape({}) : t.movedim(-1, dim);
   };
@@ -123,7 +131,12 @@ Tensor& cum_op_out(ScanOp op, const Tensor& self, int64_t dim,
   at::native::resize_output(out, self.sizes());
   if (self.numel() == 0) return out;
   Tensor src = self.to(out_dtype);
-  // A fresh result: `out` may alias `self` (in-place cumsum_).
+  // A fresh result only where `out` shares memory with `self` (in-place cumsum_): the
+  // kernel must not read what it has written. Otherwise the scan writes `out` itself.
+  if (!out.storage().is_alias_of(self.storage())) {
+    run_scan(op, src, dim, out, nullptr);
+    return out;
+  }
   Tensor result = at::empty(self.sizes(), self.options().dtype(out_dtype));
   run_scan(op, src, dim, result, nullptr);
   out.copy_(result);

@@ -1,6 +1,7 @@
 #include "kernels/nn_norm.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 
 #include "kernels/adapter_kind.h"
@@ -167,12 +168,15 @@ void launch_norm_rows(Context& ctx, const std::string& key, std::vector<Operand>
 std::string row_sweep(const RowPlan& p, const std::function<std::string(const std::string&)>& each,
                       bool load = false) {
   if (p.held) {
+    // All loads first: a load behind the previous element's branch would wait for it.
     std::string s;
+    for (uint32_t q = 0; load && q < p.held; ++q) {
+      const std::string i = std::to_string(q);
+      s += "  let k" + i + " = lid + " + std::to_string(q * p.wg) + "u;\n"
+           "  let x" + i + " = select(0.0, in0(base + min(k" + i + ", n - 1u)), k" + i + " < n);\n";
+    }
     for (uint32_t q = 0; q < p.held; ++q) {
       const std::string i = std::to_string(q);
-      if (load)
-        s += "  let k" + i + " = lid + " + std::to_string(q * p.wg) + "u;\n"
-             "  let x" + i + " = select(0.0, in0(base + min(k" + i + ", n - 1u)), k" + i + " < n);\n";
       s += "  if (k" + i + " < n) { " + each(i) + " }\n";
     }
     return s;
@@ -192,13 +196,22 @@ std::string row_sweep(const RowPlan& p, const std::function<std::string(const st
 
 namespace {
 
+// TORCH_WEBGPU_NORM_MOMENTS=1: layer norm rows merge (count, mean, m2) triples in one tree
+// (half the barriers, but divisions and branches at every level) instead of sum trees.
+bool moments_tree_requested() {
+  const char* m = std::getenv("TORCH_WEBGPU_NORM_MOMENTS");
+  return m && std::string(m) == "1";
+}
+
 // Float32 layer / RMS norm rows on GPUs whose length and operands' offsets are multiples
 // of 4, up to 8 vec4s per invocation of a group of up to 256: x, w, b read and y written 16
-// bytes at a time, the row held in registers, one tree of (count, mean, m2) triples. RMS
-// norm (no mean operand) takes its moments about 0: m2 is then the sum of squares.
+// bytes at a time, the row held in registers; statistics from sum trees: RMS norm (no mean
+// operand) one of the squares, layer norm the mean's, then the squared deviations'.
 uint32_t norm_vec4_group(Context& ctx, std::initializer_list<const Operand*> rows,
                          std::initializer_list<const Operand*> stats, uint32_t len) {
   if (software_adapter(ctx) || len == 0 || len % 4 != 0) return 0;
+  // TORCH_WEBGPU_NORM_VEC4=0 keeps the scalar kernel (held rows), to compare the two on a GPU.
+  if (const char* e = std::getenv("TORCH_WEBGPU_NORM_VEC4"); e && std::string(e) == "0") return 0;
   for (const Operand* op : rows)
     if (op->buffer && (op->dtype != DType::Float32 || op->offset % 4 != 0 || needs_window(ctx, op->buffer)))
       return 0;
@@ -214,6 +227,9 @@ void norm_rows_vec4(Context& ctx, const Operand& x, const Operand& w, const Oper
                     const Operand& y, const Operand& mean, const Operand& rstd, uint64_t rows,
                     uint32_t len, float eps, uint32_t wg) {
   const bool rms = !mean.buffer;
+  // Plain f32 sum trees by default, as the scalar RMS kernel that ran at CUDA's speed on
+  // the H200 (the moments tree version of this kernel ran at 0.57).
+  const bool moments = !rms && moments_tree_requested();
   const uint32_t n4 = len / 4;
   uint32_t held = 1;
   while (n4 > wg * held) held *= 2;
@@ -236,10 +252,11 @@ void norm_rows_vec4(Context& ctx, const Operand& x, const Operand& w, const Oper
   l.count = rows;
   l.workgroup = wg;
   const bool has_w = w.buffer != nullptr, has_b = b.buffer != nullptr;
-  l.typed = {"norm:vec4", {held, (has_w ? 1u : 0u) | (has_b ? 2u : 0u) | (rms ? 4u : 0u)}};
-  l.body = [wg, held, has_w, has_b, rms] {
+  l.typed = {"norm:vec4", {held, (has_w ? 1u : 0u) | (has_b ? 2u : 0u) | (rms ? 4u : 0u) |
+                                       (moments ? 8u : 0u)}};
+  l.body = [wg, held, has_w, has_b, rms, moments] {
     const std::string G = std::to_string(wg) + "u";
-    std::string s = row_moments_fn(wg) +
+    std::string s = (moments ? row_moments_fn(wg) : row_sum_fn(wg)) +
                     "fn ld(i: u32) -> vec4<f32> { return bitcast<vec4<f32>>(buf0[i]); }\n"
                     "fn wt(i: u32) -> vec4<f32> { return bitcast<vec4<f32>>(buf1[u.w_offset / 4u + i]); }\n"
                     "fn bs(i: u32) -> vec4<f32> { return bitcast<vec4<f32>>(buf2[u.b_offset / 4u + i]); }\n" +
@@ -253,22 +270,42 @@ void norm_rows_vec4(Context& ctx, const Operand& x, const Operand& w, const Oper
       for (uint32_t q = 0; q < held; ++q) out += f(std::to_string(q));
       return out;
     };
+    // Every load is issued before any is used (as softmax's kernel does): a load behind
+    // the previous vec4's branch would wait for it, one row's vec4s in flight instead of all.
     s += each([&](const std::string& q) {
       return "  let j" + q + " = lid + " + q + "u * " + G + ";\n  let in" + q + " = j" + q + " < n4;\n"
-             "  let x" + q + " = ld(src + select(0u, j" + q + ", in" + q + "));\n"
-             "  if (in" + q + ") { t = t + ((x" + q + ".x + x" + q + ".y) + (x" + q + ".z + x" + q + ".w)); c = c + 4.0; }\n";
+             "  let jc" + q + " = select(0u, j" + q + ", in" + q + ");\n  let x" + q + " = ld(src + jc" + q + ");\n";
     });
-    s += std::string(rms ? "  let lm = 0.0;\n" : "  let lm = div_f32(t, max(c, 1.0));\n") + "  var q = 0.0;\n" +
-         each([](const std::string& q) {
-           return "  if (in" + q + ") { let d = x" + q + " - lm; q = q + dot(d, d); }\n";
-         }) +
-         "  let st = row_moments(vec3<f32>(c, lm, q), lid);\n  let mu = st.y;\n"
-         "  let rs = div_f32(1.0, sqrt(max(div_f32(st.z, f32(u.len)), 0.0) + u.eps));\n";
+    s += each([](const std::string& q) {
+      return "  if (in" + q + ") { t = t + ((x" + q + ".x + x" + q + ".y) + (x" + q + ".z + x" + q + ".w)); c = c + 4.0; }\n";
+    });
+    // The affine vectors' loads (cache hits) likewise all at once, issued before the tree's
+    // barriers when the row is short enough that holding them costs few registers.
+    const std::string affine = each([&](const std::string& q) {
+      return (has_w ? "  let w" + q + " = wt(jc" + q + ");\n" : std::string()) +
+             (has_b ? "  let b" + q + " = bs(jc" + q + ");\n" : std::string());
+    });
+    const bool early = held <= 4;
+    const std::string squares = "  var q = 0.0;\n" + each([](const std::string& q) {
+      return "  if (in" + q + ") { let d = x" + q + " - lm; q = q + dot(d, d); }\n";
+    });
+    auto with_m2 = [](const std::string& m2) {  // rstd from the row's sum of squares
+      return "  let rs = div_f32(1.0, sqrt(max(div_f32(" + m2 + ", f32(u.len)), 0.0) + u.eps));\n";
+    };
+    if (moments)
+      s += "  let lm = div_f32(t, max(c, 1.0));\n" + squares + (early ? affine : std::string()) +
+           "  let st = row_moments(vec3<f32>(c, lm, q), lid);\n  let mu = st.y;\n" + with_m2("st.z");
+    else if (rms)
+      s += "  let lm = 0.0;\n" + squares + (early ? affine : std::string()) + with_m2("row_sum(q, lid)");
+    else
+      s += (early ? affine : std::string()) + "  let mu = div_f32(row_sum(t, lid), f32(u.len));\n  let lm = mu;\n" +
+           squares + with_m2("row_sum(q, lid)");
+    s += early ? std::string() : affine;
     s += each([&](const std::string& q) {
-      const std::string wv = has_w ? "wt(j" + q + ")" : "1.0";
+      const std::string wv = has_w ? "w" + q : "1.0";
       return "  if (in" + q + ") {\n    let x = x" + q + ";\n  " +
              (rms ? "  let y = (x * rs) * " + wv + ";\n"
-                  : normalized(true, has_w && has_b, wv, has_b ? "bs(j" + q + ")" : "0.0")) +
+                  : normalized(true, has_w && has_b, wv, has_b ? "b" + q : "0.0")) +
              "    buf3[dst + j" + q + "] = bitcast<vec4<u32>>(y);\n  }\n";
     });
     return s + "  if (live && lid == 0u) {\n    buf4[u.rstd_offset + r] = bitcast<u32>(rs);\n" +
@@ -286,12 +323,11 @@ void layer_norm_rows(Context& ctx, const Operand& x, const Operand& w, const Ope
     return norm_rows_vec4(ctx, x, w, b, y, mean, rstd, rows, len, eps, wg);
   const bool both = w.buffer && b.buffer;
   RowPlan p = row_plan(ctx, len);
-  // Held rows on GPUs: each invocation's mean and squared deviations from it over its
-  // registers, then one tree of (count, mean, m2) triples (half the barriers of a mean tree
-  // followed by a deviation tree). Swept rows, and software adapters (where the merge's
-  // divisions cost more than the barriers it saves: 20-30% slower on llvmpipe): the mean,
-  // then the deviations from it, two trees.
-  p.moments = p.held && !software_adapter(ctx);
+  // The mean, then the deviations from it: two sum trees. Held rows may instead merge
+  // per-invocation (count, mean, m2) triples in one tree (TORCH_WEBGPU_NORM_MOMENTS=1: half
+  // the barriers, but its divisions cost more than they save on llvmpipe, 20-30%, and the
+  // vec4 kernel with it ran at 0.57 of CUDA on the H200).
+  p.moments = p.held && moments_tree_requested();
   const std::string stats =
       p.moments ? "  var t = 0.0;\n  var c = 0.0;\n" +
                    row_sweep(p, [](const std::string& i) { return "t = t + x" + i + "; c = c + 1.0;"; }, true) +

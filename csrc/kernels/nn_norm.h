@@ -33,9 +33,12 @@ void norm_apply(Context& ctx, const Operand& x, const Operand& mean, const Opera
                 const ElementMap& map, bool layer_norm_form);
 
 // Layer norm forward of `rows` contiguous rows of `len` elements in one kernel (one
-// workgroup per row): y as norm_apply's layer norm form, mean and rstd (f32) per row.
-// On GPUs rows held in registers merge per-invocation (count, mean, m2) in one tree, and
-// float32 rows whose length and offsets are multiples of 4 move as vec4.
+// workgroup per row): y as norm_apply's layer norm form, mean and rstd per row (any float
+// dtype, computed in f32; the vec4 kernel needs them f32).
+// The mean, then the squared deviations from it, in two sum trees (one tree of
+// (count, mean, m2) triples with TORCH_WEBGPU_NORM_MOMENTS=1); on GPUs float32 rows whose
+// length and offsets are multiples of 4 move as vec4 (TORCH_WEBGPU_NORM_VEC4=0: the
+// scalar kernel, for comparisons).
 void layer_norm_rows(Context& ctx, const Operand& x, const Operand& w, const Operand& b,
                      const Operand& y, const Operand& mean, const Operand& rstd, uint64_t rows,
                      uint32_t len, float eps);

@@ -405,11 +405,15 @@ void scan_rows_vec4(Context& ctx, const ScanArgs& a) {
       for (uint32_t q = 0; q < chunks; ++q) out += f(std::to_string(q), q);
       return out;
     };
+    // Every vec4 is loaded before any is scanned: a load behind the previous vec4's branch
+    // would wait for it (one vec4 in flight per invocation instead of all of them).
+    s += each([&](const std::string& q, uint32_t) {
+      return "  let w" + q + " = lid + " + q + "u * " + G + ";\n  let in" + q + " = w" + q +
+             " < n4;\n  let a" + q + " = ld(src + select(0u, w" + q + ", in" + q + "));\n";
+    });
     // Each vec4's own scan aggregate.
     s += each([&](const std::string& q, uint32_t) {
-      std::string t = "  let w" + q + " = lid + " + q + "u * " + G + ";\n  let in" + q + " = w" + q +
-                      " < n4;\n  let a" + q + " = ld(src + select(0u, w" + q + ", in" + q + "));\n"
-                      "  if (in" + q + ") {\n    var r = st_init(a" + q + ".x, 4u * w" + q + ");\n";
+      std::string t = "  if (in" + q + ") {\n    var r = st_init(a" + q + ".x, 4u * w" + q + ");\n";
       for (int k = 1; k < 4; ++k)
         t += "    r = st_add(r, a" + q + "." + lane[k] + ", 4u * w" + q + " + " + std::to_string(k) + "u);\n";
       return t + "    runs[w" + q + "] = r;\n  }\n";

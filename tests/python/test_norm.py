@@ -103,6 +103,43 @@ def test_rms_norm_row_lengths(adapter_kind, shape):
     check(lambda x: torch._fused_rms_norm(x, shape[-1:], None, 1e-6), x, tolerances=tol)
 
 
+@pytest.mark.parametrize("variant", ["sum trees", "moments", "scalar"])
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_norm_rows_affine_variants_views_and_many_rows(adapter_kind, dtype, variant, monkeypatch):
+    # GPUs' float32 vec4 kernel with f32 sum trees (the default) or one (count, mean, m2)
+    # tree, or the scalar kernel everywhere.
+    monkeypatch.setenv("TORCH_WEBGPU_NORM_VEC4", "0" if variant == "scalar" else "1")
+    monkeypatch.setenv("TORCH_WEBGPU_NORM_MOMENTS", "1" if variant == "moments" else "0")
+    # The one-kernel layer / RMS norms with each affine parameter alone (the vec4 kernel
+    # prefetches them before its tree), inputs at offsets that are (vec4) and are not
+    # multiples of 4, odd row lengths, and more rows than one dispatch row of groups holds
+    # on some adapters; half inputs keep the scalar kernel.
+    tol = dict(rtol=1e-4, atol=1e-5) if dtype == torch.float32 else STAT_TOL[dtype]
+    for cols in (4096, 2052, 1028, 12):
+        x = make((5, cols), dtype, low=-3, high=5)
+        w, b = make((cols,), dtype, seed=1), make((cols,), dtype, seed=2)
+        for wv, bv in [(w, None), (None, b), (w, b)]:
+            check(lambda x, w, b: torch.native_layer_norm(x, (cols,), w, b, 1e-5), x, wv, bv,
+                  tolerances=tol)
+        check(lambda x, w: torch._fused_rms_norm(x, (cols,), w, 1e-6), x, w, tolerances=tol)
+    base = make((6, 1029), dtype, seed=3)
+    for view in (lambda t: t[1:, 5:], lambda t: t[1:, 1:1025], lambda t: t[:, :1028]):
+        check(lambda t: F.layer_norm(view(t), (view(t).shape[-1],)), base, tolerances=tol)
+        check(lambda t: F.rms_norm(view(t), (view(t).shape[-1],)), base, tolerances=tol)
+    many = make((70000, 8), dtype, seed=4)
+    wm, bm = make((8,), dtype, seed=5), make((8,), dtype, seed=6)
+    check(lambda x, w, b: torch.native_layer_norm(x, (8,), w, b, 1e-5), many, wm, bm, tolerances=tol)
+    check(lambda x, w: torch._fused_rms_norm(x, (8,), w, 1e-6), many, wm, tolerances=tol)
+
+
+def test_norm_zero_dim_and_empty_rows():
+    # A 0-dim input normalized over () (one row of one element), rows of zero elements.
+    check(lambda x: F.layer_norm(x, ()), torch.tensor(1.5))
+    check(lambda x: F.rms_norm(x, ()), torch.tensor(1.5))
+    check(lambda x: torch.native_layer_norm(x, (0,), None, None, 1e-5), torch.empty(0, 0))
+    check(lambda x: F.rms_norm(x, (0,)), torch.empty(0, 0))
+
+
 def test_layer_norm_offset_view():
     base = make((7, 301), torch.float32, seed=5)
     check(lambda t: F.layer_norm(t[2:5, 1:], (300,)), base, tolerances=dict(rtol=1e-4, atol=1e-5))
@@ -235,3 +272,42 @@ def test_batch_norm_training_empty_raises(monkeypatch):
     monkeypatch.delenv("TORCH_WEBGPU_DISABLE_CPU_FALLBACK")
     assert not check(lambda x, rm, rv: torch.native_batch_norm(x, None, None, rm, rv, True, 0.1, 1e-5),
                      torch.zeros(0, 3, 4), torch.zeros(3), torch.ones(3))
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+def test_layer_norm_forward_is_one_dispatch(dtype):
+    # One kernel writes y, mean and rstd, the statistics already in their result dtype (no
+    # cast dispatches for half inputs); RMS norm likewise.
+    import torch_webgpu
+
+    def dispatches():
+        torch_webgpu._C.synchronize()
+        return torch_webgpu._C.dispatch_stats()["dispatches"]
+
+    x, w, b = make((64, 1000), dtype), make((1000,), dtype, seed=1), make((1000,), dtype, seed=2)
+    dx, dw, db = dev(x), dev(w), dev(b)
+    for call in (lambda: torch.native_layer_norm(dx, (1000,), dw, db, 1e-5),
+                 lambda: torch._fused_rms_norm(dx, (1000,), dw, 1e-6)):
+        call()
+        before = dispatches()
+        call()
+        assert dispatches() - before == 1
+    y, mean, rstd = torch.native_layer_norm(dx, (1000,), dw, db, 1e-5)
+    ey, emean, erstd = torch.native_layer_norm(x, (1000,), w, b, 1e-5)
+    assert mean.dtype == emean.dtype and rstd.dtype == erstd.dtype
+    assert_same(mean, emean, **STAT_TOL[dtype])
+    assert_same(rstd, erstd, **STAT_TOL[dtype])
+    assert_same(y, ey, **STAT_TOL[dtype])
+
+
+@pytest.mark.parametrize("moments", ["0", "1"])
+def test_norm_rows_far_from_zero(adapter_kind, moments, monkeypatch):
+    # Rows whose mean is far larger than their spread: the variance comes from deviations
+    # from the mean (never E[x^2] - mean^2), in either tree of the vec4 kernel.
+    monkeypatch.setenv("TORCH_WEBGPU_NORM_MOMENTS", moments)
+    x = make((8, 4096), torch.float32) + 1e4
+    x[3, 0] = 3e4  # one outlier at the row's start
+    check(lambda x: torch.native_layer_norm(x, (4096,), None, None, 1e-5), x,
+          tolerances=dict(rtol=1e-3, atol=1e-3))
+    check(lambda x: torch._fused_rms_norm(x, (4096,), None, 1e-6), x,
+          tolerances=dict(rtol=1e-4, atol=1e-5))

@@ -191,3 +191,58 @@ def test_tiled_rows_accuracy_nan_and_views(no_fallback, monkeypatch, kind):
     check(torch.cumsum, base[5:, 3:], 1, tolerances=dict(rtol=1e-4, atol=1e-3))  # copied view
     check(torch.cumsum, base.t(), 0, tolerances=dict(rtol=1e-4, atol=1e-3))     # rows in memory
     check(torch.cumsum, make((128, 1000), torch.bool), 1, exact=True)
+
+
+def _dispatches():
+    import torch_webgpu
+    torch_webgpu._C.synchronize()
+    return torch_webgpu._C.dispatch_stats()["dispatches"]
+
+
+@pytest.mark.parametrize("kind", ["software", "gpu"])
+def test_scan_writes_results_in_place_of_a_copy(no_fallback, monkeypatch, kind):
+    # A result whose rows lie contiguous along the scanned dim is written by the scan itself:
+    # on GPUs a [256, 4096] float32 cumsum is one dispatch (the staging copies doubled the
+    # bytes moved).
+    monkeypatch.setenv("TORCH_WEBGPU_ADAPTER_KIND", kind)
+    x = make((256, 4096), torch.float32)
+    dx = dev(x)
+    dx.cumsum(-1)
+    before = _dispatches()
+    got = dx.cumsum(-1)
+    if kind == "gpu":
+        assert _dispatches() - before == 1
+    assert_same(got, x.cumsum(-1), rtol=1e-4, atol=1e-3)
+    # out= a separate contiguous tensor, then one that overlaps the input (a shifted view of
+    # the same storage: the scan must not read what it wrote), then the input itself.
+    out = dev(torch.full((256, 4096), 7.0))
+    torch.cumsum(dx, 1, out=out)
+    assert_same(out, x.cumsum(1), rtol=1e-4, atol=1e-3)
+    base = make((9, 130), torch.float32)
+    db = dev(base)
+    torch.cumsum(db[1:], 1, out=db[:-1])
+    expected = base.clone()
+    torch.cumsum(base[1:].clone(), 1, out=expected[:-1])
+    assert_same(db, expected)
+    dx.cumsum_(1)
+    assert_same(dx, x.cumsum(1), rtol=1e-4, atol=1e-3)
+    # cummax/cummin: values and indices written directly, and through a staging copy where
+    # the out= tensors are non-contiguous or the dim is not the last.
+    y = make((130, 600), torch.float32)
+    dy = dev(y)
+    for dim in (1, 0):
+        vals, idx = torch.empty(130, 600, device=dx.device), torch.empty(130, 600, dtype=torch.long, device=dx.device)
+        torch.cummax(dy, dim, out=(vals, idx))
+        ev, ei = torch.cummax(y, dim)
+        assert_same(vals, ev)
+        assert_same(idx, ei)
+    vals_t = torch.empty(600, 130, device=dx.device).t()
+    idx_t = torch.empty(600, 130, dtype=torch.long, device=dx.device).t()
+    torch.cummin(dy, 1, out=(vals_t, idx_t))
+    ev, ei = torch.cummin(y, 1)
+    assert_same(vals_t, ev)
+    assert_same(idx_t, ei)
+    # A 0-dim input and a float16 input scanned into a float32 result.
+    check(torch.cumsum, torch.tensor(2.5), 0)
+    check(torch.cumsum, make((130, 520), torch.float16), 1, dtype=torch.float32,
+          tolerances=dict(rtol=1e-3, atol=1e-2))
