@@ -163,6 +163,10 @@ def test_bool_maximum_and_minimum(no_fallback):
     a, b = make((5, 7), torch.bool), make((5, 7), torch.bool, seed=1)
     compiled_matches(lambda a, b: (torch.maximum(a, b), torch.minimum(a, b)), a, b)
     compiled_matches(lambda a, b: torch.maximum(a, b).amax(1) | torch.minimum(a, b).amin(0)[:5], a, b)
+    # max/min with indices reduce by argmax/argmin over bools (true beats false; ties: the
+    # first index), as masked.cumprod's backward does
+    x = torch.tensor([0, 2, 1, 1, 3, 1])
+    compiled_matches(lambda x: (*torch.max(x == 1, 0), *torch.min(x == 1, 0)), x)
 
 
 def test_fusions_keep_within_the_binding_limit(no_fallback):

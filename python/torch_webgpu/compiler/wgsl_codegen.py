@@ -681,9 +681,12 @@ class WebGPUKernel(SIMDKernel):
                     f"  if (is_nan(v)) {{ return true; }}\n"
                     f"  return v {cmp} av || (v == av && i < ai);")
         else:
+            # WGSL orders no bools: true > false is v && !av.
+            beats = ((f"(v && !av)" if cmp == ">" else f"(!v && av)") if vtype == "bool"
+                     else f"v {cmp} av")
             test = (f"if (i == 2147483647) {{ return false; }}\n"
                     f"  if (ai == 2147483647) {{ return true; }}\n"
-                    f"  return v {cmp} av || (v == av && i < ai);")
+                    f"  return {beats} || (v == av && i < ai);")
         self.declarations.splice(
             f"fn {name}(v: {vtype}, i: i32, av: {vtype}, ai: i32) -> bool {{\n  {test}\n}}")
         return name
