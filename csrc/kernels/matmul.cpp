@@ -600,18 +600,74 @@ uint32_t gemv_row_lanes(uint64_t k, uint32_t span, const std::string& force) {
   return words >= 8 * 32 ? 32 : words >= 8 * 16 ? 16 : 8;
 }
 
-// Whether TORCH_WEBGPU_GEMM_VARIANT forces the K-contiguous GEMV (gemv, gemv_scalar, gemv_lanesN).
+// Whether TORCH_WEBGPU_GEMM_VARIANT forces the K-contiguous GEMV (gemv, gemv_scalar,
+// gemv_direct_a, gemv_lanesN).
 bool gemv_forced(const std::string& force) {
-  return force == "gemv" || force == "gemv_scalar" || force.rfind("gemv_lanes", 0) == 0;
+  return force == "gemv" || force == "gemv_scalar" || force == "gemv_direct_a" || force.rfind("gemv_lanes", 0) == 0;
+}
+
+// Elements of A a staged GEMV workgroup holds at a time (8 KiB of float32: within the
+// spec's 16 KiB of workgroup memory beside `part`; a multiple of every span).
+constexpr uint32_t kGemvStageChunk = 2048;
+
+// The staged wide GEMV's declarations: A's chunk `xa` in workgroup memory and
+// `staged_dot(w, j)`, word w of the vec4 binding `W` dotted with xa from its element j (a
+// multiple of the span).
+std::string gemv_staged_decls(const std::string& W, DType b_dtype) {
+  std::string dot = "var<workgroup> xa: array<vec4<f32>, " + std::to_string(kGemvStageChunk / 4) + ">;\n"
+                    "fn staged_dot(w: u32, j: u32) -> f32 {\n  let v = " + W + "[w];\n  let x = j / 4u;\n";
+  if (b_dtype == DType::Float32) dot += "  return dot(bitcast<vec4<f32>>(v), xa[x]);\n}\n";
+  else if (b_dtype == DType::Float16)
+    dot += "  return dot(vec4<f32>(unpack2x16float(v.x), unpack2x16float(v.y)), xa[x]) +\n"
+           "         dot(vec4<f32>(unpack2x16float(v.z), unpack2x16float(v.w)), xa[x + 1u]);\n}\n";
+  else  // bfloat16: the high half is the float's top bits, the low half shifted there
+    dot += "  return dot(bitcast<vec4<f32>>(vec4<u32>(v.x << 16u, v.x & 0xffff0000u, v.y << 16u, v.y & 0xffff0000u)), xa[x]) +\n"
+           "         dot(bitcast<vec4<f32>>(vec4<u32>(v.z << 16u, v.z & 0xffff0000u, v.w << 16u, v.w & 0xffff0000u)), xa[x + 1u]);\n}\n";
+  return dot;
+}
+
+// The staged wide GEMV's sums: A's row is read once per workgroup into `xa` as float32,
+// kGemvStageChunk elements at a time, so a weight word costs one global load and two vec4
+// reads of `xa` where wide_dot did four or eight typed loads of A (each an index and, for
+// half types, a word extract and unpack) for every column again. Every lane runs the
+// chunk loop (its barriers need uniform control flow; idle lanes read column N - 1).
+std::string gemv_staged_lane_sums(uint32_t span, uint32_t threads, uint32_t lanes) {
+  auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
+  const std::string S = n(span), CH = n(kGemvStageChunk);
+  auto term = [&](const std::string& q) { return "staged_dot(wq + " + q + ", (" + q + ") * " + S + " - kc)"; };
+  return
+      "  let wq = bj / " + S + ";\n  let Q = K / " + S + ";\n"
+      "  for (var kc = 0u; kc < K; kc = kc + " + CH + ") {\n"
+      "    workgroupBarrier();\n"
+      "    for (var e = lid; e < " + n(kGemvStageChunk / 4) + "; e = e + " + n(threads) + ") {\n"
+      "      var x = vec4<f32>(0.0);\n"
+      "      for (var t = 0u; t < 4u; t = t + 1u) {\n"
+      "        let k = kc + e * 4u + t;\n"
+      "        if (k < K) { x[t] = load_a(ai + k * ak); }\n"
+      "      }\n"
+      "      xa[e] = x;\n"
+      "    }\n"
+      "    workgroupBarrier();\n"
+      "    let qe = min(Q, (kc + " + CH + ") / " + S + ");\n"
+      "    var q = kc / " + S + " + lane;\n"
+      "    for (; q + " + n(3 * lanes) + " < qe; q = q + " + n(4 * lanes) + ") {\n"
+      "      s0 = s0 + " + term("q") + ";\n      s1 = s1 + " + term("q + " + n(lanes)) + ";\n"
+      "      s2 = s2 + " + term("q + " + n(2 * lanes)) + ";\n      s3 = s3 + " + term("q + " + n(3 * lanes)) + ";\n"
+      "    }\n"
+      "    for (; q < qe; q = q + " + n(lanes) + ") { s0 = s0 + " + term("q") + "; }\n"
+      "  }\n"
+      "  for (var k = Q * " + S + " + lane; k < K; k = k + " + n(lanes) + ") { s1 = s1 + load_a(ai + k * ak) * load_b(bj + k); }\n";
 }
 
 // `wide`: the vec4 binding of B when every weight row starts on 16 bytes (gemv_walk_fit),
-// else 0 (scalar or pair loads); `lanes` per column (gemv_row_lanes; wide only).
-std::string gemv_body(uint32_t threads, bool pairs, DType b_dtype, size_t wide, uint32_t lanes) {
+// else 0 (scalar or pair loads); `lanes` per column (gemv_row_lanes; wide only); `staged`:
+// wide with A in workgroup memory (gemv_staged_lane_sums).
+std::string gemv_body(uint32_t threads, bool pairs, DType b_dtype, size_t wide, uint32_t lanes, bool staged) {
   auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
   const std::string cols = n(threads / lanes);
   std::string s = "var<workgroup> part: array<f32, " + std::to_string(threads) + ">;\n";
-  if (wide) s += gemv_wide_dot("buf" + std::to_string(wide), b_dtype);
+  if (staged) s += gemv_staged_decls("buf" + std::to_string(wide), b_dtype);
+  else if (wide) s += gemv_wide_dot("buf" + std::to_string(wide), b_dtype);
   else if (pairs) s += gemv_weight_pair("", 1, b_dtype);
   s += kernel_main(Grid::Groups, threads);
   s += gemv_group_decode(Split::None) +
@@ -621,9 +677,11 @@ std::string gemv_body(uint32_t threads, bool pairs, DType b_dtype, size_t wide, 
        "  let ai = a_base(bo, bi) + r * u.a_rows;\n"
        "  let ak = u.a_cols;\n"
        "  let bj = b_base(bo, bi) + min(c, N - 1u) * u.b_cols;\n"
-       "  var s0 = 0.0;\n  var s1 = 0.0;\n  var s2 = 0.0;\n  var s3 = 0.0;\n"
-       "  if (live) {\n" + (wide ? gemv_wide_lane_sums(gemv_walk_span(b_dtype), "    ", "", true, lanes) : gemv_lane_sums(pairs, "", "    ")) +
-       "  }\n";
+       "  var s0 = 0.0;\n  var s1 = 0.0;\n  var s2 = 0.0;\n  var s3 = 0.0;\n";
+  if (staged) s += gemv_staged_lane_sums(gemv_walk_span(b_dtype), threads, lanes);
+  else
+    s += "  if (live) {\n" + (wide ? gemv_wide_lane_sums(gemv_walk_span(b_dtype), "    ", "", true, lanes) : gemv_lane_sums(pairs, "", "    ")) +
+         "  }\n";
   s += gemv_lane_tree(lanes) + "  if (live && lane == 0u) { finish(bo, bi, r, c, part[lid]); }\n}\n";
   return s;
 }
@@ -839,6 +897,10 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
                           d.k % 2 == 0 && d.b.offset % 2 == 0 && d.b.cols % 2 == 0 &&
                           d.b.batch_outer % 2 == 0 && d.b.batch_inner % 2 == 0;
   const uint32_t gemv_lanes = gemv_wide ? gemv_row_lanes(d.k, gemv_walk_span(d.b.dtype), force) : kGemvLanes;
+  // The wide GEMV stages A in workgroup memory (TORCH_WEBGPU_GEMM_VARIANT=gemv_direct_a:
+  // reads A per word instead, for A/B).
+  const bool gemv_staged = gemv_wide && force != "gemv_direct_a" &&
+                           ctx.caps().max_workgroup_storage >= kGemvStageChunk * 4 + gemv_threads * 4;
   uint64_t tile_m = v == Variant::Block ? 4 : shape.tm, tile_n = v == Variant::Block ? 4 : shape.tn;
   if (v == Variant::Gemv) tile_m = 1, tile_n = gemv_threads / gemv_lanes;
   if (v == Variant::GemvCols) tile_m = 1, tile_n = cols_per_group;
@@ -913,7 +975,7 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
                           dt(d.out.dtype) << 24;
   const uint32_t shape_word = v == Variant::Tiled      ? shape.tm | shape.tn << 8 | shape.bk << 16
                               : v == Variant::GemvWalk ? kGemvWalkThreads | kGemvWalkCols << 8
-                              : v == Variant::Gemv     ? gemv_lanes
+                              : v == Variant::Gemv     ? gemv_lanes | uint32_t(gemv_staged) << 8
                                                        : 0;
   const uint32_t flags = (v == Variant::Tiled ? uint32_t(shape.a_k_fast) | uint32_t(shape.b_k_fast) << 1 |
                                                     static_cast<uint32_t>(gather) << 2
@@ -947,11 +1009,11 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   }
   Arith ar{d.compute};
   const GemmDesc desc = d;
-  l.body = [&, desc, has_c, v, ar, shape, gemv_threads, gemv_pairs, gemv_wide, gemv_lanes, cols_wide, gather, split, word_bindings] {
+  l.body = [&, desc, has_c, v, ar, shape, gemv_threads, gemv_pairs, gemv_wide, gemv_lanes, gemv_staged, cols_wide, gather, split, word_bindings] {
     const std::vector<KernelBuffer> words(l.buffers.begin(), l.buffers.begin() + word_bindings);
     std::string s = gemm_common(desc, words, has_c && split == Split::None, split);
     if (v == Variant::Tiled) s += tiled_body(ar, shape, gather, split);
-    else if (v == Variant::Gemv) s += gemv_body(gemv_threads, gemv_pairs, desc.b.dtype, gemv_wide ? word_bindings : 0, gemv_lanes);
+    else if (v == Variant::Gemv) s += gemv_body(gemv_threads, gemv_pairs, desc.b.dtype, gemv_wide ? word_bindings : 0, gemv_lanes, gemv_staged);
     else if (v == Variant::GemvCols) s += gemv_cols_body(gemv_threads, split, cols_wide ? word_bindings : 0);
     else if (v == Variant::GemvWalk) s += gemv_walk_body(kGemvWalkThreads, kGemvWalkCols, word_bindings, desc.b.dtype);
     else if (v == Variant::Block) s += block_body(ar);
