@@ -566,15 +566,37 @@ std::string gemv_wide_lane_sums(uint32_t span, const std::string& in, const std:
                : "");
 }
 
+// Elements of A a staged GEMV workgroup holds at a time (8 KiB of float32: within the
+// spec's 16 KiB of workgroup memory beside `part`; a multiple of every span).
+constexpr uint32_t kGemvStageChunk = 2048;
+
+// wide_dot<i> over A staged in workgroup memory `xa` (float32 vec4s, declared by the
+// kernel): word w of the vec4 binding `W` dotted with xa from its element j (a multiple
+// of the span); ai and ak unused (the signature is gemv_wide_dot's, so that
+// gemv_wide_lane_sums reads either).
+std::string gemv_staged_dot(const std::string& W, DType b_dtype, const std::string& i = "") {
+  std::string dot = "fn wide_dot" + i + "(ai: u32, ak: u32, w: u32, j: u32) -> f32 {\n  let v = " + W + "[w];\n  let x = j / 4u;\n";
+  if (b_dtype == DType::Float32) dot += "  return dot(bitcast<vec4<f32>>(v), xa[x]);\n}\n";
+  else if (b_dtype == DType::Float16)
+    dot += "  return dot(vec4<f32>(unpack2x16float(v.x), unpack2x16float(v.y)), xa[x]) +\n"
+           "         dot(vec4<f32>(unpack2x16float(v.z), unpack2x16float(v.w)), xa[x + 1u]);\n}\n";
+  else  // bfloat16: the high half is the float's top bits, the low half shifted there
+    dot += "  return dot(bitcast<vec4<f32>>(vec4<u32>(v.x << 16u, v.x & 0xffff0000u, v.y << 16u, v.y & 0xffff0000u)), xa[x]) +\n"
+           "         dot(bitcast<vec4<f32>>(vec4<u32>(v.z << 16u, v.z & 0xffff0000u, v.w << 16u, v.w & 0xffff0000u)), xa[x + 1u]);\n}\n";
+  return dot;
+}
+
 // How a GEMV reads its weights: element by element, half-type pairs per u32 word, or vec4
 // words (rows on 16 bytes; a group kernel binds them as vec4 only, so K must be a whole
 // number of words there).
 enum class WeightLoad { Elements, Pairs, Words };
 
-// The weight-reading function of linear `i` whose weight is binding `b`, for gemv_sums.
+// The weight-reading function of linear `i` whose weight is binding `b`, for gemv_sums
+// (`staged`: Words against A in workgroup memory, gemv_staged_dot).
 std::string gemv_weight_fn(WeightLoad load, const std::string& i, size_t b, DType dt,
-                           const std::vector<KernelBuffer>& buffers) {
-  if (load == WeightLoad::Words) return gemv_wide_dot("buf" + std::to_string(b), dt, i);
+                           const std::vector<KernelBuffer>& buffers, bool staged) {
+  if (load == WeightLoad::Words)
+    return staged ? gemv_staged_dot("buf" + std::to_string(b), dt, i) : gemv_wide_dot("buf" + std::to_string(b), dt, i);
   if (load == WeightLoad::Pairs) return gemv_weight_pair(i, b, dt);
   return typed_load("load_b" + i, buffers, b, dt, Compute::F32);
 }
@@ -606,26 +628,6 @@ bool gemv_forced(const std::string& force) {
   return force == "gemv" || force == "gemv_scalar" || force == "gemv_direct_a" || force.rfind("gemv_lanes", 0) == 0;
 }
 
-// Elements of A a staged GEMV workgroup holds at a time (8 KiB of float32: within the
-// spec's 16 KiB of workgroup memory beside `part`; a multiple of every span).
-constexpr uint32_t kGemvStageChunk = 2048;
-
-// The staged wide GEMV's declarations: A's chunk `xa` in workgroup memory and
-// `staged_dot(w, j)`, word w of the vec4 binding `W` dotted with xa from its element j (a
-// multiple of the span).
-std::string gemv_staged_decls(const std::string& W, DType b_dtype) {
-  std::string dot = "var<workgroup> xa: array<vec4<f32>, " + std::to_string(kGemvStageChunk / 4) + ">;\n"
-                    "fn staged_dot(w: u32, j: u32) -> f32 {\n  let v = " + W + "[w];\n  let x = j / 4u;\n";
-  if (b_dtype == DType::Float32) dot += "  return dot(bitcast<vec4<f32>>(v), xa[x]);\n}\n";
-  else if (b_dtype == DType::Float16)
-    dot += "  return dot(vec4<f32>(unpack2x16float(v.x), unpack2x16float(v.y)), xa[x]) +\n"
-           "         dot(vec4<f32>(unpack2x16float(v.z), unpack2x16float(v.w)), xa[x + 1u]);\n}\n";
-  else  // bfloat16: the high half is the float's top bits, the low half shifted there
-    dot += "  return dot(bitcast<vec4<f32>>(vec4<u32>(v.x << 16u, v.x & 0xffff0000u, v.y << 16u, v.y & 0xffff0000u)), xa[x]) +\n"
-           "         dot(bitcast<vec4<f32>>(vec4<u32>(v.z << 16u, v.z & 0xffff0000u, v.w << 16u, v.w & 0xffff0000u)), xa[x + 1u]);\n}\n";
-  return dot;
-}
-
 // The staged wide GEMV's sums: A's row is read once per workgroup into `xa` as float32,
 // kGemvStageChunk elements at a time, so a weight word costs one global load and two vec4
 // reads of `xa` where wide_dot did four or eight typed loads of A (each an index and, for
@@ -634,7 +636,7 @@ std::string gemv_staged_decls(const std::string& W, DType b_dtype) {
 std::string gemv_staged_lane_sums(uint32_t span, uint32_t threads, uint32_t lanes) {
   auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
   const std::string S = n(span), CH = n(kGemvStageChunk);
-  auto term = [&](const std::string& q) { return "staged_dot(wq + " + q + ", (" + q + ") * " + S + " - kc)"; };
+  auto term = [&](const std::string& q) { return "wide_dot(ai, ak, wq + " + q + ", (" + q + ") * " + S + " - kc)"; };
   return
       "  let wq = bj / " + S + ";\n  let Q = K / " + S + ";\n"
       "  for (var kc = 0u; kc < K; kc = kc + " + CH + ") {\n"
@@ -666,7 +668,9 @@ std::string gemv_body(uint32_t threads, bool pairs, DType b_dtype, size_t wide, 
   auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
   const std::string cols = n(threads / lanes);
   std::string s = "var<workgroup> part: array<f32, " + std::to_string(threads) + ">;\n";
-  if (staged) s += gemv_staged_decls("buf" + std::to_string(wide), b_dtype);
+  if (staged)
+    s += "var<workgroup> xa: array<vec4<f32>, " + std::to_string(kGemvStageChunk / 4) + ">;\n" +
+         gemv_staged_dot("buf" + std::to_string(wide), b_dtype);
   else if (wide) s += gemv_wide_dot("buf" + std::to_string(wide), b_dtype);
   else if (pairs) s += gemv_weight_pair("", 1, b_dtype);
   s += kernel_main(Grid::Groups, threads);
@@ -1154,6 +1158,12 @@ void linear_group_gemv(Context& ctx, const LinearGroupDesc& d, size_t first, siz
   }
   const WeightLoad load = words ? WeightLoad::Words : pairs ? WeightLoad::Pairs : WeightLoad::Elements;
   const uint32_t lanes = words ? gemv_row_lanes(d.k, span, force ? force : "") : kGemvLanes;
+  // Word loads read A from workgroup memory, staged whole once per workgroup, where its row
+  // fits beside `part` (TORCH_WEBGPU_GEMM_VARIANT=gemv_direct_a: per word, for A/B).
+  const uint32_t xa_vec4s = words && !(force && std::string(force) == "gemv_direct_a") &&
+                                    d.k * 4 + threads * 4 <= ctx.caps().max_workgroup_storage
+                                ? static_cast<uint32_t>(d.k / 4)
+                                : 0;
   const uint32_t tile_cols = threads / lanes;
   KernelLaunch l;
   l.declare(linear_group_layout())
@@ -1205,17 +1215,18 @@ void linear_group_gemv(Context& ctx, const LinearGroupDesc& d, size_t first, siz
   l.set_u32("tiles", u32_or_fail(tiles, "size"));
   l.typed = {gated ? "gemm:gemv_gated" : "gemm:gemv_group",
              {static_cast<uint32_t>(dt), static_cast<uint32_t>(count), bias_mask | static_cast<uint32_t>(act) << 8,
-              static_cast<uint32_t>(load) | lanes << 8}};
+              static_cast<uint32_t>(load) | lanes << 8 | xa_vec4s << 16}};
   l.grid = Grid::Groups;
   l.count = d.m * tiles;
   l.workgroup = threads;
-  l.body = [&l, dt, threads, lanes, tile_cols, count, load, bias_buffer, act, gated] {
+  l.body = [&l, dt, threads, lanes, tile_cols, count, load, xa_vec4s, bias_buffer, act, gated] {
     auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
     std::string s = "var<workgroup> part: array<f32, " + std::to_string(threads) + ">;\n";
+    if (xa_vec4s) s += "var<workgroup> xa: array<vec4<f32>, " + std::to_string(xa_vec4s) + ">;\n";
     s += typed_load("load_a", l.buffers, 0, dt, Compute::F32);
     for (size_t j = 0; j < count; ++j) {
       const std::string J = std::to_string(j);
-      s += gemv_weight_fn(load, J, 1 + j, dt, l.buffers);
+      s += gemv_weight_fn(load, J, 1 + j, dt, l.buffers, xa_vec4s != 0);
       if (bias_buffer[j]) s += typed_load("load_bias" + J, l.buffers, bias_buffer[j], dt, Compute::F32);
     }
     s += kernel_store("store_out", l.buffers, l.buffers.size() - 1, dt, Compute::F32);
@@ -1227,6 +1238,12 @@ void linear_group_gemv(Context& ctx, const LinearGroupDesc& d, size_t first, siz
          "  let ai = u.a_offset + r * u.a_rows;\n  let ak = u.a_cols;\n"
          "  var s0 = 0.0;\n  var s1 = 0.0;\n  var s2 = 0.0;\n  var s3 = 0.0;\n"
          "  var live = false;\n  var col = 0u;\n  var bias = 0.0;\n";
+    // (K is whole words here: xa holds exactly A's row.)
+    if (xa_vec4s)
+      s += "  for (var e = lid; e < " + n(xa_vec4s) + "; e = e + " + n(threads) + ") {\n"
+           "    let k = ai + e * 4u * ak;\n"
+           "    xa[e] = vec4<f32>(load_a(k), load_a(k + ak), load_a(k + 2u * ak), load_a(k + 3u * ak));\n"
+           "  }\n  workgroupBarrier();\n";
     if (gated) return s + gated_gemv_tail(act, tile_cols, lanes, load, dt, bias_buffer[0] != 0, bias_buffer[1] != 0);
     for (size_t j = 0; j < count; ++j) {
       const std::string J = std::to_string(j), next = std::to_string(j + 1);
