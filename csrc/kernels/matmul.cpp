@@ -613,19 +613,28 @@ std::string gemv_sums(WeightLoad load, DType dt, const std::string& i, const std
 // few in flight to cover the memory's latency, and the lanes past the row's end idle. So
 // the fewest of 32, 16, 8 lanes that still give each lane >= 8 words (a workgroup then
 // takes more rows; 8 lanes still read 128 contiguous bytes of a row per load).
-// TORCH_WEBGPU_GEMM_VARIANT=gemv_lanes8|gemv_lanes16|gemv_lanes32 forces a count (A/B).
+// TORCH_WEBGPU_GEMM_VARIANT=gemv_lanes8|gemv_lanes16|gemv_lanes32 forces a count (A/B;
+// gemv_lanes32_direct_a is the kernel before both: 32 lanes, A read per word).
 uint32_t gemv_row_lanes(uint64_t k, uint32_t span, const std::string& force) {
-  if (force == "gemv_lanes8") return 8;
-  if (force == "gemv_lanes16") return 16;
-  if (force == "gemv_lanes32") return 32;
+  for (const uint32_t lanes : {8u, 16u, 32u}) {
+    const std::string name = "gemv_lanes" + std::to_string(lanes);
+    if (force == name || force == name + "_direct_a") return lanes;
+  }
   const uint64_t words = k / span;
   return words >= 8 * 32 ? 32 : words >= 8 * 16 ? 16 : 8;
 }
 
 // Whether TORCH_WEBGPU_GEMM_VARIANT forces the K-contiguous GEMV (gemv, gemv_scalar,
-// gemv_direct_a, gemv_lanesN).
+// gemv_direct_a, gemv_lanesN[_direct_a]).
 bool gemv_forced(const std::string& force) {
   return force == "gemv" || force == "gemv_scalar" || force == "gemv_direct_a" || force.rfind("gemv_lanes", 0) == 0;
+}
+
+// Whether TORCH_WEBGPU_GEMM_VARIANT reads A per word rather than staged (gemv_direct_a,
+// gemv_lanesN_direct_a).
+bool gemv_direct_a(const std::string& force) {
+  const std::string suffix = "direct_a";
+  return force.size() >= suffix.size() && force.compare(force.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // The staged wide GEMV's sums: A's row is read once per workgroup into `xa` as float32,
@@ -903,7 +912,7 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   const uint32_t gemv_lanes = gemv_wide ? gemv_row_lanes(d.k, gemv_walk_span(d.b.dtype), force) : kGemvLanes;
   // The wide GEMV stages A in workgroup memory (TORCH_WEBGPU_GEMM_VARIANT=gemv_direct_a:
   // reads A per word instead, for A/B).
-  const bool gemv_staged = gemv_wide && force != "gemv_direct_a" &&
+  const bool gemv_staged = gemv_wide && !gemv_direct_a(force) &&
                            ctx.caps().max_workgroup_storage >= kGemvStageChunk * 4 + gemv_threads * 4;
   uint64_t tile_m = v == Variant::Block ? 4 : shape.tm, tile_n = v == Variant::Block ? 4 : shape.tn;
   if (v == Variant::Gemv) tile_m = 1, tile_n = gemv_threads / gemv_lanes;
@@ -1160,7 +1169,7 @@ void linear_group_gemv(Context& ctx, const LinearGroupDesc& d, size_t first, siz
   const uint32_t lanes = words ? gemv_row_lanes(d.k, span, force ? force : "") : kGemvLanes;
   // Word loads read A from workgroup memory, staged whole once per workgroup, where its row
   // fits beside `part` (TORCH_WEBGPU_GEMM_VARIANT=gemv_direct_a: per word, for A/B).
-  const uint32_t xa_vec4s = words && !(force && std::string(force) == "gemv_direct_a") &&
+  const uint32_t xa_vec4s = words && !(force && gemv_direct_a(force)) &&
                                     d.k * 4 + threads * 4 <= ctx.caps().max_workgroup_storage
                                 ? static_cast<uint32_t>(d.k / 4)
                                 : 0;

@@ -120,7 +120,8 @@ def test_batched_and_broadcast(dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("lanes", ["gemv", "gemv_lanes8", "gemv_lanes16", "gemv_lanes32"])
+@pytest.mark.parametrize("lanes", ["gemv", "gemv_lanes8", "gemv_lanes16", "gemv_lanes32", "gemv_lanes8_direct_a",
+                                   "gemv_lanes32_direct_a"])
 @pytest.mark.parametrize("m,k,n,start", [(1, 1000, 33, 0), (4, 2056, 7, 8), (3, 135, 5, 16), (2, 24, 9, 0),
                                          (1, 4100, 3, 8)])
 def test_row_lanes(monkeypatch, dtype, lanes, m, k, n, start):
