@@ -524,6 +524,14 @@ std::string gemv_lane_tree(uint32_t lanes = kGemvLanes) {
          "  }\n";
 }
 
+// The four half-type elements of u32 words `a` and `b` as vec4<f32>: a word holds element
+// 2c in its low half and 2c + 1 in its high; a bfloat16 is a float32's top half.
+std::string gemv_half4(DType dtype, const std::string& a, const std::string& b) {
+  if (dtype == DType::Float16) return "vec4<f32>(unpack2x16float(" + a + "), unpack2x16float(" + b + "))";
+  return "bitcast<vec4<f32>>(vec4<u32>(" + a + " << 16u, " + a + " & 0xffff0000u, " + b + " << 16u, " + b +
+         " & 0xffff0000u))";
+}
+
 // `wide_dot(w, k)`: word w of the vec4 binding `W` (weight elements k .. k + span) dotted
 // with A's elements there (A's row from `ai`, stride `ak`, as in gemv_lane_sums).
 std::string gemv_wide_dot(const std::string& W, DType b_dtype, const std::string& i = "") {
@@ -535,16 +543,8 @@ std::string gemv_wide_dot(const std::string& W, DType b_dtype, const std::string
     return r + ")";
   };
   if (b_dtype == DType::Float32) return s + "  return dot(bitcast<vec4<f32>>(v), " + a4(0) + ");\n}\n";
-  // Eight half-type elements: word component c holds elements 2c (low half) and 2c + 1.
-  const std::string lo = b_dtype == DType::Float16
-                             ? "vec4<f32>(unpack2x16float(v.x), unpack2x16float(v.y))"
-                             : "vec4<f32>(bitcast<f32>(v.x << 16u), bitcast<f32>(v.x & 0xffff0000u), "
-                               "bitcast<f32>(v.y << 16u), bitcast<f32>(v.y & 0xffff0000u))";
-  const std::string hi = b_dtype == DType::Float16
-                             ? "vec4<f32>(unpack2x16float(v.z), unpack2x16float(v.w))"
-                             : "vec4<f32>(bitcast<f32>(v.z << 16u), bitcast<f32>(v.z & 0xffff0000u), "
-                               "bitcast<f32>(v.w << 16u), bitcast<f32>(v.w & 0xffff0000u))";
-  return s + "  return dot(" + lo + ", " + a4(0) + ") + dot(" + hi + ", " + a4(4) + ");\n}\n";
+  return s + "  return dot(" + gemv_half4(b_dtype, "v.x", "v.y") + ", " + a4(0) + ") + dot(" +
+         gemv_half4(b_dtype, "v.z", "v.w") + ", " + a4(4) + ");\n}\n";
 }
 
 // gemv_lane_sums over 16-byte words of the weight (wide_dot) by `lanes` lanes per row: a
@@ -576,14 +576,9 @@ constexpr uint32_t kGemvStageChunk = 2048;
 // gemv_wide_lane_sums reads either).
 std::string gemv_staged_dot(const std::string& W, DType b_dtype, const std::string& i = "") {
   std::string dot = "fn wide_dot" + i + "(ai: u32, ak: u32, w: u32, j: u32) -> f32 {\n  let v = " + W + "[w];\n  let x = j / 4u;\n";
-  if (b_dtype == DType::Float32) dot += "  return dot(bitcast<vec4<f32>>(v), xa[x]);\n}\n";
-  else if (b_dtype == DType::Float16)
-    dot += "  return dot(vec4<f32>(unpack2x16float(v.x), unpack2x16float(v.y)), xa[x]) +\n"
-           "         dot(vec4<f32>(unpack2x16float(v.z), unpack2x16float(v.w)), xa[x + 1u]);\n}\n";
-  else  // bfloat16: the high half is the float's top bits, the low half shifted there
-    dot += "  return dot(bitcast<vec4<f32>>(vec4<u32>(v.x << 16u, v.x & 0xffff0000u, v.y << 16u, v.y & 0xffff0000u)), xa[x]) +\n"
-           "         dot(bitcast<vec4<f32>>(vec4<u32>(v.z << 16u, v.z & 0xffff0000u, v.w << 16u, v.w & 0xffff0000u)), xa[x + 1u]);\n}\n";
-  return dot;
+  if (b_dtype == DType::Float32) return dot + "  return dot(bitcast<vec4<f32>>(v), xa[x]);\n}\n";
+  return dot + "  return dot(" + gemv_half4(b_dtype, "v.x", "v.y") + ", xa[x]) + dot(" +
+         gemv_half4(b_dtype, "v.z", "v.w") + ", xa[x + 1u]);\n}\n";
 }
 
 // How a GEMV reads its weights: element by element, half-type pairs per u32 word, or vec4
