@@ -514,14 +514,22 @@ std::string gemv_lane_sums(bool pairs, const std::string& i, const std::string& 
          in + "for (; k < K; k = k + 32u) { s0 = s0 + " + term("k") + "; }\n";
 }
 
-// The 32-wide tree adding a column's lanes: part[lid] of lane 0 holds the column's sum.
-std::string gemv_lane_tree() {
+// The tree adding a column's `lanes` lanes: part[lid] of lane 0 holds the column's sum.
+std::string gemv_lane_tree(uint32_t lanes = kGemvLanes) {
   return "  part[lid] = (s0 + s1) + (s2 + s3);\n"
          "  workgroupBarrier();\n"
-         "  for (var w = " + std::to_string(kGemvLanes / 2) + "u; w > 0u; w = w >> 1u) {\n"
+         "  for (var w = " + std::to_string(lanes / 2) + "u; w > 0u; w = w >> 1u) {\n"
          "    if (lane < w) { part[lid] = part[lid] + part[lid + w]; }\n"
          "    workgroupBarrier();\n"
          "  }\n";
+}
+
+// The four half-type elements of u32 words `a` and `b` as vec4<f32>: a word holds element
+// 2c in its low half and 2c + 1 in its high; a bfloat16 is a float32's top half.
+std::string gemv_half4(DType dtype, const std::string& a, const std::string& b) {
+  if (dtype == DType::Float16) return "vec4<f32>(unpack2x16float(" + a + "), unpack2x16float(" + b + "))";
+  return "bitcast<vec4<f32>>(vec4<u32>(" + a + " << 16u, " + a + " & 0xffff0000u, " + b + " << 16u, " + b +
+         " & 0xffff0000u))";
 }
 
 // `wide_dot(w, k)`: word w of the vec4 binding `W` (weight elements k .. k + span) dotted
@@ -535,33 +543,42 @@ std::string gemv_wide_dot(const std::string& W, DType b_dtype, const std::string
     return r + ")";
   };
   if (b_dtype == DType::Float32) return s + "  return dot(bitcast<vec4<f32>>(v), " + a4(0) + ");\n}\n";
-  // Eight half-type elements: word component c holds elements 2c (low half) and 2c + 1.
-  const std::string lo = b_dtype == DType::Float16
-                             ? "vec4<f32>(unpack2x16float(v.x), unpack2x16float(v.y))"
-                             : "vec4<f32>(bitcast<f32>(v.x << 16u), bitcast<f32>(v.x & 0xffff0000u), "
-                               "bitcast<f32>(v.y << 16u), bitcast<f32>(v.y & 0xffff0000u))";
-  const std::string hi = b_dtype == DType::Float16
-                             ? "vec4<f32>(unpack2x16float(v.z), unpack2x16float(v.w))"
-                             : "vec4<f32>(bitcast<f32>(v.z << 16u), bitcast<f32>(v.z & 0xffff0000u), "
-                               "bitcast<f32>(v.w << 16u), bitcast<f32>(v.w & 0xffff0000u))";
-  return s + "  return dot(" + lo + ", " + a4(0) + ") + dot(" + hi + ", " + a4(4) + ");\n}\n";
+  return s + "  return dot(" + gemv_half4(b_dtype, "v.x", "v.y") + ", " + a4(0) + ") + dot(" +
+         gemv_half4(b_dtype, "v.z", "v.w") + ", " + a4(4) + ");\n}\n";
 }
 
-// gemv_lane_sums over 16-byte words of the weight (wide_dot): a warp reads 512 contiguous
-// bytes per load and a lane keeps four words (64 bytes) in flight, four times the scalar
-// loop's, for the same instructions; the K % span tail elements one at a time.
-std::string gemv_wide_lane_sums(uint32_t span, const std::string& in, const std::string& i = "", bool tail = true) {
+// gemv_lane_sums over 16-byte words of the weight (wide_dot) by `lanes` lanes per row: a
+// lane keeps four words (64 bytes) in flight, four times the scalar loop's, for the same
+// instructions; the K % span tail elements one at a time.
+std::string gemv_wide_lane_sums(uint32_t span, const std::string& in, const std::string& i = "", bool tail = true,
+                                uint32_t lanes = kGemvLanes) {
   const std::string S = std::to_string(span) + "u";
+  auto n = [lanes](uint32_t times) { return std::to_string(lanes * times) + "u"; };
   auto term = [&](const std::string& q) {
     return "wide_dot" + i + "(ai, ak, wq + " + q + ", (" + q + ") * " + S + ")";
   };
   return in + "let wq = bj / " + S + ";\n" + in + "let Q = K / " + S + ";\n" + in + "var q = lane;\n" +
-         in + "for (; q + 96u < Q; q = q + 128u) {\n" +
-         in + "  s0 = s0 + " + term("q") + ";\n" + in + "  s1 = s1 + " + term("q + 32u") + ";\n" +
-         in + "  s2 = s2 + " + term("q + 64u") + ";\n" + in + "  s3 = s3 + " + term("q + 96u") + ";\n" + in + "}\n" +
-         in + "for (; q < Q; q = q + 32u) { s0 = s0 + " + term("q") + "; }\n" +
-         (tail ? in + "for (var k = Q * " + S + " + lane; k < K; k = k + 32u) { s1 = s1 + load_a(ai + k * ak) * load_b(bj + k); }\n"
+         in + "for (; q + " + n(3) + " < Q; q = q + " + n(4) + ") {\n" +
+         in + "  s0 = s0 + " + term("q") + ";\n" + in + "  s1 = s1 + " + term("q + " + n(1)) + ";\n" +
+         in + "  s2 = s2 + " + term("q + " + n(2)) + ";\n" + in + "  s3 = s3 + " + term("q + " + n(3)) + ";\n" + in + "}\n" +
+         in + "for (; q < Q; q = q + " + n(1) + ") { s0 = s0 + " + term("q") + "; }\n" +
+         (tail ? in + "for (var k = Q * " + S + " + lane; k < K; k = k + " + n(1) + ") { s1 = s1 + load_a(ai + k * ak) * load_b(bj + k); }\n"
                : "");
+}
+
+// Elements of A a staged GEMV workgroup holds at a time (8 KiB of float32: within the
+// spec's 16 KiB of workgroup memory beside `part`; a multiple of every span).
+constexpr uint32_t kGemvStageChunk = 2048;
+
+// wide_dot<i> over A staged in workgroup memory `xa` (float32 vec4s, declared by the
+// kernel): word w of the vec4 binding `W` dotted with xa from its element j (a multiple
+// of the span); ai and ak unused (the signature is gemv_wide_dot's, so that
+// gemv_wide_lane_sums reads either).
+std::string gemv_staged_dot(const std::string& W, DType b_dtype, const std::string& i = "") {
+  std::string dot = "fn wide_dot" + i + "(ai: u32, ak: u32, w: u32, j: u32) -> f32 {\n  let v = " + W + "[w];\n  let x = j / 4u;\n";
+  if (b_dtype == DType::Float32) return dot + "  return dot(bitcast<vec4<f32>>(v), xa[x]);\n}\n";
+  return dot + "  return dot(" + gemv_half4(b_dtype, "v.x", "v.y") + ", xa[x]) + dot(" +
+         gemv_half4(b_dtype, "v.z", "v.w") + ", xa[x + 1u]);\n}\n";
 }
 
 // How a GEMV reads its weights: element by element, half-type pairs per u32 word, or vec4
@@ -569,40 +586,111 @@ std::string gemv_wide_lane_sums(uint32_t span, const std::string& in, const std:
 // number of words there).
 enum class WeightLoad { Elements, Pairs, Words };
 
-// The weight-reading function of linear `i` whose weight is binding `b`, for gemv_sums.
+// The weight-reading function of linear `i` whose weight is binding `b`, for gemv_sums
+// (`staged`: Words against A in workgroup memory, gemv_staged_dot).
 std::string gemv_weight_fn(WeightLoad load, const std::string& i, size_t b, DType dt,
-                           const std::vector<KernelBuffer>& buffers) {
-  if (load == WeightLoad::Words) return gemv_wide_dot("buf" + std::to_string(b), dt, i);
+                           const std::vector<KernelBuffer>& buffers, bool staged) {
+  if (load == WeightLoad::Words)
+    return staged ? gemv_staged_dot("buf" + std::to_string(b), dt, i) : gemv_wide_dot("buf" + std::to_string(b), dt, i);
   if (load == WeightLoad::Pairs) return gemv_weight_pair(i, b, dt);
   return typed_load("load_b" + i, buffers, b, dt, Compute::F32);
 }
 
-// One lane's partial sums s0..s3 of linear `i`'s column from `bj`, as `load` reads it.
-std::string gemv_sums(WeightLoad load, DType dt, const std::string& i, const std::string& in) {
-  return load == WeightLoad::Words ? gemv_wide_lane_sums(gemv_walk_span(dt), in, i, false)
+// One lane's partial sums s0..s3 of linear `i`'s column from `bj`, as `load` reads it
+// (`lanes` per column: Words only; the others take kGemvLanes).
+std::string gemv_sums(WeightLoad load, DType dt, const std::string& i, const std::string& in, uint32_t lanes) {
+  return load == WeightLoad::Words ? gemv_wide_lane_sums(gemv_walk_span(dt), in, i, false, lanes)
                                    : gemv_lane_sums(load == WeightLoad::Pairs, i, in);
 }
 
-// `wide`: the vec4 binding of B when every weight row starts on 16 bytes (gemv_walk_fit),
-// else 0 (scalar or pair loads).
-std::string gemv_body(uint32_t threads, bool pairs, DType b_dtype, size_t wide) {
+// Lanes sharing one weight row of `k` elements read as 16-byte words of `span`: a row of
+// few words spread over 32 lanes leaves each lane 3-4 loads (K = 896 half: 112 words), too
+// few in flight to cover the memory's latency, and the lanes past the row's end idle. So
+// the fewest of 32, 16, 8 lanes that still give each lane >= 8 words (a workgroup then
+// takes more rows; 8 lanes still read 128 contiguous bytes of a row per load).
+// TORCH_WEBGPU_GEMM_VARIANT=gemv_lanes8|gemv_lanes16|gemv_lanes32 forces a count (A/B;
+// gemv_lanes32_direct_a is the kernel before both: 32 lanes, A read per word).
+uint32_t gemv_row_lanes(uint64_t k, uint32_t span, const std::string& force) {
+  for (const uint32_t lanes : {8u, 16u, 32u}) {
+    const std::string name = "gemv_lanes" + std::to_string(lanes);
+    if (force == name || force == name + "_direct_a") return lanes;
+  }
+  const uint64_t words = k / span;
+  return words >= 8 * 32 ? 32 : words >= 8 * 16 ? 16 : 8;
+}
+
+// Whether TORCH_WEBGPU_GEMM_VARIANT forces the K-contiguous GEMV (gemv, gemv_scalar,
+// gemv_direct_a, gemv_lanesN[_direct_a]).
+bool gemv_forced(const std::string& force) {
+  return force == "gemv" || force == "gemv_scalar" || force == "gemv_direct_a" || force.rfind("gemv_lanes", 0) == 0;
+}
+
+// Whether TORCH_WEBGPU_GEMM_VARIANT reads A per word rather than staged (gemv_direct_a,
+// gemv_lanesN_direct_a).
+bool gemv_direct_a(const std::string& force) {
+  const std::string suffix = "direct_a";
+  return force.size() >= suffix.size() && force.compare(force.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The staged wide GEMV's sums: A's row is read once per workgroup into `xa` as float32,
+// kGemvStageChunk elements at a time, so a weight word costs one global load and two vec4
+// reads of `xa` where wide_dot did four or eight typed loads of A (each an index and, for
+// half types, a word extract and unpack) for every column again. Every lane runs the
+// chunk loop (its barriers need uniform control flow; idle lanes read column N - 1).
+std::string gemv_staged_lane_sums(uint32_t span, uint32_t threads, uint32_t lanes) {
   auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
-  const std::string cols = n(threads / kGemvLanes);
+  const std::string S = n(span), CH = n(kGemvStageChunk);
+  auto term = [&](const std::string& q) { return "wide_dot(ai, ak, wq + " + q + ", (" + q + ") * " + S + " - kc)"; };
+  return
+      "  let wq = bj / " + S + ";\n  let Q = K / " + S + ";\n"
+      "  for (var kc = 0u; kc < K; kc = kc + " + CH + ") {\n"
+      "    workgroupBarrier();\n"
+      "    for (var e = lid; e < " + n(kGemvStageChunk / 4) + "; e = e + " + n(threads) + ") {\n"
+      "      var x = vec4<f32>(0.0);\n"
+      "      for (var t = 0u; t < 4u; t = t + 1u) {\n"
+      "        let k = kc + e * 4u + t;\n"
+      "        if (k < K) { x[t] = load_a(ai + k * ak); }\n"
+      "      }\n"
+      "      xa[e] = x;\n"
+      "    }\n"
+      "    workgroupBarrier();\n"
+      "    let qe = min(Q, (kc + " + CH + ") / " + S + ");\n"
+      "    var q = kc / " + S + " + lane;\n"
+      "    for (; q + " + n(3 * lanes) + " < qe; q = q + " + n(4 * lanes) + ") {\n"
+      "      s0 = s0 + " + term("q") + ";\n      s1 = s1 + " + term("q + " + n(lanes)) + ";\n"
+      "      s2 = s2 + " + term("q + " + n(2 * lanes)) + ";\n      s3 = s3 + " + term("q + " + n(3 * lanes)) + ";\n"
+      "    }\n"
+      "    for (; q < qe; q = q + " + n(lanes) + ") { s0 = s0 + " + term("q") + "; }\n"
+      "  }\n"
+      "  for (var k = Q * " + S + " + lane; k < K; k = k + " + n(lanes) + ") { s1 = s1 + load_a(ai + k * ak) * load_b(bj + k); }\n";
+}
+
+// `wide`: the vec4 binding of B when every weight row starts on 16 bytes (gemv_walk_fit),
+// else 0 (scalar or pair loads); `lanes` per column (gemv_row_lanes; wide only); `staged`:
+// wide with A in workgroup memory (gemv_staged_lane_sums).
+std::string gemv_body(uint32_t threads, bool pairs, DType b_dtype, size_t wide, uint32_t lanes, bool staged) {
+  auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
+  const std::string cols = n(threads / lanes);
   std::string s = "var<workgroup> part: array<f32, " + std::to_string(threads) + ">;\n";
-  if (wide) s += gemv_wide_dot("buf" + std::to_string(wide), b_dtype);
+  if (staged)
+    s += "var<workgroup> xa: array<vec4<f32>, " + std::to_string(kGemvStageChunk / 4) + ">;\n" +
+         gemv_staged_dot("buf" + std::to_string(wide), b_dtype);
+  else if (wide) s += gemv_wide_dot("buf" + std::to_string(wide), b_dtype);
   else if (pairs) s += gemv_weight_pair("", 1, b_dtype);
   s += kernel_main(Grid::Groups, threads);
   s += gemv_group_decode(Split::None) +
-       "  let lane = lid % " + n(kGemvLanes) + ";\n"
-       "  let c = cg * " + cols + " + lid / " + n(kGemvLanes) + ";\n"
+       "  let lane = lid % " + n(lanes) + ";\n"
+       "  let c = cg * " + cols + " + lid / " + n(lanes) + ";\n"
        "  let live = valid && c < N;\n"
        "  let ai = a_base(bo, bi) + r * u.a_rows;\n"
        "  let ak = u.a_cols;\n"
        "  let bj = b_base(bo, bi) + min(c, N - 1u) * u.b_cols;\n"
-       "  var s0 = 0.0;\n  var s1 = 0.0;\n  var s2 = 0.0;\n  var s3 = 0.0;\n"
-       "  if (live) {\n" + (wide ? gemv_wide_lane_sums(gemv_walk_span(b_dtype), "    ") : gemv_lane_sums(pairs, "", "    ")) +
-       "  }\n";
-  s += gemv_lane_tree() + "  if (live && lane == 0u) { finish(bo, bi, r, c, part[lid]); }\n}\n";
+       "  var s0 = 0.0;\n  var s1 = 0.0;\n  var s2 = 0.0;\n  var s3 = 0.0;\n";
+  if (staged) s += gemv_staged_lane_sums(gemv_walk_span(b_dtype), threads, lanes);
+  else
+    s += "  if (live) {\n" + (wide ? gemv_wide_lane_sums(gemv_walk_span(b_dtype), "    ", "", true, lanes) : gemv_lane_sums(pairs, "", "    ")) +
+         "  }\n";
+  s += gemv_lane_tree(lanes) + "  if (live && lane == 0u) { finish(bo, bi, r, c, part[lid]); }\n}\n";
   return s;
 }
 
@@ -737,7 +825,7 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   const bool gemv_fits = d.compute == Compute::F32 && d.b.rows == 1 && d.b.cols != 1 && d.k >= 2;
   // Its twin for weights with N contiguous (gemv_cols; gemv_cols_split also splits K).
   const bool gemv_cols_fits = d.compute == Compute::F32 && d.b.cols == 1 && d.b.rows != 1 && !d.conv && d.k >= 2;
-  if (gemv_fits && (force == "gemv" || force == "gemv_scalar" || (force.empty() && !software_adapter(ctx) && d.m <= 4 && d.k >= 64)))
+  if (gemv_fits && (gemv_forced(force) || (force.empty() && !software_adapter(ctx) && d.m <= 4 && d.k >= 64)))
     v = Variant::Gemv;
   else if (gemv_cols_fits && (force.rfind("gemv_cols", 0) == 0 ||
                               (force.empty() && !software_adapter(ctx) && d.m <= 4 && d.k >= 64)))
@@ -816,8 +904,13 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
                           (d.b.dtype == DType::Float16 || d.b.dtype == DType::BFloat16) &&
                           d.k % 2 == 0 && d.b.offset % 2 == 0 && d.b.cols % 2 == 0 &&
                           d.b.batch_outer % 2 == 0 && d.b.batch_inner % 2 == 0;
+  const uint32_t gemv_lanes = gemv_wide ? gemv_row_lanes(d.k, gemv_walk_span(d.b.dtype), force) : kGemvLanes;
+  // The wide GEMV stages A in workgroup memory (TORCH_WEBGPU_GEMM_VARIANT=gemv_direct_a:
+  // reads A per word instead, for A/B).
+  const bool gemv_staged = gemv_wide && !gemv_direct_a(force) &&
+                           ctx.caps().max_workgroup_storage >= kGemvStageChunk * 4 + gemv_threads * 4;
   uint64_t tile_m = v == Variant::Block ? 4 : shape.tm, tile_n = v == Variant::Block ? 4 : shape.tn;
-  if (v == Variant::Gemv) tile_m = 1, tile_n = gemv_threads / kGemvLanes;
+  if (v == Variant::Gemv) tile_m = 1, tile_n = gemv_threads / gemv_lanes;
   if (v == Variant::GemvCols) tile_m = 1, tile_n = cols_per_group;
   if (v == Variant::GemvWalk) tile_m = 1, tile_n = kGemvWalkThreads * kGemvWalkCols;
   const uint64_t tiles_m = (d.m + tile_m - 1) / tile_m, tiles_n = (d.n + tile_n - 1) / tile_n;
@@ -890,6 +983,7 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
                           dt(d.out.dtype) << 24;
   const uint32_t shape_word = v == Variant::Tiled      ? shape.tm | shape.tn << 8 | shape.bk << 16
                               : v == Variant::GemvWalk ? kGemvWalkThreads | kGemvWalkCols << 8
+                              : v == Variant::Gemv     ? gemv_lanes | uint32_t(gemv_staged) << 8
                                                        : 0;
   const uint32_t flags = (v == Variant::Tiled ? uint32_t(shape.a_k_fast) | uint32_t(shape.b_k_fast) << 1 |
                                                     static_cast<uint32_t>(gather) << 2
@@ -923,11 +1017,11 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   }
   Arith ar{d.compute};
   const GemmDesc desc = d;
-  l.body = [&, desc, has_c, v, ar, shape, gemv_threads, gemv_pairs, gemv_wide, cols_wide, gather, split, word_bindings] {
+  l.body = [&, desc, has_c, v, ar, shape, gemv_threads, gemv_pairs, gemv_wide, gemv_lanes, gemv_staged, cols_wide, gather, split, word_bindings] {
     const std::vector<KernelBuffer> words(l.buffers.begin(), l.buffers.begin() + word_bindings);
     std::string s = gemm_common(desc, words, has_c && split == Split::None, split);
     if (v == Variant::Tiled) s += tiled_body(ar, shape, gather, split);
-    else if (v == Variant::Gemv) s += gemv_body(gemv_threads, gemv_pairs, desc.b.dtype, gemv_wide ? word_bindings : 0);
+    else if (v == Variant::Gemv) s += gemv_body(gemv_threads, gemv_pairs, desc.b.dtype, gemv_wide ? word_bindings : 0, gemv_lanes, gemv_staged);
     else if (v == Variant::GemvCols) s += gemv_cols_body(gemv_threads, split, cols_wide ? word_bindings : 0);
     else if (v == Variant::GemvWalk) s += gemv_walk_body(kGemvWalkThreads, kGemvWalkCols, word_bindings, desc.b.dtype);
     else if (v == Variant::Block) s += block_body(ar);
@@ -1024,14 +1118,15 @@ const char* gate_act_name(GateAct act) {
 
 // The gated kernel's main after linear_group_gemv's common prologue: gate's sums (weight
 // 0), its tree, then up's (weight 1) over the same column, and one store of act(gate) * up.
-std::string gated_gemv_tail(GateAct act, uint32_t tile_cols, WeightLoad load, DType dt, bool bias0, bool bias1) {
+std::string gated_gemv_tail(GateAct act, uint32_t tile_cols, uint32_t lanes, WeightLoad load, DType dt, bool bias0,
+                            bool bias1) {
   auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
-  std::string s = "  let c = cg * " + n(tile_cols) + " + lid / " + n(kGemvLanes) + ";\n  live = valid && c < u.n0;\n";
+  std::string s = "  let c = cg * " + n(tile_cols) + " + lid / " + n(lanes) + ";\n  live = valid && c < u.n0;\n";
   for (const std::string J : {"0", "1"}) {
     if (J == "1") s += "  let gate = part[lid] + bias;\n  s0 = 0.0;\n  s1 = 0.0;\n  s2 = 0.0;\n  s3 = 0.0;\n  bias = 0.0;\n";
-    s += "  if (live) {\n    let bj = u.w_offset" + J + " + c * u.w_rows" + J + ";\n" + gemv_sums(load, dt, J, "    ");
+    s += "  if (live) {\n    let bj = u.w_offset" + J + " + c * u.w_rows" + J + ";\n" + gemv_sums(load, dt, J, "    ", lanes);
     if (J == "0" ? bias0 : bias1) s += "    bias = load_bias" + J + "(u.b_offset" + J + " + c * u.b_stride" + J + ");\n";
-    s += "  }\n" + gemv_lane_tree();
+    s += "  }\n" + gemv_lane_tree(lanes);
   }
   const std::string a = std::string("let a = gate;\n    ") + "let activated = " +
                         find_elementwise_op(gate_act_name(act))->f32 + ";\n";
@@ -1040,7 +1135,7 @@ std::string gated_gemv_tail(GateAct act, uint32_t tile_cols, WeightLoad load, DT
 }
 
 // The GEMV kernel over linears [first, last) of d: one workgroup per (row of A, tile of
-// threads / kGemvLanes columns of one linear), so a workgroup reads one weight throughout
+// threads / lanes columns of one linear, gemv_row_lanes), so a workgroup reads one weight throughout
 // and the branch on which is uniform. `col`: each linear's first output column.
 // With `act` (linear_gated: two linears of one width) a workgroup's tile is the same
 // columns of both weights, summed one after the other, and lane 0 stores act(gate) * up.
@@ -1049,7 +1144,6 @@ void linear_group_gemv(Context& ctx, const LinearGroupDesc& d, size_t first, siz
   const bool gated = act != GateAct::None;
   const DType dt = d.a.dtype;
   const uint32_t threads = std::min<uint32_t>(256, ctx.caps().workgroup_1d());
-  const uint32_t tile_cols = threads / kGemvLanes;
   const size_t count = last - first;
   // Weights read as vec4 words when every row of every weight starts on 16 bytes and K is
   // whole words (as gemv_body's wide loads; bound as vec4 only), else half-type weights
@@ -1067,6 +1161,14 @@ void linear_group_gemv(Context& ctx, const LinearGroupDesc& d, size_t first, siz
     if (L.bias.buffer) bias_mask |= 1u << (i - first);
   }
   const WeightLoad load = words ? WeightLoad::Words : pairs ? WeightLoad::Pairs : WeightLoad::Elements;
+  const uint32_t lanes = words ? gemv_row_lanes(d.k, span, force ? force : "") : kGemvLanes;
+  // Word loads read A from workgroup memory, staged whole once per workgroup, where its row
+  // fits beside `part` (TORCH_WEBGPU_GEMM_VARIANT=gemv_direct_a: per word, for A/B).
+  const uint32_t xa_vec4s = words && !(force && gemv_direct_a(force)) &&
+                                    d.k * 4 + threads * 4 <= ctx.caps().max_workgroup_storage
+                                ? static_cast<uint32_t>(d.k / 4)
+                                : 0;
+  const uint32_t tile_cols = threads / lanes;
   KernelLaunch l;
   l.declare(linear_group_layout())
       .set_u32("m", u32_or_fail(d.m, "size"))
@@ -1117,17 +1219,18 @@ void linear_group_gemv(Context& ctx, const LinearGroupDesc& d, size_t first, siz
   l.set_u32("tiles", u32_or_fail(tiles, "size"));
   l.typed = {gated ? "gemm:gemv_gated" : "gemm:gemv_group",
              {static_cast<uint32_t>(dt), static_cast<uint32_t>(count), bias_mask | static_cast<uint32_t>(act) << 8,
-              static_cast<uint32_t>(load)}};
+              static_cast<uint32_t>(load) | lanes << 8 | xa_vec4s << 16}};
   l.grid = Grid::Groups;
   l.count = d.m * tiles;
   l.workgroup = threads;
-  l.body = [&l, dt, threads, tile_cols, count, load, bias_buffer, act, gated] {
+  l.body = [&l, dt, threads, lanes, tile_cols, count, load, xa_vec4s, bias_buffer, act, gated] {
     auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
     std::string s = "var<workgroup> part: array<f32, " + std::to_string(threads) + ">;\n";
+    if (xa_vec4s) s += "var<workgroup> xa: array<vec4<f32>, " + std::to_string(xa_vec4s) + ">;\n";
     s += typed_load("load_a", l.buffers, 0, dt, Compute::F32);
     for (size_t j = 0; j < count; ++j) {
       const std::string J = std::to_string(j);
-      s += gemv_weight_fn(load, J, 1 + j, dt, l.buffers);
+      s += gemv_weight_fn(load, J, 1 + j, dt, l.buffers, xa_vec4s != 0);
       if (bias_buffer[j]) s += typed_load("load_bias" + J, l.buffers, bias_buffer[j], dt, Compute::F32);
     }
     s += kernel_store("store_out", l.buffers, l.buffers.size() - 1, dt, Compute::F32);
@@ -1135,23 +1238,29 @@ void linear_group_gemv(Context& ctx, const LinearGroupDesc& d, size_t first, siz
     s += "  let valid = group < frame_count();\n"
          "  let g = select(0u, group, valid);\n"
          "  let cg = g % u.tiles;\n  let r = g / u.tiles;\n  let K = u.k;\n"
-         "  let lane = lid % " + n(kGemvLanes) + ";\n"
+         "  let lane = lid % " + n(lanes) + ";\n"
          "  let ai = u.a_offset + r * u.a_rows;\n  let ak = u.a_cols;\n"
          "  var s0 = 0.0;\n  var s1 = 0.0;\n  var s2 = 0.0;\n  var s3 = 0.0;\n"
          "  var live = false;\n  var col = 0u;\n  var bias = 0.0;\n";
-    if (gated) return s + gated_gemv_tail(act, tile_cols, load, dt, bias_buffer[0] != 0, bias_buffer[1] != 0);
+    // (K is whole words here: xa holds exactly A's row.)
+    if (xa_vec4s)
+      s += "  for (var e = lid; e < " + n(xa_vec4s) + "; e = e + " + n(threads) + ") {\n"
+           "    let k = ai + e * 4u * ak;\n"
+           "    xa[e] = vec4<f32>(load_a(k), load_a(k + ak), load_a(k + 2u * ak), load_a(k + 3u * ak));\n"
+           "  }\n  workgroupBarrier();\n";
+    if (gated) return s + gated_gemv_tail(act, tile_cols, lanes, load, dt, bias_buffer[0] != 0, bias_buffer[1] != 0);
     for (size_t j = 0; j < count; ++j) {
       const std::string J = std::to_string(j), next = std::to_string(j + 1);
       s += "  if (cg >= u.tile" + J + (j + 1 < count ? " && cg < u.tile" + next : "") + ") {\n"
-           "    let c = (cg - u.tile" + J + ") * " + n(tile_cols) + " + lid / " + n(kGemvLanes) + ";\n"
+           "    let c = (cg - u.tile" + J + ") * " + n(tile_cols) + " + lid / " + n(lanes) + ";\n"
            "    live = valid && c < u.n" + J + ";\n"
            "    col = u.col" + J + " + c;\n"
            "    let bj = u.w_offset" + J + " + min(c, u.n" + J + " - 1u) * u.w_rows" + J + ";\n"
-           "    if (live) {\n" + gemv_sums(load, dt, J, "      ");
+           "    if (live) {\n" + gemv_sums(load, dt, J, "      ", lanes);
       if (bias_buffer[j]) s += "      bias = load_bias" + J + "(u.b_offset" + J + " + c * u.b_stride" + J + ");\n";
       s += "    }\n  }\n";
     }
-    s += gemv_lane_tree() +
+    s += gemv_lane_tree(lanes) +
          "  if (live && lane == 0u) { store_out(u.out_offset + r * u.out_rows + col * u.out_cols, part[lid] + bias); }\n}\n";
     return s;
   };
@@ -1190,7 +1299,7 @@ bool linear_group_fuses(Context& ctx) {
   // adapters default to gemm per linear (see gemm_piece's GEMV choice).
   const char* f = std::getenv("TORCH_WEBGPU_GEMM_VARIANT");
   const std::string force = f ? f : "";
-  return force == "gemv" || force == "gemv_scalar" || (force.empty() && !software_adapter(ctx));
+  return gemv_forced(force) || (force.empty() && !software_adapter(ctx));
 }
 
 bool linear_gated(Context& ctx, const LinearGroupDesc& d, GateAct act) {

@@ -16,10 +16,12 @@ TOL = {torch.float32: dict(rtol=1e-4, atol=1e-4), torch.float16: dict(rtol=2e-3,
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 
 
-@pytest.fixture(autouse=True, params=["gemv", "gemv_scalar"])
+@pytest.fixture(autouse=True, params=["gemv", "gemv_scalar", "gemv_lanes32", "gemv_direct_a"])
 def gemv_variant(monkeypatch, request):
-    """gemv reads weights whose rows start on 16 bytes as vec4 words (most cases here),
-    gemv_scalar element by element (or in pairs): both loops run every case."""
+    """gemv reads weights whose rows start on 16 bytes as vec4 words (most cases here) by
+    8, 16 or 32 lanes per column as K's word count asks (8 or 16 at most K here), with A
+    staged in workgroup memory; gemv_lanes32 always by 32; gemv_direct_a reads A per word
+    instead; gemv_scalar element by element (or in pairs): every loop runs every case."""
     monkeypatch.setenv("TORCH_WEBGPU_GEMM_VARIANT", request.param)
     monkeypatch.setenv("TORCH_WEBGPU_DISABLE_CPU_FALLBACK", "1")
 
@@ -115,3 +117,27 @@ def test_batched_and_broadcast(dtype):
     got = torch.matmul(dev(a).unsqueeze(0).expand(2, 3, 1, 130), dev(w1).t())
     want = torch.matmul(a.float().unsqueeze(0).expand(2, 3, 1, 130), w1.float().t()).to(dtype)
     assert_same(got, want, **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("lanes", ["gemv", "gemv_lanes8", "gemv_lanes16", "gemv_lanes32", "gemv_lanes8_direct_a",
+                                   "gemv_lanes32_direct_a"])
+@pytest.mark.parametrize("m,k,n,start", [(1, 1000, 33, 0), (4, 2056, 7, 8), (3, 135, 5, 16), (2, 24, 9, 0),
+                                         (1, 4100, 3, 8)])
+def test_row_lanes(monkeypatch, dtype, lanes, m, k, n, start):
+    """The vec4-word GEMV by 8, 16 or 32 lanes per column (gemv: as K's word count asks),
+    A staged in chunks of 2048 elements (K = 4100: three) or read per word (gemv_direct_a):
+    K not a multiple of a word (the tail) or of the lanes' unrolled step, fewer words than
+    lanes, odd N, a weight view with row stride 4200 > K at an offset on 16 bytes, 1-4
+    rows of a strided x, and a bias."""
+    monkeypatch.setenv("TORCH_WEBGPU_GEMM_VARIANT", lanes)
+    big = make((n, 4200), dtype, seed=21, low=-1, high=1)
+    w = big[:, start:start + k]
+    xt = make((k, m * 2), dtype, seed=22, low=-1, high=1)
+    x = xt.t()[::2]  # (m, k): K stride 2m, row stride 2
+    b = make((n,), dtype, seed=23, low=-1, high=1)
+    with torch.webgpu.profiler.profile() as prof:
+        got = F.linear(dev(xt).t()[::2], dev(big)[:, start:start + k], dev(b))
+        got.cpu()
+    assert {r.kernel for r in prof.key_averages() if r.kernel.startswith("gemm:")} == {"gemm:gemv"}
+    assert_same(got, reference(F.linear, x, w, b), **TOL[dtype])

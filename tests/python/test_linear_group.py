@@ -25,13 +25,15 @@ DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 linear_group = torch.ops.webgpu.linear_group
 
 
-@pytest.fixture(params=["gpu", "gpu_scalar", "software"])
+@pytest.fixture(params=["gpu", "gpu_scalar", "gpu_lanes32", "gpu_direct_a", "software"])
 def path(request, monkeypatch):
     """gpu_scalar: the group kernel without its vec4 weight loads (which gpu takes where
-    every weight row starts on 16 bytes and K is whole vec4 words: K = 128, 256 here)."""
+    every weight row starts on 16 bytes and K is whole vec4 words: K = 128, 256 here, with
+    8 or 16 lanes per column at these K and A staged in workgroup memory); gpu_lanes32:
+    the vec4 loads by 32 lanes; gpu_direct_a: A read per word instead of staged."""
     monkeypatch.setenv("TORCH_WEBGPU_ADAPTER_KIND", request.param.split("_")[0])
-    if request.param == "gpu_scalar":
-        monkeypatch.setenv("TORCH_WEBGPU_GEMM_VARIANT", "gemv_scalar")
+    if "_" in request.param:
+        monkeypatch.setenv("TORCH_WEBGPU_GEMM_VARIANT", "gemv_" + request.param.split("_", 1)[1])
     monkeypatch.setenv("TORCH_WEBGPU_DISABLE_CPU_FALLBACK", "1")
     return request.param
 
