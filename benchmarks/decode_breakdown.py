@@ -120,7 +120,7 @@ def main(argv=None):
                         with torch.webgpu.profiler.profile() as prof:
                             forward_loop(m, prompt.to(device), 4, device, cache)
                     print(f"{device} {mode}, 4 decode steps (prefill included):")
-                    print(prof.table(sort_by="gpu_time", row_limit=25), flush=True)
+                    print(prof.table(sort_by="gpu_time", row_limit=40), flush=True)
             except Exception as error:  # noqa: BLE001 - a failure is a row
                 row["error"] = f"{type(error).__name__}: {error}"
             del m

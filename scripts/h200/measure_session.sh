@@ -29,11 +29,11 @@ want compile_webgpu && step compile_webgpu 240 python3 scripts/e2e_models.py --m
 want engine && step engine 150 python3 benchmarks/engine.py --reps 5
 want replay && step replay 150 python3 benchmarks/graph_replay.py --cuda --tokens 16
 want breakdown && step breakdown ${BREAKDOWN_S:-420} python3 benchmarks/decode_breakdown.py --model "${MODELS%%,*}" \
-  --devices webgpu,cuda --modes "${MODES:-eager,reduce-overhead}" --init-device cuda ${PROFILE:---profile} --json "$OUT/breakdown.json"
+  --devices "${DEVICES:-webgpu,cuda}" --modes "${MODES:-eager,reduce-overhead}" --init-device cuda ${PROFILE:---profile} --json "$OUT/breakdown.json"
 # A/B of the GEMVs' vec4 weight loads in one call: the gemv rows of the default run against
 # element loads (gemv_scalar: K-contiguous weights and linear_group / linear_gated;
 # gemv_cols_scalar: the addmm rows only, it also turns the K-contiguous GEMV off).
-want gemv_ab && step gemv_ab 240 bash -c 'for v in "" gemv_scalar gemv_cols_scalar; do echo "== GEMM_VARIANT=$v";
+want gemv_ab && step gemv_ab 240 bash -c 'for v in ${GEMV_VARIANTS:-"" gemv_scalar gemv_cols_scalar}; do v=${v#-}; echo "== GEMM_VARIANT=$v";
   TORCH_WEBGPU_GEMM_VARIANT=$v python3 benchmarks/run.py --cuda --only gemv; done'
 want compile_cuda && step compile_cuda 200 python3 scripts/e2e_models.py --models "$MODELS" \
   --compile reduce-overhead --init-device cuda --tokens 32 --cuda --json "$OUT/compile_cuda.json"
