@@ -15,9 +15,10 @@ namespace {
 
 // How one launch spreads the work: a workgroup of `wg` invocations takes `rows` query
 // rows (rows * keys == wg) and walks its key range in chunks of `keys`, one key per
-// invocation for the scores; for p v an invocation owns `per_lane` output columns of its
-// row, or, when Dv is smaller than a chunk, `slices` invocations split the chunk's keys
-// for one column (summed at the end).
+// invocation for the scores; for p v an invocation owns `per_lane` units of its row's
+// output (a vec4 of 4 columns, or with `pv4` off one column), and, when a row has fewer
+// units than a chunk has keys, `slices` invocations split the chunk's keys for one unit
+// (summed at the end).
 struct Plan {
   // Lanes variant: one query row per invocation, walking every key itself (no barriers;
   // the key and value rows it reads are the same for the whole workgroup).
@@ -34,12 +35,17 @@ struct Plan {
   bool k_vec4 = false, v_vec4 = false;
   uint32_t splits = 1;        // key ranges per row, each its own workgroup (flash decoding)
   uint32_t split_keys = 0;    // keys per range (a multiple of `keys`)
+  // Rows variant: p v in units of 4 value columns, so a row takes a quarter of the
+  // invocations and a chunk's keys split into 4x the slices: decode's per-invocation key
+  // loop (dependent loads) is that much shorter. Off: a column per invocation
+  // (TORCH_WEBGPU_ATTENTION_PV=scalar, for A/B measurements).
+  bool pv4 = true;
 };
 
 uint32_t ceil_div(uint64_t a, uint64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
 
 uint64_t workgroup_bytes(const Plan& p) {
-  return 4ull * (p.rows * p.q_words + 2 * p.wg + p.wg * p.per_lane);
+  return 4ull * (p.rows * p.q_words + 2 * p.wg + p.wg * p.per_lane * (p.pv4 ? 4 : 1));
 }
 
 // True when rows of `cols` elements of view `v` can be read as vec4<u32> words.
@@ -121,14 +127,18 @@ Plan plan_for(Context& ctx, const AttentionArgs& a) {
   p.wg = std::min<uint32_t>(software ? 64 : 128, ctx.caps().workgroup_1d());
   p.q_words = std::max<uint32_t>(4, (a.dim + 3) / 4 * 4);
   p.k_vec4 = a.kv_len > 0 && vec4_rows(ctx, a.k, a.dim, a.dtype);
+  const char* pv = std::getenv("TORCH_WEBGPU_ATTENTION_PV");
+  p.pv4 = !(pv && std::string(pv) == "scalar");
+  p.v_vec4 = p.pv4 && a.kv_len > 0 && vec4_rows(ctx, a.v, a.v_dim, a.dtype);
+  const uint32_t units = p.pv4 ? (a.v_dim + 3) / 4 : a.v_dim;  // of a row's p v output
   // Prefill: several query rows per workgroup share each chunk's barriers. Decode (a few
   // rows): one row per workgroup, every invocation on its keys.
   p.rows = a.q_len >= 16 ? 4 : 1;
   const uint64_t limit = std::min<uint64_t>(ctx.caps().max_workgroup_storage, 16384);
   for (;;) {
     p.keys = p.wg / p.rows;
-    p.lane_dims = std::max<uint32_t>(1, std::min(a.v_dim, p.keys));
-    p.per_lane = a.v_dim > p.keys ? ceil_div(a.v_dim, p.keys) : 1;
+    p.lane_dims = std::max<uint32_t>(1, std::min(units, p.keys));
+    p.per_lane = units > p.keys ? ceil_div(units, p.keys) : 1;
     p.slices = p.keys / p.lane_dims;
     if (p.rows == 1 || workgroup_bytes(p) <= limit) break;
     p.rows /= 2;
@@ -234,6 +244,56 @@ std::string output_fns(const AttentionArgs& a, const std::vector<KernelBuffer>& 
          kernel_store("put_lse", bufs, bufs.size() - 1, DType::Float32, Compute::F32);
 }
 
+// The rows variant's p v step over four of an invocation's keys (jj, jj + slices, ...):
+// their value loads do not wait on each other.
+const char kFourKeysAStep[] = R"(      for (; jj + 3u * u.slices < nk; jj = jj + 4u * u.slices) {
+        let pr = r * KC + jj;
+        let p0 = ps[pr];
+        let p1 = ps[pr + u.slices];
+        let p2 = ps[pr + 2u * u.slices];
+        let p3 = ps[pr + 3u * u.slices];
+        l_run = l_run + ((p0 + p1) + (p2 + p3));
+        let vr = vbase + (c0 + jj) * u.v_sl;
+        let vs = u.slices * u.v_sl;
+        for (var q = 0u; q < R; q = q + 1u) {
+          let c = CW * (d0 + q * u.dvk);
+          if (c < u.dv) {
+            let v0 = vrow(vr, c);
+            let v1 = vrow(vr + vs, c);
+            let v2 = vrow(vr + 2u * vs, c);
+            let v3 = vrow(vr + 3u * vs, c);
+            acc[q] = acc[q] + ((p0 * v0 + p1 * v1) + (p2 * v2 + p3 * v3));
+          }
+        }
+      }
+)";
+
+// The rows variant's p v unit of value row `vr` from column c (< dv): `vrow(vr, c)`, and
+// `col(o, e)` column c + e of a unit's sum. pv4: 4 columns (zeros past dv), one 16-byte
+// load's worth through V's vec4 binding (aligned contiguous rows; half types: half a
+// load); otherwise one column.
+std::string value_unit_fns(const AttentionArgs& a, const Plan& p) {
+  if (!p.pv4)
+    return "fn vrow(vr: u32, c: u32) -> f32 { return fv(vr + c * u.v_sd); }\n"
+           "fn col(o: f32, e: u32) -> f32 { return o; }\n";
+  std::string s = "fn col(o: vec4<f32>, e: u32) -> f32 { return o[e]; }\n";
+  if (!p.v_vec4)
+    return s + "fn vrow(vr: u32, c: u32) -> vec4<f32> {\n"
+               "  var x = vec4<f32>(fv(vr + c * u.v_sd), 0.0, 0.0, 0.0);\n"
+               "  if (c + 1u < u.dv) { x.y = fv(vr + (c + 1u) * u.v_sd); }\n"
+               "  if (c + 2u < u.dv) { x.z = fv(vr + (c + 2u) * u.v_sd); }\n"
+               "  if (c + 3u < u.dv) { x.w = fv(vr + (c + 3u) * u.v_sd); }\n"
+               "  return x;\n}\n";
+  const std::string V4 = "buf" + std::to_string((a.mask_kind == MaskKind::None ? 3 : 4) + (p.k_vec4 ? 1 : 0));
+  if (a.dtype == DType::Float32)
+    return s + "fn vrow(vr: u32, c: u32) -> vec4<f32> { return bitcast<vec4<f32>>(" + V4 + "[(vr + c) / 4u]); }\n";
+  const std::string unpack = a.dtype == DType::Float16 ? "unpack2x16float" : "bf2";
+  return s + "fn vrow(vr: u32, c: u32) -> vec4<f32> {\n"
+             "  let w = " + V4 + "[(vr + c) / 8u];\n"
+             "  let h = select(w.xy, w.zw, ((vr + c) & 4u) != 0u);\n"
+             "  return vec4<f32>(" + unpack + "(h.x), " + unpack + "(h.y));\n}\n";
+}
+
 std::string rows_body(const AttentionArgs& a, const Plan& p, const std::vector<KernelBuffer>& bufs,
                       DType mask_dtype, bool partial) {
   std::string s = operand_fns(a, bufs, mask_dtype);
@@ -245,8 +305,6 @@ std::string rows_body(const AttentionArgs& a, const Plan& p, const std::vector<K
     const std::string K4 = "buf" + std::to_string(a.mask_kind == MaskKind::None ? 3 : 4);
     const uint32_t per_vec4 = 16 / element_size(a.dtype);
     s += "fn qs4(i: u32) -> vec4<f32> { return vec4<f32>(qs[i], qs[i + 1u], qs[i + 2u], qs[i + 3u]); }\n";
-    if (a.dtype == DType::BFloat16)
-      s += kBf2;
     std::string step;
     switch (a.dtype) {
       case DType::Float32: step = "qk = qk + dot(qs4(qo), bitcast<vec4<f32>>(w));"; break;
@@ -263,13 +321,19 @@ std::string rows_body(const AttentionArgs& a, const Plan& p, const std::vector<K
               "        let w = " + K4 + "[(kr + dd) / " + N(per_vec4) + "];\n"
               "        let qo = r * DQ + dd;\n        " + step + "\n      }\n";
   }
+  if (a.dtype == DType::BFloat16 && (p.k_vec4 || p.v_vec4))
+    s += kBf2;
+  s += value_unit_fns(a, p);
+  // An invocation's p v sums: a vec4 of columns (pv4) or one column.
+  const std::string T = p.pv4 ? "vec4<f32>" : "f32";
   s += output_fns(a, bufs, partial);
   s += "const WG = " + N(p.wg) + ";\nconst TQ = " + N(p.rows) + ";\nconst KC = " + N(p.keys) +
-       ";\nconst R = " + N(p.per_lane) + ";\nconst DQ = " + N(p.q_words) + ";\n";
+       ";\nconst R = " + N(p.per_lane) + ";\nconst DQ = " + N(p.q_words) + ";\nconst CW = " +
+       N(p.pv4 ? 4 : 1) + ";\n";
   s += "var<workgroup> qs: array<f32, " + N(p.rows * p.q_words) + ">;\n"
        "var<workgroup> ps: array<f32, WG>;\n"
        "var<workgroup> red: array<f32, WG>;\n"
-       "var<workgroup> fin: array<f32, " + N(p.wg * p.per_lane) + ">;\n";
+       "var<workgroup> fin: array<" + T + ", " + N(p.wg * p.per_lane) + ">;\n";
   s += block_main(p.wg);
   s += R"(  let r = lid / KC;
   let t = lid % KC;
@@ -290,7 +354,7 @@ std::string rows_body(const AttentionArgs& a, const Plan& p, const std::vector<K
   let pv_on = row_ok && slice < u.slices;
   var m_run = -f32_inf();
   var l_run = 0.0;
-  var acc: array<f32, R>;
+  var acc: array<)" + T + R"(, R>;
   workgroupBarrier();
   for (var c0 = kb; c0 < ke; c0 = c0 + KC) {
     let j = c0 + t;
@@ -315,13 +379,14 @@ std::string rows_body(const AttentionArgs& a, const Plan& p, const std::vector<K
     for (var q = 0u; q < R; q = q + 1u) { acc[q] = acc[q] * alpha; }
     if (pv_on) {
       let nk = min(KC, ke - c0);
-      for (var jj = slice; jj < nk; jj = jj + u.slices) {
+      var jj = slice;
+)" + std::string(p.pv4 ? kFourKeysAStep : "") + R"(      for (; jj < nk; jj = jj + u.slices) {
         let pj = ps[r * KC + jj];
         l_run = l_run + pj;
         let vr = vbase + (c0 + jj) * u.v_sl;
         for (var q = 0u; q < R; q = q + 1u) {
-          let d = d0 + q * KC;
-          if (d < u.dv) { acc[q] = acc[q] + pj * fv(vr + d * u.v_sd); }
+          let c = CW * (d0 + q * u.dvk);
+          if (c < u.dv) { acc[q] = acc[q] + pj * vrow(vr, c); }
         }
       }
     }
@@ -337,13 +402,16 @@ std::string rows_body(const AttentionArgs& a, const Plan& p, const std::vector<K
     for (var sl = 0u; sl < u.slices; sl = sl + 1u) { lt = lt + red[r * KC + sl * u.dvk + d0]; }
     let row = (b * u.hq + h) * u.lq + i;
     for (var q = 0u; q < R; q = q + 1u) {
-      let d = d0 + q * KC;
-      if (d < u.dv) {
-        var o = 0.0;
+      let c = CW * (d0 + q * u.dvk);
+      if (c < u.dv) {
+        var o = )" + T + R"((0.0);
         for (var sl = 0u; sl < u.slices; sl = sl + 1u) { o = o + fin[(r * KC + sl * u.dvk + d0) * R + q]; }
+        for (var e = 0u; e < CW && c + e < u.dv; e = e + 1u) {
+          let d = c + e;
 )";
   if (partial) {
-    s += R"(        put((row * u.splits + split) * (u.dv + 2u) + d, o);
+    s += R"(          put((row * u.splits + split) * (u.dv + 2u) + d, col(o, e));
+        }
       }
     }
     if (d0 == 0u) {
@@ -355,7 +423,8 @@ std::string rows_body(const AttentionArgs& a, const Plan& p, const std::vector<K
 }
 )";
   } else {
-    s += R"(        put(u.o_off + b * u.o_sb + h * u.o_sh + i * u.o_sl + d * u.o_sd, select(o / lt, 0.0, lt == 0.0));
+    s += R"(          put(u.o_off + b * u.o_sb + h * u.o_sh + i * u.o_sl + d * u.o_sd, select(col(o, e) / lt, 0.0, lt == 0.0));
+        }
       }
     }
     if (d0 == 0u) { put_lse(u.lse_off + row, select(m_run + log(lt), -f32_inf(), lt == 0.0)); }
@@ -723,7 +792,9 @@ void scaled_dot_product_attention(Context& ctx, const AttentionArgs& a) {
     l.typed = {"attention:lanes", {flags | (p.k_vec4 ? 1u : 0u) << 24 | (p.v_vec4 ? 1u : 0u) << 25,
                                    a.dim | a.v_dim << 16}};
   else
-    l.typed = {"attention:rows", {flags | (p.k_vec4 ? 1u : 0u) << 24, p.rows | p.per_lane << 8 | p.q_words << 16}};
+    l.typed = {"attention:rows", {flags | (p.k_vec4 ? 1u : 0u) << 24 | (p.v_vec4 ? 1u : 0u) << 25 |
+                                      (p.pv4 ? 1u : 0u) << 26,
+                                  p.rows | p.per_lane << 8 | p.q_words << 16}};
   l.grid = Grid::Groups;
   l.count = rows / a.q_len * ceil_div(a.q_len, p.rows) * p.splits;
   l.workgroup = p.wg;
