@@ -316,8 +316,11 @@ std::string rows_body(const AttentionArgs& a, const Plan& p, const std::vector<K
         step = "qk = qk + dot(qs4(qo), vec4<f32>(bf2(w.x), bf2(w.y))) + dot(qs4(qo + 4u), vec4<f32>(bf2(w.z), bf2(w.w)));";
         break;
     }
+    // DQ == d here (whole 16-byte words a row): a constant trip count the compiler can
+    // unroll, issuing the row's loads together (PV=scalar keeps the uniform bound for A/B).
     key_dot = "      var qk = 0.0;\n"
-              "      for (var dd = 0u; dd < u.d; dd = dd + " + N(per_vec4) + ") {\n"
+              "      for (var dd = 0u; dd < " + std::string(p.pv4 ? "DQ" : "u.d") + "; dd = dd + " +
+              N(per_vec4) + ") {\n"
               "        let w = " + K4 + "[(kr + dd) / " + N(per_vec4) + "];\n"
               "        let qo = r * DQ + dd;\n        " + step + "\n      }\n";
   }

@@ -95,6 +95,100 @@ def test_decode(adapter_kind, lk):
     check_sdpa(q, k, v)
 
 
+@pytest.fixture(params=["software", "gpu", "software-scalar", "gpu-scalar"])
+def rows_pv(request, monkeypatch):
+    """The rows variant (decode) of both adapter classes, with its p v loop in units of 4
+    value columns (the default) or one column (TORCH_WEBGPU_ATTENTION_PV=scalar)."""
+    kind, _, pv = request.param.partition("-")
+    monkeypatch.setenv("TORCH_WEBGPU_ADAPTER_KIND", kind)
+    if pv:
+        monkeypatch.setenv("TORCH_WEBGPU_ATTENTION_PV", pv)
+    yield request.param
+
+
+@pytest.mark.usefixtures("no_fallback", "rows_pv")
+@pytest.mark.parametrize("lk", [0, 1, 127, 128, 129, 300, 600])
+@pytest.mark.parametrize("dv", [64, 7, 30, 200, 256])
+def test_decode_value_columns(lk, dv):
+    """Qwen2.5's GQA (14 query heads over 2) at one query row: value widths that are not a
+    multiple of 4, that spread over every invocation of a chunk, key counts around a
+    chunk's (GPUs: 600 splits the keys over 3 workgroups, merged by a second pass)."""
+    q, k, v = qkv(1, 14, 2, 1, lk, 64, dv)
+    check_sdpa(q, k, v, fused=lk > 0, enable_gqa=True)
+    if lk == 0:  # the composite makes zeros itself; the op on no keys: zeros, lse -inf
+        out, lse = torch.ops.aten._scaled_dot_product_fused_attention_overrideable(
+            dev(q), dev(k).repeat_interleave(7, 1), dev(v).repeat_interleave(7, 1))[:2]
+        assert_same(out, torch.zeros(1, 14, 1, dv), exact=True)
+        assert_same(lse, torch.full((1, 14, 1), float("-inf")), exact=True)
+
+
+# V as views of a larger tensor: (the tensor the view is cut from, the view).
+V_VIEWS = {
+    "transposed": (lambda v: v.transpose(-1, -2).contiguous(), lambda t: t.transpose(-1, -2)),
+    "offset_aligned": (lambda v: F.pad(v, (8, 0, 3, 0)), lambda t: t[:, :, 3:, 8:]),
+    "offset_unaligned": (lambda v: F.pad(v, (1, 7, 3, 0)), lambda t: t[:, :, 3:, 1:-7]),
+    "row_stride_unaligned": (lambda v: F.pad(v, (0, 2)), lambda t: t[..., :-2]),
+}
+
+
+@pytest.mark.usefixtures("no_fallback", "rows_pv")
+@pytest.mark.parametrize("view", list(V_VIEWS))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("lk", [5, 129, 600])
+def test_decode_value_views(view, dtype, lk):
+    """V rows read 16 bytes at a time only when contiguous and aligned (an aligned offset:
+    float32 and half types alike); element by element otherwise."""
+    q, k, v = qkv(1, 14, 2, 1, lk, 64, dtype=dtype)
+    base, cut = V_VIEWS[view]
+    dv_ = cut(dev(base(v)))
+    assert torch.equal(dv_.cpu(), v)
+    check_sdpa(q, k, v, device_args=(dev(q), dev(k), dv_), enable_gqa=True)
+    mask = make((1, lk), dtype, 7, -1, 0)
+    check_sdpa(q, k, v, device_args=(dev(q), dev(k), dv_), attn_mask=mask, enable_gqa=True)
+
+
+@pytest.mark.usefixtures("no_fallback", "rows_pv")
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("dv", [64, 20, 12])
+def test_decode_value_columns_half_types(dtype, dv):
+    """Half-type values: 8 columns a 16-byte word, an invocation's 4 in one of its halves;
+    widths not a multiple of 8 element by element."""
+    q, k, v = qkv(2, 4, 2, 1, 129, 64, dv, dtype=dtype)
+    check_sdpa(q, k, v, enable_gqa=True)
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("pv", ["vec4", "scalar"])
+@pytest.mark.parametrize("dv", [256, 130])
+def test_rows_prefill_value_columns_beyond_a_chunk(monkeypatch, pv, dv):
+    """The rows variant forced for prefill (4 query rows a workgroup, 32 keys a chunk):
+    wide value rows give each invocation several units of columns."""
+    monkeypatch.setenv("TORCH_WEBGPU_ADAPTER_KIND", "gpu")
+    monkeypatch.setenv("TORCH_WEBGPU_ATTENTION_VARIANT", "rows")
+    if pv == "scalar":
+        monkeypatch.setenv("TORCH_WEBGPU_ATTENTION_PV", pv)
+    q, k, v = qkv(1, 4, 2, 20, 70, 64, dv)
+    check_sdpa(q, k, v, is_causal=True, enable_gqa=True)
+
+
+def test_decode_pv_switch_in_a_fresh_process(tmp_path):
+    """GPU decode's rows kernel sums p v in vec4 units; TORCH_WEBGPU_ATTENTION_PV=scalar
+    builds the column-per-invocation kernel instead."""
+    body = ("q = torch.randn(1, 14, 1, 64, generator=g)\n"
+            "k, v = (torch.randn(1, 2, 50, 64, generator=g) for _ in range(2))\n"
+            "with sdpa_kernel(SDPBackend.MATH):\n"
+            "    ref = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)\n"
+            "out = F.scaled_dot_product_attention(q.to('webgpu'), k.to('webgpu'), v.to('webgpu'), enable_gqa=True)\n"
+            "torch.testing.assert_close(out.cpu(), ref, rtol=1e-5, atol=2e-6)\n")
+    for pv, fin in (("vec4", "vec4<f32>"), ("scalar", "f32")):
+        dump = tmp_path / pv
+        dump.mkdir()
+        check_in_fresh_process(body, {"TORCH_WEBGPU_ADAPTER_KIND": "gpu", "TORCH_WEBGPU_ATTENTION_PV": pv,
+                                      "TORCH_WEBGPU_DUMP_SHADERS": str(dump)})
+        rows = [f.read_text() for f in dump.glob("attention_rows_*.wgsl")]
+        assert len(rows) == 1 and f"var<workgroup> fin: array<{fin}, 128u>;" in rows[0]
+
+
 @pytest.mark.usefixtures("no_fallback")
 @pytest.mark.parametrize("lq", [2, 8])
 def test_decode_few_rows_over_long_cache(adapter_kind, lq):
