@@ -244,24 +244,42 @@ std::string output_fns(const AttentionArgs& a, const std::vector<KernelBuffer>& 
          kernel_store("put_lse", bufs, bufs.size() - 1, DType::Float32, Compute::F32);
 }
 
-// The rows variant's p v step over four of an invocation's keys (jj, jj + slices, ...):
-// their value loads do not wait on each other.
-const char kFourKeysAStep[] = R"(      for (; jj + 3u * u.slices < nk; jj = jj + 4u * u.slices) {
-        let pr = r * KC + jj;
-        let p0 = ps[pr];
-        let p1 = ps[pr + u.slices];
-        let p2 = ps[pr + 2u * u.slices];
-        let p3 = ps[pr + 3u * u.slices];
-        l_run = l_run + ((p0 + p1) + (p2 + p3));
+// The rows variant's p v over an invocation's keys (jj, jj + slices, ...) one at a time
+// (PV=scalar: the loop before the vec4 units).
+const char kOneKeyAStep[] = R"(      for (; jj < nk; jj = jj + u.slices) {
+        let pj = ps[r * KC + jj];
+        l_run = l_run + pj;
         let vr = vbase + (c0 + jj) * u.v_sl;
-        let vs = u.slices * u.v_sl;
+        for (var q = 0u; q < R; q = q + 1u) {
+          let c = CW * (d0 + q * u.dvk);
+          if (c < u.dv) { acc[q] = acc[q] + pj * vrow(vr, c); }
+        }
+      }
+)";
+
+// The rows variant's p v over an invocation's keys (jj, jj + slices, ...) four at a time:
+// their value loads do not wait on each other. Past the chunk's last key a step reads
+// that key's row and drops it (p 0 and a zero row: an infinite value must not make NaN).
+const char kFourKeysAStep[] = R"(      for (; jj < nk; jj = jj + 4u * u.slices) {
+        let j1 = jj + u.slices;
+        let j2 = j1 + u.slices;
+        let j3 = j2 + u.slices;
+        let p0 = ps[r * KC + jj];
+        let p1 = select(0.0, ps[r * KC + min(j1, nk - 1u)], j1 < nk);
+        let p2 = select(0.0, ps[r * KC + min(j2, nk - 1u)], j2 < nk);
+        let p3 = select(0.0, ps[r * KC + min(j3, nk - 1u)], j3 < nk);
+        l_run = l_run + ((p0 + p1) + (p2 + p3));
+        let vr0 = vbase + (c0 + jj) * u.v_sl;
+        let vr1 = vbase + (c0 + min(j1, nk - 1u)) * u.v_sl;
+        let vr2 = vbase + (c0 + min(j2, nk - 1u)) * u.v_sl;
+        let vr3 = vbase + (c0 + min(j3, nk - 1u)) * u.v_sl;
         for (var q = 0u; q < R; q = q + 1u) {
           let c = CW * (d0 + q * u.dvk);
           if (c < u.dv) {
-            let v0 = vrow(vr, c);
-            let v1 = vrow(vr + vs, c);
-            let v2 = vrow(vr + 2u * vs, c);
-            let v3 = vrow(vr + 3u * vs, c);
+            let v0 = vrow(vr0, c);
+            let v1 = select(vec4<f32>(0.0), vrow(vr1, c), j1 < nk);
+            let v2 = select(vec4<f32>(0.0), vrow(vr2, c), j2 < nk);
+            let v3 = select(vec4<f32>(0.0), vrow(vr3, c), j3 < nk);
             acc[q] = acc[q] + ((p0 * v0 + p1 * v1) + (p2 * v2 + p3 * v3));
           }
         }
@@ -383,16 +401,7 @@ std::string rows_body(const AttentionArgs& a, const Plan& p, const std::vector<K
     if (pv_on) {
       let nk = min(KC, ke - c0);
       var jj = slice;
-)" + std::string(p.pv4 ? kFourKeysAStep : "") + R"(      for (; jj < nk; jj = jj + u.slices) {
-        let pj = ps[r * KC + jj];
-        l_run = l_run + pj;
-        let vr = vbase + (c0 + jj) * u.v_sl;
-        for (var q = 0u; q < R; q = q + 1u) {
-          let c = CW * (d0 + q * u.dvk);
-          if (c < u.dv) { acc[q] = acc[q] + pj * vrow(vr, c); }
-        }
-      }
-    }
+)" + std::string(p.pv4 ? kFourKeysAStep : kOneKeyAStep) + R"(    }
     m_run = m_new;
     workgroupBarrier();
   }

@@ -148,6 +148,17 @@ def test_decode_value_views(view, dtype, lk):
 
 
 @pytest.mark.usefixtures("no_fallback", "rows_pv")
+@pytest.mark.parametrize("lk", [50, 129])
+def test_decode_infinite_value_in_the_last_key(lk):
+    """An infinite value makes its column infinite, not NaN: the p v steps that run past a
+    chunk's last key re-read its row and must drop it, not multiply it by 0."""
+    q, k, v = qkv(1, 14, 2, 1, lk, 64)
+    v[:, :, lk - 1, 3] = float("inf")
+    out = check_sdpa(q, k, v, enable_gqa=True)
+    assert out[..., 3].cpu().isinf().all() and not out.cpu().isnan().any()
+
+
+@pytest.mark.usefixtures("no_fallback", "rows_pv")
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("dv", [64, 20, 12])
 def test_decode_value_columns_half_types(dtype, dv):
