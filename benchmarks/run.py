@@ -335,7 +335,9 @@ def attention(quick, caps):
              ("prefill GQA math", 128 if quick else 512, 128 if quick else 512, True, True),
              ("decode", 1, 256 if quick else 1024, False, False),
              ("decode GQA 14/2", 1, 256 if quick else 1024, True, False),
-             ("decode GQA math", 1, 256 if quick else 1024, True, True)]
+             ("decode GQA math", 1, 256 if quick else 1024, True, True),
+             # Qwen2.5-0.5B's decode over a short static cache: latency, not bandwidth
+             ("decode GQA short", 1, 50, True, False)]
     for name, q_len, kv_len, gqa, math in cases:
         def setup(d, q_len=q_len, kv_len=kv_len, gqa=gqa, math=math):
             q = torch.randn(1, heads, q_len, hd, device=d)
