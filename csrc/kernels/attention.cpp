@@ -35,10 +35,10 @@ struct Plan {
   bool k_vec4 = false, v_vec4 = false;
   uint32_t splits = 1;        // key ranges per row, each its own workgroup (flash decoding)
   uint32_t split_keys = 0;    // keys per range (a multiple of `keys`)
-  // Rows variant: p v in units of 4 value columns, so a row takes a quarter of the
-  // invocations and a chunk's keys split into 4x the slices: decode's per-invocation key
-  // loop (dependent loads) is that much shorter. Off: a column per invocation
-  // (TORCH_WEBGPU_ATTENTION_PV=scalar, for A/B measurements).
+  // Rows variant (decode): p v in units of 4 value columns, so a row takes a quarter of
+  // the invocations and a chunk's keys split into 4x the slices: the per-invocation key
+  // loop (dependent loads) is that much shorter. Off: a column per invocation (prefill's
+  // blocks of rows; TORCH_WEBGPU_ATTENTION_PV=scalar, for A/B measurements).
   bool pv4 = true;
 };
 
@@ -127,8 +127,11 @@ Plan plan_for(Context& ctx, const AttentionArgs& a) {
   p.wg = std::min<uint32_t>(software ? 64 : 128, ctx.caps().workgroup_1d());
   p.q_words = std::max<uint32_t>(4, (a.dim + 3) / 4 * 4);
   p.k_vec4 = a.kv_len > 0 && vec4_rows(ctx, a.k, a.dim, a.dtype);
+  // Vec4 p v units for decode only: prefill's blocks of rows already spread a row's
+  // columns over every invocation of their small chunks (there, on llvmpipe, 4-column
+  // units were up to 12% slower: fewer invocations share a row's columns).
   const char* pv = std::getenv("TORCH_WEBGPU_ATTENTION_PV");
-  p.pv4 = !(pv && std::string(pv) == "scalar");
+  p.pv4 = a.q_len < 16 && !(pv && std::string(pv) == "scalar");
   p.v_vec4 = p.pv4 && a.kv_len > 0 && vec4_rows(ctx, a.v, a.v_dim, a.dtype);
   const uint32_t units = p.pv4 ? (a.v_dim + 3) / 4 : a.v_dim;  // of a row's p v output
   // Prefill: several query rows per workgroup share each chunk's barriers. Decode (a few

@@ -169,15 +169,12 @@ def test_decode_value_columns_half_types(dtype, dv):
 
 
 @pytest.mark.usefixtures("no_fallback")
-@pytest.mark.parametrize("pv", ["vec4", "scalar"])
 @pytest.mark.parametrize("dv", [256, 130])
-def test_rows_prefill_value_columns_beyond_a_chunk(monkeypatch, pv, dv):
-    """The rows variant forced for prefill (4 query rows a workgroup, 32 keys a chunk):
-    wide value rows give each invocation several units of columns."""
+def test_rows_prefill_value_columns_beyond_a_chunk(monkeypatch, dv):
+    """The rows variant forced for prefill (4 query rows a workgroup, 32 keys a chunk, a
+    value column per invocation): wide value rows give each invocation several columns."""
     monkeypatch.setenv("TORCH_WEBGPU_ADAPTER_KIND", "gpu")
     monkeypatch.setenv("TORCH_WEBGPU_ATTENTION_VARIANT", "rows")
-    if pv == "scalar":
-        monkeypatch.setenv("TORCH_WEBGPU_ATTENTION_PV", pv)
     q, k, v = qkv(1, 4, 2, 20, 70, 64, dv)
     check_sdpa(q, k, v, is_causal=True, enable_gqa=True)
 
