@@ -40,6 +40,9 @@ struct Plan {
   // loop (dependent loads) is that much shorter. Off: a column per invocation (prefill's
   // blocks of rows; TORCH_WEBGPU_ATTENTION_PV=scalar, for A/B measurements).
   bool pv4 = true;
+  // Rows variant (decode on GPUs): q . k over four of K's 16-byte words a step, their loads
+  // in flight together (llvmpipe ran half types 15% slower so: a word a step there).
+  bool k_words4 = false;
 };
 
 uint32_t ceil_div(uint64_t a, uint64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
@@ -132,6 +135,7 @@ Plan plan_for(Context& ctx, const AttentionArgs& a) {
   // units were up to 12% slower: fewer invocations share a row's columns).
   const char* pv = std::getenv("TORCH_WEBGPU_ATTENTION_PV");
   p.pv4 = a.q_len < 16 && !(pv && std::string(pv) == "scalar");
+  p.k_words4 = p.pv4 && !software;
   p.v_vec4 = p.pv4 && a.kv_len > 0 && vec4_rows(ctx, a.v, a.v_dim, a.dtype);
   const uint32_t units = p.pv4 ? (a.v_dim + 3) / 4 : a.v_dim;  // of a row's p v output
   // Prefill: several query rows per workgroup share each chunk's barriers. Decode (a few
@@ -326,24 +330,37 @@ std::string rows_body(const AttentionArgs& a, const Plan& p, const std::vector<K
     const std::string K4 = "buf" + std::to_string(a.mask_kind == MaskKind::None ? 3 : 4);
     const uint32_t per_vec4 = 16 / element_size(a.dtype);
     s += "fn qs4(i: u32) -> vec4<f32> { return vec4<f32>(qs[i], qs[i + 1u], qs[i + 2u], qs[i + 3u]); }\n";
-    std::string step;
+    // `kword(w, qo)`: K's 16-byte word w dotted with the query floats from qs[qo].
+    std::string word;
     switch (a.dtype) {
-      case DType::Float32: step = "qk = qk + dot(qs4(qo), bitcast<vec4<f32>>(w));"; break;
+      case DType::Float32: word = "dot(qs4(qo), bitcast<vec4<f32>>(w))"; break;
       case DType::Float16:
-        step = "qk = qk + dot(qs4(qo), vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y))) + "
-               "dot(qs4(qo + 4u), vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w)));";
+        word = "dot(qs4(qo), vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y))) + "
+               "dot(qs4(qo + 4u), vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w)))";
         break;
       default:
-        step = "qk = qk + dot(qs4(qo), vec4<f32>(bf2(w.x), bf2(w.y))) + dot(qs4(qo + 4u), vec4<f32>(bf2(w.z), bf2(w.w)));";
+        word = "dot(qs4(qo), vec4<f32>(bf2(w.x), bf2(w.y))) + dot(qs4(qo + 4u), vec4<f32>(bf2(w.z), bf2(w.w)))";
         break;
     }
-    // DQ == d here (whole 16-byte words a row): a constant trip count the compiler can
-    // unroll, issuing the row's loads together (PV=scalar keeps the uniform bound for A/B).
-    key_dot = "      var qk = 0.0;\n"
-              "      for (var dd = 0u; dd < " + std::string(p.pv4 ? "DQ" : "u.d") + "; dd = dd + " +
-              N(per_vec4) + ") {\n"
-              "        let w = " + K4 + "[(kr + dd) / " + N(per_vec4) + "];\n"
-              "        let qo = r * DQ + dd;\n        " + step + "\n      }\n";
+    s += "fn kword(w: vec4<u32>, qo: u32) -> f32 { return " + word + "; }\n"
+         "fn kw(i: u32) -> vec4<u32> { return " + K4 + "[i]; }\nconst KP = " + N(per_vec4) + ";\n";
+    // DQ == d here (whole 16-byte words a row): a constant trip count (PV=scalar keeps
+    // the uniform bound for A/B).
+    const std::string end = p.pv4 ? "DQ" : "u.d";
+    if (p.k_words4)
+      key_dot = R"(      var qk = 0.0;
+      var dd = 0u;
+      for (; dd + 4u * KP <= DQ; dd = dd + 4u * KP) {
+        let wi = (kr + dd) / KP;
+        let qo = r * DQ + dd;
+        qk = qk + ((kword(kw(wi), qo) + kword(kw(wi + 1u), qo + KP)) +
+                   (kword(kw(wi + 2u), qo + 2u * KP) + kword(kw(wi + 3u), qo + 3u * KP)));
+      }
+      for (; dd < DQ; dd = dd + KP) { qk = qk + kword(kw((kr + dd) / KP), r * DQ + dd); }
+)";
+    else
+      key_dot = "      var qk = 0.0;\n"
+                "      for (var dd = 0u; dd < " + end + "; dd = dd + KP) { qk = qk + kword(kw((kr + dd) / KP), r * DQ + dd); }\n";
   }
   if (a.dtype == DType::BFloat16 && (p.k_vec4 || p.v_vec4))
     s += kBf2;
@@ -808,7 +825,7 @@ void scaled_dot_product_attention(Context& ctx, const AttentionArgs& a) {
                                    a.dim | a.v_dim << 16}};
   else
     l.typed = {"attention:rows", {flags | (p.k_vec4 ? 1u : 0u) << 24 | (p.v_vec4 ? 1u : 0u) << 25 |
-                                      (p.pv4 ? 1u : 0u) << 26,
+                                      (p.pv4 ? 1u : 0u) << 26 | (p.k_words4 ? 1u : 0u) << 27,
                                   p.rows | p.per_lane << 8 | p.q_words << 16}};
   l.grid = Grid::Groups;
   l.count = rows / a.q_len * ceil_div(a.q_len, p.rows) * p.splits;
