@@ -180,8 +180,8 @@ def test_rows_prefill_value_columns_beyond_a_chunk(monkeypatch, dv):
 
 
 def test_decode_pv_switch_in_a_fresh_process(tmp_path):
-    """GPU decode's rows kernel sums p v in vec4 units; TORCH_WEBGPU_ATTENTION_PV=scalar
-    builds the column-per-invocation kernel instead."""
+    """GPU decode's rows kernel sums p v in vec4 units and q . k four K words a step;
+    TORCH_WEBGPU_ATTENTION_PV=scalar builds the column-per-invocation, word-a-step kernel."""
     body = ("q = torch.randn(1, 14, 1, 64, generator=g)\n"
             "k, v = (torch.randn(1, 2, 50, 64, generator=g) for _ in range(2))\n"
             "with sdpa_kernel(SDPBackend.MATH):\n"
@@ -195,6 +195,7 @@ def test_decode_pv_switch_in_a_fresh_process(tmp_path):
                                       "TORCH_WEBGPU_DUMP_SHADERS": str(dump)})
         rows = [f.read_text() for f in dump.glob("attention_rows_*.wgsl")]
         assert len(rows) == 1 and f"var<workgroup> fin: array<{fin}, 128u>;" in rows[0]
+        assert ("kword(kw(wi + 3u)" in rows[0]) == (pv == "vec4")
 
 
 @pytest.mark.usefixtures("no_fallback")
