@@ -39,7 +39,7 @@ struct Plan {
   // the invocations and a chunk's keys split into 4x the slices: the per-invocation key
   // loop (dependent loads) is that much shorter. Off: a column per invocation (prefill's
   // blocks of rows; TORCH_WEBGPU_ATTENTION_PV=scalar, for A/B measurements).
-  bool pv4 = true;
+  bool pv4 = false;
   // Rows variant (decode on GPUs): q . k over four of K's 16-byte words a step, their loads
   // in flight together (llvmpipe ran half types 15% slower so: a word a step there).
   bool k_words4 = false;
@@ -252,7 +252,7 @@ std::string output_fns(const AttentionArgs& a, const std::vector<KernelBuffer>& 
 }
 
 // The rows variant's p v over an invocation's keys (jj, jj + slices, ...) one at a time
-// (PV=scalar: the loop before the vec4 units).
+// (prefill's column per invocation; decode's before the vec4 units, PV=scalar).
 const char kOneKeyAStep[] = R"(      for (; jj < nk; jj = jj + u.slices) {
         let pj = ps[r * KC + jj];
         l_run = l_run + pj;
