@@ -69,6 +69,16 @@ def linear_case(k, n):
     return build
 
 
+def case_gated(device, gen):
+    """The MLP's silu(x @ w_gate.T) * (x @ w_up.T), 896 -> 2 x 4864: one linear_gated dispatch
+    on webgpu (what the compile pass emits); CUDA runs the two linears and the product."""
+    x = torch.randn(1, HIDDEN, generator=gen).to(device)
+    w_gate, w_up = ((torch.randn(MLP, HIDDEN, generator=gen) / HIDDEN ** 0.5).to(device) for _ in range(2))
+    if device == "webgpu":
+        return lambda: torch.ops.webgpu.linear_gated(x, w_gate, w_up, None, None, "silu")
+    return lambda: F.silu(F.linear(x, w_gate)) * F.linear(x, w_up)
+
+
 def case_argmax(device, gen):
     """Greedy sampling's argmax over the vocabulary (eager reduction)."""
     logits = torch.randn(1, VOCAB, generator=gen).to(device)
@@ -90,6 +100,7 @@ CASES = {
     "qkv": linear_case(HIDDEN, HIDDEN + 2 * KV_HEADS * HEAD_DIM),
     "o_proj": linear_case(HIDDEN, HIDDEN),
     "gate": linear_case(HIDDEN, MLP),
+    "gated": case_gated,
     "down": linear_case(MLP, HIDDEN),
     "lm_head": linear_case(HIDDEN, VOCAB),
     "argmax": case_argmax,
