@@ -154,7 +154,8 @@ def main(argv=None):
         ours, cuda = row.get("webgpu"), row.get("cuda")
         ratio = f"{cuda / ours:6.2f}" if ours and cuda else ""
         fmt = lambda v: f"{v:.2f}" if v is not None else "-"  # noqa: E731
-        print(f"{name:<14} {fmt(ours):>10} {fmt(cuda):>9} {ratio:>6}  {CASES[name].__doc__}"
+        what = " ".join(CASES[name].__doc__.split())
+        print(f"{name:<14} {fmt(ours):>10} {fmt(cuda):>9} {ratio:>6}  {what}"
               + "".join(f"  [{k}: {v}]" for k, v in row.items() if k.endswith("_error")), flush=True)
         rows.append(row)
     print("ratio: CUDA's time / ours (1.0 = as fast as CUDA graphs)")
