@@ -40,6 +40,13 @@ def dispatches():
             + counters["webgpu"]["graph_replayed_dispatches"])
 
 
+def replay_host_us():
+    """Host microseconds spent in graph replays so far (all, and in the submits)."""
+    from torch._dynamo.utils import counters
+
+    return counters["webgpu"]["graph_replay_host_us"], counters["webgpu"]["graph_replay_submit_us"]
+
+
 def forward_loop(model, prompt, steps, device, cache):
     """Prefill, then `steps` decode forwards fed by the device's own argmax, into `cache`
     (reset first: one cache for every loop of a model, as a new one would recompile)."""
@@ -52,6 +59,7 @@ def forward_loop(model, prompt, steps, device, cache):
         positions = [torch.tensor([length + i], device=device) for i in range(steps)]
         sync(device)
         before = dispatches() if device == "webgpu" else 0
+        host_before = replay_host_us()
         start = time.perf_counter()
         tokens = []
         for i in range(steps):
@@ -64,7 +72,10 @@ def forward_loop(model, prompt, steps, device, cache):
         sync(device)
         elapsed = time.perf_counter() - start
         after = dispatches() if device == "webgpu" else 0
+        host_after = replay_host_us()
     return {"forward_tok_s": steps / elapsed,
+            "replay_host_us_per_token": (host_after[0] - host_before[0]) / steps,
+            "replay_submit_us_per_token": (host_after[1] - host_before[1]) / steps,
             "dispatches_per_token": (after - before) / steps if device == "webgpu" else None,
             "tokens": torch.cat(tokens, 1)[0].tolist()}
 
@@ -96,9 +107,11 @@ def main(argv=None):
                 m = e2e_models.compiled(m, mode)
             row = {"device": device, "mode": mode}
             try:
+                host_before = replay_host_us()
                 gen = e2e_models.greedy(m, prompt, args.tokens, device,
                                         cache_implementation="static")
                 row["generate_tok_s"] = gen.get("tok_s")
+                row["generate_replay_host_us_per_token"] = (replay_host_us()[0] - host_before[0]) / args.tokens
                 cache = transformers.StaticCache(config=m.config,
                                                  max_cache_len=prompt.shape[1] + args.tokens + 1)
                 forward_loop(m, prompt.to(device), args.tokens, device, cache)  # warm-up (compiles)

@@ -10,6 +10,7 @@
 #include "aten/generator.h"
 #include "aten/python_errors.h"
 #include "aten/webgpu_tensor.h"
+#include "kernels/adapter_kind.h"
 #include "kernels/matmul.h"
 #include "kernels/wgsl_library.h"
 
@@ -129,6 +130,14 @@ PYBIND11_MODULE(_C, m) {
     return guarded([] {
       RuntimeLock lock;
       return linear_group_fuses(lock.ctx());
+    });
+  });
+  // Whether the adapter runs workgroups on CPU cores (adapter_kind.h; the env override
+  // included): generated kernels pick their workgroup shapes by it as eager kernels do.
+  m.def("_software_adapter", [] {
+    return guarded([] {
+      RuntimeLock lock;
+      return software_adapter(lock.ctx());
     });
   });
   // The embedded WGSL library, file stem -> text (csrc/kernels/wgsl/), in include order.

@@ -620,9 +620,10 @@ uint32_t gemv_row_lanes(uint64_t k, uint32_t span, const std::string& force) {
 }
 
 // Whether TORCH_WEBGPU_GEMM_VARIANT forces the K-contiguous GEMV (gemv, gemv_scalar,
-// gemv_direct_a, gemv_lanesN[_direct_a]).
+// gemv_direct_a, gemv_gated_serial, gemv_lanesN[_direct_a]).
 bool gemv_forced(const std::string& force) {
-  return force == "gemv" || force == "gemv_scalar" || force == "gemv_direct_a" || force.rfind("gemv_lanes", 0) == 0;
+  return force == "gemv" || force == "gemv_scalar" || force == "gemv_direct_a" || force == "gemv_gated_serial" ||
+         force.rfind("gemv_lanes", 0) == 0;
 }
 
 // Whether TORCH_WEBGPU_GEMM_VARIANT reads A per word rather than staged (gemv_direct_a,
@@ -1119,19 +1120,45 @@ const char* gate_act_name(GateAct act) {
 // The gated kernel's main after linear_group_gemv's common prologue: gate's sums (weight
 // 0), its tree, then up's (weight 1) over the same column, and one store of act(gate) * up.
 std::string gated_gemv_tail(GateAct act, uint32_t tile_cols, uint32_t lanes, WeightLoad load, DType dt, bool bias0,
-                            bool bias1) {
+                            bool bias1, bool paired) {
   auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
   std::string s = "  let c = cg * " + n(tile_cols) + " + lid / " + n(lanes) + ";\n  live = valid && c < u.n0;\n";
+  const std::string act_store = "  if (live && lane == 0u) {\n    let a = gate;\n    let activated = " +
+                                std::string(find_elementwise_op(gate_act_name(act))->f32) + ";\n" +
+                                "    store_out(u.out_offset + r * u.out_rows + c * u.out_cols, activated * (part[lid] + bias));\n  }\n}\n";
+  if (paired) {
+    // Word loads of both weights in one loop (gate into s0..s3, up into t0..t3): eight
+    // loads in flight per lane and one walk of K instead of two, then the two trees.
+    const std::string S = n(gemv_walk_span(dt));
+    auto term = [&](const std::string& w, const std::string& q) {
+      return "wide_dot" + w + "(ai, ak, wq" + w + " + " + q + ", (" + q + ") * " + S + ")";
+    };
+    s += "  var t0 = 0.0;\n  var t1 = 0.0;\n  var t2 = 0.0;\n  var t3 = 0.0;\n  var bias_up = 0.0;\n"
+         "  if (live) {\n"
+         "    let wq0 = (u.w_offset0 + c * u.w_rows0) / " + S + ";\n"
+         "    let wq1 = (u.w_offset1 + c * u.w_rows1) / " + S + ";\n"
+         "    let Q = K / " + S + ";\n    var q = lane;\n"
+         "    for (; q + " + n(3 * lanes) + " < Q; q = q + " + n(4 * lanes) + ") {\n";
+    for (uint32_t i = 0; i < 4; ++i) {
+      const std::string q = i ? "q + " + n(i * lanes) : "q", I = std::to_string(i);
+      s += "      s" + I + " = s" + I + " + " + term("0", q) + ";\n      t" + I + " = t" + I + " + " + term("1", q) + ";\n";
+    }
+    s += "    }\n"
+         "    for (; q < Q; q = q + " + n(lanes) + ") { s0 = s0 + " + term("0", "q") + "; t0 = t0 + " + term("1", "q") + "; }\n";
+    if (bias0) s += "    bias = load_bias0(u.b_offset0 + c * u.b_stride0);\n";
+    if (bias1) s += "    bias_up = load_bias1(u.b_offset1 + c * u.b_stride1);\n";
+    s += "  }\n" + gemv_lane_tree(lanes) +
+         "  let gate = part[lid] + bias;\n  bias = bias_up;\n"
+         "  s0 = t0;\n  s1 = t1;\n  s2 = t2;\n  s3 = t3;\n" + gemv_lane_tree(lanes);
+    return s + act_store;
+  }
   for (const std::string J : {"0", "1"}) {
     if (J == "1") s += "  let gate = part[lid] + bias;\n  s0 = 0.0;\n  s1 = 0.0;\n  s2 = 0.0;\n  s3 = 0.0;\n  bias = 0.0;\n";
     s += "  if (live) {\n    let bj = u.w_offset" + J + " + c * u.w_rows" + J + ";\n" + gemv_sums(load, dt, J, "    ", lanes);
     if (J == "0" ? bias0 : bias1) s += "    bias = load_bias" + J + "(u.b_offset" + J + " + c * u.b_stride" + J + ");\n";
     s += "  }\n" + gemv_lane_tree(lanes);
   }
-  const std::string a = std::string("let a = gate;\n    ") + "let activated = " +
-                        find_elementwise_op(gate_act_name(act))->f32 + ";\n";
-  return s + "  if (live && lane == 0u) {\n    " + a +
-         "    store_out(u.out_offset + r * u.out_rows + c * u.out_cols, activated * (part[lid] + bias));\n  }\n}\n";
+  return s + act_store;
 }
 
 // The GEMV kernel over linears [first, last) of d: one workgroup per (row of A, tile of
@@ -1169,6 +1196,9 @@ void linear_group_gemv(Context& ctx, const LinearGroupDesc& d, size_t first, siz
                                 ? static_cast<uint32_t>(d.k / 4)
                                 : 0;
   const uint32_t tile_cols = threads / lanes;
+  // linear_gated walks both weights in one loop where they are read as words
+  // (TORCH_WEBGPU_GEMM_VARIANT=gemv_gated_serial: gate's walk, then up's, for A/B).
+  const bool paired = gated && words && !(force && std::string(force) == "gemv_gated_serial");
   KernelLaunch l;
   l.declare(linear_group_layout())
       .set_u32("m", u32_or_fail(d.m, "size"))
@@ -1219,11 +1249,11 @@ void linear_group_gemv(Context& ctx, const LinearGroupDesc& d, size_t first, siz
   l.set_u32("tiles", u32_or_fail(tiles, "size"));
   l.typed = {gated ? "gemm:gemv_gated" : "gemm:gemv_group",
              {static_cast<uint32_t>(dt), static_cast<uint32_t>(count), bias_mask | static_cast<uint32_t>(act) << 8,
-              static_cast<uint32_t>(load) | lanes << 8 | xa_vec4s << 16}};
+              static_cast<uint32_t>(load) | uint32_t(paired) << 4 | lanes << 8 | xa_vec4s << 16}};
   l.grid = Grid::Groups;
   l.count = d.m * tiles;
   l.workgroup = threads;
-  l.body = [&l, dt, threads, lanes, tile_cols, count, load, xa_vec4s, bias_buffer, act, gated] {
+  l.body = [&l, dt, threads, lanes, tile_cols, count, load, xa_vec4s, bias_buffer, act, gated, paired] {
     auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
     std::string s = "var<workgroup> part: array<f32, " + std::to_string(threads) + ">;\n";
     if (xa_vec4s) s += "var<workgroup> xa: array<vec4<f32>, " + std::to_string(xa_vec4s) + ">;\n";
@@ -1248,7 +1278,8 @@ void linear_group_gemv(Context& ctx, const LinearGroupDesc& d, size_t first, siz
            "    let k = ai + e * 4u * ak;\n"
            "    xa[e] = vec4<f32>(load_a(k), load_a(k + ak), load_a(k + 2u * ak), load_a(k + 3u * ak));\n"
            "  }\n  workgroupBarrier();\n";
-    if (gated) return s + gated_gemv_tail(act, tile_cols, lanes, load, dt, bias_buffer[0] != 0, bias_buffer[1] != 0);
+    if (gated)
+      return s + gated_gemv_tail(act, tile_cols, lanes, load, dt, bias_buffer[0] != 0, bias_buffer[1] != 0, paired);
     for (size_t j = 0; j < count; ++j) {
       const std::string J = std::to_string(j), next = std::to_string(j + 1);
       s += "  if (cg >= u.tile" + J + (j + 1 < count ? " && cg < u.tile" + next : "") + ") {\n"

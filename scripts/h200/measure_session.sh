@@ -6,7 +6,7 @@
 # failure in one cannot hide the other's table), attention/GEMM/reduction ratios, the engine
 # on MiniLM and EfficientNet-Lite0, graph replay of a Qwen2.5-sized decode step,
 # HF generate against the bare decode forward (breakdown), the GEMVs' vec4 loads A/B, the
-# decode attention's p v loop A/B.
+# decode kernels one by one (kernels, kernels_ab).
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
@@ -36,10 +36,11 @@ want breakdown && step breakdown ${BREAKDOWN_S:-420} python3 benchmarks/decode_b
 # gemv_cols_scalar: the addmm rows only, it also turns the K-contiguous GEMV off).
 want gemv_ab && step gemv_ab 240 bash -c 'for v in ${GEMV_VARIANTS:-"" gemv_scalar gemv_cols_scalar}; do v=${v#-}; echo "== GEMM_VARIANT=$v";
   TORCH_WEBGPU_GEMM_VARIANT=$v python3 benchmarks/run.py --cuda --only gemv; done'
-# A/B of the rows attention's p v loop (decode) in one call: vec4 units of 4 value columns
-# (the default) against a column per invocation (TORCH_WEBGPU_ATTENTION_PV=scalar).
-want attn_ab && step attn_ab 150 bash -c 'for pv in "" scalar; do echo "== ATTENTION_PV=$pv";
-  TORCH_WEBGPU_ATTENTION_PV=$pv python3 benchmarks/run.py --cuda --only attention --match decode; done'
+# Decode kernels inside replayed graphs against CUDA graphs, then A/B switches: AB_ENVS
+# lists VAR=VALUE settings (one run each, over the cases in AB_ONLY).
+want kernels && step kernels 150 python3 benchmarks/decode_kernels.py --cuda --json "$OUT/kernels.json"
+want kernels_ab && step kernels_ab ${AB_S:-200} bash -c 'for e in $AB_ENVS; do echo "== $e";
+  env "$e" python3 benchmarks/decode_kernels.py --only "$AB_ONLY" | grep -v "^case\|^ratio"; done'
 want compile_cuda && step compile_cuda 200 python3 scripts/e2e_models.py --models "$MODELS" \
   --compile reduce-overhead --init-device cuda --tokens 32 --cuda --json "$OUT/compile_cuda.json"
 exit 0

@@ -638,3 +638,38 @@ def test_generated_kernels_are_named_in_profiles():
     kernels = [r.kernel for r in prof.key_averages()]
     assert any(k.startswith("wgsl:wgsl_fused_") and "sin" in k for k in kernels), kernels
     torch.testing.assert_close(out.cpu(), (x.sin() + 1).relu().sum(-1))
+
+
+@pytest.mark.parametrize("kind,rows,threads", [("gpu", 1, 256), ("gpu", 3, 256), ("gpu", 512, 64),
+                                               ("software", 1, 64)])
+def test_reduction_workgroup_follows_the_row_count(kind, rows, threads, monkeypatch, no_fallback):
+    """GPUs reduce few rows (decode's norms) with wide workgroups, many rows with 64 invocations;
+    software adapters keep 64. Each shape's results still match the CPU: sums, Welford, argmax."""
+    from torch._inductor.utils import run_and_get_code
+
+    monkeypatch.setenv("TORCH_WEBGPU_ADAPTER_KIND", kind)
+    x, r, w = (make(shape, torch.float32, seed=i) for i, shape in enumerate([(rows, 900), (rows, 900), (900,)]))
+
+    def rms_norm(x, r, w):
+        h = x + r
+        return h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+
+    cases = [(rms_norm, (x, r, w)), (lambda x: torch.var_mean(x, -1), (x,)),
+             (lambda x: x.argmax(-1), (x,)), (lambda x: (x * 2).sum(-1), (x,))]
+    for fn, args in cases:
+        torch._dynamo.reset()
+        actual, (code, *_) = run_and_get_code(torch.compile(fn), *[dev(a) for a in args])
+        assert f"workgroup={threads}," in code
+        assert_same(actual, fn(*args), rtol=1e-4, atol=1e-4)  # 900-term float32 sums
+    # Rows shorter than the workgroup take a power of two that covers them.
+    torch._dynamo.reset()
+    short = make((rows, 40), torch.float32)
+    actual, (code, *_) = run_and_get_code(torch.compile(lambda x: x.sum(-1)), dev(short))
+    assert f"workgroup={min(threads, 64)}," in code
+    assert_same(actual, short.sum(-1))
+
+
+def test_reduction_threads_override_is_checked(monkeypatch):
+    monkeypatch.setenv("TORCH_WEBGPU_COMPILE_REDUCTION_THREADS", "100")
+    with pytest.raises(Exception, match="power of two"):
+        torch.compile(lambda x: x.sum(-1))(dev(make((2, 8), torch.float32)))

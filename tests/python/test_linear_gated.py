@@ -49,9 +49,11 @@ def pair(n, k, dtype, bias, seed=10):
 @pytest.mark.parametrize("shape,n,bias", [((1, 130), 33, (False, False)), ((2, 130), 8, (True, False)),
                                           ((3, 7), 17, (False, True)), ((2, 2, 257), 40, (True, True)),
                                           ((6, 130), 9, (True, True)), ((1, 128), 33, (False, False)),
-                                          ((3, 256), 16, (True, False))])
+                                          ((3, 256), 16, (True, False)), ((2, 256), 24, (False, True)),
+                                          ((1, 1056), 12, (True, True))])
 def test_matches_cpu(path, act, dtype, shape, n, bias):
-    """Rows 1-4 (and 6: past the kernel's rows), K odd or not a multiple of 4/8, odd N."""
+    """Rows 1-4 (and 6: past the kernel's rows), K odd or not a multiple of 4/8, odd N; K of
+    whole words with either bias, and long enough for the unrolled walk and its remainder."""
     x = make(shape, dtype, seed=1, low=-1, high=1)
     args = pair(n, shape[-1], dtype, bias)
     assert_same(ours(x, *args, act), reference(x, *args, act), **TOL[dtype])

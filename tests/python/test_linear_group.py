@@ -25,12 +25,14 @@ DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 linear_group = torch.ops.webgpu.linear_group
 
 
-@pytest.fixture(params=["gpu", "gpu_scalar", "gpu_lanes32", "gpu_direct_a", "software"])
+@pytest.fixture(params=["gpu", "gpu_scalar", "gpu_lanes32", "gpu_direct_a", "gpu_gated_serial", "software"])
 def path(request, monkeypatch):
     """gpu_scalar: the group kernel without its vec4 weight loads (which gpu takes where
     every weight row starts on 16 bytes and K is whole vec4 words: K = 128, 256 here, with
     8 or 16 lanes per column at these K and A staged in workgroup memory); gpu_lanes32:
-    the vec4 loads by 32 lanes; gpu_direct_a: A read per word instead of staged."""
+    the vec4 loads by 32 lanes; gpu_direct_a: A read per word instead of staged;
+    gpu_gated_serial: linear_gated's word loads walk gate's weight, then up's (by default
+    one loop walks both)."""
     monkeypatch.setenv("TORCH_WEBGPU_ADAPTER_KIND", request.param.split("_")[0])
     if "_" in request.param:
         monkeypatch.setenv("TORCH_WEBGPU_GEMM_VARIANT", "gemv_" + request.param.split("_", 1)[1])

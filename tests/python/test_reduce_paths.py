@@ -39,7 +39,8 @@ def test_float_paths(shape, dim, op):
 
 @pytest.mark.parametrize("shape,dim", SHAPES[:6])
 def test_index_and_statistic_paths(shape, dim):
-    """Kinds with no two-stage form (argmax, var) and nansum/norm/count on the same sizes."""
+    """argmax (three dispatches over chunks), var (one stage) and nansum/norm/count on the
+    same sizes."""
     x = make(shape, torch.float32, seed=4, low=-1, high=1)
     x.view(-1)[7] = float("nan")
     compare(lambda t: t.nansum(dim), x, **LOOSE[torch.float32])
@@ -48,6 +49,32 @@ def test_index_and_statistic_paths(shape, dim):
     y = make(shape, torch.float32, seed=5)
     compare(lambda t: t.argmax(dim), y)
     compare(lambda t: t.var(dim), y, **LOOSE[torch.float32])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int32, torch.int64, torch.uint8])
+@pytest.mark.parametrize("shape,dim", [((1, 151936), -1), ((3, 70001), 1), ((65537,), 0),
+                                       ((40000, 3), 0), ((2, 20000, 2), 1)])
+def test_arg_reductions_over_chunks(dtype, shape, dim):
+    """Few long runs: each chunk's best, the best chunk, its index gathered. Ties across
+    chunks and NaNs (the first occurrence wins, as on the CPU), max/min with values, keepdim,
+    a whole-tensor argmax."""
+    low, high = (0, 7) if dtype == torch.uint8 else (-7, 7)
+    x = make(shape, dtype, seed=12, low=low, high=high)  # few distinct values: ties everywhere
+    for op in ("argmax", "argmin"):
+        compare(lambda t: getattr(t, op)(dim), x)
+        compare(lambda t: getattr(t, op)(dim, keepdim=True), x)
+    compare(lambda t: t.argmax(), x)
+    for op in ("max", "min"):
+        compare(lambda t: tuple(getattr(t, op)(dim)), x)
+    if dtype.is_floating_point:
+        y = x.clone()
+        row = y.movedim(dim, -1)[(0,) * (y.dim() - 1)]
+        row[9000 % row.numel()] = float("nan")   # the first NaN of the run wins
+        row[-5] = float("nan")
+        row[3] = float("inf")
+        for op in ("argmax", "argmin"):
+            compare(lambda t: getattr(t, op)(dim), y)
+        compare(lambda t: tuple(t.max(dim)), y)
 
 
 @pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.int16, torch.uint8])

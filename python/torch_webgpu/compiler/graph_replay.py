@@ -139,8 +139,13 @@ class GraphReplayer:
         return self._finish(captured, inputs)
 
     def _finish(self, captured, inputs):
-        _counters()["graph_replays"] += 1
-        _counters()["graph_replayed_dispatches"] += captured.dispatches
+        counters = _counters()
+        counters["graph_replays"] += 1
+        counters["graph_replayed_dispatches"] += captured.dispatches
+        # Host time of replay() (encoding and submits) and of its submits alone, in us.
+        all_us, submit_us = captured.graph._graph.last_replay_us()
+        counters["graph_replay_host_us"] += all_us
+        counters["graph_replay_submit_us"] += submit_us
         inputs.clear()  # boxed calling convention: the callee owns the list
         return list(captured.outputs)
 

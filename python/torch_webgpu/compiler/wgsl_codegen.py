@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import os
 import re
 import textwrap
 from typing import Any
@@ -53,6 +54,14 @@ INT64_RANGE = ("an int64 value beyond 32 bits reached a torch.compile kernel (ge
 # reductions use (power of two: tree combine); pointwise: 256 or the adapter's limit.
 REDUCTION_WORKGROUP = 64
 POINTWISE_WORKGROUP = 256
+# A GPU reduction over few rows (decode's norms: one) has one workgroup per row and each
+# invocation walks its slice of the row serially, a global-memory round trip per step: with
+# 64 invocations an 896-wide RMSNorm took 24 us on an H100. Below FEW_ROWS rows the
+# workgroup widens so the walk is a step or a few (software adapters keep 64: there a
+# workgroup is one core and each barrier of a wider tree costs).
+# TORCH_WEBGPU_COMPILE_REDUCTION_THREADS=n forces n (A/B measurements).
+FEW_ROWS = 512
+FEW_ROWS_WORKGROUP = 256
 
 
 # ---------------------------------------------------------------------------- types
@@ -486,7 +495,7 @@ class WebGPUKernel(SIMDKernel):
         limit = max_workgroup_invocations()
         self.workgroup = min(POINTWISE_WORKGROUP, limit)
         if tree is not None:
-            self.workgroup = min(REDUCTION_WORKGROUP, limit)
+            self.workgroup = min(_reduction_workgroup(self._outer_trees()), limit)
             if isinstance(tree.numel, (int, sympy.Integer)):
                 self.workgroup = min(self.workgroup, max(16, 1 << max(int(tree.numel) - 1, 1).bit_length()))
         if len([t for t in self.range_trees if t.is_reduction]) > 1:
@@ -891,6 +900,19 @@ def _ordered(values):
 def max_kernel_buffers() -> int:
     """Storage bindings one kernel may have (the adapter's per-stage limit)."""
     return torch.webgpu.get_device_properties().max_storage_buffers_per_shader_stage
+
+
+def _reduction_workgroup(outer_trees) -> int:
+    """Invocations of a reduction's workgroup (before the cap by its row length)."""
+    forced = os.environ.get("TORCH_WEBGPU_COMPILE_REDUCTION_THREADS")
+    if forced:
+        if not forced.isdigit() or int(forced) < 1 or int(forced) & (int(forced) - 1):
+            raise ValueError(f"TORCH_WEBGPU_COMPILE_REDUCTION_THREADS={forced!r}: a power of two expected")
+        return int(forced)
+    rows = sympy.Mul(*[t.numel for t in outer_trees])
+    if rows.is_number and int(rows) < FEW_ROWS and not _C._software_adapter():
+        return FEW_ROWS_WORKGROUP
+    return REDUCTION_WORKGROUP
 
 
 @functools.cache
