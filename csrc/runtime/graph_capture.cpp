@@ -278,8 +278,19 @@ void CapturedGraph::replay() {
     pass = nullptr;
     bound = nullptr;
   };
+  // Under torch.webgpu.profiler a replay is timed as eager work is (profiler.h): each
+  // dispatch in a pass of its own with timestamp writes, or submitted alone and waited for.
+  DispatchProfiler& profiler = DispatchProfiler::get();
+  const bool profiled = profiler.active();
+  const bool gpu_times = profiled && profiler.timing() == ProfilerTiming::Gpu;
+  struct OpScope {  // replayed dispatches show under this op in profiles
+    bool on;
+    explicit OpScope(bool o) : on(o) { if (on) DispatchProfiler::push_op("webgpu::graph_replay"); }
+    ~OpScope() { if (on) DispatchProfiler::pop_op(); }
+  } op_scope(profiled);
   auto submit = [&] {
     end_pass();
+    if (gpu_times) profiler.resolve(encoder);
     WGPUCommandBuffer commands = wgpuCommandEncoderFinish(encoder, nullptr);
     wgpuCommandEncoderRelease(encoder);
     const uint64_t before = DispatchProfiler::now_ns();
@@ -287,6 +298,7 @@ void CapturedGraph::replay() {
     submit_ns += DispatchProfiler::now_ns() - before;
     wgpuCommandBufferRelease(commands);
     encoder = nullptr;
+    if (gpu_times) profiler.collect(before);
   };
   for (const Step& step : steps_) {
     if (!encoder) encoder = wgpuDeviceCreateCommandEncoder(device, nullptr);
@@ -298,6 +310,26 @@ void CapturedGraph::replay() {
       continue;
     }
     const Dispatch& d = dispatches_[step.index];
+    uint64_t host_start = 0;
+    if (profiled) {
+      end_pass();
+      if (!gpu_times) {  // earlier work must not count towards this dispatch's time
+        submit();
+        recorder.synchronize();
+        encoder = wgpuDeviceCreateCommandEncoder(device, nullptr);
+        host_start = DispatchProfiler::now_ns();
+      } else {
+        const dawn::PassTimestampWrites* writes = profiler.next_timestamp_writes(d.desc->label);
+        if (!writes) {  // the query set is full: its batch goes first
+          submit();
+          encoder = wgpuDeviceCreateCommandEncoder(device, nullptr);
+          writes = profiler.next_timestamp_writes(d.desc->label);
+        }
+        WGPUComputePassDescriptor desc = {};
+        desc.timestampWrites = reinterpret_cast<const WGPUComputePassTimestampWrites*>(writes);
+        pass = wgpuCommandEncoderBeginComputePass(encoder, &desc);
+      }
+    }
     if (!pass) pass = wgpuCommandEncoderBeginComputePass(encoder, nullptr);
     if (bound != d.pipeline) {
       wgpuComputePassEncoderSetPipeline(pass, d.pipeline);
@@ -310,6 +342,13 @@ void CapturedGraph::replay() {
       wgpuComputePassEncoderSetBindGroup(pass, 0, d.bind_group, 0, nullptr);
     }
     wgpuComputePassEncoderDispatchWorkgroups(pass, d.groups[0], d.groups[1], d.groups[2]);
+    if (profiled && !gpu_times) {
+      submit();
+      recorder.synchronize();
+      profiler.add_host_record(d.desc->label, host_start, DispatchProfiler::now_ns());
+      continue;
+    }
+    if (profiled) end_pass();
     // Batches as eager code does: some drivers stall on very long passes.
     if (++in_batch >= batch_limit) {
       submit();

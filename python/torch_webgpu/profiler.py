@@ -8,7 +8,8 @@
     prof.export_chrome_trace("trace.json")   # open in Perfetto or chrome://tracing
 
 Each dispatch is recorded with the ATen op that issued it and its kernel (the pipeline's
-cache key). Where the adapter has the ``timestamp-query`` feature the times are GPU
+cache key); a replayed graph's dispatches (``torch.webgpu`` graphs, ``torch.compile(mode=
+"reduce-overhead")``) under the op ``webgpu::graph_replay``. Where the adapter has the ``timestamp-query`` feature the times are GPU
 times from timestamp queries around each dispatch; elsewhere (e.g. Mesa's llvmpipe) each
 dispatch is submitted alone and its time is the host's wall clock from submit to
 completion, which includes submit and wait overhead: the table and trace say which.

@@ -312,3 +312,30 @@ def test_torch_profiler_shows_kernels(tmp_path):
     assert sorted(e["args"]["aten_op"] for e in kernels) == ["aten::_softmax", "aten::add",
                                                              "aten::mm"]
     assert all(e["dur"] > 0 for e in kernels)
+
+
+def test_graph_replays_are_profiled(no_fallback):
+    """A replayed graph's dispatches are timed like eager ones (one record each, under
+    webgpu::graph_replay, with the captured kernels' names), and its results are unchanged."""
+    args = _inputs()
+    dargs = [t.to(DEVICE) for t in args]
+    _workload(*dargs)  # warm-up: pipelines exist before the capture
+    g = torch.webgpu.WebGPUGraph()
+    with torch.webgpu.graph(g):
+        out = _workload(*dargs)
+    g.replay()
+    torch.webgpu.synchronize()
+    first = out.cpu()
+    with profiler.profile() as prof:
+        g.replay()
+        torch.webgpu.synchronize()
+    events = prof.events()
+    assert len(events) == g.num_dispatches() > 0
+    assert {e.op for e in events} == {"webgpu::graph_replay"}
+    for e in events:
+        assert e.kernel and e.duration_us > 0, e
+    assert_same(out, first, exact=True)
+    assert_same(out, _workload(*args))
+    g.replay()  # and unprofiled again afterwards
+    torch.webgpu.synchronize()
+    assert_same(out, first, exact=True)
