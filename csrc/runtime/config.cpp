@@ -34,6 +34,18 @@ Config read_config() {
     // Windows start at 256-byte multiples: a binding must hold a few of them.
     if (n >= 4096) c.max_binding_bytes = static_cast<uint64_t>(n) / 256 * 256;
   }
+  std::string toggles = env_string("TORCH_WEBGPU_DAWN_TOGGLES");
+  for (size_t start = 0; start < toggles.size();) {
+    size_t end = toggles.find(',', start);
+    if (end == std::string::npos) end = toggles.size();
+    std::string name = toggles.substr(start, end - start);
+    start = end + 1;
+    if (name.empty()) continue;
+    if (name[0] == '-')
+      c.dawn_toggles_off.push_back(name.substr(1));
+    else
+      c.dawn_toggles_on.push_back(name);
+  }
   return c;
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace twgpu {
 
@@ -16,6 +17,9 @@ struct Config {
   // TORCH_WEBGPU_MAX_BINDING_BYTES=N: plan kernels as if a storage binding held at most N
   // bytes (tests of tensors larger than one binding with small tensors); 0: the adapter's.
   uint64_t max_binding_bytes = 0;
+  // TORCH_WEBGPU_DAWN_TOGGLES=a,b,-c: Dawn device toggles to turn on (a, b) and off (c), for
+  // experiments such as skip_validation or disable_robustness.
+  std::vector<std::string> dawn_toggles_on, dawn_toggles_off;
 
   static const Config& get();
 };

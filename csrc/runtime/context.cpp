@@ -349,15 +349,20 @@ void Context::create_device() {
   };
   // Full-resolution timestamps for torch.webgpu.profiler; should Dawn refuse the toggles
   // descriptor, the device is requested again without it (timestamps stay quantized).
-  static const char* const kDisabledToggles[] = {"timestamp_quantization"};
+  // TORCH_WEBGPU_DAWN_TOGGLES adds its own (Dawn warns about names it does not know).
+  std::vector<const char*> enabled, disabled = {"timestamp_quantization"};
+  for (const auto& t : cfg.dawn_toggles_on) enabled.push_back(t.c_str());
+  for (const auto& t : cfg.dawn_toggles_off) disabled.push_back(t.c_str());
   DawnTogglesDescriptor toggles = {};
   toggles.chain.sType = kSTypeDawnTogglesDescriptor;
-  toggles.disabled_count = 1;
-  toggles.disabled = kDisabledToggles;
+  toggles.enabled_count = enabled.size();
+  toggles.enabled = enabled.data();
+  toggles.disabled_count = disabled.size();
+  toggles.disabled = disabled.data();
   desc.nextInChain = &toggles.chain;
   request();
   if (!result.device) {
-    if (cfg.debug)
+    if (cfg.debug || !cfg.dawn_toggles_on.empty() || !cfg.dawn_toggles_off.empty())
       std::fprintf(stderr, "[torch_webgpu] device request with Dawn toggles failed (%s); "
                    "retrying without\n", result.message.c_str());
     desc.nextInChain = nullptr;

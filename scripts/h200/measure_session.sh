@@ -37,10 +37,10 @@ want breakdown && step breakdown ${BREAKDOWN_S:-420} python3 benchmarks/decode_b
 want gemv_ab && step gemv_ab 240 bash -c 'for v in ${GEMV_VARIANTS:-"" gemv_scalar gemv_cols_scalar}; do v=${v#-}; echo "== GEMM_VARIANT=$v";
   TORCH_WEBGPU_GEMM_VARIANT=$v python3 benchmarks/run.py --cuda --only gemv; done'
 # Decode kernels inside replayed graphs against CUDA graphs, then A/B switches: AB_ENVS
-# lists VAR=VALUE settings (one run each, over the cases in AB_ONLY; VAR=A,VAR2=B: together).
+# lists VAR=VALUE settings (one run each, over the cases in AB_ONLY; VAR=A+VAR2=B: together, so a value may hold commas).
 want kernels && step kernels 150 python3 benchmarks/decode_kernels.py --cuda --json "$OUT/kernels.json"
 want kernels_ab && step kernels_ab ${AB_S:-200} bash -c 'for e in $AB_ENVS; do echo "== $e";
-  env ${e//,/ } python3 benchmarks/decode_kernels.py --only "$AB_ONLY" | grep -v "^case\|^ratio"; done'
+  env ${e//+/ } python3 benchmarks/decode_kernels.py --only "$AB_ONLY" | grep -v "^case\|^ratio"; done'
 want compile_cuda && step compile_cuda 200 python3 scripts/e2e_models.py --models "$MODELS" \
   --compile reduce-overhead --init-device cuda --tokens 32 --cuda --json "$OUT/compile_cuda.json"
 exit 0

@@ -91,3 +91,12 @@ def test_max_batch_bounds_dispatches_per_submit():
     many, _ = probe(TORCH_WEBGPU_MAX_BATCH="256")
     assert one["stats"]["submits"] >= one["stats"]["dispatches"]
     assert many["stats"]["submits"] < one["stats"]["submits"]
+
+
+@pytest.mark.parametrize("toggles", ["skip_validation,disable_robustness", "-lazy_clear_resource_on_first_use",
+                                     "no_such_toggle"])
+def test_dawn_toggles_keep_ops_correct(toggles):
+    # Turning Dawn's safety nets off (or naming a toggle it lacks) changes speed, never results.
+    out, _ = probe(TORCH_WEBGPU_DAWN_TOGGLES=toggles)
+    assert out["available"] and out["sum_check"]
+    assert out["stats"]["dispatches"] >= 5
