@@ -575,21 +575,117 @@ Tensor linear_gated_webgpu(const Tensor& x, const Tensor& w_gate, const Tensor& 
   return recorded ? out : linear_gated_composite(x, w_gate, w_up, b_gate, b_up, act);
 }
 
+// ---- rms_linear ----------------------------------------------------------------------
+
+// torch.ops.webgpu.rms_linear(x, residual, norm_weight, eps, weights, biases, act) ->
+// (out, h): h = x + residual (x without one), out = the linears (linear_group's columns
+// side by side, or linear_gated's act(gate) * up with `act`) of RMSNorm(h) =
+// h * rsqrt(mean(h^2, -1) + eps) * norm_weight. A decoder layer's residual add, norm and
+// the projections after it, which the compile pass (compiler/rms_linear.py) emits.
+Tensor rms_norm_of(const Tensor& h, const Tensor& norm_weight, double eps) {
+  return at::mul(at::mul(h, at::rsqrt(at::add(at::mean(at::pow(h, 2), {-1}, /*keepdim=*/true), eps))), norm_weight);
+}
+
+void rms_linear_checks(const Tensor& x, const std::optional<Tensor>& residual, const Tensor& norm_weight,
+                       at::TensorList weights, c10::string_view act) {
+  TORCH_CHECK(x.dim() >= 1, "rms_linear: x must have a last dimension");
+  TORCH_CHECK(norm_weight.dim() == 1 && norm_weight.size(0) == x.size(-1), "rms_linear: norm_weight must be [",
+              x.size(-1), "], got ", norm_weight.sizes());
+  if (residual && residual->defined())
+    TORCH_CHECK(residual->sizes() == x.sizes(), "rms_linear: residual must be shaped as x, got ", residual->sizes(),
+                " and ", x.sizes());
+  if (!act.empty()) {
+    TORCH_CHECK(weights.size() == 2, "rms_linear: act takes two weights (gate, up), got ", weights.size());
+    gate_act(act);
+  }
+}
+
+std::tuple<Tensor, Tensor> rms_linear_composite(const Tensor& x, const std::optional<Tensor>& residual,
+                                                const Tensor& norm_weight, double eps, at::TensorList weights,
+                                                const c10::List<std::optional<Tensor>>& biases,
+                                                c10::string_view act) {
+  rms_linear_checks(x, residual, norm_weight, weights, act);
+  const Tensor h = residual && residual->defined() ? at::add(x, *residual) : x.clone();
+  const Tensor normed = rms_norm_of(h, norm_weight, eps);
+  if (act.empty()) return {linear_group_composite(normed, weights, biases), h};
+  return {linear_gated_composite(normed, weights[0], weights[1], biases.get(0), biases.get(1), act), h};
+}
+
+std::tuple<Tensor, Tensor> rms_linear_webgpu(const Tensor& x, const std::optional<Tensor>& residual,
+                                             const Tensor& norm_weight, double eps, at::TensorList weights,
+                                             const c10::List<std::optional<Tensor>>& biases, c10::string_view act) {
+  rms_linear_checks(x, residual, norm_weight, weights, act);
+  if (act.empty()) linear_group_checks(x, weights, biases);
+  else linear_gated_checks(x, weights[0], weights[1], biases.get(0), biases.get(1), act);
+  const bool has_residual = residual && residual->defined();
+  const int64_t k = x.size(-1);
+  bool same_types = x.scalar_type() == at::kFloat && norm_weight.scalar_type() == at::kFloat &&
+                    (!has_residual || residual->scalar_type() == at::kFloat);
+  for (const Tensor& w : weights) same_types = same_types && w.scalar_type() == at::kFloat;
+  if (!same_types || k == 0 || x.numel() == 0)
+    return rms_linear_composite(x, residual, norm_weight, eps, weights, biases, act);
+  int64_t width = 0;
+  for (const Tensor& w : weights) width += w.size(0);
+  std::vector<int64_t> sizes = x.sizes().vec();
+  sizes.back() = act.empty() ? width : weights[0].size(0);
+  Tensor out = at::empty(sizes, x.options());
+  Tensor h = at::empty(x.sizes(), x.options());
+  const Tensor x2 = x.reshape({-1, k});
+  std::vector<Tensor> held;  // operands made K-contiguous: alive until recorded
+  LinearGroupDesc d;
+  d.m = static_cast<uint64_t>(x2.size(0));
+  d.k = static_cast<uint64_t>(k);
+  bool recorded = false;
+  TWGPU_TRY
+  d.a = operand2(x2);
+  for (size_t i = 0; i < weights.size(); ++i) {
+    held.push_back(weights[i].stride(1) == 1 ? weights[i] : weights[i].contiguous());
+    LinearGroupDesc::Linear L;
+    L.n = static_cast<uint64_t>(weights[i].size(0));
+    L.weight = operand2(held.back());
+    if (auto b = biases.get(i); b && b->defined()) {
+      held.push_back(*b);
+      L.bias = operand2(held.back());
+    }
+    d.linears.push_back(L);
+  }
+  LinearGroupDesc::Norm norm;
+  if (has_residual) {
+    held.push_back(residual->reshape({-1, k}));
+    norm.residual = operand2(held.back());
+  }
+  norm.weight = operand2(norm_weight);
+  norm.h = operand2(h.view({-1, k}));
+  norm.eps = static_cast<float>(eps);
+  d.norm = norm;
+  d.out = operand2(out.view({-1, sizes.back()}));
+  RuntimeLock lock;
+  recorded = linear_group_normed(lock.ctx(), d, act.empty() ? GateAct::None : gate_act(act));
+  TWGPU_CATCH
+  // Where it is not one dispatch (software adapters, more rows, rows too long to stage):
+  // the add, the norm and the linears as their own ops.
+  return recorded ? std::make_tuple(out, h) : rms_linear_composite(x, residual, norm_weight, eps, weights, biases, act);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(webgpu, m) {
   m.def("linear_group(Tensor x, Tensor[] weights, Tensor?[] biases) -> Tensor");
   m.def("linear_gated(Tensor x, Tensor w_gate, Tensor w_up, Tensor? b_gate, Tensor? b_up, str act) -> Tensor");
+  m.def("rms_linear(Tensor x, Tensor? residual, Tensor norm_weight, float eps, Tensor[] weights, Tensor?[] biases, "
+        "str act) -> (Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(webgpu, CompositeExplicitAutograd, m) {
   m.impl("linear_group", TORCH_FN(linear_group_composite));
   m.impl("linear_gated", TORCH_FN(linear_gated_composite));
+  m.impl("rms_linear", TORCH_FN(rms_linear_composite));
 }
 
 TORCH_LIBRARY_IMPL(webgpu, PrivateUse1, m) {
   m.impl("linear_group", TORCH_FN(linear_group_webgpu));
   m.impl("linear_gated", TORCH_FN(linear_gated_webgpu));
+  m.impl("rms_linear", TORCH_FN(rms_linear_webgpu));
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {

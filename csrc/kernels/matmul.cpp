@@ -1105,7 +1105,10 @@ const UniformLayout& linear_group_layout() {
   }();
   static const UniformLayout layout = [] {
     std::vector<UniformDecl> d = {{"m"}, {"k"}, {"tiles"}, {"a_offset"}, {"a_rows"}, {"a_cols"},
-                                  {"out_offset"}, {"out_rows"}, {"out_cols"}};
+                                  {"out_offset"}, {"out_rows"}, {"out_cols"},
+                                  // linear_group_normed's norm (0 without): residual, weight, h, eps
+                                  {"r_offset"}, {"r_rows"}, {"r_cols"}, {"nw_offset"}, {"nw_stride"},
+                                  {"h_offset"}, {"h_rows"}, {"h_cols"}, {"eps", UniformType::F32}};
     for (const std::string& name : names) d.push_back({name.c_str()});
     return UniformLayout(d);
   }();
@@ -1166,35 +1169,89 @@ std::string gated_gemv_tail(GateAct act, uint32_t tile_cols, uint32_t lanes, Wei
 // and the branch on which is uniform. `col`: each linear's first output column.
 // With `act` (linear_gated: two linears of one width) a workgroup's tile is the same
 // columns of both weights, summed one after the other, and lane 0 stores act(gate) * up.
-void linear_group_gemv(Context& ctx, const LinearGroupDesc& d, size_t first, size_t last,
-                       const std::vector<uint64_t>& col, GateAct act = GateAct::None) {
-  const bool gated = act != GateAct::None;
+// Invocations of a group kernel's workgroup.
+uint32_t linear_group_threads(Context& ctx) { return std::min<uint32_t>(256, ctx.caps().workgroup_1d()); }
+
+// How the group kernel over linears [first, last) of d reads its weights: as vec4 words
+// when every row of every weight starts on 16 bytes and K is whole words (as gemv_body's
+// wide loads; bound as vec4 only), else half-type weights two elements per word
+// (gemv_body's pairs), else element by element.
+WeightLoad linear_group_load(const LinearGroupDesc& d, size_t first, size_t last, const char* force) {
   const DType dt = d.a.dtype;
-  const uint32_t threads = std::min<uint32_t>(256, ctx.caps().workgroup_1d());
-  const size_t count = last - first;
-  // Weights read as vec4 words when every row of every weight starts on 16 bytes and K is
-  // whole words (as gemv_body's wide loads; bound as vec4 only), else half-type weights
-  // two elements per word (gemv_body's pairs), else element by element.
   const uint32_t span = gemv_walk_span(dt);
-  const char* force = std::getenv("TORCH_WEBGPU_GEMM_VARIANT");
   bool words = (dt == DType::Float32 || dt == DType::Float16 || dt == DType::BFloat16) && d.k % span == 0 &&
                !(force && std::string(force) == "gemv_scalar");
   bool pairs = (dt == DType::Float16 || dt == DType::BFloat16) && d.k % 2 == 0;
-  uint32_t bias_mask = 0;
   for (size_t i = first; i < last; ++i) {
     const LinearGroupDesc::Linear& L = d.linears[i];
     pairs = pairs && L.weight.offset % 2 == 0 && L.weight.rows % 2 == 0;
     words = words && L.weight.offset % span == 0 && (L.n < 2 || L.weight.rows % span == 0);
-    if (L.bias.buffer) bias_mask |= 1u << (i - first);
   }
-  const WeightLoad load = words ? WeightLoad::Words : pairs ? WeightLoad::Pairs : WeightLoad::Elements;
+  return words ? WeightLoad::Words : pairs ? WeightLoad::Pairs : WeightLoad::Elements;
+}
+
+// vec4s of A's row the group kernel stages in workgroup memory (0: it reads A per word).
+// Word loads stage it, whole, once per workgroup, where the row fits beside `part`
+// (TORCH_WEBGPU_GEMM_VARIANT=gemv_direct_a: per word, for A/B).
+uint32_t linear_group_staged(Context& ctx, const LinearGroupDesc& d, WeightLoad load, const char* force) {
+  const uint32_t threads = linear_group_threads(ctx);
+  return load == WeightLoad::Words && !(force && gemv_direct_a(force)) &&
+                 d.k * 4 + threads * 4 <= ctx.caps().max_workgroup_storage
+             ? static_cast<uint32_t>(d.k / 4)
+             : 0;
+}
+
+// The norm's prologue (d.norm): A's row staged as h = a + residual (stored by the first
+// column tile's workgroups), each invocation's sum of squares into `part`, the workgroup's
+// total, then the row scaled in place by rsqrt(mean + eps) * weight. Division and rsqrt as
+// the generated RMSNorm and eager compute them.
+std::string gemv_norm_prologue(uint32_t threads, uint32_t xa_vec4s, bool residual) {
+  auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
+  std::string s =
+      "  var sq = 0.0;\n"
+      "  for (var e = lid; e < " + n(xa_vec4s) + "; e = e + " + n(threads) + ") {\n"
+      "    var h = vec4<f32>(0.0);\n"
+      "    for (var t = 0u; t < 4u; t = t + 1u) {\n"
+      "      let k = e * 4u + t;\n"
+      "      h[t] = load_a(ai + k * ak)" + std::string(residual ? " + load_r(u.r_offset + r * u.r_rows + k * u.r_cols)" : "") + ";\n"
+      "      if (valid && cg == 0u) { store_h(u.h_offset + r * u.h_rows + k * u.h_cols, h[t]); }\n"
+      "    }\n"
+      "    xa[e] = h;\n"
+      "    sq = sq + dot(h, h);\n"
+      "  }\n"
+      "  part[lid] = sq;\n"
+      "  workgroupBarrier();\n"
+      "  for (var w = " + n(threads / 2) + "; w > 0u; w = w / 2u) {\n"
+      "    if (lid < w) { part[lid] = part[lid] + part[lid + w]; }\n"
+      "    workgroupBarrier();\n"
+      "  }\n"
+      "  let scale = inverseSqrt(div_f32(part[0], f32(K)) + u.eps);\n"
+      "  for (var e = lid; e < " + n(xa_vec4s) + "; e = e + " + n(threads) + ") {\n"
+      "    let k = u.nw_offset + e * 4u * u.nw_stride;\n"
+      "    xa[e] = xa[e] * scale * vec4<f32>(load_nw(k), load_nw(k + u.nw_stride), load_nw(k + 2u * u.nw_stride),\n"
+      "                                       load_nw(k + 3u * u.nw_stride));\n"
+      "  }\n"
+      "  workgroupBarrier();\n";
+  return s;
+}
+
+void linear_group_gemv(Context& ctx, const LinearGroupDesc& d, size_t first, size_t last,
+                       const std::vector<uint64_t>& col, GateAct act = GateAct::None) {
+  const bool gated = act != GateAct::None;
+  const DType dt = d.a.dtype;
+  const uint32_t threads = linear_group_threads(ctx);
+  const size_t count = last - first;
+  const char* force = std::getenv("TORCH_WEBGPU_GEMM_VARIANT");
+  const WeightLoad load = linear_group_load(d, first, last, force);
+  const bool words = load == WeightLoad::Words;
+  uint32_t bias_mask = 0;
+  for (size_t i = first; i < last; ++i)
+    if (d.linears[i].bias.buffer) bias_mask |= 1u << (i - first);
+  const uint32_t span = gemv_walk_span(dt);
   const uint32_t lanes = words ? gemv_row_lanes(d.k, span, force ? force : "") : kGemvLanes;
-  // Word loads read A from workgroup memory, staged whole once per workgroup, where its row
-  // fits beside `part` (TORCH_WEBGPU_GEMM_VARIANT=gemv_direct_a: per word, for A/B).
-  const uint32_t xa_vec4s = words && !(force && gemv_direct_a(force)) &&
-                                    d.k * 4 + threads * 4 <= ctx.caps().max_workgroup_storage
-                                ? static_cast<uint32_t>(d.k / 4)
-                                : 0;
+  const uint32_t xa_vec4s = linear_group_staged(ctx, d, load, force);
+  // (linear_group_normed only sends a norm that stages.)
+  const bool normed = d.norm.has_value(), residual = normed && d.norm->residual.buffer;
   const uint32_t tile_cols = threads / lanes;
   // linear_gated walks both weights in one loop where they are read as words
   // (TORCH_WEBGPU_GEMM_VARIANT=gemv_gated_serial: gate's walk, then up's, for A/B).
@@ -1217,6 +1274,23 @@ void linear_group_gemv(Context& ctx, const LinearGroupDesc& d, size_t first, siz
     l.buffers.back().touches(l.word_of(offset_name), o.dtype, r.first, r.end - r.first);
   };
   bind(d.a, Access::Read, "a_offset", range2(d.a, d.m, d.k));
+  // The norm's buffers follow A (bindings 1..3, or 1..2 without a residual).
+  for (const char* f : {"r_offset", "r_rows", "r_cols", "nw_offset", "nw_stride", "h_offset", "h_rows", "h_cols"})
+    l.set_u32(f, 0);
+  l.set_f32("eps", normed ? d.norm->eps : 0.0f);
+  if (residual) {
+    const MatOperand& R = d.norm->residual;
+    l.set_u32("r_rows", u32_or_fail(R.rows, "stride")).set_u32("r_cols", u32_or_fail(R.cols, "stride"));
+    bind(R, Access::Read, "r_offset", range2(R, d.m, d.k));
+  }
+  if (normed) {
+    const MatOperand &W = d.norm->weight, &H = d.norm->h;
+    l.set_u32("nw_stride", u32_or_fail(W.cols, "stride"));
+    bind(W, Access::Read, "nw_offset", range2(W, 1, d.k));
+    l.set_u32("h_rows", u32_or_fail(H.rows, "stride")).set_u32("h_cols", u32_or_fail(H.cols, "stride"));
+    bind(H, Access::ReadWrite, "h_offset", range2(H, d.m, d.k));
+  }
+  const size_t first_weight = l.buffers.size();
   uint64_t tiles = 0;
   std::vector<size_t> bias_buffer(count, 0);
   for (size_t j = 0; j < kLinearGroupMax; ++j) {
@@ -1248,19 +1322,25 @@ void linear_group_gemv(Context& ctx, const LinearGroupDesc& d, size_t first, siz
   bind(d.out, Access::ReadWrite, "out_offset", range2(d.out, d.m, gated ? d.linears[0].n : width));
   l.set_u32("tiles", u32_or_fail(tiles, "size"));
   l.typed = {gated ? "gemm:gemv_gated" : "gemm:gemv_group",
-             {static_cast<uint32_t>(dt), static_cast<uint32_t>(count), bias_mask | static_cast<uint32_t>(act) << 8,
+             {static_cast<uint32_t>(dt), static_cast<uint32_t>(count),
+              bias_mask | static_cast<uint32_t>(act) << 8 | uint32_t(normed) << 12 | uint32_t(residual) << 13,
               static_cast<uint32_t>(load) | uint32_t(paired) << 4 | lanes << 8 | xa_vec4s << 16}};
   l.grid = Grid::Groups;
   l.count = d.m * tiles;
   l.workgroup = threads;
-  l.body = [&l, dt, threads, lanes, tile_cols, count, load, xa_vec4s, bias_buffer, act, gated, paired] {
+  l.body = [&l, dt, threads, lanes, tile_cols, count, load, xa_vec4s, bias_buffer, act, gated, paired, normed,
+            residual, first_weight] {
     auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
     std::string s = "var<workgroup> part: array<f32, " + std::to_string(threads) + ">;\n";
     if (xa_vec4s) s += "var<workgroup> xa: array<vec4<f32>, " + std::to_string(xa_vec4s) + ">;\n";
     s += typed_load("load_a", l.buffers, 0, dt, Compute::F32);
+    if (residual) s += typed_load("load_r", l.buffers, 1, dt, Compute::F32);
+    if (normed)
+      s += typed_load("load_nw", l.buffers, first_weight - 2, dt, Compute::F32) +
+           kernel_store("store_h", l.buffers, first_weight - 1, dt, Compute::F32);
     for (size_t j = 0; j < count; ++j) {
       const std::string J = std::to_string(j);
-      s += gemv_weight_fn(load, J, 1 + j, dt, l.buffers, xa_vec4s != 0);
+      s += gemv_weight_fn(load, J, first_weight + j, dt, l.buffers, xa_vec4s != 0);
       if (bias_buffer[j]) s += typed_load("load_bias" + J, l.buffers, bias_buffer[j], dt, Compute::F32);
     }
     s += kernel_store("store_out", l.buffers, l.buffers.size() - 1, dt, Compute::F32);
@@ -1273,7 +1353,9 @@ void linear_group_gemv(Context& ctx, const LinearGroupDesc& d, size_t first, siz
          "  var s0 = 0.0;\n  var s1 = 0.0;\n  var s2 = 0.0;\n  var s3 = 0.0;\n"
          "  var live = false;\n  var col = 0u;\n  var bias = 0.0;\n";
     // (K is whole words here: xa holds exactly A's row.)
-    if (xa_vec4s)
+    if (normed)
+      s += gemv_norm_prologue(threads, xa_vec4s, residual);
+    else if (xa_vec4s)
       s += "  for (var e = lid; e < " + n(xa_vec4s) + "; e = e + " + n(threads) + ") {\n"
            "    let k = ai + e * 4u * ak;\n"
            "    xa[e] = vec4<f32>(load_a(k), load_a(k + ak), load_a(k + 2u * ak), load_a(k + 3u * ak));\n"
@@ -1298,12 +1380,12 @@ void linear_group_gemv(Context& ctx, const LinearGroupDesc& d, size_t first, siz
   launch_kernel(ctx, l);
 }
 
-// How many linears from `first` on one dispatch binds: A, the weights, their biases and
-// out within the stage's storage-buffer limit, at most kLinearGroupMax.
-size_t linear_group_chunk(Context& ctx, const LinearGroupDesc& d, size_t first) {
+// How many linears from `first` on one dispatch binds: A, the weights, their biases, out
+// and `extra` more buffers within the stage's storage-buffer limit, at most kLinearGroupMax.
+size_t linear_group_chunk(Context& ctx, const LinearGroupDesc& d, size_t first, uint32_t extra = 0) {
   const uint32_t limit = ctx.caps().max_storage_buffers_per_stage;
   size_t last = first;
-  uint32_t bindings = 2;
+  uint32_t bindings = 2 + extra;
   while (last < d.linears.size() && last - first < kLinearGroupMax) {
     const uint32_t more = d.linears[last].bias.buffer ? 2 : 1;
     if (last > first && bindings + more > limit) break;
@@ -1341,6 +1423,30 @@ bool linear_gated(Context& ctx, const LinearGroupDesc& d, GateAct act) {
     return false;
   if (d.m * d.linears[0].n == 0) return true;
   linear_group_gemv(ctx, d, 0, 2, {0, 0}, act);
+  return true;
+}
+
+bool linear_group_normed(Context& ctx, const LinearGroupDesc& d, GateAct act) {
+  if (!d.norm || d.a.dtype != DType::Float32 || d.k == 0 || d.m > kLinearGroupMaxRows || d.linears.empty() ||
+      !linear_group_fuses(ctx) || linear_group_windows(ctx, d))
+    return false;
+  for (const MatOperand* o : {&d.norm->residual, &d.norm->weight, &d.norm->h})
+    if (o->buffer && (o->dtype != DType::Float32 || needs_window(ctx, o->buffer))) return false;
+  const bool gated = act != GateAct::None;
+  if (gated && (d.linears.size() != 2 || d.linears[0].n != d.linears[1].n)) return false;
+  // One dispatch: the norm's two or three buffers beside A, the linears and out.
+  const uint32_t norm_bindings = d.norm->residual.buffer ? 3 : 2;
+  if (linear_group_chunk(ctx, d, 0, norm_bindings) != d.linears.size()) return false;
+  const char* force = std::getenv("TORCH_WEBGPU_GEMM_VARIANT");
+  if (!linear_group_staged(ctx, d, linear_group_load(d, 0, d.linears.size(), force), force)) return false;
+  std::vector<uint64_t> col;
+  uint64_t width = 0;
+  for (const LinearGroupDesc::Linear& L : d.linears) {
+    col.push_back(gated ? 0 : width);
+    width += L.n;
+  }
+  if (d.m * width == 0) return false;
+  linear_group_gemv(ctx, d, 0, d.linears.size(), col, act);
   return true;
 }
 

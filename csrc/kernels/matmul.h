@@ -7,6 +7,7 @@
 // type: f32 for float32/float16/bfloat16, wrapping i32 for the narrow integers, exact
 // int64 emulation for int64.
 #pragma once
+#include <optional>
 #include <webgpu/webgpu.h>
 
 #include <cstdint>
@@ -96,6 +97,14 @@ struct LinearGroupDesc {
   };
   std::vector<Linear> linears;
   MatOperand out;  // m x (sum of n): rows, cols strides; must not share a buffer with the inputs
+  // An RMSNorm before the products (linear_group_normed): a's rows become h = a + residual
+  // (residual.buffer null: h = a), written to `h` (m x k), then h * rsqrt(mean(h^2) + eps)
+  // * weight (k values at weight.cols stride) in float32, what the linears read.
+  struct Norm {
+    MatOperand residual, weight, h;
+    float eps = 0.0f;
+  };
+  std::optional<Norm> norm;
 };
 void linear_group(Context& ctx, const LinearGroupDesc& d);
 // Whether linear_group here takes the group kernel (for up to kLinearGroupMaxRows rows):
@@ -110,6 +119,14 @@ bool linear_group_fuses(Context& ctx);
 // nothing, elsewhere (the caller composes linears and pointwise ops).
 enum class GateAct : uint32_t { None, Silu, Gelu, GeluTanh };  // Gelu: erf's
 bool linear_gated(Context& ctx, const LinearGroupDesc& d, GateAct act);
+
+// A decoder layer's residual add + RMSNorm and the linears after it (q/k/v; gate/up with
+// `act`) as one GEMV dispatch: d.norm set, float32. Each workgroup normalizes its row of A
+// in workgroup memory (the row is short at decode: K floats); the first column tile's
+// workgroups also store h. Records it and returns true where linear_group / linear_gated
+// would be one dispatch and A's row fits in workgroup memory; returns false, recording
+// nothing, elsewhere (the caller composes the norm and the linears).
+bool linear_group_normed(Context& ctx, const LinearGroupDesc& d, GateAct act);
 
 // Column layout strides: col[n, g, r, l] at n*sn + g*sg + r*sr + l*sl (float32).
 struct ColLayout {
