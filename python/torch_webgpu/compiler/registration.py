@@ -131,8 +131,9 @@ def _wrapper_codegen():
 def _device_pass():
     """Our backend's post-grad graph pass (Inductor applies it only to graphs with webgpu
     tensors): grouped-query attention without repeated K/V (attention_passes.py), the
-    horizontal fusion of decode's linears (horizontal_fusion.py) and of a gated MLP's
-    gate/up with its activation (gated_mlp.py). Its uuid()
+    horizontal fusion of decode's linears (horizontal_fusion.py), of a gated MLP's
+    gate/up with its activation (gated_mlp.py) and of a residual add + RMSNorm into the
+    linears after it (rms_linear.py). Its uuid()
     is the version of our code generator and the pass's switch: Inductor puts backend
     passes' uuids into its FX graph cache key, so a new torch_webgpu (Python generator or
     WGSL library in _C) or a flipped TORCH_WEBGPU_COMPILE_HFUSE / _GATED / _COMBO never reuses
@@ -154,7 +155,7 @@ def _device_pass():
     digest.update(f"{library.st_size}:{library.st_mtime_ns}".encode())
     version = digest.hexdigest()
 
-    from . import attention_passes, combo_kernels, gated_mlp, horizontal_fusion
+    from . import attention_passes, combo_kernels, gated_mlp, horizontal_fusion, rms_linear
 
     class WebGPUDevicePass(CustomGraphModulePass):
         def __call__(self, gm) -> None:
@@ -163,10 +164,13 @@ def _device_pass():
                 horizontal_fusion.fuse_linears(gm)
             if gated_mlp.enabled():
                 gated_mlp.fuse_gated(gm)  # (over the groups fuse_linears made)
+            if rms_linear.enabled():
+                rms_linear.fuse_rms_linears(gm)  # (over both passes' linears)
 
         def uuid(self):
             return (f"{version}:hfuse={int(horizontal_fusion.enabled())}"
-                    f":gated={int(gated_mlp.enabled())}:combo={int(combo_kernels.enabled())}")
+                    f":gated={int(gated_mlp.enabled())}:rms={int(rms_linear.enabled())}"
+                    f":combo={int(combo_kernels.enabled())}")
 
     return WebGPUDevicePass()
 

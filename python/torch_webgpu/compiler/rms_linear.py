@@ -1,0 +1,172 @@
+"""A decoder layer's residual add and RMSNorm folded into the projections after it: a
+post-grad graph pass, run after horizontal fusion and the gated-MLP pass, that turns
+
+    h = a + b;  normed = w * (h * rsqrt(mean(h^2, -1, keepdim) + eps));  linear_group(normed)
+
+(or ``linear_gated(normed)``) into ``torch.ops.webgpu.rms_linear(a, b, w, eps, ...)``, which
+returns the projections and h. At decode the norm was a kernel of its own (one workgroup
+over a short row, all latency) between two GEMVs; the GEMV already stages its row of A in
+workgroup memory, where normalizing it costs a few loads and one barrier tree. That is one
+dispatch less per norm: two per decoder layer where the bindings fit (Qwen2's q/k/v with
+biases need 11 storage bindings, above the 10 an adapter gives, so only its gate/up fold).
+
+Float32 only (half-type norms round between their steps, which the kernel does not copy);
+rows of A must fit in the GEMV's workgroup memory. ``TORCH_WEBGPU_COMPILE_RMS=0`` turns the
+pass off.
+"""
+from __future__ import annotations
+
+import operator
+import os
+
+import torch
+
+from . import horizontal_fusion
+
+aten = torch.ops.aten
+# The group kernel's workgroup (linear_group_threads): its `part` shares workgroup memory
+# with the staged row.
+_GEMV_THREADS = 256
+
+
+def enabled() -> bool:
+    """Where horizontal fusion runs (the group kernel is what stages and normalizes A),
+    unless TORCH_WEBGPU_COMPILE_RMS=0."""
+    return horizontal_fusion.enabled() and os.environ.get("TORCH_WEBGPU_COMPILE_RMS", "1") != "0"
+
+
+def _call(node, *targets):
+    return isinstance(node, torch.fx.Node) and node.op == "call_function" and node.target in targets
+
+
+def _single_user(node):
+    return len(node.users) == 1
+
+
+def _operands(mul, known):
+    """The operand of a two-operand mul other than `known`, or None."""
+    if not _call(mul, aten.mul.Tensor) or mul.kwargs or len(mul.args) != 2 or list(mul.args).count(known) != 1:
+        return None
+    return mul.args[1] if mul.args[0] is known else mul.args[0]
+
+
+def _norm(x):
+    """(h, norm weight, eps, the norm's nodes, users first) where `x` (the linears' input,
+    through one reshape) is w * (h * rsqrt(mean(h^2, -1, keepdim) + eps)) over float32 h,
+    each step used only by the next; else None."""
+    chain = []
+    if _call(x, aten.reshape.default, aten.view.default):
+        if not _single_user(x):
+            return None
+        chain.append(x)
+        x = x.args[0]
+    if not _call(x, aten.mul.Tensor) or not _single_user(x) or len(x.args) != 2:
+        return None
+    for scaled, w in (x.args, reversed(x.args)):
+        if not _call(scaled, aten.mul.Tensor) or not _single_user(scaled) or len(scaled.args) != 2:
+            continue
+        for h, rsqrt in (scaled.args, reversed(scaled.args)):
+            if not (_call(rsqrt, aten.rsqrt.default) and _single_user(rsqrt)):
+                continue
+            shifted = rsqrt.args[0]
+            if not (_call(shifted, aten.add.Tensor) and _single_user(shifted) and len(shifted.args) == 2
+                    and isinstance(shifted.args[1], float) and not shifted.kwargs):
+                continue
+            mean = shifted.args[0]
+            if not (_call(mean, aten.mean.dim) and _single_user(mean) and len(mean.args) == 3
+                    and mean.args[2] is True and not mean.kwargs):
+                continue
+            square = mean.args[0]
+            if not (_call(square, aten.pow.Tensor_Scalar) and _single_user(square)
+                    and square.args == (h, 2)):
+                continue
+            if not isinstance(h, torch.fx.Node) or not isinstance(w, torch.fx.Node):
+                continue
+            hv, wv = h.meta.get("val"), w.meta.get("val")
+            if not isinstance(hv, torch.Tensor) or not isinstance(wv, torch.Tensor) or hv.dim() < 1:
+                continue
+            if list(mean.args[1]) not in ([-1], [hv.dim() - 1]) or wv.shape != hv.shape[-1:]:
+                continue
+            if hv.dtype != torch.float32 or wv.dtype != torch.float32 or wv.device != hv.device:
+                continue
+            return h, w, shifted.args[1], [*chain, x, scaled, rsqrt, shifted, mean, square]
+    return None
+
+
+def _residual(h):
+    """(a, b) where h = a + b of two same-shaped float32 tensors (no alpha), else (h, None)."""
+    if (_call(h, aten.add.Tensor) and len(h.args) == 2 and not h.kwargs
+            and all(isinstance(t, torch.fx.Node) and isinstance(t.meta.get("val"), torch.Tensor)
+                    for t in h.args)
+            and h.args[0].meta["val"].shape == h.args[1].meta["val"].shape == h.meta["val"].shape
+            and h.args[0].meta["val"].dtype == h.args[1].meta["val"].dtype == torch.float32):
+        return h.args[0], h.args[1]
+    return h, None
+
+
+def _fits(k, weights, biases, residual) -> bool:
+    """One dispatch: the storage bindings (A, residual, norm weight, h, the weights, their
+    biases, out) within the stage's limit, A's row staged beside the workgroup's sums."""
+    props = torch.webgpu.get_device_properties()
+    bindings = 4 + (residual is not None) + len(weights) + sum(b is not None for b in biases)
+    return (bindings <= props.max_storage_buffers_per_shader_stage and isinstance(k, int) and k % 4 == 0
+            and k * 4 + _GEMV_THREADS * 4 <= props.max_compute_workgroup_storage_size)
+
+
+def fuse_rms_linears(gm: torch.fx.GraphModule) -> int:
+    """Replaces each linear_group / linear_gated whose input is the RMSNorm of a residual
+    sum by one rms_linear; returns how many."""
+    graph = gm.graph
+    order = {node: i for i, node in enumerate(graph.nodes)}
+    fused = 0
+    for linear in [n for n in graph.nodes if _call(n, torch.ops.webgpu.linear_group.default,
+                                                     torch.ops.webgpu.linear_gated.default)]:
+        gated = linear.target == torch.ops.webgpu.linear_gated.default
+        if gated:
+            x, w_gate, w_up, b_gate, b_up, act = linear.args
+            weights, biases = [w_gate, w_up], [b_gate, b_up]
+        else:
+            (x, weights, biases), act = linear.args, ""
+        found = _norm(x)
+        if found is None:
+            continue
+        h, norm_weight, eps, chain = found
+        a, b = _residual(h)
+        k = h.meta["val"].shape[-1]
+        # Without a residual add the norm's input comes from a kernel (the first layer's
+        # embedding) that the norm was fused into: folding it saves no dispatch.
+        if b is None or not _fits(k, weights, biases, b):
+            continue
+        # h's other readers (the next residual add) take rms_linear's h: they must come after.
+        if any(order[user] < order[linear] for user in h.users if user not in chain):
+            continue
+        fake_mode = h.meta["val"].fake_mode
+        with graph.inserting_before(linear):
+            node = graph.call_function(torch.ops.webgpu.rms_linear.default,
+                                       (a, b, norm_weight, eps, list(weights), list(biases), act))
+            with fake_mode:
+                node.meta["val"] = torch.ops.webgpu.rms_linear.default(
+                    a.meta["val"], None if b is None else b.meta["val"], norm_weight.meta["val"], eps,
+                    [w.meta["val"] for w in weights], [None if t is None else t.meta["val"] for t in biases],
+                    act)
+            outs = []
+            for i in range(2):
+                item = graph.call_function(operator.getitem, (node, i))
+                item.meta["val"] = node.meta["val"][i]
+                outs.append(item)
+            shape = list(linear.meta["val"].shape)
+            result = graph.call_function(aten.reshape.default, (outs[0], shape))
+            with fake_mode:
+                result.meta["val"] = aten.reshape.default(outs[0].meta["val"], shape)
+        linear.replace_all_uses_with(result)
+        graph.erase_node(linear)
+        for dead in chain:
+            graph.erase_node(dead)
+        h.replace_all_uses_with(outs[1])
+        graph.erase_node(h)
+        order = {n: i for i, n in enumerate(graph.nodes)}
+        fused += 1
+    if fused:
+        graph.lint()
+        gm.recompile()
+    return fused
