@@ -1,0 +1,168 @@
+"""The compile pass that folds a residual add + RMSNorm into the linears after it
+(python/torch_webgpu/compiler/rms_linear.py, emitting torch.ops.webgpu.rms_linear): compiled
+decoder blocks against the CPU, one dispatch fewer per folded norm, and the graphs it must
+leave alone. (The op itself: test_rms_linear.py.)"""
+import copy
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from conftest import assert_same, dev, make
+from test_linear_group import dispatches, fresh_compile  # noqa: F401  (fixture)
+
+
+class RMSNorm(nn.Module):
+    """As HF's Llama/Qwen2 write it (float32: their casts vanish)."""
+
+    def __init__(self, hidden, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.rand(hidden) + 0.5)
+        self.eps = eps
+
+    def forward(self, h):
+        return self.weight * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps))
+
+
+class Block(nn.Module):
+    """A decoder layer's shape: h = x + r, norm -> q/k/v, h2 = h + o(...), norm -> gated MLP."""
+
+    def __init__(self, hidden=64, inner=96, qkv_bias=False, early_read=False):
+        super().__init__()
+        self.early_read = early_read
+        self.norm1, self.norm2 = RMSNorm(hidden), RMSNorm(hidden)
+        self.q, self.k, self.v = (nn.Linear(hidden, n, bias=qkv_bias) for n in (64, 32, 32))
+        self.o = nn.Linear(64, hidden, bias=False)
+        self.gate, self.up = (nn.Linear(hidden, inner, bias=False) for _ in range(2))
+        self.down = nn.Linear(inner, hidden, bias=False)
+
+    def forward(self, x, r):
+        h = x + r
+        n = self.norm1(h)
+        q, k, v = self.q(n), self.k(n), self.v(n)
+        h2 = h + self.o(q * torch.cat([k, v], -1).sigmoid())
+        n2 = self.norm2(h2)
+        out = h2 + self.down(F.silu(self.gate(n2)) * self.up(n2))
+        # early_read: h is also returned (summed) beside the output: that reader takes
+        # rms_linear's h.
+        return (out, h.sum(-1)) if self.early_read else out
+
+
+def compiled_run(model, inputs, monkeypatch, rms):
+    """The compiled model's output, dispatches per call and rms_linear nodes made."""
+    from torch_webgpu.compiler import rms_linear
+
+    made = []
+    fuse = rms_linear.fuse_rms_linears
+    monkeypatch.setattr(rms_linear, "fuse_rms_linears", lambda gm: made.append(fuse(gm)) or made[-1])
+    monkeypatch.setenv("TORCH_WEBGPU_COMPILE_RMS", rms)
+    torch._dynamo.reset()
+    compiled = torch.compile(copy.deepcopy(model).to("webgpu"))
+    args = [dev(a) for a in inputs]
+    with torch.no_grad():
+        compiled(*args), compiled(*args)
+        before = dispatches()
+        out = compiled(*args)
+        return out, dispatches() - before, sum(made)
+
+
+def block_inputs(rows=1, hidden=64, dtype=torch.float32):
+    return (make((1, rows, hidden), dtype, seed=30, low=-1, high=1),
+            make((1, rows, hidden), dtype, seed=31, low=-1, high=1))
+
+
+@pytest.mark.parametrize("env,on", [({}, True), ({"TORCH_WEBGPU_COMPILE_RMS": "0"}, False),
+                                     ({"TORCH_WEBGPU_COMPILE_HFUSE": "0"}, False),
+                                     ({"TORCH_WEBGPU_ADAPTER_KIND": "software"}, False)])
+def test_pass_runs_with_horizontal_fusion(monkeypatch, env, on):
+    from torch_webgpu.compiler import rms_linear
+
+    monkeypatch.setenv("TORCH_WEBGPU_ADAPTER_KIND", "gpu")
+    for name in ("TORCH_WEBGPU_COMPILE_HFUSE", "TORCH_WEBGPU_COMPILE_RMS"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    torch.empty(1, device="webgpu")
+    assert rms_linear.enabled() == on
+
+
+@pytest.mark.usefixtures("fresh_compile", "no_fallback")
+@pytest.mark.parametrize("rows,qkv_bias,early_read,folds,saved", [
+    (1, False, False, 2, 2),  # q/k/v and gate/up (fresh_compile keeps gate/up a linear_group)
+    # A few rows; h also summed, which Inductor had fused into the first norm's kernel and
+    # now takes a kernel of its own.
+    (3, False, True, 2, 1),
+    (1, True, False, 1, 1),   # q/k/v with biases: 11 bindings, above the adapter's 10
+])
+def test_compiled_block_folds_its_norms(monkeypatch, rows, qkv_bias, early_read, folds, saved):
+    model = Block(qkv_bias=qkv_bias, early_read=early_read).eval()
+    inputs = block_inputs(rows)
+    with torch.no_grad():
+        expected = model(*inputs)
+    out, n_folded, made = compiled_run(model, inputs, monkeypatch, "1")
+    plain, n_plain, _ = compiled_run(model, inputs, monkeypatch, "0")
+    assert made == folds
+    for ours, theirs, reference in zip(*(t if isinstance(t, tuple) else (t,) for t in (out, plain, expected))):
+        assert_same(ours, reference, rtol=1e-4, atol=1e-4)
+        assert_same(theirs, reference, rtol=1e-4, atol=1e-4)
+    assert n_plain - n_folded == saved, (n_plain, n_folded)
+
+
+@pytest.mark.usefixtures("fresh_compile", "no_fallback")
+@pytest.mark.parametrize("case", ["float16", "rows_past_gemv", "no_residual", "norm_read_twice"])
+def test_compiled_pass_leaves_other_graphs(monkeypatch, case):
+    """Half types (their norms round between steps), more rows than the GEMV takes, a norm
+    of a value that is no residual sum, a normalized value read by more than the linears."""
+
+    class Plain(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = RMSNorm(64)
+            self.q, self.k = nn.Linear(64, 32, bias=False), nn.Linear(64, 32, bias=False)
+
+        def forward(self, x, r):
+            n = self.norm(x if case == "no_residual" else x + r)
+            out = self.q(n) * self.k(n)
+            return out + n[..., :32] if case == "norm_read_twice" else out
+
+    dtype = torch.float16 if case == "float16" else torch.float32
+    model = Plain().to(dtype).eval()
+    inputs = block_inputs(rows=8 if case == "rows_past_gemv" else 1, dtype=dtype)
+    with torch.no_grad():
+        expected = model(*inputs)
+    out, _, made = compiled_run(model, inputs, monkeypatch, "1")
+    assert made == 0
+    tol = 2e-3 if dtype == torch.float16 else 1e-4
+    assert_same(out, expected, rtol=tol, atol=tol)
+
+
+def _e2e_models():
+    script = Path(__file__).resolve().parents[2] / "scripts" / "e2e_models.py"
+    spec = importlib.util.spec_from_file_location("e2e_models", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.usefixtures("fresh_compile", "no_fallback")
+def test_compiled_tiny_llama_decode(monkeypatch):
+    """A tiny Llama's compiled decode (reduce-overhead replays): the CPU's greedy tokens, and
+    two dispatches fewer per layer but the first (its input norm reads the embedding, which
+    the norm's own kernel had fused)."""
+    from torch._dynamo.utils import counters
+
+    e2e_models = _e2e_models()
+    monkeypatch.setenv("TORCH_WEBGPU_COMPILE_GATED", "1")
+    per_token = {}
+    for rms in ("1", "0"):
+        monkeypatch.setenv("TORCH_WEBGPU_COMPILE_RMS", rms)
+        torch._dynamo.reset()
+        counters["webgpu"].clear()
+        row = e2e_models.compare("llama-3.2-1b", tiny=True, tokens=8, compile_mode="reduce-overhead")
+        ours = row["devices"]["webgpu compiled"]
+        assert ours["matched"] == 8 and ours["first_mismatch"] is None, (rms, ours)
+        per_token[rms] = counters["webgpu"]["graph_replayed_dispatches"] / counters["webgpu"]["graph_replays"]
+    assert per_token["0"] - per_token["1"] == 2 * e2e_models.TINY_LAYERS - 1, per_token
