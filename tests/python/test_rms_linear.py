@@ -53,11 +53,33 @@ def operands(shape, widths, with_bias, residual=True, dtype=torch.float32, seed=
     return x, r, nw, weights, biases
 
 
-def check(x, r, nw, weights, biases, act, tol=TOL[torch.float32]):
-    out, h = ours(x, r, nw, EPS, weights, biases, act)
-    expected, expected_h = reference(x, r, nw, EPS, weights, biases, act)
+def one_dispatch(path, x, r, weights, biases):
+    """Whether the op is one dispatch on every adapter (True: float32, 1-4 rows, K of whole
+    words whose row fits the spec's 16 KiB of workgroup memory, bindings within its 8), on
+    none (False: the paths that never stage A, half types, 5+ rows, K not whole words, no
+    rows or columns), or depends on the adapter's limits (None)."""
+    k, widths = x.shape[-1], [w.shape[0] for w in weights if w.shape[0]]
+    rows = x.numel() // k if k else 0
+    if (path not in ("gpu", "gpu_lanes32", "gpu_gated_serial") or x.dtype != torch.float32 or k % 4 or
+            not 0 < rows <= 4 or not widths):
+        return False
+    # x, the norm weight, h, out; a linear of no columns is left out with its bias.
+    bindings = 4 + (r is not None) + len(widths) + sum(b is not None for w, b in zip(weights, biases) if w.shape[0])
+    return True if bindings <= 8 and k * 4 + 256 * 4 <= 16384 else None
+
+
+def check(x, r, nw, weights, biases, act, tol=TOL[torch.float32], path=None, eps=EPS):
+    """ours against the reference, out within `tol`, h exact; with `path`, also that it
+    took one dispatch exactly where one_dispatch says it must (and more where it can't)."""
+    args = (dev(x), dev(r), dev(nw), eps, [dev(w) for w in weights], [dev(b) for b in biases], act)
+    before = dispatches()
+    out, h = rms_linear(*args)
+    taken = dispatches() - before
+    expected, expected_h = reference(x, r, nw, eps, weights, biases, act)
     assert_same(out, expected, **tol)
     assert_same(h, expected_h, exact=True)
+    fused = None if path is None else one_dispatch(path, x, r, weights, biases)
+    assert fused is None or (taken == 1) == fused, (path, fused, taken)
     return out, h
 
 
@@ -74,7 +96,7 @@ GROUP = [((1, 64), (33,), (True,), True), ((2, 128), (24, 8), (False, True), Fal
 
 @pytest.mark.parametrize("shape,widths,bias,residual", GROUP)
 def test_group_matches_reference(path, shape, widths, bias, residual):
-    check(*operands(shape, widths, bias, residual), "")
+    check(*operands(shape, widths, bias, residual), "", path=path)
 
 
 # (act, shape, n, biases, residual)
@@ -85,7 +107,15 @@ GATED = [("silu", (1, 896), 24, (False, False), True), ("silu", (6, 64), 9, (Tru
 
 @pytest.mark.parametrize("act,shape,n,bias,residual", GATED)
 def test_gated_matches_reference(path, act, shape, n, bias, residual):
-    check(*operands(shape, (n, n), bias, residual), act)
+    check(*operands(shape, (n, n), bias, residual), act, path=path)
+
+
+@pytest.mark.parametrize("eps", [0.0, 1e-3, 0.5])
+def test_eps(path, eps):
+    """Rows of small values, where eps weighs in the scale (and none: eps 0)."""
+    x, r, nw, weights, biases = operands((3, 128), (16, 8), (True, False))
+    check(x * 0.01, r * 0.02, nw, weights, biases, "", path=path, eps=eps)
+    check(x * 0.01, None, nw, weights[:1] * 2, biases[:1] * 2, "gelu_tanh", path=path, eps=eps)
 
 
 def test_cpu_and_meta_are_the_definition():
@@ -129,13 +159,17 @@ def test_half_types(path, dtype):
     """Half types take the composite (ops in the dtype, rounded at each): close to the
     float64 reference; h, one rounded add, exact."""
     tol = {torch.float16: dict(rtol=1e-2, atol=1e-2), torch.bfloat16: dict(rtol=6e-2, atol=6e-2)}[dtype]
-    check(*operands((2, 128), (16, 8), (True, False), True, dtype), "", tol=tol)
-    check(*operands((1, 3, 64), (8, 8), (False, True), False, dtype), "silu", tol=tol)
-    # (a bfloat16 residual beside float32 x: h is their promoted sum, as x + residual.)
+    check(*operands((2, 128), (16, 8), (True, False), True, dtype), "", tol=tol, path=path)
+    check(*operands((1, 3, 64), (8, 8), (False, True), False, dtype), "silu", tol=tol, path=path)
+    # A half-type residual or norm weight beside float32 x: h is x + residual as PyTorch
+    # promotes it, out float32 (composed).
     x, r, nw, weights, biases = operands((2, 64), (8,), (True,), True)
     out, h = ours(x, r.to(dtype), nw, EPS, weights, biases, "")
     assert_same(h, x + r.to(dtype), exact=True)
     assert_same(out, reference(x, r.to(dtype), nw, EPS, weights, biases, "")[0], **TOL[torch.float32])
+    out, h = ours(x, r, nw.to(dtype), EPS, weights, biases, "")
+    assert_same(h, x + r, exact=True)
+    assert_same(out, reference(x, r, nw.to(dtype), EPS, weights, biases, "")[0], **TOL[torch.float32])
 
 
 def test_h_is_the_sum_in_a_new_tensor(path):
@@ -199,17 +233,17 @@ def test_default_limits_in_a_fresh_process(k, expected_dispatches):
 def test_empty(path):
     """No rows (out and h empty), no columns (h still computed), K == 0 (the biases)."""
     x, r, nw, weights, biases = operands((0, 64), (5, 3), (True, False))
-    check(x, r, nw, weights, biases, "")
+    check(x, r, nw, weights, biases, "", path=path)
     x, r, nw, weights, biases = operands((2, 0, 64), (5, 5), (True, False))
-    check(x, r, nw, weights, biases, "silu")
+    check(x, r, nw, weights, biases, "silu", path=path)
     x, r, nw, weights, biases = operands((2, 64), (0,), (True,))
-    check(x, r, nw, weights, biases, "")
+    check(x, r, nw, weights, biases, "", path=path)
     x, r, nw, weights, biases = operands((3, 64), (4, 0, 2), (False, True, True))
-    check(x, r, nw, weights, biases, "")
+    check(x, r, nw, weights, biases, "", path=path)
     x, r, nw, weights, biases = operands((2, 64), (0, 0), (False, False), residual=False)
-    check(x, r, nw, weights, biases, "gelu")
+    check(x, r, nw, weights, biases, "gelu", path=path)
     x, r, nw, weights, biases = operands((2, 0), (5, 3), (True, False))
-    out, h = check(x, r, nw, weights, biases, "")
+    out, h = check(x, r, nw, weights, biases, "", path=path)
     assert_same(out, torch.cat([biases[0].expand(2, 5), torch.zeros(2, 3)], -1), exact=True)
 
 
