@@ -11,7 +11,6 @@ those edges; each also checks h.
 """
 import pytest
 import torch
-import torch.nn.functional as F
 
 from conftest import assert_same, dev, make
 # linear_group's tolerances, operand views and dispatch count; its fixture `path` (both of
@@ -193,16 +192,13 @@ def test_one_dispatch(monkeypatch, k):
     for widths, bias, residual, act in (((64, 16, 16), (True,) * 3, False, ""),
                                         ((64, 16, 16), (False,) * 3, True, ""),
                                         ((48, 48), (True, True), True, "silu")):
-        x, r, nw, weights, biases = (dev(t) if t is not None else None
-                                     for t in operands((1, k), widths, bias, residual, seed=k))
-        biases = [dev(b) for b in biases]
-        weights = [dev(w) for w in weights]
-        rms_linear(x, r, nw, EPS, weights, biases, act)  # pipelines, allocations
+        x, r, nw, weights, biases = operands((1, k), widths, bias, residual, seed=k)
+        args = (dev(x), dev(r), dev(nw), EPS, [dev(w) for w in weights], [dev(b) for b in biases], act)
+        rms_linear(*args)  # pipelines, allocations
         before = dispatches()
-        out, h = rms_linear(x, r, nw, EPS, weights, biases, act)
+        out, h = rms_linear(*args)
         assert dispatches() - before == 1, (widths, residual, act)
-        expected, expected_h = reference(*(t.cpu() if t is not None else None for t in (x, r, nw)), EPS,
-                                         [w.cpu() for w in weights], [None if b is None else b.cpu() for b in biases], act)
+        expected, expected_h = reference(x, r, nw, EPS, weights, biases, act)
         assert_same(out, expected, **TOL[torch.float32])
         assert_same(h, expected_h, exact=True)
 
@@ -219,7 +215,8 @@ def test_default_limits_in_a_fresh_process(k, expected_dispatches):
         f"w = torch.randn(12, {k}, generator=g) / {k ** 0.5}\n"
         "b = torch.randn(12, generator=g)\n"
         "h = (x + r).double()\n"
-        "ref = F.linear(h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6) * nw.double(), w.double(), b.double())\n"
+        "normed = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6) * nw.double()\n"
+        "ref = F.linear(normed, w.double(), b.double())\n"
         "ref = ref.float()\n")
     call = ("torch.ops.webgpu.rms_linear(x.to('webgpu'), r.to('webgpu'), nw.to('webgpu'), 1e-6, "
             "[w.to('webgpu')], [b.to('webgpu')], '')[0]")
