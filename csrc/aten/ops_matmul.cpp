@@ -622,10 +622,11 @@ std::tuple<Tensor, Tensor> rms_linear_webgpu(const Tensor& x, const std::optiona
   bool same_types = x.scalar_type() == at::kFloat && norm_weight.scalar_type() == at::kFloat &&
                     (!has_residual || residual->scalar_type() == at::kFloat);
   for (const Tensor& w : weights) same_types = same_types && w.scalar_type() == at::kFloat;
-  if (!same_types || k == 0 || x.numel() == 0)
-    return rms_linear_composite(x, residual, norm_weight, eps, weights, biases, act);
   int64_t width = 0;
   for (const Tensor& w : weights) width += w.size(0);
+  // (No columns: out is empty but h is not; the view of out as rows below needs columns.)
+  if (!same_types || k == 0 || x.numel() == 0 || width == 0)
+    return rms_linear_composite(x, residual, norm_weight, eps, weights, biases, act);
   std::vector<int64_t> sizes = x.sizes().vec();
   sizes.back() = act.empty() ? width : weights[0].size(0);
   Tensor out = at::empty(sizes, x.options());

@@ -1405,6 +1405,21 @@ bool linear_group_windows(Context& ctx, const LinearGroupDesc& d) {
   return windows;
 }
 
+// `all` with only its linears that have columns (the group kernel binds each weight whole:
+// none for a width of 0), and where each one's columns start; returns the total width.
+uint64_t linears_with_columns(const LinearGroupDesc& all, LinearGroupDesc& d, std::vector<uint64_t>& col) {
+  d = all;
+  d.linears.clear();
+  uint64_t width = 0;
+  for (const LinearGroupDesc::Linear& L : all.linears) {
+    if (L.n == 0) continue;
+    d.linears.push_back(L);
+    col.push_back(width);
+    width += L.n;
+  }
+  return width;
+}
+
 }  // namespace
 
 bool linear_group_fuses(Context& ctx) {
@@ -1426,7 +1441,10 @@ bool linear_gated(Context& ctx, const LinearGroupDesc& d, GateAct act) {
   return true;
 }
 
-bool linear_group_normed(Context& ctx, const LinearGroupDesc& d, GateAct act) {
+bool linear_group_normed(Context& ctx, const LinearGroupDesc& all, GateAct act) {
+  LinearGroupDesc d;
+  std::vector<uint64_t> col;
+  const uint64_t width = linears_with_columns(all, d, col);
   if (!d.norm || d.a.dtype != DType::Float32 || d.k == 0 || d.m > kLinearGroupMaxRows || d.linears.empty() ||
       !linear_group_fuses(ctx) || linear_group_windows(ctx, d))
     return false;
@@ -1439,13 +1457,8 @@ bool linear_group_normed(Context& ctx, const LinearGroupDesc& d, GateAct act) {
   if (linear_group_chunk(ctx, d, 0, norm_bindings) != d.linears.size()) return false;
   const char* force = std::getenv("TORCH_WEBGPU_GEMM_VARIANT");
   if (!linear_group_staged(ctx, d, linear_group_load(d, 0, d.linears.size(), force), force)) return false;
-  std::vector<uint64_t> col;
-  uint64_t width = 0;
-  for (const LinearGroupDesc::Linear& L : d.linears) {
-    col.push_back(gated ? 0 : width);
-    width += L.n;
-  }
   if (d.m * width == 0) return false;
+  if (gated) col.assign(2, 0);  // both walk the same columns
   linear_group_gemv(ctx, d, 0, d.linears.size(), col, act);
   return true;
 }
@@ -1455,17 +1468,9 @@ void linear_group(Context& ctx, const LinearGroupDesc& all) {
   if (dt != DType::Float32 && dt != DType::Float16 && dt != DType::BFloat16)
     fail(ErrorKind::Unsupported, "torch_webgpu: linear_group computes float32, float16 and bfloat16 only");
   if (all.k == 0) fail(ErrorKind::Unsupported, "torch_webgpu: linear_group needs k > 0");
-  // The linears with columns, and where each one's columns start.
-  LinearGroupDesc d = all;
-  d.linears.clear();
+  LinearGroupDesc d;
   std::vector<uint64_t> col;
-  uint64_t width = 0;
-  for (const LinearGroupDesc::Linear& L : all.linears) {
-    if (L.n == 0) continue;
-    d.linears.push_back(L);
-    col.push_back(width);
-    width += L.n;
-  }
+  const uint64_t width = linears_with_columns(all, d, col);
   if (d.m * width == 0) return;
   if (linear_group_fuses(ctx) && d.m <= kLinearGroupMaxRows && !linear_group_windows(ctx, d)) {
     for (size_t first = 0; first < d.linears.size();) {
