@@ -26,6 +26,7 @@ import transformers
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
 import e2e_models  # noqa: E402
 import torch_webgpu  # noqa: E402,F401
+import torch_webgpu.generation  # noqa: E402
 
 
 def sync(device):
@@ -93,8 +94,14 @@ def main(argv=None):
                         help="also print webgpu's kernel table (GPU time) of 4 decode steps")
     parser.add_argument("--host-profile", action="store_true",
                         help="also print the host functions (cProfile) of one webgpu generate per mode")
+    parser.add_argument("--defer-stop", action="store_true",
+                        help="generate decides to stop a step late on webgpu and cuda, as transformers does "
+                             "on mps (torch_webgpu.generation.defer_stop_check): no host wait per token")
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args(argv)
+    if args.defer_stop and not torch_webgpu.generation.defer_stop_check(("webgpu", "cuda")):
+        print(f"--defer-stop: transformers {transformers.__version__} has no deferred stop check; ignored")
+        args.defer_stop = False
 
     spec = e2e_models.MODELS[args.model]
     model = e2e_models.build_model(spec, tiny=args.tiny, init_device=args.init_device)
@@ -108,8 +115,9 @@ def main(argv=None):
             row = {"device": device, "mode": mode}
             try:
                 host_before = replay_host_us()
-                gen = e2e_models.greedy(m, prompt, args.tokens, device,
+                gen = e2e_models.greedy(m, prompt, args.tokens, device, clock_waits=not args.defer_stop,
                                         cache_implementation="static")
+                row["defer_stop"] = args.defer_stop
                 row["generate_tok_s"] = gen.get("tok_s")
                 row["generate_replay_host_us_per_token"] = (replay_host_us()[0] - host_before[0]) / args.tokens
                 cache = transformers.StaticCache(config=m.config,

@@ -217,14 +217,17 @@ def synchronize(device):
 
 
 class StepClock(transformers.StoppingCriteria):
-    """Times each generation step: generate asks it after every new token (never stops)."""
+    """Times each generation step: generate asks it after every new token (never stops).
+    `wait=False` reads the clock without waiting for the device (for a generate that keeps
+    the host a step ahead: torch_webgpu.generation.defer_stop_check)."""
 
-    def __init__(self, device):
-        self.device = device
+    def __init__(self, device, wait=True):
+        self.device, self.wait = device, wait
         self.times = []
 
     def __call__(self, input_ids, scores, **kwargs):
-        synchronize(self.device)
+        if self.wait:
+            synchronize(self.device)
         self.times.append(time.perf_counter())
         return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
 
@@ -240,10 +243,12 @@ def _generate(model, prompt, new_tokens, clock=None, **generate_kwargs):
     return out[0, prompt.shape[1]:].tolist()
 
 
-def greedy(model, prompt, new_tokens, device, timed=True, **generate_kwargs):
+def greedy(model, prompt, new_tokens, device, timed=True, clock_waits=True, **generate_kwargs):
     """Greedy tokens from `model` (on `device`) and, when timed, the prefill time
     (prompt to first token) and the decode speed (the tokens after the first), after a short
-    warm-up run (pipelines, caches; for a compiled model, its compilation)."""
+    warm-up run (pipelines, caches; for a compiled model, its compilation). `clock_waits=False`:
+    the step clock does not synchronize (decode then ends when generate has returned its
+    tokens to the host), so a generate that runs ahead of the device is not held back."""
     prompt = prompt.to(device)
     if not timed:
         return {"tokens": _generate(model, prompt, new_tokens, **generate_kwargs)}
@@ -253,13 +258,14 @@ def greedy(model, prompt, new_tokens, device, timed=True, **generate_kwargs):
     _generate(model, prompt, warmup_tokens, **generate_kwargs)
     synchronize(device)
     warmup_s = time.perf_counter() - start
-    clock = StepClock(device)
+    clock = StepClock(device, wait=clock_waits)
     start = time.perf_counter()
     result = {"tokens": _generate(model, prompt, new_tokens, clock, **generate_kwargs),
               "warmup_s": warmup_s}
+    end = clock.times[-1] if clock_waits else time.perf_counter()  # (the tokens are on the host)
     result["prefill_ms"] = (clock.times[0] - start) * 1e3
     if new_tokens > 1:
-        result["tok_s"] = (new_tokens - 1) / (clock.times[-1] - clock.times[0])
+        result["tok_s"] = (new_tokens - 1) / (end - clock.times[0])
     return result
 
 

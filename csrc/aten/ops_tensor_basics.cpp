@@ -189,6 +189,26 @@ void download_contiguous(const at::Tensor& cpu, const at::Tensor& src) {
   TWGPU_CATCH
 }
 
+// download_contiguous without waiting (copy_ with non_blocking=True, as CUDA's to pinned
+// memory): the bytes land in `cpu` once the GPU has copied them and the runtime settles
+// the read (an event recorded after the copy, synchronize(), any blocking read-back).
+// The closure holds `cpu` (its storage stays alive until then).
+void download_contiguous_async(const at::Tensor& cpu, const at::Tensor& src) {
+  size_t nbytes = src.nbytes();
+  if (nbytes == 0) return;
+  Allocation* a = allocation_of(src);
+  uint64_t offset = byte_offset_of(src);
+  TWGPU_TRY
+  RuntimeLock lock;
+  uint64_t begin = offset / 4 * 4, end = (offset + nbytes + 3) / 4 * 4;
+  lock.ctx().recorder().read_async(a->buffer, begin, end - begin,
+                                   [cpu, skip = offset - begin, nbytes](const void* bytes) {
+                                     std::memcpy(cpu.mutable_data_ptr(), static_cast<const uint8_t*>(bytes) + skip,
+                                                 nbytes);
+                                   });
+  TWGPU_CATCH
+}
+
 // Neg and conj views store the negation / conjugate of their logical values. Copies see
 // them directly (their dispatch keys fall through for _copy_from, see the end of this
 // file): going through PyTorch's fallback for those keys would resolve the view with a
@@ -285,7 +305,10 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     copy_on_device(src, self);
   }
   if (dst.is_contiguous() && dst.scalar_type() == src.scalar_type()) {
-    download_contiguous(dst, src);
+    if (non_blocking)
+      download_contiguous_async(dst, src);
+    else
+      download_contiguous(dst, src);
   } else {
     at::Tensor cpu = at::empty(src.sizes(), src.options().device(c10::kCPU));
     download_contiguous(cpu, src);

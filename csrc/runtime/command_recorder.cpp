@@ -197,6 +197,68 @@ void CommandRecorder::read(WGPUBuffer src, uint64_t offset, void* data, uint64_t
   if (check) std::memcpy(&error_word, static_cast<const uint8_t*>(mapped) + size, 4);
   wgpuBufferUnmap(staging_);
   if (check) checks.settle(error_word);
+  settle_reads(submit_count_);  // (finished with everything before this read)
+}
+
+struct CommandRecorder::AsyncRead {
+  WGPUBuffer staging = nullptr;
+  uint64_t size = 0;
+  uint64_t submit = 0;  // the submit that carries its copy
+  WGPUFuture future{0};
+  WGPUMapAsyncStatus status = WGPUMapAsyncStatus_Error;
+  std::function<void(const void*)> deliver;
+  ~AsyncRead() {
+    if (staging) wgpuBufferRelease(staging);
+  }
+};
+
+CommandRecorder::~CommandRecorder() = default;
+
+void CommandRecorder::read_async(WGPUBuffer src, uint64_t offset, uint64_t size,
+                                 std::function<void(const void*)> deliver) {
+  if (CapturedGraph* graph = CapturedGraph::active())
+    fail(ErrorKind::Internal, graph->host_read_message());
+  ctx_.touch_gl();
+  auto read = std::make_unique<AsyncRead>();
+  WGPUBufferDescriptor desc = {};
+  desc.size = std::max<uint64_t>(size, 4);
+  desc.usage = WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst;
+  read->staging = wgpuDeviceCreateBuffer(ctx_.device(), &desc);
+  read->size = size;
+  read->deliver = std::move(deliver);
+  if (size) copy(src, offset, read->staging, 0, size);
+  flush();
+  read->submit = submit_count_;
+  WGPUBufferMapCallbackInfo cb = {};
+  cb.mode = WGPUCallbackMode_WaitAnyOnly;
+  cb.callback = [](WGPUMapAsyncStatus status, WGPUStringView, void* u1, void*) {
+    static_cast<AsyncRead*>(u1)->status = status;
+  };
+  cb.userdata1 = read.get();
+  read->future = wgpuBufferMapAsync(read->staging, WGPUMapMode_Read, 0, desc.size, cb);
+  async_reads_.push_back(std::move(read));
+}
+
+void CommandRecorder::settle_reads(uint64_t wait_upto) {
+  while (!async_reads_.empty()) {
+    AsyncRead& read = *async_reads_.front();
+    WGPUFutureWaitInfo info = {read.future, 0};
+    if (read.submit <= wait_upto) {
+      ctx_.wait(read.future);
+    } else {
+      ctx_.touch_gl();
+      if (wgpuInstanceWaitAny(ctx_.instance(), 1, &info, 0) != WGPUWaitStatus_Success || !info.completed) return;
+    }
+    // Taken off the queue first: a failed map must not be met again.
+    std::unique_ptr<AsyncRead> done = std::move(async_reads_.front());
+    async_reads_.pop_front();
+    if (done->status != WGPUMapAsyncStatus_Success)
+      fail(ctx_.lost() ? ErrorKind::DeviceLost : ErrorKind::Internal,
+           "torch_webgpu: a non-blocking copy to the host failed");
+    note_completed(done->submit);
+    done->deliver(wgpuBufferGetConstMappedRange(done->staging, 0, std::max<uint64_t>(done->size, 4)));
+    wgpuBufferUnmap(done->staging);
+  }
 }
 
 void CommandRecorder::synchronize() {
@@ -209,7 +271,7 @@ void CommandRecorder::synchronize() {
     fence_ = wgpuDeviceCreateBuffer(ctx_.device(), &desc);
   }
   uint32_t word = 0;
-  read(fence_, 0, &word, sizeof(word));
+  read(fence_, 0, &word, sizeof(word));  // (settles every asynchronous read)
 }
 
 }  // namespace twgpu

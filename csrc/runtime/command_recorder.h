@@ -8,6 +8,9 @@
 #include <webgpu/webgpu.h>
 
 #include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
 #include <vector>
 
 namespace twgpu {
@@ -19,6 +22,7 @@ struct BufferWindow;
 class CommandRecorder {
  public:
   explicit CommandRecorder(Context& ctx);
+  ~CommandRecorder();
 
   // Records one dispatch. `buffers` holds pipeline.num_storage buffers in binding order;
   // `uniforms` holds pipeline.uniform_bytes bytes; `windows` (null: whole buffers) one
@@ -33,6 +37,14 @@ class CommandRecorder {
   void write(WGPUBuffer dst, uint64_t offset, const void* data, uint64_t size);
   // Reads bytes back after all recorded work completes (offset, size multiples of 4).
   void read(WGPUBuffer src, uint64_t offset, void* data, uint64_t size);
+  // The same without waiting (copies to the host with non_blocking=True): the copy is
+  // submitted into a staging buffer of its own, and `deliver` receives the bytes once
+  // settle_reads() finds it done. Queue markers recorded after it, synchronize() and
+  // read() settle it, so an event synchronized after the copy sees the bytes delivered.
+  void read_async(WGPUBuffer src, uint64_t offset, uint64_t size, std::function<void(const void*)> deliver);
+  // Delivers finished asynchronous reads in order: those submitted up to submit number
+  // `wait_upto` after waiting for them, later ones only if already done.
+  void settle_reads(uint64_t wait_upto);
 
   // Submits what was recorded. Cheap when nothing is pending.
   void flush();
@@ -70,6 +82,9 @@ class CommandRecorder {
   WGPUBuffer staging_ = nullptr;  // MapRead buffer for read(), grown on demand
   uint64_t staging_capacity_ = 0;
   WGPUBuffer fence_ = nullptr;  // source of synchronize()'s read-back
+
+  struct AsyncRead;
+  std::deque<std::unique_ptr<AsyncRead>> async_reads_;  // in submit order
 
   uint64_t dispatch_count_ = 0;
   uint64_t submit_count_ = 0;

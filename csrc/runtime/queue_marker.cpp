@@ -81,6 +81,8 @@ void mark_done(Context& ctx, QueueMarker::State& state, double now_ms) {
   state.done = true;
   state.done_ms = now_ms;
   ctx.recorder().note_completed(state.submits);
+  // Non-blocking copies to the host before the marker have their bytes once it is done.
+  ctx.recorder().settle_reads(state.submits);
 }
 
 void poll_pending(Context& ctx) {
