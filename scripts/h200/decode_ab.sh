@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# One device call for compiled decode A/Bs (device time is scarce): builds, then Qwen2.5's
+# compiled generate and bare forward (decode_breakdown.py, reduce-overhead) with
+# transformers' deferred stop check on and off and with the rms_linear pass off, then the
+# decode kernels under A/B switches (decode_kernels.py). Each step has its own time limit.
+#   bash scripts/h200/decode_ab.sh
+cd "$(dirname "$0")/../.."
+source scripts/h200/build.sh || exit 1
+export PYTHONFAULTHANDLER=1 PYTHONUNBUFFERED=1
+T0=$SECONDS
+run() {  # label, seconds, command...
+  local label=$1 limit=$2; shift 2
+  echo "== $label (at $((SECONDS - T0)) s)"
+  timeout "$limit" "$@" 2>&1 | grep -v "Warning\|warn(\|^\s*$\|cudagraph_utils" | tail -${TAIL:-4}
+}
+B="python3 benchmarks/decode_breakdown.py --model ${MODEL:-qwen2.5} --modes reduce-overhead --init-device cuda"
+run "generate, stop check deferred (webgpu)" 150 $B --devices webgpu --defer-stop
+run "generate, transformers' stop check (webgpu)" 120 $B --devices webgpu
+run "rms_linear off, deferred" 120 env TORCH_WEBGPU_COMPILE_RMS=0 $B --devices webgpu --defer-stop
+run "cuda eager, deferred and not" 100 bash -c "$B --devices cuda --modes eager --defer-stop | tail -2; $B --devices cuda --modes eager | tail -1"
+for e in ${AB_ENVS:-BASELINE=1 TORCH_WEBGPU_COMPILE_REDUCTION_THREADS=64 TORCH_WEBGPU_ATTENTION_PV=scalar \
+    TORCH_WEBGPU_GEMM_VARIANT=gemv_gated_serial TORCH_WEBGPU_DAWN_TOGGLES=skip_validation,disable_robustness}; do
+  TAIL=8 run "kernels: $e" 40 env ${e//+/ } python3 benchmarks/decode_kernels.py --only "${AB_ONLY:-rmsnorm,attention1024,gated,down}"
+done
