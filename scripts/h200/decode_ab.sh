@@ -11,7 +11,11 @@ T0=$SECONDS
 run() {  # label, seconds, command...
   local label=$1 limit=$2; shift 2
   echo "== $label (at $((SECONDS - T0)) s)"
-  timeout "$limit" "$@" 2>&1 | grep -v "Warning\|warn(\|^\s*$\|cudagraph_utils" | tail -${TAIL:-4}
+  # (Each step's log under $OUT too: a call cut off at its limit still returns them. Do not
+  # pipe this script through tail: a cut-off call then returns nothing.)
+  local log="${OUT:-/tmp}/step_$((SECONDS - T0)).log"
+  timeout "$limit" "$@" > "$log" 2>&1
+  grep -v "Warning\|warn(\|^\s*$\|cudagraph_utils" "$log" | tail -${TAIL:-4}
 }
 B="python3 benchmarks/decode_breakdown.py --model ${MODEL:-qwen2.5} --modes reduce-overhead --init-device cuda"
 run "generate, stop check deferred (webgpu)" 150 $B --devices webgpu --defer-stop
