@@ -459,6 +459,23 @@ MatOperand operand2(const Tensor& t) {
   return operand3(t.dim() == 2 ? t.unsqueeze(0) : t.view({1, 1, -1}));
 }
 
+// The linears of a group descriptor: weights made K-contiguous and biases, kept in `held`
+// (alive until recorded).
+void add_linears(LinearGroupDesc& d, at::TensorList weights, const c10::List<std::optional<Tensor>>& biases,
+                 std::vector<Tensor>& held) {
+  for (size_t i = 0; i < weights.size(); ++i) {
+    held.push_back(weights[i].stride(1) == 1 ? weights[i] : weights[i].contiguous());
+    LinearGroupDesc::Linear L;
+    L.n = static_cast<uint64_t>(weights[i].size(0));
+    L.weight = operand2(held.back());
+    if (auto b = biases.get(i); b && b->defined()) {
+      held.push_back(*b);
+      L.bias = operand2(held.back());
+    }
+    d.linears.push_back(L);
+  }
+}
+
 Tensor linear_group_webgpu(const Tensor& x, at::TensorList weights,
                            const c10::List<std::optional<Tensor>>& biases) {
   linear_group_checks(x, weights, biases);
@@ -489,17 +506,7 @@ Tensor linear_group_webgpu(const Tensor& x, at::TensorList weights,
   d.k = static_cast<uint64_t>(k);
   TWGPU_TRY
   d.a = operand2(x2);
-  for (size_t i = 0; i < weights.size(); ++i) {
-    held.push_back(weights[i].stride(1) == 1 ? weights[i] : weights[i].contiguous());
-    LinearGroupDesc::Linear L;
-    L.n = static_cast<uint64_t>(weights[i].size(0));
-    L.weight = operand2(held.back());
-    if (auto b = biases.get(i); b && b->defined()) {
-      held.push_back(*b);
-      L.bias = operand2(held.back());
-    }
-    d.linears.push_back(L);
-  }
+  add_linears(d, weights, biases, held);
   d.out = operand2(out2);
   RuntimeLock lock;
   linear_group(lock.ctx(), d);
@@ -639,17 +646,7 @@ std::tuple<Tensor, Tensor> rms_linear_webgpu(const Tensor& x, const std::optiona
   bool recorded = false;
   TWGPU_TRY
   d.a = operand2(x2);
-  for (size_t i = 0; i < weights.size(); ++i) {
-    held.push_back(weights[i].stride(1) == 1 ? weights[i] : weights[i].contiguous());
-    LinearGroupDesc::Linear L;
-    L.n = static_cast<uint64_t>(weights[i].size(0));
-    L.weight = operand2(held.back());
-    if (auto b = biases.get(i); b && b->defined()) {
-      held.push_back(*b);
-      L.bias = operand2(held.back());
-    }
-    d.linears.push_back(L);
-  }
+  add_linears(d, weights, biases, held);
   LinearGroupDesc::Norm norm;
   if (has_residual) {
     held.push_back(residual->reshape({-1, k}));

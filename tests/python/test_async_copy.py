@@ -2,14 +2,12 @@
 waiting for the device, their bytes in place once an event recorded after them completes,
 the device is synchronized or any blocking read-back happens; and transformers' deferred
 stop check, which needs them (torch_webgpu.generation.defer_stop_check)."""
-import importlib.util
-from pathlib import Path
-
 import pytest
 import torch
 
 import torch_webgpu  # noqa: F401
 import torch_webgpu.generation
+from test_e2e_models import e2e_models
 
 DEVICE = "webgpu"
 
@@ -107,14 +105,6 @@ def test_refused_inside_graph_capture():
 
 # ---- transformers' deferred stop check ----------------------------------------------------
 
-def _e2e_models():
-    script = Path(__file__).resolve().parents[2] / "scripts" / "e2e_models.py"
-    spec = importlib.util.spec_from_file_location("e2e_models", script)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture
 def deferred():
     from transformers.generation import utils
@@ -131,7 +121,6 @@ def deferred():
 
 @pytest.mark.parametrize("cache", [None, "static"])
 def test_generate_with_deferred_stop_gives_the_cpus_tokens(deferred, cache):
-    e2e_models = _e2e_models()
     model = e2e_models.build_model(e2e_models.MODELS["qwen2.5"], tiny=True)
     prompt = e2e_models.prompt_tokens(model.config.vocab_size)
     kwargs = {"cache_implementation": cache} if cache else {}

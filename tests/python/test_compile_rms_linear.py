@@ -3,15 +3,13 @@
 decoder blocks against the CPU, one dispatch fewer per folded norm, and the graphs it must
 leave alone. (The op itself: test_rms_linear.py.)"""
 import copy
-import importlib.util
-from pathlib import Path
-
 import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from conftest import assert_same, dev, make
+from test_e2e_models import e2e_models
 from test_linear_group import dispatches, fresh_compile  # noqa: F401  (fixture)
 
 
@@ -139,14 +137,6 @@ def test_compiled_pass_leaves_other_graphs(monkeypatch, case):
     assert_same(out, expected, rtol=tol, atol=tol)
 
 
-def _e2e_models():
-    script = Path(__file__).resolve().parents[2] / "scripts" / "e2e_models.py"
-    spec = importlib.util.spec_from_file_location("e2e_models", script)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.usefixtures("fresh_compile", "no_fallback")
 def test_compiled_tiny_llama_decode(monkeypatch):
     """A tiny Llama's compiled decode (reduce-overhead replays): the CPU's greedy tokens, and
@@ -154,7 +144,6 @@ def test_compiled_tiny_llama_decode(monkeypatch):
     the norm's own kernel had fused)."""
     from torch._dynamo.utils import counters
 
-    e2e_models = _e2e_models()
     monkeypatch.setenv("TORCH_WEBGPU_COMPILE_GATED", "1")
     per_token = {}
     for rms in ("1", "0"):
