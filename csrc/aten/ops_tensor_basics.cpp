@@ -171,7 +171,11 @@ void upload_contiguous(const at::Tensor& dst, const at::Tensor& cpu) {
 }
 
 // Read a contiguous webgpu tensor's bytes into a contiguous CPU tensor of the same dtype.
-void download_contiguous(const at::Tensor& cpu, const at::Tensor& src) {
+// `wait` false (copy_ with non_blocking=True, as CUDA's to pinned memory): the bytes land
+// in `cpu` once the GPU has copied them and the runtime settles the read (an event
+// recorded after the copy, synchronize(), any blocking read-back); the closure holds `cpu`
+// (its storage stays alive until then).
+void download_contiguous(const at::Tensor& cpu, const at::Tensor& src, bool wait = true) {
   size_t nbytes = src.nbytes();
   if (nbytes == 0) return;
   Allocation* a = allocation_of(src);
@@ -179,6 +183,14 @@ void download_contiguous(const at::Tensor& cpu, const at::Tensor& src) {
   TWGPU_TRY
   RuntimeLock lock;
   uint64_t begin = offset / 4 * 4, end = (offset + nbytes + 3) / 4 * 4;
+  if (!wait) {
+    lock.ctx().recorder().read_async(a->buffer, begin, end - begin,
+                                     [cpu, skip = offset - begin, nbytes](const void* bytes) {
+                                       std::memcpy(cpu.mutable_data_ptr(), static_cast<const uint8_t*>(bytes) + skip,
+                                                   nbytes);
+                                     });
+    return;
+  }
   if (begin == offset && end == offset + nbytes) {
     lock.ctx().recorder().read(a->buffer, offset, cpu.mutable_data_ptr(), nbytes);
     return;
@@ -186,26 +198,6 @@ void download_contiguous(const at::Tensor& cpu, const at::Tensor& src) {
   std::vector<uint8_t> words(end - begin);
   lock.ctx().recorder().read(a->buffer, begin, words.data(), words.size());
   std::memcpy(cpu.mutable_data_ptr(), words.data() + (offset - begin), nbytes);
-  TWGPU_CATCH
-}
-
-// download_contiguous without waiting (copy_ with non_blocking=True, as CUDA's to pinned
-// memory): the bytes land in `cpu` once the GPU has copied them and the runtime settles
-// the read (an event recorded after the copy, synchronize(), any blocking read-back).
-// The closure holds `cpu` (its storage stays alive until then).
-void download_contiguous_async(const at::Tensor& cpu, const at::Tensor& src) {
-  size_t nbytes = src.nbytes();
-  if (nbytes == 0) return;
-  Allocation* a = allocation_of(src);
-  uint64_t offset = byte_offset_of(src);
-  TWGPU_TRY
-  RuntimeLock lock;
-  uint64_t begin = offset / 4 * 4, end = (offset + nbytes + 3) / 4 * 4;
-  lock.ctx().recorder().read_async(a->buffer, begin, end - begin,
-                                   [cpu, skip = offset - begin, nbytes](const void* bytes) {
-                                     std::memcpy(cpu.mutable_data_ptr(), static_cast<const uint8_t*>(bytes) + skip,
-                                                 nbytes);
-                                   });
   TWGPU_CATCH
 }
 
@@ -305,10 +297,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     copy_on_device(src, self);
   }
   if (dst.is_contiguous() && dst.scalar_type() == src.scalar_type()) {
-    if (non_blocking)
-      download_contiguous_async(dst, src);
-    else
-      download_contiguous(dst, src);
+    download_contiguous(dst, src, /*wait=*/!non_blocking);
   } else {
     at::Tensor cpu = at::empty(src.sizes(), src.options().device(c10::kCPU));
     download_contiguous(cpu, src);
