@@ -243,12 +243,14 @@ def _generate(model, prompt, new_tokens, clock=None, **generate_kwargs):
     return out[0, prompt.shape[1]:].tolist()
 
 
-def greedy(model, prompt, new_tokens, device, timed=True, clock_waits=True, **generate_kwargs):
+def greedy(model, prompt, new_tokens, device, timed=True, clock_waits=True, before_timed=None,
+           **generate_kwargs):
     """Greedy tokens from `model` (on `device`) and, when timed, the prefill time
     (prompt to first token) and the decode speed (the tokens after the first), after a short
     warm-up run (pipelines, caches; for a compiled model, its compilation). `clock_waits=False`:
     the step clock does not synchronize (decode then ends when generate has returned its
-    tokens to the host), so a generate that runs ahead of the device is not held back."""
+    tokens to the host), so a generate that runs ahead of the device is not held back.
+    `before_timed()` is called between the warm-up and the timed run (to read counters)."""
     prompt = prompt.to(device)
     if not timed:
         return {"tokens": _generate(model, prompt, new_tokens, **generate_kwargs)}
@@ -258,6 +260,8 @@ def greedy(model, prompt, new_tokens, device, timed=True, clock_waits=True, **ge
     _generate(model, prompt, warmup_tokens, **generate_kwargs)
     synchronize(device)
     warmup_s = time.perf_counter() - start
+    if before_timed is not None:
+        before_timed()
     clock = StepClock(device, wait=clock_waits)
     start = time.perf_counter()
     result = {"tokens": _generate(model, prompt, new_tokens, clock, **generate_kwargs),

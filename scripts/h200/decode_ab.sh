@@ -4,6 +4,7 @@
 # transformers' deferred stop check on and off and with the rms_linear pass off, then the
 # decode kernels under A/B switches (decode_kernels.py). Each step has its own time limit.
 #   bash scripts/h200/decode_ab.sh
+#   STEPS="defer plain" bash scripts/h200/decode_ab.sh   (a subset of: plain rms defer hostprof defer_ab cuda kernels)
 cd "$(dirname "$0")/../.."
 source scripts/h200/build.sh || exit 1
 export PYTHONFAULTHANDLER=1 PYTHONUNBUFFERED=1
@@ -14,15 +15,21 @@ run() {  # label, seconds, command...
   # (Each step's log under $OUT too: a call cut off at its limit still returns them. Do not
   # pipe this script through tail: a cut-off call then returns nothing.)
   local log="${OUT:-/tmp}/step_$((SECONDS - T0)).log"
-  timeout "$limit" "$@" > "$log" 2>&1
+  timeout -s ABRT "$limit" "$@" > "$log" 2>&1
   grep -v "Warning\|warn(\|^\s*$\|cudagraph_utils" "$log" | tail -${TAIL:-4}
 }
+steps=" ${STEPS:-plain rms defer cuda kernels} "
+has() { [[ $steps == *" $1 "* ]]; }
 B="python3 benchmarks/decode_breakdown.py --model ${MODEL:-qwen2.5} --modes reduce-overhead --init-device cuda"
-run "generate, stop check deferred (webgpu)" 150 $B --devices webgpu --defer-stop
-run "generate, transformers' stop check (webgpu)" 120 $B --devices webgpu
-run "rms_linear off, deferred" 120 env TORCH_WEBGPU_COMPILE_RMS=0 $B --devices webgpu --defer-stop
-run "cuda eager, deferred and not" 100 bash -c "$B --devices cuda --modes eager --defer-stop | tail -2; $B --devices cuda --modes eager | tail -1"
-for e in ${AB_ENVS:-BASELINE=1 TORCH_WEBGPU_COMPILE_REDUCTION_THREADS=64 TORCH_WEBGPU_ATTENTION_PV=scalar \
+has plain && run "generate, transformers' stop check (webgpu)" 120 $B --devices webgpu
+has rms && run "rms_linear off" 120 env TORCH_WEBGPU_COMPILE_RMS=0 $B --devices webgpu
+has defer && run "generate, stop check deferred (webgpu)" 150 $B --devices webgpu --defer-stop
+has hostprof && TAIL=60 run "deferred, host profile (cProfile of one generate)" 250 $B --devices webgpu --defer-stop --host-profile
+has defer_ab && for e in ${DEFER_ENVS:-TORCH_WEBGPU_DAWN_TOGGLES=skip_validation,disable_robustness TORCH_WEBGPU_MAX_BATCH=4096}; do
+  run "deferred: $e" 100 env ${e//+/ } $B --devices webgpu --defer-stop
+done
+has cuda && run "cuda eager, deferred and not" 100 bash -c "$B --devices cuda --modes eager --defer-stop | tail -2; $B --devices cuda --modes eager | tail -1"
+has kernels && for e in ${AB_ENVS:-BASELINE=1 TORCH_WEBGPU_COMPILE_REDUCTION_THREADS=64 TORCH_WEBGPU_ATTENTION_PV=scalar \
     TORCH_WEBGPU_GEMM_VARIANT=gemv_gated_serial TORCH_WEBGPU_DAWN_TOGGLES=skip_validation,disable_robustness}; do
   TAIL=8 run "kernels: $e" 40 env ${e//+/ } python3 benchmarks/decode_kernels.py --only "${AB_ONLY:-rmsnorm,attention1024,gated,down}"
 done
