@@ -15,6 +15,14 @@ bool env_flag(const char* name) {
   return !v.empty() && v != "0" && v != "false" && v != "no";
 }
 
+// A count in 1..65536 (dispatches); `value` keeps its default when unset or out of range.
+void env_count(const char* name, uint32_t& value) {
+  std::string v = env_string(name);
+  if (v.empty()) return;
+  long n = std::strtol(v.c_str(), nullptr, 10);
+  if (n >= 1 && n <= 65536) value = static_cast<uint32_t>(n);
+}
+
 Config read_config() {
   Config c;
   c.backend = env_string("TORCH_WEBGPU_BACKEND");
@@ -23,11 +31,8 @@ Config read_config() {
   c.force_fallback = env_flag("TORCH_WEBGPU_FORCE_FALLBACK_ADAPTER");
   c.debug = env_flag("TORCH_WEBGPU_DEBUG");
   c.dump_shaders_dir = env_string("TORCH_WEBGPU_DUMP_SHADERS");
-  std::string batch = env_string("TORCH_WEBGPU_MAX_BATCH");
-  if (!batch.empty()) {
-    long n = std::strtol(batch.c_str(), nullptr, 10);
-    if (n >= 1 && n <= 65536) c.max_batch = static_cast<uint32_t>(n);
-  }
+  env_count("TORCH_WEBGPU_MAX_BATCH", c.max_batch);
+  env_count("TORCH_WEBGPU_REPLAY_FIRST_BATCH", c.replay_first_batch);
   std::string binding = env_string("TORCH_WEBGPU_MAX_BINDING_BYTES");
   if (!binding.empty()) {
     long long n = std::strtoll(binding.c_str(), nullptr, 10);

@@ -14,6 +14,9 @@ struct Config {
   bool debug = false;            // TORCH_WEBGPU_DEBUG=1: log adapter and device
   std::string dump_shaders_dir;  // TORCH_WEBGPU_DUMP_SHADERS=dir
   uint32_t max_batch = 256;      // TORCH_WEBGPU_MAX_BATCH=N: dispatches per submit
+  // TORCH_WEBGPU_REPLAY_FIRST_BATCH=N: dispatches in a graph replay's first submit (later
+  // submits double up to max_batch); a large N submits a replay at once.
+  uint32_t replay_first_batch = 16;
   // TORCH_WEBGPU_MAX_BINDING_BYTES=N: plan kernels as if a storage binding held at most N
   // bytes (tests of tensors larger than one binding with small tensors); 0: the adapter's.
   uint64_t max_binding_bytes = 0;

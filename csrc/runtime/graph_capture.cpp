@@ -266,7 +266,7 @@ void CapturedGraph::replay() {
   // The first submits are short and grow to max_batch: the GPU starts on the graph's
   // first dispatches while the rest are still being encoded (a decode step ends in a
   // read-back, so every replay starts with an idle GPU).
-  uint32_t batch_limit = std::min<uint32_t>(16, max_batch);
+  uint32_t batch_limit = std::min(Config::get().replay_first_batch, max_batch);
   WGPUCommandEncoder encoder = wgpuDeviceCreateCommandEncoder(device, nullptr);
   WGPUComputePassEncoder pass = nullptr;
   WGPUComputePipeline bound = nullptr;

@@ -4,7 +4,7 @@
 # transformers' deferred stop check on and off and with the rms_linear pass off, then the
 # decode kernels under A/B switches (decode_kernels.py). Each step has its own time limit.
 #   bash scripts/h200/decode_ab.sh
-#   STEPS="defer plain" bash scripts/h200/decode_ab.sh   (a subset of: plain rms defer hostprof defer_ab cuda kernels)
+#   REPEAT=5 STEPS="defer plain" bash scripts/h200/decode_ab.sh   (a subset of: plain rms defer hostprof defer_ab cuda kernels)
 cd "$(dirname "$0")/../.."
 source scripts/h200/build.sh || exit 1
 export PYTHONFAULTHANDLER=1 PYTHONUNBUFFERED=1
@@ -20,10 +20,10 @@ run() {  # label, seconds, command...
 }
 steps=" ${STEPS:-plain rms defer cuda kernels} "
 has() { [[ $steps == *" $1 "* ]]; }
-B="python3 benchmarks/decode_breakdown.py --model ${MODEL:-qwen2.5} --modes reduce-overhead --init-device cuda"
+B="python3 benchmarks/decode_breakdown.py --model ${MODEL:-qwen2.5} --modes reduce-overhead --init-device cuda ${REPEAT:+--repeat $REPEAT}"
 has plain && run "generate, transformers' stop check (webgpu)" 120 $B --devices webgpu
 has rms && run "rms_linear off" 120 env TORCH_WEBGPU_COMPILE_RMS=0 $B --devices webgpu
-has defer && run "generate, stop check deferred (webgpu)" 150 $B --devices webgpu --defer-stop
+has defer && run "generate, stop check deferred (webgpu)" 240 $B --devices webgpu --defer-stop
 has hostprof && TAIL=60 run "deferred, host profile (cProfile of one generate)" 250 $B --devices webgpu --defer-stop --host-profile
 has defer_ab && for e in ${DEFER_ENVS:-TORCH_WEBGPU_DAWN_TOGGLES=skip_validation,disable_robustness TORCH_WEBGPU_MAX_BATCH=4096}; do
   run "deferred: $e" 100 env ${e//+/ } $B --devices webgpu --defer-stop
