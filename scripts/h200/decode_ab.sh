@@ -21,7 +21,7 @@ run() {  # label, seconds, command...
 steps=" ${STEPS:-plain rms defer cuda kernels} "
 has() { [[ $steps == *" $1 "* ]]; }
 B="python3 benchmarks/decode_breakdown.py --model ${MODEL:-qwen2.5} --modes reduce-overhead --init-device cuda ${REPEAT:+--repeat $REPEAT}"
-has plain && run "generate, transformers' stop check (webgpu)" 120 $B --devices webgpu
+has plain && run "generate, transformers' stop check (webgpu)" 240 $B --devices webgpu
 has rms && run "rms_linear off" 120 env TORCH_WEBGPU_COMPILE_RMS=0 $B --devices webgpu
 has defer && run "generate, stop check deferred (webgpu)" 240 $B --devices webgpu --defer-stop
 has hostprof && TAIL=60 run "deferred, host profile (cProfile of one generate)" 250 $B --devices webgpu --defer-stop --host-profile
