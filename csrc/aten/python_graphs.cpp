@@ -89,6 +89,9 @@ class PyGraph {
   void reset() {
     locked([&](RuntimeLock&) { graph_->reset(); });
   }
+  bool rebind(const std::vector<std::pair<uint64_t, uint64_t>>& moves) {
+    return locked([&](RuntimeLock&) { return graph_->rebind(moves); });
+  }
   uint64_t pool() const { return graph_->pool_id(); }
   size_t num_dispatches() const { return graph_->num_dispatches(); }
   size_t num_steps() const { return graph_->num_steps(); }
@@ -112,6 +115,7 @@ void register_graph_bindings(py::module_& m) {
       .def("capture_abort", &PyGraph::capture_abort)
       .def("replay", &PyGraph::replay)
       .def("reset", &PyGraph::reset)
+      .def("rebind", &PyGraph::rebind, py::arg("moves"))
       .def("pool", &PyGraph::pool)
       .def("num_dispatches", &PyGraph::num_dispatches)
       .def("num_steps", &PyGraph::num_steps)

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <map>
 #include <tuple>
+#include <unordered_map>
 
 #include "runtime/buffer_pool.h"
 #include "runtime/command_recorder.h"
@@ -125,10 +126,11 @@ void CapturedGraph::abort() {
 void CapturedGraph::hold(WGPUBuffer buffer) {
   if (held_.count(buffer)) return;
   wgpuBufferAddRef(buffer);
-  Held h{ctx_.pool().find_buffer(buffer), 0, false};
+  Held h{ctx_.pool().find_buffer(buffer), 0, 0, false};
   if (h.allocation) {
     h.allocation->pins++;
     h.generation = h.allocation->generation;
+    h.requested = h.allocation->requested;
     h.outside = h.allocation->owner != pool_.get();
   }
   held_.emplace(buffer, h);
@@ -206,6 +208,17 @@ void CapturedGraph::bake() {
     wgpuQueueWriteBuffer(ctx_.queue(), snapshot_buffer_, 0, snapshot_host_.data(),
                          snapshot_host_.size());
   }
+  make_bind_groups();
+  // The recorded bytes now live on the device.
+  std::vector<uint8_t>().swap(uniforms_host_);
+  std::vector<uint8_t>().swap(snapshot_host_);
+  baked_ = true;
+  ctx_.check_errors();
+}
+
+void CapturedGraph::make_bind_groups() {
+  for (WGPUBindGroup g : bind_groups_) wgpuBindGroupRelease(g);
+  bind_groups_.clear();
   // One bind group per distinct (layout, buffers, windows): layers of a model repeat
   // kernels over different weights, but elementwise chains over scratch repeat exactly.
   using Key = std::tuple<WGPUBindGroupLayout, std::vector<WGPUBuffer>, std::vector<uint64_t>>;
@@ -227,11 +240,80 @@ void CapturedGraph::bake() {
     }
     d.bind_group = it->second;
   }
-  // The recorded bytes now live on the device.
-  std::vector<uint8_t>().swap(uniforms_host_);
-  std::vector<uint8_t>().swap(snapshot_host_);
-  baked_ = true;
+}
+
+bool CapturedGraph::rebind(const std::vector<std::pair<uint64_t, uint64_t>>& moves) {
+  if (capturing_ || !baked_)
+    fail(ErrorKind::Internal, "torch.webgpu graphs: rebind() needs a captured graph");
+  BufferPool& pool = ctx_.pool();
+  std::unordered_map<WGPUBuffer, Allocation*> swap;  // held buffer -> its replacement
+  std::vector<Allocation*> refreshed;
+  for (const auto& move : moves) {
+    Allocation* from = pool.find(move.first);
+    Allocation* to = pool.find(move.second);
+    if (!from || !to || !to->live || to->owner == pool_.get()) return false;
+    auto held = held_.find(from->buffer);
+    if (held == held_.end() || !held->second.outside) return false;
+    if (move.first - from->address != move.second - to->address ||
+        to->requested < held->second.requested)
+      return false;
+    // A tensor still alive keeps its graph (two caches in turn keep a graph each).
+    if (from != to && from->live && from->generation == held->second.generation) return false;
+    if (from == to) {
+      refreshed.push_back(to);
+      continue;
+    }
+    auto entry = swap.emplace(from->buffer, to);
+    if (entry.first->second != to) return false;  // views of one buffer sent apart
+  }
+  std::unordered_map<WGPUBuffer, int> targets;
+  for (const auto& s : swap) {
+    WGPUBuffer to = s.second->buffer;
+    // Named already for a tensor that stays, or the target of two buffers: one buffer
+    // would play two parts.
+    if ((held_.count(to) && !swap.count(to)) || ++targets[to] > 1) return false;
+  }
+  auto fits = [](const Allocation* a, uint64_t offset, uint64_t size) {
+    return offset + size <= a->capacity;
+  };
+  for (size_t k = 0; k < buffers_.size(); ++k) {
+    auto s = swap.find(buffers_[k]);
+    if (s != swap.end() && !fits(s->second, windows_[k].offset, windows_[k].size)) return false;
+  }
+  for (const Copy& c : copies_) {
+    auto src = c.src ? swap.find(c.src) : swap.end();
+    auto dst = swap.find(c.dst);
+    if ((src != swap.end() && !fits(src->second, c.src_offset, c.size)) ||
+        (dst != swap.end() && !fits(dst->second, c.dst_offset, c.size)))
+      return false;
+  }
+  // Every move fits: apply them together (a new cache may reuse the old one's blocks in
+  // another order).
+  ctx_.touch_gl();
+  auto moved = [&](WGPUBuffer b) {
+    auto s = swap.find(b);
+    return s == swap.end() ? b : s->second->buffer;
+  };
+  for (WGPUBuffer& b : buffers_) b = moved(b);
+  for (Copy& c : copies_) {
+    if (c.src) c.src = moved(c.src);
+    c.dst = moved(c.dst);
+  }
+  for (const auto& s : swap) {
+    Held& h = held_.at(s.first);
+    if (h.allocation) h.allocation->pins--;
+    wgpuBufferRelease(s.first);
+    held_.erase(s.first);
+  }
+  for (const auto& s : swap) hold(s.second->buffer);
+  for (Allocation* a : refreshed) {
+    Held& h = held_.at(a->buffer);
+    h.generation = a->generation;
+    h.requested = a->requested;
+  }
+  make_bind_groups();
   ctx_.check_errors();
+  return true;
 }
 
 void CapturedGraph::check_inputs_alive() const {

@@ -48,6 +48,17 @@ class CapturedGraph {
   void abort();
   void replay();
   void reset();
+  // Points a captured graph at other tensors of the same layout in place of tensors from
+  // outside its pool (HF generate's new KV cache of a seen shape), instead of a new
+  // capture. `moves` pairs the device address a tensor had at capture with its
+  // replacement's; the graph then names (and holds) the new buffers, bind groups rebuilt.
+  // An unchanged address only refreshes that tensor's liveness (its block was freed and
+  // handed to the new tensor). Returns false, changing nothing, where a move does not fit:
+  // an address outside every buffer the graph holds from outside its pool, another offset
+  // in its buffer, a replacement smaller than it or too small for a binding, one the graph
+  // already names for something else, two tensors onto one buffer, or a captured tensor
+  // still alive (it keeps its graph: two caches used in turn keep a graph each).
+  bool rebind(const std::vector<std::pair<uint64_t, uint64_t>>& moves);
 
   bool capturing() const { return capturing_; }
   bool captured() const { return baked_; }
@@ -116,11 +127,13 @@ class CapturedGraph {
   struct Held {
     Allocation* allocation;  // null: a buffer the pool did not make
     uint64_t generation;
+    uint64_t requested;      // the bytes its tensor asked for at capture
     bool outside;            // not from this graph's pool: replay checks it is still live
   };
 
   void hold(WGPUBuffer buffer);
   void bake();
+  void make_bind_groups();
   void release_all();
   void check_inputs_alive() const;
 

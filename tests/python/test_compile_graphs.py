@@ -113,8 +113,8 @@ def test_mutated_input_is_written_back(no_fallback):
 def test_mutated_inputs_are_used_in_place_across_caches(no_fallback):
     """Plain tensors the graph mutates (HF StaticCache's key/value tensors, which transformers
     does not always mark static) are written in place, never copied; a new cache of the same
-    shape (generate makes one per call) captures again without a warm-up and replaces the
-    graph of the cache before last, so old caches' buffers are not held for ever."""
+    shape (generate makes one per call), once the old one is freed, takes the old cache's
+    graph over (rebind: no capture, no warm-up), so old caches' buffers are not held."""
 
     def step(keys, values, position, k, v):
         keys.index_copy_(0, position, k)
@@ -131,12 +131,35 @@ def test_mutated_inputs_are_used_in_place_across_caches(no_fallback):
                 assert_same(ours(*gpu, dev(p), dev(k), dev(v)), step(*cpu, p, k, v))
             assert_same(gpu[0], cpu[0])
             assert_same(gpu[1], cpu[1])
-    # Cache 0: warm-up, capture, replay; each later cache: capture, replay, replay.
-    assert counts() == (4, 11, 0)
+    # Cache 0: warm-up, capture, replay; each later cache: rebind, replay, replay, replay.
+    assert counts() == (1, 11, 0)
     from torch._dynamo.utils import counters
+    assert counters["webgpu"]["graph_rebinds"] == 3
     # The replayed graph holds the two index_copy_ kernels and the product's, no copies of
     # the caches (two in and two back per call before).
     assert counters["webgpu"]["graph_replayed_dispatches"] <= 11 * 3
+
+
+def test_caches_alive_together_keep_a_graph_each(no_fallback):
+    """Two caches used in turn, both alive: each keeps its own captured graph (a rebind
+    would move the graph back and forth); results stay eager's."""
+
+    def step(keys, position, k):
+        keys.index_copy_(0, position, k)
+        return keys.sum(0)
+
+    ours = torch.compile(step, mode="reduce-overhead", dynamic=False)
+    cpu = [torch.zeros(4, 3), torch.zeros(4, 3)]
+    gpu = [dev(t) for t in cpu]
+    with torch.no_grad():
+        for call in range(8):
+            which, position = call % 2, torch.tensor([call // 2])
+            k = torch.randn(1, 3)
+            assert_same(ours(gpu[which], dev(position), dev(k)), step(cpu[which], position, k))
+    assert_same(gpu[0], cpu[0])
+    assert_same(gpu[1], cpu[1])
+    from torch._dynamo.utils import counters
+    assert counts()[0] == 2 and counters["webgpu"]["graph_rebinds"] == 0
 
 
 def test_static_buffer_mutated_in_place(no_fallback):

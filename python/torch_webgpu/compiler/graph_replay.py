@@ -16,6 +16,11 @@ captures the second into a ``WebGPUGraph`` and replays it from then on:
   of the signature; the others are copied into static input tensors before each replay.
   (Copying a mutated KV cache in and out of static copies cost four copies of every layer's
   cache per token.)
+* a signature whose metadata was captured before at other addresses (HF generate makes a
+  new StaticCache per call) takes that graph over, pointed at the new tensors
+  (``rebind``: the buffers swapped, bind groups rebuilt) instead of a new capture, which
+  would run the compiled graph once more; where the new tensors do not fit (another offset
+  in their buffer, one tensor in two parts) it captures again.
 * outputs are the static outputs: like CUDA graphs, the next replay overwrites them
   (clone what must outlive the next call).
 
@@ -117,7 +122,7 @@ class GraphReplayer:
                     self.warmed_up.clear()
                 self.warmed_up.add(meta)
                 return self.fn(inputs)
-            captured = self._capture(inputs)
+            captured = self._rebound(key) or self._capture(inputs)
             if captured is None:
                 return self.fn(inputs)
             # The same metadata at new addresses is mostly a new KV cache (HF generate makes
@@ -134,8 +139,15 @@ class GraphReplayer:
             captured.graph.replay()
         except RuntimeError:
             # A tensor used in place was freed since the capture and its address came
-            # back for a new tensor: capture again for the new one.
+            # back for a new tensor: the graph takes the new one, or captures again.
             del self.graphs[key]
+            try:
+                if captured.graph._graph.rebind(list(zip(key[1], key[1]))):
+                    self.graphs[key] = captured
+                    captured.graph.replay()
+                    return self._finish(captured, inputs)
+            except RuntimeError:
+                self.graphs.pop(key, None)
             captured = self._capture(inputs)
             if captured is None:
                 return self.fn(inputs)
@@ -155,6 +167,23 @@ class GraphReplayer:
         counters["graph_replay_submit_us"] += submit_us
         inputs.clear()  # boxed calling convention: the callee owns the list
         return list(captured.outputs)
+
+    def _rebound(self, key):
+        """The graph captured for the same metadata at other addresses (HF generate's
+        previous KV cache), pointed at this call's tensors used in place: no capture (which
+        runs the compiled graph once more and builds every bind group). None where none
+        fits."""
+        meta, addresses = key
+        for old in reversed(list(self.graphs)):
+            if old[0] != meta:
+                continue
+            captured = self.graphs[old]
+            if not captured.graph._graph.rebind(list(zip(old[1], addresses))):
+                return None
+            del self.graphs[old]
+            _counters()["graph_rebinds"] += 1
+            return captured
+        return None
 
     def _capture(self, inputs):
         from ..graphs import WebGPUGraph, graph
