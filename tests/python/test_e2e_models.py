@@ -46,6 +46,33 @@ def test_compiled_static_cache_generate_gives_cpu_tokens(key, mode, no_fallback)
         assert counters["webgpu"]["graph_fallbacks"] == 0
 
 
+def test_repeated_compiled_generate_rebinds_instead_of_capturing(no_fallback):
+    """Each HF generate makes a new StaticCache: from the third call on (the first call's
+    cache stays referenced by its compilation) the decode graph is pointed at the new cache
+    (rebind) instead of captured again, and every call still gives the CPU's tokens."""
+    import copy
+
+    import torch
+    from torch._dynamo.utils import counters
+
+    spec = e2e_models.MODELS["qwen2.5"]
+    model = e2e_models.build_model(spec, tiny=True)
+    prompt = e2e_models.prompt_tokens(model.config.vocab_size)
+    cpu = e2e_models.greedy(model, prompt, 6, "cpu", timed=False, cache_implementation="static")
+    ours = e2e_models.compiled(copy.deepcopy(model).to("webgpu"), "reduce-overhead")
+    torch._dynamo.reset()
+    counters["webgpu"].clear()
+    captures = []
+    for _ in range(4):
+        run = e2e_models.greedy(ours, prompt, 6, "webgpu", timed=False, cache_implementation="static")
+        assert run["tokens"] == cpu["tokens"]
+        captures.append(counters["webgpu"]["graph_captures"])
+    torch._dynamo.reset()
+    assert captures[3] == captures[1], captures  # calls 3 and 4: no capture
+    assert counters["webgpu"]["graph_rebinds"] >= 2
+    assert counters["webgpu"]["graph_fallbacks"] == 0
+
+
 def test_tiny_keeps_the_architecture():
     """The tiny configs keep grouped KV heads, wide heads and local attention."""
     tiny = {key: e2e_models.tiny_config(spec.config) for key, spec in e2e_models.MODELS.items()}

@@ -21,6 +21,7 @@ captures the second into a ``WebGPUGraph`` and replays it from then on:
   (``rebind``: the buffers swapped, bind groups rebuilt) instead of a new capture, which
   would run the compiled graph once more; where the new tensors do not fit (another offset
   in their buffer, one tensor in two parts) it captures again.
+  ``TORCH_WEBGPU_COMPILE_REBIND=0`` always captures.
 * outputs are the static outputs: like CUDA graphs, the next replay overwrites them
   (clone what must outlive the next call).
 
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import os
 import warnings
 
 import torch
@@ -173,6 +175,8 @@ class GraphReplayer:
         previous KV cache), pointed at this call's tensors used in place: no capture (which
         runs the compiled graph once more and builds every bind group). None where none
         fits."""
+        if os.environ.get("TORCH_WEBGPU_COMPILE_REBIND", "1") == "0":
+            return None
         meta, addresses = key
         for old in reversed(list(self.graphs)):
             if old[0] != meta:
