@@ -100,3 +100,35 @@ def test_dawn_toggles_keep_ops_correct(toggles):
     out, _ = probe(TORCH_WEBGPU_DAWN_TOGGLES=toggles)
     assert out["available"] and out["sum_check"]
     assert out["stats"]["dispatches"] >= 5
+
+
+GRAPH_PROBE = """
+import json, torch, torch_webgpu
+x = torch.arange(64, dtype=torch.float32, device="webgpu")
+g = torch.webgpu.WebGPUGraph()
+torch.webgpu.synchronize()
+with torch.webgpu.graph(g):
+    y = x
+    for _ in range(40):
+        y = y * 1.5 - 0.25
+x.copy_(torch.arange(64, dtype=torch.float32).flip(0))
+g.replay()
+z = torch.arange(64, dtype=torch.float32).flip(0)
+for _ in range(40):
+    z = z * 1.5 - 0.25
+print("RESULT" + json.dumps({"close": torch.allclose(y.cpu(), z, rtol=1e-5),
+                             "dispatches": g.num_dispatches()}))
+"""
+
+
+@pytest.mark.parametrize("first", ["1", "16", "4096", "0", "many"])
+def test_replay_first_batch_keeps_results(first):
+    # Any first-submit size (out-of-range values keep the default) replays the same work.
+    full = dict(os.environ, TORCH_WEBGPU_REPLAY_FIRST_BATCH=first)
+    proc = subprocess.run([sys.executable, "-c", GRAPH_PROBE], env=full, capture_output=True,
+                          text=True, timeout=120)
+    line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT")]
+    assert line, proc.stdout + proc.stderr
+    import json
+    out = json.loads(line[0][len("RESULT"):])
+    assert out["close"] and out["dispatches"] >= 40
