@@ -28,9 +28,12 @@ class RMSNorm(nn.Module):
 class Block(nn.Module):
     """A decoder layer's shape: h = x + r, norm -> q/k/v, h2 = h + o(...), norm -> gated MLP."""
 
-    def __init__(self, hidden=64, inner=96, qkv_bias=False, early_read=False):
+    def __init__(self, hidden=64, inner=96, qkv_bias=False, early_read=False, h_from_gemv=False):
         super().__init__()
         self.early_read = early_read
+        # h_from_gemv: x goes through a projection first (the previous layer's down_proj),
+        # whose GEMV then takes the residual add as its bias.
+        self.pre = nn.Linear(hidden, hidden, bias=False) if h_from_gemv else None
         self.norm1, self.norm2 = RMSNorm(hidden), RMSNorm(hidden)
         self.q, self.k, self.v = (nn.Linear(hidden, n, bias=qkv_bias) for n in (64, 32, 32))
         self.o = nn.Linear(64, hidden, bias=False)
@@ -38,7 +41,7 @@ class Block(nn.Module):
         self.down = nn.Linear(inner, hidden, bias=False)
 
     def forward(self, x, r):
-        h = x + r
+        h = (self.pre(x) if self.pre is not None else x) + r
         n = self.norm1(h)
         q, k, v = self.q(n), self.k(n), self.v(n)
         h2 = h + self.o(q * torch.cat([k, v], -1).sigmoid())
@@ -88,15 +91,20 @@ def test_pass_runs_with_horizontal_fusion(monkeypatch, env, on):
 
 
 @pytest.mark.usefixtures("fresh_compile", "no_fallback")
-@pytest.mark.parametrize("rows,qkv_bias,early_read,folds,saved", [
-    (1, False, False, 2, 2),  # q/k/v and gate/up (fresh_compile keeps gate/up a linear_group)
-    # A few rows; h also summed, which Inductor had fused into the first norm's kernel and
-    # now takes a kernel of its own.
-    (3, False, True, 2, 1),
-    (1, True, False, 1, 1),   # q/k/v with biases: 11 bindings, above the adapter's 10
+@pytest.mark.parametrize("rows,qkv_bias,early_read,h_from_gemv,folds,saved", [
+    # q/k/v and gate/up (fresh_compile keeps gate/up a linear_group); o's and down's residual
+    # adds ride in their GEMVs (the last add was a kernel of its own).
+    (1, False, False, False, 2, 3),
+    # A few rows (no GEMV, no residual in the GEMVs); h also summed, which Inductor had fused
+    # into the first norm's kernel and now takes a kernel of its own.
+    (3, False, True, False, 2, 1),
+    # q/k/v with biases: with the residual add and h, 11 bindings, above the adapter's 10...
+    (1, True, False, False, 1, 2),
+    # ... but 10 when h comes from a GEMV that added the residual.
+    (1, True, False, True, 2, 3),
 ])
-def test_compiled_block_folds_its_norms(monkeypatch, rows, qkv_bias, early_read, folds, saved):
-    model = Block(qkv_bias=qkv_bias, early_read=early_read).eval()
+def test_compiled_block_folds_its_norms(monkeypatch, rows, qkv_bias, early_read, h_from_gemv, folds, saved):
+    model = Block(qkv_bias=qkv_bias, early_read=early_read, h_from_gemv=h_from_gemv).eval()
     inputs = block_inputs(rows)
     with torch.no_grad():
         expected = model(*inputs)

@@ -284,8 +284,11 @@ def decoder_inputs(tokens):
 
 
 def compiled_dispatches(model, inputs, monkeypatch, hfuse, mode=None):
-    """The compiled model's output and dispatches per call (after warm-up and capture)."""
+    """The compiled model's output and dispatches per call (after warm-up and capture), with
+    the horizontal fusion alone (rms_linear, with its residual adds in GEMVs, is
+    test_compile_rms_linear.py's)."""
     monkeypatch.setenv("TORCH_WEBGPU_COMPILE_HFUSE", hfuse)
+    monkeypatch.setenv("TORCH_WEBGPU_COMPILE_RMS", "0")
     torch._dynamo.reset()
     compiled = torch.compile(copy.deepcopy(model).to("webgpu"), mode=mode)
     args = [dev(a) for a in inputs]
@@ -351,6 +354,7 @@ def test_reduce_overhead_replays_the_fused_graph(monkeypatch):
         return result
 
     monkeypatch.setattr(GraphReplayer, "_capture", counting_capture)
+    monkeypatch.setenv("TORCH_WEBGPU_COMPILE_RMS", "0")  # (the horizontal fusion alone)
     model = DecoderLayer().eval()
     for hfuse in ("1", "0"):
         monkeypatch.setenv("TORCH_WEBGPU_COMPILE_HFUSE", hfuse)

@@ -7,8 +7,13 @@ post-grad graph pass, run after horizontal fusion and the gated-MLP pass, that t
 returns the projections and h. At decode the norm was a kernel of its own (one workgroup
 over a short row, all latency) between two GEMVs; the GEMV already stages its row of A in
 workgroup memory, where normalizing it costs a few loads and one barrier tree. That is one
-dispatch less per norm: two per decoder layer where the bindings fit (Qwen2's q/k/v with
-biases need 11 storage bindings, above the 10 an adapter gives, so only its gate/up fold).
+dispatch less per norm.
+
+First, at decode (one row), a residual add after a GEMV (o_proj's, down_proj's) becomes
+that GEMV's bias (`addmm`): one kernel less where the add stood alone, and the norm after
+it then reads a finished h, so its rms_linear needs neither the residual nor the h binding.
+That is what lets Qwen2's q/k/v with biases fold too (10 storage bindings, the adapter's
+limit; 11 with the residual add).
 
 Float32 only (half-type norms round between their steps, which the kernel does not copy);
 rows of A must fit in the GEMV's workgroup memory. ``TORCH_WEBGPU_COMPILE_RMS=0`` turns the
@@ -104,6 +109,49 @@ def _residual(h):
     return h, None
 
 
+def _gemv_rows(node):
+    """The (1, N) product `node` is, through one reshape: mm / addmm of one row."""
+    if _call(node, aten.reshape.default, aten.view.default):
+        node = node.args[0]
+    if not _call(node, aten.mm.default, aten.addmm.default) or node.kwargs:
+        return None
+    val = node.meta.get("val")
+    return node if isinstance(val, torch.Tensor) and val.dim() == 2 and val.shape[0] == 1 else None
+
+
+def _residuals_into_gemvs(graph) -> None:
+    """`r + reshape(x @ W^T)` over one float32 row becomes `reshape(addmm(r, x, W^T))`: the
+    residual add of o_proj / down_proj rides in the GEMV as its bias (one rounding either
+    way), so the norm after it reads a finished h and no longer needs rms_linear's residual
+    and h bindings (q/k/v with biases then fit)."""
+    for add in [n for n in graph.nodes if _call(n, aten.add.Tensor)]:
+        a, b = _residual(add)
+        if b is None:
+            continue
+        for residual, product in ((a, b), (b, a)):
+            mm = _gemv_rows(product)
+            if (mm is None or mm.target != aten.mm.default or not _single_user(mm)
+                    or not _single_user(product) or residual.meta["val"].numel() != mm.meta["val"].numel()):
+                continue
+            fake_mode = add.meta["val"].fake_mode
+            shape = list(add.meta["val"].shape)
+            n = mm.meta["val"].shape[1]
+            with graph.inserting_before(add):
+                bias = graph.call_function(aten.reshape.default, (residual, [n]))
+                fused = graph.call_function(aten.addmm.default, (bias, *mm.args))
+                out = graph.call_function(aten.reshape.default, (fused, shape))
+                with fake_mode:
+                    bias.meta["val"] = aten.reshape.default(residual.meta["val"], [n])
+                    fused.meta["val"] = aten.addmm.default(bias.meta["val"], *(t.meta["val"] for t in mm.args))
+                    out.meta["val"] = aten.reshape.default(fused.meta["val"], shape)
+            add.replace_all_uses_with(out)
+            graph.erase_node(add)
+            if product is not mm:
+                graph.erase_node(product)
+            graph.erase_node(mm)
+            break
+
+
 def _fits(k, weights, biases, residual) -> bool:
     """One dispatch: the storage bindings (A, residual, norm weight, h, the weights, their
     biases, out) within the stage's limit, A's row staged beside the workgroup's sums."""
@@ -117,6 +165,7 @@ def fuse_rms_linears(gm: torch.fx.GraphModule) -> int:
     """Replaces each linear_group / linear_gated whose input is the RMSNorm of a residual
     sum by one rms_linear; returns how many."""
     graph = gm.graph
+    _residuals_into_gemvs(graph)
     order = {node: i for i, node in enumerate(graph.nodes)}
     fused = 0
     for linear in [n for n in graph.nodes if _call(n, torch.ops.webgpu.linear_group.default,
@@ -133,12 +182,13 @@ def fuse_rms_linears(gm: torch.fx.GraphModule) -> int:
         h, norm_weight, eps, chain = found
         a, b = _residual(h)
         k = h.meta["val"].shape[-1]
-        # Without a residual add the norm's input comes from a kernel (the first layer's
-        # embedding) that the norm was fused into: folding it saves no dispatch.
-        if b is None or not _fits(k, weights, biases, b):
+        # Without a residual add, only an h a GEMV made (its residual add inside) saves a
+        # dispatch: from a generated kernel (the first layer's embedding) the norm fused
+        # into that kernel.
+        if (b is None and _gemv_rows(h) is None) or not _fits(k, weights, biases, b):
             continue
         # h's other readers (the next residual add) take rms_linear's h: they must come after.
-        if any(order[user] < order[linear] for user in h.users if user not in chain):
+        if b is not None and any(order[user] < order[linear] for user in h.users if user not in chain):
             continue
         fake_mode = h.meta["val"].fake_mode
         with graph.inserting_before(linear):
@@ -162,8 +212,9 @@ def fuse_rms_linears(gm: torch.fx.GraphModule) -> int:
         graph.erase_node(linear)
         for dead in chain:
             graph.erase_node(dead)
-        h.replace_all_uses_with(outs[1])
-        graph.erase_node(h)
+        if b is not None:  # (without one, h is the GEMV's output and stays)
+            h.replace_all_uses_with(outs[1])
+            graph.erase_node(h)
         order = {n: i for i, n in enumerate(graph.nodes)}
         fused += 1
     if fused:
