@@ -251,9 +251,11 @@ bool CapturedGraph::rebind(const std::vector<std::pair<uint64_t, uint64_t>>& mov
   for (const auto& move : moves) {
     Allocation* from = pool.find(move.first);
     Allocation* to = pool.find(move.second);
+    // A tensor the graph never binds (an input only viewed, or unused) needs no move.
+    if (from && !held_.count(from->buffer)) continue;
     if (!from || !to || !to->live || to->owner == pool_.get()) return false;
     auto held = held_.find(from->buffer);
-    if (held == held_.end() || !held->second.outside) return false;
+    if (!held->second.outside) return false;
     if (move.first - from->address != move.second - to->address ||
         to->requested < held->second.requested)
       return false;

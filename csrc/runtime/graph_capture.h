@@ -53,8 +53,9 @@ class CapturedGraph {
   // capture. `moves` pairs the device address a tensor had at capture with its
   // replacement's; the graph then names (and holds) the new buffers, bind groups rebuilt.
   // An unchanged address only refreshes that tensor's liveness (its block was freed and
-  // handed to the new tensor). Returns false, changing nothing, where a move does not fit:
-  // an address outside every buffer the graph holds from outside its pool, another offset
+  // handed to the new tensor); a tensor whose buffer the graph never binds is skipped.
+  // Returns false, changing nothing, where a move does not fit: an address in no buffer of
+  // the pool or in one of the graph's own pool, another offset
   // in its buffer, a replacement smaller than it or too small for a binding, one the graph
   // already names for something else, two tensors onto one buffer, or a captured tensor
   // still alive (it keeps its graph: two caches used in turn keep a graph each).

@@ -140,6 +140,28 @@ def test_mutated_inputs_are_used_in_place_across_caches(no_fallback):
     assert counters["webgpu"]["graph_replayed_dispatches"] <= 11 * 3
 
 
+def test_view_of_a_mutated_cache_follows_each_new_cache(no_fallback):
+    """An output that is a view of a tensor used in place shows the tensor of this call,
+    whether the graph was rebound or captured for it."""
+
+    def step(keys, position, k):
+        keys.index_copy_(0, position, k)
+        return keys[1:], keys.sum(0)
+
+    ours = torch.compile(step, mode="reduce-overhead", dynamic=False)
+    with torch.no_grad():
+        for cache in range(4):
+            cpu = torch.zeros(4, 3)
+            gpu = dev(cpu)
+            for position in range(3):
+                p, k = torch.tensor([position]), torch.randn(1, 3)
+                view, total = ours(gpu, dev(p), dev(k))
+                view_cpu, total_cpu = step(cpu, p, k)
+                assert_same(view, view_cpu)
+                assert_same(total, total_cpu)
+            assert_same(gpu, cpu)
+
+
 def test_caches_alive_together_keep_a_graph_each(no_fallback):
     """Two caches used in turn, both alive: each keeps its own captured graph (a rebind
     would move the graph back and forth); results stay eager's."""

@@ -115,6 +115,21 @@ def test_refused_moves_leave_the_graph_as_it_was(no_fallback):
     torch.testing.assert_close(new.cpu(), torch.ones(16))
 
 
+def test_tensors_the_graph_never_binds_need_no_move(no_fallback):
+    x = torch.ones(16, device=DEVICE)
+    cache = torch.zeros(16, device=DEVICE)
+    g, out = capture_update(cache, x)
+    unrelated = torch.zeros(16, device=DEVICE)
+    address = unrelated.data_ptr()
+    del unrelated
+    gc.collect()
+    new = torch.zeros(16, device=DEVICE)
+    assert g._graph.rebind([(address, new.data_ptr())])
+    g.replay()  # still the captured cache
+    torch.testing.assert_close(cache.cpu(), torch.ones(16))
+    torch.testing.assert_close(new.cpu(), torch.zeros(16))
+
+
 def test_rebind_needs_a_captured_graph():
     g = torch.webgpu.WebGPUGraph()
     with pytest.raises(RuntimeError, match="needs a captured graph"):

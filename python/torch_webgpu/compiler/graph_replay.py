@@ -90,11 +90,14 @@ class _Layout:
 class _Captured:
     """One capture: its graph, the static copies of the copied inputs, its outputs."""
 
-    def __init__(self, graph, static_inputs, outputs):
+    def __init__(self, graph, static_inputs, outputs, rebindable=True):
         self.graph = graph
         self.dispatches = graph.num_dispatches()
         self.static_inputs = static_inputs  # index -> static tensor, for copied inputs
         self.outputs = outputs
+        # False where an output is a view of a tensor used in place: pointed at other
+        # tensors, the graph would still hand out views of the old ones.
+        self.rebindable = rebindable
 
 
 class GraphReplayer:
@@ -182,7 +185,7 @@ class GraphReplayer:
             if old[0] != meta:
                 continue
             captured = self.graphs[old]
-            if not captured.graph._graph.rebind(list(zip(old[1], addresses))):
+            if not captured.rebindable or not captured.graph._graph.rebind(list(zip(old[1], addresses))):
                 return None
             del self.graphs[old]
             _counters()["graph_rebinds"] += 1
@@ -215,7 +218,10 @@ class GraphReplayer:
                           stacklevel=2)
             return None
         _counters()["graph_captures"] += 1
-        return _Captured(captured_graph, static_inputs, outputs)
+        storages = {inputs[i].untyped_storage().data_ptr() for i in self.layout.in_place}
+        rebindable = not any(isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() in storages
+                             for o in outputs)
+        return _Captured(captured_graph, static_inputs, outputs, rebindable)
 
 
 def _wants_replay(compiled_graph, graph_kwargs) -> bool:
