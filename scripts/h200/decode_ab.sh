@@ -5,6 +5,7 @@
 # decode kernels under A/B switches (decode_kernels.py). Each step has its own time limit.
 #   bash scripts/h200/decode_ab.sh
 #   REPEAT=5 STEPS="defer plain" bash scripts/h200/decode_ab.sh   (a subset of: plain rms defer hostprof defer_ab cuda kernels)
+#   PIN=0-7 ...: every step pinned to those CPUs (taskset)
 cd "$(dirname "$0")/../.."
 source scripts/h200/build.sh || exit 1
 export PYTHONFAULTHANDLER=1 PYTHONUNBUFFERED=1
@@ -15,7 +16,8 @@ run() {  # label, seconds, command...
   # (Each step's log under $OUT too: a call cut off at its limit still returns them. Do not
   # pipe this script through tail: a cut-off call then returns nothing.)
   local log="${OUT:-/tmp}/step_$((SECONDS - T0)).log"
-  timeout -s ABRT "$limit" "$@" > "$log" 2>&1
+  # PIN=cpus (e.g. the GPU's NUMA node from `nvidia-smi topo -m`): each step runs on them.
+  timeout -s ABRT "$limit" ${PIN:+taskset -c $PIN} "$@" > "$log" 2>&1
   grep -v "Warning\|warn(\|^\s*$\|cudagraph_utils" "$log" | tail -${TAIL:-4}
 }
 steps=" ${STEPS:-plain rms defer cuda kernels} "
