@@ -48,6 +48,11 @@ MAX_GRAPHS_PER_CALLABLE = 8
 MAX_WARMED_UP_SIGNATURES = 256
 
 
+def _rebinds() -> bool:
+    """Whether graphs are pointed at new tensors (TORCH_WEBGPU_COMPILE_REBIND=0: never)."""
+    return os.environ.get("TORCH_WEBGPU_COMPILE_REBIND", "1") != "0"
+
+
 def _counters():
     from torch._dynamo.utils import counters
 
@@ -147,7 +152,7 @@ class GraphReplayer:
             # back for a new tensor: the graph takes the new one, or captures again.
             del self.graphs[key]
             try:
-                if captured.graph._graph.rebind(list(zip(key[1], key[1]))):
+                if _rebinds() and captured.graph._graph.rebind(list(zip(key[1], key[1]))):
                     self.graphs[key] = captured
                     captured.graph.replay()
                     return self._finish(captured, inputs)
@@ -178,7 +183,7 @@ class GraphReplayer:
         previous KV cache), pointed at this call's tensors used in place: no capture (which
         runs the compiled graph once more and builds every bind group). None where none
         fits."""
-        if os.environ.get("TORCH_WEBGPU_COMPILE_REBIND", "1") == "0":
+        if not _rebinds():
             return None
         meta, addresses = key
         for old in reversed(list(self.graphs)):

@@ -11,9 +11,9 @@ dispatch less per norm.
 
 First, at decode (one row), a residual add after a GEMV (o_proj's, down_proj's) becomes
 that GEMV's bias (`addmm`): one kernel less where the add stood alone, and the norm after
-it then reads a finished h, so its rms_linear needs neither the residual nor the h binding.
-That is what lets Qwen2's q/k/v with biases fold too (10 storage bindings, the adapter's
-limit; 11 with the residual add).
+it then reads a finished h, so its rms_linear needs no residual binding. That is what lets
+Qwen2's q/k/v with biases fold too (10 storage bindings, the adapter's limit; 11 with the
+residual add).
 
 Float32 only (half-type norms round between their steps, which the kernel does not copy);
 rows of A must fit in the GEMV's workgroup memory. ``TORCH_WEBGPU_COMPILE_RMS=0`` turns the
@@ -122,16 +122,15 @@ def _gemv_rows(node):
 def _residuals_into_gemvs(graph) -> None:
     """`r + reshape(x @ W^T)` over one float32 row becomes `reshape(addmm(r, x, W^T))`: the
     residual add of o_proj / down_proj rides in the GEMV as its bias (one rounding either
-    way), so the norm after it reads a finished h and no longer needs rms_linear's residual
-    and h bindings (q/k/v with biases then fit)."""
+    way), so the norm after it reads a finished h and rms_linear needs no residual binding
+    (q/k/v with biases then fit)."""
     for add in [n for n in graph.nodes if _call(n, aten.add.Tensor)]:
         a, b = _residual(add)
         if b is None:
             continue
         for residual, product in ((a, b), (b, a)):
             mm = _gemv_rows(product)
-            if (mm is None or mm.target != aten.mm.default or not _single_user(mm)
-                    or not _single_user(product) or residual.meta["val"].numel() != mm.meta["val"].numel()):
+            if mm is None or mm.target != aten.mm.default or not _single_user(mm) or not _single_user(product):
                 continue
             fake_mode = add.meta["val"].fake_mode
             shape = list(add.meta["val"].shape)
