@@ -55,6 +55,9 @@ py::dict device_properties() {
     d["compatibility_mode"] = a.compatibility_mode;
     d["shader_f16"] = c.shader_f16;
     d["subgroups"] = c.subgroups;
+    d["subgroup_min_size"] = a.subgroup_min_size;
+    d["subgroup_max_size"] = a.subgroup_max_size;
+    d["subgroup_size"] = c.subgroup_size;
     d["timestamp_query"] = c.timestamp_query;
     d["max_buffer_size"] = c.max_buffer_size;
     d["max_storage_buffer_binding_size"] = c.max_storage_binding_size;

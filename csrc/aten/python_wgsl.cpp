@@ -369,7 +369,7 @@ void register_wgsl_bindings(py::module_& m) {
     std::lock_guard<std::mutex> lock(g_registry_mutex);
     if (handle >= g_kernels.size()) throw py::value_error("torch_webgpu: unknown WGSL kernel handle");
     const CompiledKernel& k = *g_kernels[handle];
-    return kernel_header(k.launch.buffers, *k.layout) + k.source;
+    return kernel_source(k.launch.buffers, *k.layout, k.source);
   }, "The full WGSL a registered kernel compiles to");
 }
 

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstring>
 
+#include "kernels/group_reduce.h"
 #include "kernels/wgsl_dtype.h"
 #include "kernels/wgsl_library.h"
 #include "runtime/runtime.h"
@@ -47,6 +48,12 @@ std::string kernel_header(const std::vector<KernelBuffer>& buffers, const Unifor
   s += wgsl::kInt64Prelude;
   s += wgsl::kMathPrelude;
   return s;
+}
+
+std::string kernel_source(const std::vector<KernelBuffer>& buffers, const UniformLayout& layout,
+                          const std::string& body) {
+  // Directives come before any declaration.
+  return (uses_subgroups(body) ? "enable subgroups;\n" : "") + kernel_header(buffers, layout) + body;
 }
 
 UniformLayout::UniformLayout(const std::vector<UniformDecl>& decls) {
@@ -337,7 +344,7 @@ KernelPlan plan_kernel(Context& ctx, KernelLaunch& l) {
     desc.label = name;
     const std::string body = l.body();
     check_uniform_names(body, *layout, name);
-    desc.wgsl = kernel_header(l.buffers, *layout) + body;
+    desc.wgsl = kernel_source(l.buffers, *layout, body);
     // The grid assumes the body's workgroup size: a mismatch would silently skip or
     // repeat invocations.
     if (desc.wgsl.find("@workgroup_size(" + std::to_string(workgroup) + ")") == std::string::npos)

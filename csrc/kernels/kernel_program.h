@@ -180,6 +180,9 @@ struct KernelPlan {
 // so compilers that reassociate float math (NVIDIA's) cannot fold compensated sums such as
 // ((a + b) - a) - b to zero.
 std::string kernel_header(const std::vector<KernelBuffer>& buffers, const UniformLayout& layout);
+// kernel_header + body, behind the directives the body needs (`enable subgroups;`).
+std::string kernel_source(const std::vector<KernelBuffer>& buffers, const UniformLayout& layout,
+                          const std::string& body);
 // Fails naming the kernel when `body` reads `u.x` or `u_x(` for an x the layout lacks.
 void check_uniform_names(const std::string& body, const UniformLayout& layout,
                          const std::string& kernel);

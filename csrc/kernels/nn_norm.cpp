@@ -6,6 +6,7 @@
 
 #include "kernels/adapter_kind.h"
 #include "kernels/binding_window.h"
+#include "kernels/group_reduce.h"
 #include "runtime/context.h"
 
 namespace twgpu::nn {
@@ -84,13 +85,10 @@ void norm_apply(Context& ctx, const Operand& x, const Operand& mean, const Opera
 }
 
 // `row_sum(v, lid)`: the sum of v over the `wg` invocations of a row (called by all of
-// them: uniform control flow).
-std::string row_sum_fn(uint32_t wg = kRowWorkgroup) {
-  return "var<workgroup> red: array<f32, " + std::to_string(wg) + ">;\n"
-         "fn row_sum(v: f32, lid: u32) -> f32 {\n  workgroupBarrier();\n  red[lid] = v;\n  workgroupBarrier();\n"
-         "  for (var h = " + std::to_string(wg / 2) + "u; h > 0u; h = h >> 1u) {\n"
-         "    if (lid < h) { red[lid] = red[lid] + red[lid + h]; }\n    workgroupBarrier();\n  }\n"
-         "  return red[0];\n}\n";
+// them: uniform control flow); through subgroups where the adapter has them (`subgroup`).
+std::string row_sum_fn(uint32_t wg, uint32_t subgroup) {
+  return group_reduce_fn({"row_sum", "f32", "sum_f32", "0.0", wg, wg, subgroup, true}) +
+         "fn sum_f32(a: f32, b: f32) -> f32 { return a + b; }\n";
 }
 
 namespace {
@@ -98,16 +96,13 @@ namespace {
 // `row_moments(v, lid)`: the row's (count, mean, sum of squared deviations) from each
 // invocation's own triple v, merged in one tree by Chan's formula (an empty side leaves the
 // other as it is). Called by all invocations of the row.
-std::string row_moments_fn(uint32_t wg) {
-  return "var<workgroup> red3: array<vec3<f32>, " + std::to_string(wg) + ">;\n"
-         "fn moments_merge(a: vec3<f32>, b: vec3<f32>) -> vec3<f32> {\n"
+std::string row_moments_fn(uint32_t wg, uint32_t subgroup) {
+  return "fn moments_merge(a: vec3<f32>, b: vec3<f32>) -> vec3<f32> {\n"
          "  if (b.x == 0.0) { return a; }\n  if (a.x == 0.0) { return b; }\n"
          "  let n = a.x + b.x;\n  let d = b.y - a.y;\n  let f = div_f32(b.x, n);\n"
-         "  return vec3<f32>(n, a.y + d * f, a.z + b.z + d * d * a.x * f);\n}\n"
-         "fn row_moments(v: vec3<f32>, lid: u32) -> vec3<f32> {\n  workgroupBarrier();\n  red3[lid] = v;\n  workgroupBarrier();\n"
-         "  for (var h = " + std::to_string(wg / 2) + "u; h > 0u; h = h >> 1u) {\n"
-         "    if (lid < h) { red3[lid] = moments_merge(red3[lid], red3[lid + h]); }\n    workgroupBarrier();\n  }\n"
-         "  return red3[0];\n}\n";
+         "  return vec3<f32>(n, a.y + d * f, a.z + b.z + d * d * a.x * f);\n}\n" +
+         group_reduce_fn({"row_moments", "vec3<f32>", "moments_merge", "vec3<f32>(0.0)", wg, wg, subgroup,
+                          false, /*symmetric=*/false});
 }
 
 // Rows of up to kHeldPer elements per invocation of a group of up to 256 are read once into
@@ -147,7 +142,9 @@ void launch_norm_rows(Context& ctx, const std::string& key, std::vector<Operand>
   k.inputs = std::move(inputs);
   k.outputs = std::move(outputs);
   k.param("len", len).param_f32("eps", eps);
-  k.body = row_sum_fn(plan.wg) + (plan.moments ? row_moments_fn(plan.wg) : std::string()) +
+  const uint32_t sg = ctx.caps().subgroup_size;
+  k.key += "|sg" + std::to_string(sg);
+  k.body = row_sum_fn(plan.wg, sg) + (plan.moments ? row_moments_fn(plan.wg, sg) : std::string()) +
            "fn run_group(r: u32, lid: u32) {\n  let n = u.len;\n  let base = r * n;\n" +
            row_body + "}\n";
   // Rows of x and y, one statistic per row; the affine vectors (inputs 1 and up) whole.
@@ -252,11 +249,12 @@ void norm_rows_vec4(Context& ctx, const Operand& x, const Operand& w, const Oper
   l.count = rows;
   l.workgroup = wg;
   const bool has_w = w.buffer != nullptr, has_b = b.buffer != nullptr;
+  const uint32_t sg = ctx.caps().subgroup_size;
   l.typed = {"norm:vec4", {held, (has_w ? 1u : 0u) | (has_b ? 2u : 0u) | (rms ? 4u : 0u) |
-                                       (moments ? 8u : 0u)}};
-  l.body = [wg, held, has_w, has_b, rms, moments] {
+                                       (moments ? 8u : 0u), sg}};
+  l.body = [wg, held, has_w, has_b, rms, moments, sg] {
     const std::string G = std::to_string(wg) + "u";
-    std::string s = (moments ? row_moments_fn(wg) : row_sum_fn(wg)) +
+    std::string s = (moments ? row_moments_fn(wg, sg) : row_sum_fn(wg, sg)) +
                     "fn ld(i: u32) -> vec4<f32> { return bitcast<vec4<f32>>(buf0[i]); }\n"
                     "fn wt(i: u32) -> vec4<f32> { return bitcast<vec4<f32>>(buf1[u.w_offset / 4u + i]); }\n"
                     "fn bs(i: u32) -> vec4<f32> { return bitcast<vec4<f32>>(buf2[u.b_offset / 4u + i]); }\n" +

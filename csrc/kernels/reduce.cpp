@@ -282,7 +282,7 @@ StateCode state_code(const ReduceSpec& s) {
       r.needs_max = true;
       std::string fv = wgsl_convert(tc, Compute::F32, "v");
       d += "fn shift() -> f32 { return select(pre_value, 0.0, is_inf(pre_value)); }\n";
-      simple("0.0", "s.a + exp(" + fv + " - shift())", "x.a + y.a", "log(s.a) + shift()");
+      simple("0.0", "s.a + exp(" + fv + " - shift())", "x.a + y.a", "log_f32(s.a) + shift()");
       break;
     }
     case ReduceKind::Norm2:

@@ -30,6 +30,7 @@ Config read_config() {
   c.default_limits = env_string("TORCH_WEBGPU_LIMITS") == "default";
   c.force_fallback = env_flag("TORCH_WEBGPU_FORCE_FALLBACK_ADAPTER");
   c.debug = env_flag("TORCH_WEBGPU_DEBUG");
+  c.subgroups = env_string("TORCH_WEBGPU_SUBGROUPS") != "0";
   c.dump_shaders_dir = env_string("TORCH_WEBGPU_DUMP_SHADERS");
   env_count("TORCH_WEBGPU_MAX_BATCH", c.max_batch);
   env_count("TORCH_WEBGPU_REPLAY_FIRST_BATCH", c.replay_first_batch);

@@ -12,6 +12,9 @@ struct Config {
   bool default_limits = false;   // TORCH_WEBGPU_LIMITS=default: only the spec's default limits
   bool force_fallback = false;   // TORCH_WEBGPU_FORCE_FALLBACK_ADAPTER=1
   bool debug = false;            // TORCH_WEBGPU_DEBUG=1: log adapter and device
+  // TORCH_WEBGPU_SUBGROUPS=0: reductions combine through workgroup memory even where the
+  // adapter has subgroup operations (to compare the two).
+  bool subgroups = true;
   std::string dump_shaders_dir;  // TORCH_WEBGPU_DUMP_SHADERS=dir
   uint32_t max_batch = 256;      // TORCH_WEBGPU_MAX_BATCH=N: dispatches per submit
   // TORCH_WEBGPU_REPLAY_FIRST_BATCH=N: dispatches in a graph replay's first submit (later

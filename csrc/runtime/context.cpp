@@ -243,6 +243,8 @@ void Context::create_adapter() {
       adapter_desc_.backend = backend_name(info.backendType);
       adapter_desc_.adapter_type = adapter_type_name(info.adapterType);
       adapter_desc_.compatibility_mode = compat;
+      adapter_desc_.subgroup_min_size = holder.subgroup_min_size;
+      adapter_desc_.subgroup_max_size = holder.subgroup_max_size;
       wgpuAdapterInfoFreeMembers(info);
       return;
     }
@@ -379,6 +381,11 @@ void Context::create_device() {
   const WGPULimits& l = got.limits;
   caps_.shader_f16 = wgpuDeviceHasFeature(device_, WGPUFeatureName_ShaderF16);
   caps_.subgroups = wgpuDeviceHasFeature(device_, dawn::kFeatureSubgroups);
+  {
+    const uint32_t lo = adapter_desc_.subgroup_min_size, hi = adapter_desc_.subgroup_max_size;
+    const bool one_size = lo == hi && lo >= 4 && lo <= 128 && (lo & (lo - 1)) == 0;
+    if (caps_.subgroups && one_size && cfg.subgroups) caps_.subgroup_size = lo;
+  }
   caps_.timestamp_query = wgpuDeviceHasFeature(device_, WGPUFeatureName_TimestampQuery);
   caps_.max_buffer_size = l.maxBufferSize;
   caps_.max_storage_binding_size = l.maxStorageBufferBindingSize;
@@ -407,12 +414,13 @@ void Context::create_device() {
     std::fprintf(stderr, "[torch_webgpu] adapter features (Dawn numbering): %s\n", list.c_str());
     std::fprintf(stderr,
                  "[torch_webgpu] adapter: %s (%s, %s backend%s) vendor=%s arch=%s driver=%s\n"
-                 "[torch_webgpu] device: shader-f16=%d subgroups=%d timestamp-query=%d "
+                 "[torch_webgpu] device: shader-f16=%d subgroups=%d (sizes %u-%u, kernels %u) timestamp-query=%d "
                  "maxBufferSize=%llu maxStorageBufferBindingSize=%llu workgroupStorage=%u\n",
                  adapter_desc_.name.c_str(), adapter_desc_.adapter_type.c_str(),
                  adapter_desc_.backend.c_str(), adapter_desc_.compatibility_mode ? ", compat" : "",
                  adapter_desc_.vendor.c_str(), adapter_desc_.architecture.c_str(),
                  adapter_desc_.description.c_str(), caps_.shader_f16, caps_.subgroups,
+                 adapter_desc_.subgroup_min_size, adapter_desc_.subgroup_max_size, caps_.subgroup_size,
                  caps_.timestamp_query, (unsigned long long)caps_.max_buffer_size,
                  (unsigned long long)caps_.max_storage_binding_size, caps_.max_workgroup_storage);
   }

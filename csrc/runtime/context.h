@@ -25,11 +25,16 @@ struct AdapterDescription {
   std::string backend;       // "vulkan", "opengles", ...
   std::string adapter_type;  // "discrete GPU", "CPU", ...
   bool compatibility_mode = false;
+  uint32_t subgroup_min_size = 0, subgroup_max_size = 0;  // Dawn's adapter info (0: unknown)
 };
 
 struct DeviceCapabilities {
   bool shader_f16 = false;
   bool subgroups = false;
+  // The subgroup size kernels may assume (the `subgroups` feature on an adapter whose
+  // subgroups all have one size, e.g. 32 on NVIDIA); 0: kernels use workgroup trees
+  // (no feature, sizes that vary, TORCH_WEBGPU_SUBGROUPS=0).
+  uint32_t subgroup_size = 0;
   bool timestamp_query = false;
   uint64_t max_buffer_size = 0;
   uint64_t max_storage_binding_size = 0;

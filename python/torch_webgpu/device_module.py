@@ -92,6 +92,11 @@ class WebGPUDeviceProperties:
     compatibility_mode: bool
     shader_f16: bool
     subgroups: bool
+    # The adapter's subgroup sizes, and the one reduction kernels assume (0: they combine
+    # through workgroup memory: no subgroups, sizes that vary, TORCH_WEBGPU_SUBGROUPS=0).
+    subgroup_min_size: int
+    subgroup_max_size: int
+    subgroup_size: int
     timestamp_query: bool
     max_buffer_size: int
     max_storage_buffer_binding_size: int

@@ -1,0 +1,118 @@
+// Workgroup reductions (kernels/group_reduce.h): every run length of every workgroup size,
+// through the workgroup-memory tree and, where the adapter has them at one size, through
+// subgroups (run this suite with VK_DRIVER_FILES naming SwiftShader and
+// TORCH_WEBGPU_BACKEND=vulkan to reach that path on a machine without a GPU).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "kernels/group_reduce.h"
+#include "kernels/kernel_program.h"
+#include "runtime/runtime.h"
+
+using namespace twgpu;
+
+namespace {
+
+enum class Merge { IntSum, FloatSum, Lopsided };
+
+// Each invocation's result of `fn` over 3 workgroups, its own value being a function of its
+// group and lid; returned as raw words.
+std::vector<uint32_t> run_reduce(Context& ctx, uint32_t wg, uint32_t lanes, uint32_t subgroup, Merge m) {
+  const uint32_t groups = 3, n = groups * wg;
+  Allocation* out = ctx.pool().allocate(n * 4);
+  GroupReduce r;
+  r.name = "reduce_all";
+  r.workgroup = wg;
+  r.lanes = lanes;
+  r.subgroup = subgroup;
+  std::string value;
+  switch (m) {
+    case Merge::IntSum:
+      r.type = "i32", r.merge = "merge_i", r.identity = "0";
+      value = "i32(group * 1000u + lid * lid) - 77";
+      break;
+    case Merge::FloatSum:  // small integers: exact in any order
+      r.type = "f32", r.merge = "merge_f", r.identity = "0.0", r.float_sum = true;
+      value = "f32(group * 3u + lid % 7u) - 2.0";
+      break;
+    case Merge::Lopsided:  // order matters: runs must still agree bit for bit
+      r.type = "f32", r.merge = "merge_l", r.identity = "0.0", r.symmetric = false;
+      value = "sin(f32(group * wg_size + lid))";
+      break;
+  }
+  KernelLaunch l;
+  l.key = "test:group_reduce|" + std::to_string(wg) + "|" + std::to_string(lanes) + "|" +
+          std::to_string(subgroup) + "|" + std::to_string(static_cast<int>(m));
+  l.buffers = {{out->buffer, Access::ReadWrite, false}};
+  l.grid = Grid::Groups;
+  l.count = groups;
+  l.workgroup = wg;
+  l.body = [&] {
+    return "const wg_size = " + std::to_string(wg) + "u;\n"
+           "fn merge_i(a: i32, b: i32) -> i32 { return a + b; }\n"
+           "fn merge_f(a: f32, b: f32) -> f32 { return a + b; }\n"
+           "fn merge_l(a: f32, b: f32) -> f32 { return a * 0.75 + b * 1.25; }\n" +
+           group_reduce_fn(r) + kernel_main(Grid::Groups, wg) +
+           "  let v = " + value + ";\n"
+           "  let t = reduce_all(v, lid);\n"
+           "  if (group < frame_count()) { buf0[group * wg_size + lid] = bitcast<u32>(t); }\n}\n";
+  };
+  launch_kernel(ctx, l);
+  std::vector<uint32_t> host(n);
+  ctx.recorder().read(out->buffer, 0, host.data(), n * 4);
+  ctx.pool().release(out);
+  return host;
+}
+
+void check(Context& ctx, uint32_t subgroup) {
+  for (uint32_t wg : {4u, 8u, 16u, 32u, 64u, 128u, 256u}) {
+    if (wg > ctx.caps().workgroup_1d()) continue;
+    for (uint32_t lanes = 1; lanes <= wg; lanes *= 2) {
+      SCOPED_TRACE("workgroup " + std::to_string(wg) + ", lanes " + std::to_string(lanes) +
+                   ", subgroup " + std::to_string(subgroup));
+      const std::vector<uint32_t> ints = run_reduce(ctx, wg, lanes, subgroup, Merge::IntSum);
+      const std::vector<uint32_t> floats = run_reduce(ctx, wg, lanes, subgroup, Merge::FloatSum);
+      const std::vector<uint32_t> lopsided = run_reduce(ctx, wg, lanes, subgroup, Merge::Lopsided);
+      for (uint32_t g = 0; g < 3; ++g) {
+        for (uint32_t lid = 0; lid < wg; ++lid) {
+          const uint32_t first = lid / lanes * lanes;
+          int64_t want_i = 0;
+          double want_f = 0;
+          for (uint32_t j = first; j < first + lanes; ++j) {
+            want_i += static_cast<int64_t>(g * 1000 + j * j) - 77;
+            want_f += static_cast<double>(g * 3 + j % 7) - 2.0;
+          }
+          const size_t at = g * wg + lid;
+          ASSERT_EQ(static_cast<int32_t>(ints[at]), want_i) << "group " << g << " lid " << lid;
+          float got_f;
+          std::memcpy(&got_f, &floats[at], 4);
+          ASSERT_EQ(got_f, static_cast<float>(want_f)) << "group " << g << " lid " << lid;
+          ASSERT_EQ(lopsided[at], lopsided[g * wg + first]) << "group " << g << " lid " << lid;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST(GroupReduce, WorkgroupTree) {
+  RuntimeLock lock;
+  check(lock.ctx(), 0);
+}
+
+TEST(GroupReduce, Subgroups) {
+  RuntimeLock lock;
+  Context& ctx = lock.ctx();
+  if (!ctx.caps().subgroup_size) GTEST_SKIP() << "no subgroups of one size on this adapter";
+  check(ctx, ctx.caps().subgroup_size);
+}
+
+TEST(GroupReduce, DetectsSubgroupCalls) {
+  EXPECT_TRUE(uses_subgroups("  s = subgroupAdd(s);"));
+  EXPECT_TRUE(uses_subgroups("x = subgroupShuffleXor(x, 1u);"));
+  EXPECT_FALSE(uses_subgroups("// one value per subgroup through workgroup memory"));
+  EXPECT_FALSE(uses_subgroups("let subgroups = 3u;"));
+}
