@@ -20,6 +20,15 @@ TORCH_WEBGPU_LIMITS=default python3 -m pytest tests/python/test_sort.py tests/py
   tests/python/test_convolution.py tests/python/test_attention.py -n 2 -q -p no:cacheprovider
 TORCH_WEBGPU_BACKEND=opengl python3 -m pytest tests/python/test_training.py \
   tests/python/test_reduce.py tests/python/test_norm.py -n 2 -q -p no:cacheprovider
+# Dawn's Vulkan backend on SwiftShader (Chromium's software Vulkan, installed above for the
+# browser test): the full feature level, and subgroups (of 4), which reach the subgroup
+# reductions (kernels/group_reduce.h) that GPUs take; GPU kernel paths forced.
+swiftshader=(env VK_DRIVER_FILES=/usr/lib/chromium/vk_swiftshader_icd.json TORCH_WEBGPU_BACKEND=vulkan
+             XDG_RUNTIME_DIR=/tmp TORCH_WEBGPU_ADAPTER_KIND=gpu)
+"${swiftshader[@]}" ./build/twgpu_tests --gtest_filter='GroupReduce.*'
+"${swiftshader[@]}" python3 -m pytest tests/python/test_norm.py tests/python/test_row_kernels.py \
+  tests/python/test_gemv.py tests/python/test_linear_group.py tests/python/test_compile_rms_linear.py \
+  -n 2 -q -p no:cacheprovider
 echo "[test] OpInfo against the CPU (pytest tests/opinfo); ${SECONDS}s so far"
 python3 -m pytest tests/opinfo -n 2 -q -p no:cacheprovider --durations=15
 echo "[test] OpInfo through torch.compile, a representative subset (tests/opinfo --opinfo-modes=compile)"

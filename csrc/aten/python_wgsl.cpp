@@ -24,14 +24,17 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <tuple>
 #include <unordered_map>
 
 #include "aten/python_errors.h"
 #include "aten/webgpu_tensor.h"
 #include "kernels/elementwise_ops.h"
+#include "kernels/group_reduce.h"
 #include "kernels/kernel_program.h"
 #include "kernels/wgsl_dtype.h"
 #include "kernels/wgsl_library.h"
+#include "runtime/context.h"
 #include "runtime/device_checks.h"
 
 namespace py = pybind11;
@@ -145,7 +148,8 @@ size_t compile_kernel(const std::string& body, const std::vector<std::string>& n
                       const std::vector<std::pair<std::string, std::string>>& uniforms,
                       const std::string& grid, uint32_t workgroup,
                       const std::vector<std::string>& libraries, const std::string& declarations,
-                      const std::vector<std::string>& checks, const std::string& name) {
+                      const std::vector<std::string>& checks, const std::string& name,
+                      const std::vector<std::tuple<std::string, std::string, std::string, std::string, bool>>& reductions) {
   if (names.size() != access.size() || names.size() != dtypes.size())
     throw py::value_error("torch_webgpu: WGSL kernel tensors need one access and one dtype each");
   if (grid != "invocations" && grid != "groups")
@@ -198,11 +202,17 @@ size_t compile_kernel(const std::string& body, const std::vector<std::string>& n
   if (!checks.empty()) l.buffers.push_back({nullptr, Access::ReadWrite, true});  // error word
   std::vector<size_t> own(names.size());
   for (size_t b = 0; b < own.size(); ++b) own[b] = b;
-  k->source = body_source(names, l, own, k->dtypes, k->uniforms, libraries, declarations, body,
+  // Reductions over the whole workgroup, as this adapter does them best (group_reduce.h):
+  // the generated code calls them by name and stays the same on every adapter.
+  std::string module = declarations;
+  for (const auto& [fn, type, merge, identity, float_sum] : reductions)
+    module += group_reduce_fn({fn, type, "", merge, identity, workgroup, workgroup,
+                               Context::get().caps().subgroup_size, float_sum});
+  k->source = body_source(names, l, own, k->dtypes, k->uniforms, libraries, module, body,
                           checks.size());
   k->names = names;
   k->libraries = libraries;
-  k->declarations = declarations;
+  k->declarations = module;
   k->body = body;
   std::string declaration = grid + "|" + std::to_string(workgroup);
   for (size_t b = 0; b < names.size(); ++b) declaration += "|" + access[b] + ":" + dtypes[b];
@@ -358,6 +368,7 @@ void register_wgsl_bindings(py::module_& m) {
   m.def("_wgsl_compile", &compile_kernel, py::arg("body"), py::arg("names"), py::arg("access"),
         py::arg("dtypes"), py::arg("uniforms"), py::arg("grid"), py::arg("workgroup"),
         py::arg("libraries"), py::arg("declarations"), py::arg("checks"), py::arg("name") = "",
+        py::arg("reductions") = std::vector<std::tuple<std::string, std::string, std::string, std::string, bool>>{},
         "Registers a WGSL kernel (see csrc/aten/python_wgsl.cpp); returns its handle");
   m.def("_wgsl_launch", &launch, py::arg("handle"), py::arg("addresses"), py::arg("uniforms"),
         py::arg("count"),

@@ -26,7 +26,7 @@ const ElementwiseOpDef kOps[] = {
     {"neg", 1, "-a", "-a", "i64_neg(a)", nullptr},
     {"abs", 1, "abs(a)", "abs(a)", "i64_abs(a)", nullptr, false},
     {"sign", 1, "sign_f32(a)", "sign(a)", "i64_sign(a)", nullptr},
-    {"exp", 1, "exp(a)", nullptr, nullptr, nullptr},
+    {"exp", 1, "exp_keep_nan(a)", nullptr, nullptr, nullptr},
     {"log", 1, "log(a)", nullptr, nullptr, nullptr},
     {"log1p", 1, "log1p_f32(a)", nullptr, nullptr, nullptr},
     {"expm1", 1, "expm1_f32(a)", nullptr, nullptr, nullptr},

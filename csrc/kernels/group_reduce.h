@@ -20,7 +20,8 @@ namespace twgpu {
 // tree's in the last bits; every invocation of a run gets the same bits either way.
 struct GroupReduce {
   std::string name;      // the WGSL function's name; its workgroup arrays take it as prefix
-  std::string type;      // "f32", "vec2<f32>", ... (subgroup shuffles take f32/i32/u32 vectors)
+  std::string type;      // "f32", "vec2<f32>", ..., or a struct of such fields
+  std::string fields;    // a struct type's field names, comma-separated ("v,i"); "" otherwise
   std::string merge;     // a WGSL function (a, b) -> type
   std::string identity;  // a value that merges as nothing
   uint32_t workgroup = 0;
@@ -33,6 +34,16 @@ struct GroupReduce {
 };
 
 std::string group_reduce_fn(const GroupReduce& r);
+
+// `fn <name>(v: <type>, lid: u32) -> <type>`: the inclusive scan of v over the workgroup in
+// invocation order, `merge(earlier, later)` (need not commute), through subgroup shuffles
+// and one value per subgroup in workgroup memory. Only where r.subgroup divides the
+// workgroup (r.lanes must equal it); callers keep their own tree elsewhere. Every
+// invocation calls it in uniform control flow.
+std::string group_scan_fn(const GroupReduce& r);
+
+// The field names of `struct <name> { a: T, b: U }` in `wgsl`, comma-separated ("a,b").
+std::string wgsl_struct_fields(const std::string& wgsl, const std::string& name);
 
 // Whether `wgsl` calls subgroup built-ins (and so needs `enable subgroups;`).
 bool uses_subgroups(const std::string& wgsl);

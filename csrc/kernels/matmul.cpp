@@ -8,6 +8,7 @@
 #include "kernels/adapter_kind.h"
 #include "kernels/binding_window.h"
 #include "kernels/elementwise_ops.h"
+#include "kernels/group_reduce.h"
 #include "kernels/kernel_program.h"
 #include "kernels/wgsl_dtype.h"
 #include "runtime/runtime.h"
@@ -514,15 +515,16 @@ std::string gemv_lane_sums(bool pairs, const std::string& i, const std::string& 
          in + "for (; k < K; k = k + 32u) { s0 = s0 + " + term("k") + "; }\n";
 }
 
-// The tree adding a column's `lanes` lanes: part[lid] of lane 0 holds the column's sum.
-std::string gemv_lane_tree(uint32_t lanes = kGemvLanes) {
-  return "  part[lid] = (s0 + s1) + (s2 + s3);\n"
-         "  workgroupBarrier();\n"
-         "  for (var w = " + std::to_string(lanes / 2) + "u; w > 0u; w = w >> 1u) {\n"
-         "    if (lane < w) { part[lid] = part[lid] + part[lid + w]; }\n"
-         "    workgroupBarrier();\n"
-         "  }\n";
+// `lane_sum(v, lid)`: the sum over a column's `lanes` lanes (group_reduce.h: shuffles alone
+// where a column's lanes share a subgroup, else a tree in workgroup memory).
+std::string gemv_lane_sum_fn(uint32_t threads, uint32_t lanes, uint32_t subgroup) {
+  return "fn lane_add(a: f32, b: f32) -> f32 { return a + b; }\n" +
+         group_reduce_fn({"lane_sum", "f32", "", "lane_add", "0.0", threads, lanes, subgroup, true});
 }
+
+// Adds a column's lanes (lane_sum, declared by gemv_lane_sum_fn): part[lid] holds the
+// column's sum on every lane of it.
+std::string gemv_lane_tree() { return "  part[lid] = lane_sum((s0 + s1) + (s2 + s3), lid);\n"; }
 
 // The four half-type elements of u32 words `a` and `b` as vec4<f32>: a word holds element
 // 2c in its low half and 2c + 1 in its high; a bfloat16 is a float32's top half.
@@ -669,10 +671,12 @@ std::string gemv_staged_lane_sums(uint32_t span, uint32_t threads, uint32_t lane
 // `wide`: the vec4 binding of B when every weight row starts on 16 bytes (gemv_walk_fit),
 // else 0 (scalar or pair loads); `lanes` per column (gemv_row_lanes; wide only); `staged`:
 // wide with A in workgroup memory (gemv_staged_lane_sums).
-std::string gemv_body(uint32_t threads, bool pairs, DType b_dtype, size_t wide, uint32_t lanes, bool staged) {
+std::string gemv_body(uint32_t threads, bool pairs, DType b_dtype, size_t wide, uint32_t lanes, bool staged,
+                      uint32_t subgroup) {
   auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
   const std::string cols = n(threads / lanes);
-  std::string s = "var<workgroup> part: array<f32, " + std::to_string(threads) + ">;\n";
+  std::string s = "var<workgroup> part: array<f32, " + std::to_string(threads) + ">;\n" +
+                  gemv_lane_sum_fn(threads, lanes, subgroup);
   if (staged)
     s += "var<workgroup> xa: array<vec4<f32>, " + std::to_string(kGemvStageChunk / 4) + ">;\n" +
          gemv_staged_dot("buf" + std::to_string(wide), b_dtype);
@@ -691,7 +695,7 @@ std::string gemv_body(uint32_t threads, bool pairs, DType b_dtype, size_t wide, 
   else
     s += "  if (live) {\n" + (wide ? gemv_wide_lane_sums(gemv_walk_span(b_dtype), "    ", "", true, lanes) : gemv_lane_sums(pairs, "", "    ")) +
          "  }\n";
-  s += gemv_lane_tree(lanes) + "  if (live && lane == 0u) { finish(bo, bi, r, c, part[lid]); }\n}\n";
+  s += gemv_lane_tree() + "  if (live && lane == 0u) { finish(bo, bi, r, c, part[lid]); }\n}\n";
   return s;
 }
 
@@ -982,9 +986,10 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   auto dt = [](DType t) { return static_cast<uint32_t>(t); };
   const uint32_t dtypes = dt(d.a.dtype) | dt(d.b.dtype) << 8 | (has_c ? dt(d.c.dtype) : 0xffu) << 16 |
                           dt(d.out.dtype) << 24;
+  const uint32_t subgroup = ctx.caps().subgroup_size;
   const uint32_t shape_word = v == Variant::Tiled      ? shape.tm | shape.tn << 8 | shape.bk << 16
                               : v == Variant::GemvWalk ? kGemvWalkThreads | kGemvWalkCols << 8
-                              : v == Variant::Gemv     ? gemv_lanes | uint32_t(gemv_staged) << 8
+                              : v == Variant::Gemv     ? gemv_lanes | uint32_t(gemv_staged) << 8 | subgroup << 16
                                                        : 0;
   const uint32_t flags = (v == Variant::Tiled ? uint32_t(shape.a_k_fast) | uint32_t(shape.b_k_fast) << 1 |
                                                     static_cast<uint32_t>(gather) << 2
@@ -1022,7 +1027,7 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
     const std::vector<KernelBuffer> words(l.buffers.begin(), l.buffers.begin() + word_bindings);
     std::string s = gemm_common(desc, words, has_c && split == Split::None, split);
     if (v == Variant::Tiled) s += tiled_body(ar, shape, gather, split);
-    else if (v == Variant::Gemv) s += gemv_body(gemv_threads, gemv_pairs, desc.b.dtype, gemv_wide ? word_bindings : 0, gemv_lanes, gemv_staged);
+    else if (v == Variant::Gemv) s += gemv_body(gemv_threads, gemv_pairs, desc.b.dtype, gemv_wide ? word_bindings : 0, gemv_lanes, gemv_staged, subgroup);
     else if (v == Variant::GemvCols) s += gemv_cols_body(gemv_threads, split, cols_wide ? word_bindings : 0);
     else if (v == Variant::GemvWalk) s += gemv_walk_body(kGemvWalkThreads, kGemvWalkCols, word_bindings, desc.b.dtype);
     else if (v == Variant::Block) s += block_body(ar);
@@ -1150,16 +1155,16 @@ std::string gated_gemv_tail(GateAct act, uint32_t tile_cols, uint32_t lanes, Wei
          "    for (; q < Q; q = q + " + n(lanes) + ") { s0 = s0 + " + term("0", "q") + "; t0 = t0 + " + term("1", "q") + "; }\n";
     if (bias0) s += "    bias = load_bias0(u.b_offset0 + c * u.b_stride0);\n";
     if (bias1) s += "    bias_up = load_bias1(u.b_offset1 + c * u.b_stride1);\n";
-    s += "  }\n" + gemv_lane_tree(lanes) +
+    s += "  }\n" + gemv_lane_tree() +
          "  let gate = part[lid] + bias;\n  bias = bias_up;\n"
-         "  s0 = t0;\n  s1 = t1;\n  s2 = t2;\n  s3 = t3;\n" + gemv_lane_tree(lanes);
+         "  s0 = t0;\n  s1 = t1;\n  s2 = t2;\n  s3 = t3;\n" + gemv_lane_tree();
     return s + act_store;
   }
   for (const std::string J : {"0", "1"}) {
     if (J == "1") s += "  let gate = part[lid] + bias;\n  s0 = 0.0;\n  s1 = 0.0;\n  s2 = 0.0;\n  s3 = 0.0;\n  bias = 0.0;\n";
     s += "  if (live) {\n    let bj = u.w_offset" + J + " + c * u.w_rows" + J + ";\n" + gemv_sums(load, dt, J, "    ", lanes);
     if (J == "0" ? bias0 : bias1) s += "    bias = load_bias" + J + "(u.b_offset" + J + " + c * u.b_stride" + J + ");\n";
-    s += "  }\n" + gemv_lane_tree(lanes);
+    s += "  }\n" + gemv_lane_tree();
   }
   return s + act_store;
 }
@@ -1219,13 +1224,7 @@ std::string gemv_norm_prologue(uint32_t threads, uint32_t xa_vec4s, bool residua
       "    xa[e] = h;\n"
       "    sq = sq + dot(h, h);\n"
       "  }\n"
-      "  part[lid] = sq;\n"
-      "  workgroupBarrier();\n"
-      "  for (var w = " + n(threads / 2) + "; w > 0u; w = w / 2u) {\n"
-      "    if (lid < w) { part[lid] = part[lid] + part[lid + w]; }\n"
-      "    workgroupBarrier();\n"
-      "  }\n"
-      "  let scale = inverseSqrt(div_f32(part[0], f32(K)) + u.eps);\n"
+      "  let scale = inverseSqrt(div_f32(row_sq_sum(sq, lid), f32(K)) + u.eps);\n"
       "  for (var e = lid; e < " + n(xa_vec4s) + "; e = e + " + n(threads) + ") {\n"
       "    let k = u.nw_offset + e * 4u * u.nw_stride;\n"
       "    xa[e] = xa[e] * scale * vec4<f32>(load_nw(k), load_nw(k + u.nw_stride), load_nw(k + 2u * u.nw_stride),\n"
@@ -1321,17 +1320,22 @@ void linear_group_gemv(Context& ctx, const LinearGroupDesc& d, size_t first, siz
   for (const LinearGroupDesc::Linear& L : d.linears) width += L.n;
   bind(d.out, Access::ReadWrite, "out_offset", range2(d.out, d.m, gated ? d.linears[0].n : width));
   l.set_u32("tiles", u32_or_fail(tiles, "size"));
+  const uint32_t subgroup = ctx.caps().subgroup_size;
   l.typed = {gated ? "gemm:gemv_gated" : "gemm:gemv_group",
              {static_cast<uint32_t>(dt), static_cast<uint32_t>(count),
-              bias_mask | static_cast<uint32_t>(act) << 8 | uint32_t(normed) << 12 | uint32_t(residual) << 13,
+              bias_mask | static_cast<uint32_t>(act) << 8 | uint32_t(normed) << 12 | uint32_t(residual) << 13 |
+                  subgroup << 16,
               static_cast<uint32_t>(load) | uint32_t(paired) << 4 | lanes << 8 | xa_vec4s << 16}};
   l.grid = Grid::Groups;
   l.count = d.m * tiles;
   l.workgroup = threads;
   l.body = [&l, dt, threads, lanes, tile_cols, count, load, xa_vec4s, bias_buffer, act, gated, paired, normed,
-            residual, first_weight] {
+            residual, first_weight, subgroup] {
     auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
-    std::string s = "var<workgroup> part: array<f32, " + std::to_string(threads) + ">;\n";
+    std::string s = "var<workgroup> part: array<f32, " + std::to_string(threads) + ">;\n" +
+                    gemv_lane_sum_fn(threads, lanes, subgroup);
+    if (normed)  // the squares of A's row over the whole workgroup
+      s += group_reduce_fn({"row_sq_sum", "f32", "", "lane_add", "0.0", threads, threads, subgroup, true});
     if (xa_vec4s) s += "var<workgroup> xa: array<vec4<f32>, " + std::to_string(xa_vec4s) + ">;\n";
     s += typed_load("load_a", l.buffers, 0, dt, Compute::F32);
     if (residual) s += typed_load("load_r", l.buffers, 1, dt, Compute::F32);
@@ -1373,7 +1377,7 @@ void linear_group_gemv(Context& ctx, const LinearGroupDesc& d, size_t first, siz
       if (bias_buffer[j]) s += "      bias = load_bias" + J + "(u.b_offset" + J + " + c * u.b_stride" + J + ");\n";
       s += "    }\n  }\n";
     }
-    s += gemv_lane_tree(lanes) +
+    s += gemv_lane_tree() +
          "  if (live && lane == 0u) { store_out(u.out_offset + r * u.out_rows + col * u.out_cols, part[lid] + bias); }\n}\n";
     return s;
   };

@@ -87,7 +87,7 @@ void norm_apply(Context& ctx, const Operand& x, const Operand& mean, const Opera
 // `row_sum(v, lid)`: the sum of v over the `wg` invocations of a row (called by all of
 // them: uniform control flow); through subgroups where the adapter has them (`subgroup`).
 std::string row_sum_fn(uint32_t wg, uint32_t subgroup) {
-  return group_reduce_fn({"row_sum", "f32", "sum_f32", "0.0", wg, wg, subgroup, true}) +
+  return group_reduce_fn({"row_sum", "f32", "", "sum_f32", "0.0", wg, wg, subgroup, true}) +
          "fn sum_f32(a: f32, b: f32) -> f32 { return a + b; }\n";
 }
 
@@ -101,7 +101,7 @@ std::string row_moments_fn(uint32_t wg, uint32_t subgroup) {
          "  if (b.x == 0.0) { return a; }\n  if (a.x == 0.0) { return b; }\n"
          "  let n = a.x + b.x;\n  let d = b.y - a.y;\n  let f = div_f32(b.x, n);\n"
          "  return vec3<f32>(n, a.y + d * f, a.z + b.z + d * d * a.x * f);\n}\n" +
-         group_reduce_fn({"row_moments", "vec3<f32>", "moments_merge", "vec3<f32>(0.0)", wg, wg, subgroup,
+         group_reduce_fn({"row_moments", "vec3<f32>", "", "moments_merge", "vec3<f32>(0.0)", wg, wg, subgroup,
                           false, /*symmetric=*/false});
 }
 

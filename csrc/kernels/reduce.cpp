@@ -7,6 +7,7 @@
 
 #include "kernels/adapter_kind.h"
 #include "kernels/binding_window.h"
+#include "kernels/group_reduce.h"
 #include "kernels/kernel_program.h"
 #include "kernels/wgsl_dtype.h"
 #include "runtime/runtime.h"
@@ -282,7 +283,7 @@ StateCode state_code(const ReduceSpec& s) {
       r.needs_max = true;
       std::string fv = wgsl_convert(tc, Compute::F32, "v");
       d += "fn shift() -> f32 { return select(pre_value, 0.0, is_inf(pre_value)); }\n";
-      simple("0.0", "s.a + exp(" + fv + " - shift())", "x.a + y.a", "log_f32(s.a) + shift()");
+      simple("0.0", "s.a + exp_keep_nan(" + fv + " - shift())", "x.a + y.a", "log_keep_special(s.a) + shift()");
       break;
     }
     case ReduceKind::Norm2:
@@ -419,7 +420,7 @@ void reduce_piece(Context& ctx, const ReduceSpec& requested, const ReduceShape& 
   l.typed = {"reduce",
              {u8(spec.kind) | u8(spec.acc) << 8 | flags << 16,
               u8(spec.in) | u8(spec.out) << 8 | u8(spec.out2) << 16 | u8(spec.round_input) << 24,
-              lanes, ways}};
+              lanes | ctx.caps().subgroup_size << 16, ways}};
   l.body = [&]() {
     std::string s = kernel_load("load", l.buffers, 0, spec.in);
     s += kernel_store("store0", l.buffers, 1, spec.out, store_compute(spec, 0));
@@ -451,19 +452,15 @@ void reduce_piece(Context& ctx, const ReduceSpec& requested, const ReduceShape& 
            accumulate("j_begin(idx)", "end", "1u", ways) + "  }\n  s_store(idx, st);\n}\n";
       return s;
     }
-    // `lanes` invocations per output: output q = group * per_group + lid / lanes, and a tree
-    // over each run of `lanes` slots of workgroup memory.
-    const std::string G = std::to_string(wg), L = std::to_string(lanes);
-    auto tree = [&](const std::string& arr, const std::string& merge) {
-      return "  for (var w = " + std::to_string(lanes / 2) + "u; w > 0u; w = w >> 1u) {\n"
-             "    if (lane < w) { " + arr + "[lid] = " + merge + "(" + arr + "[lid], " + arr + "[lid + w]); }\n"
-             "    workgroupBarrier();\n  }\n";
-    };
-    s += "var<workgroup> part: array<S, " + G + ">;\n";
-    if (st.needs_mean || st.needs_max) {
-      s += "var<workgroup> psum: array<f32, " + G + ">;\n";
-      s += "fn f_add(a: f32, b: f32) -> f32 { return a + b; }\n";
-    }
+    // `lanes` invocations per output: output q = group * per_group + lid / lanes, merged
+    // over each run of `lanes` invocations (group_reduce.h: subgroups or a tree).
+    const std::string L = std::to_string(lanes);
+    const uint32_t sg = ctx.caps().subgroup_size;
+    s += group_reduce_fn({"merge_lanes", "S", wgsl_struct_fields(st.decl, "S"), "s_merge", "s_init()", wg, lanes, sg});
+    if (st.needs_mean)
+      s += "fn f_add(a: f32, b: f32) -> f32 { return a + b; }\n" +
+           group_reduce_fn({"sum_lanes", "f32", "", "f_add", "0.0", wg, lanes, sg, true});
+    if (st.needs_max) s += group_reduce_fn({"max_lanes", "f32", "", "pre_max", "-f32_inf()", wg, lanes, sg});
     s += kernel_main(Grid::Groups, wg);
     s += "  let lane = lid % " + L + "u;\n"
          "  let q = group * " + std::to_string(per_group) + "u + lid / " + L + "u;\n"
@@ -472,14 +469,12 @@ void reduce_piece(Context& ctx, const ReduceSpec& requested, const ReduceShape& 
     if (st.needs_mean) {
       s += "  var ps = 0.0;\n"
            "  if (live) { for (var j = lane; j < u.reduce; j = j + " + L + "u) { ps = ps + " + fload + "; } }\n"
-           "  psum[lid] = ps;\n  workgroupBarrier();\n" + tree("psum", "f_add") +
-           "  pre_value = div_f32(psum[lid - lane], f32(u.reduce));\n";
+           "  pre_value = div_f32(sum_lanes(ps, lid), f32(u.reduce));\n";
     }
     if (st.needs_max) {
       s += "  var pm = -f32_inf();\n"
            "  if (live) { for (var j = lane; j < u.reduce; j = j + " + L + "u) { pm = pre_max(pm, " + fload + "); } }\n"
-           "  psum[lid] = pm;\n  workgroupBarrier();\n" + tree("psum", "pre_max") +
-           "  pre_value = psum[lid - lane];\n";
+           "  pre_value = max_lanes(pm, lid);\n";
     }
     std::string run = "    let end = j_end(q);\n" + accumulate("j_begin(q) + lane", "end", L + "u", ways);
     if (wide_loads) {
@@ -488,8 +483,8 @@ void reduce_piece(Context& ctx, const ReduceSpec& requested, const ReduceShape& 
     }
     s += "  var st = s_init();\n"
          "  if (live) {\n" + run + "  }\n"
-         "  part[lid] = st;\n  workgroupBarrier();\n" + tree("part", "s_merge") +
-         "  if (live && lane == 0u) { s_store(q, part[lid]); }\n}\n";
+         "  let total = merge_lanes(st, lid);\n"
+         "  if (live && lane == 0u) { s_store(q, total); }\n}\n";
     return s;
   };
   launch_kernel(ctx, l);
@@ -508,7 +503,7 @@ std::string softmax_pair_tree(uint32_t wg, uint32_t lanes) {
   return "var<workgroup> red2: array<vec2<f32>, " + std::to_string(wg) + ">;\n"
          "fn pair_merge(x: vec2<f32>, y: vec2<f32>) -> vec2<f32> {\n"
          "  let m = nan_max(x.x, y.x);\n"
-         "  return vec2<f32>(m, select(x.y * exp(x.x - m), 0.0, x.y == 0.0) + select(y.y * exp(y.x - m), 0.0, y.y == 0.0));\n}\n"
+         "  return vec2<f32>(m, select(x.y * exp_keep_nan(x.x - m), 0.0, x.y == 0.0) + select(y.y * exp_keep_nan(y.x - m), 0.0, y.y == 0.0));\n}\n"
          "fn wg_pair(v: vec2<f32>, lid: u32) -> vec2<f32> {\n  workgroupBarrier();\n  red2[lid] = v;\n  workgroupBarrier();\n"
          "  let lane = lid % " + L + ";\n"
          "  for (var w = " + std::to_string(lanes / 2) + "u; w > 0u; w = w >> 1u) {\n"
@@ -565,8 +560,8 @@ void softmax_rows_vec4(Context& ctx, const SoftmaxSpec& spec, const ReduceShape&
          // Folds four more elements into the pair (max, sum of exp(x - shift)).
          "fn pair_add4(p: vec2<f32>, v: vec4<f32>) -> vec2<f32> {\n"
          "  let m = nan_max(p.x, nan_max(nan_max(v.x, v.y), nan_max(v.z, v.w)));\n"
-         "  let e = exp(v - select(m, 0.0, m == -f32_inf()));\n"
-         "  return vec2<f32>(m, select(p.y * exp(p.x - m), 0.0, p.y == 0.0) + ((e.x + e.y) + (e.z + e.w)));\n}\n";
+         "  let e = exp4_keep_nan(v - select(m, 0.0, m == -f32_inf()));\n"
+         "  return vec2<f32>(m, select(p.y * exp_keep_nan(p.x - m), 0.0, p.y == 0.0) + ((e.x + e.y) + (e.z + e.w)));\n}\n";
     s += kernel_main(Grid::Groups, wg);
     s += "  let lane = lid % " + G + ";\n"
          "  let row = group * " + std::to_string(per_group) + "u + lid / " + G + ";\n"
@@ -576,10 +571,10 @@ void softmax_rows_vec4(Context& ctx, const SoftmaxSpec& spec, const ReduceShape&
          "  let dst = (u.out_offset + r * u.reduce) / 4u;\n"
          "  var p = vec2<f32>(-f32_inf(), 0.0);\n";
     auto out = [log](const std::string& a) {
-      return log ? "(" + a + " - m) - lt" : "exp(" + a + " - m) * inv";
+      return log ? "(" + a + " - m) - lt" : "exp4_keep_nan(" + a + " - m) * inv";
     };
     std::string finish = "  let mt = wg_pair(p, lid);\n  let m = mt.x;\n" +
-                         std::string(log ? "  let lt = log(mt.y);\n" : "  let inv = div_f32(1.0, mt.y);\n");
+                         std::string(log ? "  let lt = log_keep_special(mt.y);\n" : "  let inv = div_f32(1.0, mt.y);\n");
     if (!cached) {
       s += "  for (var j = lane; j < n4; j = j + " + G + ") { p = pair_add4(p, ld(src + j)); }\n" + finish +
            "  for (var j = lane; j < n4; j = j + " + G + ") { st4(dst + j, " + out("ld(src + j)") + "); }\n}\n";
@@ -729,12 +724,12 @@ void softmax_piece(Context& ctx, const SoftmaxSpec& spec, const ReduceShape& sha
           s += "  var m = -f32_inf();\n" +
                each([](const std::string& q) { return "  if (in" + q + ") { m = nan_max(m, a" + q + "); }\n"; }) +
                shift +
-               each([](const std::string& q) { return "  if (in" + q + ") { t = t + exp(a" + q + " - sh); }\n"; }) +
+               each([](const std::string& q) { return "  if (in" + q + ") { t = t + exp_keep_nan(a" + q + " - sh); }\n"; }) +
                row_pair;
           if (spec.kind == SoftmaxKind::Softmax)
-            s += "  let inv = div_f32(1.0, t);\n" + put_all("exp(a# - m) * inv");
+            s += "  let inv = div_f32(1.0, t);\n" + put_all("exp_keep_nan(a# - m) * inv");
           else
-            s += "  let lt = log(t);\n" + put_all("(a# - m) - lt");
+            s += "  let lt = log_keep_special(t);\n" + put_all("(a# - m) - lt");
           break;
         case SoftmaxKind::SoftmaxBackward:
           s += "  var t = 0.0;\n" +
@@ -744,7 +739,7 @@ void softmax_piece(Context& ctx, const SoftmaxSpec& spec, const ReduceShape& sha
         case SoftmaxKind::LogSoftmaxBackward:
           s += "  var t = 0.0;\n" +
                each([](const std::string& q) { return "  t = t + a" + q + ";\n"; }) + total("t");
-          s += put_all("a# - exp(b#) * t");
+          s += put_all("a# - exp_keep_nan(b#) * t");
           break;
       }
       s += "}\n";
@@ -754,11 +749,11 @@ void softmax_piece(Context& ctx, const SoftmaxSpec& spec, const ReduceShape& sha
       case SoftmaxKind::Softmax:
       case SoftmaxKind::LogSoftmax:
         s += "  var m = -f32_inf();\n" + loop("m = nan_max(m, xa(k));") + shift +
-             loop("t = t + exp(xa(k) - sh);") + row_pair;
+             loop("t = t + exp_keep_nan(xa(k) - sh);") + row_pair;
         if (spec.kind == SoftmaxKind::Softmax)
-          s += "  let inv = div_f32(1.0, t);\n" + loop("put(k, exp(xa(k) - m) * inv);");
+          s += "  let inv = div_f32(1.0, t);\n" + loop("put(k, exp_keep_nan(xa(k) - m) * inv);");
         else
-          s += "  let lt = log(t);\n" + loop("put(k, (xa(k) - m) - lt);");
+          s += "  let lt = log_keep_special(t);\n" + loop("put(k, (xa(k) - m) - lt);");
         break;
       case SoftmaxKind::SoftmaxBackward:
         s += "  var t = 0.0;\n" + loop("t = t + xa(k) * xb(k);") + total("t");
@@ -766,7 +761,7 @@ void softmax_piece(Context& ctx, const SoftmaxSpec& spec, const ReduceShape& sha
         break;
       case SoftmaxKind::LogSoftmaxBackward:
         s += "  var t = 0.0;\n" + loop("t = t + xa(k);") + total("t");
-        s += loop("put(k, xa(k) - exp(xb(k)) * t);");
+        s += loop("put(k, xa(k) - exp_keep_nan(xb(k)) * t);");
         break;
     }
     s += "}\n";

@@ -6,6 +6,7 @@
 
 #include "kernels/adapter_kind.h"
 #include "kernels/binding_window.h"
+#include "kernels/group_reduce.h"
 #include "kernels/kernel_program.h"
 #include "runtime/buffer_pool.h"
 #include "runtime/runtime.h"
@@ -384,10 +385,16 @@ void scan_rows_vec4(Context& ctx, const ScanArgs& a) {
   KernelLaunch l;
   row_groups(l, a, "scan:vec4", chunks, group, true);
   const ScanOp op = a.op;
-  l.body = [&l, op, c, with_indices, group, chunks] {
+  // Subgroups where they divide the workgroup (group_scan_fn); else a Hillis-Steele tree.
+  const uint32_t sg = ctx.caps().subgroup_size;
+  const uint32_t subgroup = sg && group % sg == 0 ? sg : 0;
+  l.typed.variant[3] = subgroup;
+  l.body = [&l, op, c, with_indices, group, chunks, subgroup] {
     const std::string T = c == Compute::F32 ? "f32" : "i32";
     const std::string G = std::to_string(group) + "u";
     std::string s = state_functions(op, c);
+    if (subgroup)
+      s += group_scan_fn({"chunk_scan", "St", wgsl_struct_fields(s, "St"), "st_merge", "", group, group, subgroup});
     if (with_indices) s += kernel_store("store_index", l.buffers, 2, DType::Int64, Compute::I64);
     s += "fn ld(i: u32) -> vec4<" + T + "> { return bitcast<vec4<" + T + ">>(buf0[i]); }\n"
          "fn st4(i: u32, v: vec4<" + T + ">) { buf1[i] = bitcast<vec4<u32>>(v); }\n"
@@ -413,14 +420,19 @@ void scan_rows_vec4(Context& ctx, const ScanArgs& a) {
     });
     // Each vec4's own scan aggregate.
     s += each([&](const std::string& q, uint32_t) {
-      std::string t = "  if (in" + q + ") {\n    var r = st_init(a" + q + ".x, 4u * w" + q + ");\n";
+      std::string t = (subgroup ? "  var r" + q + ": St;\n" : "") + "  if (in" + q + ") {\n    var r = st_init(a" + q + ".x, 4u * w" + q + ");\n";
       for (int k = 1; k < 4; ++k)
         t += "    r = st_add(r, a" + q + "." + lane[k] + ", 4u * w" + q + " + " + std::to_string(k) + "u);\n";
-      return t + "    runs[w" + q + "] = r;\n  }\n";
+      return t + (subgroup ? "    r" + q + " = r;\n  }\n" : "    runs[w" + q + "] = r;\n  }\n");
     });
     // Inclusive scans of the aggregates along each chunk (entries past the row's end are
-    // never read by live ones: they come after them).
-    s += "  workgroupBarrier();\n"
+    // never read by live ones: they come after them). With subgroups: shuffles within each
+    // subgroup, then the earlier subgroups' totals (group_scan_fn), chunk by chunk.
+    if (subgroup)
+      s += each([&](const std::string& q, uint32_t) { return "  runs[w" + q + "] = chunk_scan(r" + q + ", lid);\n"; }) +
+           "  workgroupBarrier();\n  var carry: St;\n";
+    else
+      s += "  workgroupBarrier();\n"
          "  for (var d = 1u; d < " + G + "; d = d << 1u) {\n" +
          each([&](const std::string& q, uint32_t) {
            return "    var v" + q + " = runs[w" + q + "];\n    if (in" + q + " && lid >= d) { v" + q +

@@ -4,7 +4,9 @@
 # transformers' deferred stop check on and off and with the rms_linear pass off, then the
 # decode kernels under A/B switches (decode_kernels.py). Each step has its own time limit.
 #   bash scripts/h200/decode_ab.sh
-#   REPEAT=5 STEPS="defer plain" bash scripts/h200/decode_ab.sh   (a subset of: plain rms defer hostprof defer_ab cuda kernels)
+#   REPEAT=5 STEPS="defer plain" bash scripts/h200/decode_ab.sh   (a subset of: plain rms defer hostprof defer_ab cuda kernels subgroups)
+#   STEPS=subgroups: the eager reductions, norms and GEMVs (run.py --cuda) and the compiled
+#   forward with subgroup reductions (default) against workgroup trees (TORCH_WEBGPU_SUBGROUPS=0)
 #   PIN=0-7 ...: every step pinned to those CPUs (taskset)
 cd "$(dirname "$0")/../.."
 source scripts/h200/build.sh || exit 1
@@ -31,7 +33,14 @@ has defer_ab && for e in ${DEFER_ENVS:-TORCH_WEBGPU_DAWN_TOGGLES=skip_validation
   run "deferred: $e" 100 env ${e//+/ } $B --devices webgpu --defer-stop
 done
 has cuda && run "cuda eager, deferred and not" 100 bash -c "$B --devices cuda --modes eager --defer-stop | tail -2; $B --devices cuda --modes eager | tail -1"
-has kernels && for e in ${AB_ENVS:-BASELINE=1 TORCH_WEBGPU_COMPILE_REDUCTION_THREADS=64 TORCH_WEBGPU_ATTENTION_PV=scalar \
+has kernels && for e in ${AB_ENVS:-BASELINE=1 TORCH_WEBGPU_SUBGROUPS=0 TORCH_WEBGPU_COMPILE_REDUCTION_THREADS=64 \
     TORCH_WEBGPU_GEMM_VARIANT=gemv_gated_serial TORCH_WEBGPU_DAWN_TOGGLES=skip_validation,disable_robustness}; do
   TAIL=8 run "kernels: $e" 40 env ${e//+/ } python3 benchmarks/decode_kernels.py --only "${AB_ONLY:-rmsnorm,attention1024,gated,down}"
+done
+has subgroups && for e in BASELINE=1 TORCH_WEBGPU_SUBGROUPS=0 TORCH_WEBGPU_NORM_VEC4=0; do
+  TAIL=40 run "eager reductions and GEMV: $e" 150 env $e python3 benchmarks/run.py --cuda --only reductions,gemv \
+    --match "${SG_MATCH:-sum rows,amax rows,sum all,softmax rows,layer_norm,rms_norm,1x896,1x4096}"
+done
+has subgroups && for e in BASELINE=1 TORCH_WEBGPU_SUBGROUPS=0; do
+  run "compiled forward: $e" 240 env $e $B --devices webgpu
 done

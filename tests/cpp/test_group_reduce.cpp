@@ -15,7 +15,7 @@ using namespace twgpu;
 
 namespace {
 
-enum class Merge { IntSum, FloatSum, Lopsided };
+enum class Merge { IntSum, FloatSum, Lopsided, ArgMax };
 
 // Each invocation's result of `fn` over 3 workgroups, its own value being a function of its
 // group and lid; returned as raw words.
@@ -41,6 +41,10 @@ std::vector<uint32_t> run_reduce(Context& ctx, uint32_t wg, uint32_t lanes, uint
       r.type = "f32", r.merge = "merge_l", r.identity = "0.0", r.symmetric = false;
       value = "sin(f32(group * wg_size + lid))";
       break;
+    case Merge::ArgMax:  // a struct: shuffled field by field; the result is the index
+      r.type = "Best", r.fields = "v,i", r.merge = "merge_best", r.identity = "Best(-1e30, 0xffffffffu)";
+      value = "Best(f32((lid * 37u + group) % 11u), lid)";
+      break;
   }
   KernelLaunch l;
   l.key = "test:group_reduce|" + std::to_string(wg) + "|" + std::to_string(lanes) + "|" +
@@ -53,11 +57,15 @@ std::vector<uint32_t> run_reduce(Context& ctx, uint32_t wg, uint32_t lanes, uint
     return "const wg_size = " + std::to_string(wg) + "u;\n"
            "fn merge_i(a: i32, b: i32) -> i32 { return a + b; }\n"
            "fn merge_f(a: f32, b: f32) -> f32 { return a + b; }\n"
-           "fn merge_l(a: f32, b: f32) -> f32 { return a * 0.75 + b * 1.25; }\n" +
+           "fn merge_l(a: f32, b: f32) -> f32 { return a * 0.75 + b * 1.25; }\n"
+           "struct Best { v: f32, i: u32 }\n"
+           "fn merge_best(a: Best, b: Best) -> Best {\n"
+           "  if (b.v > a.v || (b.v == a.v && b.i < a.i)) { return b; }\n  return a;\n}\n" +
            group_reduce_fn(r) + kernel_main(Grid::Groups, wg) +
            "  let v = " + value + ";\n"
            "  let t = reduce_all(v, lid);\n"
-           "  if (group < frame_count()) { buf0[group * wg_size + lid] = bitcast<u32>(t); }\n}\n";
+           "  if (group < frame_count()) { buf0[group * wg_size + lid] = " +
+           (m == Merge::ArgMax ? "t.i" : "bitcast<u32>(t)") + "; }\n}\n";
   };
   launch_kernel(ctx, l);
   std::vector<uint32_t> host(n);
@@ -75,12 +83,15 @@ void check(Context& ctx, uint32_t subgroup) {
       const std::vector<uint32_t> ints = run_reduce(ctx, wg, lanes, subgroup, Merge::IntSum);
       const std::vector<uint32_t> floats = run_reduce(ctx, wg, lanes, subgroup, Merge::FloatSum);
       const std::vector<uint32_t> lopsided = run_reduce(ctx, wg, lanes, subgroup, Merge::Lopsided);
+      const std::vector<uint32_t> best = run_reduce(ctx, wg, lanes, subgroup, Merge::ArgMax);
       for (uint32_t g = 0; g < 3; ++g) {
         for (uint32_t lid = 0; lid < wg; ++lid) {
           const uint32_t first = lid / lanes * lanes;
           int64_t want_i = 0;
           double want_f = 0;
+          uint32_t want_best = first;
           for (uint32_t j = first; j < first + lanes; ++j) {
+            if ((j * 37 + g) % 11 > (want_best * 37 + g) % 11) want_best = j;
             want_i += static_cast<int64_t>(g * 1000 + j * j) - 77;
             want_f += static_cast<double>(g * 3 + j % 7) - 2.0;
           }
@@ -90,6 +101,7 @@ void check(Context& ctx, uint32_t subgroup) {
           std::memcpy(&got_f, &floats[at], 4);
           ASSERT_EQ(got_f, static_cast<float>(want_f)) << "group " << g << " lid " << lid;
           ASSERT_EQ(lopsided[at], lopsided[g * wg + first]) << "group " << g << " lid " << lid;
+          ASSERT_EQ(best[at], want_best) << "group " << g << " lid " << lid;
         }
       }
     }

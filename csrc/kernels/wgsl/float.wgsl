@@ -33,3 +33,10 @@ fn f32_to_bf16_bits(x: f32) -> u32 {
   if (is_nan(x)) { return ((u >> 16u) & 0x8000u) | 0x7fc0u; }
   return (u + 0x7fffu + ((u >> 16u) & 1u)) >> 16u;
 }
+// exp and log keeping NaN (and log(0) = -inf): WGSL leaves these to the driver, and
+// SwiftShader's Vulkan gives exp(NaN) = +inf and log(0) = -88.
+fn exp_keep_nan(x: f32) -> f32 { return select(exp(x), x, is_nan(x)); }
+fn exp4_keep_nan(v: vec4<f32>) -> vec4<f32> {
+  return select(exp(v), v, (bitcast<vec4<u32>>(v) & vec4<u32>(0x7fffffffu)) > vec4<u32>(0x7f800000u));
+}
+fn log_keep_special(x: f32) -> f32 { return select(select(log(x), -f32_inf(), x == 0.0), x, is_nan(x)); }

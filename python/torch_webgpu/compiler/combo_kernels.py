@@ -142,6 +142,7 @@ class ComboKernel:
         self.check_messages: list[str] = []
         self.atomic_outputs: set[str] = set()
         self.helper_names: set[str] = set()
+        self.group_reductions: list[tuple[str, str, str, str, bool]] = []
         self.workgroup = 0
 
     def adopt(self, sub) -> None:
@@ -150,6 +151,7 @@ class ComboKernel:
         sub.declarations = self.declarations
         sub.check_messages = self.check_messages
         sub.atomic_outputs = self.atomic_outputs
+        sub.group_reductions = self.group_reductions
         sub._helper_names = self.helper_names
         self.workgroup = sub.workgroup  # pointwise kernels all take the same
 

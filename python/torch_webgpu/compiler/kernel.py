@@ -35,12 +35,17 @@ class WGSLKernel:
 
     ``WGSLKernel(body, tensors=[TensorArg(...)], uniforms=[("n", "i32")], grid="invocations",
     workgroup=64)(*tensors, grid=count, n=...)``; ``name`` labels its dispatches in profiles.
+    ``reductions``: ``(fn, type, merge, identity, float_sum)`` entries, each a WGSL function
+    ``fn(v, lid)`` merging v over the whole workgroup (grid "groups") that the body may call,
+    made for this adapter (subgroup operations where it has them, else a workgroup tree);
+    ``merge`` names a function (a, b) -> type the declarations define.
     """
 
     def __init__(self, body: str, tensors: Sequence[TensorArg],
                  uniforms: Sequence[tuple[str, str]] = (), *, grid: str = "invocations",
                  workgroup: int = 64, libraries: Sequence[str] = (), declarations: str = "",
-                 checks: Sequence[str] = (), name: str = ""):
+                 checks: Sequence[str] = (), name: str = "",
+                 reductions: Sequence[tuple[str, str, str, str, bool]] = ()):
         for t in tensors:
             if t.dtype not in _DTYPE_NAMES:
                 raise TypeError(f"WGSLKernel: tensor '{t.name}' has dtype {t.dtype}, which "
@@ -51,7 +56,7 @@ class WGSLKernel:
         self.handle = _C._wgsl_compile(
             body, [t.name for t in tensors], [t.access for t in tensors],
             [_DTYPE_NAMES[t.dtype] for t in tensors], list(uniforms), grid, workgroup,
-            list(libraries), declarations, list(checks), name)
+            list(libraries), declarations, list(checks), name, list(reductions))
 
     @property
     def source(self) -> str:

@@ -490,6 +490,9 @@ class WebGPUKernel(SIMDKernel):
         self.acc_ids = itertools.count()
         self.check_messages: list[str] = []  # device checks, in check_failed(k) order
         self.atomic_outputs: set[str] = set()  # kernel args stored with atomic adds
+        # Workgroup reductions the C++ side writes for the adapter: (fn, type, merge,
+        # identity, float_sum), see WGSLKernel.
+        self.group_reductions: list[tuple[str, str, str, str, bool]] = []
         # Short rows take a smaller workgroup (a power of two, for the tree combine).
         tree = self.reduction_tree
         limit = max_workgroup_invocations()
@@ -620,6 +623,16 @@ class WebGPUKernel(SIMDKernel):
             self.post_loop.writeline("workgroupBarrier();")
         self.post_loop.writeline("}")
 
+    def _group_reduce(self, wtype: str, combine: str, init: str, float_sum: bool) -> str:
+        """The name of a function (v, lid) -> v merging v over the workgroup with `combine`
+        ("{a} + {b}"), which the C++ side writes for the adapter at compile time (subgroup
+        shuffles, or a workgroup tree), so the generated code is the same everywhere."""
+        fn = f"group_reduce{next(self.acc_ids)}"
+        self.declarations.writeline(
+            f"fn {fn}_merge(a: {wtype}, b: {wtype}) -> {wtype} {{ return {combine.format(a='a', b='b')}; }}")
+        self.group_reductions.append((fn, wtype, f"{fn}_merge", init, float_sum))
+        return fn
+
     def _result(self, expr: str, dtype: torch.dtype):
         return self.cse.generate(self.post_loop, expr, dtype=dtype)
 
@@ -654,6 +667,9 @@ class WebGPUKernel(SIMDKernel):
                     init = "false" if is_max else "true"
             self.indexing_code.writeline(f"var {acc}: {wtype} = {init};")
             self.compute.writeline(f"{acc} = {combine.format(a=acc, b=value)};")
+            if wtype in ("f32", "i32"):  # subgroup shuffles take these (not bool, not int64)
+                fn = self._group_reduce(wtype, combine, init, float_sum=(wtype == "f32" and reduction_type == "sum"))
+                return self._result(f"{fn}({acc}, lid)", dtype)
             shared = self._shared(wtype)
             self.post_loop.writeline(f"{shared}[lid] = {acc};")
             self._tree([f"{shared}[lid] = {combine.format(a=f'{shared}[lid]', b=f'{shared}[lid + s]')};"])
@@ -873,7 +889,8 @@ def kernel_source(kernel, text: str, grid: str) -> str:
         f"    grid={grid!r}, workgroup={kernel.workgroup},\n"
         f"    libraries={sorted(kernel.libraries)!r},\n"
         f"    declarations='''\n{kernel.declarations.getvalue()}''',\n"
-        f"    checks={kernel.check_messages!r})"
+        f"    checks={kernel.check_messages!r},\n"
+        f"    reductions={list(kernel.group_reductions)!r})"
     )
 
 
