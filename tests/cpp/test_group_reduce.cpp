@@ -4,6 +4,7 @@
 // TORCH_WEBGPU_BACKEND=vulkan to reach that path on a machine without a GPU).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstring>
 #include <vector>
 
@@ -127,4 +128,55 @@ TEST(GroupReduce, DetectsSubgroupCalls) {
   EXPECT_TRUE(uses_subgroups("x = subgroupShuffleXor(x, 1u);"));
   EXPECT_FALSE(uses_subgroups("// one value per subgroup through workgroup memory"));
   EXPECT_FALSE(uses_subgroups("let subgroups = 3u;"));
+}
+
+// group_scan_fn: inclusive scans in invocation order with a merge that does not commute
+// (2x2 integer matrix products, wrapping: associative), against the host's.
+TEST(GroupReduce, SubgroupScanKeepsOrder) {
+  RuntimeLock lock;
+  Context& ctx = lock.ctx();
+  const uint32_t S = ctx.caps().subgroup_size;
+  if (!S) GTEST_SKIP() << "no subgroups of one size on this adapter";
+  using Mat = std::array<uint32_t, 4>;
+  auto mul = [](const Mat& a, const Mat& b) {
+    return Mat{a[0] * b[0] + a[1] * b[2], a[0] * b[1] + a[1] * b[3], a[2] * b[0] + a[3] * b[2],
+               a[2] * b[1] + a[3] * b[3]};
+  };
+  auto value = [](uint32_t g, uint32_t lid) { return Mat{1u + lid % 3u, g + lid % 2u, lid % 5u, 1u + g}; };
+  for (uint32_t wg : {S, 2 * S, 64u, 256u}) {
+    if (wg > ctx.caps().workgroup_1d() || wg % S) continue;
+    SCOPED_TRACE("workgroup " + std::to_string(wg));
+    const uint32_t groups = 2, n = groups * wg;
+    Allocation* out = ctx.pool().allocate(n * 16);
+    GroupReduce r;
+    r.name = "scan_all", r.type = "vec4<u32>", r.merge = "mat_mul", r.workgroup = wg, r.lanes = wg, r.subgroup = S;
+    KernelLaunch l;
+    l.key = "test:group_scan|" + std::to_string(wg);
+    l.buffers = {{out->buffer, Access::ReadWrite, false}};
+    l.grid = Grid::Groups;
+    l.count = groups;
+    l.workgroup = wg;
+    l.body = [&] {
+      return "fn mat_mul(a: vec4<u32>, b: vec4<u32>) -> vec4<u32> {\n"
+             "  return vec4<u32>(a.x * b.x + a.y * b.z, a.x * b.y + a.y * b.w, a.z * b.x + a.w * b.z, a.z * b.y + a.w * b.w);\n}\n" +
+             group_scan_fn(r) + kernel_main(Grid::Groups, wg) +
+             "  let v = vec4<u32>(1u + lid % 3u, group + lid % 2u, lid % 5u, 1u + group);\n"
+             "  let t = scan_all(v, lid);\n"
+             "  if (group < frame_count()) {\n"
+             "    let at = 4u * (group * " + std::to_string(wg) + "u + lid);\n"
+             "    buf0[at] = t.x; buf0[at + 1u] = t.y; buf0[at + 2u] = t.z; buf0[at + 3u] = t.w;\n  }\n}\n";
+    };
+    launch_kernel(ctx, l);
+    std::vector<uint32_t> host(n * 4);
+    ctx.recorder().read(out->buffer, 0, host.data(), n * 16);
+    ctx.pool().release(out);
+    for (uint32_t g = 0; g < groups; ++g) {
+      Mat want = value(g, 0);
+      for (uint32_t lid = 0; lid < wg; ++lid) {
+        if (lid) want = mul(want, value(g, lid));
+        const uint32_t* got = &host[4 * (g * wg + lid)];
+        ASSERT_EQ((Mat{got[0], got[1], got[2], got[3]}), want) << "group " << g << " lid " << lid;
+      }
+    }
+  }
 }

@@ -11,7 +11,10 @@ out = {"available": torch.webgpu.is_available()}
 if out["available"]:
     p = torch.webgpu.get_device_properties()
     out.update(backend=p.backend, compat=p.compatibility_mode, max_buffer=p.max_buffer_size,
-               max_binding=p.max_storage_buffer_binding_size)
+               max_binding=p.max_storage_buffer_binding_size, subgroups=p.subgroups,
+               subgroup_sizes=[p.subgroup_min_size, p.subgroup_max_size], subgroup_size=p.subgroup_size)
+    y = torch.arange(1000, dtype=torch.float32, device="webgpu").reshape(10, 100)
+    out["row_sums_check"] = (y.sum(1).cpu() == torch.arange(1000.0).reshape(10, 100).sum(1)).all().item()
     x = torch.arange(8, dtype=torch.float32, device="webgpu")
     out["sum_check"] = ((x * 2 + 1).cpu() == torch.arange(8) * 2 + 1).all().item()
     for _ in range(5):
@@ -132,3 +135,17 @@ def test_replay_first_batch_keeps_results(first):
     import json
     out = json.loads(line[0][len("RESULT"):])
     assert out["close"] and out["dispatches"] >= 40
+
+
+def test_subgroups_switch():
+    """Kernels assume a subgroup size only where the adapter has subgroups of one size;
+    TORCH_WEBGPU_SUBGROUPS=0 turns them off (reductions still right either way)."""
+    on, _ = probe()
+    assert on["row_sums_check"]
+    lo, hi = on["subgroup_sizes"]
+    if on["subgroups"] and lo == hi and lo >= 4:
+        assert on["subgroup_size"] == lo
+    else:
+        assert on["subgroup_size"] == 0
+    off, _ = probe(TORCH_WEBGPU_SUBGROUPS="0")
+    assert off["subgroup_size"] == 0 and off["row_sums_check"]
