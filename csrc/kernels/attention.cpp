@@ -6,6 +6,7 @@
 
 #include "kernels/adapter_kind.h"
 #include "kernels/binding_window.h"
+#include "kernels/group_reduce.h"
 #include "kernels/kernel_program.h"
 #include "kernels/wgsl_dtype.h"
 #include "runtime/runtime.h"
@@ -43,6 +44,7 @@ struct Plan {
   // Rows variant (decode on GPUs): q . k over four of K's 16-byte words a step, their loads
   // in flight together (llvmpipe ran half types 15% slower so: a word a step there).
   bool k_words4 = false;
+  uint32_t subgroup = 0;      // rows variant: a chunk's max through subgroups (group_reduce.h)
 };
 
 uint32_t ceil_div(uint64_t a, uint64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
@@ -106,6 +108,7 @@ bool plan_tiles(Context& ctx, const AttentionArgs& a, bool software, Plan& p) {
 Plan plan_for(Context& ctx, const AttentionArgs& a) {
   const bool software = software_adapter(ctx);
   Plan p;
+  p.subgroup = ctx.caps().subgroup_size;
   // TORCH_WEBGPU_ATTENTION_VARIANT=rows|lanes|tiles overrides the choice (tests, measurements).
   std::string force;
   if (const char* f = std::getenv("TORCH_WEBGPU_ATTENTION_VARIANT")) force = f;
@@ -375,6 +378,8 @@ std::string rows_body(const AttentionArgs& a, const Plan& p, const std::vector<K
        "var<workgroup> ps: array<f32, WG>;\n"
        "var<workgroup> red: array<f32, WG>;\n"
        "var<workgroup> fin: array<" + T + ", " + N(p.wg * p.per_lane) + ">;\n";
+  // The max of a row's scores over a chunk's KC keys (the row's KC invocations).
+  s += group_reduce_fn({"chunk_max", "f32", "", "nan_max", "-f32_inf()", p.wg, p.keys, p.subgroup});
   s += block_main(p.wg);
   s += R"(  let r = lid / KC;
   let t = lid % KC;
@@ -404,17 +409,11 @@ std::string rows_body(const AttentionArgs& a, const Plan& p, const std::vector<K
       let kr = kbase + j * u.k_sl;
 )" + key_dot + R"(      s = add_mask(qk, mrow + j * u.m_sk);
     }
-    red[lid] = s;
-    workgroupBarrier();
-    for (var w = KC / 2u; w > 0u; w = w >> 1u) {
-      if (t < w) { red[lid] = nan_max(red[lid], red[lid + w]); }
-      workgroupBarrier();
-    }
     // Online softmax: rescale what was summed at the old max to the new one.
-    let m_new = nan_max(m_run, red[r * KC]);
+    let m_new = nan_max(m_run, chunk_max(s, lid));
     let dead = m_new == -f32_inf();
-    let alpha = select(exp(m_run - m_new), 1.0, dead);
-    ps[lid] = select(exp(s - m_new), 0.0, dead);
+    let alpha = select(exp_keep_nan(m_run - m_new), 1.0, dead);
+    ps[lid] = select(exp_keep_nan(s - m_new), 0.0, dead);
     workgroupBarrier();
     l_run = l_run * alpha;
     for (var q = 0u; q < R; q = q + 1u) { acc[q] = acc[q] * alpha; }
@@ -517,12 +516,12 @@ std::string lanes_body(const AttentionArgs& a, const Plan& p, const std::vector<
     if (is_nan(s) || s != -f32_inf()) {
       // Online softmax per key: a new max rescales what was summed so far.
       if (s > m) {
-        let c = exp(m - s);
+        let c = exp_keep_nan(m - s);
         l = l * c;
         for (var y = 0u; y < V4; y = y + 1u) { acc[y] = acc[y] * c; }
         m = s;
       }
-      let pj = exp(s - m);
+      let pj = exp_keep_nan(s - m);
       l = l + pj;
       let vr = vbase + j * u.v_sl;
       for (var y = 0u; y < V4; y = y + 1u) { acc[y] = acc[y] + pj * )" + vload + R"((vr + 4u * y * u.v_sd); }
@@ -646,13 +645,13 @@ std::string tiles_body(const AttentionArgs& a, const Plan& p, const std::vector<
     // Online softmax once per chunk: a new max rescales what was summed so far (is_nan:
     // NVIDIA's compiler may take comparisons as ordered).
     if (is_nan(mt) || mt > m) {
-      let c = exp(m - mt);
+      let c = exp_keep_nan(m - mt);
       l = l * c;
       for (var y = 0u; y < V4; y = y + 1u) { acc[y] = acc[y] * c; }
       m = mt;
     }
     for (var kk = 0u; kk < KPL; kk = kk + 1u) {
-      let p = select(exp(sc[kk] - m), 0.0, sc[kk] == -f32_inf());
+      let p = select(exp_keep_nan(sc[kk] - m), 0.0, sc[kk] == -f32_inf());
       l = l + p;
       let vr = (g + G * kk) * VW;
       for (var y = 0u; y < V4; y = y + 1u) { acc[y] = acc[y] + p * vs[vr + y]; }
@@ -668,9 +667,9 @@ std::string tiles_body(const AttentionArgs& a, const Plan& p, const std::vector<
   var lt = 0.0;
   for (var gg = 0u; gg < G; gg = gg + 1u) {
     let mg = st[2u * (r * G + gg)];
-    lt = lt + select(st[2u * (r * G + gg) + 1u] * exp(mg - mx), 0.0, mg == -f32_inf());
+    lt = lt + select(st[2u * (r * G + gg) + 1u] * exp_keep_nan(mg - mx), 0.0, mg == -f32_inf());
   }
-  let f = select(exp(m - mx), 0.0, m == -f32_inf());
+  let f = select(exp_keep_nan(m - mx), 0.0, m == -f32_inf());
   let row = (b * u.hq + h) * u.lq + i;
   // The value columns MW vec4 words at a time through the K tile: each invocation's
   // scaled sums, then the row's G of them added by one invocation per word.
@@ -752,7 +751,7 @@ void launch_merge(Context& ctx, const AttentionArgs& a, const Plan& p, WGPUBuffe
   if (m != -f32_inf()) {
     for (var s = 0u; s < u.splits; s = s + 1u) {
       let rec = (row * u.splits + s) * w;
-      let f = exp(part(rec + u.dv) - m);
+      let f = exp_keep_nan(part(rec + u.dv) - m);
       l = l + part(rec + u.dv + 1u) * f;
       if (d < u.dv) { o = o + part(rec + d) * f; }
     }
@@ -826,7 +825,7 @@ void scaled_dot_product_attention(Context& ctx, const AttentionArgs& a) {
   else
     l.typed = {"attention:rows", {flags | (p.k_vec4 ? 1u : 0u) << 24 | (p.v_vec4 ? 1u : 0u) << 25 |
                                       (p.pv4 ? 1u : 0u) << 26 | (p.k_words4 ? 1u : 0u) << 27,
-                                  p.rows | p.per_lane << 8 | p.q_words << 16}};
+                                  p.rows | p.per_lane << 8 | p.q_words << 16, p.keys | p.subgroup << 16}};
   l.grid = Grid::Groups;
   l.count = rows / a.q_len * ceil_div(a.q_len, p.rows) * p.splits;
   l.workgroup = p.wg;
