@@ -141,6 +141,10 @@ std::string body_source(const std::vector<std::string>& names, const KernelLaunc
   return s;
 }
 
+// A workgroup reduction the kernel calls by name: (fn, type, struct fields, merge, identity,
+// float_sum, symmetric), as GroupReduce (kernels/group_reduce.h) over the whole workgroup.
+using GroupReduction = std::tuple<std::string, std::string, std::string, std::string, std::string, bool, bool>;
+
 // Returns a handle; the same declaration and source give the same handle (and pipeline).
 size_t compile_kernel(const std::string& body, const std::vector<std::string>& names,
                       const std::vector<std::string>& access,
@@ -149,7 +153,7 @@ size_t compile_kernel(const std::string& body, const std::vector<std::string>& n
                       const std::string& grid, uint32_t workgroup,
                       const std::vector<std::string>& libraries, const std::string& declarations,
                       const std::vector<std::string>& checks, const std::string& name,
-                      const std::vector<std::tuple<std::string, std::string, std::string, std::string, bool>>& reductions) {
+                      const std::vector<GroupReduction>& reductions) {
   if (names.size() != access.size() || names.size() != dtypes.size())
     throw py::value_error("torch_webgpu: WGSL kernel tensors need one access and one dtype each");
   if (grid != "invocations" && grid != "groups")
@@ -205,9 +209,9 @@ size_t compile_kernel(const std::string& body, const std::vector<std::string>& n
   // Reductions over the whole workgroup, as this adapter does them best (group_reduce.h):
   // the generated code calls them by name and stays the same on every adapter.
   std::string module = declarations;
-  for (const auto& [fn, type, merge, identity, float_sum] : reductions)
-    module += group_reduce_fn({fn, type, "", merge, identity, workgroup, workgroup,
-                               Context::get().caps().subgroup_size, float_sum});
+  for (const auto& [fn, type, fields, merge, identity, float_sum, symmetric] : reductions)
+    module += group_reduce_fn({fn, type, fields, merge, identity, workgroup, workgroup,
+                               Context::get().caps().subgroup_size, float_sum, symmetric});
   k->source = body_source(names, l, own, k->dtypes, k->uniforms, libraries, module, body,
                           checks.size());
   k->names = names;
@@ -368,7 +372,7 @@ void register_wgsl_bindings(py::module_& m) {
   m.def("_wgsl_compile", &compile_kernel, py::arg("body"), py::arg("names"), py::arg("access"),
         py::arg("dtypes"), py::arg("uniforms"), py::arg("grid"), py::arg("workgroup"),
         py::arg("libraries"), py::arg("declarations"), py::arg("checks"), py::arg("name") = "",
-        py::arg("reductions") = std::vector<std::tuple<std::string, std::string, std::string, std::string, bool>>{},
+        py::arg("reductions") = std::vector<GroupReduction>{},
         "Registers a WGSL kernel (see csrc/aten/python_wgsl.cpp); returns its handle");
   m.def("_wgsl_launch", &launch, py::arg("handle"), py::arg("addresses"), py::arg("uniforms"),
         py::arg("count"),

@@ -142,7 +142,7 @@ class ComboKernel:
         self.check_messages: list[str] = []
         self.atomic_outputs: set[str] = set()
         self.helper_names: set[str] = set()
-        self.group_reductions: list[tuple[str, str, str, str, bool]] = []
+        self.group_reductions: list[tuple] = []
         self.workgroup = 0
 
     def adopt(self, sub) -> None:

@@ -35,17 +35,19 @@ class WGSLKernel:
 
     ``WGSLKernel(body, tensors=[TensorArg(...)], uniforms=[("n", "i32")], grid="invocations",
     workgroup=64)(*tensors, grid=count, n=...)``; ``name`` labels its dispatches in profiles.
-    ``reductions``: ``(fn, type, merge, identity, float_sum)`` entries, each a WGSL function
-    ``fn(v, lid)`` merging v over the whole workgroup (grid "groups") that the body may call,
-    made for this adapter (subgroup operations where it has them, else a workgroup tree);
-    ``merge`` names a function (a, b) -> type the declarations define.
+    ``reductions``: ``(fn, type, fields, merge, identity, float_sum, symmetric)`` entries, each
+    a WGSL function ``fn(v, lid)`` merging v over the whole workgroup (grid "groups") that the
+    body may call, made for this adapter (subgroup operations where it has them, else a
+    workgroup tree); ``merge`` names a function (a, b) -> type the declarations define,
+    ``fields`` a struct type's fields ("mean,m2,weight"; "" for scalars), ``symmetric`` that
+    merge(a, b) and merge(b, a) are the same bits (see csrc/kernels/group_reduce.h).
     """
 
     def __init__(self, body: str, tensors: Sequence[TensorArg],
                  uniforms: Sequence[tuple[str, str]] = (), *, grid: str = "invocations",
                  workgroup: int = 64, libraries: Sequence[str] = (), declarations: str = "",
                  checks: Sequence[str] = (), name: str = "",
-                 reductions: Sequence[tuple[str, str, str, str, bool]] = ()):
+                 reductions: Sequence[tuple[str, str, str, str, str, bool, bool]] = ()):
         for t in tensors:
             if t.dtype not in _DTYPE_NAMES:
                 raise TypeError(f"WGSLKernel: tensor '{t.name}' has dtype {t.dtype}, which "

@@ -490,9 +490,9 @@ class WebGPUKernel(SIMDKernel):
         self.acc_ids = itertools.count()
         self.check_messages: list[str] = []  # device checks, in check_failed(k) order
         self.atomic_outputs: set[str] = set()  # kernel args stored with atomic adds
-        # Workgroup reductions the C++ side writes for the adapter: (fn, type, merge,
-        # identity, float_sum), see WGSLKernel.
-        self.group_reductions: list[tuple[str, str, str, str, bool]] = []
+        # Workgroup reductions the C++ side writes for the adapter: (fn, type, fields, merge,
+        # identity, float_sum, symmetric), see WGSLKernel.
+        self.group_reductions: list[tuple] = []
         # Short rows take a smaller workgroup (a power of two, for the tree combine).
         tree = self.reduction_tree
         limit = max_workgroup_invocations()
@@ -623,14 +623,16 @@ class WebGPUKernel(SIMDKernel):
             self.post_loop.writeline("workgroupBarrier();")
         self.post_loop.writeline("}")
 
-    def _group_reduce(self, wtype: str, combine: str, init: str, float_sum: bool) -> str:
+    def _group_reduce(self, wtype: str, combine: str, init: str, float_sum: bool = False,
+                      fields: str = "", symmetric: bool = True) -> str:
         """The name of a function (v, lid) -> v merging v over the workgroup with `combine`
         ("{a} + {b}"), which the C++ side writes for the adapter at compile time (subgroup
-        shuffles, or a workgroup tree), so the generated code is the same everywhere."""
+        shuffles, or a workgroup tree), so the generated code is the same everywhere.
+        Struct types name their `fields` (shuffled one by one)."""
         fn = f"group_reduce{next(self.acc_ids)}"
         self.declarations.writeline(
             f"fn {fn}_merge(a: {wtype}, b: {wtype}) -> {wtype} {{ return {combine.format(a='a', b='b')}; }}")
-        self.group_reductions.append((fn, wtype, f"{fn}_merge", init, float_sum))
+        self.group_reductions.append((fn, wtype, fields, f"{fn}_merge", init, float_sum, symmetric))
         return fn
 
     def _result(self, expr: str, dtype: torch.dtype):
@@ -682,6 +684,20 @@ class WebGPUKernel(SIMDKernel):
             self.indexing_code.writeline(f"var {acc}_v: {vtype} = {zero};")  # index max: empty
             self.indexing_code.writeline(f"var {acc}_i: i32 = i32(2147483647);")
             self.compute.writeline(f"if ({better}({value}, {rindex}, {acc}_v, {acc}_i)) {{ {acc}_v = {value}; {acc}_i = {rindex}; }}")
+            if vtype != "bool":  # (subgroup shuffles take no bools)
+                pair, merge = f"ArgPair_{vtype}", f"{better}_pair"
+                if pair not in self.helper_names:
+                    self.helper_names.add(pair)
+                    self.declarations.splice(f"struct {pair} {{ v: {vtype}, i: i32 }}")
+                if merge not in self.helper_names:
+                    self.helper_names.add(merge)
+                    self.declarations.splice(
+                        f"fn {merge}(a: {pair}, b: {pair}) -> {pair} {{\n"
+                        f"  if ({better}(b.v, b.i, a.v, a.i)) {{ return b; }}\n  return a;\n}}")
+                fn = self._group_reduce(pair, f"{merge}({{a}}, {{b}})", f"{pair}({zero}, i32(2147483647))",
+                                        fields="v,i")
+                best = self._result(f"{fn}({pair}({acc}_v, {acc}_i), lid)", dtype)
+                return self._result(f"{best}.i", dtype)
             sv, si = self._shared(vtype), self._shared("i32")
             self.post_loop.writeline(f"{sv}[lid] = {acc}_v;")
             self.post_loop.writeline(f"{si}[lid] = {acc}_i;")
@@ -751,16 +767,20 @@ class WebGPUKernel(SIMDKernel):
                 "  *mean = *mean + delta * fraction;\n"
                 "  *weight = w;\n"
                 "}")
-        shared = {p: self._shared("f32") for p in ("mean", "m2", "weight")}
-        for p, s in shared.items():
-            self.post_loop.writeline(f"{s}[lid] = {acc}_{p};")
-        sm, s2, sw = shared["mean"], shared["m2"], shared["weight"]
-        self._tree([
-            f"var mean = {sm}[lid]; var m2 = {s2}[lid]; var weight = {sw}[lid];",
-            f"welford_merge(&mean, &m2, &weight, {sm}[lid + s], {s2}[lid + s], {sw}[lid + s]);",
-            f"{sm}[lid] = mean; {s2}[lid] = m2; {sw}[lid] = weight;",
-        ])
-        return tuple(self._result(f"{s}[0]", torch.float32) for s in (sm, s2, sw))
+        if "Welford" not in self.helper_names:
+            self.helper_names.add("Welford")
+            self.declarations.splice(
+                "struct Welford { mean: f32, m2: f32, weight: f32 }\n"
+                "fn welford_pair(a: Welford, b: Welford) -> Welford {\n"
+                "  var mean = a.mean; var m2 = a.m2; var weight = a.weight;\n"
+                "  welford_merge(&mean, &m2, &weight, b.mean, b.m2, b.weight);\n"
+                "  return Welford(mean, m2, weight);\n}")
+        # Chan's merge depends on the order of its operands: the lanes of a subgroup take
+        # the first one's result.
+        fn = self._group_reduce("Welford", "welford_pair({a}, {b})", "Welford(0.0, 0.0, 0.0)",
+                                fields="mean,m2,weight", symmetric=False)
+        total = self._result(f"{fn}(Welford({acc}_mean, {acc}_m2, {acc}_weight), lid)", torch.float32)
+        return tuple(self._result(f"{total}.{p}", torch.float32) for p in ("mean", "m2", "weight"))
 
     # --------------------------------------------------------------- indexing
     def codegen_iteration_ranges_entry(self, entry) -> None:
