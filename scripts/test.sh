@@ -20,6 +20,7 @@ TORCH_WEBGPU_LIMITS=default python3 -m pytest tests/python/test_sort.py tests/py
   tests/python/test_convolution.py tests/python/test_attention.py -n 2 -q -p no:cacheprovider
 TORCH_WEBGPU_BACKEND=opengl python3 -m pytest tests/python/test_training.py \
   tests/python/test_reduce.py tests/python/test_norm.py -n 2 -q -p no:cacheprovider
+echo "[test] Portability subset: Dawn's Vulkan backend on SwiftShader (subgroups)"
 # Dawn's Vulkan backend on SwiftShader (Chromium's software Vulkan, installed above for the
 # browser test): the full feature level, and subgroups (of 4), which reach the subgroup
 # reductions (kernels/group_reduce.h) that GPUs take; GPU kernel paths forced.
