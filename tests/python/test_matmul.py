@@ -516,11 +516,12 @@ def test_splitk_selected_by_shape_on_gpus():
     adapters keep their register blocks."""
     code = (
         "import torch, torch.nn.functional as F, torch_webgpu\n"
+        "torch.manual_seed(0)\n"
         "def kernels(m, k, n):\n"
         "    a, w = torch.randn(m, k), torch.randn(n, k)\n"
         "    with torch.webgpu.profiler.profile() as prof:\n"
         "        r = F.linear(a.to('webgpu'), w.to('webgpu')).cpu()\n"
-        "    torch.testing.assert_close(r, F.linear(a, w), rtol=1e-4, atol=1e-4)\n"
+        "    torch.testing.assert_close(r, F.linear(a, w), rtol=1e-4, atol=1e-6 * k)\n"
         "    return sorted(x.kernel for x in prof.key_averages() if x.kernel.startswith('gemm:'))\n"
         "print(kernels(32, 384, 384), kernels(32, 1536, 384), kernels(512, 64, 512))\n")
     gpu = run_python(code, env={"TORCH_WEBGPU_ADAPTER_KIND": "gpu", "TORCH_WEBGPU_LIMITS": "default",
