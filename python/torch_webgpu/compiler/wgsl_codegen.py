@@ -254,10 +254,8 @@ def int64_checked(op: str, *args) -> str:
     """A call of the overflow-checked int64 helper `op` (declared once per kernel)."""
     kernel = V.kernel
     name = f"i64c_{op}"
-    if name not in kernel.helper_names:
-        kernel.helper_names.add(name)
-        check = f"check_failed({kernel._check(INT64_RANGE)}u);"
-        kernel.declarations.splice(_INT64_HELPERS[op].replace("CHECK", check))
+    kernel._declare_once(name, lambda: _INT64_HELPERS[op].replace(
+        "CHECK", f"check_failed({kernel._check(INT64_RANGE)}u);"))
     return f"{name}({', '.join(str(a) for a in args)})"
 
 
@@ -537,12 +535,10 @@ class WebGPUKernel(SIMDKernel):
         line = f"load_{var}(u32({index_str}))"
         if dtype == torch.int64:
             line = f"i64_narrow({line})"  # raises at the next read-back past 32 bits
-            if "i64_narrow" not in self.helper_names:
-                self.helper_names.add("i64_narrow")
-                self.declarations.splice(
-                    "fn i64_narrow(v: vec2<u32>) -> i32 {\n"
-                    f"  if (v.y != select(0u, 0xffffffffu, bitcast<i32>(v.x) < 0)) {{ check_failed({self._check(INT64_RANGE)}u); }}\n"
-                    "  return bitcast<i32>(v.x);\n}")
+            self._declare_once("i64_narrow", lambda: (
+                "fn i64_narrow(v: vec2<u32>) -> i32 {\n"
+                f"  if (v.y != select(0u, 0xffffffffu, bitcast<i32>(v.x) < 0)) {{ check_failed({self._check(INT64_RANGE)}u); }}\n"
+                "  return bitcast<i32>(v.x);\n}"))
         elif dtype == torch.bool:
             line = f"({line} != 0)"
         value_dtype = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
@@ -686,14 +682,9 @@ class WebGPUKernel(SIMDKernel):
             self.compute.writeline(f"if ({better}({value}, {rindex}, {acc}_v, {acc}_i)) {{ {acc}_v = {value}; {acc}_i = {rindex}; }}")
             if vtype != "bool":  # (subgroup shuffles take no bools)
                 pair, merge = f"ArgPair_{vtype}", f"{better}_pair"
-                if pair not in self.helper_names:
-                    self.helper_names.add(pair)
-                    self.declarations.splice(f"struct {pair} {{ v: {vtype}, i: i32 }}")
-                if merge not in self.helper_names:
-                    self.helper_names.add(merge)
-                    self.declarations.splice(
-                        f"fn {merge}(a: {pair}, b: {pair}) -> {pair} {{\n"
-                        f"  if ({better}(b.v, b.i, a.v, a.i)) {{ return b; }}\n  return a;\n}}")
+                self._declare_once(pair, f"struct {pair} {{ v: {vtype}, i: i32 }}")
+                self._declare_once(merge, f"fn {merge}(a: {pair}, b: {pair}) -> {pair} {{\n"
+                                          f"  if ({better}(b.v, b.i, a.v, a.i)) {{ return b; }}\n  return a;\n}}")
                 fn = self._group_reduce(pair, f"{merge}({{a}}, {{b}})", f"{pair}({zero}, i32(2147483647))",
                                         fields="v,i")
                 best = self._result(f"{fn}({pair}({acc}_v, {acc}_i), lid)", dtype)
@@ -713,7 +704,6 @@ class WebGPUKernel(SIMDKernel):
         name = f"{reduction_type}_better_{vtype}"
         if name in self.helper_names:
             return name
-        self.helper_names.add(name)
         cmp = ">" if reduction_type == "argmax" else "<"
         if vtype == "f32":
             test = (f"if (i == 2147483647) {{ return false; }}\n"
@@ -728,8 +718,7 @@ class WebGPUKernel(SIMDKernel):
             test = (f"if (i == 2147483647) {{ return false; }}\n"
                     f"  if (ai == 2147483647) {{ return true; }}\n"
                     f"  return {beats} || (v == av && i < ai);")
-        self.declarations.splice(
-            f"fn {name}(v: {vtype}, i: i32, av: {vtype}, ai: i32) -> bool {{\n  {test}\n}}")
+        self._declare_once(name, f"fn {name}(v: {vtype}, i: i32, av: {vtype}, ai: i32) -> bool {{\n  {test}\n}}")
         return name
 
     @property
@@ -737,6 +726,13 @@ class WebGPUKernel(SIMDKernel):
         if not hasattr(self, "_helper_names"):
             self._helper_names: set[str] = set()
         return self._helper_names
+
+    def _declare_once(self, name: str, text) -> None:
+        """Adds a helper's WGSL (a string, or a callable for text that allocates check slots)
+        to the kernel's declarations the first time `name` is asked for."""
+        if name not in self.helper_names:
+            self.helper_names.add(name)
+            self.declarations.splice(text() if callable(text) else text)
 
     def _welford(self, acc: str, reduction_type: str, value):
         # Per thread: Welford's running (mean, m2, weight); then the tree merges pairs with
@@ -754,27 +750,25 @@ class WebGPUKernel(SIMDKernel):
             mean, m2, weight = value
             self.compute.writeline(
                 f"welford_merge(&{acc}_mean, &{acc}_m2, &{acc}_weight, {mean}, {m2}, {weight});")
-        if "welford_merge" not in self.helper_names:
-            self.helper_names.add("welford_merge")
-            self.declarations.splice(
-                "fn welford_merge(mean: ptr<function, f32>, m2: ptr<function, f32>,\n"
-                "                 weight: ptr<function, f32>, mean_b: f32, m2_b: f32, weight_b: f32) {\n"
-                "  let w = *weight + weight_b;\n"
-                "  if (w == 0.0) { return; }\n"
-                "  let delta = mean_b - *mean;\n"
-                "  let fraction = weight_b / w;\n"
-                "  *m2 = *m2 + m2_b + delta * delta * (*weight) * fraction;\n"
-                "  *mean = *mean + delta * fraction;\n"
-                "  *weight = w;\n"
-                "}")
-        if "Welford" not in self.helper_names:
-            self.helper_names.add("Welford")
-            self.declarations.splice(
-                "struct Welford { mean: f32, m2: f32, weight: f32 }\n"
-                "fn welford_pair(a: Welford, b: Welford) -> Welford {\n"
-                "  var mean = a.mean; var m2 = a.m2; var weight = a.weight;\n"
-                "  welford_merge(&mean, &m2, &weight, b.mean, b.m2, b.weight);\n"
-                "  return Welford(mean, m2, weight);\n}")
+        self._declare_once(
+            "welford_merge",
+            "fn welford_merge(mean: ptr<function, f32>, m2: ptr<function, f32>,\n"
+            "                 weight: ptr<function, f32>, mean_b: f32, m2_b: f32, weight_b: f32) {\n"
+            "  let w = *weight + weight_b;\n"
+            "  if (w == 0.0) { return; }\n"
+            "  let delta = mean_b - *mean;\n"
+            "  let fraction = weight_b / w;\n"
+            "  *m2 = *m2 + m2_b + delta * delta * (*weight) * fraction;\n"
+            "  *mean = *mean + delta * fraction;\n"
+            "  *weight = w;\n"
+            "}")
+        self._declare_once(
+            "Welford",
+            "struct Welford { mean: f32, m2: f32, weight: f32 }\n"
+            "fn welford_pair(a: Welford, b: Welford) -> Welford {\n"
+            "  var mean = a.mean; var m2 = a.m2; var weight = a.weight;\n"
+            "  welford_merge(&mean, &m2, &weight, b.mean, b.m2, b.weight);\n"
+            "  return Welford(mean, m2, weight);\n}")
         # Chan's merge depends on the order of its operands: the lanes of a subgroup take
         # the first one's result.
         fn = self._group_reduce("Welford", "welford_pair({a}, {b})", "Welford(0.0, 0.0, 0.0)",
