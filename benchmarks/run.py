@@ -96,8 +96,12 @@ def bandwidth(sizes, caps):
 
 
 def reductions(sizes, caps):
-    # No subgroup path yet: every adapter reduces across a workgroup in shared memory.
-    tree = "workgroup tree" + ("" if caps.subgroups else " (adapter: no subgroups)")
+    # Where the adapter has subgroups of one size, lanes merge by shuffles and only one value
+    # per subgroup goes through workgroup memory (TORCH_WEBGPU_SUBGROUPS=0 keeps the trees).
+    if getattr(caps, "subgroup_size", 0) and os.environ.get("TORCH_WEBGPU_SUBGROUPS") != "0":
+        tree = f"subgroup shuffles ({caps.subgroup_size} lanes)"
+    else:
+        tree = "workgroup tree" + ("" if caps.subgroups else " (adapter: no subgroups)")
     out = []
     for mb in sizes:
         n = fp32_elems(mb)
