@@ -700,36 +700,41 @@ std::string gemv_body(uint32_t threads, bool pairs, DType b_dtype, size_t wide, 
 }
 
 // Matrix-vector products whose weight has N contiguous (x @ W with W [k, n]: GPT-2's
-// Conv1D at decode). A workgroup owns 32 neighbouring columns of one row: the lanes of a
-// warp read 32 neighbouring elements of a weight row (coalesced, where one invocation per
-// output column would leave the GPU mostly idle and a tree per output would read one
-// element per 32-byte sector), its threads / 32 warps take interleaved rows of its slice
-// of K with 4 partial sums each, and a tree over the warps adds them.
+// Conv1D at decode). A workgroup owns `lanes` neighbouring columns of one row (lanes * 4
+// where `wide`): runs of `lanes` invocations read neighbouring elements of a weight row
+// (coalesced, where one invocation per output column would leave the GPU mostly idle and a
+// tree per output would read one element per 32-byte sector), the threads / lanes runs take
+// interleaved rows of its slice of K with 4 partial sums each, and the runs' sums are added:
+// first by shuffles within a subgroup where the adapter has them, then by a tree in
+// workgroup memory.
 //
 // `wide` (float32 weights whose rows start on 16 bytes, N a multiple of 4): the weight is
 // bound again as vec4 words (binding `wide`) and a lane owns four neighbouring columns, so
-// a warp reads 512 contiguous bytes of a row per load and keeps four words in flight.
-std::string gemv_cols_body(uint32_t threads, Split split, size_t wide) {
+// a run reads 16 * lanes contiguous bytes of a row per load and keeps four words in flight.
+std::string gemv_cols_body(uint32_t threads, uint32_t lanes, Split split, size_t wide, uint32_t subgroup) {
   auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
-  const std::string warps = n(threads / kGemvLanes);
   const std::string V = wide ? "vec4<f32>" : "f32", Z = wide ? "vec4<f32>(0.0)" : "0.0";
   const std::string W = "buf" + std::to_string(wide);
   // The weight term of row k: a word of four columns, or one element.
   auto b = [&](const std::string& k) {
     return wide ? "bitcast<vec4<f32>>(" + W + "[(bj + (" + k + ") * bk) / 4u])" : "load_b(bj + (" + k + ") * bk)";
   };
-  std::string s = "var<workgroup> part: array<" + V + ", " + std::to_string(threads) + ">;\n";
+  // Subgroups of one size holding whole runs: a subgroup's runs merge by xor shuffles
+  // (lane j of every run holds the same column), leaving one run per subgroup for the tree.
+  const bool shuffles = subgroup >= lanes && subgroup <= threads && threads % subgroup == 0;
+  const uint32_t slots = shuffles ? threads / subgroup * lanes : threads;
+  std::string s = "var<workgroup> part: array<" + V + ", " + std::to_string(slots) + ">;\n";
   s += kernel_main(Grid::Groups, threads);
   s += gemv_group_decode(split) +
-       "  let lane = lid % " + n(kGemvLanes) + ";\n  let warp = lid / " + n(kGemvLanes) + ";\n" +
-       (wide ? "  let c = (cg * " + n(kGemvLanes) + " + lane) * 4u;\n" : "  let c = cg * " + n(kGemvLanes) + " + lane;\n") +
+       "  let lane = lid % " + n(lanes) + ";\n  let run = lid / " + n(lanes) + ";\n" +
+       (wide ? "  let c = (cg * " + n(lanes) + " + lane) * 4u;\n" : "  let c = cg * " + n(lanes) + " + lane;\n") +
        "  let live = valid && c < N;\n"
        "  let ai = a_base(bo, bi) + r * u.a_rows;\n  let ak = u.a_cols;\n"
        "  let bj = b_base(bo, bi) + min(c, N - 1u);\n  let bk = u.b_rows;\n"
        "  var s0 = " + Z + ";\n  var s1 = " + Z + ";\n  var s2 = " + Z + ";\n  var s3 = " + Z + ";\n"
        "  if (live) {\n"
-       "    let W = " + warps + ";\n"
-       "    var k = kb + warp;\n"
+       "    let W = " + n(threads / lanes) + ";\n"
+       "    var k = kb + run;\n"
        "    for (; k + 3u * W < ke; k = k + 4u * W) {\n"
        "      s0 = s0 + load_a(ai + k * ak) * " + b("k") + ";\n"
        "      s1 = s1 + load_a(ai + (k + W) * ak) * " + b("k + W") + ";\n"
@@ -738,14 +743,21 @@ std::string gemv_cols_body(uint32_t threads, Split split, size_t wide) {
        "    }\n"
        "    for (; k < ke; k = k + W) { s0 = s0 + load_a(ai + k * ak) * " + b("k") + "; }\n"
        "  }\n"
-       "  part[lid] = (s0 + s1) + (s2 + s3);\n"
-       "  workgroupBarrier();\n"
-       "  for (var w = " + n(threads / 2) + "; w >= " + n(kGemvLanes) + "; w = w >> 1u) {\n"
-       "    if (lid < w) { part[lid] = part[lid] + part[lid + w]; }\n"
-       "    workgroupBarrier();\n"
-       "  }\n";
-  if (!wide) return s + "  if (live && warp == 0u) { finish(bo, bi, r, c, part[lid]); }\n}\n";
-  return s + "  if (live && warp == 0u) {\n"
+       "  var t = (s0 + s1) + (s2 + s3);\n";
+  if (shuffles)
+    s += "  for (var o = " + n(lanes) + "; o < " + n(subgroup) + "; o = o << 1u) { t = t + subgroupShuffleXor(t, o); }\n"
+         "  if (lid % " + n(subgroup) + " < " + n(lanes) + ") { part[lid / " + n(subgroup) + " * " + n(lanes) +
+         " + lane] = t; }\n";
+  else
+    s += "  part[lid] = t;\n";
+  s += "  workgroupBarrier();\n";
+  if (slots > lanes)
+    s += "  for (var w = " + n(slots / 2) + "; w >= " + n(lanes) + "; w = w >> 1u) {\n"
+         "    if (lid < w) { part[lid] = part[lid] + part[lid + w]; }\n"
+         "    workgroupBarrier();\n"
+         "  }\n";
+  if (!wide) return s + "  if (live && run == 0u) { finish(bo, bi, r, c, part[lid]); }\n}\n";
+  return s + "  if (live && run == 0u) {\n"
              "    let t = part[lid];\n"
              "    finish(bo, bi, r, c, t.x);\n    finish(bo, bi, r, c + 1u, t.y);\n"
              "    finish(bo, bi, r, c + 2u, t.z);\n    finish(bo, bi, r, c + 3u, t.w);\n"
@@ -798,6 +810,20 @@ uint64_t splitk_slice(Context& ctx, const GemmDesc& d, uint64_t tiles, const std
   if (splits < 2) return d.k;
   const uint64_t slice = (d.k + splits - 1) / splits;
   return slice > kSmallTile.bk ? (slice + kSmallTile.bk - 1) / kSmallTile.bk * kSmallTile.bk : slice;
+}
+
+// gemv_cols' lanes per column run: the most (up to a warp's 32) that still give about one
+// workgroup per SM of a large GPU (kGpuTargetWorkgroups / 2 of `threads` invocations), as
+// fewer lanes mean more column groups for the same N; at least one 32-byte memory sector per
+// row segment (2 lanes of vec4 words, 8 of elements). Where even those are too few, K is
+// split. TORCH_WEBGPU_GEMM_VARIANT=gemv_cols_lanesN forces N (2, 4, ..., 32).
+uint32_t gemv_cols_lanes(uint64_t row_groups, uint64_t n, bool wide, const std::string& force) {
+  for (uint32_t lanes = 2; lanes <= 32; lanes *= 2)
+    if (force == "gemv_cols_lanes" + std::to_string(lanes)) return lanes;
+  const uint32_t cols = wide ? 4 : 1, fewest = wide ? 2 : 8;
+  uint32_t lanes = 32;
+  while (lanes > fewest && row_groups * ((n + cols * lanes - 1) / (cols * lanes)) < kGpuTargetWorkgroups / 2) lanes /= 2;
+  return lanes;
 }
 
 // GemvWalk's operands: a float32 or half-type B with K contiguous, every row of B
@@ -886,13 +912,14 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
                          d.b.dtype == DType::Float32 && d.n % 4 == 0 && d.b.offset % 4 == 0 && d.b.rows % 4 == 0 &&
                          (d.batch_outer < 2 || d.b.batch_outer % 4 == 0) &&
                          (d.batch_inner < 2 || d.b.batch_inner % 4 == 0) && !needs_window(ctx, d.b.buffer);
-  const uint64_t cols_per_group = cols_wide ? 4 * kGemvLanes : kGemvLanes;
+  const uint32_t cols_lanes = v == Variant::GemvCols ? gemv_cols_lanes(batch * d.m, d.n, cols_wide, force) : 0;
+  const uint64_t cols_per_group = cols_wide ? 4 * cols_lanes : cols_lanes;
   const uint64_t k_slice =
       v == Variant::Tiled && d.compute == Compute::F32 && shape.tm == kSmallTile.tm
           ? splitk_slice(ctx, d, count_tiles(kSmallTile), force, "splitk", kSplitKMinSlice)
       : v == Variant::GemvCols
           ? splitk_slice(ctx, d, batch * d.m * ((d.n + cols_per_group - 1) / cols_per_group), force, "gemv_cols_split",
-                         32 * (gemv_threads / kGemvLanes))
+                         32 * (gemv_threads / cols_lanes))
           : d.k;
   const uint64_t splits = k_slice < d.k ? (d.k + k_slice - 1) / k_slice : 1;
   const Split split = splits > 1 ? Split::Partials : Split::None;
@@ -990,6 +1017,7 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   const uint32_t shape_word = v == Variant::Tiled      ? shape.tm | shape.tn << 8 | shape.bk << 16
                               : v == Variant::GemvWalk ? kGemvWalkThreads | kGemvWalkCols << 8
                               : v == Variant::Gemv     ? gemv_lanes | uint32_t(gemv_staged) << 8 | subgroup << 16
+                              : v == Variant::GemvCols ? cols_lanes | subgroup << 16
                                                        : 0;
   const uint32_t flags = (v == Variant::Tiled ? uint32_t(shape.a_k_fast) | uint32_t(shape.b_k_fast) << 1 |
                                                     static_cast<uint32_t>(gather) << 2
@@ -1023,12 +1051,12 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   }
   Arith ar{d.compute};
   const GemmDesc desc = d;
-  l.body = [&, desc, has_c, v, ar, shape, gemv_threads, gemv_pairs, gemv_wide, gemv_lanes, gemv_staged, cols_wide, gather, split, word_bindings] {
+  l.body = [&, desc, has_c, v, ar, shape, gemv_threads, gemv_pairs, gemv_wide, gemv_lanes, gemv_staged, cols_wide, cols_lanes, gather, split, word_bindings] {
     const std::vector<KernelBuffer> words(l.buffers.begin(), l.buffers.begin() + word_bindings);
     std::string s = gemm_common(desc, words, has_c && split == Split::None, split);
     if (v == Variant::Tiled) s += tiled_body(ar, shape, gather, split);
     else if (v == Variant::Gemv) s += gemv_body(gemv_threads, gemv_pairs, desc.b.dtype, gemv_wide ? word_bindings : 0, gemv_lanes, gemv_staged, subgroup);
-    else if (v == Variant::GemvCols) s += gemv_cols_body(gemv_threads, split, cols_wide ? word_bindings : 0);
+    else if (v == Variant::GemvCols) s += gemv_cols_body(gemv_threads, cols_lanes, split, cols_wide ? word_bindings : 0, subgroup);
     else if (v == Variant::GemvWalk) s += gemv_walk_body(kGemvWalkThreads, kGemvWalkCols, word_bindings, desc.b.dtype);
     else if (v == Variant::Block) s += block_body(ar);
     else if (v == Variant::Reduce) s += reduce_body(ar);

@@ -1,9 +1,11 @@
 """The GEMV kernel for weights with N contiguous (x @ W with W [k, n]: GPT-2's Conv1D, a
 `torch.addmm(bias, x, W)`, at decode) against the CPU. GPUs take it by default for up to 4
 rows of A (splitting K when its column groups are too few); software adapters only with
-TORCH_WEBGPU_GEMM_VARIANT=gemv_cols (no split), gemv_cols_split (at least two slices of
-K, then a pass that adds them) or gemv_cols_scalar (no vec4 words of four float32 columns,
-which the others read where N is a multiple of 4 and rows start on 16 bytes), which the
+TORCH_WEBGPU_GEMM_VARIANT=gemv_cols (no split, lanes per column run chosen by shape),
+gemv_cols_split (at least two slices of K, then a pass that adds them), gemv_cols_scalar (no
+vec4 words of four float32 columns, which the others read where N is a multiple of 4 and
+rows start on 16 bytes) or gemv_cols_lanes2 / gemv_cols_lanes32 (the fewest and the most
+lanes per run: subgroup shuffles cover several runs, or runs span subgroups), which the
 tests set. Cases cross its edges: K below one
 sweep of the warps, K not a multiple of the unrolled step, N not a multiple of 32, weight
 views with a row stride wider than N and an odd start, strided x, batches, special values."""
@@ -19,7 +21,8 @@ TOL = {torch.float32: dict(rtol=1e-4, atol=1e-4), torch.float16: dict(rtol=2e-3,
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 
 
-@pytest.fixture(autouse=True, params=["gemv_cols", "gemv_cols_split", "gemv_cols_scalar"])
+@pytest.fixture(autouse=True, params=["gemv_cols", "gemv_cols_split", "gemv_cols_scalar",
+                                                  "gemv_cols_lanes2", "gemv_cols_lanes32"])
 def variant(request, monkeypatch):
     monkeypatch.setenv("TORCH_WEBGPU_GEMM_VARIANT", request.param)
     monkeypatch.setenv("TORCH_WEBGPU_DISABLE_CPU_FALLBACK", "1")
