@@ -286,9 +286,24 @@ def release(device):
 
 def compiled(model, mode):
     """`model` whose forward is compiled by torch.compile (Inductor; on webgpu our WGSL
-    generator), to be run with a static KV cache (fixed shapes: one graph per phase)."""
-    model.forward = torch.compile(model.forward, mode=None if mode == "default" else mode,
-                                  dynamic=False)
+    generator), to be run with a static KV cache (fixed shapes: one graph per phase).
+
+    On CUDA with CUDA graphs (reduce-overhead) the prefill runs eagerly, as transformers'
+    own compiled generate does: the static cache allocates its tensors in the first forward,
+    and CUDA graph trees would own them as a graph's outputs, which the decode graphs then
+    overwrite ("accessing tensor output of CUDAGraphs that has been overwritten"). Our graph
+    replay keeps such buffers where they are, so webgpu compiles both phases."""
+    forward = torch.compile(model.forward, mode=None if mode == "default" else mode, dynamic=False)
+    if mode == "reduce-overhead" and next(model.parameters()).device.type == "cuda":
+        eager = model.forward
+
+        def decode_compiled(*args, **kwargs):
+            ids = kwargs.get("input_ids")
+            ids = kwargs.get("inputs_embeds") if ids is None else ids
+            return eager(*args, **kwargs) if ids is not None and ids.shape[1] > 1 else forward(*args, **kwargs)
+        model.forward = decode_compiled
+    else:
+        model.forward = forward
     return model
 
 
