@@ -8,6 +8,9 @@
 #   STEPS=subgroups: the eager reductions, norms and GEMVs (run.py --cuda) and the compiled
 #   forward with subgroup reductions (default) against workgroup trees (TORCH_WEBGPU_SUBGROUPS=0)
 #   PIN=0-7 ...: every step pinned to those CPUs (taskset)
+#   STEPS="topo gemv_cols both pinned": the machine's CPU/GPU topology and profilers; GPT-2's
+#   N-contiguous GEMVs (run.py --cuda); generate on webgpu and cuda compiled in one process;
+#   webgpu's generate again pinned to PIN_AB (default 2-3) to test the host's placement
 cd "$(dirname "$0")/../.."
 source scripts/h200/build.sh || exit 1
 export PYTHONFAULTHANDLER=1 PYTHONUNBUFFERED=1
@@ -32,6 +35,12 @@ has hostprof && TAIL=60 run "deferred, host profile (cProfile of one generate)" 
 has defer_ab && for e in ${DEFER_ENVS:-TORCH_WEBGPU_DAWN_TOGGLES=skip_validation,disable_robustness TORCH_WEBGPU_MAX_BATCH=4096}; do
   run "deferred: $e" 100 env ${e//+/ } $B --devices webgpu --defer-stop
 done
+has topo && TAIL=40 run "topology" 30 bash -c "nvidia-smi topo -m; lscpu | grep -i -E 'numa|model name|^cpu\(s\)'; \
+  which perf gdb py-spy; cat /proc/sys/kernel/perf_event_paranoid"
+has gemv_cols && TAIL=30 run "GEMV: addmm and linear fp32 against CUDA" 150 python3 benchmarks/run.py --cuda --only gemv \
+  --match "${GEMV_MATCH:-addmm,linear fp32}"
+has both && TAIL=8 run "generate compiled, webgpu and cuda, stop check deferred" 300 $B --devices webgpu,cuda --defer-stop
+has pinned && TAIL=6 run "webgpu generate pinned to ${PIN_AB:-2-3}" 200 taskset -c ${PIN_AB:-2-3} $B --devices webgpu --defer-stop
 has cuda && run "cuda eager, deferred and not" 100 bash -c "$B --devices cuda --modes eager --defer-stop | tail -2; $B --devices cuda --modes eager | tail -1"
 has kernels && for e in ${AB_ENVS:-BASELINE=1 TORCH_WEBGPU_SUBGROUPS=0 TORCH_WEBGPU_COMPILE_REDUCTION_THREADS=64 \
     TORCH_WEBGPU_GEMM_VARIANT=gemv_gated_serial TORCH_WEBGPU_DAWN_TOGGLES=skip_validation,disable_robustness}; do
