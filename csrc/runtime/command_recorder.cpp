@@ -202,6 +202,7 @@ void CommandRecorder::read(WGPUBuffer src, uint64_t offset, void* data, uint64_t
 
 struct CommandRecorder::AsyncRead {
   WGPUBuffer staging = nullptr;
+  uint64_t capacity = 0;
   uint64_t size = 0;
   uint64_t submit = 0;  // the submit that carries its copy
   WGPUFuture future{0};
@@ -212,7 +213,9 @@ struct CommandRecorder::AsyncRead {
   }
 };
 
-CommandRecorder::~CommandRecorder() = default;
+CommandRecorder::~CommandRecorder() {
+  for (auto& kept : free_staging_) wgpuBufferRelease(kept.second);
+}
 
 void CommandRecorder::read_async(WGPUBuffer src, uint64_t offset, uint64_t size,
                                  std::function<void(const void*)> deliver) {
@@ -220,10 +223,23 @@ void CommandRecorder::read_async(WGPUBuffer src, uint64_t offset, uint64_t size,
     fail(ErrorKind::Internal, graph->host_read_message());
   ctx_.touch_gl();
   auto read = std::make_unique<AsyncRead>();
-  WGPUBufferDescriptor desc = {};
-  desc.size = std::max<uint64_t>(size, 4);
-  desc.usage = WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst;
-  read->staging = wgpuDeviceCreateBuffer(ctx_.device(), &desc);
+  const uint64_t mapped = std::max<uint64_t>(size, 4);
+  // A staging buffer from earlier reads where one fits: making and destroying one per read
+  // costs the driver a memory allocation and a free (a per-token stop flag in generate
+  // spent more host time there than in its work).
+  auto fits = std::find_if(free_staging_.begin(), free_staging_.end(),
+                           [&](const auto& b) { return b.first >= mapped; });
+  if (fits != free_staging_.end()) {
+    read->capacity = fits->first;
+    read->staging = fits->second;
+    free_staging_.erase(fits);
+  } else {
+    WGPUBufferDescriptor desc = {};
+    desc.size = std::max<uint64_t>(256, uint64_t(1) << (64 - __builtin_clzll(mapped - 1)));
+    desc.usage = WGPUBufferUsage_MapRead | WGPUBufferUsage_CopyDst;
+    read->staging = wgpuDeviceCreateBuffer(ctx_.device(), &desc);
+    read->capacity = desc.size;
+  }
   read->size = size;
   read->deliver = std::move(deliver);
   if (size) copy(src, offset, read->staging, 0, size);
@@ -235,7 +251,7 @@ void CommandRecorder::read_async(WGPUBuffer src, uint64_t offset, uint64_t size,
     static_cast<AsyncRead*>(u1)->status = status;
   };
   cb.userdata1 = read.get();
-  read->future = wgpuBufferMapAsync(read->staging, WGPUMapMode_Read, 0, desc.size, cb);
+  read->future = wgpuBufferMapAsync(read->staging, WGPUMapMode_Read, 0, mapped, cb);
   async_reads_.push_back(std::move(read));
 }
 
@@ -258,7 +274,21 @@ void CommandRecorder::settle_reads(uint64_t wait_upto) {
     note_completed(done->submit);
     done->deliver(wgpuBufferGetConstMappedRange(done->staging, 0, std::max<uint64_t>(done->size, 4)));
     wgpuBufferUnmap(done->staging);
+    keep_staging(*done);
   }
+}
+
+void CommandRecorder::keep_staging(AsyncRead& read) {
+  // Small buffers only, a few of them: a large read-back's staging memory is given back.
+  constexpr uint64_t kMaxKept = 1 << 20;
+  constexpr size_t kMaxCount = 16;
+  if (read.capacity > kMaxKept) return;
+  if (free_staging_.size() >= kMaxCount) {
+    wgpuBufferRelease(free_staging_.front().second);
+    free_staging_.erase(free_staging_.begin());
+  }
+  free_staging_.emplace_back(read.capacity, read.staging);
+  read.staging = nullptr;
 }
 
 void CommandRecorder::synchronize() {

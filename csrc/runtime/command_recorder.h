@@ -85,6 +85,9 @@ class CommandRecorder {
 
   struct AsyncRead;
   std::deque<std::unique_ptr<AsyncRead>> async_reads_;  // in submit order
+  // Unmapped staging buffers of finished asynchronous reads (capacity, buffer), reused.
+  std::vector<std::pair<uint64_t, WGPUBuffer>> free_staging_;
+  void keep_staging(AsyncRead& read);
 
   uint64_t dispatch_count_ = 0;
   uint64_t submit_count_ = 0;

@@ -92,6 +92,23 @@ def test_many_reads_in_flight_arrive_in_order():
         torch.testing.assert_close(dst, torch.arange(i, i + 10, dtype=torch.float32) + i)
 
 
+def test_staging_buffers_reused_across_sizes_keep_each_reads_bytes():
+    # Finished reads hand their staging buffers to later ones (a buffer at least the size
+    # needed): bytes must never leak from an earlier, longer read, and reads over the kept
+    # size (1 MiB) take buffers of their own.
+    sizes = [1, 3, 1000, 7, 64, 300_000, 2, 70_000, 1]
+    for round_ in range(3):
+        dsts = []
+        for i, n in enumerate(sizes):
+            src = torch.full((n,), float(round_ * 100 + i), device=DEVICE)
+            dst = torch.empty(n)
+            dst.copy_(src, non_blocking=True)
+            dsts.append(dst)
+        settled_by_event(dsts[-1]) if round_ % 2 else settled_by_a_read_back(dsts[-1])
+        for i, (n, dst) in enumerate(zip(sizes, dsts)):
+            torch.testing.assert_close(dst, torch.full((n,), float(round_ * 100 + i)))
+
+
 def test_refused_inside_graph_capture():
     x = torch.randn(4, device=DEVICE)
     dst = torch.zeros(4)
