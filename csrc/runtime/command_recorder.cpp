@@ -142,6 +142,21 @@ void CommandRecorder::flush() {
   if (timestamps) profiler.collect(submit_ns);
 }
 
+WGPUCommandEncoder CommandRecorder::adopt_encoder() {
+  if (!encoder_) return nullptr;
+  ctx_.touch_gl();
+  end_pass();
+  // As flush() does, minus the submit: the caller's submit carries these commands.
+  if (arena_used_) wgpuQueueWriteBuffer(ctx_.queue(), arena_, 0, arena_host_.data(), arena_used_);
+  WGPUCommandEncoder encoder = encoder_;
+  encoder_ = nullptr;
+  arena_used_ = 0;
+  pending_ = 0;
+  bound_pipeline_ = nullptr;
+  ++submit_count_;
+  return encoder;
+}
+
 void CommandRecorder::write(WGPUBuffer dst, uint64_t offset, const void* data, uint64_t size) {
   if (size == 0) return;
   if (CapturedGraph* graph = CapturedGraph::active()) {

@@ -341,7 +341,18 @@ void CapturedGraph::replay() {
   check_inputs_alive();
   ctx_.touch_gl();
   CommandRecorder& recorder = ctx_.recorder();
-  recorder.flush();  // eager work recorded before the replay runs before it
+  // Under torch.webgpu.profiler a replay is timed as eager work is (profiler.h): each
+  // dispatch in a pass of its own with timestamp writes, or submitted alone and waited for.
+  DispatchProfiler& profiler = DispatchProfiler::get();
+  const bool profiled = profiler.active();
+  const bool gpu_times = profiled && profiler.timing() == ProfilerTiming::Gpu;
+  // Eager work recorded before the replay runs before it: in the replay's first submit
+  // (a decode step's input copies; a submit costs tens of microseconds on some drivers).
+  WGPUCommandEncoder encoder = nullptr;
+  if (profiled)
+    recorder.flush();
+  else
+    encoder = recorder.adopt_encoder();
   const uint64_t start_ns = DispatchProfiler::now_ns();
   uint64_t submit_ns = 0;
   WGPUDevice device = ctx_.device();
@@ -351,7 +362,7 @@ void CapturedGraph::replay() {
   // first dispatches while the rest are still being encoded (a decode step ends in a
   // read-back, so every replay starts with an idle GPU).
   uint32_t batch_limit = std::min(Config::get().replay_first_batch, max_batch);
-  WGPUCommandEncoder encoder = wgpuDeviceCreateCommandEncoder(device, nullptr);
+  if (!encoder) encoder = wgpuDeviceCreateCommandEncoder(device, nullptr);
   WGPUComputePassEncoder pass = nullptr;
   WGPUComputePipeline bound = nullptr;
   uint32_t in_batch = 0;
@@ -362,11 +373,6 @@ void CapturedGraph::replay() {
     pass = nullptr;
     bound = nullptr;
   };
-  // Under torch.webgpu.profiler a replay is timed as eager work is (profiler.h): each
-  // dispatch in a pass of its own with timestamp writes, or submitted alone and waited for.
-  DispatchProfiler& profiler = DispatchProfiler::get();
-  const bool profiled = profiler.active();
-  const bool gpu_times = profiled && profiler.timing() == ProfilerTiming::Gpu;
   struct OpScope {  // replayed dispatches show under this op in profiles
     bool on;
     explicit OpScope(bool o) : on(o) { if (on) DispatchProfiler::push_op("webgpu::graph_replay"); }
