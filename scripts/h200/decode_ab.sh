@@ -20,7 +20,8 @@ run() {  # label, seconds, command...
   echo "== $label (at $((SECONDS - T0)) s)"
   # (Each step's log under $OUT too: a call cut off at its limit still returns them. Do not
   # pipe this script through tail: a cut-off call then returns nothing.)
-  local log="${OUT:-/tmp}/step_$((SECONDS - T0)).log"
+  # (Named by model and start time: several invocations in one call keep their logs apart.)
+  local log="${OUT:-/tmp}/step_${MODEL:-qwen2.5}_$(date +%H%M%S)_$((SECONDS - T0)).log"
   # PIN=cpus (e.g. the GPU's NUMA node from `nvidia-smi topo -m`): each step runs on them.
   timeout -s ABRT "$limit" ${PIN:+taskset -c $PIN} "$@" > "$log" 2>&1
   grep -v "Warning\|warn(\|^\s*$\|cudagraph_utils" "$log" | tail -${TAIL:-4}
