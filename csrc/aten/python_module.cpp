@@ -123,6 +123,7 @@ PYBIND11_MODULE(_C, m) {
     d["dispatches"] = lock.ctx().recorder().dispatches_recorded();
     d["submits"] = lock.ctx().recorder().submits();
     d["pipelines"] = lock.ctx().pipelines().size();
+    d["bind_groups_made"] = lock.ctx().pipelines().bind_groups_made();
     return d;
   });
   // Whether torch.ops.webgpu.linear_group is one dispatch here (the compile pass's test).

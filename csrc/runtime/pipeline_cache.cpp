@@ -142,6 +142,7 @@ WGPUBindGroup PipelineCache::bind_group(const Pipeline& p, const WGPUBuffer* buf
   ctx_.touch_gl();
   if (bind_groups_.size() >= kMaxBindGroups) forget_all_bind_groups();
   WGPUBindGroup group = create_bind_group(p, buffers, uniforms, windows);
+  ++bind_groups_made_;
   bind_groups_.emplace(scratch_key_, group);
   return group;
 }

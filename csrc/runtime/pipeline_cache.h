@@ -62,6 +62,8 @@ class PipelineCache {
   // Drops cached bind groups that name `buffer` (before the buffer is released).
   void forget_buffer(WGPUBuffer buffer);
   void forget_all_bind_groups();
+  // Bind groups made for bind_group() (cache misses), for dispatch_stats.
+  uint64_t bind_groups_made() const { return bind_groups_made_; }
 
  private:
   Pipeline build(const ProgramDesc& desc);
@@ -85,6 +87,7 @@ class PipelineCache {
   };
   std::unordered_map<BindKey, WGPUBindGroup, BindKeyHash> bind_groups_;
   BindKey scratch_key_;
+  uint64_t bind_groups_made_ = 0;
 };
 
 }  // namespace twgpu

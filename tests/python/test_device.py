@@ -263,3 +263,19 @@ def test_ops_from_several_threads():
     for i in range(4):
         assert torch.equal(results[i], x * (i + 1) + i)
     assert torch.equal((d + 1).cpu(), x + 1)  # and the main thread still works
+
+
+def test_bind_groups_are_cached_per_buffer_set():
+    # An op run again on the same tensors (same buffers, windows and uniform arena) reuses
+    # its bind group; new output buffers make new ones. dispatch_stats counts the misses.
+    from torch_webgpu import _C
+
+    x = torch.randn(64, device="webgpu")
+    out = torch.empty(64, device="webgpu")
+    torch.add(x, 1.0, out=out)
+    before = _C.dispatch_stats()["bind_groups_made"]
+    for _ in range(5):
+        torch.add(x, 1.0, out=out)
+    torch.webgpu.synchronize()
+    assert _C.dispatch_stats()["bind_groups_made"] == before
+    torch.testing.assert_close(out.cpu(), x.cpu() + 1.0)
