@@ -19,6 +19,7 @@ import copy
 import dataclasses
 import json
 import os
+import statistics
 import sys
 import traceback
 import time
@@ -270,6 +271,13 @@ def greedy(model, prompt, new_tokens, device, timed=True, clock_waits=True, befo
     result["prefill_ms"] = (clock.times[0] - start) * 1e3
     if new_tokens > 1:
         result["tok_s"] = (new_tokens - 1) / (end - clock.times[0])
+        # Per decode step (the clock's intervals; host time where it does not wait): the
+        # first step apart (a compiled graph's rebind to a new cache lands there), the
+        # median of the rest.
+        steps = [b - a for a, b in zip(clock.times, clock.times[1:])]
+        result["first_step_ms"] = steps[0] * 1e3
+        if len(steps) > 1:
+            result["median_step_ms"] = statistics.median(steps[1:]) * 1e3
     return result
 
 
