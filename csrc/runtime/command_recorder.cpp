@@ -119,25 +119,16 @@ void CommandRecorder::copy(WGPUBuffer src, uint64_t src_offset, WGPUBuffer dst,
 }
 
 void CommandRecorder::flush() {
-  if (!encoder_) return;
-  ctx_.touch_gl();
-  end_pass();
+  WGPUCommandEncoder encoder = adopt_encoder();
+  if (!encoder) return;
   DispatchProfiler& profiler = DispatchProfiler::get();
   const bool timestamps = profiler.active() && profiler.timing() == ProfilerTiming::Gpu;
-  if (timestamps) profiler.resolve(encoder_);
-  WGPUCommandBuffer commands = wgpuCommandEncoderFinish(encoder_, nullptr);
-  wgpuCommandEncoderRelease(encoder_);
-  encoder_ = nullptr;
-  // Queue order puts this upload after the previous batch and before this one, so the
-  // arena can be reused from offset 0 every batch.
-  if (arena_used_) wgpuQueueWriteBuffer(ctx_.queue(), arena_, 0, arena_host_.data(), arena_used_);
+  if (timestamps) profiler.resolve(encoder);
+  WGPUCommandBuffer commands = wgpuCommandEncoderFinish(encoder, nullptr);
+  wgpuCommandEncoderRelease(encoder);
   const uint64_t submit_ns = timestamps ? DispatchProfiler::now_ns() : 0;
   wgpuQueueSubmit(ctx_.queue(), 1, &commands);
   wgpuCommandBufferRelease(commands);
-  arena_used_ = 0;
-  pending_ = 0;
-  bound_pipeline_ = nullptr;
-  ++submit_count_;
   ctx_.check_errors();
   if (timestamps) profiler.collect(submit_ns);
 }
@@ -146,7 +137,8 @@ WGPUCommandEncoder CommandRecorder::adopt_encoder() {
   if (!encoder_) return nullptr;
   ctx_.touch_gl();
   end_pass();
-  // As flush() does, minus the submit: the caller's submit carries these commands.
+  // Queue order puts this upload after the previous batch and before the submit that
+  // carries this one, so the arena can be reused from offset 0 every batch.
   if (arena_used_) wgpuQueueWriteBuffer(ctx_.queue(), arena_, 0, arena_host_.data(), arena_used_);
   WGPUCommandEncoder encoder = encoder_;
   encoder_ = nullptr;
@@ -242,8 +234,10 @@ void CommandRecorder::read_async(WGPUBuffer src, uint64_t offset, uint64_t size,
   // A staging buffer from earlier reads where one fits: making and destroying one per read
   // costs the driver a memory allocation and a free (a per-token stop flag in generate
   // spent more host time there than in its work).
-  auto fits = std::find_if(free_staging_.begin(), free_staging_.end(),
-                           [&](const auto& b) { return b.first >= mapped; });
+  // The smallest that fits, so that a small read does not take a large read's buffer.
+  auto fits = free_staging_.end();
+  for (auto it = free_staging_.begin(); it != free_staging_.end(); ++it)
+    if (it->first >= mapped && (fits == free_staging_.end() || it->first < fits->first)) fits = it;
   if (fits != free_staging_.end()) {
     read->capacity = fits->first;
     read->staging = fits->second;

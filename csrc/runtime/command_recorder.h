@@ -48,9 +48,10 @@ class CommandRecorder {
 
   // Submits what was recorded. Cheap when nothing is pending.
   void flush();
-  // The open encoder with what was recorded (null when nothing is), for a caller that
-  // appends its own commands and submits them all at once: one submit instead of two.
-  // Counts as a submit of this recorder; the caller must submit it next.
+  // The open encoder with what was recorded (null when nothing is), its uniforms uploaded,
+  // for a caller that appends its own commands and submits them all at once (graph replay:
+  // one submit instead of two; flush() submits it alone). Counts as a submit of this
+  // recorder; the caller must submit it next.
   WGPUCommandEncoder adopt_encoder();
   // flush() and wait until the GPU has finished everything submitted.
   void synchronize();

@@ -24,11 +24,10 @@ def init() -> None:
     _C.init()
 
 
-def _lazy_init() -> None:
-    # torch calls this before every factory function and `.to()` that names webgpu until it
-    # has returned once; without it, each such call imported this module again and asked it
-    # for the attribute (an AttributeError through __getattr__ every time).
-    _C.init()
+# torch calls this before every factory function and `.to()` that names webgpu until it has
+# returned once; without it, each such call imported this module again and asked it for the
+# attribute (an AttributeError through __getattr__ every time).
+_lazy_init = init
 
 
 def _is_in_bad_fork() -> bool:

@@ -104,7 +104,8 @@ def test_staging_buffers_reused_across_sizes_keep_each_reads_bytes():
             dst = torch.empty(n)
             dst.copy_(src, non_blocking=True)
             dsts.append(dst)
-        settled_by_event(dsts[-1]) if round_ % 2 else settled_by_a_read_back(dsts[-1])
+        settle = settled_by_event if round_ % 2 else settled_by_a_read_back
+        settle(dsts[-1])
         for i, (n, dst) in enumerate(zip(sizes, dsts)):
             torch.testing.assert_close(dst, torch.full((n,), float(round_ * 100 + i)))
 
