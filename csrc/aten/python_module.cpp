@@ -51,6 +51,8 @@ py::dict device_properties() {
     d["architecture"] = a.architecture;
     d["driver"] = a.description;
     d["backend"] = a.backend;
+    // Graph replays encode and submit on a thread of their own (submit_worker.h).
+    d["async_submits"] = lock.ctx().async_submits();
     d["adapter_type"] = a.adapter_type;
     d["compatibility_mode"] = a.compatibility_mode;
     d["shader_f16"] = c.shader_f16;
@@ -124,6 +126,11 @@ PYBIND11_MODULE(_C, m) {
     d["submits"] = lock.ctx().recorder().submits();
     d["pipelines"] = lock.ctx().pipelines().size();
     d["bind_groups_made"] = lock.ctx().pipelines().bind_groups_made();
+    // Graph replays handed to the submit thread, and how long this thread then waited for
+    // one before a later queue operation (submit_worker.h).
+    const bool worker = lock.ctx().async_submits();
+    d["async_replays"] = worker ? lock.ctx().submit_worker().jobs() : 0;
+    d["async_replay_wait_us"] = worker ? lock.ctx().submit_worker().waited_ns() / 1000 : 0;
     return d;
   });
   // Whether torch.ops.webgpu.linear_group is one dispatch here (the compile pass's test).

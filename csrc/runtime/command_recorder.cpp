@@ -134,6 +134,7 @@ void CommandRecorder::flush() {
 }
 
 WGPUCommandEncoder CommandRecorder::adopt_encoder() {
+  ctx_.queue_gate();  // a replay still being submitted goes first (submit_worker.h)
   if (!encoder_) return nullptr;
   ctx_.touch_gl();
   end_pass();

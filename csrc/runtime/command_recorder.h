@@ -56,6 +56,8 @@ class CommandRecorder {
   // flush() and wait until the GPU has finished everything submitted.
   void synchronize();
 
+  // Counts a submit made outside the recorder (a graph replay's) among submits().
+  void note_submit() { ++submit_count_; }
   uint64_t dispatches_recorded() const { return dispatch_count_; }
   uint64_t submits() const { return submit_count_; }
   // Submits known finished on the GPU (a read-back or a completed queue marker saw them):

@@ -20,6 +20,9 @@ struct Config {
   // TORCH_WEBGPU_REPLAY_FIRST_BATCH=N: dispatches in a graph replay's first submit (later
   // submits double up to max_batch); a large N submits a replay at once.
   uint32_t replay_first_batch = 16;
+  // TORCH_WEBGPU_ASYNC_REPLAY=0: a graph replay encodes and submits on the calling thread
+  // (default: on a submit thread of its own where the backend allows, submit_worker.h).
+  bool async_replay = true;
   // TORCH_WEBGPU_MAX_BINDING_BYTES=N: plan kernels as if a storage binding held at most N
   // bytes (tests of tensors larger than one binding with small tensors); 0: the adapter's.
   uint64_t max_binding_bytes = 0;

@@ -177,11 +177,17 @@ Context::Context() {
   pipelines_ = std::make_unique<PipelineCache>(*this);
   recorder_ = std::make_unique<CommandRecorder>(*this);
   checks_ = std::make_unique<DeviceChecks>(*this);
-  if (adapter_desc_.backend == "opengl" || adapter_desc_.backend == "opengles") {
+  if (uses_gl()) {
     // Release the context from the creating thread; RuntimeLock binds it where needed.
     egl_ = EglBinding::capture();
     if (egl_) egl_->unbind();
   }
+  if (!uses_gl() && wgpuDeviceHasFeature(device_, dawn::kFeatureImplicitDeviceSynchronization))
+    worker_ = std::make_unique<SubmitWorker>();
+}
+
+bool Context::uses_gl() const {
+  return adapter_desc_.backend == "opengl" || adapter_desc_.backend == "opengles";
 }
 
 Context::~Context() = default;
@@ -304,6 +310,7 @@ void Context::create_device() {
   want(WGPUFeatureName_ShaderF16);
   want(dawn::kFeatureSubgroups);
   want(WGPUFeatureName_TimestampQuery);
+  if (cfg.async_replay && !uses_gl()) want(dawn::kFeatureImplicitDeviceSynchronization);
 
   wgpuAdapterGetLimits(adapter_, &limits_.limits);
   WGPUDeviceDescriptor desc = {};
@@ -456,6 +463,7 @@ void Context::check_errors() {
 
 void Context::simulate_device_loss() {
   touch_gl();
+  queue_gate();
   wgpuDeviceDestroy(device_);
   // Destroy reports the loss asynchronously; make it visible now.
   wgpuInstanceProcessEvents(instance_);

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "runtime/dawn_extensions.h"
+#include "runtime/submit_worker.h"
 
 namespace twgpu {
 
@@ -93,6 +94,17 @@ class Context {
   PipelineCache& pipelines() { return *pipelines_; }
   DeviceChecks& checks() { return *checks_; }
 
+  // True where a graph replay may encode and submit on the submit thread (not on Dawn's
+  // GL backends, whose context belongs to one thread; TORCH_WEBGPU_ASYNC_REPLAY=0 turns it
+  // off). submit_worker() exists only then.
+  bool async_submits() const { return worker_ != nullptr; }
+  SubmitWorker& submit_worker() { return *worker_; }
+  // Waits for the submit thread's job: every queue operation (submit, buffer write, map,
+  // work-done marker) and every change to objects a queued replay names calls it first.
+  void queue_gate() {
+    if (worker_) worker_->join();
+  }
+
   // Blocks until `future` completes, processing callbacks; raises DeviceLost instead of
   // hanging when the device goes away while waiting.
   void wait(WGPUFuture future);
@@ -109,6 +121,7 @@ class Context {
   void create_instance();
   void create_adapter();
   void create_device();
+  bool uses_gl() const;
 
   std::recursive_mutex mutex_;
   WGPUInstance instance_ = nullptr;
@@ -133,6 +146,7 @@ class Context {
   std::unique_ptr<CommandRecorder> recorder_;
   std::unique_ptr<PipelineCache> pipelines_;
   std::unique_ptr<DeviceChecks> checks_;  // device-side index checks (device_checks.h)
+  std::unique_ptr<SubmitWorker> worker_;  // last: its job finishes before the rest goes
 };
 
 // Helpers shared by the runtime's files.

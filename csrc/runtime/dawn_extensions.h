@@ -13,6 +13,12 @@ namespace twgpu::dawn {
 // The header stops at DualSourceBlending (0x10); Dawn numbers `subgroups` next.
 constexpr WGPUFeatureName kFeatureSubgroups = static_cast<WGPUFeatureName>(0x11);
 
+// Dawn-only: every API call takes the device's lock, so two threads may call in at once
+// (submit_worker.h). Dawn has numbered it 0x50004 across its releases; the device
+// reports whether it took it (wgpuDeviceHasFeature).
+constexpr WGPUFeatureName kFeatureImplicitDeviceSynchronization =
+    static_cast<WGPUFeatureName>(0x50004);
+
 // Dawn's WGPULimits may be longer than the header's (newer revisions append fields such as
 // maxImmediateSize). Queries write through this padded holder so Dawn never writes past
 // our struct, and a device requested with it gets Dawn's own values for the unknown tail.

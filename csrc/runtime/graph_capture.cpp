@@ -191,6 +191,7 @@ std::string CapturedGraph::host_read_message() const {
 
 void CapturedGraph::bake() {
   ctx_.touch_gl();
+  ctx_.queue_gate();  // its uploads are queue writes
   WGPUDevice device = ctx_.device();
   if (!uniforms_host_.empty()) {
     WGPUBufferDescriptor desc = {};
@@ -245,6 +246,7 @@ void CapturedGraph::make_bind_groups() {
 bool CapturedGraph::rebind(const std::vector<std::pair<uint64_t, uint64_t>>& moves) {
   if (capturing_ || !baked_)
     fail(ErrorKind::Internal, "torch.webgpu graphs: rebind() needs a captured graph");
+  ctx_.queue_gate();  // a queued replay still reads buffers_ and the bind groups
   BufferPool& pool = ctx_.pool();
   std::unordered_map<WGPUBuffer, Allocation*> swap;  // held buffer -> its replacement
   std::vector<Allocation*> refreshed;
@@ -341,18 +343,32 @@ void CapturedGraph::replay() {
   check_inputs_alive();
   ctx_.touch_gl();
   CommandRecorder& recorder = ctx_.recorder();
-  // Under torch.webgpu.profiler a replay is timed as eager work is (profiler.h): each
-  // dispatch in a pass of its own with timestamp writes, or submitted alone and waited for.
-  DispatchProfiler& profiler = DispatchProfiler::get();
-  const bool profiled = profiler.active();
-  const bool gpu_times = profiled && profiler.timing() == ProfilerTiming::Gpu;
+  // Under torch.webgpu.profiler a replay is timed as eager work is (profiler.h), on this
+  // thread.
+  const bool profiled = DispatchProfiler::get().active();
   // Eager work recorded before the replay runs before it: in the replay's first submit
   // (a decode step's input copies; a submit costs tens of microseconds on some drivers).
+  // (adopt_encoder() and flush() first wait for a replay still on the submit thread.)
   WGPUCommandEncoder encoder = nullptr;
   if (profiled)
     recorder.flush();
   else
     encoder = recorder.adopt_encoder();
+  recorder.note_submit();
+  if (!profiled && ctx_.async_submits()) {
+    // Encoding and submitting cost ~3 us of host time per dispatch on some drivers: the
+    // submit thread does it while this thread returns to the caller.
+    ctx_.submit_worker().post([this, encoder] { encode_and_submit(encoder, false); });
+    return;
+  }
+  encode_and_submit(encoder, profiled);
+  ctx_.check_errors();
+}
+
+void CapturedGraph::encode_and_submit(WGPUCommandEncoder encoder, bool profiled) {
+  CommandRecorder& recorder = ctx_.recorder();
+  DispatchProfiler& profiler = DispatchProfiler::get();
+  const bool gpu_times = profiled && profiler.timing() == ProfilerTiming::Gpu;
   const uint64_t start_ns = DispatchProfiler::now_ns();
   uint64_t submit_ns = 0;
   WGPUDevice device = ctx_.device();
@@ -449,11 +465,11 @@ void CapturedGraph::replay() {
   if (encoder) submit();
   last_replay_ns_ = DispatchProfiler::now_ns() - start_ns;
   last_submit_ns_ = submit_ns;
-  ctx_.check_errors();
 }
 
 void CapturedGraph::release_all() {
   ctx_.touch_gl();
+  ctx_.queue_gate();  // a queued replay may still name these objects
   for (WGPUBindGroup g : bind_groups_) wgpuBindGroupRelease(g);
   bind_groups_.clear();
   if (uniform_buffer_) wgpuBufferRelease(uniform_buffer_);

@@ -16,6 +16,7 @@
 #pragma once
 #include <webgpu/webgpu.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -66,10 +67,11 @@ class CapturedGraph {
   uint64_t pool_id() const { return pool_id_; }
   size_t num_dispatches() const { return dispatches_.size(); }
   size_t num_steps() const { return steps_.size(); }
-  // Host time of the last replay(): all of it, and the part spent in wgpuQueueSubmit
-  // (on GL backends the driver runs the work inside the submit).
-  uint64_t last_replay_ns() const { return last_replay_ns_; }
-  uint64_t last_submit_ns() const { return last_submit_ns_; }
+  // Host time of the last replay's encoding and submits: all of it, and the part spent in
+  // wgpuQueueSubmit (on GL backends the driver runs the work inside the submit). With the
+  // submit thread, that of the last replay it finished.
+  uint64_t last_replay_ns() const { return last_replay_ns_.load(std::memory_order_relaxed); }
+  uint64_t last_submit_ns() const { return last_submit_ns_.load(std::memory_order_relaxed); }
 
   // A copy of one recorded step, for writing a capture out. A dispatch: its pipeline
   // (WGSL, binding kinds), buffers and windows in binding order, uniform bytes, grid. A
@@ -137,6 +139,9 @@ class CapturedGraph {
   void make_bind_groups();
   void release_all();
   void check_inputs_alive() const;
+  // Encodes every step after `encoder`'s commands (null: none) and submits them in
+  // batches; on the submit thread unless profiled. Raises nothing when not profiled.
+  void encode_and_submit(WGPUCommandEncoder encoder, bool profiled);
 
   Context& ctx_;
   bool capturing_ = false;
@@ -156,8 +161,8 @@ class CapturedGraph {
   WGPUBuffer uniform_buffer_ = nullptr;
   WGPUBuffer snapshot_buffer_ = nullptr;
   std::vector<WGPUBindGroup> bind_groups_;  // owned, one per distinct binding set
-  uint64_t last_replay_ns_ = 0;
-  uint64_t last_submit_ns_ = 0;
+  std::atomic<uint64_t> last_replay_ns_{0};  // written by the submit thread
+  std::atomic<uint64_t> last_submit_ns_{0};
 };
 
 }  // namespace twgpu

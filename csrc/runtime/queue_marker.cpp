@@ -133,6 +133,7 @@ double host_clock_ms() {
 
 void QueueMarker::record(Context& ctx, bool timing) {
   ctx.touch_gl();
+  ctx.queue_gate();
   auto state = std::make_shared<State>();
   state_ = state;
   if (timing) state->slot = acquire_slot(ctx);
