@@ -20,9 +20,11 @@ struct Config {
   // TORCH_WEBGPU_REPLAY_FIRST_BATCH=N: dispatches in a graph replay's first submit (later
   // submits double up to max_batch); a large N submits a replay at once.
   uint32_t replay_first_batch = 16;
-  // TORCH_WEBGPU_ASYNC_REPLAY=0: a graph replay encodes and submits on the calling thread
-  // (default: on a submit thread of its own where the backend allows, submit_worker.h).
-  bool async_replay = true;
+  // TORCH_WEBGPU_ASYNC_REPLAY=1: a graph replay encodes and submits on a thread of its own
+  // where the backend allows (submit_worker.h). Off by default: on NVIDIA's Vulkan driver
+  // it made compiled decode no faster (Dawn's submit holds the device lock that every call
+  // of the other thread then waits for; docs/PERFORMANCE.md).
+  bool async_replay = false;
   // TORCH_WEBGPU_MAX_BINDING_BYTES=N: plan kernels as if a storage binding held at most N
   // bytes (tests of tensors larger than one binding with small tensors); 0: the adapter's.
   uint64_t max_binding_bytes = 0;

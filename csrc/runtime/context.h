@@ -95,8 +95,8 @@ class Context {
   DeviceChecks& checks() { return *checks_; }
 
   // True where a graph replay may encode and submit on the submit thread (not on Dawn's
-  // GL backends, whose context belongs to one thread; TORCH_WEBGPU_ASYNC_REPLAY=0 turns it
-  // off). submit_worker() exists only then.
+  // GL backends, whose context belongs to one thread; opt-in: TORCH_WEBGPU_ASYNC_REPLAY=1).
+  // submit_worker() exists only then.
   bool async_submits() const { return worker_ != nullptr; }
   SubmitWorker& submit_worker() { return *worker_; }
   // Waits for the submit thread's job: every queue operation (submit, buffer write, map,

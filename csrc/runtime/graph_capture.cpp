@@ -357,7 +357,7 @@ void CapturedGraph::replay() {
   recorder.note_submit();
   if (!profiled && ctx_.async_submits()) {
     // Encoding and submitting cost ~3 us of host time per dispatch on some drivers: the
-    // submit thread does it while this thread returns to the caller.
+    // submit thread does it while this thread returns to the caller (opt-in).
     ctx_.submit_worker().post([this, encoder] { encode_and_submit(encoder, false); });
     return;
   }

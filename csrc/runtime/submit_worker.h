@@ -5,7 +5,10 @@
 // first, which waits for the job: the queue sees the same order as if the job had run
 // inline. Dawn is called from two threads, so the device is created with Dawn's
 // implicit device synchronization; Dawn's GL backends bind their context to one thread,
-// so there the job runs inline (Context::async_submits()).
+// so there the job runs inline (Context::async_submits()). Opt-in
+// (TORCH_WEBGPU_ASYNC_REPLAY=1): on NVIDIA's Vulkan driver the replay's wgpuQueueSubmit holds
+// Dawn's device lock for most of the replay's host time, so the caller's next Dawn call
+// waits for it and compiled decode came out no faster (docs/PERFORMANCE.md).
 #pragma once
 #include <atomic>
 #include <condition_variable>

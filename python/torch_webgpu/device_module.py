@@ -110,8 +110,8 @@ class WebGPUDeviceProperties:
     max_compute_workgroup_storage_size: int
     max_compute_invocations_per_workgroup: int
     max_compute_workgroups_per_dimension: int
-    # Graph replays encode and submit on a thread of their own while Python goes on (not
-    # on Dawn's GL backends; TORCH_WEBGPU_ASYNC_REPLAY=0 turns it off).
+    # Graph replays encode and submit on a thread of their own while Python goes on
+    # (TORCH_WEBGPU_ASYNC_REPLAY=1; never on Dawn's GL backends).
     async_submits: bool = False
 
 
