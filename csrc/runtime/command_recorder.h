@@ -79,6 +79,8 @@ class CommandRecorder {
   const Pipeline* bound_pipeline_ = nullptr;
   uint32_t pending_ = 0;  // dispatches in the open batch
   uint32_t max_batch_;
+  uint32_t first_batch_;  // the batch after a read-back (Config::eager_first_batch)
+  uint32_t batch_limit_;  // this batch's: first_batch_ doubling up to max_batch_
   uint32_t align_;
 
   WGPUBuffer arena_ = nullptr;  // uniform arena on the device

@@ -34,6 +34,7 @@ Config read_config() {
   c.dump_shaders_dir = env_string("TORCH_WEBGPU_DUMP_SHADERS");
   env_count("TORCH_WEBGPU_MAX_BATCH", c.max_batch);
   env_count("TORCH_WEBGPU_REPLAY_FIRST_BATCH", c.replay_first_batch);
+  env_count("TORCH_WEBGPU_EAGER_FIRST_BATCH", c.eager_first_batch);
   c.async_replay = env_flag("TORCH_WEBGPU_ASYNC_REPLAY");
   std::string binding = env_string("TORCH_WEBGPU_MAX_BINDING_BYTES");
   if (!binding.empty()) {

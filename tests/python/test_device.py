@@ -1,6 +1,9 @@
 """The webgpu device: registration, torch.webgpu.* (shaped like torch.cuda), the device
 guard, torch.accelerator memory APIs, memory statistics and random number generation."""
 import gc
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -279,3 +282,26 @@ def test_bind_groups_are_cached_per_buffer_set():
     torch.webgpu.synchronize()
     assert _C.dispatch_stats()["bind_groups_made"] == before
     torch.testing.assert_close(out.cpu(), x.cpu() + 1.0)
+
+
+def test_eager_batches_start_small_after_a_read_back_and_double():
+    # After a read-back the GPU is idle: the first submit carries EAGER_FIRST_BATCH
+    # dispatches, the next twice as many, up to TORCH_WEBGPU_MAX_BATCH.
+    code = (
+        "import torch, torch_webgpu\n"
+        "from torch_webgpu import _C\n"
+        "x = torch.zeros(16, device='webgpu')\n"
+        "ys = [x + 1.0]\n"
+        "x.cpu()\n"
+        "before = _C.dispatch_stats()['submits']\n"
+        "for i in range(20):\n"
+        "    ys.append(ys[-1] + 1.0)\n"
+        "middle = _C.dispatch_stats()['submits'] - before\n"
+        "assert ys[-1].cpu().tolist() == [21.0] * 16, ys[-1].cpu()\n"
+        "print(middle)\n")
+    env = dict(os.environ, TORCH_WEBGPU_EAGER_FIRST_BATCH="4")
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    # 20 dispatches: batches of 4 and 8 submitted, 8 still open.
+    assert result.stdout.split()[-1] == "2"
