@@ -10,7 +10,7 @@
 #include "aten/generator.h"
 #include "aten/python_errors.h"
 #include "aten/webgpu_tensor.h"
-#include "runtime/adapter_kind.h"
+#include "kernels/adapter_kind.h"
 #include "kernels/matmul.h"
 #include "kernels/wgsl_library.h"
 

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "runtime/adapter_kind.h"
+#include "kernels/adapter_kind.h"
 #include "kernels/binding_window.h"
 #include "kernels/group_reduce.h"
 #include "kernels/kernel_program.h"

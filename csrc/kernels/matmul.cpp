@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/adapter_kind.h"
+#include "kernels/adapter_kind.h"
 #include "kernels/binding_window.h"
 #include "kernels/elementwise_ops.h"
 #include "kernels/group_reduce.h"

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <functional>
 
-#include "runtime/adapter_kind.h"
+#include "kernels/adapter_kind.h"
 #include "kernels/binding_window.h"
 #include "kernels/group_reduce.h"
 #include "runtime/context.h"

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "runtime/adapter_kind.h"
 #include "runtime/config.h"
 #include "runtime/context.h"
 #include "runtime/device_checks.h"
@@ -21,7 +20,7 @@ CommandRecorder::CommandRecorder(Context& ctx) : ctx_(ctx) {
   ctx.touch_gl();
   max_batch_ = Config::get().max_batch;
   const uint32_t first = Config::get().eager_first_batch;
-  first_batch_ = std::min(first ? first : software_adapter(ctx) ? max_batch_ : 16u, max_batch_);
+  first_batch_ = first ? std::min(first, max_batch_) : max_batch_;
   batch_limit_ = max_batch_;
   align_ = ctx.caps().min_uniform_offset_alignment;
   arena_capacity_ = static_cast<uint64_t>(max_batch_) * 256 + kMaxUniformSlot;
@@ -61,9 +60,9 @@ void CommandRecorder::dispatch(const Pipeline& p, const WGPUBuffer* buffers, con
     return;  // not counted: dispatches_recorded() counts eager launches only
   }
   uint64_t slot = (p.uniform_bytes + align_ - 1) / align_ * align_;
-  // After a read-back the GPU is idle: the first batch goes out small so that the GPU
-  // works while the host records the rest (eager decode waits on a read-back every token),
-  // later ones double towards max_batch (a submit costs the host tens of microseconds).
+  // After a read-back the GPU is idle: with TORCH_WEBGPU_EAGER_FIRST_BATCH the first batch
+  // goes out small so that the GPU works while the host records the rest, later ones
+  // double towards max_batch (a submit costs the host tens of microseconds).
   if (pending_ == 0 && completed_submits_ == submit_count_) batch_limit_ = first_batch_;
   if (pending_ >= batch_limit_ || arena_used_ + slot > arena_capacity_) {
     flush();

@@ -21,8 +21,9 @@ struct Config {
   // submits double up to max_batch); a large N submits a replay at once.
   uint32_t replay_first_batch = 16;
   // TORCH_WEBGPU_EAGER_FIRST_BATCH=N: dispatches in eager code's first submit after the GPU
-  // was seen idle (a read-back); later submits double up to max_batch. 0 (unset): 16 on
-  // GPUs, max_batch on software adapters (their submits run the work on the same cores).
+  // was seen idle (a read-back); later submits double up to max_batch. Unset: max_batch
+  // (no ramp): on an H100, 16 and 64 changed eager decode less than its run-to-run spread
+  // (docs/PERFORMANCE.md).
   uint32_t eager_first_batch = 0;
   // TORCH_WEBGPU_ASYNC_REPLAY=1: a graph replay encodes and submits on a thread of its own
   // where the backend allows (submit_worker.h). Off by default: on NVIDIA's Vulkan driver
