@@ -428,6 +428,26 @@ def host(quick, caps):
         x = torch.ones(1, 1, 4, 4, device=d)
         return lambda: F.pad(x, (1, 1, 1, 1), mode="reflect")
 
+    # Decode-shaped ops of a GPT-2-sized model (hidden 768, 12 heads, a 1024-long cache):
+    # their per-op host cost is what bounds eager decode of small models.
+    def decode_layer_norm(d):
+        x, w, b = torch.randn(1, 1, 768, device=d), torch.ones(768, device=d), torch.zeros(768, device=d)
+        return lambda: F.layer_norm(x, (768,), w, b)
+
+    def decode_addmm(d):
+        x, w, b = torch.randn(1, 768, device=d), torch.randn(768, 2304, device=d), torch.randn(2304, device=d)
+        return lambda: torch.addmm(b, x, w)
+
+    def decode_sdpa(d):
+        q = torch.randn(1, 12, 1, 64, device=d)
+        k, v = torch.randn(1, 12, 1024, 64, device=d), torch.randn(1, 12, 1024, 64, device=d)
+        return lambda: F.scaled_dot_product_attention(q, k, v)
+
+    def decode_index_copy(d):
+        cache, new = torch.zeros(1, 12, 1024, 64, device=d), torch.randn(1, 12, 1, 64, device=d)
+        pos = torch.tensor([5], device=d)
+        return lambda: cache.index_copy_(2, pos, new)
+
     def mlp_train_step(d):
         torch.manual_seed(0)
         model = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.GELU(),
@@ -447,6 +467,11 @@ def host(quick, caps):
                  "per-op cost, kernel frame (named uniforms, typed key)"),
             Case("host", "tiny reflection pad", "1x1x4x4 fp32", repeated(pad), iters, "us",
                  "per-op cost, nn frame"),
+            Case("host", "decode layer_norm", "1x1x768 fp32", repeated(decode_layer_norm), iters, "us",
+                 "per-op cost of eager decode's ops"),
+            Case("host", "decode addmm", "1x768 @ 768x2304 fp32", repeated(decode_addmm), iters, "us"),
+            Case("host", "decode sdpa", "1x12x1x64 over 1024 fp32", repeated(decode_sdpa), iters, "us"),
+            Case("host", "decode index_copy_", "1x12x1024x64 cache fp32", repeated(decode_index_copy), iters, "us"),
             Case("host", "MLP train step", "256x512-1024-10 AdamW", mlp_train_step, 1, "us")]
 
 
