@@ -1,15 +1,12 @@
 """The webgpu device: registration, torch.webgpu.* (shaped like torch.cuda), the device
 guard, torch.accelerator memory APIs, memory statistics and random number generation."""
 import gc
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
 
 import torch_webgpu
-from conftest import assert_same
+from conftest import assert_same, run_python
 
 
 def test_hello_print():
@@ -299,9 +296,7 @@ def test_eager_batches_start_small_after_a_read_back_and_double():
         "middle = _C.dispatch_stats()['submits'] - before\n"
         "assert ys[-1].cpu().tolist() == [21.0] * 16, ys[-1].cpu()\n"
         "print(middle)\n")
-    env = dict(os.environ, TORCH_WEBGPU_EAGER_FIRST_BATCH="4")
-    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                            text=True, timeout=120)
+    result = run_python(code, env={"TORCH_WEBGPU_EAGER_FIRST_BATCH": "4"})
     assert result.returncode == 0, result.stderr
     # 20 dispatches: batches of 4 and 8 submitted, 8 still open.
     assert result.stdout.split()[-1] == "2"

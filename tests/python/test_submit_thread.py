@@ -5,13 +5,11 @@ the same results as with the replay run inline. The thread is opt-in
 (TORCH_WEBGPU_ASYNC_REPLAY=1) and never used on Dawn's GL backends; CI runs these tests with it
 on Vulkan (SwiftShader), and without it, where they check the inline path the same way."""
 import os
-import subprocess
-import sys
 
 import torch
 
 import torch_webgpu  # noqa: F401
-from conftest import DEVICE
+from conftest import DEVICE, run_python
 
 
 def _async_replays():
@@ -124,9 +122,6 @@ def test_replays_inline_unless_asked():
         "assert not torch.webgpu.get_device_properties().async_submits\n"
         "assert torch_webgpu._C.dispatch_stats()['async_replays'] == 0\n"
         "print('ok')\n")
-    env = dict(os.environ)
-    env.pop("TORCH_WEBGPU_ASYNC_REPLAY", None)
-    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                            text=True, timeout=120)
+    result = run_python(code, env={"TORCH_WEBGPU_ASYNC_REPLAY": "0"})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().endswith("ok")
