@@ -14,6 +14,7 @@ kernel and replay work can move.
         --init-device cuda [--modes eager,reduce-overhead] [--tiny]
 """
 import argparse
+import contextlib
 import copy
 import json
 import os
@@ -49,9 +50,10 @@ def replay_host_us():
     return counters["webgpu"]["graph_replay_host_us"], counters["webgpu"]["graph_replay_submit_us"]
 
 
-def forward_loop(model, prompt, steps, device, cache):
+def forward_loop(model, prompt, steps, device, cache, around=contextlib.nullcontext):
     """Prefill, then `steps` decode forwards fed by the device's own argmax, into `cache`
-    (reset first: one cache for every loop of a model, as a new one would recompile)."""
+    (reset first: one cache for every loop of a model, as a new one would recompile).
+    `around()` wraps the decode steps alone (a profiler: prefill left out)."""
     cache.reset()
     length = prompt.shape[1]
     with torch.no_grad():
@@ -62,20 +64,25 @@ def forward_loop(model, prompt, steps, device, cache):
         sync(device)
         before = dispatches() if device == "webgpu" else 0
         host_before = replay_host_us()
-        start = time.perf_counter()
         tokens = []
-        for i in range(steps):
-            if device == "cuda":  # CUDA graph trees: the previous step's outputs are done with
-                torch.compiler.cudagraph_mark_step_begin()
-            out = model(input_ids=ids, past_key_values=cache, use_cache=True,
-                        cache_position=positions[i], position_ids=positions[i][None])
-            ids = out.logits[:, -1:].argmax(-1)
-            tokens.append(ids)
-        sync(device)
-        elapsed = time.perf_counter() - start
+        with around():
+            start = time.perf_counter()
+            for i in range(steps):
+                if device == "cuda":  # CUDA graph trees: the previous step's outputs are done with
+                    torch.compiler.cudagraph_mark_step_begin()
+                out = model(input_ids=ids, past_key_values=cache, use_cache=True,
+                            cache_position=positions[i], position_ids=positions[i][None])
+                ids = out.logits[:, -1:].argmax(-1)
+                tokens.append(ids)
+            issued = time.perf_counter() - start
+            sync(device)
+            elapsed = time.perf_counter() - start
         after = dispatches() if device == "webgpu" else 0
         host_after = replay_host_us()
+    # Host time to issue the steps against the time to finish them: equal when the host
+    # bounds decode, issue much shorter when the device does.
     return {"forward_tok_s": steps / elapsed,
+            "forward_issue_ms_per_token": issued / steps * 1e3,
             "replay_host_us_per_token": (host_after[0] - host_before[0]) / steps,
             "replay_submit_us_per_token": (host_after[1] - host_before[1]) / steps,
             "dispatches_per_token": (after - before) / steps if device == "webgpu" else None,
@@ -116,13 +123,16 @@ def main(argv=None):
             if mode != "eager":
                 m = e2e_models.compiled(m, mode)
             row = {"device": device, "mode": mode}
+            # With a static cache transformers compiles the forward itself on cuda (and
+            # xpu, tpu): eager must say no, or "CUDA eager" is CUDA compiled.
+            no_auto_compile = {"disable_compile": True} if mode == "eager" else {}
             try:
                 rates, firsts, medians = [], [], []
                 for _ in range(args.repeat):  # generate's rate moves from run to run: the median
                     host_before = []  # replay host time of the timed run only (not its warm-up)
                     gen = e2e_models.greedy(m, prompt, args.tokens, device, clock_waits=not args.defer_stop,
                                             before_timed=lambda: host_before.extend(replay_host_us()),
-                                            cache_implementation="static")
+                                            cache_implementation="static", **no_auto_compile)
                     host_after = replay_host_us()
                     rates.append(gen.get("tok_s"))
                     firsts.append(gen.get("first_step_ms"))
@@ -153,9 +163,11 @@ def main(argv=None):
                     pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
                 if args.profile and device == "webgpu":
                     for _ in range(2):  # the first profiled run may recompile (new guards)
-                        with torch.webgpu.profiler.profile() as prof:
-                            forward_loop(m, prompt.to(device), 4, device, cache)
-                    print(f"{device} {mode}, 4 decode steps (prefill included):")
+                        prof = torch.webgpu.profiler.profile()
+                        forward_loop(m, prompt.to(device), 4, device, cache, around=lambda: prof)
+                    row["gpu_ms_per_token"] = prof.total_us / 4 / 1e3  # kernels only, no gaps
+                    print(f"{device} {mode}, 4 decode steps ({prof.timing} time; "
+                          f"{row['gpu_ms_per_token']:.3f} ms of kernels per token):")
                     print(prof.table(sort_by="gpu_time", row_limit=40), flush=True)
             except Exception as error:  # noqa: BLE001 - a failure is a row
                 row["error"] = f"{type(error).__name__}: {error}"
@@ -166,15 +178,17 @@ def main(argv=None):
             print(json.dumps({k: v for k, v in row.items() if k != "tokens"}), flush=True)
 
     print(f"\n{args.model}{' (tiny)' if args.tiny else ''}, {args.tokens} tokens, static cache")
-    print("| device | mode | generate tok/s | forward tok/s | dispatches/token | same tokens |")
-    print("|---|---|---|---|---|---|")
+    print("| device | mode | generate tok/s | forward tok/s | forward issue ms/token | dispatches/token "
+          "| same tokens |")
+    print("|---|---|---|---|---|---|---|")
     for r in rows:
         if "error" in r:
-            print(f"| {r['device']} | {r['mode']} | error: {r['error'][:80]} | | | |")
+            print(f"| {r['device']} | {r['mode']} | error: {r['error'][:80]} | | | | |")
             continue
         d = r["dispatches_per_token"]
         print(f"| {r['device']} | {r['mode']} | {r['generate_tok_s']:.1f} | {r['forward_tok_s']:.1f} "
-              f"| {'' if d is None else f'{d:.0f}'} | {r['tokens_equal_generate']} |")
+              f"| {r['forward_issue_ms_per_token']:.2f} | {'' if d is None else f'{d:.0f}'} "
+              f"| {r['tokens_equal_generate']} |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

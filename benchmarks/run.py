@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 import torch_webgpu  # noqa: F401
 
-from timing import best_ms, sync
+from timing import best_ms, empty_cache, sync
 
 MB = 1024 * 1024
 
@@ -448,6 +448,31 @@ def host(quick, caps):
         pos = torch.tensor([5], device=d)
         return lambda: cache.index_copy_(2, pos, new)
 
+    # A dynamic KV cache (transformers' default) grows by one position per token: each
+    # step's torch.cat makes a tensor of a size not seen before. With the device's cache
+    # emptied first (a first generate) every size is a new allocation; run again, the
+    # sizes are cached. Per cat, us.
+    def growing_cat(fresh):
+        steps = 64 if quick else 256
+
+        def figure(d):
+            best = float("inf")
+            for _ in range(3):
+                new = torch.randn(1, 12, 1, 64, device=d)
+                cache = torch.randn(1, 12, 8, 64, device=d)
+                if fresh:
+                    del cache
+                    empty_cache(d)
+                    cache = torch.randn(1, 12, 8, 64, device=d)
+                sync(d)
+                start = CLOCK()
+                for _ in range(steps):
+                    cache = torch.cat([cache, new], dim=2)
+                sync(d)
+                best = min(best, (CLOCK() - start) / steps * 1e6)
+            return best
+        return figure
+
     def mlp_train_step(d):
         torch.manual_seed(0)
         model = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.GELU(),
@@ -472,6 +497,11 @@ def host(quick, caps):
             Case("host", "decode addmm", "1x768 @ 768x2304 fp32", repeated(decode_addmm), iters, "us"),
             Case("host", "decode sdpa", "1x12x1x64 over 1024 fp32", repeated(decode_sdpa), iters, "us"),
             Case("host", "decode index_copy_", "1x12x1024x64 cache fp32", repeated(decode_index_copy), iters, "us"),
+            Case("host", "decode cat, new sizes", "1x12xLx64 + 1 position fp32", None, 1, "us",
+                 "allocation of a size not cached (dynamic KV cache, first generate)",
+                 figure=growing_cat(True)),
+            Case("host", "decode cat, cached", "1x12xLx64 + 1 position fp32", None, 1, "us",
+                 figure=growing_cat(False)),
             Case("host", "MLP train step", "256x512-1024-10 AdamW", mlp_train_step, 1, "us")]
 
 

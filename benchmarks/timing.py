@@ -11,6 +11,14 @@ def sync(device):
         torch.webgpu.synchronize()
 
 
+def empty_cache(device):
+    """Gives the device's cached allocations back (the next ones are new)."""
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    else:
+        torch.webgpu.empty_cache()
+
+
 def best_ms(fn, device, reps=5, inner=10, warmup_s=0.2, clock=time.perf_counter):
     """Milliseconds per call of fn on device: the best of `reps` batches of `inner` calls,
     each ended by a synchronize, after `warmup_s` seconds of calls (a GPU idle a moment ago

@@ -126,6 +126,8 @@ PYBIND11_MODULE(_C, m) {
     d["submits"] = lock.ctx().recorder().submits();
     d["pipelines"] = lock.ctx().pipelines().size();
     d["bind_groups_made"] = lock.ctx().pipelines().bind_groups_made();
+    d["host_waits"] = lock.ctx().waits();  // read-backs and synchronize: the host waiting on the GPU
+    d["host_wait_us"] = lock.ctx().waited_ns() / 1000;
     // Graph replays handed to the submit thread, and how long this thread then waited for
     // one before a later queue operation (submit_worker.h).
     const bool worker = lock.ctx().async_submits();

@@ -41,14 +41,18 @@ WGPUBuffer BufferPool::create_buffer(uint64_t size) {
   desc.usage = WGPUBufferUsage_Storage | WGPUBufferUsage_CopySrc | WGPUBufferUsage_CopyDst;
   wgpuDevicePushErrorScope(ctx_.device(), WGPUErrorFilter_OutOfMemory);
   WGPUBuffer buffer = wgpuDeviceCreateBuffer(ctx_.device(), &desc);
-  struct Scope { bool oom = false; } scope;
+  struct Scope { bool oom = false, done = false; } scope;
   WGPUPopErrorScopeCallbackInfo cb = {};
-  cb.mode = WGPUCallbackMode_WaitAnyOnly;
+  // Dawn knows a creation's errors when the scope is popped and may answer at once; a
+  // wait (an event-loop turn) only where it has not.
+  cb.mode = WGPUCallbackMode_AllowSpontaneous;
   cb.callback = [](WGPUPopErrorScopeStatus, WGPUErrorType type, WGPUStringView, void* u1, void*) {
     static_cast<Scope*>(u1)->oom = type == WGPUErrorType_OutOfMemory;
+    static_cast<Scope*>(u1)->done = true;
   };
   cb.userdata1 = &scope;
-  ctx_.wait(wgpuDevicePopErrorScope(ctx_.device(), cb));
+  WGPUFuture popped = wgpuDevicePopErrorScope(ctx_.device(), cb);
+  if (!scope.done) ctx_.wait(popped);
   if (scope.oom) {
     if (buffer) wgpuBufferRelease(buffer);
     return nullptr;

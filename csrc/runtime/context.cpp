@@ -436,9 +436,14 @@ void Context::create_device() {
 void Context::wait(WGPUFuture future) {
   touch_gl();
   WGPUFutureWaitInfo info = {future, 0};
+  const auto start = std::chrono::steady_clock::now();
+  ++waits_;
   for (;;) {
     WGPUWaitStatus status = wgpuInstanceWaitAny(instance_, 1, &info, 100 * 1000 * 1000ull);
-    if (status == WGPUWaitStatus_Success && info.completed) return;
+    if (status == WGPUWaitStatus_Success && info.completed) {
+      waited_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+      return;
+    }
     if (lost_.load()) break;
     if (status != WGPUWaitStatus_Success && status != WGPUWaitStatus_TimedOut)
       fail(ErrorKind::Internal, "torch_webgpu: wgpuInstanceWaitAny failed (status " +

@@ -108,6 +108,10 @@ class Context {
   // Blocks until `future` completes, processing callbacks; raises DeviceLost instead of
   // hanging when the device goes away while waiting.
   void wait(WGPUFuture future);
+  // Waits so far and the time spent in them: how long the host waited on the GPU
+  // (read-backs, synchronize), for dispatch_stats.
+  uint64_t waits() const { return waits_; }
+  uint64_t waited_ns() const { return waited_ns_; }
   // Raises the pending uncaptured WebGPU error or a lost device, if any.
   void check_errors();
   bool lost() const { return lost_.load(); }
@@ -133,6 +137,8 @@ class Context {
   dawn::PaddedLimits limits_;
 
   std::atomic<bool> lost_{false};
+  uint64_t waits_ = 0;
+  uint64_t waited_ns_ = 0;
   std::string lost_message_;
   std::mutex error_mutex_;
   std::string pending_error_;

@@ -1,16 +1,21 @@
-"""Where a compiled generate's token goes on the host's clock: HF generate (static cache,
-deferred stop check) with its host waits, the compiled forward and our graph replay
-timestamped, one median row per device.
+"""Where a generate's token goes on the host's clock: HF generate (static cache, deferred
+stop check) with its host waits, the forward (compiled with reduce-overhead, or eager with
+`--mode eager`) and our graph replay timestamped, one median row per device.
 
 Per token: `wait` = the host blocked in `bool(tensor)` (transformers' mask check reads
 `padding_mask.sum() == numel`: it waits for everything queued, the previous token's forward
 included) and the deferred stop check (its flag copy and its wait for the previous flag); `to forward` = from the end of that wait to the
 compiled forward's call; `forward` = the call (on webgpu: Dynamo, AOT wrappers, input copies
 and the replay, whose own time is `replay`); `after` = from the forward's return to the next
-wait (logits, argmax, stop check, kwargs). The GPU idles from the end of `wait` until the
+wait (logits, argmax, stop check, kwargs); `between waits` = host work between a token's
+first and last wait. The GPU idles from the end of `wait` until the
 replay's first submit.
 
-    python3 scripts/h200/generate_timeline.py --model qwen2.5 --devices webgpu,cuda
+In eager mode the forward is the host issuing the step's ops; the GPU runs them as the
+recorder submits its batches, and `wait` is what the GPU still had to do after the host
+was done (plus the read-back).
+
+    python3 scripts/h200/generate_timeline.py --model qwen2.5 --devices webgpu,cuda [--mode eager]
 """
 import argparse
 import copy
@@ -47,6 +52,7 @@ def main():
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--tiny", action="store_true")
     parser.add_argument("--init-device", default="cuda")
+    parser.add_argument("--mode", default="reduce-overhead", help="eager, or a torch.compile mode")
     args = parser.parse_args()
     torch_webgpu.generation.defer_stop_check(("webgpu", "cuda"))
     model = e2e_models.build_model(e2e_models.MODELS[args.model], tiny=args.tiny, init_device=args.init_device)
@@ -57,16 +63,26 @@ def main():
     check.__call__ = stamp("wait", check.__call__)  # (copies the flag, waits for the last one)
     WebGPUGraph.replay = stamp("replay", WebGPUGraph.replay)
     for device in args.devices.split(","):
-        m = e2e_models.compiled(copy.deepcopy(model).to(device), "reduce-overhead")
+        m = copy.deepcopy(model).to(device)
+        # Eager means eager on cuda too (transformers compiles a static-cache forward there).
+        extra = {"disable_compile": True} if args.mode == "eager" else {}
+        if args.mode != "eager":
+            m = e2e_models.compiled(m, args.mode)
         m.forward = stamp("forward", m.forward)
         for _ in range(2):
-            e2e_models.greedy(m, prompt, args.tokens, device, timed=False, cache_implementation="static")
+            e2e_models.greedy(m, prompt, args.tokens, device, timed=False, cache_implementation="static", **extra)
         e2e_models.synchronize(device)
         EVENTS.clear()
+        before = torch_webgpu._C.dispatch_stats() if device == "webgpu" else {}
         start = time.perf_counter()
-        e2e_models.greedy(m, prompt, args.tokens, device, timed=False, cache_implementation="static")
+        e2e_models.greedy(m, prompt, args.tokens, device, timed=False, cache_implementation="static", **extra)
         total = time.perf_counter() - start
-        rows = {k: [] for k in ("wait", "to forward", "forward", "replay", "after", "token")}
+        after = torch_webgpu._C.dispatch_stats() if device == "webgpu" else {}
+        # Our own count of the host's time blocked on the GPU (every read-back and
+        # synchronize, whichever Python call made it), and eager dispatches, per token.
+        per_token = {k: (after[k] - before[k]) / args.tokens for k in ("host_wait_us", "dispatches", "submits")
+                     if k in after}
+        rows = {k: [] for k in ("wait", "between waits", "to forward", "forward", "replay", "after", "token")}
         last_forward_end = last_forward_start = None
         wait_start = None
         waited = 0.0
@@ -80,6 +96,8 @@ def main():
                 if last_forward_start is not None:
                     rows["token"].append(t - last_forward_start)
                     rows["wait"].append(waited)
+                    # host work between the token's first wait and its last (the stop check)
+                    rows["between waits"].append(wait_end - first_wait - waited if first_wait else 0.0)
                     rows["to forward"].append(t - wait_end)
                     rows["after"].append(first_wait - last_forward_end if first_wait else 0.0)
                 last_forward_start, waited, first_wait = t, 0.0, None
@@ -93,8 +111,9 @@ def main():
             if kind == "wait<" and last_forward_end is not None and first_wait is None:
                 first_wait = t
         med = {k: statistics.median(v[2:]) * 1e6 if len(v) > 3 else 0.0 for k, v in rows.items()}
-        print(f"{args.model} {device}: {args.tokens} tokens in {total * 1e3:.1f} ms; medians per decode token (us): "
-              + ", ".join(f"{k} {v:.0f}" for k, v in med.items()), flush=True)
+        print(f"{args.model} {device} {args.mode}: {args.tokens} tokens in {total * 1e3:.1f} ms; medians per decode token (us): "
+              + ", ".join(f"{k} {v:.0f}" for k, v in med.items())
+              + "".join(f"; {k} per token (mean) {v:.1f}" for k, v in per_token.items()), flush=True)
         del m
         torch._dynamo.reset()
         e2e_models.release(device)

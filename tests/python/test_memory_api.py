@@ -40,7 +40,7 @@ def test_mem_get_info():
     assert 0 < acc_free <= acc_total
 
 
-def test_stats_aliases_and_accelerator_agree():
+def test_stats_aliases_and_accelerator_agree(no_gc):
     x = torch.ones(3 * MiB // 4, device="webgpu")  # 3 MiB
     stats = torch.webgpu.memory_stats()
     assert stats["allocated_bytes.all.current"] == torch.webgpu.memory_allocated()
