@@ -14,6 +14,7 @@
 namespace twgpu {
 namespace {
 constexpr uint64_t kMaxUniformSlot = 1024;  // largest uniform struct a kernel may declare
+constexpr uint64_t kInlineWriteBytes = 4096;  // uploads recorded through the arena, at most
 }
 
 CommandRecorder::CommandRecorder(Context& ctx) : ctx_(ctx) {
@@ -26,7 +27,8 @@ CommandRecorder::CommandRecorder(Context& ctx) : ctx_(ctx) {
   arena_capacity_ = static_cast<uint64_t>(max_batch_) * 256 + kMaxUniformSlot;
   WGPUBufferDescriptor desc = {};
   desc.size = arena_capacity_;
-  desc.usage = WGPUBufferUsage_Uniform | WGPUBufferUsage_CopyDst;
+  // CopySrc: small uploads ride in the arena too (write()).
+  desc.usage = WGPUBufferUsage_Uniform | WGPUBufferUsage_CopyDst | WGPUBufferUsage_CopySrc;
   arena_ = wgpuDeviceCreateBuffer(ctx.device(), &desc);
   arena_host_.resize(arena_capacity_);
 }
@@ -167,6 +169,19 @@ void CommandRecorder::write(WGPUBuffer dst, uint64_t offset, const void* data, u
     return;
   }
   ctx_.touch_gl();
+  // With work recorded and not yet submitted, a small upload goes into the uniform arena
+  // and a copy out of it is recorded in program order: no submit (a scalar made with
+  // torch.tensor(..., device=) inside a layer cost one per layer). The arena reaches the
+  // GPU right before the batch's submit (adopt_encoder).
+  const uint64_t slot = (size + align_ - 1) / align_ * align_;
+  if (encoder_ && size <= kInlineWriteBytes && arena_used_ + slot <= arena_capacity_) {
+    std::memcpy(arena_host_.data() + arena_used_, data, size);
+    end_pass();
+    wgpuCommandEncoderCopyBufferToBuffer(encoder_, arena_, arena_used_, dst, offset, size);
+    arena_used_ += slot;
+    ++pending_;
+    return;
+  }
   flush();  // queue writes run before anything submitted later: keep program order
   wgpuQueueWriteBuffer(ctx_.queue(), dst, offset, data, size);
 }

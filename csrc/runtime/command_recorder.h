@@ -33,7 +33,9 @@ class CommandRecorder {
   // Records a buffer-to-buffer copy (offsets and size multiples of 4).
   void copy(WGPUBuffer src, uint64_t src_offset, WGPUBuffer dst, uint64_t dst_offset,
             uint64_t size);
-  // Uploads host bytes into a buffer after all recorded work (offset, size multiples of 4).
+  // Uploads host bytes into a buffer after all recorded work (offset, size multiples of 4):
+  // small ones through the uniform arena and a recorded copy, others by a queue write
+  // after submitting what is recorded.
   void write(WGPUBuffer dst, uint64_t offset, const void* data, uint64_t size);
   // Reads bytes back after all recorded work completes (offset, size multiples of 4).
   void read(WGPUBuffer src, uint64_t offset, void* data, uint64_t size);

@@ -271,6 +271,73 @@ def test_many_small_writes_race_free(no_fallback):
         assert_same(d, expected, exact=True)
 
 
+def _stats():
+    import torch_webgpu
+    return torch_webgpu._C.dispatch_stats()
+
+
+@pytest.mark.parametrize("nbytes", [4, 64, 4096, 4100, 65536])
+def test_uploads_between_kernels_keep_program_order(nbytes, no_fallback):
+    # Host -> device copies made while kernels are recorded and not yet submitted: small
+    # ones ride in the uniform arena as recorded copies, larger ones submit first. Either
+    # way each kernel sees the bytes its program position gives it.
+    n = nbytes // 4
+    cpu_a, cpu_b = make((n,), torch.float32, seed=1), make((n,), torch.float32, seed=2)
+    x = cpu_a.to(DEVICE)
+    y = x * 2                      # reads x's first contents
+    x.copy_(cpu_b)                 # upload over x
+    z = x + y                      # sees the upload
+    x.copy_(cpu_a * 3)
+    w = x - z
+    assert_same(y, cpu_a * 2, exact=True)
+    assert_same(z, cpu_b + cpu_a * 2, exact=True)
+    assert_same(w, cpu_a * 3 - (cpu_b + cpu_a * 2), exact=True)
+
+
+def test_small_uploads_do_not_submit_and_reuse_freed_buffers_safely(no_fallback):
+    # A freed tensor's buffer handed to a tensor made from host data while a recorded
+    # kernel still reads the old contents: the upload must land after that kernel.
+    cpu = make((16,), torch.float32, seed=3)
+    results = []
+    base = _stats()["submits"]
+    for i in range(40):
+        x = (cpu + i).to(DEVICE) if i == 0 else torch.tensor((cpu + i).tolist(), device=DEVICE)
+        results.append(x * 1.5)
+        del x  # its buffer is free again; the next torch.tensor may take it
+    # 40 uploads between 40 recorded kernels: far fewer submits than uploads.
+    assert _stats()["submits"] - base < 10
+    for i, r in enumerate(results):
+        assert_same(r, (cpu + i) * 1.5, exact=True)
+
+
+def test_many_small_uploads_past_the_arena(no_fallback):
+    # More small uploads in one batch than the uniform arena holds: the batch is submitted
+    # and the rest continue, still in order.
+    cpu = make((1024,), torch.float32, seed=5)  # 4 KiB each
+    acc = torch.zeros(1024, device=DEVICE)
+    x = torch.empty(1024, device=DEVICE)
+    for i in range(64):
+        x.copy_(cpu + i)
+        acc += x
+    assert_same(acc, sum((cpu + i for i in range(64)), torch.zeros(1024)), atol=1e-3, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.uint8, torch.int8, torch.float16, torch.bfloat16])
+def test_sub_word_scalar_upload_needs_no_read_back(dtype, no_fallback):
+    # A tensor that fills its whole storage has no neighbours to keep: its upload pads the
+    # word instead of reading it back (a host wait). A slice of a larger storage still
+    # merges with its neighbours (test_unaligned_narrow_copies_keep_neighbours).
+    pending = torch.ones(8, device=DEVICE) * 2  # recorded work a read-back would wait for
+    waits = _stats()["host_waits"]
+    value = torch.tensor(1, dtype=dtype) if dtype != torch.bool else torch.tensor(True)
+    t = value.to(DEVICE)
+    two = torch.tensor([value.item()] * 3, dtype=dtype, device=DEVICE)
+    assert _stats()["host_waits"] == waits
+    assert_same(t, value, exact=True)
+    assert_same(two, torch.tensor([value.item()] * 3, dtype=dtype), exact=True)
+    assert_same(pending, torch.full((8,), 2.0), exact=True)
+
+
 # ---- fill_, zero_, item, contiguous, 0-dim and empty ------------------------------------
 
 FILL_VALUES = {
