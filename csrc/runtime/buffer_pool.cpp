@@ -159,14 +159,24 @@ void BufferPool::release(Allocation* a) {
   stats_.num_frees++;
   a->live = false;
   // Reuse is safe without waiting: all work runs in queue order on one queue.
-  (a->owner ? a->owner->free : free_)[a->capacity].push_back(a);
+  keep_free((a->owner ? a->owner->free : free_)[a->capacity], a);
+}
+
+void BufferPool::keep_free(std::vector<Allocation*>& list, Allocation* a) {
+  // Highest address first, so pop_back() hands out the lowest: which free buffer an
+  // allocation gets depends on which are free, not on the order they were freed in. A
+  // decode step then gets the same buffers each token, and the bind groups its kernels
+  // made last token are found again instead of made anew.
+  list.insert(std::upper_bound(list.begin(), list.end(), a,
+                               [](const Allocation* x, const Allocation* y) { return x->address > y->address; }),
+              a);
 }
 
 void BufferPool::release_private(PrivatePool* pool) {
   if (capture_pool_ == pool) capture_pool_ = nullptr;
   for (Allocation* a : pool->owned) a->owner = nullptr;
   for (auto& entry : pool->free)
-    for (Allocation* a : entry.second) free_[a->capacity].push_back(a);
+    for (Allocation* a : entry.second) keep_free(free_[a->capacity], a);
   pool->free.clear();
   pool->owned.clear();
 }

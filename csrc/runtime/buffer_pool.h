@@ -115,6 +115,7 @@ class BufferPool {
 
   Context& ctx_;
   std::map<uint64_t, std::vector<Allocation*>> free_;  // bucket size -> cached allocations
+  static void keep_free(std::vector<Allocation*>& list, Allocation* a);
   std::map<uint64_t, Allocation*> by_address_;  // every buffer held, by its first address
   std::unordered_map<WGPUBuffer, Allocation*> by_buffer_;
   PrivatePool* capture_pool_ = nullptr;

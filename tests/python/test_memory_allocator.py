@@ -139,3 +139,33 @@ def test_generate_peak_is_within_a_tenth_of_the_ideal(no_gc):
     # No webgpu-only temporaries at the peak: the live tensors' exact bytes match the CPU's.
     assert peaks["requested"] <= 1.01 * ideal, (peaks, ideal)
     assert peaks["allocated"] <= 1.1 * ideal, (peaks, ideal)
+
+
+def test_free_buffers_are_handed_out_by_address_so_bind_groups_repeat(no_gc):
+    # The same ops each step, their temporaries freed in an order that changes from step
+    # to step (as Python's reference drops do): which free buffer an allocation gets must
+    # depend only on which are free, so from the second step on every kernel finds the
+    # bind group it made before (a stack of freed buffers handed them out permuted).
+    x = torch.arange(64, dtype=torch.float32).reshape(8, 8)
+    dx = x.to("webgpu")
+    made = []
+    outs = []
+    for step in range(8):
+        before = torch_webgpu._C.dispatch_stats()["bind_groups_made"]
+        t1 = dx + 1
+        t2 = dx * 2
+        t3 = t1 - t2
+        t4 = t3.relu()
+        out = t4 * 3 + t1
+        if step % 2:
+            del t1, t2, t3, t4
+        else:
+            del t4, t2, t3, t1
+        outs.append(out)
+        del out
+        outs.pop().cpu()  # read back, then freed: the steps stay alike
+        made.append(torch_webgpu._C.dispatch_stats()["bind_groups_made"] - before)
+    assert made[2:] == [0] * 6, made
+    expected = ((x + 1) - x * 2).relu() * 3 + (x + 1)
+    result = ((dx + 1) - dx * 2).relu() * 3 + (dx + 1)
+    assert torch.equal(result.cpu(), expected)
