@@ -1,5 +1,6 @@
-// Shape and copy ops, native: cat (one device copy per input into a narrow() view of the
-// output, so every dtype and promotion the copy handles), flip, roll, tril/triu (a gather
+// Shape and copy ops, native: cat (one kernel moving words where inputs and output are
+// contiguous, of one dtype, with whole-word rows; else one device copy per input into a
+// narrow() view of the output, so every dtype and promotion the copy handles), flip, roll, tril/triu (a gather
 // copy that moves raw element bits, float64 and complex included), narrow_copy.out and
 // repeat_interleave.Tensor.
 //
@@ -161,14 +162,46 @@ at::Tensor& triu_out(const at::Tensor& self, int64_t diagonal, at::Tensor& out) 
 
 // ---- cat --------------------------------------------------------------------------------
 
+// cat as one kernel moving 32-bit words (launch_cat_words): every input contiguous, of
+// out's dtype, in a buffer other than out's, and each input's rows and every offset whole
+// words. False (nothing done) otherwise: the copy per input below serves.
+bool cat_as_words(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& out) {
+  if (!out.is_contiguous() || out.numel() == 0) return false;
+  const int64_t item = out.element_size();
+  int64_t rows = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) rows *= out.size(d);
+  for (int64_t d = dim + 1; d < out.dim(); ++d) inner *= out.size(d);
+  Allocation* out_alloc = allocation_of(out);
+  const uint64_t out_byte = byte_offset_of(out);
+  if (out_byte % 4) return false;
+  std::vector<CatInput> inputs;
+  for (const at::Tensor& t : tensors) {
+    if (at::native::cat_should_skip_tensor(t) || t.size(dim) == 0) continue;
+    const uint64_t row_bytes = static_cast<uint64_t>(t.size(dim) * inner * item);
+    if (t.scalar_type() != out.scalar_type() || !t.is_contiguous() || allocation_of(t) == out_alloc ||
+        byte_offset_of(t) % 4 || row_bytes % 4)
+      return false;
+    inputs.push_back({allocation_of(t)->buffer, byte_offset_of(t) / 4, row_bytes / 4});
+  }
+  if (inputs.size() < 2) return false;  // one input: its copy is one dispatch already
+  TWGPU_TRY
+  RuntimeLock lock;
+  if (!cat_words_fits(lock.ctx(), inputs, static_cast<uint64_t>(rows))) return false;
+  launch_cat_words(lock.ctx(), inputs, out_alloc->buffer, out_byte / 4, static_cast<uint64_t>(rows));
+  TWGPU_CATCH
+  return true;
+}
+
 at::Tensor& cat_out(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& out) {
   OutMeta<at::meta::structured_cat> m(out);
   auto pre = m.meta(tensors, dim);
-  int64_t offset = 0;
-  for (const at::Tensor& t : tensors) {
+  for (const at::Tensor& t : tensors)
     TORCH_CHECK(t.device() == out.device(),
                 "Expected all tensors to be on the same device, but found at least two "
                 "devices, ", out.device(), " and ", t.device(), "!");
+  if (cat_as_words(tensors, pre.dim, out)) return out;
+  int64_t offset = 0;
+  for (const at::Tensor& t : tensors) {
     if (at::native::cat_should_skip_tensor(t)) continue;
     int64_t n = t.size(pre.dim);
     if (n > 0) out.narrow(pre.dim, offset, n).copy_(t);

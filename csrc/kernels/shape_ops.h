@@ -42,6 +42,23 @@ struct GatherCopy {
 };
 void launch_gather_copy(Context& ctx, const GatherCopy& g);
 
+// cat of word-aligned contiguous inputs into a contiguous output, in one dispatch per
+// kCatInputsPerDispatch inputs: output row r (of `rows`, the product of the sizes before
+// the cat dim) is input 0's row r, then input 1's, ...; each row `row_words` 32-bit words
+// (any dtype whose rows and offsets are whole words moves as raw bits).
+constexpr size_t kCatInputsPerDispatch = 7;  // 8 storage bindings by default, one the output
+constexpr uint64_t kCatWordsMaxBytes = 4ull << 20;  // larger outputs: a vec4 copy per input
+struct CatInput {
+  WGPUBuffer buffer = nullptr;
+  uint64_t word_offset = 0;
+  uint64_t row_words = 0;
+};
+// Whether launch_cat_words should take these: a GPU adapter, an output of at most
+// kCatWordsMaxBytes, sizes within u32.
+bool cat_words_fits(Context& ctx, const std::vector<CatInput>& inputs, uint64_t rows);
+void launch_cat_words(Context& ctx, const std::vector<CatInput>& inputs, WGPUBuffer dst,
+                      uint64_t dst_word, uint64_t rows);
+
 enum class RangeKind : uint8_t { Affine, Linspace, Logspace, LinspaceInt };
 
 // Fills `numel` contiguous elements of `dtype` from element `dst_offset` on:

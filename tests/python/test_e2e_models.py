@@ -48,8 +48,11 @@ def test_compiled_static_cache_generate_gives_cpu_tokens(key, mode, no_fallback)
 
 def test_repeated_compiled_generate_rebinds_instead_of_capturing(no_fallback):
     """Each HF generate makes a new StaticCache: from the third call on (the first call's
-    cache stays referenced by its compilation) the decode graph is pointed at the new cache
-    (rebind) instead of captured again, and every call still gives the CPU's tokens."""
+    cache stays referenced by its compilation) the decode graph is not captured again, and
+    every call still gives the CPU's tokens. The pool hands the new cache the freed one's
+    buffers (lowest address first), so the graph usually replays as it is; where the cache
+    lands elsewhere it is pointed at the new one (rebind: test_compile_graphs.py covers
+    that path on its own)."""
     import copy
 
     import torch
@@ -69,7 +72,7 @@ def test_repeated_compiled_generate_rebinds_instead_of_capturing(no_fallback):
         captures.append(counters["webgpu"]["graph_captures"])
     torch._dynamo.reset()
     assert captures[3] == captures[1], captures  # calls 3 and 4: no capture
-    assert counters["webgpu"]["graph_rebinds"] >= 2
+    assert counters["webgpu"]["graph_replays"] >= 3 * 5  # calls 2-4: every decode step replayed
     assert counters["webgpu"]["graph_fallbacks"] == 0
 
 

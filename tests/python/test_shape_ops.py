@@ -124,6 +124,95 @@ def test_cat_errors():
         assert str(e_cpu.value) == str(e_dev.value)
 
 
+@pytest.fixture
+def gpu_kernels(monkeypatch):
+    """The GPU adapters' variants (read per call), also on a software adapter."""
+    monkeypatch.setenv("TORCH_WEBGPU_ADAPTER_KIND", "gpu")
+
+
+def _dispatches():
+    import torch_webgpu
+    return torch_webgpu._C.dispatch_stats()["dispatches"]
+
+
+@pytest.mark.parametrize("count", [2, 3, 7, 8, 15])
+@pytest.mark.parametrize("dim", [0, 1, 2])
+def test_cat_many_inputs_in_one_kernel_per_seven(count, dim, gpu_kernels):
+    # Contiguous inputs of one dtype whose rows are whole words: one dispatch per seven
+    # inputs (eight storage bindings), sizes differing along the cat dim (GPU adapters;
+    # software ones keep a vec4 copy per input).
+    shapes = []
+    for i in range(count):
+        shape = [3, 4, 6]
+        shape[dim] = 1 + (i * 5) % 4
+        shapes.append(shape)
+    ins = [make(tuple(sh), torch.float32, seed=20 + i) for i, sh in enumerate(shapes)]
+    dins = [dev(t) for t in ins]
+    before = _dispatches()
+    out = torch.cat(dins, dim)
+    assert _dispatches() - before == (count + 6) // 7
+    assert_same(out, torch.cat(ins, dim), exact=True)
+
+
+@pytest.mark.parametrize("dtype", BIT_DTYPES)
+def test_cat_words_every_dtype(dtype, gpu_kernels):
+    # Rows of whole words for every element size (a 2-byte row of 2 elements, a bool row
+    # of 4), a decode-style growing cache, and rows that are not whole words (copy path).
+    per_word = max(1, 4 // torch.empty(0, dtype=dtype).element_size())
+    a, b = make((2, 3, per_word), dtype, seed=30), make((2, 1, per_word), dtype, seed=31)
+    check(lambda x, y: torch.cat([x, y], 1), a, b, exact=True)
+    c, d = make((1, 2, 5, 8), dtype, seed=32), make((1, 2, 1, 8), dtype, seed=33)
+    check(lambda x, y: torch.cat([x, y], 2), c, d, exact=True)
+    e, f = make((3, 3), dtype, seed=34), make((3, 1), dtype, seed=35)
+    check(lambda x, y: torch.cat([x, y], 1), e, f, exact=True)
+
+
+def test_cat_words_offsets_and_out_views(gpu_kernels):
+    # Inputs at word offsets within larger storages, the same input twice, and out= a view
+    # of a larger tensor (written at its offset, neighbours kept).
+    base = make((10, 8), torch.float32, seed=40)
+    db = dev(base)
+    x, y = db[2:5], db[7:9]
+    assert_same(torch.cat([x, y, x]), torch.cat([base[2:5], base[7:9], base[2:5]]), exact=True)
+    big = torch.zeros(12, 8)
+    dbig = dev(big)
+    torch.cat([x, y], out=dbig[3:8])
+    big[3:8] = torch.cat([base[2:5], base[7:9]])
+    assert_same(dbig, big, exact=True)
+    # An out= that shares a buffer with an input (no overlap) takes the copy path.
+    shared = dev(torch.zeros(20, 8))
+    shared[:3] = x
+    shared[3:5] = y
+    torch.cat([shared[:3], shared[3:5]], out=shared[10:15])
+    assert_same(shared[10:15], torch.cat([base[2:5], base[7:9]]), exact=True)
+
+
+def test_cat_words_larger_than_a_binding():
+    # With the binding limit lowered, inputs and output bound through windows (or the copy
+    # path where a window cannot hold them) still give the CPU's result.
+    from conftest import run_python
+    code = (
+        "import torch, torch_webgpu\n"
+        "a = torch.arange(3 * 4096, dtype=torch.float32).reshape(3, 4096)\n"
+        "b = -torch.arange(2 * 4096, dtype=torch.float32).reshape(2, 4096)\n"
+        "for dim, (x, y) in ((0, (a, b)), (1, (a.T.contiguous(), b.T.contiguous()))):\n"
+        "    r = torch.cat([x.to('webgpu'), y.to('webgpu'), x.to('webgpu')], dim).cpu()\n"
+        "    assert torch.equal(r, torch.cat([x, y, x], dim)), dim\n"
+        "# inputs inside storages larger than a binding: bound through windows\n"
+        "big = torch.arange(64 * 1024, dtype=torch.float32)\n"
+        "d = big.to('webgpu')\n"
+        "x, y = d[40000:41536].view(3, 512), d[60000:61024].view(2, 512)\n"
+        "import torch_webgpu\n"
+        "n = torch_webgpu._C.dispatch_stats()['dispatches']\n"
+        "r = torch.cat([x, y, x])\n"
+        "assert torch_webgpu._C.dispatch_stats()['dispatches'] - n == 1\n"
+        "cx, cy = big[40000:41536].view(3, 512), big[60000:61024].view(2, 512)\n"
+        "assert torch.equal(r.cpu(), torch.cat([cx, cy, cx]))\n"
+        "print('ok')\n")
+    result = run_python(code, env={"TORCH_WEBGPU_MAX_BINDING_BYTES": "65536", "TORCH_WEBGPU_ADAPTER_KIND": "gpu"})
+    assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-2000:]
+
+
 @pytest.mark.parametrize("fn", [torch.stack, torch.hstack, torch.vstack, torch.dstack,
                                 torch.column_stack, lambda ts: torch.stack(ts, -1)])
 def test_cat_composites(fn):
