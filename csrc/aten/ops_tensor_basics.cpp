@@ -161,14 +161,13 @@ void upload_contiguous(const at::Tensor& dst, const at::Tensor& cpu) {
     lock.ctx().recorder().write(a->buffer, offset, cpu.const_data_ptr(), nbytes);
     return;
   }
-  // Unaligned: merge with the neighbouring bytes of the first and last words. Where those
-  // bytes lie past the end of dst's storage, which dst fills from its word-aligned start
-  // (a bool or half scalar made by torch.tensor), nothing is there to keep: no read-back.
+  // Unaligned: merge with the neighbouring bytes of the first and last words. Where dst
+  // is all its allocation holds (a bool or half scalar made by torch.tensor), the bytes
+  // past it are no tensor's: padded, no read-back.
   uint64_t begin = offset / 4 * 4, end = (offset + nbytes + 3) / 4 * 4;
   std::vector<uint8_t> words(end - begin);
-  const bool whole_storage = offset == begin && dst.storage_offset() == 0 &&
-                             dst.storage().nbytes() == nbytes;
-  if (!whole_storage) lock.ctx().recorder().read(a->buffer, begin, words.data(), words.size());
+  const bool whole_allocation = offset == 0 && a->requested == nbytes;
+  if (!whole_allocation) lock.ctx().recorder().read(a->buffer, begin, words.data(), words.size());
   std::memcpy(words.data() + (offset - begin), cpu.const_data_ptr(), nbytes);
   lock.ctx().recorder().write(a->buffer, begin, words.data(), words.size());
   TWGPU_CATCH
