@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -399,7 +400,11 @@ bool cat_words_fits(Context& ctx, const std::vector<CatInput>& inputs, uint64_t 
   // For small outputs on GPUs, where a cat's host cost (a copy per input) is what counts:
   // software adapters pay for the per-word division and branches (llvmpipe: 0.75 against
   // the copies' 3.0 GB/s at 4x 1024x1024), and large cats keep the copies' vec4 rows.
-  if (inputs.empty() || ctx.caps().max_storage_buffers_per_stage < 2 || software_adapter(ctx)) return false;
+  // TORCH_WEBGPU_CAT_WORDS=0 keeps the copies, =1 takes the kernel on any adapter (A/Bs).
+  const char* e = std::getenv("TORCH_WEBGPU_CAT_WORDS");
+  const std::string choice = e ? e : "";
+  if (inputs.empty() || ctx.caps().max_storage_buffers_per_stage < 2 || choice == "0") return false;
+  if (software_adapter(ctx) && choice != "1") return false;
   const uint64_t budget = std::min<uint64_t>(window_budget(ctx), kCatWordsMaxBytes) / 4;  // words
   uint64_t out_row = 0;
   for (const CatInput& in : inputs) {

@@ -54,7 +54,8 @@ struct CatInput {
   uint64_t row_words = 0;
 };
 // Whether launch_cat_words should take these: a GPU adapter, an output of at most
-// kCatWordsMaxBytes, sizes within u32.
+// kCatWordsMaxBytes, sizes within u32 (TORCH_WEBGPU_CAT_WORDS=0: never; =1: also on
+// software adapters).
 bool cat_words_fits(Context& ctx, const std::vector<CatInput>& inputs, uint64_t rows);
 void launch_cat_words(Context& ctx, const std::vector<CatInput>& inputs, WGPUBuffer dst,
                       uint64_t dst_word, uint64_t rows);

@@ -4,7 +4,7 @@
 # transformers' deferred stop check on and off and with the rms_linear pass off, then the
 # decode kernels under A/B switches (decode_kernels.py). Each step has its own time limit.
 #   bash scripts/h200/decode_ab.sh
-#   REPEAT=5 STEPS="defer plain" bash scripts/h200/decode_ab.sh   (a subset of: plain rms defer hostprof defer_ab cuda kernels subgroups)
+#   REPEAT=5 STEPS="defer plain" bash scripts/h200/decode_ab.sh   (a subset of: plain rms defer hostprof defer_ab cuda kernels subgroups eager)
 #   STEPS=subgroups: the eager reductions, norms and GEMVs (run.py --cuda) and the compiled
 #   forward with subgroup reductions (default) against workgroup trees (TORCH_WEBGPU_SUBGROUPS=0)
 #   PIN=0-7 ...: every step pinned to those CPUs (taskset)
@@ -47,6 +47,16 @@ has kernels && for e in ${AB_ENVS:-BASELINE=1 TORCH_WEBGPU_SUBGROUPS=0 TORCH_WEB
     TORCH_WEBGPU_GEMM_VARIANT=gemv_gated_serial TORCH_WEBGPU_DAWN_TOGGLES=skip_validation,disable_robustness}; do
   TAIL=8 run "kernels: $e" 40 env ${e//+/ } python3 benchmarks/decode_kernels.py --only "${AB_ONLY:-rmsnorm,attention1024,gated,down}"
 done
+# STEPS=eager: eager decode's host-side changes of 2026-12-06 on a GPU: the one-kernel cat
+# against the copies (TORCH_WEBGPU_CAT_WORDS=0), then HF eager decode of the small models
+# against CUDA eager (dynamic cache; e2e_models.py) and with a static cache (decode_breakdown).
+has eager && for e in BASELINE=1 TORCH_WEBGPU_CAT_WORDS=0; do
+  TAIL=12 run "cat: $e" 120 env $e python3 benchmarks/run.py --cuda --only host,movement --match cat
+done
+has eager && TAIL=8 run "HF eager decode, small models (dynamic cache)" 240 python3 scripts/e2e_models.py \
+  --dtype float32 --tokens 32 --cuda --init-device cuda --models ${EAGER_MODELS:-gpt2,gpt-neo,opt,pythia}
+has eager && TAIL=4 run "HF eager decode, GPT-2 (static cache)" 150 python3 benchmarks/decode_breakdown.py --model gpt2 \
+  --modes eager --devices webgpu,cuda --init-device cuda --repeat 3
 has subgroups && for e in BASELINE=1 TORCH_WEBGPU_SUBGROUPS=0 TORCH_WEBGPU_NORM_VEC4=0; do
   TAIL=40 run "eager reductions and GEMV: $e" 150 env $e python3 benchmarks/run.py --cuda --only reductions,gemv \
     --match "${SG_MATCH:-sum rows,amax rows,sum all,softmax rows,layer_norm,rms_norm,1x896,1x4096}"

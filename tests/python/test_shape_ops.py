@@ -154,6 +154,23 @@ def test_cat_many_inputs_in_one_kernel_per_seven(count, dim, gpu_kernels):
     assert_same(out, torch.cat(ins, dim), exact=True)
 
 
+@pytest.mark.parametrize("env,expected", [({"TORCH_WEBGPU_ADAPTER_KIND": "gpu"}, 1),
+                                          ({"TORCH_WEBGPU_ADAPTER_KIND": "gpu", "TORCH_WEBGPU_CAT_WORDS": "0"}, 2),
+                                          ({"TORCH_WEBGPU_ADAPTER_KIND": "software"}, 2),
+                                          ({"TORCH_WEBGPU_ADAPTER_KIND": "software", "TORCH_WEBGPU_CAT_WORDS": "1"}, 1)])
+def test_cat_words_switch(env, expected, monkeypatch):
+    # The kernel on GPU adapters, the copies on software ones; TORCH_WEBGPU_CAT_WORDS
+    # overrides either way (for A/Bs). Same result every way.
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    a, b = make((1, 2, 5, 8), torch.float32, seed=50), make((1, 2, 1, 8), torch.float32, seed=51)
+    da, db = dev(a), dev(b)
+    before = _dispatches()
+    out = torch.cat([da, db], 2)
+    assert _dispatches() - before == expected
+    assert_same(out, torch.cat([a, b], 2), exact=True)
+
+
 @pytest.mark.parametrize("dtype", BIT_DTYPES)
 def test_cat_words_every_dtype(dtype, gpu_kernels):
     # Rows of whole words for every element size (a 2-byte row of 2 elements, a bool row
