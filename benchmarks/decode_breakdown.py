@@ -123,16 +123,13 @@ def main(argv=None):
             if mode != "eager":
                 m = e2e_models.compiled(m, mode)
             row = {"device": device, "mode": mode}
-            # With a static cache transformers compiles the forward itself on cuda (and
-            # xpu, tpu): eager must say no, or "CUDA eager" is CUDA compiled.
-            no_auto_compile = {"disable_compile": True} if mode == "eager" else {}
             try:
                 rates, firsts, medians = [], [], []
                 for _ in range(args.repeat):  # generate's rate moves from run to run: the median
                     host_before = []  # replay host time of the timed run only (not its warm-up)
                     gen = e2e_models.greedy(m, prompt, args.tokens, device, clock_waits=not args.defer_stop,
                                             before_timed=lambda: host_before.extend(replay_host_us()),
-                                            cache_implementation="static", **no_auto_compile)
+                                            cache_implementation="static")
                     host_after = replay_host_us()
                     rates.append(gen.get("tok_s"))
                     firsts.append(gen.get("first_step_ms"))

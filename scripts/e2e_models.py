@@ -236,6 +236,10 @@ class StepClock(transformers.StoppingCriteria):
 def _generate(model, prompt, new_tokens, clock=None, **generate_kwargs):
     # No end-of-sequence stop: every run makes exactly new_tokens tokens.
     criteria = transformers.StoppingCriteriaList([clock] if clock else [])
+    # With a static cache transformers compiles the forward itself on cuda (xpu, tpu; not
+    # webgpu): an eager model stays eager, or "CUDA eager" would be CUDA compiled. A model
+    # from compiled() keeps transformers' behaviour.
+    generate_kwargs.setdefault("disable_compile", not getattr(model, "_e2e_compiled", False))
     with torch.no_grad():
         out = model.generate(prompt, attention_mask=torch.ones_like(prompt),
                              max_new_tokens=new_tokens, min_new_tokens=new_tokens,
@@ -312,6 +316,7 @@ def compiled(model, mode):
         model.forward = decode_compiled
     else:
         model.forward = forward
+    model._e2e_compiled = True
     return model
 
 

@@ -112,10 +112,11 @@ class BufferPool {
  private:
   WGPUBuffer create_buffer(uint64_t size);
   void check_reserve_limit(uint64_t nbytes, uint64_t size);
+  // Files a freed block in its free list, which is kept in descending address order.
+  static void keep_free(std::vector<Allocation*>& list, Allocation* a);
 
   Context& ctx_;
   std::map<uint64_t, std::vector<Allocation*>> free_;  // bucket size -> cached allocations
-  static void keep_free(std::vector<Allocation*>& list, Allocation* a);
   std::map<uint64_t, Allocation*> by_address_;  // every buffer held, by its first address
   std::unordered_map<WGPUBuffer, Allocation*> by_buffer_;
   PrivatePool* capture_pool_ = nullptr;

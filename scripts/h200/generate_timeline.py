@@ -64,18 +64,16 @@ def main():
     WebGPUGraph.replay = stamp("replay", WebGPUGraph.replay)
     for device in args.devices.split(","):
         m = copy.deepcopy(model).to(device)
-        # Eager means eager on cuda too (transformers compiles a static-cache forward there).
-        extra = {"disable_compile": True} if args.mode == "eager" else {}
         if args.mode != "eager":
             m = e2e_models.compiled(m, args.mode)
         m.forward = stamp("forward", m.forward)
         for _ in range(2):
-            e2e_models.greedy(m, prompt, args.tokens, device, timed=False, cache_implementation="static", **extra)
+            e2e_models.greedy(m, prompt, args.tokens, device, timed=False, cache_implementation="static")
         e2e_models.synchronize(device)
         EVENTS.clear()
         before = torch_webgpu._C.dispatch_stats() if device == "webgpu" else {}
         start = time.perf_counter()
-        e2e_models.greedy(m, prompt, args.tokens, device, timed=False, cache_implementation="static", **extra)
+        e2e_models.greedy(m, prompt, args.tokens, device, timed=False, cache_implementation="static")
         total = time.perf_counter() - start
         after = torch_webgpu._C.dispatch_stats() if device == "webgpu" else {}
         # Our own count of the host's time blocked on the GPU (every read-back and
