@@ -1,6 +1,7 @@
 """Where a decode token's time goes: HF `generate` against the model's forward alone.
 
-For one architecture of scripts/e2e_models.py (seeded weights, static KV cache), on each
+For one architecture of scripts/e2e_models.py (seeded weights, static KV cache, or HF's
+dynamic one with `--cache dynamic`, as scripts/e2e_models.py's table uses), on each
 device, eager and compiled (`torch.compile(mode=...)`):
   * generate tok/s: `model.generate(..., cache_implementation="static")`, what users see;
   * forward tok/s: the decode forward called in a loop (argmax of the logits on the device
@@ -50,11 +51,21 @@ def replay_host_us():
     return counters["webgpu"]["graph_replay_host_us"], counters["webgpu"]["graph_replay_submit_us"]
 
 
+def host_stats():
+    """webgpu's host-side counters that explain an eager token's host time."""
+    s = torch_webgpu._C.dispatch_stats()
+    return {k: s.get(k, 0) for k in ("submits", "host_waits", "host_wait_us", "bind_groups_made", "pipelines")}
+
+
 def forward_loop(model, prompt, steps, device, cache, around=contextlib.nullcontext):
     """Prefill, then `steps` decode forwards fed by the device's own argmax, into `cache`
-    (reset first: one cache for every loop of a model, as a new one would recompile).
-    `around()` wraps the decode steps alone (a profiler: prefill left out)."""
-    cache.reset()
+    (a static one is reset first: one cache for every loop of a model, as a new one would
+    recompile; a callable makes a fresh dynamic cache). `around()` wraps the decode steps
+    alone (a profiler: prefill left out)."""
+    if callable(cache):
+        cache = cache()
+    else:
+        cache.reset()
     length = prompt.shape[1]
     with torch.no_grad():
         out = model(input_ids=prompt, past_key_values=cache, use_cache=True,
@@ -63,6 +74,7 @@ def forward_loop(model, prompt, steps, device, cache, around=contextlib.nullcont
         positions = [torch.tensor([length + i], device=device) for i in range(steps)]
         sync(device)
         before = dispatches() if device == "webgpu" else 0
+        stats_before = host_stats() if device == "webgpu" else {}
         host_before = replay_host_us()
         tokens = []
         with around():
@@ -78,6 +90,7 @@ def forward_loop(model, prompt, steps, device, cache, around=contextlib.nullcont
             sync(device)
             elapsed = time.perf_counter() - start
         after = dispatches() if device == "webgpu" else 0
+        stats_after = host_stats() if device == "webgpu" else {}
         host_after = replay_host_us()
     # Host time to issue the steps against the time to finish them: equal when the host
     # bounds decode, issue much shorter when the device does.
@@ -86,6 +99,8 @@ def forward_loop(model, prompt, steps, device, cache, around=contextlib.nullcont
             "replay_host_us_per_token": (host_after[0] - host_before[0]) / steps,
             "replay_submit_us_per_token": (host_after[1] - host_before[1]) / steps,
             "dispatches_per_token": (after - before) / steps if device == "webgpu" else None,
+            # Per token: submits, host waits (and their us), bind groups and pipelines made.
+            **{f"{k}_per_token": (stats_after[k] - stats_before[k]) / steps for k in stats_after},
             "tokens": torch.cat(tokens, 1)[0].tolist()}
 
 
@@ -107,6 +122,8 @@ def main(argv=None):
                              "on mps (torch_webgpu.generation.defer_stop_check): no host wait per token")
     parser.add_argument("--repeat", type=int, default=1,
                         help="timed generate runs (each after its own warm-up); the table shows the median")
+    parser.add_argument("--cache", choices=["static", "dynamic"], default="static",
+                        help="KV cache: static (default; what compiled decode needs) or HF's dynamic one")
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args(argv)
     if args.defer_stop and not torch_webgpu.generation.defer_stop_check(("webgpu", "cuda")):
@@ -116,6 +133,8 @@ def main(argv=None):
     spec = e2e_models.MODELS[args.model]
     model = e2e_models.build_model(spec, tiny=args.tiny, init_device=args.init_device)
     prompt = e2e_models.prompt_tokens(model.config.vocab_size)
+    # generate's own dynamic cache is its default: no argument.
+    cache_kwargs = {"cache_implementation": "static"} if args.cache == "static" else {}
     rows = []
     for device in args.devices.split(","):
         for mode in args.modes.split(","):
@@ -129,7 +148,7 @@ def main(argv=None):
                     host_before = []  # replay host time of the timed run only (not its warm-up)
                     gen = e2e_models.greedy(m, prompt, args.tokens, device, clock_waits=not args.defer_stop,
                                             before_timed=lambda: host_before.extend(replay_host_us()),
-                                            cache_implementation="static")
+                                            **cache_kwargs)
                     host_after = replay_host_us()
                     rates.append(gen.get("tok_s"))
                     firsts.append(gen.get("first_step_ms"))
@@ -142,8 +161,11 @@ def main(argv=None):
                 row["generate_median_step_ms_runs"] = [round(r, 3) for r in medians if r is not None]
                 row["generate_replay_host_us_per_token"] = (host_after[0] - host_before[0]) / args.tokens
                 row["generate_replay_submit_us_per_token"] = (host_after[1] - host_before[1]) / args.tokens
-                cache = transformers.StaticCache(config=m.config,
-                                                 max_cache_len=prompt.shape[1] + args.tokens + 1)
+                if args.cache == "static":
+                    cache = transformers.StaticCache(config=m.config,
+                                                     max_cache_len=prompt.shape[1] + args.tokens + 1)
+                else:
+                    cache = lambda: transformers.DynamicCache(config=m.config)  # noqa: E731
                 forward_loop(m, prompt.to(device), args.tokens, device, cache)  # warm-up (compiles)
                 row.update(forward_loop(m, prompt.to(device), args.tokens, device, cache))
                 row["tokens_equal_generate"] = row["tokens"][:args.tokens - 1] == gen["tokens"][1:]
@@ -153,8 +175,7 @@ def main(argv=None):
 
                     profiler = cProfile.Profile()
                     profiler.enable()
-                    e2e_models.greedy(m, prompt, args.tokens, device, timed=False,
-                                      cache_implementation="static")
+                    e2e_models.greedy(m, prompt, args.tokens, device, timed=False, **cache_kwargs)
                     profiler.disable()
                     print(f"{device} {mode}: host functions of one generate ({args.tokens} tokens)")
                     pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
@@ -174,7 +195,7 @@ def main(argv=None):
             rows.append(row)
             print(json.dumps({k: v for k, v in row.items() if k != "tokens"}), flush=True)
 
-    print(f"\n{args.model}{' (tiny)' if args.tiny else ''}, {args.tokens} tokens, static cache")
+    print(f"\n{args.model}{' (tiny)' if args.tiny else ''}, {args.tokens} tokens, {args.cache} cache")
     print("| device | mode | generate tok/s | forward tok/s | forward issue ms/token | dispatches/token "
           "| same tokens |")
     print("|---|---|---|---|---|---|---|")

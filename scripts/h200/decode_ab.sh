@@ -4,10 +4,11 @@
 # transformers' deferred stop check on and off and with the rms_linear pass off, then the
 # decode kernels under A/B switches (decode_kernels.py). Each step has its own time limit.
 #   bash scripts/h200/decode_ab.sh
-#   REPEAT=5 STEPS="defer plain" bash scripts/h200/decode_ab.sh   (a subset of: plain rms defer hostprof defer_ab cuda kernels subgroups eager)
+#   REPEAT=5 STEPS="defer plain" bash scripts/h200/decode_ab.sh   (a subset of: plain rms defer hostprof defer_ab cuda kernels subgroups eager dyn)
 #   STEPS=subgroups: the eager reductions, norms and GEMVs (run.py --cuda) and the compiled
 #   forward with subgroup reductions (default) against workgroup trees (TORCH_WEBGPU_SUBGROUPS=0)
 #   PIN=0-7 ...: every step pinned to those CPUs (taskset)
+#   STEPS=dyn: eager decode, dynamic cache, host counters and a cProfile (GPT-2 against GPT-Neo)
 #   STEPS="topo gemv_cols both pinned": the machine's CPU/GPU topology and profilers; GPT-2's
 #   N-contiguous GEMVs (run.py --cuda); generate on webgpu and cuda compiled in one process;
 #   webgpu's generate again pinned to PIN_AB (default 2-3) to test the host's placement
@@ -55,6 +56,12 @@ has eager && for e in BASELINE=1 TORCH_WEBGPU_CAT_WORDS=0; do
 done
 has eager && TAIL=8 run "HF eager decode, small models (dynamic cache)" 240 python3 scripts/e2e_models.py \
   --dtype float32 --tokens 32 --cuda --init-device cuda --models ${EAGER_MODELS:-gpt2,gpt-neo,opt,pythia}
+# STEPS=dyn: eager decode with HF's dynamic cache, per token (submits, host waits, bind groups,
+# pipelines) and a cProfile of one generate, for DYN_MODELS (default gpt2 and gpt-neo).
+has dyn && for m in ${DYN_MODELS:-gpt2 gpt-neo}; do
+  TAIL=${DYN_TAIL:-50} run "eager decode, dynamic cache: $m" 200 python3 benchmarks/decode_breakdown.py --model $m \
+    --modes eager --cache dynamic --devices webgpu,cuda --init-device cuda --host-profile
+done
 has eager && TAIL=4 run "HF eager decode, GPT-2 (static cache)" 150 python3 benchmarks/decode_breakdown.py --model gpt2 \
   --modes eager --devices webgpu,cuda --init-device cuda --repeat 3
 has subgroups && for e in BASELINE=1 TORCH_WEBGPU_SUBGROUPS=0 TORCH_WEBGPU_NORM_VEC4=0; do
