@@ -280,6 +280,7 @@ def greedy(model, prompt, new_tokens, device, timed=True, clock_waits=True, befo
         # median of the rest.
         steps = [b - a for a, b in zip(clock.times, clock.times[1:])]
         result["first_step_ms"] = steps[0] * 1e3
+        result["step_ms"] = [round(s * 1e3, 3) for s in steps]  # every step (--json): spikes vs a steady rate
         if len(steps) > 1:
             result["median_step_ms"] = statistics.median(steps[1:]) * 1e3
     return result
