@@ -515,8 +515,8 @@ std::string softmax_pair_tree(uint32_t wg, uint32_t lanes) {
 // of 4: `lanes` invocations per row read it 16 bytes at a time, each folds its vec4s into
 // an online (max, sum) pair (rescaling the sum when the max grows), one tree merges the
 // pairs, and the row is written 16 bytes at a time. Rows of up to 8 vec4s per invocation
-// stay in registers (one read, one write); longer ones are read twice. On GPUs short rows
-// share a workgroup (down to one invocation per row of 4); software adapters keep 64
+// stay in registers (one read, one write); longer ones are read twice. On GPUs rows of up to
+// 128 elements share a workgroup (8 lanes each); software adapters keep at least 64
 // invocations per row and the scalar kernel below 128 elements (unmeasured there).
 bool softmax_vec4_fits(Context& ctx, const SoftmaxSpec& spec, const ReduceShape& shape,
                        const SoftmaxBuffers& b) {
@@ -530,14 +530,16 @@ bool softmax_vec4_fits(Context& ctx, const SoftmaxSpec& spec, const ReduceShape&
 void softmax_rows_vec4(Context& ctx, const SoftmaxSpec& spec, const ReduceShape& shape,
                        const SoftmaxBuffers& b) {
   const uint64_t n4 = shape.reduce / 4;
-  // The fewest lanes that hold the row in registers at 4 vec4s each (8 at the cap).
-  uint32_t lanes = software_adapter(ctx) ? 64 : 1;
-  while (lanes < softmax_group_cap(ctx) && n4 > uint64_t(lanes) * 4) lanes *= 2;
+  // Lanes per row in three classes that hold the row in registers at 4 vec4s each: 8 lanes
+  // up to 128 elements (GPUs), 64 up to 1024, the cap (8 vec4s each there, or read twice)
+  // beyond. Few classes on purpose: a decode's attention rows grow by one element per
+  // token, and a pipeline per doubling cost a compile each time the length crossed one
+  // (40-190 ms on an H100 against 10 ms per GPT-Neo token).
+  const uint32_t cap = softmax_group_cap(ctx);
+  const uint32_t lanes = std::min<uint32_t>(cap, !software_adapter(ctx) && n4 <= 32 ? 8 : n4 <= 256 ? 64 : cap);
   const uint32_t wg = std::max<uint32_t>(lanes, 64);
   const uint32_t per_group = wg / lanes;  // rows per workgroup
-  uint32_t cached = 0;
-  for (uint32_t r : {1u, 2u, 4u, 8u})
-    if (!cached && n4 <= uint64_t(lanes) * r) cached = r;
+  const uint32_t cached = n4 <= uint64_t(lanes) * 4 ? 4 : n4 <= uint64_t(lanes) * 8 ? 8 : 0;
   static const UniformLayout layout({{"in_offset"}, {"reduce"}, {"out_offset"}, {"rows"}});
   KernelLaunch l;
   l.buffers = {{b.in, Access::Read, false}, {b.out, Access::ReadWrite, false}};
@@ -643,11 +645,10 @@ void softmax_piece(Context& ctx, const SoftmaxSpec& spec, const ReduceShape& sha
   l.count = rows;
   l.workgroup = wg;
   // Rows of at most 16 elements per invocation are read once into registers (named
-  // values: loop-indexed arrays would live in local memory), not once per pass.
-  uint32_t cached = 0;
-  if (groups)
-    for (uint32_t r : {2u, 4u, 8u, 16u})
-      if (!cached && shape.reduce <= uint64_t(wg) * r) cached = r;
+  // values: loop-indexed arrays would live in local memory), not once per pass. Always 16
+  // slots (masked past the row): one pipeline per group size, not one per doubling of a
+  // row that grows by one element per decoded token.
+  const uint32_t cached = groups && shape.reduce <= uint64_t(wg) * 16 ? 16 : 0;
   l.typed = {"softmax", {static_cast<uint32_t>(spec.kind), static_cast<uint32_t>(spec.in) |
                          static_cast<uint32_t>(spec.in2) << 8 | static_cast<uint32_t>(spec.out) << 16,
                          groups ? 1u : 0u, cached}};

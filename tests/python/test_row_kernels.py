@@ -12,6 +12,7 @@ dtype, under both adapter kinds (TORCH_WEBGPU_ADAPTER_KIND) and the spec's defau
 import pytest
 import torch
 import torch.nn.functional as F
+import torch_webgpu
 
 from conftest import FLOAT_DTYPES, assert_same, dev, make, run_python
 
@@ -114,6 +115,20 @@ def test_softmax_half_accumulates_in_float(adapter_kind):
         x = torch.zeros(2, 8192, dtype=dtype)
         compare(lambda t: torch.softmax(t, -1), x, rtol=0, atol=0)
         compare(lambda t: torch.log_softmax(t, -1), x)
+
+
+def test_softmax_rows_growing_by_one_reuse_few_pipelines(adapter_kind):
+    """A decode's attention rows grow by one element per token: lengths 8..300 (every
+    alignment, three length classes of the vec4 kernel, two group sizes of the scalar
+    one) compile at most 6 softmax pipelines per adapter kind, not one per doubling
+    (each compile cost 40-190 ms per token on an H100). Every length against the CPU."""
+    torch.softmax(dev(torch.zeros(2, 7)), -1)  # the device and this kind's kernels up
+    before = torch_webgpu._C.dispatch_stats()["pipelines"]
+    for n in range(8, 301):
+        x = make((12, n), torch.float32, seed=n, low=-8, high=8)
+        assert_same(torch.softmax(dev(x), -1), torch.softmax(x, -1), **F32)
+    made = torch_webgpu._C.dispatch_stats()["pipelines"] - before
+    assert made <= 6, made
 
 
 # Cumulative scans: 130 rows (the one-workgroup-per-row kernels start at 128) of lengths
