@@ -104,6 +104,34 @@ def forward_loop(model, prompt, steps, device, cache, around=contextlib.nullcont
             "tokens": torch.cat(tokens, 1)[0].tolist()}
 
 
+def compare_batch_policies(model, prompt, args, cache_kwargs):
+    """Eager webgpu decode under each submit policy ("max:first", as TORCH_WEBGPU_MAX_BATCH
+    and _EAGER_FIRST_BATCH), alternated round by round in this one process so that the
+    machine's drift lands on every policy alike; medians per policy."""
+    policies = [tuple(int(v) for v in p.split(":")) for p in args.batch_policies.split(",")]
+    m = copy.deepcopy(model).to("webgpu")
+    runs = {p: {"generate": [], "forward": [], "issue": [], "submits": []} for p in policies}
+    for _ in range(args.repeat):
+        for p in policies:
+            torch_webgpu._C._set_eager_batches(*p)
+            gen = e2e_models.greedy(m, prompt, args.tokens, "webgpu", **cache_kwargs)
+            loop = forward_loop(m, prompt.to("webgpu"), args.tokens, "webgpu",
+                                lambda: transformers.DynamicCache(config=m.config))
+            r = runs[p]
+            r["generate"].append(gen["tok_s"])
+            r["forward"].append(loop["forward_tok_s"])
+            r["issue"].append(loop["forward_issue_ms_per_token"])
+            r["submits"].append(loop["submits_per_token"])
+    print(f"\n{args.model}, eager webgpu, {args.tokens} tokens, {args.cache} cache (generate), "
+          f"dynamic cache (forward loop); policies alternated {args.repeat} times in one process")
+    print("| max:first batch | generate tok/s (median; runs) | forward tok/s | issue ms/token | submits/token |")
+    print("|---|---|---|---|---|")
+    for p, r in runs.items():
+        med = statistics.median
+        print(f"| {p[0]}:{p[1]} | {med(r['generate']):.1f} ({', '.join(f'{v:.0f}' for v in r['generate'])}) "
+              f"| {med(r['forward']):.1f} | {med(r['issue']):.2f} | {med(r['submits']):.2f} |", flush=True)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="qwen2.5", choices=list(e2e_models.MODELS))
@@ -124,6 +152,9 @@ def main(argv=None):
                         help="timed generate runs (each after its own warm-up); the table shows the median")
     parser.add_argument("--cache", choices=["static", "dynamic"], default="static",
                         help="KV cache: static (default; what compiled decode needs) or HF's dynamic one")
+    parser.add_argument("--batch-policies", metavar="MAX:FIRST,...",
+                        help="eager webgpu only: alternate these submit policies in one process "
+                             "(e.g. 256:0,256:32,64:0) and print a table per policy")
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args(argv)
     if args.defer_stop and not torch_webgpu.generation.defer_stop_check(("webgpu", "cuda")):
@@ -135,6 +166,8 @@ def main(argv=None):
     prompt = e2e_models.prompt_tokens(model.config.vocab_size)
     # generate's own dynamic cache is its default: no argument.
     cache_kwargs = {"cache_implementation": "static"} if args.cache == "static" else {}
+    if args.batch_policies:
+        return compare_batch_policies(model, prompt, args, cache_kwargs)
     rows = []
     for device in args.devices.split(","):
         for mode in args.modes.split(","):

@@ -33,6 +33,13 @@ CommandRecorder::CommandRecorder(Context& ctx) : ctx_(ctx) {
   arena_host_.resize(arena_capacity_);
 }
 
+void CommandRecorder::set_batches(uint32_t max_batch, uint32_t first_batch) {
+  flush();
+  max_batch_ = std::max<uint32_t>(1, max_batch);
+  first_batch_ = first_batch ? std::min(first_batch, max_batch_) : max_batch_;
+  batch_limit_ = max_batch_;  // (a full arena still submits early: its size stays)
+}
+
 void CommandRecorder::ensure_encoder() {
   if (!encoder_) encoder_ = wgpuDeviceCreateCommandEncoder(ctx_.device(), nullptr);
 }

@@ -69,6 +69,9 @@ class CommandRecorder {
     if (submits > completed_submits_) completed_submits_ = submits;
   }
   uint32_t pending() const { return pending_; }
+  // Dispatches per submit from now on (TORCH_WEBGPU_MAX_BATCH / _EAGER_FIRST_BATCH's values;
+  // first 0: no ramp): benchmarks alternate policies within one process. Submits first.
+  void set_batches(uint32_t max_batch, uint32_t first_batch);
 
  private:
   void ensure_encoder();

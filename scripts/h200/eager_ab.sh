@@ -4,6 +4,7 @@
 # the data-movement rows with and without Dawn's robustness clamps (what limits them), and
 # eager submit policies alternated on GPT-2's dynamic-cache decode.
 #   bash scripts/h200/eager_ab.sh            STEPS="e2e movement submit" by default
+#   STEPS=policy: submit policies alternated in one process (POLICIES, POLICY_RUNS)
 cd "$(dirname "$0")/../.."
 source scripts/h200/build.sh || exit 1
 steps=" ${STEPS:-e2e movement submit} "
@@ -44,4 +45,13 @@ for l in sys.stdin:
     done
   done
   echo "== cuda eager"; timeout 100 $B --devices cuda 2>&1 | tail -1
+fi
+# STEPS=policy: the submit policies alternated inside one process (decode_breakdown.py
+# --batch-policies), so that the machine's drift between processes cannot pose as an effect.
+if has policy; then
+  for mc in ${POLICY_RUNS:-gpt2:dynamic gpt2:static qwen2.5:dynamic}; do
+    echo "== policies in one process: $mc"
+    timeout 200 python3 benchmarks/decode_breakdown.py --model ${mc%%:*} --cache ${mc##*:} --init-device cuda \
+      --repeat ${REPEAT:-4} --batch-policies ${POLICIES:-256:0,256:32,64:0} 2>&1 | grep "^|"
+  done
 fi
