@@ -236,3 +236,28 @@ def test_vec4_loads_with_offsets(adapter_kind, start, shape):
     for fn in (lambda t: t.var(1), lambda t: t.logsumexp(1), lambda t: t.mean(1),
                lambda t: t.aminmax(dim=1), lambda t: torch.linalg.vector_norm(t, 2, 1)):
         compare(lambda t: fn(t[start:start + n].view(shape)), f, **LOOSE[torch.float32])
+
+
+def test_few_outputs_over_growing_lengths_reuse_one_kernel(adapter_kind):
+    """A decode step reduces a mask or a flag whose length grows by one per token: lengths
+    2..255 with one or a few outputs (all, any, sum, argmax) keep one kernel each, instead
+    of switching to the workgroup kernel at 32 (a pipeline compiled mid-generation, 40-60
+    ms on an H100). Every length against the CPU."""
+    import torch_webgpu
+
+    def ops(t):
+        return (t.bool().all(-1), t.bool().any(-1), t.sum(-1), t.argmax(-1))
+
+    # This kind's kernels up (the float-to-bool cast has a vec4 variant for rows of 4k).
+    for fn_input in (torch.ones(1, 2, dtype=torch.int64), torch.ones(4, 2), torch.ones(4, 4)):
+        for got, want in zip(ops(dev(fn_input)), ops(fn_input)):
+            assert_same(got, want)
+    before = torch_webgpu._C.dispatch_stats()["pipelines"]
+    for n in range(2, 256):
+        mask = torch.ones(1, n, dtype=torch.int64)
+        mask[0, n // 3] = n % 2
+        rows = make((4, n), torch.float32, seed=n, low=-3, high=3)
+        for x in (mask, rows):
+            for got, want in zip(ops(dev(x)), ops(x)):
+                assert_same(got, want, **LOOSE.get(x.dtype, {}))
+    assert torch_webgpu._C.dispatch_stats()["pipelines"] == before
