@@ -11,9 +11,9 @@ steps=" ${STEPS:-e2e movement submit} "
 has() { [[ $steps == *" $1 "* ]]; }
 if has e2e; then
   echo "== e2e ${EAGER_MODELS:-gpt2,gpt-neo,opt,pythia}"
-  timeout 240 python3 scripts/e2e_models.py --dtype float32 --tokens 32 --cuda --init-device cuda \
+  timeout ${E2E_LIMIT:-240} python3 scripts/e2e_models.py --dtype float32 --tokens 32 --cuda --init-device cuda \
     --models ${EAGER_MODELS:-gpt2,gpt-neo,opt,pythia} --json $OUT/e2e.json > $OUT/e2e.log 2>&1
-  grep -A8 "^model " $OUT/e2e.log
+  grep -A20 "^model " $OUT/e2e.log
   python3 - "$OUT/e2e.json" <<'PY'
 import json, statistics, sys
 for row in json.load(open(sys.argv[1]))["results"]:
