@@ -46,6 +46,17 @@ for l in sys.stdin:
   done
   echo "== cuda eager"; timeout 100 $B --devices cuda 2>&1 | tail -1
 fi
+# STEPS=defer: eager generate with transformers' stop check deferred (as on mps; opt-in through
+# torch_webgpu.generation.defer_stop_check) on webgpu and on cuda, against the plain check.
+if has defer; then
+  for mc in ${DEFER_RUNS:-gpt2 opt}; do
+    for d in "" --defer-stop; do
+      echo "== eager generate, dynamic cache: $mc ${d:-(stop check each token)}"
+      timeout 150 python3 benchmarks/decode_breakdown.py --model $mc --modes eager --cache dynamic --init-device cuda \
+        --devices webgpu,cuda --repeat 3 $d 2>&1 | grep "^| webgpu\|^| cuda"
+    done
+  done
+fi
 # STEPS=policy: the submit policies alternated inside one process (decode_breakdown.py
 # --batch-policies), so that the machine's drift between processes cannot pose as an effect.
 if has policy; then
