@@ -383,7 +383,24 @@ def _format_table(rows, devices):
         lines.append(line)
     widths = [max(len(str(x)) for x in col) for col in zip(head, *[l + [""] * (len(head) - len(l)) for l in lines])]
     fmt = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths))  # noqa: E731
-    return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(l) for l in lines])
+    return "\n".join([fmt(head), fmt(["-" * w for w in widths])] + [fmt(l) for l in lines] + _slow_steps(rows))
+
+
+def _slow_steps(rows):
+    """Decode steps that took over twice the run's median (a pipeline compiled mid-generation,
+    a collection): listed under the table, since one such step can halve a short run's tok/s."""
+    out = []
+    for row in rows:
+        for device, run in row.get("devices", {}).items():
+            steps = run.get("step_ms") or []
+            if len(steps) < 3:
+                continue
+            median = statistics.median(steps)
+            slow = [f"{i}: {ms:.0f} ms" for i, ms in enumerate(steps) if ms > 2 * median]
+            if slow:
+                out.append(f"  {row['model']} {device}: steps over twice the median ({median:.1f} ms): "
+                           + ", ".join(slow))
+    return out
 
 
 def main(argv=None):
