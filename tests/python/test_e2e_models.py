@@ -105,3 +105,13 @@ def test_script_table_json_and_exit_status(tmp_path, capsys, no_fallback):
 def test_script_rejects_unknown_models():
     with pytest.raises(SystemExit):
         e2e_models.main(["--tiny", "--models", "gpt2,not-a-model"])
+
+
+def test_slow_steps_are_listed_under_the_table():
+    """A step over twice its run's median (a pipeline compiled mid-generation) is named with
+    its index under the table; flat runs and runs too short for a median add nothing."""
+    rows = [{"model": "m", "devices": {"webgpu": {"step_ms": [5.0, 5.2, 4.9, 40.0, 5.1]},
+                                       "cuda": {"step_ms": [3.0, 3.1, 2.9, 3.0]},
+                                       "cpu": {"step_ms": [1.0, 9.0]}}}]
+    lines = e2e_models._slow_steps(rows)
+    assert lines == ["  m webgpu: steps over twice the median (5.1 ms): 3: 40 ms"]
