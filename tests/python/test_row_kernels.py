@@ -33,9 +33,9 @@ def compare(fn, x, **tol):
     assert_same(fn(dev(x)), fn(x), **tol)
 
 
-# 1..7: one invocation per row (4: one vec4 on GPUs); 128, 132: 8 or 16 lanes per row on
-# GPUs, 64 on software adapters; 4096: 256 x 4 vec4s; 4099: not a multiple of 4 (scalar
-# kernel); 8192, 8196: up to 8 vec4s held; 12000: swept twice.
+# 1..7: the scalar kernel but 4 (one vec4 of 8 lanes on GPUs); 128, 132: 8 or 64 lanes per
+# row on GPUs (the length classes), 64 on software adapters; 4096: 256 x 4 vec4s; 4099: not a
+# multiple of 4 (scalar kernel); 8192, 8196: up to 8 vec4s held; 12000: swept twice.
 SOFTMAX_LENGTHS = [1, 3, 4, 5, 7, 128, 132, 4096, 4099, 8192, 8196, 12000]
 
 
@@ -51,9 +51,9 @@ def test_softmax_lengths_and_dtypes(adapter_kind, n, dtype):
 
 @pytest.mark.parametrize("shape", [(37, 4), (37, 12), (100, 64), (65, 128), (9, 1020), (3, 2048)])
 def test_softmax_rows_sharing_a_workgroup(adapter_kind, shape):
-    """On GPUs rows of 4..1020 share a group of 64 (1 to 64 invocations each, 4 vec4s
-    apiece): row counts that leave the last group partly empty, -inf and NaN rows among
-    their neighbours."""
+    """On GPUs rows of 4..128 share a group of 64 (8 invocations each, up to 4 vec4s
+    apiece), longer ones up to 1024 take 64 invocations: row counts that leave the last
+    group partly empty, -inf and NaN rows among their neighbours."""
     x = make(shape, torch.float32, seed=shape[1], low=-8, high=8)
     x[1] = float("-inf")
     x[2, -1] = float("nan")
