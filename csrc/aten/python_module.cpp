@@ -145,8 +145,6 @@ PYBIND11_MODULE(_C, m) {
       return linear_group_fuses(lock.ctx());
     });
   });
-  // Whether the adapter runs workgroups on CPU cores (adapter_kind.h; the env override
-  // included): generated kernels pick their workgroup shapes by it as eager kernels do.
   // Benchmarks only: the eager submit policy (max dispatches per submit, first batch after
   // a read-back; 0 = no ramp), switched within one process so that A/Bs share its noise.
   m.def("_set_eager_batches", [](uint32_t max_batch, uint32_t first_batch) {
@@ -155,6 +153,8 @@ PYBIND11_MODULE(_C, m) {
       lock.ctx().recorder().set_batches(max_batch, first_batch);
     });
   });
+  // Whether the adapter runs workgroups on CPU cores (adapter_kind.h; the env override
+  // included): generated kernels pick their workgroup shapes by it as eager kernels do.
   m.def("_software_adapter", [] {
     return guarded([] {
       RuntimeLock lock;
