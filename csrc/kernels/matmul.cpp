@@ -1,6 +1,7 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -171,6 +172,7 @@ std::string gemm_common(const GemmDesc& d, const std::vector<KernelBuffer>& bufs
 struct TileShape {
   uint32_t tm, tn, bk, wx, wy;
   bool a_k_fast, b_k_fast;
+  bool unroll = false;  // tiled_vec4_body: the inner loop over bk written out
   uint32_t threads() const { return wx * wy; }
   std::string key() const {
     return std::to_string(tm) + "x" + std::to_string(tn) + "x" + std::to_string(bk) +
@@ -182,14 +184,15 @@ constexpr TileShape kMediumTile{64, 64, 16, 16, 16, false, false};
 constexpr TileShape kLargeTile{128, 128, 8, 16, 16, false, false};
 
 // WGSL turning output position `l` (of the implicit GEMM's output tile) into `ob` and
-// `ooff` (see gather_b).
-std::string decode_position(const std::string& in, const std::string& l) {
-  return in + "let go2 = " + l + " % u_y_size(2u);\n" +
-         in + "let go1 = (" + l + " / u_y_size(2u)) % u_y_size(1u);\n" +
-         in + "let go0 = " + l + " / (u_y_size(2u) * u_y_size(1u));\n" +
-         in + "let ob = vec3<i32>(vec3<u32>(go0 + u_y_first(0u), go1 + u_y_first(1u), go2) * "
-              "vec3<u32>(u_stride(0u), u_stride(1u), u_stride(2u))) - vec3<i32>(vec3<u32>(u_pad(0u), u_pad(1u), u_pad(2u)));\n" +
-         in + "let ooff = (ob.x * i32(u_x_size(1u)) + ob.y) * i32(u_x_size(2u)) + ob.z;\n";
+// `ooff` (see gather_b), those names followed by `sfx`.
+std::string decode_position(const std::string& in, const std::string& l, const std::string& sfx = "") {
+  const std::string go = "go" + sfx + "_", ob = "ob" + sfx;
+  return in + "let " + go + "2 = " + l + " % u_y_size(2u);\n" +
+         in + "let " + go + "1 = (" + l + " / u_y_size(2u)) % u_y_size(1u);\n" +
+         in + "let " + go + "0 = " + l + " / (u_y_size(2u) * u_y_size(1u));\n" +
+         in + "let " + ob + " = vec3<i32>(vec3<u32>(" + go + "0 + u_y_first(0u), " + go + "1 + u_y_first(1u), " + go +
+              "2) * vec3<u32>(u_stride(0u), u_stride(1u), u_stride(2u))) - vec3<i32>(vec3<u32>(u_pad(0u), u_pad(1u), u_pad(2u)));\n" +
+         in + "let ooff" + sfx + " = (" + ob + ".x * i32(u_x_size(1u)) + " + ob + ".y) * i32(u_x_size(2u)) + " + ob + ".z;\n";
 }
 
 // WGSL: the tile index `g` of workgroup `g0` and the range [kb, ke) of K it sums. Under
@@ -296,6 +299,136 @@ std::string tiled_body(const Arith& ar, const TileShape& t, GatherB gather, Spli
       s += "    if (row0 + ty + " + n(t.wy * i) + " < M && col0 + tx + " + n(t.wx * j) +
            " < N) { finish(bo, bi, row0 + ty + " + n(t.wy * i) + ", col0 + tx + " + n(t.wx * j) +
            ", " + acc(i, j) + "); }\n";
+  s += "  }\n}\n";
+  return s;
+}
+
+// Float32 tiles whose register blocks are runs of four neighbouring rows and columns: the
+// shared tiles hold vec4 words (4 rows of A or 4 columns of B at one k), so each step of
+// the inner loop reads rm/4 + rn/4 words for rm x rn multiply-adds (one scalar read per
+// row and column in tiled_body: the inner loop was bound by workgroup-memory reads on
+// GPUs). Invocation (tx, ty) holds rows 4 * (ty + wy * i) + 0..3 and columns
+// 4 * (tx + wx * j) + 0..3. Every output still sums its products in k order, as
+// tiled_body does. Loads of the next K step are issued before the current step's
+// multiply-adds (registers, not a second shared buffer: the spec's default 16 KB holds
+// one). Shared rows are padded by one word so that transposing vec4 stores spread over banks.
+std::string tiled_vec4_body(const TileShape& t, GatherB gather, Split split) {
+  const uint32_t rm = t.tm / t.wy, rn = t.tn / t.wx, gm = rm / 4, gn = rn / 4;
+  const uint32_t sa_row = t.tm / 4 + 1, sb_row = t.tn / 4 + 1;
+  const uint32_t a_words = t.tm * t.bk / 4 / t.threads(), b_words = t.tn * t.bk / 4 / t.threads();
+  auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
+  auto S = [](uint32_t v) { return std::to_string(v); };
+  std::string s;
+  s += "var<workgroup> sa: array<vec4<f32>, " + S(t.bk * sa_row) + ">;\n";  // [k][m / 4]
+  s += "var<workgroup> sb: array<vec4<f32>, " + S(t.bk * sb_row) + ">;\n";  // [k][n / 4]
+  // Four neighbouring elements at `p` (stride `step`), those with index i + 0..3 < lim.
+  for (const char* X : {"a", "b"}) {
+    s += "fn load4_" + std::string(X) + "(p: u32, step: u32, i: u32, lim: u32) -> vec4<f32> {\n"
+         "  var v = vec4<f32>(0.0);\n";
+    for (uint32_t e = 0; e < 4; ++e)
+      s += "  if (i + " + n(e) + " < lim) { v." + "xyzw"[e] + " = load_" + X + "(p + " + n(e) + " * step); }\n";
+    s += "  return v;\n}\n";
+  }
+  s += kernel_main(Grid::Groups, t.threads());
+  s += "  let valid = group < frame_count();\n"
+       "  let g0 = select(0u, group, valid);\n";
+  s += split_range(split);
+  s += "  let b = g / u.tiles_per_batch;\n  let t = g % u.tiles_per_batch;\n"
+       "  let row0 = (t / u.tiles_n) * " + n(t.tm) + ";\n  let col0 = (t % u.tiles_n) * " + n(t.tn) + ";\n"
+       "  let bo = b / u.batch_inner;\n  let bi = b % u.batch_inner;\n"
+       "  let tx = lid % " + n(t.wx) + ";\n  let ty = lid / " + n(t.wx) + ";\n"
+       "  let M = u.m;\n  let N = u.n;\n"
+       "  let abase = a_base(bo, bi);\n  let bbase = b_base(bo, bi);\n";
+  // Word w of an operand's tile: its k and its first row (column), walking the operand's
+  // unit stride across neighbouring invocations.
+  auto word = [&](const std::string& X, bool k_fast, uint32_t w, uint32_t across) {
+    const std::string idx = "(lid + " + n(w * t.threads()) + ")";
+    return k_fast ? "  let " + X + "k" + S(w) + " = " + idx + " % " + n(t.bk) + ";\n  let " + X + "r" + S(w) +
+                        " = 4u * (" + idx + " / " + n(t.bk) + ");\n"
+                  : "  let " + X + "r" + S(w) + " = 4u * (" + idx + " % " + n(across) + ");\n  let " + X + "k" +
+                        S(w) + " = " + idx + " / " + n(across) + ";\n";
+  };
+  for (uint32_t w = 0; w < a_words; ++w) s += word("a", t.a_k_fast, w, t.tm / 4);
+  for (uint32_t w = 0; w < b_words; ++w) s += word("b", t.b_k_fast, w, t.tn / 4);
+  // An implicit GEMM's B words: each invocation's four columns stay the same along K, so
+  // their four output positions (taps along K) or four taps (positions along K) are
+  // decoded once here.
+  for (uint32_t w = 0; w < b_words; ++w)
+    for (uint32_t e = 0; e < 4; ++e) {
+      const std::string col = "(col0 + br" + S(w) + " + " + n(e) + ")";
+      if (gather == GatherB::TapsAlongK) s += decode_position("  ", col, S(w) + "_" + S(e));
+      if (gather == GatherB::PositionsAlongK)
+        s += "  let tap" + S(w) + "_" + S(e) + " = tap_at(min(" + col + ", N - 1u));\n";
+    }
+  auto fetch = [&](const std::string& in, const std::string& k0) {
+    std::string f;
+    for (uint32_t w = 0; w < a_words; ++w) {
+      const std::string W = S(w), k = k0 + " + ak" + W;
+      f += in + "pa" + W + " = load4_a(abase + (row0 + ar" + W + ") * u.a_rows + (" + k + ") * u.a_cols, u.a_rows, row0 + ar" +
+           W + ", select(0u, M, valid && " + k + " < ke));\n";
+    }
+    for (uint32_t w = 0; w < b_words && gather != GatherB::None; ++w) {
+      const std::string W = S(w), k = k0 + " + bk" + W;
+      f += in + "pb" + W + " = vec4<f32>(0.0);\n" + in + "if (valid && " + k + " < ke) {\n";
+      if (gather == GatherB::TapsAlongK) f += in + "  let tp = tap_at(" + k + ");\n";
+      else f += decode_position(in + "  ", "(" + k + ")");
+      for (uint32_t e = 0; e < 4; ++e) {
+        const std::string E = S(e), p = gather == GatherB::TapsAlongK ? "ob" + W + "_" + E + ", ooff" + W + "_" + E + ", tp"
+                                                                      : "ob, ooff, tap" + W + "_" + E;
+        f += in + "  if (col0 + br" + W + " + " + n(e) + " < N) { pb" + W + "." + "xyzw"[e] + " = gather_b(bbase, " + p + "); }\n";
+      }
+      f += in + "}\n";
+    }
+    for (uint32_t w = 0; w < b_words && gather == GatherB::None; ++w) {
+      const std::string W = S(w), k = k0 + " + bk" + W;
+      f += in + "pb" + W + " = load4_b(bbase + (" + k + ") * u.b_rows + (col0 + br" + W + ") * u.b_cols, u.b_cols, col0 + br" +
+           W + ", select(0u, N, valid && " + k + " < ke));\n";
+    }
+    return f;
+  };
+  for (uint32_t w = 0; w < a_words; ++w) s += "  var pa" + S(w) + ": vec4<f32>;\n";
+  for (uint32_t w = 0; w < b_words; ++w) s += "  var pb" + S(w) + ": vec4<f32>;\n";
+  s += fetch("  ", "kb");
+  auto acc = [](uint32_t i, uint32_t j) { return "c" + std::to_string(i) + "_" + std::to_string(j); };
+  for (uint32_t i = 0; i < rm; ++i)
+    for (uint32_t j = 0; j < gn; ++j) s += "  var " + acc(i, j) + " = vec4<f32>(0.0);\n";
+  s += "  for (var k0 = kb; k0 < ke; k0 = k0 + " + n(t.bk) + ") {\n";
+  for (uint32_t w = 0; w < a_words; ++w)
+    s += "    sa[ak" + S(w) + " * " + n(sa_row) + " + ar" + S(w) + " / 4u] = pa" + S(w) + ";\n";
+  for (uint32_t w = 0; w < b_words; ++w)
+    s += "    sb[bk" + S(w) + " * " + n(sb_row) + " + br" + S(w) + " / 4u] = pb" + S(w) + ";\n";
+  s += "    workgroupBarrier();\n"
+       "    if (k0 + " + n(t.bk) + " < ke) {\n" + fetch("      ", "k0 + " + n(t.bk)) + "    }\n"
+       // Shared entries past ke hold zeros in both operands, so every step runs all bk.
+       ;
+  const char* lane = "xyzw";
+  auto step = [&](const std::string& kk) {
+    std::string st = "    {\n";
+    for (uint32_t i = 0; i < gm; ++i)
+      st += "      let a" + S(i) + " = sa[" + kk + " * " + n(sa_row) + " + ty + " + n(t.wy * i) + "];\n";
+    for (uint32_t j = 0; j < gn; ++j)
+      st += "      let b" + S(j) + " = sb[" + kk + " * " + n(sb_row) + " + tx + " + n(t.wx * j) + "];\n";
+    for (uint32_t i = 0; i < rm; ++i)
+      for (uint32_t j = 0; j < gn; ++j)
+        st += "      " + acc(i, j) + " = " + acc(i, j) + " + a" + S(i / 4) + "." + lane[i % 4] + " * b" + S(j) + ";\n";
+    return st + "    }\n";
+  };
+  if (t.unroll)
+    for (uint32_t kk = 0; kk < t.bk; ++kk) s += step(n(kk));
+  else
+    s += "    for (var kk = 0u; kk < " + n(t.bk) + "; kk = kk + 1u) {\n" + step("kk") + "    }\n";
+  s += "    workgroupBarrier();\n"
+       "  }\n"
+       "  if (valid) {\n";
+  for (uint32_t i = 0; i < rm; ++i) {
+    const std::string r = "4u * (ty + " + n(t.wy * (i / 4)) + ") + " + n(i % 4);
+    for (uint32_t j = 0; j < gn; ++j)
+      for (uint32_t e = 0; e < 4; ++e) {
+        const std::string c = "4u * (tx + " + n(t.wx * j) + ") + " + n(e);
+        s += "    if (row0 + " + r + " < M && col0 + " + c + " < N) { finish(bo, bi, row0 + " + r + ", col0 + " + c +
+             ", " + acc(i, j) + "." + lane[e] + "); }\n";
+      }
+  }
   s += "  }\n}\n";
   return s;
 }
@@ -838,6 +971,26 @@ bool gemv_walk_fit(Context& ctx, const GemmDesc& d) {
          aligned(d.batch_inner, b.batch_inner) && !needs_window(ctx, b.buffer);
 }
 
+// TORCH_WEBGPU_GEMM_TILE=TMxTNxBK:WXxWY[:u|:r] replaces the float32 vec4 tiles' shape (tuning
+// experiments on a GPU); a shape the kernel or the adapter's limits cannot hold raises.
+void experimental_tile(Context& ctx, TileShape& t) {
+  const char* e = std::getenv("TORCH_WEBGPU_GEMM_TILE");
+  if (!e || !*e) return;
+  TileShape x = t;
+  char unroll = 0;
+  const int fields = std::sscanf(e, "%ux%ux%u:%ux%u:%c", &x.tm, &x.tn, &x.bk, &x.wx, &x.wy, &unroll);
+  const bool parsed = fields == 5 || (fields == 6 && (unroll == 'u' || unroll == 'r'));
+  if (fields == 6) x.unroll = unroll == 'u';
+  const uint64_t shared = 16ull * x.bk * (x.tm / 4 + 1 + x.tn / 4 + 1);
+  if (!parsed || !x.wx || !x.wy || !x.bk || x.tm % (4 * x.wy) || x.tn % (4 * x.wx) ||
+      x.threads() > ctx.caps().max_workgroup_invocations || x.tm * x.bk / 4 % x.threads() ||
+      x.tn * x.bk / 4 % x.threads() || x.tm * x.bk / 4 < x.threads() || x.tn * x.bk / 4 < x.threads() ||
+      shared > ctx.caps().max_workgroup_storage)
+    fail(ErrorKind::InvalidArgument, std::string("torch_webgpu: TORCH_WEBGPU_GEMM_TILE=") + e +
+                                         " is not a tile this kernel and adapter can run (TMxTNxBK:WXxWY, then :u to unroll)");
+  t = x;
+}
+
 void gemm_piece(Context& ctx, const GemmDesc& d) {
   const uint64_t batch = d.batch_outer * d.batch_inner;
   const uint64_t outputs = batch * d.m * d.n;
@@ -849,6 +1002,15 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   // any product (tests cover each).
   std::string force;
   if (const char* f = std::getenv("TORCH_WEBGPU_GEMM_VARIANT")) force = f;
+  // A "_scalar" suffix on a tiled variant (tiled_scalar, tiled_large_scalar...) keeps the
+  // scalar shared reads of tiled_body for float32 (A/B against tiled_vec4_body).
+  const std::string scalar_suffix = "_scalar";
+  const bool scalar_tiles = force.rfind("tiled", 0) == 0 && force.size() > scalar_suffix.size() &&
+                            force.compare(force.size() - scalar_suffix.size(), std::string::npos, scalar_suffix) == 0;
+  if (scalar_tiles) force.resize(force.size() - scalar_suffix.size());
+  // "scalar_tiles": the default choice of tiles, with those scalar reads.
+  const bool default_scalar_tiles = force == "scalar_tiles";
+  if (default_scalar_tiles) force.clear();
   Variant v;
   // TORCH_WEBGPU_GEMM_VARIANT=gemv takes the GEMV kernel for any eligible product (tests),
   // no_gemv never. Software adapters skip it by default: barriers cost more there than
@@ -928,6 +1090,8 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   const GatherB gather = !d.conv ? GatherB::None
                          : d.conv_positions_along_k ? GatherB::PositionsAlongK : GatherB::TapsAlongK;
   if (gather != GatherB::None) shape.b_k_fast = gather == GatherB::PositionsAlongK;
+  const bool tiles_vec4 = v == Variant::Tiled && d.compute == Compute::F32 && !scalar_tiles && !default_scalar_tiles;
+  if (tiles_vec4) experimental_tile(ctx, shape);
 
   // The GEMV reads 16-byte words of B where its rows start on 16 bytes (LLM weights do);
   // TORCH_WEBGPU_GEMM_VARIANT=gemv_scalar keeps the element loads (tests).
@@ -1022,7 +1186,9 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   const uint32_t flags = (v == Variant::Tiled ? uint32_t(shape.a_k_fast) | uint32_t(shape.b_k_fast) << 1 |
                                                     static_cast<uint32_t>(gather) << 2
                                               : 0) |
-                         uint32_t(gemv_pairs) << 4 | static_cast<uint32_t>(split) << 5 | uint32_t(gemv_wide || cols_wide) << 6;
+                         uint32_t(gemv_pairs) << 4 | static_cast<uint32_t>(split) << 5 | uint32_t(gemv_wide || cols_wide) << 6 |
+                         uint32_t(tiles_vec4) << 7 | (v == Variant::Tiled ? shape.wx << 8 | shape.wy << 16 : 0) |
+                         uint32_t(shape.unroll) << 24;
   // (An implicit GEMM's gather names its family: profiles tell the two apart.)
   const char* family = v == Variant::Tiled    ? gather == GatherB::TapsAlongK        ? "gemm:tiled:gather_taps"
                                                 : gather == GatherB::PositionsAlongK ? "gemm:tiled:gather_positions"
@@ -1051,10 +1217,11 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   }
   Arith ar{d.compute};
   const GemmDesc desc = d;
-  l.body = [&, desc, has_c, v, ar, shape, gemv_threads, gemv_pairs, gemv_wide, gemv_lanes, gemv_staged, cols_wide, cols_lanes, gather, split, word_bindings] {
+  l.body = [&, desc, has_c, v, ar, shape, tiles_vec4, gemv_threads, gemv_pairs, gemv_wide, gemv_lanes, gemv_staged, cols_wide, cols_lanes, gather, split, word_bindings] {
     const std::vector<KernelBuffer> words(l.buffers.begin(), l.buffers.begin() + word_bindings);
     std::string s = gemm_common(desc, words, has_c && split == Split::None, split);
-    if (v == Variant::Tiled) s += tiled_body(ar, shape, gather, split);
+    if (tiles_vec4) s += tiled_vec4_body(shape, gather, split);
+    else if (v == Variant::Tiled) s += tiled_body(ar, shape, gather, split);
     else if (v == Variant::Gemv) s += gemv_body(gemv_threads, gemv_pairs, desc.b.dtype, gemv_wide ? word_bindings : 0, gemv_lanes, gemv_staged, subgroup);
     else if (v == Variant::GemvCols) s += gemv_cols_body(gemv_threads, cols_lanes, split, cols_wide ? word_bindings : 0, subgroup);
     else if (v == Variant::GemvWalk) s += gemv_walk_body(kGemvWalkThreads, kGemvWalkCols, word_bindings, desc.b.dtype);

@@ -148,12 +148,13 @@ IMPLICIT = [c for c in CASES if c[0] in ("conv1d", "conv2d_mixed", "conv2d_group
 
 
 @pytest.mark.usefixtures("no_fallback")
-@pytest.mark.parametrize("variant", ["tiled", "tiled_medium", "tiled_large"])
+@pytest.mark.parametrize("variant", ["tiled", "tiled_medium", "tiled_large", "tiled_large_scalar"])
 @pytest.mark.parametrize("name,fn,ishape,wshape,bias,kwargs", IMPLICIT, ids=[c[0] for c in IMPLICIT])
 def test_conv_implicit_gemm(name, fn, ishape, wshape, bias, kwargs, variant, monkeypatch):
     # GEMMs of shared-memory tiles (GPUs; forced here) gather their B tiles from x: the
     # forward's (taps along K; a transposed convolution's input gradient is that forward)
-    # and the per-image weight gradient's (output positions along K).
+    # and the per-image weight gradient's (output positions along K); float32 tiles hold
+    # vec4 words but for "_scalar" variants.
     monkeypatch.setenv("TORCH_WEBGPU_GEMM_VARIANT", variant)
     monkeypatch.setenv("TORCH_WEBGPU_CONV_IMPLICIT", "1")  # also products under 16 rows
     tol = dict(rtol=1e-4, atol=1e-3) if name == "one_gemm_over_batch" else None

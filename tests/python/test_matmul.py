@@ -423,7 +423,7 @@ def test_small_product_variants(variant):
                             "w.to('webgpu')).cpu(), torch.nn.functional.linear(x, w), rtol=1e-4, atol=6e-4)\n")
 
 
-@pytest.mark.parametrize("variant", ["tiled", "tiled_medium", "tiled_large"])
+@pytest.mark.parametrize("variant", ["tiled", "tiled_medium", "tiled_large", "tiled_scalar", "tiled_large_scalar"])
 def test_shared_memory_tiles_variant(variant):
     """Software adapters default to register blocks; the shared-memory tiled kernels (the
     GPU path: 32x32 tiles, 64x64 and 128x128 tiles for larger float32 products) must agree with
@@ -431,6 +431,54 @@ def test_shared_memory_tiles_variant(variant):
     bmm_in_subprocess(variant, ["float32", "float16", "int64", "int8"],
                       ((1, 33, 17, 40, 0, 1), (2, 64, 70, 31, 1, 0), (3, 16, 0, 16, 0, 0),
                        (2, 130, 20, 129, 1, 1), (1, 128, 9, 136, 0, 0)))
+
+
+def test_vec4_tiles_equal_scalar_tiles_bit_for_bit():
+    """Float32 tiles hold runs of four rows and columns per invocation (vec4 shared words);
+    every output still sums its products in k order, so for every tile shape (the defaults,
+    shapes set by TORCH_WEBGPU_GEMM_TILE, unrolled or not), operand layout, offset view,
+    addmm's C with alpha/beta and split-K, the result equals the scalar tiles' of the same
+    variant bit for bit,
+    and both are close to the CPU. A tile the kernel cannot hold raises ValueError."""
+    code = """
+import os, torch, torch_webgpu
+def run(variant, tile=None):
+    os.environ['TORCH_WEBGPU_GEMM_VARIANT'] = variant
+    os.environ.pop('TORCH_WEBGPU_GEMM_TILE', None)
+    if tile: os.environ['TORCH_WEBGPU_GEMM_TILE'] = tile
+    out = []
+    for (b, m, k, n, ta, tb) in [(1, 33, 17, 40, 0, 1), (2, 130, 70, 129, 1, 0), (1, 200, 9, 260, 1, 1), (3, 16, 0, 16, 0, 0)]:
+        g = torch.Generator().manual_seed(m * n + k)
+        a = torch.randn(b, k + 1, m, generator=g)[:, 1:].transpose(1, 2) if ta else torch.randn(b, m, k + 1, generator=g)[..., 1:]
+        w = torch.randn(b, n, k, generator=g).transpose(1, 2) if tb else torch.randn(b, k, n, generator=g)
+        r = torch.bmm(a.to('webgpu'), w.to('webgpu')).cpu()
+        torch.testing.assert_close(r, torch.bmm(a, w), rtol=1e-4, atol=1e-4)
+        out.append(r)
+    torch.manual_seed(0)
+    c, x, y = torch.randn(150, 90), torch.randn(150, 300), torch.randn(300, 90)
+    r = torch.addmm(c.to('webgpu'), x.to('webgpu'), y.to('webgpu'), beta=0.5, alpha=2.0).cpu()
+    torch.testing.assert_close(r, torch.addmm(c, x, y, beta=0.5, alpha=2.0), rtol=1e-4, atol=1e-3)
+    return out + [r]
+# (The 32x32 tiles split K where tiles are few, the same slices whatever TORCH_WEBGPU_GEMM_TILE says.)
+base = {v: run(v + '_scalar') for v in ('tiled', 'tiled_medium', 'tiled_large')}
+for variant, tile in [('tiled', None), ('tiled_medium', None), ('tiled_large', None),
+                      ('tiled_large', '128x128x16:16x16:u'), ('tiled', '64x64x8:8x8:u'), ('tiled', '128x64x8:8x16')]:
+    got = run(variant, tile)
+    assert all(torch.equal(p, q) for p, q in zip(got, base[variant])), (variant, tile)
+os.environ['TORCH_WEBGPU_GEMM_VARIANT'] = 'tiled'
+for bad in ['3x3', '128x128x8:16x16:z', '128x128x8:32x32', '4096x4096x64:16x16']:
+    os.environ['TORCH_WEBGPU_GEMM_TILE'] = bad
+    try:
+        torch.mm(torch.ones(40, 40, device='webgpu'), torch.ones(40, 40, device='webgpu'))
+        raise AssertionError(bad)
+    except ValueError as e:
+        assert 'TORCH_WEBGPU_GEMM_TILE' in str(e), e
+os.environ.pop('TORCH_WEBGPU_GEMM_TILE')
+assert torch.equal(torch.mm(torch.ones(40, 40, device='webgpu'), torch.ones(40, 40, device='webgpu')).cpu(), torch.full((40, 40), 40.0))
+print('ok')
+"""
+    result = run_python(code, env={"TORCH_WEBGPU_DISABLE_CPU_FALLBACK": "1"})
+    assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-2000:]
 
 
 @pytest.mark.usefixtures("no_fallback")
