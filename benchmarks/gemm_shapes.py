@@ -21,7 +21,7 @@ from timing import best_ms
 SHAPES = [  # (batch, m, k, n, transpose_b): transpose_b is F.linear's weight layout
     (1, 512, 512, 512, False), (1, 1024, 1024, 1024, False), (1, 2048, 2048, 2048, False),
     (1, 4096, 4096, 4096, False), (1, 1024, 1024, 1024, True), (1, 8192, 1024, 4096, True),
-    (32, 256, 64, 256, False), (8, 64, 576, 3136, False),
+    (32, 256, 64, 256, False), (8, 64, 576, 3136, False), (1, 512, 896, 4864, True), (1, 2048, 2048, 8192, False),
 ]
 
 

@@ -324,8 +324,9 @@ def conv(quick, caps):
             y = F.conv2d(x, w, stride=st, padding=ks // 2)
             g = torch.randn_like(y)
             return lambda: torch.autograd.grad(y, (x, w), g, retain_graph=True)
-        out += [Case("conv", "conv2d fwd", shape, fwd, flops, "TFLOP/s"),
-                Case("conv", "conv2d bwd (dx, dw)", shape, bwd, 2 * flops, "TFLOP/s")]
+        note = "CUDA: cuDNN in " + ("TF32 (its default)" if torch.backends.cudnn.allow_tf32 else "fp32 (--cudnn-fp32)")
+        out += [Case("conv", "conv2d fwd", shape, fwd, flops, "TFLOP/s", note),
+                Case("conv", "conv2d bwd (dx, dw)", shape, bwd, 2 * flops, "TFLOP/s", note)]
     return out
 
 
@@ -589,6 +590,8 @@ def main():
     parser.add_argument("--cpu-clock", action="store_true",
                         help="time by this process's CPU seconds (software adapters on a busy machine)")
     parser.add_argument("--json", default="", help="write the rows to this file")
+    parser.add_argument("--cudnn-fp32", action="store_true",
+                        help="CUDA's convolutions in float32 too (cuDNN's default is TF32)")
     args = parser.parse_args()
     selected = [s for s in args.only.split(",") if s] or SECTIONS
     unknown = set(selected) - set(SECTIONS)
@@ -601,6 +604,8 @@ def main():
         global CLOCK
         CLOCK = time.process_time
     torch.backends.cuda.matmul.allow_tf32 = False
+    if args.cudnn_fp32:
+        torch.backends.cudnn.allow_tf32 = False
     caps = torch.webgpu.get_device_properties()
     print(f"webgpu: {caps.name} ({caps.backend}; subgroups {caps.subgroups}, shader-f16 "
           f"{caps.shader_f16}); cuda: {torch.cuda.get_device_name() if use_cuda else 'not run'}; "
