@@ -80,9 +80,20 @@ std::string flag_load(const std::string& name, const std::string& buf, DType dty
 }
 
 // Coordinate walk over u_sizes: accumulates offsets of the listed operands (variable,
-// WGSL of its stride along dim `du`).
-std::string coordinate_walk(const std::vector<std::pair<std::string, std::string>>& ops) {
+// WGSL of its stride along dim `du`). With `nd` known (>= 0, part of the pipeline's key) the
+// walk is written out per dim: constant uniform indices, and no division for dim 0 (idx
+// is below the element count, so what remains is its coordinate).
+std::string coordinate_walk(const std::vector<std::pair<std::string, std::string>>& ops, int nd = -1) {
   std::string s = "  var rem = idx;\n";
+  if (nd >= 0) {
+    for (int d = nd - 1; d >= 0; --d) {
+      s += "  {\n    let du = " + std::to_string(d) + "u;\n";
+      s += d ? "    let sz = u_sizes(du);\n    let c = rem % sz;\n    rem = rem / sz;\n" : "    let c = rem;\n";
+      for (const auto& [name, stride] : ops) s += "    " + name + " = " + name + " + c * " + stride + ";\n";
+      s += "  }\n";
+    }
+    return s;
+  }
   s += "  for (var d = i32(u.nd) - 1; d >= 0; d = d - 1) {\n";
   s += "    let du = u32(d);\n    let sz = u_sizes(du);\n";
   s += "    let c = rem % sz;\n    rem = rem / sz;\n";
@@ -159,7 +170,8 @@ Common build_common(Context& ctx, const IndexedLaunch& l, Access target_access, 
   buffers.push_back({l.target.buffer, target_access, target_atomic});
   declare(buffers.back(), k.word_of("target_offset"), l.target.dtype, target_touched(l, run - 1));
   c.operands = static_cast<uint32_t>(l.target.dtype) | (l.use_scalar ? 1u << 8 : 0u) |
-               (l.has_mask ? (1u << 9) | (static_cast<uint32_t>(l.mask.dtype) << 16) : 0u);
+               (l.has_mask ? (1u << 9) | (static_cast<uint32_t>(l.mask.dtype) << 16) : 0u) |
+               static_cast<uint32_t>(l.shape.size()) << 24;  // the walk's dims are written out
   c.index_kinds = static_cast<uint32_t>(l.indices.size());
   if (!l.use_scalar) {
     c.values_binding = buffers.size();
@@ -205,7 +217,7 @@ Common build_common(Context& ctx, const IndexedLaunch& l, Access target_access, 
     fail(ErrorKind::Unsupported, "torch_webgpu: indexing kernel needs more storage bindings than the adapter has");
   c.helpers += kResolve;
   std::string err = "buf" + std::to_string(c.err_binding);
-  std::string s = init + coordinate_walk(walk);
+  std::string s = init + coordinate_walk(walk, static_cast<int>(l.shape.size()));
   if (l.has_mask) s += "  if (!load_mask(mo)) { return; }\n";
   for (size_t t = 0; t < l.indices.size(); ++t) {
     const std::string ts = std::to_string(t);
