@@ -274,6 +274,16 @@ def gemm(quick, caps):
         out.append(Case("gemm", "mm fp32", f"{m}x{k} @ {k}x{n}", setup, 2 * m * k * n, "TFLOP/s",
                         "CUDA: TF32 off; ours: no tensor cores" +
                         ("; software adapter: register blocks" if software(caps) else "")))
+    # Half types: no shader-f16 on the H100/H200 through this Dawn (float32 arithmetic on
+    # unpacked operands), so the target is at least the float32 row's TFLOP/s.
+    for dt in (torch.float16, torch.bfloat16):
+        m = k = n = 1024 if quick else 4096
+
+        def half_mm(d, dt=dt, m=m, k=k, n=n):
+            a, b = torch.randn(m, k, device=d, dtype=dt), torch.randn(k, n, device=d, dtype=dt)
+            return lambda: a @ b
+        out.append(Case("gemm", f"mm {str(dt)[6:]}", f"{m}x{k} @ {k}x{n}", half_mm, 2 * m * k * n, "TFLOP/s",
+                        "" if caps.shader_f16 else "no shader-f16: f32 math"))
     b, m, k, n = 32, 256, 64, 256
 
     def bmm(d):
