@@ -217,6 +217,22 @@ std::string gemv_group_decode(Split split) {
          "  let bo = b / u.batch_inner;\n  let bi = b % u.batch_inner;\n";
 }
 
+// WGSL opening a tile kernel: its entry point, the workgroup's tile (row0, col0) of matrix
+// (bo, bi), the invocation's (tx, ty), M, N, the operands' bases and under split-K its
+// slice [kb, ke) of K.
+std::string tile_prologue(const TileShape& t, Split split) {
+  auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
+  return kernel_main(Grid::Groups, t.threads()) +
+         "  let valid = group < frame_count();\n"
+         "  let g0 = select(0u, group, valid);\n" + split_range(split) +
+         "  let b = g / u.tiles_per_batch;\n  let t = g % u.tiles_per_batch;\n"
+         "  let row0 = (t / u.tiles_n) * " + n(t.tm) + ";\n  let col0 = (t % u.tiles_n) * " + n(t.tn) + ";\n"
+         "  let bo = b / u.batch_inner;\n  let bi = b % u.batch_inner;\n"
+         "  let tx = lid % " + n(t.wx) + ";\n  let ty = lid / " + n(t.wx) + ";\n"
+         "  let M = u.m;\n  let N = u.n;\n"
+         "  let abase = a_base(bo, bi);\n  let bbase = b_base(bo, bi);\n";
+}
+
 std::string tiled_body(const Arith& ar, const TileShape& t, GatherB gather, Split split) {
   const std::string T = ar.type(), Z = ar.zero();
   const uint32_t rm = t.tm / t.wy, rn = t.tn / t.wx, sa_row = t.tm + 4, sb_row = t.tn + 4;
@@ -224,16 +240,7 @@ std::string tiled_body(const Arith& ar, const TileShape& t, GatherB gather, Spli
   std::string s;
   s += "var<workgroup> sa: array<" + T + ", " + std::to_string(t.bk * sa_row) + ">;\n";  // [k][m]
   s += "var<workgroup> sb: array<" + T + ", " + std::to_string(t.bk * sb_row) + ">;\n";  // [k][n]
-  s += kernel_main(Grid::Groups, t.threads());
-  s += "  let valid = group < frame_count();\n"
-       "  let g0 = select(0u, group, valid);\n";
-  s += split_range(split);
-  s += "  let b = g / u.tiles_per_batch;\n  let t = g % u.tiles_per_batch;\n"
-       "  let row0 = (t / u.tiles_n) * " + n(t.tm) + ";\n  let col0 = (t % u.tiles_n) * " + n(t.tn) + ";\n"
-       "  let bo = b / u.batch_inner;\n  let bi = b % u.batch_inner;\n"
-       "  let tx = lid % " + n(t.wx) + ";\n  let ty = lid / " + n(t.wx) + ";\n"
-       "  let M = u.m;\n  let N = u.n;\n"
-       "  let abase = a_base(bo, bi);\n  let bbase = b_base(bo, bi);\n";
+  s += tile_prologue(t, split);
   // An implicit GEMM's B tile loads (threads is a multiple of tn and of bk): taps along K
   // walk N, so each invocation loads one output position throughout, decoded once here;
   // positions along K walk K, so each loads the same few taps throughout, read once here
@@ -331,16 +338,7 @@ std::string tiled_vec4_body(const TileShape& t, GatherB gather, Split split) {
       s += "  if (i + " + n(e) + " < lim) { v." + "xyzw"[e] + " = load_" + X + "(p + " + n(e) + " * step); }\n";
     s += "  return v;\n}\n";
   }
-  s += kernel_main(Grid::Groups, t.threads());
-  s += "  let valid = group < frame_count();\n"
-       "  let g0 = select(0u, group, valid);\n";
-  s += split_range(split);
-  s += "  let b = g / u.tiles_per_batch;\n  let t = g % u.tiles_per_batch;\n"
-       "  let row0 = (t / u.tiles_n) * " + n(t.tm) + ";\n  let col0 = (t % u.tiles_n) * " + n(t.tn) + ";\n"
-       "  let bo = b / u.batch_inner;\n  let bi = b % u.batch_inner;\n"
-       "  let tx = lid % " + n(t.wx) + ";\n  let ty = lid / " + n(t.wx) + ";\n"
-       "  let M = u.m;\n  let N = u.n;\n"
-       "  let abase = a_base(bo, bi);\n  let bbase = b_base(bo, bi);\n";
+  s += tile_prologue(t, split);
   // Word w of an operand's tile: its k and its first row (column), walking the operand's
   // unit stride across neighbouring invocations.
   auto word = [&](const std::string& X, bool k_fast, uint32_t w, uint32_t across) {
