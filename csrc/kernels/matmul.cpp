@@ -983,7 +983,9 @@ void experimental_tile(Context& ctx, TileShape& t) {
   const bool parsed = fields == 5 || (fields == 6 && (unroll == 'u' || unroll == 'r'));
   x.unroll = fields == 6 ? unroll == 'u' : x.tm / x.wy * (x.tn / x.wx) >= 64;
   const uint64_t shared = 16ull * x.bk * (x.tm / 4 + 1 + x.tn / 4 + 1);
-  if (!parsed || !x.wx || !x.wy || !x.bk || x.tm % (4 * x.wy) || x.tn % (4 * x.wx) ||
+  // (The pipeline key packs each of tm, tn, bk, wx and wy in 8 bits.)
+  const bool fits_key = std::max({x.tm, x.tn, x.bk, x.wx, x.wy}) <= 255;
+  if (!parsed || !fits_key || !x.wx || !x.wy || !x.bk || x.tm % (4 * x.wy) || x.tn % (4 * x.wx) ||
       x.threads() > ctx.caps().max_workgroup_invocations || x.tm * x.bk / 4 % x.threads() ||
       x.tn * x.bk / 4 % x.threads() || x.tm * x.bk / 4 < x.threads() || x.tn * x.bk / 4 < x.threads() ||
       shared > ctx.caps().max_workgroup_storage)

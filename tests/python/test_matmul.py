@@ -466,7 +466,7 @@ for variant, tile in [('tiled', None), ('tiled_medium', None), ('tiled_large', N
     got = run(variant, tile)
     assert all(torch.equal(p, q) for p, q in zip(got, base[variant])), (variant, tile)
 os.environ['TORCH_WEBGPU_GEMM_VARIANT'] = 'tiled'
-for bad in ['3x3', '128x128x8:16x16:z', '128x128x8:32x32', '4096x4096x64:16x16']:
+for bad in ['3x3', '128x128x8:16x16:z', '128x128x8:32x32', '4096x4096x64:16x16', '256x64x4:8x8']:
     os.environ['TORCH_WEBGPU_GEMM_TILE'] = bad
     try:
         torch.mm(torch.ones(40, 40, device='webgpu'), torch.ones(40, 40, device='webgpu'))
