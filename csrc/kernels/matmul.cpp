@@ -321,7 +321,39 @@ std::string tiled_body(const Arith& ar, const TileShape& t, GatherB gather, Spli
 // tiled_body does. Loads of the next K step are issued before the current step's
 // multiply-adds (registers, not a second shared buffer: the spec's default 16 KB holds
 // one). Shared rows are padded by one word so that transposing vec4 stores spread over banks.
-std::string tiled_vec4_body(const TileShape& t, GatherB gather, Split split) {
+// load4_<x>(p, step, i, lim): four elements of operand x at `p` (stride `step`), those
+// with index i + 0..3 < lim, as float32. A half-type operand's elements are packed two per
+// u32 word (element 2w in the low half of word w): when all four are in range, a unit
+// stride from an even element reads two words instead of four (the operand's contiguous
+// dimension), and an even stride reads four words sharing one shift (its other one).
+std::string tile_load4(const std::string& x, DType dtype, size_t buffer) {
+  auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
+  std::string s;
+  const bool half = dtype == DType::Float16 || dtype == DType::BFloat16;
+  const std::string buf = "buf" + std::to_string(buffer);
+  if (half)
+    s += dtype == DType::Float16
+             ? "fn pair_" + x + "(w: u32) -> vec2<f32> { return unpack2x16float(w); }\n"
+             : "fn pair_" + x + "(w: u32) -> vec2<f32> { return vec2<f32>(bitcast<f32>(w << 16u), bitcast<f32>(w & 0xffff0000u)); }\n";
+  s += "fn load4_" + x + "(p: u32, step: u32, i: u32, lim: u32) -> vec4<f32> {\n";
+  if (half)
+    s += "  if (i + 3u < lim) {\n"
+         "    let w = p >> 1u;\n"
+         "    if (step == 1u && (p & 1u) == 0u) { return vec4<f32>(pair_" + x + "(" + buf + "[w]), pair_" + x + "(" + buf + "[w + 1u])); }\n"
+         "    if ((step & 1u) == 0u) {\n"
+         "      let ws = step >> 1u;\n"
+         "      let sh = (p & 1u) * 16u;\n"
+         "      return vec4<f32>(pair_" + x + "(" + buf + "[w] >> sh).x, pair_" + x + "(" + buf + "[w + ws] >> sh).x, pair_" + x + "(" + buf +
+         "[w + 2u * ws] >> sh).x, pair_" + x + "(" + buf + "[w + 3u * ws] >> sh).x);\n"
+         "    }\n"
+         "  }\n";
+  s += "  var v = vec4<f32>(0.0);\n";
+  for (uint32_t e = 0; e < 4; ++e)
+    s += "  if (i + " + n(e) + " < lim) { v." + "xyzw"[e] + " = load_" + x + "(p + " + n(e) + " * step); }\n";
+  return s + "  return v;\n}\n";
+}
+
+std::string tiled_vec4_body(const TileShape& t, GatherB gather, Split split, DType a_dtype, DType b_dtype) {
   const uint32_t rm = t.tm / t.wy, rn = t.tn / t.wx, gm = rm / 4, gn = rn / 4;
   const uint32_t sa_row = t.tm / 4 + 1, sb_row = t.tn / 4 + 1;
   const uint32_t a_words = t.tm * t.bk / 4 / t.threads(), b_words = t.tn * t.bk / 4 / t.threads();
@@ -330,14 +362,8 @@ std::string tiled_vec4_body(const TileShape& t, GatherB gather, Split split) {
   std::string s;
   s += "var<workgroup> sa: array<vec4<f32>, " + S(t.bk * sa_row) + ">;\n";  // [k][m / 4]
   s += "var<workgroup> sb: array<vec4<f32>, " + S(t.bk * sb_row) + ">;\n";  // [k][n / 4]
-  // Four neighbouring elements at `p` (stride `step`), those with index i + 0..3 < lim.
-  for (const char* X : {"a", "b"}) {
-    s += "fn load4_" + std::string(X) + "(p: u32, step: u32, i: u32, lim: u32) -> vec4<f32> {\n"
-         "  var v = vec4<f32>(0.0);\n";
-    for (uint32_t e = 0; e < 4; ++e)
-      s += "  if (i + " + n(e) + " < lim) { v." + "xyzw"[e] + " = load_" + X + "(p + " + n(e) + " * step); }\n";
-    s += "  return v;\n}\n";
-  }
+  s += tile_load4("a", a_dtype, 0);
+  if (gather == GatherB::None) s += tile_load4("b", b_dtype, 1);
   s += tile_prologue(t, split);
   // Word w of an operand's tile: its k and its first row (column), walking the operand's
   // unit stride across neighbouring invocations.
@@ -1225,7 +1251,7 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   l.body = [&, desc, has_c, v, ar, shape, tiles_vec4, gemv_threads, gemv_pairs, gemv_wide, gemv_lanes, gemv_staged, cols_wide, cols_lanes, gather, split, word_bindings] {
     const std::vector<KernelBuffer> words(l.buffers.begin(), l.buffers.begin() + word_bindings);
     std::string s = gemm_common(desc, words, has_c && split == Split::None, split);
-    if (tiles_vec4) s += tiled_vec4_body(shape, gather, split);
+    if (tiles_vec4) s += tiled_vec4_body(shape, gather, split, desc.a.dtype, desc.b.dtype);
     else if (v == Variant::Tiled) s += tiled_body(ar, shape, gather, split);
     else if (v == Variant::Gemv) s += gemv_body(gemv_threads, gemv_pairs, desc.b.dtype, gemv_wide ? word_bindings : 0, gemv_lanes, gemv_staged, subgroup);
     else if (v == Variant::GemvCols) s += gemv_cols_body(gemv_threads, cols_lanes, split, cols_wide ? word_bindings : 0, subgroup);

@@ -481,6 +481,34 @@ print('ok')
     assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-2000:]
 
 
+def test_half_type_tile_loads_equal_scalar_tiles_bit_for_bit():
+    """float16/bfloat16 operands hold two elements per u32 word; the vec4 tiles read a unit
+    stride from an even element as two words and an even stride as words sharing one shift.
+    Layouts that take each path (contiguous, transposed, odd K, odd offsets, ragged edges)
+    give the scalar tiles' results bit for bit, close to the CPU's float32 product."""
+    code = """
+import os, torch, torch_webgpu
+for dt in (torch.float16, torch.bfloat16):
+    for (m, k, n, ta, tb, off) in [(300, 256, 260, 0, 0, 0), (130, 71, 129, 0, 0, 1), (200, 64, 160, 1, 1, 0),
+                                   (257, 130, 255, 1, 0, 1), (65, 2, 67, 0, 1, 1)]:
+        g = torch.Generator().manual_seed(m + k)
+        base = torch.randn(m * k + off, generator=g).to(dt)
+        a = base[off:].view(k, m).t() if ta else base[off:].view(m, k)
+        b = torch.randn(n, k, generator=g).to(dt).t() if tb else torch.randn(k, n, generator=g).to(dt)
+        got = {}
+        for v in ('tiled', 'tiled_medium', 'tiled_medium_scalar'):
+            os.environ['TORCH_WEBGPU_GEMM_VARIANT'] = v
+            got[v] = (a.to('webgpu') @ b.to('webgpu')).cpu()
+        assert torch.equal(got['tiled_medium'], got['tiled_medium_scalar']), (dt, m, k, n)
+        tol = 2e-2 if dt == torch.float16 else 1e-1
+        for r in got.values():
+            torch.testing.assert_close(r.float(), (a.float() @ b.float()).to(dt).float(), rtol=tol, atol=tol * 4)
+print('ok')
+"""
+    result = run_python(code, env={"TORCH_WEBGPU_DISABLE_CPU_FALLBACK": "1", "TORCH_WEBGPU_ADAPTER_KIND": "gpu"})
+    assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-2000:]
+
+
 @pytest.mark.usefixtures("no_fallback")
 @pytest.mark.parametrize("m,k,n", [(3, 4, 5), (40, 33, 37)])
 def test_mm_special_values(m, k, n):
