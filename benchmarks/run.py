@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 import torch_webgpu  # noqa: F401
 
-from timing import best_ms, empty_cache, sync
+from timing import best_ms, empty_cache, phases_us, sync
 
 MB = 1024 * 1024
 
@@ -576,6 +576,8 @@ def all_cases(quick, caps):
 
 
 CLOCK = time.perf_counter
+# --phases: device -> (issue us, drain us) per call of the last case measured there.
+PHASES = {}
 
 
 def measure(case, device, quick):
@@ -586,6 +588,8 @@ def measure(case, device, quick):
     if case.unit == "us":
         reps, inner = 3, 1
     ms = best_ms(fn, device, reps=reps, inner=inner, warmup_s=0.05 if quick else 0.2, clock=CLOCK)
+    if PHASES and case.unit != "us":
+        PHASES[device] = phases_us(fn, device, reps=reps, inner=inner)
     del fn
     sync(device)
     return rate(case, ms)
@@ -600,6 +604,9 @@ def main():
     parser.add_argument("--cpu-clock", action="store_true",
                         help="time by this process's CPU seconds (software adapters on a busy machine)")
     parser.add_argument("--json", default="", help="write the rows to this file")
+    parser.add_argument("--phases", action="store_true",
+                        help="also print each device's host time per call to issue it and to drain it "
+                             "(the synchronize after a batch), in us")
     parser.add_argument("--cudnn-fp32", action="store_true",
                         help="CUDA's convolutions in float32 too (cuDNN's default is TF32)")
     args = parser.parse_args()
@@ -613,6 +620,8 @@ def main():
     if args.cpu_clock:
         global CLOCK
         CLOCK = time.process_time
+    if args.phases:
+        PHASES["on"] = True
     torch.backends.cuda.matmul.allow_tf32 = False
     if args.cudnn_fp32:
         torch.backends.cudnn.allow_tf32 = False
@@ -645,8 +654,14 @@ def main():
                                 else row["ours"] / row["cuda"])
             fmt = lambda v: f"{v:9.4g}" if v is not None else f"{'-':>9s}"  # noqa: E731
             ratio = f"{row['ratio']:6.2f}" if row["ratio"] is not None else f"{'-':>6s}"
+            phases = ""
+            for dev, name in (("webgpu", "ours"), ("cuda", "cuda")):
+                if dev in PHASES:
+                    issue, drain = PHASES.pop(dev)
+                    row[f"{name}_issue_us"], row[f"{name}_drain_us"] = issue, drain
+                    phases += f" {name} issue/drain {issue:.1f}/{drain:.1f} us"
             print(f"{section:10s} {case.op:22s} {case.shape:34s} {fmt(row['ours'])} {fmt(row['cuda'])} "
-                  f"{ratio} {case.unit:7s} {row['limit']}", flush=True)
+                  f"{ratio} {case.unit:7s} {row['limit']}{phases}", flush=True)
             rows.append(row)
             torch.webgpu.empty_cache()
     print("ratio: ours / CUDA (1.0 = as fast as CUDA; for us, ms and MB, CUDA's figure over ours)")

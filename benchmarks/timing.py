@@ -38,3 +38,23 @@ def best_ms(fn, device, reps=5, inner=10, warmup_s=0.2, clock=time.perf_counter)
         sync(device)
         best = min(best, (clock() - start) / inner)
     return best * 1e3
+
+
+def phases_us(fn, device, reps=5, inner=10):
+    """Microseconds per call of fn spent (issue) returning from the calls and (drain) in the
+    synchronize after them, from the batch of `inner` calls with the smallest sum of the two.
+    CUDA starts each kernel when it is issued, so its drain is what the GPU still had to do;
+    a device that submits its recorded work later shows the GPU's whole time in the drain."""
+    fn()
+    sync(device)
+    best = (float("inf"), 0.0, 0.0)
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        t1 = time.perf_counter()
+        sync(device)
+        t2 = time.perf_counter()
+        if t2 - t0 < best[0]:
+            best = (t2 - t0, (t1 - t0) / inner * 1e6, (t2 - t1) / inner * 1e6)
+    return best[1], best[2]

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# One device call (2026-12-06, late): half-type GEMM tile loads, eager issue/drain phases
+# of the movement and GEMV rows with and without an early first submit, and where a
+# replayed decode step's GPU time goes against CUDA graphs.
+#   STEPS="tests gemm phases replay" bash scripts/h200/probe_dec06.sh
+cd "$(dirname "$0")/../.."
+source scripts/h200/build.sh || exit 1
+steps=" ${STEPS:-tests gemm phases replay} "
+has() { [[ $steps == *" $1 "* ]]; }
+if has tests; then
+  timeout 120 python3 -m pytest -q -p no:cacheprovider -x tests/python/test_matmul.py \
+    -k "half_type or vec4_tiles or tiled" 2>&1 | tail -2
+fi
+if has gemm; then
+  echo "== gemm"
+  timeout 150 python3 benchmarks/run.py --cuda --only gemm --match "mm fp32,mm float16,mm bfloat16" 2>&1 | grep "^gemm"
+fi
+if has phases; then
+  for e in ${PHASE_ENVS:-BASELINE=1 TORCH_WEBGPU_EAGER_FIRST_BATCH=1}; do
+    echo "== phases: $e"
+    env $e timeout 200 python3 benchmarks/run.py --cuda --phases --only ${PHASE_SECTIONS:-movement,gemv} \
+      --match "${PHASE_MATCH:-cat,index_select,gather,scatter,embedding,permute,uniform,normal,linear fp32,linear fp16}" 2>&1 | grep "^movement\|^gemv"
+  done
+fi
+if has replay; then
+  echo "== replay profile"
+  timeout 200 python3 scripts/h200/replay_profile.py --layers 24 --tokens 16 2>&1
+fi
