@@ -162,9 +162,30 @@ at::Tensor& triu_out(const at::Tensor& self, int64_t diagonal, at::Tensor& out) 
 
 // ---- cat --------------------------------------------------------------------------------
 
-// cat as one kernel moving 32-bit words (launch_cat_words): every input contiguous, of
-// out's dtype, in a buffer other than out's, and each input's rows and every offset whole
-// words. False (nothing done) otherwise: the copy per input below serves.
+// The stride, in elements, between t's rows (its dims before `dim` flattened) when each
+// row is one contiguous block (the dims from `dim` on contiguous among themselves, those
+// before it collapsing to one stride): a contiguous tensor, or a slice along the last dims
+// such as rotary embeddings' x[..., :half]. -1 otherwise.
+int64_t row_block_stride(const at::Tensor& t, int64_t dim) {
+  int64_t block = 1;
+  for (int64_t d = t.dim() - 1; d >= dim; --d) {
+    if (t.size(d) != 1 && t.stride(d) != block) return -1;
+    block *= t.size(d);
+  }
+  int64_t row = -1, next = 0;
+  for (int64_t d = dim - 1; d >= 0; --d) {
+    if (t.size(d) == 1) continue;
+    if (row < 0) row = t.stride(d);
+    else if (t.stride(d) != next) return -1;
+    next = t.stride(d) * t.size(d);
+  }
+  return row < 0 ? block : row;
+}
+
+// cat as one kernel moving 32-bit words (launch_cat_words): every input's rows contiguous
+// blocks (row_block_stride), of out's dtype, in a buffer other than out's, and each
+// input's rows, row stride and offset whole words. False (nothing done) otherwise: the
+// copy per input below serves.
 bool cat_as_words(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& out) {
   if (!out.is_contiguous() || out.numel() == 0) return false;
   const int64_t item = out.element_size();
@@ -178,10 +199,12 @@ bool cat_as_words(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& ou
   for (const at::Tensor& t : tensors) {
     if (at::native::cat_should_skip_tensor(t) || t.size(dim) == 0) continue;
     const uint64_t row_bytes = static_cast<uint64_t>(t.size(dim) * inner * item);
-    if (t.scalar_type() != out.scalar_type() || !t.is_contiguous() || allocation_of(t) == out_alloc ||
-        byte_offset_of(t) % 4 || row_bytes % 4)
+    const int64_t stride = row_block_stride(t, dim);
+    if (t.scalar_type() != out.scalar_type() || stride < 0 || allocation_of(t) == out_alloc ||
+        byte_offset_of(t) % 4 || row_bytes % 4 || (stride * item) % 4)
       return false;
-    inputs.push_back({allocation_of(t)->buffer, byte_offset_of(t) / 4, row_bytes / 4});
+    inputs.push_back({allocation_of(t)->buffer, byte_offset_of(t) / 4, row_bytes / 4,
+                      static_cast<uint64_t>(stride * item) / 4});
   }
   if (inputs.size() < 2) return false;  // one input: its copy is one dispatch already
   TWGPU_TRY

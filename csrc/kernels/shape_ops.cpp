@@ -408,7 +408,8 @@ bool cat_words_fits(Context& ctx, const std::vector<CatInput>& inputs, uint64_t 
   const uint64_t budget = std::min<uint64_t>(window_budget(ctx), kCatWordsMaxBytes) / 4;  // words
   uint64_t out_row = 0;
   for (const CatInput& in : inputs) {
-    if (in.row_words * rows > budget || in.word_offset + in.row_words * rows > UINT32_MAX) return false;
+    const uint64_t span = rows == 0 ? 0 : in.row_stride_words * (rows - 1) + in.row_words;
+    if (span > budget || in.word_offset + span > UINT32_MAX || in.row_stride_words > UINT32_MAX) return false;
     out_row += in.row_words;
   }
   return out_row * rows <= budget && out_row * rows <= UINT32_MAX;
@@ -417,12 +418,16 @@ bool cat_words_fits(Context& ctx, const std::vector<CatInput>& inputs, uint64_t 
 void launch_cat_words(Context& ctx, const std::vector<CatInput>& inputs, WGPUBuffer dst,
                       uint64_t dst_word, uint64_t rows) {
   // Uniforms: the output's row and word offset, the first column this dispatch writes,
-  // and per input its word offset and the end of its columns within the dispatch's.
+  // and per input its word offset, row stride and the end of its columns within the
+  // dispatch's.
   static const UniformLayout layout({{"out_row"}, {"out_offset"}, {"first_col"}, {"in0"}, {"in1"},
                                      {"in2"}, {"in3"}, {"in4"}, {"in5"}, {"in6"}, {"end0"}, {"end1"},
-                                     {"end2"}, {"end3"}, {"end4"}, {"end5"}, {"end6"}});
+                                     {"end2"}, {"end3"}, {"end4"}, {"end5"}, {"end6"}, {"stride0"},
+                                     {"stride1"}, {"stride2"}, {"stride3"}, {"stride4"}, {"stride5"},
+                                     {"stride6"}});
   static const char* const kIn[] = {"in0", "in1", "in2", "in3", "in4", "in5", "in6"};
   static const char* const kEnd[] = {"end0", "end1", "end2", "end3", "end4", "end5", "end6"};
+  static const char* const kStride[] = {"stride0", "stride1", "stride2", "stride3", "stride4", "stride5", "stride6"};
   uint64_t out_row = 0;
   for (const CatInput& in : inputs) out_row += in.row_words;
   if (rows == 0 || out_row == 0) return;
@@ -441,18 +446,20 @@ void launch_cat_words(Context& ctx, const std::vector<CatInput>& inputs, WGPUBuf
       if (in) width += in->row_words;
       l.set_u32(kIn[i], in ? static_cast<uint32_t>(in->word_offset) : 0u);
       l.set_u32(kEnd[i], static_cast<uint32_t>(width));
+      l.set_u32(kStride[i], in ? static_cast<uint32_t>(in->row_stride_words) : 0u);
     }
     for (size_t i = 0; i < n; ++i) {
-      l.buffers.push_back({inputs[first + i].buffer, Access::Read, false});
-      l.buffers.back().touches(l.word_of(kIn[i]), DType::Int32, inputs[first + i].word_offset,
-                               inputs[first + i].row_words * rows);
+      const CatInput& in = inputs[first + i];
+      l.buffers.push_back({in.buffer, Access::Read, false});
+      l.buffers.back().touches(l.word_of(kIn[i]), DType::Int32, in.word_offset,
+                               in.row_stride_words * (rows - 1) + in.row_words);
     }
     l.buffers.push_back({dst, Access::ReadWrite, false});
     l.buffers.back().touches(l.word_of("out_offset"), DType::Int32, dst_word, out_row * rows);
     l.workgroup = wg;
     l.body = [n, wg] {
       // Word c of row r of this dispatch's columns comes from the input whose columns
-      // hold c; rows of input i are (end_i - end_{i-1}) words long.
+      // hold c; rows of input i are (end_i - end_{i-1}) words long, stride_i apart.
       std::string s = kernel_main(Grid::Invocations, wg);
       s += "  let width = u.end" + std::to_string(n - 1) + ";\n"
            "  let r = idx / width;\n  let c = idx - r * width;\n"
@@ -461,7 +468,7 @@ void launch_cat_words(Context& ctx, const std::vector<CatInput>& inputs, WGPUBuf
         const std::string k = std::to_string(i);
         const std::string start = i ? "u.end" + std::to_string(i - 1) : "0u";
         s += std::string(i ? "  else " : "  ") + (i + 1 < n ? "if (c < u.end" + k + ") " : "") +
-             "{ v = buf" + k + "[u.in" + k + " + r * (u.end" + k + " - " + start + ") + c - " + start + "]; }\n";
+             "{ v = buf" + k + "[u.in" + k + " + r * u.stride" + k + " + c - " + start + "]; }\n";
       }
       s += "  buf" + std::to_string(n) + "[u.out_offset + r * u.out_row + u.first_col + c] = v;\n}\n";
       return s;

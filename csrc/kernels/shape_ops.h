@@ -42,16 +42,19 @@ struct GatherCopy {
 };
 void launch_gather_copy(Context& ctx, const GatherCopy& g);
 
-// cat of word-aligned contiguous inputs into a contiguous output, in one dispatch per
+// cat of word-aligned inputs into a contiguous output, in one dispatch per
 // kCatInputsPerDispatch inputs: output row r (of `rows`, the product of the sizes before
-// the cat dim) is input 0's row r, then input 1's, ...; each row `row_words` 32-bit words
-// (any dtype whose rows and offsets are whole words moves as raw bits).
+// the cat dim) is input 0's row r, then input 1's, ...; an input's rows are `row_words`
+// contiguous 32-bit words each, `row_stride_words` apart (a slice such as x[..., :half]
+// as well as a contiguous tensor; any dtype whose rows and offsets are whole words moves
+// as raw bits).
 constexpr size_t kCatInputsPerDispatch = 7;  // 8 storage bindings by default, one the output
 constexpr uint64_t kCatWordsMaxBytes = 4ull << 20;  // larger outputs: a vec4 copy per input
 struct CatInput {
   WGPUBuffer buffer = nullptr;
   uint64_t word_offset = 0;
   uint64_t row_words = 0;
+  uint64_t row_stride_words = 0;
 };
 // Whether launch_cat_words should take these: a GPU adapter, an output of at most
 // kCatWordsMaxBytes, sizes within u32 (TORCH_WEBGPU_CAT_WORDS=0: never; =1: also on

@@ -184,6 +184,35 @@ def test_cat_words_every_dtype(dtype, gpu_kernels):
     check(lambda x, y: torch.cat([x, y], 1), e, f, exact=True)
 
 
+def test_cat_words_takes_sliced_rows_in_one_kernel(gpu_kernels):
+    # Inputs whose rows are contiguous blocks a stride apart (rotary embeddings'
+    # cat((-x[..., h:], x[..., :h]), -1), slices of the middle dims, broadcast rows of
+    # stride 0) move in one dispatch; rows that are not one block (a column slice of a
+    # transposed tensor) take the copies. Same bits either way.
+    x = make((1, 14, 1, 64), torch.float32, seed=60)
+    dx = dev(x)
+    before = _dispatches()
+    got = torch.cat([dx[..., 32:], dx[..., :32]], -1)
+    assert _dispatches() - before == 1
+    assert_same(got, torch.cat([x[..., 32:], x[..., :32]], -1), exact=True)
+    y = make((3, 5, 6, 8), torch.float16, seed=61)
+    dy = dev(y)
+    for dim, parts in ((1, [dy[:, 1:3], dy[:, :2]]), (2, [dy[:, :, 2:4], dy[:, :, 1:2], dy[:, :, 5:]]),
+                       (3, [dy[..., 2:6], dy[..., :2]]), (3, [dy[1:, :, :, 4:], dy[1:, :, :, :2]])):
+        before = _dispatches()
+        got = torch.cat(parts, dim)
+        assert _dispatches() - before == 1, [p.stride() for p in parts]
+        assert_same(got, torch.cat([p.cpu() for p in parts], dim), exact=True)
+    row = dev(make((1, 8), torch.float32, seed=62)).expand(4, 8)
+    other = dev(make((4, 2), torch.float32, seed=63))
+    assert_same(torch.cat([row, other], 1), torch.cat([row.cpu(), other.cpu()], 1), exact=True)
+    t = dev(make((8, 6), torch.float32, seed=64)).t()  # rows of stride 1 elements: copies
+    before = _dispatches()
+    got = torch.cat([t[:, :2], t[:, 3:]], 1)
+    assert _dispatches() - before == 2
+    assert_same(got, torch.cat([t.cpu()[:, :2], t.cpu()[:, 3:]], 1), exact=True)
+
+
 def test_cat_words_offsets_and_out_views(gpu_kernels):
     # Inputs at word offsets within larger storages, the same input twice, and out= a view
     # of a larger tensor (written at its offset, neighbours kept).
