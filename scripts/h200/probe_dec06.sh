@@ -24,5 +24,9 @@ if has phases; then
 fi
 if has replay; then
   echo "== replay profile"
-  timeout 200 python3 scripts/h200/replay_profile.py --layers 24 --tokens 16 2>&1
+  timeout 240 python3 scripts/h200/replay_profile.py --layers 24 --tokens 16 ${SPY:+--spy .tools/py-spy --out $OUT} 2>&1
+  if [ -n "$SPY" ] && [ -f $OUT/replay_spy.txt ]; then
+    python3 scripts/h200/stacks.py $OUT/replay_spy.txt --match replay --top 30 \
+      --frames encode_and_submit,APISubmit,SubmitImpl,vkQueueSubmit,RecordComputePass,TransitionAndClear,AddDispatchSyncScope,APIDispatchWorkgroups,APISetBindGroup,Tick,libnvidia,vkCmd,malloc,free
+  fi
 fi

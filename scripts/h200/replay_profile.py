@@ -8,10 +8,15 @@ per kernel family. Wall time minus the kernels' sum is what the GPU spent betwee
 (launch, barriers) plus the host's part that did not overlap.
 
     PYTHONPATH=python python3 scripts/h200/replay_profile.py [--layers 24] [--dtype float32]
+        [--spy .tools/py-spy --out DIR]    (also py-spy's native stacks of replays of the step
+                                           on webgpu: DIR/replay_spy.txt, for stacks.py)
 """
 import argparse
 import collections
+import ctypes
 import os
+import signal
+import subprocess
 import sys
 import time
 
@@ -89,8 +94,34 @@ def step_profile(device, args):
         pos.zero_()
         sync(device)
         times = kernel_times(device, g.replay)
+        if device == "webgpu" and args.spy:
+            spy_replays(g, token, pos, args)
     report(f"[{device}] decode step replayed ({args.layers} layers, {args.dtype}; "
            f"{1e6 / best:.1f} tok/s)", best, times, "token")
+
+
+def spy_replays(g, token, pos, args):
+    """py-spy's native stacks (Python and C++ frames) while the step replays for a few
+    seconds, written to args.out/replay_spy.txt."""
+    # py-spy is our child; Yama's ptrace_scope 1 lets a child trace its parent only if asked.
+    ctypes.CDLL(None).prctl(0x59616D61, ctypes.c_ulong(-1 & 0xFFFFFFFFFFFFFFFF), 0, 0, 0)
+    path = os.path.join(args.out, "replay_spy.txt")
+    spy = subprocess.Popen([args.spy, "record", "--native", "-r", "1000", "-f", "raw", "-o", path,
+                            "--pid", str(os.getpid())], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    time.sleep(2.0)  # attached
+    start, replays = time.perf_counter(), 0
+    while time.perf_counter() - start < args.spy_seconds:
+        if replays % args.tokens == 0:
+            token.fill_(1)
+            pos.zero_()
+        g.replay()
+        int(token.item())
+        replays += 1
+    seconds = time.perf_counter() - start
+    spy.send_signal(signal.SIGINT)
+    err = spy.communicate(timeout=120)[1].decode(errors="replace").strip().splitlines()
+    print(f"py-spy: {replays} replays in {seconds:.2f} s ({replays / seconds:.1f} tok/s under the "
+          f"profiler) -> {path}; {err[-1:] if err else ''}")
 
 
 def chain_profile(device, n_ops=200):
@@ -115,6 +146,9 @@ def main():
     p.add_argument("--vocab", type=int, default=151936)
     p.add_argument("--tokens", type=int, default=16)
     p.add_argument("--dtype", default="float32")
+    p.add_argument("--spy", default="", help="py-spy's path: sample replays of the step on webgpu")
+    p.add_argument("--spy-seconds", type=float, default=5.0)
+    p.add_argument("--out", default=os.environ.get("OUT", "/tmp"))
     args = p.parse_args()
     devices = ["webgpu"] + (["cuda"] if torch.cuda.is_available() else [])
     print(f"adapter: {torch.webgpu.get_device_name()}")
