@@ -735,11 +735,14 @@ constexpr uint32_t kGemvStageChunk = 2048;
 // kernel): word w of the vec4 binding `W` dotted with xa from its element j (a multiple
 // of the span); ai and ak unused (the signature is gemv_wide_dot's, so that
 // gemv_wide_lane_sums reads either).
+// (`word_dot<i>(v, j)`: the same for a word v already loaded.)
 std::string gemv_staged_dot(const std::string& W, DType b_dtype, const std::string& i = "") {
-  std::string dot = "fn wide_dot" + i + "(ai: u32, ak: u32, w: u32, j: u32) -> f32 {\n  let v = " + W + "[w];\n  let x = j / 4u;\n";
-  if (b_dtype == DType::Float32) return dot + "  return dot(bitcast<vec4<f32>>(v), xa[x]);\n}\n";
-  return dot + "  return dot(" + gemv_half4(b_dtype, "v.x", "v.y") + ", xa[x]) + dot(" +
-         gemv_half4(b_dtype, "v.z", "v.w") + ", xa[x + 1u]);\n}\n";
+  std::string dot = "fn word_dot" + i + "(v: vec4<u32>, j: u32) -> f32 {\n  let x = j / 4u;\n";
+  if (b_dtype == DType::Float32) dot += "  return dot(bitcast<vec4<f32>>(v), xa[x]);\n}\n";
+  else
+    dot += "  return dot(" + gemv_half4(b_dtype, "v.x", "v.y") + ", xa[x]) + dot(" + gemv_half4(b_dtype, "v.z", "v.w") +
+           ", xa[x + 1u]);\n}\n";
+  return dot + "fn wide_dot" + i + "(ai: u32, ak: u32, w: u32, j: u32) -> f32 { return word_dot" + i + "(" + W + "[w], j); }\n";
 }
 
 // How a GEMV reads its weights: element by element, half-type pairs per u32 word, or vec4
@@ -781,10 +784,10 @@ uint32_t gemv_row_lanes(uint64_t k, uint32_t span, const std::string& force) {
 }
 
 // Whether TORCH_WEBGPU_GEMM_VARIANT forces the K-contiguous GEMV (gemv, gemv_scalar,
-// gemv_direct_a, gemv_gated_serial, gemv_lanesN[_direct_a]).
+// gemv_direct_a, gemv_gated_serial, gemv_no_prefetch, gemv_lanesN[_direct_a]).
 bool gemv_forced(const std::string& force) {
   return force == "gemv" || force == "gemv_scalar" || force == "gemv_direct_a" || force == "gemv_gated_serial" ||
-         force.rfind("gemv_lanes", 0) == 0;
+         force == "gemv_no_prefetch" || force.rfind("gemv_lanes", 0) == 0;
 }
 
 // Whether TORCH_WEBGPU_GEMM_VARIANT reads A per word rather than staged (gemv_direct_a,
@@ -799,13 +802,36 @@ bool gemv_direct_a(const std::string& force) {
 // reads of `xa` where wide_dot did four or eight typed loads of A (each an index and, for
 // half types, a word extract and unpack) for every column again. Every lane runs the
 // chunk loop (its barriers need uniform control flow; idle lanes read column N - 1).
-std::string gemv_staged_lane_sums(uint32_t span, uint32_t threads, uint32_t lanes) {
+//
+// `prefetch` (the vec4 binding W): a lane's first four weight words of a chunk are loaded
+// before A's chunk is staged, so that their memory latency overlaps the staging's (a
+// decode GEMV's workgroup reads few words per lane: that latency is most of its time).
+// Same terms in the same partial sums as without.
+std::string gemv_staged_lane_sums(uint32_t span, uint32_t threads, uint32_t lanes, const std::string& W) {
   auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
   const std::string S = n(span), CH = n(kGemvStageChunk);
   auto term = [&](const std::string& q) { return "wide_dot(ai, ak, wq + " + q + ", (" + q + ") * " + S + " - kc)"; };
+  std::string early, use;
+  if (!W.empty()) {
+    early = "    let qe0 = min(Q, (kc + " + CH + ") / " + S + ");\n"
+            "    let q0 = kc / " + S + " + lane;\n"
+            "    let full = q0 + " + n(3 * lanes) + " < qe0;\n"
+            "    var w0 = vec4<u32>();\n    var w1 = vec4<u32>();\n    var w2 = vec4<u32>();\n    var w3 = vec4<u32>();\n"
+            "    if (full) {\n"
+            "      w0 = " + W + "[wq + q0];\n      w1 = " + W + "[wq + q0 + " + n(lanes) + "];\n"
+            "      w2 = " + W + "[wq + q0 + " + n(2 * lanes) + "];\n      w3 = " + W + "[wq + q0 + " + n(3 * lanes) + "];\n"
+            "    }\n";
+    use = "    if (full) {\n"
+          "      s0 = s0 + word_dot(w0, q * " + S + " - kc);\n"
+          "      s1 = s1 + word_dot(w1, (q + " + n(lanes) + ") * " + S + " - kc);\n"
+          "      s2 = s2 + word_dot(w2, (q + " + n(2 * lanes) + ") * " + S + " - kc);\n"
+          "      s3 = s3 + word_dot(w3, (q + " + n(3 * lanes) + ") * " + S + " - kc);\n"
+          "      q = q + " + n(4 * lanes) + ";\n"
+          "    }\n";
+  }
   return
       "  let wq = bj / " + S + ";\n  let Q = K / " + S + ";\n"
-      "  for (var kc = 0u; kc < K; kc = kc + " + CH + ") {\n"
+      "  for (var kc = 0u; kc < K; kc = kc + " + CH + ") {\n" + early +
       "    workgroupBarrier();\n"
       "    for (var e = lid; e < " + n(kGemvStageChunk / 4) + "; e = e + " + n(threads) + ") {\n"
       "      var x = vec4<f32>(0.0);\n"
@@ -817,7 +843,7 @@ std::string gemv_staged_lane_sums(uint32_t span, uint32_t threads, uint32_t lane
       "    }\n"
       "    workgroupBarrier();\n"
       "    let qe = min(Q, (kc + " + CH + ") / " + S + ");\n"
-      "    var q = kc / " + S + " + lane;\n"
+      "    var q = kc / " + S + " + lane;\n" + use +
       "    for (; q + " + n(3 * lanes) + " < qe; q = q + " + n(4 * lanes) + ") {\n"
       "      s0 = s0 + " + term("q") + ";\n      s1 = s1 + " + term("q + " + n(lanes)) + ";\n"
       "      s2 = s2 + " + term("q + " + n(2 * lanes)) + ";\n      s3 = s3 + " + term("q + " + n(3 * lanes)) + ";\n"
@@ -831,7 +857,7 @@ std::string gemv_staged_lane_sums(uint32_t span, uint32_t threads, uint32_t lane
 // else 0 (scalar or pair loads); `lanes` per column (gemv_row_lanes; wide only); `staged`:
 // wide with A in workgroup memory (gemv_staged_lane_sums).
 std::string gemv_body(uint32_t threads, bool pairs, DType b_dtype, size_t wide, uint32_t lanes, bool staged,
-                      uint32_t subgroup) {
+                      bool prefetch, uint32_t subgroup) {
   auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
   const std::string cols = n(threads / lanes);
   std::string s = "var<workgroup> part: array<f32, " + std::to_string(threads) + ">;\n" +
@@ -850,7 +876,8 @@ std::string gemv_body(uint32_t threads, bool pairs, DType b_dtype, size_t wide, 
        "  let ak = u.a_cols;\n"
        "  let bj = b_base(bo, bi) + min(c, N - 1u) * u.b_cols;\n"
        "  var s0 = 0.0;\n  var s1 = 0.0;\n  var s2 = 0.0;\n  var s3 = 0.0;\n";
-  if (staged) s += gemv_staged_lane_sums(gemv_walk_span(b_dtype), threads, lanes);
+  if (staged)
+    s += gemv_staged_lane_sums(gemv_walk_span(b_dtype), threads, lanes, prefetch ? "buf" + std::to_string(wide) : "");
   else
     s += "  if (live) {\n" + (wide ? gemv_wide_lane_sums(gemv_walk_span(b_dtype), "    ", "", true, lanes) : gemv_lane_sums(pairs, "", "    ")) +
          "  }\n";
@@ -1136,6 +1163,9 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   // reads A per word instead, for A/B).
   const bool gemv_staged = gemv_wide && !gemv_direct_a(force) &&
                            ctx.caps().max_workgroup_storage >= kGemvStageChunk * 4 + gemv_threads * 4;
+  // (TORCH_WEBGPU_GEMM_VARIANT=gemv_no_prefetch: the staged GEMV without its early weight
+  // loads, for A/B.)
+  const bool gemv_prefetch = gemv_staged && force != "gemv_no_prefetch";
   uint64_t tile_m = v == Variant::Block ? 4 : shape.tm, tile_n = v == Variant::Block ? 4 : shape.tn;
   if (v == Variant::Gemv) tile_m = 1, tile_n = gemv_threads / gemv_lanes;
   if (v == Variant::GemvCols) tile_m = 1, tile_n = cols_per_group;
@@ -1211,7 +1241,8 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   const uint32_t subgroup = ctx.caps().subgroup_size;
   const uint32_t shape_word = v == Variant::Tiled      ? shape.tm | shape.tn << 8 | shape.bk << 16
                               : v == Variant::GemvWalk ? kGemvWalkThreads | kGemvWalkCols << 8
-                              : v == Variant::Gemv     ? gemv_lanes | uint32_t(gemv_staged) << 8 | subgroup << 16
+                              : v == Variant::Gemv     ? gemv_lanes | uint32_t(gemv_staged) << 8 | uint32_t(gemv_prefetch) << 9 |
+                                                             subgroup << 16
                               : v == Variant::GemvCols ? cols_lanes | subgroup << 16
                                                        : 0;
   const uint32_t flags = (v == Variant::Tiled ? uint32_t(shape.a_k_fast) | uint32_t(shape.b_k_fast) << 1 |
@@ -1248,12 +1279,13 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   }
   Arith ar{d.compute};
   const GemmDesc desc = d;
-  l.body = [&, desc, has_c, v, ar, shape, tiles_vec4, gemv_threads, gemv_pairs, gemv_wide, gemv_lanes, gemv_staged, cols_wide, cols_lanes, gather, split, word_bindings] {
+  l.body = [&, desc, has_c, v, ar, shape, tiles_vec4, gemv_threads, gemv_pairs, gemv_wide, gemv_lanes, gemv_staged, gemv_prefetch, cols_wide, cols_lanes, gather, split, word_bindings] {
     const std::vector<KernelBuffer> words(l.buffers.begin(), l.buffers.begin() + word_bindings);
     std::string s = gemm_common(desc, words, has_c && split == Split::None, split);
     if (tiles_vec4) s += tiled_vec4_body(shape, gather, split, desc.a.dtype, desc.b.dtype);
     else if (v == Variant::Tiled) s += tiled_body(ar, shape, gather, split);
-    else if (v == Variant::Gemv) s += gemv_body(gemv_threads, gemv_pairs, desc.b.dtype, gemv_wide ? word_bindings : 0, gemv_lanes, gemv_staged, subgroup);
+    else if (v == Variant::Gemv) s += gemv_body(gemv_threads, gemv_pairs, desc.b.dtype, gemv_wide ? word_bindings : 0, gemv_lanes, gemv_staged,
+                                       gemv_prefetch, subgroup);
     else if (v == Variant::GemvCols) s += gemv_cols_body(gemv_threads, cols_lanes, split, cols_wide ? word_bindings : 0, subgroup);
     else if (v == Variant::GemvWalk) s += gemv_walk_body(kGemvWalkThreads, kGemvWalkCols, word_bindings, desc.b.dtype);
     else if (v == Variant::Block) s += block_body(ar);
