@@ -5,15 +5,22 @@
 #   STEPS="tests gemm phases replay" bash scripts/h200/probe_dec06.sh
 cd "$(dirname "$0")/../.."
 source scripts/h200/build.sh || exit 1
-steps=" ${STEPS:-tests gemm phases replay} "
+steps=" ${STEPS:-tests gemm gemv phases replay} "
 has() { [[ $steps == *" $1 "* ]]; }
 if has tests; then
   timeout 120 python3 -m pytest -q -p no:cacheprovider -x tests/python/test_matmul.py \
     -k "half_type or vec4_tiles or tiled" 2>&1 | tail -2
+  timeout 120 python3 -m pytest -q -p no:cacheprovider tests/python/test_gemv.py tests/python/test_shape_ops.py 2>&1 | tail -2
 fi
 if has gemm; then
   echo "== gemm"
   timeout 150 python3 benchmarks/run.py --cuda --only gemm --match "mm fp32,mm float16,mm bfloat16" 2>&1 | grep "^gemm"
+fi
+if has gemv; then
+  for e in BASELINE=1 TORCH_WEBGPU_GEMM_VARIANT=gemv_no_prefetch BASELINE=2; do
+    echo "== gemv: $e"
+    env $e timeout 120 python3 benchmarks/run.py --cuda --only gemv --match "linear fp32,linear fp16,linear bf16" 2>&1 | grep "^gemv"
+  done
 fi
 if has phases; then
   for e in ${PHASE_ENVS:-BASELINE=1 TORCH_WEBGPU_EAGER_FIRST_BATCH=1}; do
