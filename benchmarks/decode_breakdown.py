@@ -105,9 +105,10 @@ def forward_loop(model, prompt, steps, device, cache, around=contextlib.nullcont
 
 
 def compare_batch_policies(model, prompt, args, cache_kwargs):
-    """Eager webgpu decode under each submit policy ("max:first", as TORCH_WEBGPU_MAX_BATCH
-    and _EAGER_FIRST_BATCH), alternated round by round in this one process so that the
-    machine's drift lands on every policy alike; medians per policy."""
+    """Eager webgpu decode under each submit policy ("max:first[:flush_us]", as
+    TORCH_WEBGPU_MAX_BATCH, _EAGER_FIRST_BATCH and _EAGER_FLUSH_US), alternated round by
+    round in this one process so that the machine's drift lands on every policy alike;
+    medians per policy."""
     policies = [tuple(int(v) for v in p.split(":")) for p in args.batch_policies.split(",")]
     m = copy.deepcopy(model).to("webgpu")
     runs = {p: {"generate": [], "forward": [], "issue": [], "submits": []} for p in policies}
@@ -124,11 +125,11 @@ def compare_batch_policies(model, prompt, args, cache_kwargs):
             r["submits"].append(loop["submits_per_token"])
     print(f"\n{args.model}, eager webgpu, {args.tokens} tokens, {args.cache} cache (generate), "
           f"dynamic cache (forward loop); policies alternated {args.repeat} times in one process")
-    print("| max:first batch | generate tok/s (median; runs) | forward tok/s | issue ms/token | submits/token |")
+    print("| max:first[:flush us] | generate tok/s (median; runs) | forward tok/s | issue ms/token | submits/token |")
     print("|---|---|---|---|---|")
     for p, r in runs.items():
         med = statistics.median
-        print(f"| {p[0]}:{p[1]} | {med(r['generate']):.1f} ({', '.join(f'{v:.0f}' for v in r['generate'])}) "
+        print(f"| {':'.join(map(str, p))} | {med(r['generate']):.1f} ({', '.join(f'{v:.0f}' for v in r['generate'])}) "
               f"| {med(r['forward']):.1f} | {med(r['issue']):.2f} | {med(r['submits']):.2f} |", flush=True)
 
 
@@ -152,9 +153,9 @@ def main(argv=None):
                         help="timed generate runs (each after its own warm-up); the table shows the median")
     parser.add_argument("--cache", choices=["static", "dynamic"], default="static",
                         help="KV cache: static (default; what compiled decode needs) or HF's dynamic one")
-    parser.add_argument("--batch-policies", metavar="MAX:FIRST,...",
+    parser.add_argument("--batch-policies", metavar="MAX:FIRST[:FLUSH_US],...",
                         help="eager webgpu only: alternate these submit policies in one process "
-                             "(e.g. 256:0,256:32,64:0) and print a table per policy")
+                             "(e.g. 256:0,256:32,64:0,256:0:300) and print a table per policy")
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args(argv)
     if args.defer_stop and not torch_webgpu.generation.defer_stop_check(("webgpu", "cuda")):

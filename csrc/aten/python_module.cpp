@@ -147,12 +147,12 @@ PYBIND11_MODULE(_C, m) {
   });
   // Benchmarks only: the eager submit policy (max dispatches per submit, first batch after
   // a read-back; 0 = no ramp), switched within one process so that A/Bs share its noise.
-  m.def("_set_eager_batches", [](uint32_t max_batch, uint32_t first_batch) {
+  m.def("_set_eager_batches", [](uint32_t max_batch, uint32_t first_batch, uint32_t flush_us) {
     guarded([&] {
       RuntimeLock lock;
-      lock.ctx().recorder().set_batches(max_batch, first_batch);
+      lock.ctx().recorder().set_batches(max_batch, first_batch, flush_us);
     });
-  });
+  }, py::arg("max_batch"), py::arg("first_batch"), py::arg("flush_us") = 0);
   // Whether the adapter runs workgroups on CPU cores (adapter_kind.h; the env override
   // included): generated kernels pick their workgroup shapes by it as eager kernels do.
   m.def("_software_adapter", [] {

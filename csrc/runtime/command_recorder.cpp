@@ -23,6 +23,7 @@ CommandRecorder::CommandRecorder(Context& ctx) : ctx_(ctx) {
   const uint32_t first = Config::get().eager_first_batch;
   first_batch_ = first ? std::min(first, max_batch_) : max_batch_;
   batch_limit_ = max_batch_;
+  flush_after_ns_ = static_cast<uint64_t>(Config::get().eager_flush_us) * 1000;
   align_ = ctx.caps().min_uniform_offset_alignment;
   arena_capacity_ = static_cast<uint64_t>(max_batch_) * 256 + kMaxUniformSlot;
   WGPUBufferDescriptor desc = {};
@@ -33,10 +34,11 @@ CommandRecorder::CommandRecorder(Context& ctx) : ctx_(ctx) {
   arena_host_.resize(arena_capacity_);
 }
 
-void CommandRecorder::set_batches(uint32_t max_batch, uint32_t first_batch) {
+void CommandRecorder::set_batches(uint32_t max_batch, uint32_t first_batch, uint32_t flush_us) {
   flush();
   max_batch_ = std::max<uint32_t>(1, max_batch);
   first_batch_ = first_batch ? std::min(first_batch, max_batch_) : max_batch_;
+  flush_after_ns_ = static_cast<uint64_t>(flush_us) * 1000;
   batch_limit_ = max_batch_;  // (a full arena still submits early: its size stays)
 }
 
@@ -73,10 +75,15 @@ void CommandRecorder::dispatch(const Pipeline& p, const WGPUBuffer* buffers, con
   // goes out small so that the GPU works while the host records the rest, later ones
   // double towards max_batch (a submit costs the host tens of microseconds).
   if (pending_ == 0 && completed_submits_ == submit_count_) batch_limit_ = first_batch_;
-  if (pending_ >= batch_limit_ || arena_used_ + slot > arena_capacity_) {
+  // With TORCH_WEBGPU_EAGER_FLUSH_US, a batch open for longer than that goes out now (the
+  // GPU works on it while the host records what follows).
+  const uint64_t now = flush_after_ns_ ? DispatchProfiler::now_ns() : 0;
+  const bool overdue = flush_after_ns_ && pending_ && now - batch_start_ns_ > flush_after_ns_;
+  if (pending_ >= batch_limit_ || arena_used_ + slot > arena_capacity_ || overdue) {
     flush();
     batch_limit_ = std::min(batch_limit_ * 2, max_batch_);
   }
+  if (pending_ == 0) batch_start_ns_ = now;
   DispatchProfiler& profiler = DispatchProfiler::get();
   const bool profiled = profiler.active();
   if (profiled) {
@@ -133,6 +140,7 @@ void CommandRecorder::copy(WGPUBuffer src, uint64_t src_offset, WGPUBuffer dst,
   }
   end_pass();
   ensure_encoder();
+  if (pending_ == 0 && flush_after_ns_) batch_start_ns_ = DispatchProfiler::now_ns();
   wgpuCommandEncoderCopyBufferToBuffer(encoder_, src, src_offset, dst, dst_offset, size);
   ++pending_;
 }
@@ -184,6 +192,7 @@ void CommandRecorder::write(WGPUBuffer dst, uint64_t offset, const void* data, u
   if (encoder_ && size <= kInlineWriteBytes && arena_used_ + slot <= arena_capacity_) {
     std::memcpy(arena_host_.data() + arena_used_, data, size);
     end_pass();
+    if (pending_ == 0 && flush_after_ns_) batch_start_ns_ = DispatchProfiler::now_ns();
     wgpuCommandEncoderCopyBufferToBuffer(encoder_, arena_, arena_used_, dst, offset, size);
     arena_used_ += slot;
     ++pending_;

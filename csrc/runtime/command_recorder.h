@@ -71,7 +71,8 @@ class CommandRecorder {
   uint32_t pending() const { return pending_; }
   // Dispatches per submit from now on (TORCH_WEBGPU_MAX_BATCH / _EAGER_FIRST_BATCH's values;
   // first 0: no ramp): benchmarks alternate policies within one process. Submits first.
-  void set_batches(uint32_t max_batch, uint32_t first_batch);
+  // flush_us: TORCH_WEBGPU_EAGER_FLUSH_US's value (0: off).
+  void set_batches(uint32_t max_batch, uint32_t first_batch, uint32_t flush_us);
 
  private:
   void ensure_encoder();
@@ -86,6 +87,8 @@ class CommandRecorder {
   uint32_t max_batch_;
   uint32_t first_batch_;  // the batch after a read-back (Config::eager_first_batch)
   uint32_t batch_limit_;  // this batch's: first_batch_ doubling up to max_batch_
+  uint64_t flush_after_ns_ = 0;  // Config::eager_flush_us (0: off)
+  uint64_t batch_start_ns_ = 0;  // when the open batch's first dispatch was recorded
   uint32_t align_;
 
   WGPUBuffer arena_ = nullptr;  // uniform arena on the device

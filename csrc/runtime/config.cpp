@@ -23,6 +23,15 @@ void env_count(const char* name, uint32_t& value) {
   if (n >= 1 && n <= 65536) value = static_cast<uint32_t>(n);
 }
 
+// The same for settings where 0 means off (values up to 10^7).
+void env_number(const char* name, uint32_t& value) {
+  std::string v = env_string(name);
+  if (v.empty()) return;
+  char* end = nullptr;
+  long n = std::strtol(v.c_str(), &end, 10);
+  if (end != v.c_str() && *end == '\0' && n >= 0 && n <= 10000000) value = static_cast<uint32_t>(n);
+}
+
 Config read_config() {
   Config c;
   c.backend = env_string("TORCH_WEBGPU_BACKEND");
@@ -35,6 +44,7 @@ Config read_config() {
   env_count("TORCH_WEBGPU_MAX_BATCH", c.max_batch);
   env_count("TORCH_WEBGPU_REPLAY_FIRST_BATCH", c.replay_first_batch);
   env_count("TORCH_WEBGPU_EAGER_FIRST_BATCH", c.eager_first_batch);
+  env_number("TORCH_WEBGPU_EAGER_FLUSH_US", c.eager_flush_us);
   c.async_replay = env_flag("TORCH_WEBGPU_ASYNC_REPLAY");
   std::string binding = env_string("TORCH_WEBGPU_MAX_BINDING_BYTES");
   if (!binding.empty()) {

@@ -25,6 +25,11 @@ struct Config {
   // (no ramp): on an H100, 16 and 64 changed eager decode less than its run-to-run spread
   // (docs/PERFORMANCE.md).
   uint32_t eager_first_batch = 0;
+  // TORCH_WEBGPU_EAGER_FLUSH_US=N: eager work recorded for more than N microseconds (from
+  // its batch's first dispatch) is submitted at the next dispatch, so the GPU runs it while
+  // the host records the rest (a read-back otherwise finds the whole step unsubmitted).
+  // 0: off (batches by count only).
+  uint32_t eager_flush_us = 0;
   // TORCH_WEBGPU_ASYNC_REPLAY=1: a graph replay encodes and submits on a thread of its own
   // where the backend allows (submit_worker.h). Off by default: on NVIDIA's Vulkan driver
   // it made compiled decode no faster (Dawn's submit holds the device lock that every call

@@ -5,7 +5,7 @@
 #   STEPS="tests gemm phases replay" bash scripts/h200/probe_dec06.sh
 cd "$(dirname "$0")/../.."
 source scripts/h200/build.sh || exit 1
-steps=" ${STEPS:-tests gemm gemv phases replay} "
+steps=" ${STEPS:-tests gemm gemv phases policy replay} "
 has() { [[ $steps == *" $1 "* ]]; }
 if has tests; then
   timeout 120 python3 -m pytest -q -p no:cacheprovider -x tests/python/test_matmul.py \
@@ -23,10 +23,18 @@ if has gemv; then
   done
 fi
 if has phases; then
-  for e in ${PHASE_ENVS:-BASELINE=1 TORCH_WEBGPU_EAGER_FIRST_BATCH=1}; do
+  for e in ${PHASE_ENVS:-BASELINE=1 TORCH_WEBGPU_EAGER_FIRST_BATCH=1 TORCH_WEBGPU_EAGER_FLUSH_US=30}; do
     echo "== phases: $e"
     env $e timeout 200 python3 benchmarks/run.py --cuda --phases --only ${PHASE_SECTIONS:-movement,gemv} \
       --match "${PHASE_MATCH:-cat,index_select,gather,scatter,embedding,permute,uniform,normal,linear fp32,linear fp16}" 2>&1 | grep "^movement\|^gemv"
+  done
+fi
+# Eager decode under submit policies alternated in one process (max:first[:flush us]).
+if has policy; then
+  for mc in ${POLICY_RUNS:-gpt2:dynamic qwen2.5:dynamic}; do
+    echo "== policies in one process: $mc"
+    timeout 150 python3 benchmarks/decode_breakdown.py --model ${mc%%:*} --cache ${mc##*:} --init-device cuda \
+      --repeat ${REPEAT:-3} --batch-policies ${POLICIES:-256:0,256:0:100,256:0:300,256:0:1000,256:32} 2>&1 | grep "^|"
   done
 fi
 if has replay; then

@@ -281,6 +281,34 @@ def test_bind_groups_are_cached_per_buffer_set():
     torch.testing.assert_close(out.cpu(), x.cpu() + 1.0)
 
 
+def test_eager_flush_after_a_time_submits_open_work():
+    # TORCH_WEBGPU_EAGER_FLUSH_US: a batch open for longer than that goes out at the next
+    # dispatch. Without it, 20 dispatches with pauses stay in one open batch; with 1 us (every
+    # pause longer) each dispatch submits the one before. _set_eager_batches switches it in
+    # process; results are the same either way.
+    code = (
+        "import time, torch, torch_webgpu\n"
+        "from torch_webgpu import _C\n"
+        "def run():\n"
+        "    ys = [torch.zeros(16, device='webgpu')]\n"
+        "    ys[0].cpu()\n"
+        "    before = _C.dispatch_stats()['submits']\n"
+        "    for i in range(20):\n"
+        "        ys.append(ys[-1] + 1.0)\n"
+        "        time.sleep(0.001)\n"
+        "    middle = _C.dispatch_stats()['submits'] - before\n"
+        "    assert ys[-1].cpu().tolist() == [20.0] * 16, ys[-1].cpu()\n"
+        "    return middle\n"
+        "first = run()\n"
+        "_C._set_eager_batches(256, 0, 0)\n"
+        "second = run()\n"
+        "_C._set_eager_batches(256, 0, 1)\n"
+        "print(first, second, run())\n")
+    result = run_python(code, env={"TORCH_WEBGPU_EAGER_FLUSH_US": "1"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[-3:] == ["19", "0", "19"], result.stdout
+
+
 def test_eager_batches_start_small_after_a_read_back_and_double():
     # After a read-back the GPU is idle: the first submit carries EAGER_FIRST_BATCH
     # dispatches, the next twice as many, up to TORCH_WEBGPU_MAX_BATCH.
