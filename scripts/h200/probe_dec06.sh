@@ -10,31 +10,16 @@ has() { [[ $steps == *" $1 "* ]]; }
 if has tests; then
   timeout 120 python3 -m pytest -q -p no:cacheprovider -x tests/python/test_matmul.py \
     -k "half_type or vec4_tiles or tiled" 2>&1 | tail -2
-  timeout 120 python3 -m pytest -q -p no:cacheprovider tests/python/test_gemv.py tests/python/test_shape_ops.py 2>&1 | tail -2
+  timeout 120 python3 -m pytest -q -p no:cacheprovider tests/python/test_gemv.py -k "prefetch or row_lanes" tests/python/test_shape_ops.py -k "cat or prefetch or row_lanes" 2>&1 | tail -2
 fi
 if has gemm; then
   echo "== gemm"
   timeout 150 python3 benchmarks/run.py --cuda --only gemm --match "mm fp32,mm float16,mm bfloat16" 2>&1 | grep "^gemm"
 fi
 if has gemv; then
-  for e in BASELINE=1 TORCH_WEBGPU_GEMM_VARIANT=gemv_no_prefetch BASELINE=2; do
+  for e in BASELINE=1 TORCH_WEBGPU_GEMM_VARIANT=gemv_no_prefetch; do
     echo "== gemv: $e"
     env $e timeout 120 python3 benchmarks/run.py --cuda --only gemv --match "linear fp32,linear fp16,linear bf16" 2>&1 | grep "^gemv"
-  done
-fi
-if has phases; then
-  for e in ${PHASE_ENVS:-BASELINE=1 TORCH_WEBGPU_EAGER_FIRST_BATCH=1 TORCH_WEBGPU_EAGER_FLUSH_US=30}; do
-    echo "== phases: $e"
-    env $e timeout 200 python3 benchmarks/run.py --cuda --phases --only ${PHASE_SECTIONS:-movement,gemv} \
-      --match "${PHASE_MATCH:-cat,index_select,gather,scatter,embedding,permute,uniform,normal,linear fp32,linear fp16}" 2>&1 | grep "^movement\|^gemv"
-  done
-fi
-# Eager decode under submit policies alternated in one process (max:first[:flush us]).
-if has policy; then
-  for mc in ${POLICY_RUNS:-gpt2:dynamic qwen2.5:dynamic}; do
-    echo "== policies in one process: $mc"
-    timeout 150 python3 benchmarks/decode_breakdown.py --model ${mc%%:*} --cache ${mc##*:} --init-device cuda \
-      --repeat ${REPEAT:-3} --batch-policies ${POLICIES:-256:0,256:0:100,256:0:300,256:0:1000,256:32} 2>&1 | grep "^|"
   done
 fi
 if has replay; then
@@ -44,4 +29,19 @@ if has replay; then
     python3 scripts/h200/stacks.py $OUT/replay_spy.txt --match replay --top 30 \
       --frames encode_and_submit,APISubmit,SubmitImpl,vkQueueSubmit,RecordComputePass,TransitionAndClear,AddDispatchSyncScope,APIDispatchWorkgroups,APISetBindGroup,Tick,libnvidia,vkCmd,malloc,free
   fi
+fi
+if has phases; then
+  for e in ${PHASE_ENVS:-BASELINE=1 TORCH_WEBGPU_EAGER_FIRST_BATCH=1 TORCH_WEBGPU_EAGER_FLUSH_US=30}; do
+    echo "== phases: $e"
+    env $e timeout 200 python3 benchmarks/run.py --cuda --phases --only ${PHASE_SECTIONS:-movement,gemv} \
+      --match "${PHASE_MATCH:-cat,index_select,gather,embedding,uniform,linear fp32}" 2>&1 | grep "^movement\|^gemv"
+  done
+fi
+# Eager decode under submit policies alternated in one process (max:first[:flush us]).
+if has policy; then
+  for mc in ${POLICY_RUNS:-gpt2:dynamic qwen2.5:dynamic}; do
+    echo "== policies in one process: $mc"
+    timeout 150 python3 benchmarks/decode_breakdown.py --model ${mc%%:*} --cache ${mc##*:} --init-device cuda \
+      --repeat ${REPEAT:-3} --batch-policies ${POLICIES:-256:0,256:0:100,256:0:300,256:0:1000,256:32} 2>&1 | grep "^|"
+  done
 fi
