@@ -31,7 +31,7 @@ if has replay; then
   fi
 fi
 if has phases; then
-  for e in ${PHASE_ENVS:-BASELINE=1 TORCH_WEBGPU_EAGER_FIRST_BATCH=1 TORCH_WEBGPU_EAGER_FLUSH_US=30}; do
+  for e in ${PHASE_ENVS:-BASELINE=1 TORCH_WEBGPU_EAGER_FLUSH_US=30}; do
     echo "== phases: $e"
     env $e timeout 200 python3 benchmarks/run.py --cuda --phases --only ${PHASE_SECTIONS:-movement,gemv} \
       --match "${PHASE_MATCH:-cat,index_select,gather,embedding,uniform,linear fp32}" 2>&1 | grep "^movement\|^gemv"
@@ -39,9 +39,9 @@ if has phases; then
 fi
 # Eager decode under submit policies alternated in one process (max:first[:flush us]).
 if has policy; then
-  for mc in ${POLICY_RUNS:-gpt2:dynamic qwen2.5:dynamic}; do
+  for mc in ${POLICY_RUNS:-gpt2:dynamic}; do
     echo "== policies in one process: $mc"
     timeout 150 python3 benchmarks/decode_breakdown.py --model ${mc%%:*} --cache ${mc##*:} --init-device cuda \
-      --repeat ${REPEAT:-3} --batch-policies ${POLICIES:-256:0,256:0:100,256:0:300,256:0:1000,256:32} 2>&1 | grep "^|"
+      --repeat ${REPEAT:-3} --batch-policies ${POLICIES:-256:0,256:0:100,256:0:500,256:32} 2>&1 | grep "^|"
   done
 fi
