@@ -321,39 +321,7 @@ std::string tiled_body(const Arith& ar, const TileShape& t, GatherB gather, Spli
 // tiled_body does. Loads of the next K step are issued before the current step's
 // multiply-adds (registers, not a second shared buffer: the spec's default 16 KB holds
 // one). Shared rows are padded by one word so that transposing vec4 stores spread over banks.
-// load4_<x>(p, step, i, lim): four elements of operand x at `p` (stride `step`), those
-// with index i + 0..3 < lim, as float32. A half-type operand's elements are packed two per
-// u32 word (element 2w in the low half of word w): when all four are in range, a unit
-// stride from an even element reads two words instead of four (the operand's contiguous
-// dimension), and an even stride reads four words sharing one shift (its other one).
-std::string tile_load4(const std::string& x, DType dtype, size_t buffer) {
-  auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
-  std::string s;
-  const bool half = dtype == DType::Float16 || dtype == DType::BFloat16;
-  const std::string buf = "buf" + std::to_string(buffer);
-  if (half)
-    s += dtype == DType::Float16
-             ? "fn pair_" + x + "(w: u32) -> vec2<f32> { return unpack2x16float(w); }\n"
-             : "fn pair_" + x + "(w: u32) -> vec2<f32> { return vec2<f32>(bitcast<f32>(w << 16u), bitcast<f32>(w & 0xffff0000u)); }\n";
-  s += "fn load4_" + x + "(p: u32, step: u32, i: u32, lim: u32) -> vec4<f32> {\n";
-  if (half)
-    s += "  if (i + 3u < lim) {\n"
-         "    let w = p >> 1u;\n"
-         "    if (step == 1u && (p & 1u) == 0u) { return vec4<f32>(pair_" + x + "(" + buf + "[w]), pair_" + x + "(" + buf + "[w + 1u])); }\n"
-         "    if ((step & 1u) == 0u) {\n"
-         "      let ws = step >> 1u;\n"
-         "      let sh = (p & 1u) * 16u;\n"
-         "      return vec4<f32>(pair_" + x + "(" + buf + "[w] >> sh).x, pair_" + x + "(" + buf + "[w + ws] >> sh).x, pair_" + x + "(" + buf +
-         "[w + 2u * ws] >> sh).x, pair_" + x + "(" + buf + "[w + 3u * ws] >> sh).x);\n"
-         "    }\n"
-         "  }\n";
-  s += "  var v = vec4<f32>(0.0);\n";
-  for (uint32_t e = 0; e < 4; ++e)
-    s += "  if (i + " + n(e) + " < lim) { v." + "xyzw"[e] + " = load_" + x + "(p + " + n(e) + " * step); }\n";
-  return s + "  return v;\n}\n";
-}
-
-std::string tiled_vec4_body(const TileShape& t, GatherB gather, Split split, DType a_dtype, DType b_dtype) {
+std::string tiled_vec4_body(const TileShape& t, GatherB gather, Split split) {
   const uint32_t rm = t.tm / t.wy, rn = t.tn / t.wx, gm = rm / 4, gn = rn / 4;
   const uint32_t sa_row = t.tm / 4 + 1, sb_row = t.tn / 4 + 1;
   const uint32_t a_words = t.tm * t.bk / 4 / t.threads(), b_words = t.tn * t.bk / 4 / t.threads();
@@ -362,8 +330,14 @@ std::string tiled_vec4_body(const TileShape& t, GatherB gather, Split split, DTy
   std::string s;
   s += "var<workgroup> sa: array<vec4<f32>, " + S(t.bk * sa_row) + ">;\n";  // [k][m / 4]
   s += "var<workgroup> sb: array<vec4<f32>, " + S(t.bk * sb_row) + ">;\n";  // [k][n / 4]
-  s += tile_load4("a", a_dtype, 0);
-  if (gather == GatherB::None) s += tile_load4("b", b_dtype, 1);
+  // Four neighbouring elements at `p` (stride `step`), those with index i + 0..3 < lim.
+  for (const char* X : {"a", "b"}) {
+    s += "fn load4_" + std::string(X) + "(p: u32, step: u32, i: u32, lim: u32) -> vec4<f32> {\n"
+         "  var v = vec4<f32>(0.0);\n";
+    for (uint32_t e = 0; e < 4; ++e)
+      s += "  if (i + " + n(e) + " < lim) { v." + "xyzw"[e] + " = load_" + X + "(p + " + n(e) + " * step); }\n";
+    s += "  return v;\n}\n";
+  }
   s += tile_prologue(t, split);
   // Word w of an operand's tile: its k and its first row (column), walking the operand's
   // unit stride across neighbouring invocations.
@@ -735,14 +709,11 @@ constexpr uint32_t kGemvStageChunk = 2048;
 // kernel): word w of the vec4 binding `W` dotted with xa from its element j (a multiple
 // of the span); ai and ak unused (the signature is gemv_wide_dot's, so that
 // gemv_wide_lane_sums reads either).
-// (`word_dot<i>(v, j)`: the same for a word v already loaded.)
 std::string gemv_staged_dot(const std::string& W, DType b_dtype, const std::string& i = "") {
-  std::string dot = "fn word_dot" + i + "(v: vec4<u32>, j: u32) -> f32 {\n  let x = j / 4u;\n";
-  if (b_dtype == DType::Float32) dot += "  return dot(bitcast<vec4<f32>>(v), xa[x]);\n}\n";
-  else
-    dot += "  return dot(" + gemv_half4(b_dtype, "v.x", "v.y") + ", xa[x]) + dot(" + gemv_half4(b_dtype, "v.z", "v.w") +
-           ", xa[x + 1u]);\n}\n";
-  return dot + "fn wide_dot" + i + "(ai: u32, ak: u32, w: u32, j: u32) -> f32 { return word_dot" + i + "(" + W + "[w], j); }\n";
+  std::string dot = "fn wide_dot" + i + "(ai: u32, ak: u32, w: u32, j: u32) -> f32 {\n  let v = " + W + "[w];\n  let x = j / 4u;\n";
+  if (b_dtype == DType::Float32) return dot + "  return dot(bitcast<vec4<f32>>(v), xa[x]);\n}\n";
+  return dot + "  return dot(" + gemv_half4(b_dtype, "v.x", "v.y") + ", xa[x]) + dot(" +
+         gemv_half4(b_dtype, "v.z", "v.w") + ", xa[x + 1u]);\n}\n";
 }
 
 // How a GEMV reads its weights: element by element, half-type pairs per u32 word, or vec4
@@ -784,10 +755,10 @@ uint32_t gemv_row_lanes(uint64_t k, uint32_t span, const std::string& force) {
 }
 
 // Whether TORCH_WEBGPU_GEMM_VARIANT forces the K-contiguous GEMV (gemv, gemv_scalar,
-// gemv_direct_a, gemv_gated_serial, gemv_no_prefetch, gemv_lanesN[_direct_a]).
+// gemv_direct_a, gemv_gated_serial, gemv_lanesN[_direct_a]).
 bool gemv_forced(const std::string& force) {
   return force == "gemv" || force == "gemv_scalar" || force == "gemv_direct_a" || force == "gemv_gated_serial" ||
-         force == "gemv_no_prefetch" || force.rfind("gemv_lanes", 0) == 0;
+         force.rfind("gemv_lanes", 0) == 0;
 }
 
 // Whether TORCH_WEBGPU_GEMM_VARIANT reads A per word rather than staged (gemv_direct_a,
@@ -802,36 +773,13 @@ bool gemv_direct_a(const std::string& force) {
 // reads of `xa` where wide_dot did four or eight typed loads of A (each an index and, for
 // half types, a word extract and unpack) for every column again. Every lane runs the
 // chunk loop (its barriers need uniform control flow; idle lanes read column N - 1).
-//
-// `prefetch` (the vec4 binding W): a lane's first four weight words of a chunk are loaded
-// before A's chunk is staged, so that their memory latency overlaps the staging's (a
-// decode GEMV's workgroup reads few words per lane: that latency is most of its time).
-// Same terms in the same partial sums as without.
-std::string gemv_staged_lane_sums(uint32_t span, uint32_t threads, uint32_t lanes, const std::string& W) {
+std::string gemv_staged_lane_sums(uint32_t span, uint32_t threads, uint32_t lanes) {
   auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
   const std::string S = n(span), CH = n(kGemvStageChunk);
   auto term = [&](const std::string& q) { return "wide_dot(ai, ak, wq + " + q + ", (" + q + ") * " + S + " - kc)"; };
-  std::string early, use;
-  if (!W.empty()) {
-    early = "    let qe0 = min(Q, (kc + " + CH + ") / " + S + ");\n"
-            "    let q0 = kc / " + S + " + lane;\n"
-            "    let full = q0 + " + n(3 * lanes) + " < qe0;\n"
-            "    var w0 = vec4<u32>();\n    var w1 = vec4<u32>();\n    var w2 = vec4<u32>();\n    var w3 = vec4<u32>();\n"
-            "    if (full) {\n"
-            "      w0 = " + W + "[wq + q0];\n      w1 = " + W + "[wq + q0 + " + n(lanes) + "];\n"
-            "      w2 = " + W + "[wq + q0 + " + n(2 * lanes) + "];\n      w3 = " + W + "[wq + q0 + " + n(3 * lanes) + "];\n"
-            "    }\n";
-    use = "    if (full) {\n"
-          "      s0 = s0 + word_dot(w0, q * " + S + " - kc);\n"
-          "      s1 = s1 + word_dot(w1, (q + " + n(lanes) + ") * " + S + " - kc);\n"
-          "      s2 = s2 + word_dot(w2, (q + " + n(2 * lanes) + ") * " + S + " - kc);\n"
-          "      s3 = s3 + word_dot(w3, (q + " + n(3 * lanes) + ") * " + S + " - kc);\n"
-          "      q = q + " + n(4 * lanes) + ";\n"
-          "    }\n";
-  }
   return
       "  let wq = bj / " + S + ";\n  let Q = K / " + S + ";\n"
-      "  for (var kc = 0u; kc < K; kc = kc + " + CH + ") {\n" + early +
+      "  for (var kc = 0u; kc < K; kc = kc + " + CH + ") {\n"
       "    workgroupBarrier();\n"
       "    for (var e = lid; e < " + n(kGemvStageChunk / 4) + "; e = e + " + n(threads) + ") {\n"
       "      var x = vec4<f32>(0.0);\n"
@@ -843,7 +791,7 @@ std::string gemv_staged_lane_sums(uint32_t span, uint32_t threads, uint32_t lane
       "    }\n"
       "    workgroupBarrier();\n"
       "    let qe = min(Q, (kc + " + CH + ") / " + S + ");\n"
-      "    var q = kc / " + S + " + lane;\n" + use +
+      "    var q = kc / " + S + " + lane;\n"
       "    for (; q + " + n(3 * lanes) + " < qe; q = q + " + n(4 * lanes) + ") {\n"
       "      s0 = s0 + " + term("q") + ";\n      s1 = s1 + " + term("q + " + n(lanes)) + ";\n"
       "      s2 = s2 + " + term("q + " + n(2 * lanes)) + ";\n      s3 = s3 + " + term("q + " + n(3 * lanes)) + ";\n"
@@ -857,7 +805,7 @@ std::string gemv_staged_lane_sums(uint32_t span, uint32_t threads, uint32_t lane
 // else 0 (scalar or pair loads); `lanes` per column (gemv_row_lanes; wide only); `staged`:
 // wide with A in workgroup memory (gemv_staged_lane_sums).
 std::string gemv_body(uint32_t threads, bool pairs, DType b_dtype, size_t wide, uint32_t lanes, bool staged,
-                      bool prefetch, uint32_t subgroup) {
+                      uint32_t subgroup) {
   auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
   const std::string cols = n(threads / lanes);
   std::string s = "var<workgroup> part: array<f32, " + std::to_string(threads) + ">;\n" +
@@ -876,8 +824,7 @@ std::string gemv_body(uint32_t threads, bool pairs, DType b_dtype, size_t wide, 
        "  let ak = u.a_cols;\n"
        "  let bj = b_base(bo, bi) + min(c, N - 1u) * u.b_cols;\n"
        "  var s0 = 0.0;\n  var s1 = 0.0;\n  var s2 = 0.0;\n  var s3 = 0.0;\n";
-  if (staged)
-    s += gemv_staged_lane_sums(gemv_walk_span(b_dtype), threads, lanes, prefetch ? "buf" + std::to_string(wide) : "");
+  if (staged) s += gemv_staged_lane_sums(gemv_walk_span(b_dtype), threads, lanes);
   else
     s += "  if (live) {\n" + (wide ? gemv_wide_lane_sums(gemv_walk_span(b_dtype), "    ", "", true, lanes) : gemv_lane_sums(pairs, "", "    ")) +
          "  }\n";
@@ -1163,9 +1110,6 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   // reads A per word instead, for A/B).
   const bool gemv_staged = gemv_wide && !gemv_direct_a(force) &&
                            ctx.caps().max_workgroup_storage >= kGemvStageChunk * 4 + gemv_threads * 4;
-  // (TORCH_WEBGPU_GEMM_VARIANT=gemv_no_prefetch: the staged GEMV without its early weight
-  // loads, for A/B.)
-  const bool gemv_prefetch = gemv_staged && force != "gemv_no_prefetch";
   uint64_t tile_m = v == Variant::Block ? 4 : shape.tm, tile_n = v == Variant::Block ? 4 : shape.tn;
   if (v == Variant::Gemv) tile_m = 1, tile_n = gemv_threads / gemv_lanes;
   if (v == Variant::GemvCols) tile_m = 1, tile_n = cols_per_group;
@@ -1241,8 +1185,7 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   const uint32_t subgroup = ctx.caps().subgroup_size;
   const uint32_t shape_word = v == Variant::Tiled      ? shape.tm | shape.tn << 8 | shape.bk << 16
                               : v == Variant::GemvWalk ? kGemvWalkThreads | kGemvWalkCols << 8
-                              : v == Variant::Gemv     ? gemv_lanes | uint32_t(gemv_staged) << 8 | uint32_t(gemv_prefetch) << 9 |
-                                                             subgroup << 16
+                              : v == Variant::Gemv     ? gemv_lanes | uint32_t(gemv_staged) << 8 | subgroup << 16
                               : v == Variant::GemvCols ? cols_lanes | subgroup << 16
                                                        : 0;
   const uint32_t flags = (v == Variant::Tiled ? uint32_t(shape.a_k_fast) | uint32_t(shape.b_k_fast) << 1 |
@@ -1279,13 +1222,12 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   }
   Arith ar{d.compute};
   const GemmDesc desc = d;
-  l.body = [&, desc, has_c, v, ar, shape, tiles_vec4, gemv_threads, gemv_pairs, gemv_wide, gemv_lanes, gemv_staged, gemv_prefetch, cols_wide, cols_lanes, gather, split, word_bindings] {
+  l.body = [&, desc, has_c, v, ar, shape, tiles_vec4, gemv_threads, gemv_pairs, gemv_wide, gemv_lanes, gemv_staged, cols_wide, cols_lanes, gather, split, word_bindings] {
     const std::vector<KernelBuffer> words(l.buffers.begin(), l.buffers.begin() + word_bindings);
     std::string s = gemm_common(desc, words, has_c && split == Split::None, split);
-    if (tiles_vec4) s += tiled_vec4_body(shape, gather, split, desc.a.dtype, desc.b.dtype);
+    if (tiles_vec4) s += tiled_vec4_body(shape, gather, split);
     else if (v == Variant::Tiled) s += tiled_body(ar, shape, gather, split);
-    else if (v == Variant::Gemv) s += gemv_body(gemv_threads, gemv_pairs, desc.b.dtype, gemv_wide ? word_bindings : 0, gemv_lanes, gemv_staged,
-                                       gemv_prefetch, subgroup);
+    else if (v == Variant::Gemv) s += gemv_body(gemv_threads, gemv_pairs, desc.b.dtype, gemv_wide ? word_bindings : 0, gemv_lanes, gemv_staged, subgroup);
     else if (v == Variant::GemvCols) s += gemv_cols_body(gemv_threads, cols_lanes, split, cols_wide ? word_bindings : 0, subgroup);
     else if (v == Variant::GemvWalk) s += gemv_walk_body(kGemvWalkThreads, kGemvWalkCols, word_bindings, desc.b.dtype);
     else if (v == Variant::Block) s += block_body(ar);

@@ -17,7 +17,7 @@ if has gemm; then
   timeout 150 python3 benchmarks/run.py --cuda --only gemm --match "mm fp32,mm float16,mm bfloat16" 2>&1 | grep "^gemm"
 fi
 if has gemv; then
-  for e in BASELINE=1 TORCH_WEBGPU_GEMM_VARIANT=gemv_no_prefetch; do
+  for e in BASELINE=1; do
     echo "== gemv: $e"
     env $e timeout 120 python3 benchmarks/run.py --cuda --only gemv --match "linear fp32,linear fp16,linear bf16" 2>&1 | grep "^gemv"
   done

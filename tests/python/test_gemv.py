@@ -121,7 +121,7 @@ def test_batched_and_broadcast(dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("lanes", ["gemv", "gemv_lanes8", "gemv_lanes16", "gemv_lanes32", "gemv_lanes8_direct_a",
-                                   "gemv_lanes32_direct_a", "gemv_no_prefetch"])
+                                   "gemv_lanes32_direct_a"])
 @pytest.mark.parametrize("m,k,n,start", [(1, 1000, 33, 0), (4, 2056, 7, 8), (3, 135, 5, 16), (2, 24, 9, 0),
                                          (1, 4100, 3, 8)])
 def test_row_lanes(monkeypatch, dtype, lanes, m, k, n, start):
@@ -141,20 +141,3 @@ def test_row_lanes(monkeypatch, dtype, lanes, m, k, n, start):
         got.cpu()
     assert {r.kernel for r in prof.key_averages() if r.kernel.startswith("gemm:")} == {"gemm:gemv"}
     assert_same(got, reference(F.linear, x, w, b), **TOL[dtype])
-
-
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_prefetched_weight_words_equal_no_prefetch_bit_for_bit(monkeypatch, dtype):
-    """The staged GEMV loads a lane's first four weight words of each A chunk before staging
-    it: the same terms go to the same partial sums as without (gemv_no_prefetch), so the
-    results are equal bit for bit, across chunk boundaries (K = 4100, 6000), fewer words
-    than four per lane (K = 96) and a partial last chunk."""
-    x = make((1, 6000), dtype, seed=31, low=-1, high=1)
-    w = make((37, 6000), dtype, seed=32, low=-1, high=1)
-    got = {}
-    for variant in ("gemv", "gemv_no_prefetch"):
-        monkeypatch.setenv("TORCH_WEBGPU_GEMM_VARIANT", variant)
-        got[variant] = [F.linear(dev(x[:, :k]), dev(w)[:, :k]) for k in (96, 2048, 2600, 4100, 6000)]
-    for k, a, b in zip((96, 2048, 2600, 4100, 6000), got["gemv"], got["gemv_no_prefetch"]):
-        assert torch.equal(a.cpu(), b.cpu()), k
-        assert_same(a, reference(F.linear, x[:, :k], w[:, :k]), **TOL[dtype])

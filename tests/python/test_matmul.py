@@ -482,10 +482,9 @@ print('ok')
 
 
 def test_half_type_tile_loads_equal_scalar_tiles_bit_for_bit():
-    """float16/bfloat16 operands hold two elements per u32 word; the vec4 tiles read a unit
-    stride from an even element as two words and an even stride as words sharing one shift.
-    Layouts that take each path (contiguous, transposed, odd K, odd offsets, ragged edges)
-    give the scalar tiles' results bit for bit, close to the CPU's float32 product."""
+    """float16/bfloat16 operands (two elements per u32 word) in the vec4 tiles: contiguous,
+    transposed, odd K, odd offsets and ragged edges give the scalar tiles' results bit for
+    bit, close to the CPU's float32 product."""
     code = """
 import os, torch, torch_webgpu
 for dt in (torch.float16, torch.bfloat16):
