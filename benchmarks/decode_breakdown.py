@@ -105,16 +105,18 @@ def forward_loop(model, prompt, steps, device, cache, around=contextlib.nullcont
 
 
 def compare_batch_policies(model, prompt, args, cache_kwargs):
-    """Eager webgpu decode under each submit policy ("max:first[:flush_us]", as
-    TORCH_WEBGPU_MAX_BATCH, _EAGER_FIRST_BATCH and _EAGER_FLUSH_US), alternated round by
-    round in this one process so that the machine's drift lands on every policy alike;
-    medians per policy."""
+    """Eager webgpu decode under each submit policy ("max:first[:flush_us[:spin_us]]", as
+    TORCH_WEBGPU_MAX_BATCH, _EAGER_FIRST_BATCH, _EAGER_FLUSH_US and _SPIN_WAIT_US),
+    alternated round by round in this one process so that the machine's drift lands on every
+    policy alike; medians per policy."""
     policies = [tuple(int(v) for v in p.split(":")) for p in args.batch_policies.split(",")]
+    default_spin = torch_webgpu._C._set_spin_wait_us(0)
     m = copy.deepcopy(model).to("webgpu")
     runs = {p: {"generate": [], "forward": [], "issue": [], "submits": []} for p in policies}
     for _ in range(args.repeat):
         for p in policies:
-            torch_webgpu._C._set_eager_batches(*p)
+            torch_webgpu._C._set_eager_batches(*p[:3])
+            torch_webgpu._C._set_spin_wait_us(p[3] if len(p) > 3 else default_spin)
             gen = e2e_models.greedy(m, prompt, args.tokens, "webgpu", **cache_kwargs)
             loop = forward_loop(m, prompt.to("webgpu"), args.tokens, "webgpu",
                                 lambda: transformers.DynamicCache(config=m.config))
@@ -125,12 +127,45 @@ def compare_batch_policies(model, prompt, args, cache_kwargs):
             r["submits"].append(loop["submits_per_token"])
     print(f"\n{args.model}, eager webgpu, {args.tokens} tokens, {args.cache} cache (generate), "
           f"dynamic cache (forward loop); policies alternated {args.repeat} times in one process")
-    print("| max:first[:flush us] | generate tok/s (median; runs) | forward tok/s | issue ms/token | submits/token |")
+    print("| max:first[:flush us[:spin us]] | generate tok/s (median; runs) | forward tok/s | issue ms/token | submits/token |")
     print("|---|---|---|---|---|")
     for p, r in runs.items():
         med = statistics.median
         print(f"| {':'.join(map(str, p))} | {med(r['generate']):.1f} ({', '.join(f'{v:.0f}' for v in r['generate'])}) "
               f"| {med(r['forward']):.1f} | {med(r['issue']):.2f} | {med(r['submits']):.2f} |", flush=True)
+
+
+def compare_wait_settings(model, prompt, args, cache_kwargs):
+    """webgpu decode in each mode of --modes under each "replay_first:spin_us" setting (as
+    TORCH_WEBGPU_REPLAY_FIRST_BATCH and TORCH_WEBGPU_SPIN_WAIT_US), alternated run by run in
+    one process; medians per setting."""
+    settings = [tuple(int(v) for v in p.split(":")) for p in args.wait_settings.split(",")]
+    print(f"\n{args.model}, webgpu, {args.tokens} tokens, {args.cache} cache, "
+          f"{'stop check deferred' if args.defer_stop else 'stop flag read every token'}; "
+          f"settings alternated {args.repeat} times in one process")
+    print("| mode | replay first batch:spin us | generate tok/s (median; runs) | host waits/token |")
+    print("|---|---|---|---|")
+    for mode in args.modes.split(","):
+        m = copy.deepcopy(model).to("webgpu")
+        if mode != "eager":
+            m = e2e_models.compiled(m, mode)
+        e2e_models.greedy(m, prompt, args.tokens, "webgpu", timed=False, **cache_kwargs)  # compiles
+        runs = {p: ([], []) for p in settings}
+        for _ in range(args.repeat):
+            for p in settings:
+                torch_webgpu._C._set_replay_first_batch(p[0])
+                torch_webgpu._C._set_spin_wait_us(p[1])
+                waits = torch_webgpu._C.dispatch_stats()["host_waits"]
+                gen = e2e_models.greedy(m, prompt, args.tokens, "webgpu", clock_waits=not args.defer_stop,
+                                        **cache_kwargs)
+                runs[p][0].append(gen["tok_s"])
+                runs[p][1].append((torch_webgpu._C.dispatch_stats()["host_waits"] - waits) / args.tokens)
+        for p, (rates, waits) in runs.items():
+            print(f"| {mode} | {p[0]}:{p[1]} | {statistics.median(rates):.1f} "
+                  f"({', '.join(f'{v:.0f}' for v in rates)}) | {statistics.median(waits):.2f} |", flush=True)
+        del m
+        torch._dynamo.reset()
+        e2e_models.release("webgpu")
 
 
 def main(argv=None):
@@ -153,9 +188,13 @@ def main(argv=None):
                         help="timed generate runs (each after its own warm-up); the table shows the median")
     parser.add_argument("--cache", choices=["static", "dynamic"], default="static",
                         help="KV cache: static (default; what compiled decode needs) or HF's dynamic one")
-    parser.add_argument("--batch-policies", metavar="MAX:FIRST[:FLUSH_US],...",
-                        help="eager webgpu only: alternate these submit policies in one process "
-                             "(e.g. 256:0,256:32,64:0,256:0:300) and print a table per policy")
+    parser.add_argument("--batch-policies", metavar="MAX:FIRST[:FLUSH_US[:SPIN_US]],...",
+                        help="eager webgpu only: alternate these submit (and wait) policies in one "
+                             "process (e.g. 256:0,256:32,64:0,256:0:300,256:0:0:0) and print a table "
+                             "per policy")
+    parser.add_argument("--wait-settings", metavar="REPLAY_FIRST:SPIN_US,...",
+                        help="webgpu only: alternate these replay first batches and wait spins in one "
+                             "process for each of --modes (e.g. 16:0,16:1000,4096:1000)")
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args(argv)
     if args.defer_stop and not torch_webgpu.generation.defer_stop_check(("webgpu", "cuda")):
@@ -169,6 +208,8 @@ def main(argv=None):
     cache_kwargs = {"cache_implementation": "static"} if args.cache == "static" else {}
     if args.batch_policies:
         return compare_batch_policies(model, prompt, args, cache_kwargs)
+    if args.wait_settings:
+        return compare_wait_settings(model, prompt, args, cache_kwargs)
     rows = []
     for device in args.devices.split(","):
         for mode in args.modes.split(","):

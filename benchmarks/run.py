@@ -607,6 +607,9 @@ def main():
     parser.add_argument("--phases", action="store_true",
                         help="also print each device's host time per call to issue it and to drain it "
                              "(the synchronize after a batch), in us")
+    parser.add_argument("--spin-wait-us", type=int, default=None,
+                        help="how long our waits on the GPU poll before blocking "
+                             "(TORCH_WEBGPU_SPIN_WAIT_US; 0: block at once)")
     parser.add_argument("--cudnn-fp32", action="store_true",
                         help="CUDA's convolutions in float32 too (cuDNN's default is TF32)")
     args = parser.parse_args()
@@ -622,6 +625,8 @@ def main():
         CLOCK = time.process_time
     if args.phases:
         PHASES["on"] = True
+    if args.spin_wait_us is not None:
+        torch_webgpu._C._set_spin_wait_us(args.spin_wait_us)
     torch.backends.cuda.matmul.allow_tf32 = False
     if args.cudnn_fp32:
         torch.backends.cudnn.allow_tf32 = False

@@ -153,6 +153,26 @@ PYBIND11_MODULE(_C, m) {
       lock.ctx().recorder().set_batches(max_batch, first_batch, flush_us);
     });
   }, py::arg("max_batch"), py::arg("first_batch"), py::arg("flush_us") = 0);
+  // Benchmarks only: dispatches in a graph replay's first submit (as
+  // TORCH_WEBGPU_REPLAY_FIRST_BATCH); returns the previous value.
+  m.def("_set_replay_first_batch", [](uint32_t n) {
+    return guarded([&] {
+      RuntimeLock lock;
+      const uint32_t before = lock.ctx().recorder().replay_first_batch();
+      lock.ctx().recorder().set_replay_first_batch(n);
+      return before;
+    });
+  }, py::arg("n"));
+  // Benchmarks only: how long a wait on the GPU polls before it blocks (us; 0: never
+  // polls), switched within one process like the submit policy; returns the previous one.
+  m.def("_set_spin_wait_us", [](uint64_t us) {
+    return guarded([&] {
+      RuntimeLock lock;
+      const uint64_t before = lock.ctx().spin_wait_us();
+      lock.ctx().set_spin_wait_us(us);
+      return before;
+    });
+  }, py::arg("us"));
   // Whether the adapter runs workgroups on CPU cores (adapter_kind.h; the env override
   // included): generated kernels pick their workgroup shapes by it as eager kernels do.
   m.def("_software_adapter", [] {

@@ -24,6 +24,7 @@ CommandRecorder::CommandRecorder(Context& ctx) : ctx_(ctx) {
   first_batch_ = first ? std::min(first, max_batch_) : max_batch_;
   batch_limit_ = max_batch_;
   flush_after_ns_ = static_cast<uint64_t>(Config::get().eager_flush_us) * 1000;
+  replay_first_batch_ = Config::get().replay_first_batch;
   align_ = ctx.caps().min_uniform_offset_alignment;
   arena_capacity_ = static_cast<uint64_t>(max_batch_) * 256 + kMaxUniformSlot;
   WGPUBufferDescriptor desc = {};

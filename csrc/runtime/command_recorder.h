@@ -7,6 +7,7 @@
 #pragma once
 #include <webgpu/webgpu.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -73,6 +74,10 @@ class CommandRecorder {
   // first 0: no ramp): benchmarks alternate policies within one process. Submits first.
   // flush_us: TORCH_WEBGPU_EAGER_FLUSH_US's value (0: off).
   void set_batches(uint32_t max_batch, uint32_t first_batch, uint32_t flush_us);
+  // Dispatches in a graph replay's first submit (TORCH_WEBGPU_REPLAY_FIRST_BATCH; later
+  // submits double up to TORCH_WEBGPU_MAX_BATCH), switchable like set_batches.
+  uint32_t replay_first_batch() const { return replay_first_batch_; }
+  void set_replay_first_batch(uint32_t n) { replay_first_batch_ = std::max<uint32_t>(1, n); }
 
  private:
   void ensure_encoder();
@@ -88,6 +93,7 @@ class CommandRecorder {
   uint32_t first_batch_;  // the batch after a read-back (Config::eager_first_batch)
   uint32_t batch_limit_;  // this batch's: first_batch_ doubling up to max_batch_
   uint64_t flush_after_ns_ = 0;  // Config::eager_flush_us (0: off)
+  uint32_t replay_first_batch_;
   uint64_t batch_start_ns_ = 0;  // when the open batch's first dispatch was recorded
   uint32_t align_;
 

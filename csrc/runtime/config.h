@@ -35,6 +35,11 @@ struct Config {
   // it made compiled decode no faster (Dawn's submit holds the device lock that every call
   // of the other thread then waits for; docs/PERFORMANCE.md).
   bool async_replay = false;
+  // TORCH_WEBGPU_SPIN_WAIT_US=N: a wait on the GPU (read-back, synchronize) polls the queue
+  // for up to N us before it blocks in the driver's fence wait. -1 (unset): the adapter's
+  // default (Context::spin_wait_us: hardware adapters spin, CPU adapters, whose cores run
+  // the work being waited for, never do).
+  int64_t spin_wait_us = -1;
   // TORCH_WEBGPU_MAX_BINDING_BYTES=N: plan kernels as if a storage binding held at most N
   // bytes (tests of tensors larger than one binding with small tensors); 0: the adapter's.
   uint64_t max_binding_bytes = 0;

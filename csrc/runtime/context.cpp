@@ -21,6 +21,9 @@
 namespace twgpu {
 namespace {
 
+// How long a wait on a hardware adapter polls before it blocks (TORCH_WEBGPU_SPIN_WAIT_US).
+constexpr uint64_t kHardwareSpinWaitUs = 1000;
+
 struct BackendChoice {
   const char* name;
   WGPUBackendType type;
@@ -184,6 +187,15 @@ Context::Context() {
   }
   if (!uses_gl() && wgpuDeviceHasFeature(device_, dawn::kFeatureImplicitDeviceSynchronization))
     worker_ = std::make_unique<SubmitWorker>();
+  // Hardware adapters poll before blocking: a blocked fence wait wakes up late (an
+  // interrupt and a reschedule), which every read-back and synchronize pays. CPU adapters
+  // never spin: their own threads run the work being waited for.
+  const Config& cfg = Config::get();
+  const bool cpu_adapter = adapter_desc_.adapter_type == "CPU" ||
+                           adapter_desc_.name.find("llvmpipe") != std::string::npos ||
+                           adapter_desc_.name.find("SwiftShader") != std::string::npos;
+  set_spin_wait_us(cfg.spin_wait_us >= 0 ? static_cast<uint64_t>(cfg.spin_wait_us)
+                                         : (cpu_adapter ? 0 : kHardwareSpinWaitUs));
 }
 
 bool Context::uses_gl() const {
@@ -437,11 +449,18 @@ void Context::wait(WGPUFuture future) {
   touch_gl();
   WGPUFutureWaitInfo info = {future, 0};
   const auto start = std::chrono::steady_clock::now();
+  auto elapsed_ns = [&] {
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
+  };
   ++waits_;
   for (;;) {
-    WGPUWaitStatus status = wgpuInstanceWaitAny(instance_, 1, &info, 100 * 1000 * 1000ull);
+    // Polls (a zero timeout checks the queue's fences and returns) for spin_wait_ns_, then
+    // blocks in slices that notice a lost device.
+    const bool spin = spin_wait_ns_ && elapsed_ns() < spin_wait_ns_;
+    WGPUWaitStatus status = wgpuInstanceWaitAny(instance_, 1, &info, spin ? 0 : 100 * 1000 * 1000ull);
     if (status == WGPUWaitStatus_Success && info.completed) {
-      waited_ns_ += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count();
+      waited_ns_ += elapsed_ns();
       return;
     }
     if (lost_.load()) break;

@@ -112,6 +112,10 @@ class Context {
   // (read-backs, synchronize), for dispatch_stats.
   uint64_t waits() const { return waits_; }
   uint64_t waited_ns() const { return waited_ns_; }
+  // How long a wait polls before it blocks (TORCH_WEBGPU_SPIN_WAIT_US), and the benchmarks'
+  // switch for it.
+  uint64_t spin_wait_us() const { return spin_wait_ns_ / 1000; }
+  void set_spin_wait_us(uint64_t us) { spin_wait_ns_ = us * 1000; }
   // Raises the pending uncaptured WebGPU error or a lost device, if any.
   void check_errors();
   bool lost() const { return lost_.load(); }
@@ -139,6 +143,7 @@ class Context {
   std::atomic<bool> lost_{false};
   uint64_t waits_ = 0;
   uint64_t waited_ns_ = 0;
+  uint64_t spin_wait_ns_ = 0;
   std::string lost_message_;
   std::mutex error_mutex_;
   std::string pending_error_;

@@ -377,7 +377,7 @@ void CapturedGraph::encode_and_submit(WGPUCommandEncoder encoder, bool profiled)
   // The first submits are short and grow to max_batch: the GPU starts on the graph's
   // first dispatches while the rest are still being encoded (a decode step ends in a
   // read-back, so every replay starts with an idle GPU).
-  uint32_t batch_limit = std::min(Config::get().replay_first_batch, max_batch);
+  uint32_t batch_limit = std::min(recorder.replay_first_batch(), max_batch);
   if (!encoder) encoder = wgpuDeviceCreateCommandEncoder(device, nullptr);
   WGPUComputePassEncoder pass = nullptr;
   WGPUComputePipeline bound = nullptr;

@@ -309,6 +309,34 @@ def test_eager_flush_after_a_time_submits_open_work():
     assert result.stdout.split()[-3:] == ["19", "0", "19"], result.stdout
 
 
+def test_waits_poll_then_block_with_the_same_results():
+    # TORCH_WEBGPU_SPIN_WAIT_US: a wait polls the queue that long, then blocks. CPU adapters
+    # (here) default to 0 (their threads run the work); the variable and the in-process
+    # switch set it. Read-backs return the same bytes whether a wait ends polling (a long
+    # spin), blocking (a 1 us spin, shorter than the work) or blocks at once.
+    code = (
+        "import torch, torch_webgpu\n"
+        "from torch_webgpu import _C\n"
+        "first = _C._set_spin_wait_us(5000)\n"
+        "a = torch.randn(256, 256, generator=torch.Generator().manual_seed(0))\n"
+        "want = (a @ a @ a).sum(0)\n"
+        "for spin in (5000, 1, 0):\n"
+        "    _C._set_spin_wait_us(spin)\n"
+        "    waits = _C.dispatch_stats()['host_waits']\n"
+        "    x = a.to('webgpu')\n"
+        "    got = (x @ x @ x).sum(0).cpu()\n"
+        "    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-2)\n"
+        "    torch.webgpu.synchronize()\n"
+        "    assert _C.dispatch_stats()['host_waits'] >= waits + 2\n"
+        "print(first, _C._set_spin_wait_us(0))\n")
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[-2:] == ["0", "0"], result.stdout
+    result = run_python(code, env={"TORCH_WEBGPU_SPIN_WAIT_US": "250"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split()[-2:] == ["250", "0"], result.stdout
+
+
 def test_eager_batches_start_small_after_a_read_back_and_double():
     # After a read-back the GPU is idle: the first submit carries EAGER_FIRST_BATCH
     # dispatches, the next twice as many, up to TORCH_WEBGPU_MAX_BATCH.
