@@ -576,11 +576,9 @@ def all_cases(quick, caps):
 
 
 CLOCK = time.perf_counter
-# --phases: device -> (issue us, drain us) per call of the last case measured there.
-PHASES = {}
-
-
-def measure(case, device, quick):
+def measure(case, device, quick, phases=None):
+    """The case's figure on `device`; with a `phases` dict, also its (issue us, drain us)
+    per call there (--phases), stored under `device`."""
     if case.figure is not None:
         return case.figure(device)
     fn = case.setup(device)
@@ -588,8 +586,8 @@ def measure(case, device, quick):
     if case.unit == "us":
         reps, inner = 3, 1
     ms = best_ms(fn, device, reps=reps, inner=inner, warmup_s=0.05 if quick else 0.2, clock=CLOCK)
-    if PHASES and case.unit != "us":
-        PHASES[device] = phases_us(fn, device, reps=reps, inner=inner)
+    if phases is not None and case.unit != "us":
+        phases[device] = phases_us(fn, device, reps=reps, inner=inner)
     del fn
     sync(device)
     return rate(case, ms)
@@ -623,8 +621,6 @@ def main():
     if args.cpu_clock:
         global CLOCK
         CLOCK = time.process_time
-    if args.phases:
-        PHASES["on"] = True
     if args.spin_wait_us is not None:
         torch_webgpu._C._set_spin_wait_us(args.spin_wait_us)
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -638,6 +634,7 @@ def main():
     print(head)
     print("-" * len(head))
     rows = []
+    phases = {} if args.phases else None  # device -> (issue us, drain us) of the last case
     cases = all_cases(args.quick, caps)
     for section in selected:
         for case in cases[section]:
@@ -646,12 +643,12 @@ def main():
             row = {"section": section, "op": case.op, "shape": case.shape, "unit": case.unit,
                    "limit": case.limit, "ours": None, "cuda": None, "ratio": None}
             try:
-                row["ours"] = measure(case, "webgpu", args.quick)
+                row["ours"] = measure(case, "webgpu", args.quick, phases)
             except Exception as e:  # reported in the table, never hidden
                 row["limit"] = f"ours failed: {type(e).__name__}: {str(e).splitlines()[0][:80]}"
             if use_cuda:
                 try:
-                    row["cuda"] = measure(case, "cuda", args.quick)
+                    row["cuda"] = measure(case, "cuda", args.quick, phases)
                 except Exception as e:
                     row["limit"] += f" cuda failed: {str(e).splitlines()[0][:60]}"
             if row["ours"] and row["cuda"]:
@@ -659,14 +656,14 @@ def main():
                                 else row["ours"] / row["cuda"])
             fmt = lambda v: f"{v:9.4g}" if v is not None else f"{'-':>9s}"  # noqa: E731
             ratio = f"{row['ratio']:6.2f}" if row["ratio"] is not None else f"{'-':>6s}"
-            phases = ""
+            phase_text = ""
             for dev, name in (("webgpu", "ours"), ("cuda", "cuda")):
-                if dev in PHASES:
-                    issue, drain = PHASES.pop(dev)
+                if phases and dev in phases:
+                    issue, drain = phases.pop(dev)
                     row[f"{name}_issue_us"], row[f"{name}_drain_us"] = issue, drain
-                    phases += f" {name} issue/drain {issue:.1f}/{drain:.1f} us"
+                    phase_text += f" {name} issue/drain {issue:.1f}/{drain:.1f} us"
             print(f"{section:10s} {case.op:22s} {case.shape:34s} {fmt(row['ours'])} {fmt(row['cuda'])} "
-                  f"{ratio} {case.unit:7s} {row['limit']}{phases}", flush=True)
+                  f"{ratio} {case.unit:7s} {row['limit']}{phase_text}", flush=True)
             rows.append(row)
             torch.webgpu.empty_cache()
     print("ratio: ours / CUDA (1.0 = as fast as CUDA; for us, ms and MB, CUDA's figure over ours)")

@@ -43,6 +43,10 @@ void CommandRecorder::set_batches(uint32_t max_batch, uint32_t first_batch, uint
   batch_limit_ = max_batch_;  // (a full arena still submits early: its size stays)
 }
 
+void CommandRecorder::start_batch_clock() {
+  if (pending_ == 0 && flush_after_ns_) batch_start_ns_ = DispatchProfiler::now_ns();
+}
+
 void CommandRecorder::ensure_encoder() {
   if (!encoder_) encoder_ = wgpuDeviceCreateCommandEncoder(ctx_.device(), nullptr);
 }
@@ -84,7 +88,7 @@ void CommandRecorder::dispatch(const Pipeline& p, const WGPUBuffer* buffers, con
     flush();
     batch_limit_ = std::min(batch_limit_ * 2, max_batch_);
   }
-  if (pending_ == 0) batch_start_ns_ = now;
+  start_batch_clock();
   DispatchProfiler& profiler = DispatchProfiler::get();
   const bool profiled = profiler.active();
   if (profiled) {
@@ -141,7 +145,7 @@ void CommandRecorder::copy(WGPUBuffer src, uint64_t src_offset, WGPUBuffer dst,
   }
   end_pass();
   ensure_encoder();
-  if (pending_ == 0 && flush_after_ns_) batch_start_ns_ = DispatchProfiler::now_ns();
+  start_batch_clock();
   wgpuCommandEncoderCopyBufferToBuffer(encoder_, src, src_offset, dst, dst_offset, size);
   ++pending_;
 }
@@ -193,7 +197,7 @@ void CommandRecorder::write(WGPUBuffer dst, uint64_t offset, const void* data, u
   if (encoder_ && size <= kInlineWriteBytes && arena_used_ + slot <= arena_capacity_) {
     std::memcpy(arena_host_.data() + arena_used_, data, size);
     end_pass();
-    if (pending_ == 0 && flush_after_ns_) batch_start_ns_ = DispatchProfiler::now_ns();
+    start_batch_clock();
     wgpuCommandEncoderCopyBufferToBuffer(encoder_, arena_, arena_used_, dst, offset, size);
     arena_used_ += slot;
     ++pending_;

@@ -80,6 +80,8 @@ class CommandRecorder {
   void set_replay_first_batch(uint32_t n) { replay_first_batch_ = std::max<uint32_t>(1, n); }
 
  private:
+  // Notes when the open batch got its first command (TORCH_WEBGPU_EAGER_FLUSH_US's clock).
+  void start_batch_clock();
   void ensure_encoder();
   void ensure_pass();
   void end_pass();
