@@ -34,6 +34,8 @@ def test_opinfo(opinfo_case, expected_failures, expected_failures_path, hard_tim
             pytest.xfail(expected)
         pytest.fail(f"{result.failure_report()}\n(not in {listing}: "
                     f"fix it, or add the line\n{line}  {result.reason()})", pytrace=False)
+    if expected is not None and expected.startswith(oi.HOST_DEPENDENT_PREFIX):
+        return  # passes on this host's CPU reference; fails on others (see the reason)
     if expected is not None:
         pytest.fail(f"{line}: listed in {listing} ({expected}) but now "
                     f"{'passes' if result.status == 'pass' else 'runs no sample'}: delete its "
