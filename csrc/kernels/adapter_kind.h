@@ -17,11 +17,7 @@ inline bool software_adapter(Context& ctx) {
     if (std::string(kind) == "gpu") return false;
     if (std::string(kind) == "software") return true;
   }
-  const AdapterDescription& a = ctx.adapter();
-  if (a.adapter_type == "CPU") return true;
-  for (const char* soft : {"llvmpipe", "lavapipe", "SwiftShader", "swiftshader"})
-    if (a.name.find(soft) != std::string::npos) return true;
-  return false;
+  return ctx.adapter().runs_on_cpu();
 }
 
 }  // namespace twgpu

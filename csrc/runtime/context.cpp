@@ -191,11 +191,8 @@ Context::Context() {
   // interrupt and a reschedule), which every read-back and synchronize pays. CPU adapters
   // never spin: their own threads run the work being waited for.
   const Config& cfg = Config::get();
-  const bool cpu_adapter = adapter_desc_.adapter_type == "CPU" ||
-                           adapter_desc_.name.find("llvmpipe") != std::string::npos ||
-                           adapter_desc_.name.find("SwiftShader") != std::string::npos;
   set_spin_wait_us(cfg.spin_wait_us >= 0 ? static_cast<uint64_t>(cfg.spin_wait_us)
-                                         : (cpu_adapter ? 0 : kHardwareSpinWaitUs));
+                                         : (adapter_desc_.runs_on_cpu() ? 0 : kHardwareSpinWaitUs));
 }
 
 bool Context::uses_gl() const {

@@ -27,6 +27,13 @@ struct AdapterDescription {
   std::string adapter_type;  // "discrete GPU", "CPU", ...
   bool compatibility_mode = false;
   uint32_t subgroup_min_size = 0, subgroup_max_size = 0;  // Dawn's adapter info (0: unknown)
+  // Whether the adapter runs workgroups on CPU cores (llvmpipe, lavapipe, SwiftShader).
+  bool runs_on_cpu() const {
+    if (adapter_type == "CPU") return true;
+    for (const char* soft : {"llvmpipe", "lavapipe", "SwiftShader", "swiftshader"})
+      if (name.find(soft) != std::string::npos) return true;
+    return false;
+  }
 };
 
 struct DeviceCapabilities {
