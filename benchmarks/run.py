@@ -385,11 +385,16 @@ def pool(scale, caps):
         x = torch.randn(b, 64, 112, 112, device=d)
         return lambda: F.max_pool2d(x, 3, 2, 1)
 
+    def avgp3(d):
+        x = torch.randn(b, 64, 112, 112, device=d)
+        return lambda: F.avg_pool2d(x, 3, 2, 1)
+
     def avgp(d):
         x = torch.randn(b, 2048, 7, 7, device=d)
         return lambda: F.adaptive_avg_pool2d(x, 1)
     e1, e2 = b * 64 * 112 * 112, b * 2048 * 49
     return [Case("pool", "max_pool2d 3/2", f"{b}x64x112x112", maxp, 4 * (e1 + e1 // 4), "GB/s"),
+            Case("pool", "avg_pool2d 3/2", f"{b}x64x112x112", avgp3, 4 * (e1 + e1 // 4), "GB/s"),
             Case("pool", "adaptive_avg_pool2d 1", f"{b}x2048x7x7", avgp, 4 * (e2 + b * 2048), "GB/s")]
 
 

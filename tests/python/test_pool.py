@@ -182,3 +182,43 @@ def test_fractional_max_pool_random_and_errors(monkeypatch):
                      make((1, 1, 8, 8), torch.float32))  # pool too large for the input
     assert not check(lambda t: torch.ops.aten.fractional_max_pool3d(t, (2, 1, 1), (7, 7, 7), torch.rand(1, 1, 3)),
                      make((1, 1, 8, 8, 8), torch.float32))
+
+
+POOL_CASES = [
+    lambda t: F.max_pool2d(t, 3, 2, 1, return_indices=True),
+    lambda t: F.max_pool2d(t, (3, 2), (2, 1), (1, 0), (2, 1), ceil_mode=True, return_indices=True),
+    lambda t: F.max_pool3d(t.unsqueeze(2).expand(-1, -1, 3, -1, -1), 2, 1, 1, return_indices=True),
+    lambda t: F.max_pool2d(t, 9, 1, 4, return_indices=True),  # 81 taps: the loops
+    lambda t: F.avg_pool2d(t, 3, 2, 1),
+    lambda t: F.avg_pool2d(t, 3, 2, 1, ceil_mode=True, count_include_pad=False),
+    lambda t: F.avg_pool2d(t, (2, 3), 1, (1, 1), divisor_override=4),
+    lambda t: F.avg_pool2d(t, 9, 1, 4),
+]
+
+
+@pytest.mark.parametrize("case", range(len(POOL_CASES)))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_written_out_taps_equal_the_loops(case, dtype, monkeypatch):
+    """Fixed windows of up to 64 taps run written out tap by tap (their loads issued
+    together); the loops (TORCH_WEBGPU_POOL_TAPS=loop) give the same bits, indices
+    included, with NaN, -inf and padding in the windows, and both match the CPU."""
+    fn = POOL_CASES[case]
+    x = make((2, 3, 11, 10), dtype)
+    x[0, 0, 1, 1] = float("nan")
+    x[0, 1, 4, 4] = float("-inf")
+    x[1, 2, 5:8, 5:8] = float("nan")
+    x[1, 0, 0, :] = -1.0
+    expected = fn(x.float())
+    tol = HALF_TOL[dtype]
+    out = {}
+    for taps in ("", "loop"):
+        monkeypatch.setenv("TORCH_WEBGPU_POOL_TAPS", taps)
+        out[taps] = fn(x.to("webgpu"))
+    got, loops = out[""], out["loop"]
+    if isinstance(got, tuple):
+        assert torch.equal(got[1].cpu(), loops[1].cpu())
+        assert torch.equal(got[1].cpu(), expected[1])
+        got, loops, expected = got[0], loops[0], expected[0]
+    assert torch.equal(got.cpu().view(torch.int16 if dtype == torch.float16 else torch.int32),
+                       loops.cpu().view(torch.int16 if dtype == torch.float16 else torch.int32))
+    torch.testing.assert_close(got.cpu().float(), expected, equal_nan=True, **tol)
