@@ -341,20 +341,22 @@ def conv(quick, caps):
 
 
 def attention(quick, caps):
-    heads, kv_heads, hd = 14, 2, 64  # Qwen2.5-0.5B's GQA
     out = []
+    qwen, llama3b = (14, 2, 64), (24, 8, 128)  # (heads, kv_heads, head dim) of Qwen2.5-0.5B, Llama-3.2-3B
+    long = 128 if quick else 512
     # "math": the same call forced onto PyTorch's math decomposition (matmuls and a
     # softmax), what webgpu ran before its fused kernel.
-    cases = [("prefill", 128 if quick else 512, 128 if quick else 512, False, False),
-             ("prefill GQA 14/2", 128 if quick else 512, 128 if quick else 512, True, False),
-             ("prefill GQA math", 128 if quick else 512, 128 if quick else 512, True, True),
-             ("decode", 1, 256 if quick else 1024, False, False),
-             ("decode GQA 14/2", 1, 256 if quick else 1024, True, False),
-             ("decode GQA math", 1, 256 if quick else 1024, True, True),
+    cases = [("prefill", qwen, long, long, False, False),
+             ("prefill GQA 14/2", qwen, long, long, True, False),
+             ("prefill GQA math", qwen, long, long, True, True),
+             ("prefill GQA 24/8", llama3b, long, long, True, False),
+             ("decode", qwen, 1, 256 if quick else 1024, False, False),
+             ("decode GQA 14/2", qwen, 1, 256 if quick else 1024, True, False),
+             ("decode GQA math", qwen, 1, 256 if quick else 1024, True, True),
              # Qwen2.5-0.5B's decode over a short static cache: latency, not bandwidth
-             ("decode GQA short", 1, 50, True, False)]
-    for name, q_len, kv_len, gqa, math in cases:
-        def setup(d, q_len=q_len, kv_len=kv_len, gqa=gqa, math=math):
+             ("decode GQA short", qwen, 1, 50, True, False)]
+    for name, (heads, kv_heads, hd), q_len, kv_len, gqa, math in cases:
+        def setup(d, heads=heads, kv_heads=kv_heads, hd=hd, q_len=q_len, kv_len=kv_len, gqa=gqa, math=math):
             q = torch.randn(1, heads, q_len, hd, device=d)
             kvh = kv_heads if gqa else heads
             k = torch.randn(1, kvh, kv_len, hd, device=d)

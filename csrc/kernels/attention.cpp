@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <string>
+#include <tuple>
 
 #include "kernels/adapter_kind.h"
 #include "kernels/binding_window.h"
@@ -29,6 +30,16 @@ struct Plan {
   // all rows, and each invocation of a row keeps its own online softmax over every
   // kTileLanes-th key of a chunk (merged across the row's invocations at the end).
   bool tiles = false;
+  // Blocks variant (GPU prefill where workgroup storage holds it): a workgroup takes `rows`
+  // query rows staged once, each chunk of `keys` keys and values staged; invocation
+  // (tx, ty) of a bx x (wg / bx) grid computes the scores of rows ty * kBlockRows + 0..3
+  // against keys tx + bx * 0..3 from those tiles (a GEMM's register block: each staged
+  // word read serves four rows or keys), and p v for the same rows over value columns
+  // tx + bx * w (vec4 units). The rows' softmax state is the same in every invocation
+  // of a row (the chunk's max merged through workgroup memory).
+  bool blocks = false;
+  uint32_t bx = 8;
+  bool shared_kv = false;  // blocks: V staged where K was, after the scores (large head dims)
   uint32_t wg = 64, rows = 1, keys = 64, per_lane = 1, lane_dims = 1, slices = 1;
   uint32_t q_words = 4;       // workgroup floats per query row (D rounded up to 4)
   // Key (and, lanes variant, value) rows read 16 bytes at a time through a vec4 binding
@@ -105,15 +116,63 @@ bool plan_tiles(Context& ctx, const AttentionArgs& a, bool software, Plan& p) {
   return true;
 }
 
+// Rows (of scores and outputs) and keys in a blocks invocation's register block.
+constexpr uint32_t kBlockRows = 4, kBlockKeys = 4;
+// Value units (vec4 columns) an invocation of the blocks variant keeps at most per row.
+constexpr uint32_t kBlockValueUnits = 4;
+
+// Workgroup bytes of the blocks variant: the query rows, K and V chunks (vec4 rows padded
+// by a word; `shared_kv`: one array for both, in turn), p (a vec4 of rows per key) and the
+// rows' chunk maxima.
+uint64_t blocks_bytes(const AttentionArgs& a, uint32_t tq, uint32_t tk, uint32_t bx, bool shared_kv) {
+  const uint64_t qw = tile_row_words(a.dim), vw = tile_row_words(a.v_dim), pw = tq / 4 + 1;
+  const uint64_t kv = shared_kv ? std::max(qw, vw) : qw + vw;
+  return 16ull * (tq * qw + tk * kv + tk * pw) + 4ull * tq * bx;
+}
+
+// The blocks variant's shape: the largest block (64 rows x 32 keys, then 32 x 32) whose
+// tiles fit the adapter's workgroup storage, K and V each in their own array or else in
+// one (head dim 128 in 48 KiB); head dims up to 4 * bx * kBlockValueUnits (128). False
+// when none fits (the spec's default 16 KiB: the tiles variant runs).
+bool plan_blocks(Context& ctx, const AttentionArgs& a, bool software, Plan& p) {
+  if (a.dim == 0 || a.v_dim == 0) return false;
+  const uint64_t limit = ctx.caps().max_workgroup_storage ? ctx.caps().max_workgroup_storage : 16384;
+  for (const auto [tq, tk, shared_kv] : {std::tuple{64u, 32u, false}, std::tuple{32u, 32u, false},
+                                         std::tuple{64u, 32u, true}, std::tuple{32u, 32u, true}}) {
+    const uint32_t bx = tk / kBlockKeys, wg = bx * (tq / kBlockRows);
+    const uint32_t units = std::max((a.dim + 3) / 4, (a.v_dim + 3) / 4);
+    if (wg > ctx.caps().workgroup_1d() || units > bx * kBlockValueUnits ||
+        blocks_bytes(a, tq, tk, bx, shared_kv) > limit)
+      continue;
+    p.blocks = true;
+    p.shared_kv = shared_kv;
+    p.wg = wg;
+    p.bx = bx;
+    p.rows = tq;
+    p.keys = tk;
+    p.k_vec4 = a.kv_len > 0 && vec4_rows(ctx, a.k, a.dim, a.dtype);
+    p.v_vec4 = a.kv_len > 0 && vec4_rows(ctx, a.v, a.v_dim, a.dtype);
+    split_keys(a, software ? 0 : 512, 4, p);
+    return true;
+  }
+  return false;
+}
+
 Plan plan_for(Context& ctx, const AttentionArgs& a) {
   const bool software = software_adapter(ctx);
   Plan p;
   p.subgroup = ctx.caps().subgroup_size;
-  // TORCH_WEBGPU_ATTENTION_VARIANT=rows|lanes|tiles overrides the choice (tests, measurements).
+  // TORCH_WEBGPU_ATTENTION_VARIANT=rows|lanes|tiles|blocks overrides the choice (tests,
+  // measurements; blocks falls back to tiles where it does not fit).
   std::string force;
   if (const char* f = std::getenv("TORCH_WEBGPU_ATTENTION_VARIANT")) force = f;
-  // GPUs' prefill: staged K/V tiles shared by a block of query rows.
-  if ((force == "tiles" || (force.empty() && !software && a.q_len >= 16)) && plan_tiles(ctx, a, software, p))
+  // GPUs' prefill: staged query rows, K and V in register blocks, or (where workgroup
+  // storage is too small for them) staged K/V tiles shared by a block of query rows.
+  if ((force == "blocks" || (force.empty() && !software && a.q_len >= 16)) && plan_blocks(ctx, a, software, p))
+    return p;
+  p = Plan{};
+  if ((force == "tiles" || force == "blocks" || (force.empty() && !software && a.q_len >= 16)) &&
+      plan_tiles(ctx, a, software, p))
     return p;
   p = Plan{};
   const bool lanes_fit = a.dim % 4 == 0 && a.v_dim % 4 == 0 && a.dim > 0 && a.v_dim > 0;
@@ -713,6 +772,137 @@ std::string tiles_body(const AttentionArgs& a, const Plan& p, const std::vector<
   return s;
 }
 
+std::string blocks_body(const AttentionArgs& a, const Plan& p, const std::vector<KernelBuffer>& bufs,
+                        DType mask_dtype, bool partial) {
+  const uint32_t d4 = (a.dim + 3) / 4, v4 = (a.v_dim + 3) / 4, vpl = (v4 + p.bx - 1) / p.bx;
+  const uint32_t qw = tile_row_words(a.dim), pw = p.rows / 4 + 1;
+  // Staged rows of K and of V (the same array, in turn, when shared_kv).
+  const uint32_t kw = p.shared_kv ? std::max(qw, tile_row_words(a.v_dim)) : qw;
+  const uint32_t vw = p.shared_kv ? kw : tile_row_words(a.v_dim);
+  auto S = [](uint32_t v) { return std::to_string(v); };
+  std::string s = operand_fns(a, bufs, mask_dtype);
+  if (a.dtype == DType::BFloat16) s += kBf2;
+  int b4 = a.mask_kind == MaskKind::None ? 3 : 4;
+  const int k4 = p.k_vec4 ? b4++ : -1, v4b = p.v_vec4 ? b4 : -1;
+  s += "const WG = " + N(p.wg) + ";\nconst BX = " + N(p.bx) + ";\nconst TQ = " + N(p.rows) + ";\nconst TK = " +
+       N(p.keys) + ";\nconst D4 = " + N(d4) + ";\nconst D = " + N(a.dim) + ";\nconst V4 = " + N(v4) +
+       ";\nconst DV = " + N(a.v_dim) + ";\nconst QW = " + N(qw) + ";\nconst KW = " + N(kw) + ";\nconst VW = " +
+       N(vw) + ";\nconst PW = " + N(pw) + ";\n";
+  s += "var<workgroup> qs: array<vec4<f32>, " + N(p.rows * qw) + ">;\n"
+       "var<workgroup> ks: array<vec4<f32>, " + N(p.keys * kw) + ">;\n" +
+       (p.shared_kv ? "" : "var<workgroup> vs: array<vec4<f32>, " + N(p.keys * vw) + ">;\n") +
+       "var<workgroup> ps: array<vec4<f32>, " + N(p.keys * pw) + ">;\n"
+       "var<workgroup> red: array<f32, " + N(p.rows * p.bx) + ">;\n";
+  const std::string vs = p.shared_kv ? "ks" : "vs";
+  s += tile_loader("k", "ks", a.dim, kw, a.dtype, k4) + tile_loader("v", vs, a.v_dim, vw, a.dtype, v4b);
+  s += "fn qel(e: u32, c: u32) -> f32 { if (c < D) { return fq(e + c * u.q_sd); } return 0.0; }\n";
+  s += output_fns(a, bufs, partial);
+  s += block_main(p.wg);
+  // i: this invocation's first row (kKeyRange's mask row is row i's).
+  s += "  let tx = lid % BX;\n  let ty = lid / BX;\n  let i = blk * TQ + ty * 4u;\n";
+  s += kKeyRange;
+  // The block's query rows, scaled, staged once.
+  s += R"(  let qbase = u.q_off + b * u.q_sb + h * u.q_sh;
+  for (var x = lid; x < TQ * D4; x = x + WG) {
+    let row = blk * TQ + x / D4;
+    let c = 4u * (x % D4);
+    var val = vec4<f32>(0.0);
+    if (live && row < u.lq) {
+      let e = qbase + row * u.q_sl;
+      val = vec4<f32>(qel(e, c), qel(e, c + 1u), qel(e, c + 2u), qel(e, c + 3u)) * u.scale;
+    }
+    qs[(x / D4) * QW + x % D4] = val;
+  }
+)";
+  const char* lane = "xyzw";
+  for (uint32_t r = 0; r < kBlockRows; ++r) {
+    const std::string R = S(r);
+    s += "  let ok" + R + " = live && i + " + N(r) + " < u.lq;\n  var m" + R + " = -f32_inf();\n  var l" + R + " = 0.0;\n";
+    for (uint32_t w = 0; w < vpl; ++w) s += "  var o" + R + "_" + S(w) + " = vec4<f32>(0.0);\n";
+  }
+  s += "  for (var c0 = kb; c0 < ke; c0 = c0 + TK) {\n"
+       "    workgroupBarrier();\n    k_tile(kbase, c0, ke, lid);\n" +
+       std::string(p.shared_kv ? "" : "    v_tile(vbase, c0, ke, lid);\n") + "    workgroupBarrier();\n";
+  // Scores: sr.<key j> of row r against key tx + BX * j.
+  for (uint32_t r = 0; r < kBlockRows; ++r) s += "    var s" + S(r) + " = vec4<f32>(0.0);\n";
+  s += "    for (var x = 0u; x < D4; x = x + 1u) {\n";
+  for (uint32_t r = 0; r < kBlockRows; ++r) s += "      let q" + S(r) + " = qs[(ty * 4u + " + N(r) + ") * QW + x];\n";
+  for (uint32_t j = 0; j < kBlockKeys; ++j)
+    s += "      let k" + S(j) + " = ks[(tx + " + N(j * p.bx) + ") * KW + x];\n";
+  for (uint32_t r = 0; r < kBlockRows; ++r)
+    s += "      s" + S(r) + " = s" + S(r) + " + vec4<f32>(dot(q" + S(r) + ", k0), dot(q" + S(r) + ", k1), dot(q" + S(r) +
+         ", k2), dot(q" + S(r) + ", k3));\n";
+  s += "    }\n";
+  // Mask, causal and range; each row's chunk max over its BX invocations.
+  for (uint32_t r = 0; r < kBlockRows; ++r) {
+    const std::string R = S(r), row = "(i + " + N(r) + ")";
+    s += "    var mx" + R + " = m" + R + ";\n";
+    for (uint32_t j = 0; j < kBlockKeys; ++j) {
+      const std::string key = "(c0 + tx + " + N(j * p.bx) + ")", sc = "s" + R + "." + lane[j];
+      s += "    if (ok" + R + " && " + key + " < ke && (u.causal == 0u || " + key + " <= " + row + ")) { " + sc +
+           " = add_mask(" + sc + ", mrow + " + N(r) + " * u.m_sl + " + key + " * u.m_sk); } else { " + sc +
+           " = -f32_inf(); }\n    mx" + R + " = nan_max(mx" + R + ", " + sc + ");\n";
+    }
+    s += "    red[(ty * 4u + " + N(r) + ") * BX + tx] = mx" + R + ";\n";
+  }
+  s += "    workgroupBarrier();\n";
+  // Online softmax: a new max rescales what was summed so far (is_nan: NVIDIA's compiler
+  // may take comparisons as ordered).
+  for (uint32_t r = 0; r < kBlockRows; ++r) {
+    const std::string R = S(r);
+    s += "    {\n      var mt = m" + R + ";\n"
+         "      for (var t = 0u; t < BX; t = t + 1u) { mt = nan_max(mt, red[(ty * 4u + " + N(r) + ") * BX + t]); }\n"
+         "      if (is_nan(mt) || mt > m" + R + ") {\n        let c = exp_keep_nan(m" + R + " - mt);\n        l" + R +
+         " = l" + R + " * c;\n";
+    for (uint32_t w = 0; w < vpl; ++w) s += "        o" + R + "_" + S(w) + " = o" + R + "_" + S(w) + " * c;\n";
+    s += "        m" + R + " = mt;\n      }\n    }\n";
+    for (uint32_t j = 0; j < kBlockKeys; ++j) {
+      const std::string sc = "s" + R + "." + lane[j];
+      s += "    " + sc + " = select(exp_keep_nan(" + sc + " - m" + R + "), 0.0, " + sc + " == -f32_inf());\n";
+    }
+    s += "    l" + R + " = l" + R + " + ((s" + R + ".x + s" + R + ".y) + (s" + R + ".z + s" + R + ".w));\n";
+  }
+  for (uint32_t j = 0; j < kBlockKeys; ++j)
+    s += "    ps[(tx + " + N(j * p.bx) + ") * PW + ty] = vec4<f32>(s0." + lane[j] + ", s1." + lane[j] + ", s2." + lane[j] +
+         ", s3." + lane[j] + ");\n";
+  s += "    workgroupBarrier();\n";
+  if (p.shared_kv) s += "    v_tile(vbase, c0, ke, lid);\n    workgroupBarrier();\n";
+  s += "    let nk = min(TK, ke - c0);\n"
+       "    for (var kk = 0u; kk < nk; kk = kk + 1u) {\n      let pk = ps[kk * PW + ty];\n";
+  for (uint32_t w = 0; w < vpl; ++w) {
+    const std::string W = S(w);
+    s += "      let v" + W + " = " + vs + "[kk * VW + min(tx + " + N(w * p.bx) + ", V4 - 1u)];\n";
+    for (uint32_t r = 0; r < kBlockRows; ++r)
+      s += "      o" + S(r) + "_" + W + " = o" + S(r) + "_" + W + " + pk." + lane[r] + " * v" + W + ";\n";
+  }
+  s += "    }\n  }\n";
+  // The rows' sums over their BX invocations, then each invocation's columns.
+  s += "  workgroupBarrier();\n";
+  for (uint32_t r = 0; r < kBlockRows; ++r) s += "  red[(ty * 4u + " + N(r) + ") * BX + tx] = l" + S(r) + ";\n";
+  s += "  workgroupBarrier();\n";
+  for (uint32_t r = 0; r < kBlockRows; ++r) {
+    const std::string R = S(r);
+    s += "  if (ok" + R + ") {\n    var lt = 0.0;\n"
+         "    for (var t = 0u; t < BX; t = t + 1u) { lt = lt + red[(ty * 4u + " + N(r) + ") * BX + t]; }\n"
+         "    let row = (b * u.hq + h) * u.lq + i + " + N(r) + ";\n";
+    if (partial)
+      s += "    let rec = (row * u.splits + split) * (DV + 2u);\n"
+           "    if (tx == 0u) { put(rec + DV, m" + R + "); put(rec + DV + 1u, lt); }\n";
+    else
+      s += "    let inv = select(1.0 / lt, 0.0, lt == 0.0);\n"
+           "    let ob = u.o_off + b * u.o_sb + h * u.o_sh + (i + " + N(r) + ") * u.o_sl;\n"
+           "    if (tx == 0u) { put_lse(u.lse_off + row, select(m" + R + " + log(lt), -f32_inf(), lt == 0.0)); }\n";
+    for (uint32_t w = 0; w < vpl; ++w) {
+      const std::string col = "4u * (tx + " + N(w * p.bx) + ")";
+      s += "    for (var c = 0u; c < 4u; c = c + 1u) {\n      let col = " + col + " + c;\n      if (col < DV) { " +
+           (partial ? "put(rec + col, o" + R + "_" + S(w) + "[c]);" : "put(ob + col * u.o_sd, o" + R + "_" + S(w) + "[c] * inv);") +
+           " }\n    }\n";
+    }
+    s += "  }\n";
+  }
+  return s + "}\n";
+}
+
 // Merges the key ranges' partial states of each row: rescale each to the largest max.
 void launch_merge(Context& ctx, const AttentionArgs& a, const Plan& p, WGPUBuffer scratch) {
   static const UniformLayout layout({{"hq"}, {"lq"}, {"dv"}, {"dvp"}, {"splits"}, {"o_off"},
@@ -816,7 +1006,11 @@ void scaled_dot_product_attention(Context& ctx, const AttentionArgs& a) {
   }
   const uint32_t flags = static_cast<uint32_t>(a.dtype) | static_cast<uint32_t>(a.mask_kind) << 8 |
                         (partial ? 1u : 0u) << 16;
-  if (p.tiles)
+  if (p.blocks)
+    l.typed = {"attention:blocks", {flags | (p.k_vec4 ? 1u : 0u) << 24 | (p.v_vec4 ? 1u : 0u) << 25,
+                                    a.dim | a.v_dim << 16,
+                                    p.rows | p.keys << 16 | p.bx << 24 | (p.shared_kv ? 1u : 0u) << 31}};
+  else if (p.tiles)
     l.typed = {"attention:tiles", {flags | (p.k_vec4 ? 1u : 0u) << 24 | (p.v_vec4 ? 1u : 0u) << 25,
                                    a.dim | a.v_dim << 16, p.rows | p.keys << 16}};
   else if (p.lanes)
@@ -830,6 +1024,7 @@ void scaled_dot_product_attention(Context& ctx, const AttentionArgs& a) {
   l.count = rows / a.q_len * ceil_div(a.q_len, p.rows) * p.splits;
   l.workgroup = p.wg;
   l.body = [&]() {
+    if (p.blocks) return blocks_body(a, p, l.buffers, mask_dtype, partial);
     if (p.tiles) return tiles_body(a, p, l.buffers, mask_dtype, partial);
     return p.lanes ? lanes_body(a, p, l.buffers, mask_dtype) : rows_body(a, p, l.buffers, mask_dtype, partial);
   };

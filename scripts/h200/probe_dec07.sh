@@ -3,7 +3,8 @@
 #   STEPS="base pools" bash scripts/h200/probe_dec07.sh
 # base: tests of the changed families on the GPU, then run.py --cuda over the attention,
 # pool, sort and movement sections; pools: the pooling rows with the written-out windows
-# and with the loops (TORCH_WEBGPU_POOL_TAPS=loop), each in its own process.
+# and with the loops (TORCH_WEBGPU_POOL_TAPS=loop), each in its own process; attn: the
+# attention rows with the blocks kernel (default) and the tiles kernel, alternated.
 STEPS=${STEPS:-"base pools"}
 OUT=${OUT:-/tmp/probe}
 mkdir -p "$OUT"
@@ -26,5 +27,12 @@ for step in $STEPS; do
         echo "taps=$taps"; grep -E '^pool' "$OUT/pool_$taps.txt" | cut -c1-110
       done
       unset TORCH_WEBGPU_POOL_TAPS ;;
+    attn)
+      for v in default tiles default tiles; do
+        if [ $v = tiles ]; then export TORCH_WEBGPU_ATTENTION_VARIANT=tiles; else unset TORCH_WEBGPU_ATTENTION_VARIANT; fi
+        timeout 100 python3 benchmarks/run.py --cuda --only attention --match prefill > "$OUT/attn_$v.txt" 2>&1
+        echo "attention=$v"; grep -E '^attention' "$OUT/attn_$v.txt" | cut -c1-110
+      done
+      unset TORCH_WEBGPU_ATTENTION_VARIANT ;;
   esac
 done

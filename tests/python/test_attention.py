@@ -35,13 +35,15 @@ class OpNames(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-@pytest.fixture(params=["software", "gpu", "lanes", "tiles"])
+@pytest.fixture(params=["software", "gpu", "lanes", "tiles", "blocks"])
 def adapter_kind(request, monkeypatch):
     """Both adapter-class variants (software: a query row per invocation for prefill; gpu:
-    staged key/value tiles for prefill, rows of keys per workgroup for decode, long key
-    ranges split over workgroups), the lanes kernel forced for every shape it takes (head
-    dims multiples of 4) and the tiles kernel forced for every shape (decode included)."""
-    forced = request.param in ("lanes", "tiles")
+    register blocks over staged query rows and key/value chunks for prefill, rows of keys
+    per workgroup for decode, long key ranges split over workgroups), the lanes kernel
+    forced for every shape it takes (head dims multiples of 4), and the tiles and blocks
+    kernels forced for every shape (decode included; blocks falls back to tiles for head
+    dims past 128)."""
+    forced = request.param in ("lanes", "tiles", "blocks")
     monkeypatch.setenv("TORCH_WEBGPU_ADAPTER_KIND", "gpu" if forced else request.param)
     if forced:
         monkeypatch.setenv("TORCH_WEBGPU_ATTENTION_VARIANT", request.param)
@@ -413,9 +415,9 @@ def test_dropout_takes_the_math_path():
 def test_spec_default_limits_in_a_fresh_process():
     check_in_fresh_process(
         "import os\n"
-        "for kind in ('software', 'gpu', 'tiles'):\n"
-        "    os.environ['TORCH_WEBGPU_ADAPTER_KIND'] = 'gpu' if kind == 'tiles' else kind\n"
-        "    if kind == 'tiles': os.environ['TORCH_WEBGPU_ATTENTION_VARIANT'] = kind\n"
+        "for kind in ('software', 'gpu', 'tiles', 'blocks'):\n"
+        "    os.environ['TORCH_WEBGPU_ADAPTER_KIND'] = 'gpu' if kind in ('tiles', 'blocks') else kind\n"
+        "    if kind in ('tiles', 'blocks'): os.environ['TORCH_WEBGPU_ATTENTION_VARIANT'] = kind\n"
         "    for lq, lk, d in ((1, 700, 256), (40, 40, 256), (17, 64, 128), (45, 300, 64)):\n"
         "        q, k, v = (torch.randn(1, 4, n, d, generator=g) for n in (lq, lk, lk))\n"
         "        with sdpa_kernel(SDPBackend.MATH):\n"
@@ -426,10 +428,11 @@ def test_spec_default_limits_in_a_fresh_process():
         {"TORCH_WEBGPU_LIMITS": "default"})
 
 
-def test_gpu_prefill_takes_the_tiles_kernel_within_the_default_limits(tmp_path):
-    """GPU adapters run prefill (16+ query rows) on the tiles kernel and decode on the rows
-    kernel; under the spec's default limits the tiles' workgroup arrays fit its 16 KiB at
-    every head dim (the chunk of staged keys shrinks as the head dim grows)."""
+def test_gpu_prefill_kernels_within_the_default_limits(tmp_path):
+    """GPU adapters run prefill (16+ query rows) on the blocks kernel where its tiles fit
+    the workgroup storage, else on the tiles kernel, and decode on the rows kernel; under
+    the spec's default limits (16 KiB) blocks take only tiny head dims and the tiles'
+    chunk of staged keys shrinks as the head dim grows: every workgroup array fits."""
     check_in_fresh_process(
         "for lq, d in ((40, 64), (40, 256), (20, 1), (1, 64)):\n"
         "    q, k, v = (torch.randn(1, 2, n, d, generator=g) for n in (lq, 50, 50))\n"
@@ -440,10 +443,11 @@ def test_gpu_prefill_takes_the_tiles_kernel_within_the_default_limits(tmp_path):
         {"TORCH_WEBGPU_LIMITS": "default", "TORCH_WEBGPU_ADAPTER_KIND": "gpu",
          "TORCH_WEBGPU_DUMP_SHADERS": str(tmp_path)})
     tiles = [f.read_text() for f in tmp_path.glob("attention_tiles_*.wgsl")]
-    assert len(tiles) == 3 and list(tmp_path.glob("attention_rows_*.wgsl"))
-    for wgsl in tiles:
+    blocks = [f.read_text() for f in tmp_path.glob("attention_blocks_*.wgsl")]
+    assert len(tiles) == 2 and len(blocks) == 1 and list(tmp_path.glob("attention_rows_*.wgsl"))
+    for wgsl in tiles + blocks:
         arrays = re.findall(r"var<workgroup> \w+: array<(vec4<f32>|f32), (\d+)u>;", wgsl)
-        assert len(arrays) == 3 and wgsl.count("var<workgroup>") == 3
+        assert len(arrays) == wgsl.count("var<workgroup>") == (3 if wgsl in tiles else 5)
         assert sum((16 if t == "vec4<f32>" else 4) * int(n) for t, n in arrays) <= 16384
 
 
@@ -573,3 +577,19 @@ def test_odd_head_dims_prefill(adapter_kind, d, dv):
     q, k, v = qkv(2, 3, 3, 21, 45, d, dv)
     check_sdpa(q, k, v, is_causal=True)
     check_sdpa(q, k, v, attn_mask=make((21, 45), torch.float32, 8, -2, 0))
+
+
+@pytest.mark.usefixtures("no_fallback")
+@pytest.mark.parametrize("d,dv", [(96, 96), (128, 128), (96, 40), (64, 128)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_blocks_large_head_dims(monkeypatch, tmp_path, d, dv, dtype):
+    """The blocks kernel at head dims whose K and V chunks do not both fit beside the
+    query rows: V is staged where K was, after the scores (llvmpipe's 32 KiB at 96, 48 KiB
+    at 128); past what any layout fits, the tiles kernel. Causal rows over a key split
+    (merged by the second pass) and a float mask, against the math path."""
+    monkeypatch.setenv("TORCH_WEBGPU_ADAPTER_KIND", "gpu")
+    monkeypatch.setenv("TORCH_WEBGPU_ATTENTION_VARIANT", "blocks")
+    q, k, v = qkv(1, 4, 2, 40, 600, d, dv, dtype=dtype)
+    check_sdpa(q, k, v, is_causal=True, enable_gqa=True)
+    q, k, v = qkv(2, 2, 2, 33, 70, d, dv, dtype=dtype, seed=3)
+    check_sdpa(q, k, v, attn_mask=make((33, 70), dtype, 9, -2, 0))
