@@ -160,8 +160,13 @@ bool plan_blocks(Context& ctx, const AttentionArgs& a, bool software, Plan& p) {
 
 Plan plan_for(Context& ctx, const AttentionArgs& a) {
   const bool software = software_adapter(ctx);
-  Plan p;
-  p.subgroup = ctx.caps().subgroup_size;
+  // A fresh plan per variant tried; every variant may merge through subgroups.
+  const Plan fresh = [&ctx] {
+    Plan f;
+    f.subgroup = ctx.caps().subgroup_size;
+    return f;
+  }();
+  Plan p = fresh;
   // TORCH_WEBGPU_ATTENTION_VARIANT=rows|lanes|tiles|blocks overrides the choice (tests,
   // measurements; blocks falls back to tiles where it does not fit).
   std::string force;
@@ -170,11 +175,11 @@ Plan plan_for(Context& ctx, const AttentionArgs& a) {
   // storage is too small for them) staged K/V tiles shared by a block of query rows.
   if ((force == "blocks" || (force.empty() && !software && a.q_len >= 16)) && plan_blocks(ctx, a, software, p))
     return p;
-  p = Plan{};
+  p = fresh;
   if ((force == "tiles" || force == "blocks" || (force.empty() && !software && a.q_len >= 16)) &&
       plan_tiles(ctx, a, software, p))
     return p;
-  p = Plan{};
+  p = fresh;
   const bool lanes_fit = a.dim % 4 == 0 && a.v_dim % 4 == 0 && a.dim > 0 && a.v_dim > 0;
   // Software adapters run a workgroup's invocations as SIMD lanes: for prefill, a query
   // row per lane reads each key row once for all lanes, with no barrier per chunk.
@@ -797,6 +802,14 @@ std::string blocks_body(const AttentionArgs& a, const Plan& p, const std::vector
   s += tile_loader("k", "ks", a.dim, kw, a.dtype, k4) + tile_loader("v", vs, a.v_dim, vw, a.dtype, v4b);
   s += "fn qel(e: u32, c: u32) -> f32 { if (c < D) { return fq(e + c * u.q_sd); } return 0.0; }\n";
   s += output_fns(a, bufs, partial);
+  // A row's chunk maximum over its BX neighbouring invocations: subgroup shuffles where the
+  // adapter has subgroups (the BX lanes of a row lie in one), else workgroup memory.
+  const bool shuffles = p.subgroup >= p.bx && p.subgroup % p.bx == 0 && p.wg % p.subgroup == 0;
+  if (shuffles)
+    s += "fn nan_max4(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {\n"
+         "  return vec4<f32>(nan_max(a.x, b.x), nan_max(a.y, b.y), nan_max(a.z, b.z), nan_max(a.w, b.w));\n}\n" +
+         group_reduce_fn({"row_max", "vec4<f32>", "", "nan_max4", "vec4<f32>(-f32_inf())", p.wg, p.bx, p.subgroup,
+                          false, false});
   s += block_main(p.wg);
   // i: this invocation's first row (kKeyRange's mask row is row i's).
   s += "  let tx = lid % BX;\n  let ty = lid / BX;\n  let i = blk * TQ + ty * 4u;\n";
@@ -843,15 +856,16 @@ std::string blocks_body(const AttentionArgs& a, const Plan& p, const std::vector
            " = add_mask(" + sc + ", mrow + " + N(r) + " * u.m_sl + " + key + " * u.m_sk); } else { " + sc +
            " = -f32_inf(); }\n    mx" + R + " = nan_max(mx" + R + ", " + sc + ");\n";
     }
-    s += "    red[(ty * 4u + " + N(r) + ") * BX + tx] = mx" + R + ";\n";
+    if (!shuffles) s += "    red[(ty * 4u + " + N(r) + ") * BX + tx] = mx" + R + ";\n";
   }
-  s += "    workgroupBarrier();\n";
+  s += shuffles ? "    let mxs = row_max(vec4<f32>(mx0, mx1, mx2, mx3), lid);\n" : "    workgroupBarrier();\n";
   // Online softmax: a new max rescales what was summed so far (is_nan: NVIDIA's compiler
   // may take comparisons as ordered).
   for (uint32_t r = 0; r < kBlockRows; ++r) {
     const std::string R = S(r);
-    s += "    {\n      var mt = m" + R + ";\n"
-         "      for (var t = 0u; t < BX; t = t + 1u) { mt = nan_max(mt, red[(ty * 4u + " + N(r) + ") * BX + t]); }\n"
+    s += "    {\n      var mt = m" + R + ";\n" +
+         (shuffles ? "      mt = mxs." + std::string(1, lane[r]) + ";\n"
+                   : "      for (var t = 0u; t < BX; t = t + 1u) { mt = nan_max(mt, red[(ty * 4u + " + N(r) + ") * BX + t]); }\n") +
          "      if (is_nan(mt) || mt > m" + R + ") {\n        let c = exp_keep_nan(m" + R + " - mt);\n        l" + R +
          " = l" + R + " * c;\n";
     for (uint32_t w = 0; w < vpl; ++w) s += "        o" + R + "_" + S(w) + " = o" + R + "_" + S(w) + " * c;\n";
@@ -938,7 +952,9 @@ void launch_merge(Context& ctx, const AttentionArgs& a, const Plan& p, WGPUBuffe
   for (var s = 0u; s < u.splits; s = s + 1u) { m = nan_max(m, part((row * u.splits + s) * w + u.dv)); }
   var l = 0.0;
   var o = 0.0;
-  if (m != -f32_inf()) {
+  // (is_nan: NVIDIA's compiler and SwiftShader may take the comparison as ordered, and a
+  // NaN row must stay NaN.)
+  if (is_nan(m) || m > -f32_inf()) {
     for (var s = 0u; s < u.splits; s = s + 1u) {
       let rec = (row * u.splits + s) * w;
       let f = exp_keep_nan(part(rec + u.dv) - m);
@@ -1009,7 +1025,8 @@ void scaled_dot_product_attention(Context& ctx, const AttentionArgs& a) {
   if (p.blocks)
     l.typed = {"attention:blocks", {flags | (p.k_vec4 ? 1u : 0u) << 24 | (p.v_vec4 ? 1u : 0u) << 25,
                                     a.dim | a.v_dim << 16,
-                                    p.rows | p.keys << 16 | p.bx << 24 | (p.shared_kv ? 1u : 0u) << 31}};
+                                    p.rows | p.keys << 16 | p.bx << 24 | (p.shared_kv ? 1u : 0u) << 31,
+                                    p.subgroup}};
   else if (p.tiles)
     l.typed = {"attention:tiles", {flags | (p.k_vec4 ? 1u : 0u) << 24 | (p.v_vec4 ? 1u : 0u) << 25,
                                    a.dim | a.v_dim << 16, p.rows | p.keys << 16}};

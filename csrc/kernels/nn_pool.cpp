@@ -1,8 +1,5 @@
 #include "kernels/nn_pool.h"
 
-#include <cstdlib>
-#include <string>
-
 namespace twgpu::nn {
 
 namespace {
@@ -78,56 +75,6 @@ const char* kMaxOverWindow =
     "      }\n    }\n  }\n"
     "  out0(idx, m);\n  out1(idx, max(mi, 0));\n}\n";
 
-// Windows of at most this many taps (fixed kernel sizes) are written out tap by tap.
-constexpr uint32_t kMaxUnrolledTaps = 64;
-
-// Whether a fixed-size window (not adaptive) is written out: its kernel sizes go into
-// the pipeline key. TORCH_WEBGPU_POOL_TAPS=loop keeps the loops (A/B measurements).
-bool unrolled_taps(const PoolGeometry& g) {
-  if (g.adaptive || uint64_t(g.k[0]) * g.k[1] * g.k[2] > kMaxUnrolledTaps) return false;
-  const char* f = std::getenv("TORCH_WEBGPU_POOL_TAPS");
-  return !(f && std::string(f) == "loop");
-}
-
-std::string unrolled_key(const char* family, const PoolGeometry& g) {
-  return std::string(family) + "_k" + std::to_string(g.k[0]) + "x" + std::to_string(g.k[1]) + "x" +
-         std::to_string(g.k[2]);
-}
-
-// The window of output idx written out tap by tap (kernel sizes fixed by the key): every
-// tap's load is issued whatever the others hold, from a clamped position (the plane's
-// first element) where the tap lies in the padding, and `ok<t>` says whether it counts.
-// The loop form waited for each load before issuing the next (0.67 of CUDA's max_pool2d
-// on an H100). Defines `base`, `p<t>` (the flat D*H*W position), `ok<t>` and `v<t>`.
-std::string unrolled_window(const PoolGeometry& g) {
-  const char* dim = "dhw";
-  std::string s = "  let o = out_pos(idx);\n  let base = o.x * plane_size();\n";
-  const std::string pos[3] = {"o.y", "o.z", "o.w"};
-  for (uint32_t j = 0; j < 3; ++j) {
-    const std::string J = std::to_string(j) + "u";
-    s += "  let " + std::string(1, dim[j]) + "0 = i32(" + pos[j] + ") * i32(u_stride(" + J + ")) - i32(u_padding(" + J +
-         "));\n  let " + std::string(1, dim[j]) + "s = i32(u_dilation(" + J + "));\n";
-    for (uint32_t a = 0; a < g.k[j]; ++a) {
-      const std::string n = std::string(1, dim[j]) + std::to_string(a);
-      s += "  let i" + n + " = " + dim[j] + "0 + " + std::to_string(a) + " * " + dim[j] + "s;\n"
-           "  let ok" + n + " = i" + n + " >= 0 && i" + n + " < in_size(" + J + ");\n";
-    }
-  }
-  uint32_t t = 0;
-  for (uint32_t a = 0; a < g.k[0]; ++a)
-    for (uint32_t b = 0; b < g.k[1]; ++b)
-      for (uint32_t c = 0; c < g.k[2]; ++c, ++t) {
-        const std::string T = std::to_string(t), D = "d" + std::to_string(a), H = "h" + std::to_string(b),
-                          W = "w" + std::to_string(c);
-        s += "  let ok" + T + " = ok" + D + " && ok" + H + " && ok" + W + ";\n"
-             "  let p" + T + " = (i" + D + " * in_size(1u) + i" + H + ") * in_size(2u) + i" + W + ";\n"
-             "  let v" + T + " = in0(base + u32(select(0, p" + T + ", ok" + T + ")));\n";
-      }
-  return s;
-}
-
-uint32_t taps(const PoolGeometry& g) { return g.k[0] * g.k[1] * g.k[2]; }
-
 // Plane sizes of a pooling geometry, for launch_map_planes.
 uint64_t in_plane(const PoolGeometry& g) { return uint64_t(g.in[0]) * g.in[1] * g.in[2]; }
 uint64_t out_plane(const PoolGeometry& g) { return uint64_t(g.out[0]) * g.out[1] * g.out[2]; }
@@ -142,18 +89,6 @@ void pool_max_forward(Context& ctx, const Operand& x, const PoolGeometry& g, con
   k.outputs = {y, indices};
   pool_params(k, g);
   k.body = window_fns(g.adaptive) + "fn run(idx: u32) {\n" + kWindows + kMaxOverWindow;
-  if (unrolled_taps(g)) {
-    // The taps in the loops' order, with their rule: the first counted tap's position
-    // stands until a larger value or a NaN (the last NaN wins).
-    k.key = unrolled_key("pool_max", g);
-    k.body = window_fns(false) + "fn run(idx: u32) {\n" + unrolled_window(g) + "  var m = -f32_inf();\n  var mi = -1;\n";
-    for (uint32_t t = 0; t < taps(g); ++t) {
-      const std::string T = std::to_string(t);
-      k.body += "  if (ok" + T + ") {\n    if (mi < 0) { mi = p" + T + "; }\n"
-                "    if (v" + T + " > m || is_nan(v" + T + ")) { m = v" + T + "; mi = p" + T + "; }\n  }\n";
-    }
-    k.body += "  out0(idx, m);\n  out1(idx, max(mi, 0));\n}\n";
-  }
   launch_map_planes(ctx, k, g.planes, {in_plane(g), out_plane(g), out_plane(g)}, out_plane(g));
 }
 
@@ -229,18 +164,6 @@ void pool_avg_forward(Context& ctx, const Operand& x, const PoolGeometry& g,
            "        s = s + in0(base + u32((id * IH + ih) * IW + iw));\n"
            "      }\n    }\n  }\n"
            "  out0(idx, div_f32(s, avg_divisor(wd, wh, ww)));\n}\n";
-  if (unrolled_taps(g)) {
-    // The counted taps summed in the loops' order (adding 0.0 for the others changes no
-    // bit: the sum starts at +0.0).
-    k.key = unrolled_key("pool_avg", g);
-    k.body = window_fns(false) + "fn run(idx: u32) {\n" + unrolled_window(g) + "  var s = 0.0;\n";
-    for (uint32_t t = 0; t < taps(g); ++t) {
-      const std::string T = std::to_string(t);
-      k.body += "  s = s + select(0.0, v" + T + ", ok" + T + ");\n";
-    }
-    k.body += "  let wd = window(0u, i32(o.y));\n  let wh = window(1u, i32(o.z));\n  let ww = window(2u, i32(o.w));\n"
-              "  out0(idx, div_f32(s, avg_divisor(wd, wh, ww)));\n}\n";
-  }
   launch_map_planes(ctx, k, g.planes, {in_plane(g), out_plane(g)}, out_plane(g));
 }
 

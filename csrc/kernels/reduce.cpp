@@ -379,12 +379,7 @@ void reduce_piece(Context& ctx, const ReduceSpec& requested, const ReduceShape& 
   // at 32 compiled a pipeline early in most generations (40-60 ms on an H100).
   const bool wide_inner = shape.inner >= 64 && outputs >= 2048;
   const bool groups = !wide_inner && (chunk >= 256 || (chunk >= 32 && outputs < 4096 && outputs > 64));
-  uint32_t wg = groups ? reduce_group(ctx) : ctx.caps().workgroup_1d();
-  // An invocation per output: on GPUs, under 256 workgroups leave cores idle (16384 short
-  // rows, a CNN's global average pool, made 64 workgroups of 256), so the workgroup
-  // shrinks (down to 64) until there are 256 of them.
-  if (!groups && !software_adapter(ctx))
-    while (wg > 64 && outputs < 256ull * wg) wg /= 2;
+  const uint32_t wg = groups ? reduce_group(ctx) : ctx.caps().workgroup_1d();
   const uint32_t lanes = groups ? lanes_per_output(chunk, wg) : 1;
   const uint32_t per_group = wg / lanes;  // outputs per workgroup
   // Loads in flight per invocation: 8 on GPUs (a full group of 256 reading 4 bytes each
