@@ -36,7 +36,7 @@ struct Plan {
   // against keys tx + bx * 0..3 from those tiles (a GEMM's register block: each staged
   // word read serves four rows or keys), and p v for the same rows over value columns
   // tx + bx * w (vec4 units). The rows' softmax state is the same in every invocation
-  // of a row (the chunk's max merged through workgroup memory).
+  // of a row (the chunk's max merged by subgroup shuffles or through workgroup memory).
   bool blocks = false;
   uint32_t bx = 8;
   bool shared_kv = false;  // blocks: V staged where K was, after the scores (large head dims)
@@ -118,6 +118,7 @@ bool plan_tiles(Context& ctx, const AttentionArgs& a, bool software, Plan& p) {
 
 // Rows (of scores and outputs) and keys in a blocks invocation's register block.
 constexpr uint32_t kBlockRows = 4, kBlockKeys = 4;
+static_assert(kBlockRows == 4 && kBlockKeys == 4, "blocks_body packs a block's rows and keys in vec4s");
 // Value units (vec4 columns) an invocation of the blocks variant keeps at most per row.
 constexpr uint32_t kBlockValueUnits = 4;
 
