@@ -182,4 +182,3 @@ def test_fractional_max_pool_random_and_errors(monkeypatch):
                      make((1, 1, 8, 8), torch.float32))  # pool too large for the input
     assert not check(lambda t: torch.ops.aten.fractional_max_pool3d(t, (2, 1, 1), (7, 7, 7), torch.rand(1, 1, 3)),
                      make((1, 1, 8, 8, 8), torch.float32))
-
