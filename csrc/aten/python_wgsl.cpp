@@ -79,8 +79,9 @@ DType dtype_from_name(const std::string& name) {
 const char* library_source(const std::string& name) {
   if (name == "elementary") return wgsl::kElementaryLib;
   if (name == "special") return wgsl::kSpecialLib;
+  if (name == "random") return wgsl::kRandomLib;
   throw py::value_error("torch_webgpu: unknown WGSL library '" + name +
-                        "' (known: elementary, special)");
+                        "' (known: elementary, special, random)");
 }
 
 // load_, store_ and `atomic_add_NAME(i, v)` for a float32 or int32 tensor bound

@@ -53,9 +53,9 @@ struct FillParams {
   WGPUBuffer flag = nullptr;
 };
 
-// The WGSL Philox-4x32-10 block function `philox4x32_10(ctr: vec4<u32>, key: vec2<u32>)`,
-// helpers to turn words into floats, and `rng_block(i)` reading key and counter base from
-// uniform words 4..7.
+// The WGSL library's random.wgsl (Philox-4x32-10, words to draws) and `rng_block(i)`, block
+// i of the kernel's counter range, reading key and counter base from its Philox uniforms
+// (set_philox).
 std::string philox_wgsl();
 
 // The Philox blocks a fill of `numel` elements draws: element i takes block i / 4 (its

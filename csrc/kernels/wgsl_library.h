@@ -19,6 +19,8 @@ extern const char kElementaryLib[];
 extern const char kSpecialLib[];
 // complex.wgsl (needs elementary.wgsl): complex64 arithmetic on vec2<f32>.
 extern const char kComplexLib[];
+// random.wgsl: Philox-4x32-10 and its draws; random fills and torch.compile's random ops.
+extern const char kRandomLib[];
 
 struct LibraryFile {
   const char* name;  // file stem: "float", "int64", ...

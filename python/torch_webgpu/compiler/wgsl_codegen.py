@@ -16,8 +16,9 @@ as eager does), i32 (int32 and narrower, int64: see below) or bool. Limits of th
 slice: int64 values compute in i32 inside generated kernels: loads of values beyond 32 bits,
 and int64 additions, subtractions, products, negations and sums that leave 32 bits, raise
 through a device check (at the next read-back), never a wrong value; float64
-and complex are refused; random ops, scans, sorts and templates are not generated (they
-run as eager ATen ops through Inductor's fallback path).
+and complex are refused; scans, sorts and templates are not generated (they run as eager
+ATen ops through Inductor's fallback path). Random ops draw Philox numbers keyed by seeds
+the eager generator draws (``WebGPUOverrides.rand``).
 """
 from __future__ import annotations
 
@@ -345,6 +346,30 @@ class WebGPUOverrides(OpOverrides):
     def bitwise_not(a) -> str:
         return f"(~{a})" if dtype_of(a) != torch.bool else f"(!{a})"
 
+    # Random draws. Inductor's replace_random pass gives each random op one seed of a
+    # seeds tensor the eager generator fills (so torch.manual_seed governs them) and each
+    # element its offset; the draws are Philox blocks of the library's random.wgsl keyed
+    # by the full 64-bit seed (not eager's stream: compiled and eager draws differ, as on
+    # cuda; Inductor's fallback_random=True keeps eager's).
+    @staticmethod
+    def load_seed(name: str, offset) -> str:
+        return V.kernel.load_seed(name, offset)
+
+    @staticmethod
+    def rand(seed, offset) -> str:
+        V.kernel.libraries.add("random")
+        return f"rng_rand({seed}, {offset})"
+
+    @staticmethod
+    def randn(seed, offset) -> str:
+        V.kernel.libraries.add("random")
+        return f"rng_randn({seed}, {offset})"
+
+    @staticmethod
+    def randint64(seed, offset, low, high) -> str:
+        V.kernel.libraries.add("random")
+        return f"rng_randint({seed}, {offset}, {low}, {high})"
+
 
 # Inductor op -> eager table op, for ops whose expressions carry over one to one.
 _EAGER_OPS = {
@@ -487,6 +512,7 @@ class WebGPUKernel(SIMDKernel):
         self.loop_entries = IndentedBuffer()  # reduction index entries, first in the loop
         self.acc_ids = itertools.count()
         self.check_messages: list[str] = []  # device checks, in check_failed(k) order
+        self.seed_values: set[str] = set()  # int64 seeds held whole as vec2<u32> (load_seed)
         self.atomic_outputs: set[str] = set()  # kernel args stored with atomic adds
         # Workgroup reductions the C++ side writes for the adapter: (fn, type, fields, merge,
         # identity, float_sum, symmetric), see WGSLKernel.
@@ -544,6 +570,15 @@ class WebGPUKernel(SIMDKernel):
         value_dtype = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
         return self.cse.generate(self.compute if indirect else self.loads, line, dtype=value_dtype)
 
+    def load_seed(self, name: str, offset) -> Any:
+        """Seed `offset` of the graph's seeds tensor as its two words (vec2<u32>), for the
+        random ops only: a seed is a full int64, past what an i32 register holds."""
+        var = self.args.input(name)
+        index = self.index_to_str(self.prepare_indexing(sympy.Integer(offset)))
+        seed = self.cse.generate(self.compute, f"load_{var}(u32({index}))", dtype=torch.int64)
+        self.seed_values.add(str(seed))
+        return seed
+
     def check_bounds(self, expr: sympy.Expr, size: sympy.Expr, lower: bool, upper: bool) -> None:
         # A bad index reports through the device error word (raised at the next read-back,
         # as eager gather/embedding do); its load stays inside the buffer (WebGPU clamps).
@@ -565,7 +600,7 @@ class WebGPUKernel(SIMDKernel):
         index = self.prepare_indexing(index)
         dtype = V.graph.get_dtype(name)
         v = convert(str(value), dtype_of(value), dtype)
-        if dtype == torch.int64:
+        if dtype == torch.int64 and str(value) not in self.seed_values:
             v = f"i64_from_i32({v})"
         elif dtype == torch.bool:
             v = f"select(0, 1, {v})"
