@@ -9,8 +9,10 @@
 #include <cstring>
 #include <mutex>
 
+#include "aten/webgpu_tensor.h"
 #include "runtime/graph_capture.h"
 #include "runtime/profiler.h"
+#include "runtime/runtime.h"
 
 namespace twgpu::aten {
 
@@ -97,15 +99,33 @@ at::Generator make_generator() { return at::make_generator<WebGPUGeneratorImpl>(
 
 std::pair<uint64_t, uint64_t> philox_reserve(const std::optional<at::Generator>& gen,
                                              uint64_t blocks) {
-  // A replay would draw the same numbers again: the offset lives on the host. Refuse
-  // until it is read from a device word the graph advances (as CUDA graphs do).
-  TORCH_CHECK(!CapturedGraph::active(), "torch.webgpu graphs: operation ",
-              DispatchProfiler::running_ops(),
-              " draws random numbers, which capture does not support yet; keep random ops "
-              "(dropout in training, rand*, multinomial, ...) out of the captured region");
+  const at::Generator& source = gen.has_value() && gen->defined() ? *gen : default_generator();
   auto* impl = at::get_generator_or_default<WebGPUGeneratorImpl>(gen, default_generator());
-  std::lock_guard<std::mutex> lock(impl->mutex_);
-  return impl->philox_reserve(blocks);
+  if (!CapturedGraph::active()) {
+    std::lock_guard<std::mutex> lock(impl->mutex_);
+    return impl->philox_reserve(blocks);
+  }
+  // While a graph captures, the draw is eager code's (the generator advances as it
+  // would), and the graph learns it: each replay takes as many blocks again from the
+  // generator and moves its draws' counters there (graph_capture.h), as CUDA graphs do.
+  // The runtime lock first, as replay() takes it before the generator's.
+  RuntimeLock runtime;
+  std::pair<uint64_t, uint64_t> drawn;
+  {
+    std::lock_guard<std::mutex> lock(impl->mutex_);
+    drawn = impl->philox_reserve(blocks);
+  }
+  CapturedGraph* graph = CapturedGraph::active();
+  if (graph) {
+    TWGPU_TRY
+    graph->draw_philox(impl, drawn.first, drawn.second, blocks, [keep = source](uint64_t n) {
+      auto* g = keep.get<WebGPUGeneratorImpl>();
+      std::lock_guard<std::mutex> lock(g->mutex_);
+      return g->philox_reserve(n);
+    });
+    TWGPU_CATCH
+  }
+  return drawn;
 }
 
 }  // namespace twgpu::aten

@@ -94,6 +94,7 @@ class PyGraph {
   }
   uint64_t pool() const { return graph_->pool_id(); }
   size_t num_dispatches() const { return graph_->num_dispatches(); }
+  size_t num_random_dispatches() const { return graph_->num_random_dispatches(); }
   size_t num_steps() const { return graph_->num_steps(); }
   bool captured() const { return graph_->captured(); }
   // (all, in submit) host microseconds of the last replay: what the benchmark reports.
@@ -118,6 +119,7 @@ void register_graph_bindings(py::module_& m) {
       .def("rebind", &PyGraph::rebind, py::arg("moves"))
       .def("pool", &PyGraph::pool)
       .def("num_dispatches", &PyGraph::num_dispatches)
+      .def("num_random_dispatches", &PyGraph::num_random_dispatches)
       .def("num_steps", &PyGraph::num_steps)
       .def("captured", &PyGraph::captured)
       .def("last_replay_us", &PyGraph::last_replay_us);

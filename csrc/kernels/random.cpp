@@ -6,6 +6,7 @@
 #include "kernels/kernel_program.h"
 #include "kernels/wgsl_dtype.h"
 #include "kernels/wgsl_library.h"
+#include "runtime/graph_capture.h"
 #include "runtime/runtime.h"
 
 namespace twgpu::rng {
@@ -20,6 +21,14 @@ KernelLaunch& set_philox(KernelLaunch& l, const PhiloxInput& in) {
       .set_u32("key_hi", static_cast<uint32_t>(in.seed >> 32))
       .set_u32("ctr_lo", static_cast<uint32_t>(in.offset))
       .set_u32("ctr_hi", static_cast<uint32_t>(in.offset >> 32));
+}
+
+// launch_kernel for a kernel that draws with `in` (set_philox): a graph capturing it
+// learns where its Philox words are, so that each replay draws anew (graph_capture.h).
+void launch_drawing(Context& ctx, KernelLaunch& l, const PhiloxInput& in) {
+  if (CapturedGraph* graph = CapturedGraph::active(); graph && l.count > 0)
+    graph->mark_philox_dispatch(l.word_of("key_lo"), in.seed, in.offset);
+  launch_kernel(ctx, l);
 }
 
 void check_u32(uint64_t n, const char* what) {
@@ -200,7 +209,7 @@ void fill_random_piece(Context& ctx, const BufferRef& out, uint64_t numel, const
            "  store(u.out_offset + gi, " + wgsl_convert(from, c, "v") + ");\n  }\n  }\n";
     return s + "}\n";
   };
-  launch_kernel(ctx, l);
+  launch_drawing(ctx, l, philox);
 }
 
 }  // namespace
@@ -266,7 +275,7 @@ uint64_t random_permutation(Context& ctx, const BufferRef& out, uint64_t n, WGPU
            "  if (idx < u.n) { let r = rng_block(idx); key = vec2<u32>(r.x, r.y); }\n"
            "  buf0[3u * idx] = key.x;\n  buf0[3u * idx + 1u] = key.y;\n  buf0[3u * idx + 2u] = idx;\n}\n";
   };
-  launch_kernel(ctx, init);
+  launch_drawing(ctx, init, philox);
 
   // Stage k of the network, compare distance j.
   static const UniformLayout step_layout({{"j"}, {"k"}});
@@ -488,7 +497,7 @@ uint64_t multinomial_with_replacement(Context& ctx, const BufferRef& probs, WGPU
            "  }\n"
            "  store(u.out_offset + idx, vec2<u32>(lo, 0u));\n}\n";
   };
-  launch_kernel(ctx, l);
+  launch_drawing(ctx, l, philox);
   return n;
 }
 
@@ -558,7 +567,7 @@ uint64_t multinomial_without_replacement(Context& ctx, const BufferRef& probs, W
            "    storageBarrier();\n    workgroupBarrier();\n"
            "  }\n}\n";
   };
-  launch_kernel(ctx, l);
+  launch_drawing(ctx, l, philox);
   return rows * cats;
 }
 
@@ -619,7 +628,7 @@ uint64_t dropout_forward(Context& ctx, const BufferRef& in, const BufferRef& out
            packed_store(size, "buf1", "outs", "u.out_offset + idx * 4u") +
            packed_store(1, "buf2", "kept", "u.mask_offset + idx * 4u") + "}\n";
   };
-  launch_kernel(ctx, l);
+  launch_drawing(ctx, l, philox);
   return fill_blocks(Dist::Bernoulli, numel);
 }
 

@@ -83,6 +83,12 @@ std::vector<CapturedGraph::StepRecord> CapturedGraph::recorded_steps() const {
   if (capturing_ || baked_)
     fail(ErrorKind::Internal,
          "torch.webgpu graphs: recorded_steps() needs a capture ended with end(false)");
+  // Written out, a draw would repeat the capture's numbers on every run.
+  if (!philox_slots_.empty())
+    fail(ErrorKind::Unsupported,
+         "torch.webgpu graphs: the captured program draws random numbers (dropout in training, "
+         "rand*, ...), which a written-out program cannot redraw; export it in eval mode or "
+         "without random ops");
   std::vector<StepRecord> out;
   out.reserve(steps_.size());
   for (const Step& step : steps_) {
@@ -158,8 +164,63 @@ void CapturedGraph::record_dispatch(const Pipeline& p, const WGPUBuffer* buffers
     uniforms_host_.resize(uniforms_host_.size() + slot, 0);
     std::memcpy(uniforms_host_.data() + d.uniform_offset, uniforms, p.uniform_bytes);
   }
+  if (philox_pending_) {
+    philox_pending_ = false;
+    // The marked words must hold what the fill set: anything else is a kernel that
+    // marked one dispatch and recorded another.
+    uint32_t words[4] = {0, 0, 0, 0};
+    const uint64_t at = 4ull * pending_slot_.key_word;
+    if (at + sizeof(words) <= p.uniform_bytes)
+      std::memcpy(words, static_cast<const uint8_t*>(uniforms) + at, sizeof(words));
+    const uint64_t counter = pending_slot_.counter;
+    if (at + sizeof(words) > p.uniform_bytes || words[0] != static_cast<uint32_t>(pending_seed_) ||
+        words[1] != static_cast<uint32_t>(pending_seed_ >> 32) || words[2] != static_cast<uint32_t>(counter) ||
+        words[3] != static_cast<uint32_t>(counter >> 32) || counter < philox_base_)
+      fail(ErrorKind::Internal, "torch.webgpu graphs: a random kernel's dispatch does not hold the Philox "
+                                "words it declared");
+    philox_slots_.push_back({static_cast<uint32_t>(dispatches_.size()), pending_slot_.key_word,
+                             counter - philox_base_});
+  }
   steps_.push_back({false, static_cast<uint32_t>(dispatches_.size())});
   dispatches_.push_back(d);
+}
+
+void CapturedGraph::draw_philox(const void* source, uint64_t seed, uint64_t first, uint64_t blocks,
+                                PhiloxReserve reserve) {
+  if (!philox_source_) {
+    philox_source_ = source;
+    philox_reserve_ = std::move(reserve);
+    philox_seed_ = seed;
+    philox_base_ = philox_end_ = first;
+  } else if (source != philox_source_) {
+    fail(ErrorKind::Internal,
+         "torch.webgpu graphs: operation " + DispatchProfiler::running_ops() +
+             " draws from a second generator; a captured graph draws from one generator");
+  } else if (seed != philox_seed_ || first < philox_end_) {
+    fail(ErrorKind::Internal,
+         "torch.webgpu graphs: the generator was seeded or its state set during capture "
+         "(operation " + DispatchProfiler::running_ops() + "); seed it before capturing");
+  }
+  philox_end_ = first + blocks;
+}
+
+void CapturedGraph::mark_philox_dispatch(uint32_t key_word, uint64_t seed, uint64_t counter) {
+  pending_slot_ = {0, key_word, counter};
+  pending_seed_ = seed;
+  philox_pending_ = true;
+}
+
+void CapturedGraph::redraw_philox() {
+  const auto [seed, first] = philox_reserve_(philox_end_ - philox_base_);
+  ctx_.queue_gate();  // a replay still on the submit thread reads the present words
+  for (const PhiloxSlot& slot : philox_slots_) {
+    const uint64_t counter = first + slot.counter;
+    const uint32_t words[4] = {static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32),
+                               static_cast<uint32_t>(counter), static_cast<uint32_t>(counter >> 32)};
+    wgpuQueueWriteBuffer(ctx_.queue(), uniform_buffer_,
+                         dispatches_[slot.dispatch].uniform_offset + 4ull * slot.key_word, words,
+                         sizeof(words));
+  }
 }
 
 void CapturedGraph::record_copy(WGPUBuffer src, uint64_t src_offset, WGPUBuffer dst,
@@ -342,6 +403,7 @@ void CapturedGraph::replay() {
          "torch.webgpu graphs: replay() before a capture ended (or after reset())");
   check_inputs_alive();
   ctx_.touch_gl();
+  if (!philox_slots_.empty()) redraw_philox();
   CommandRecorder& recorder = ctx_.recorder();
   // Under torch.webgpu.profiler a replay is timed as eager work is (profiler.h), on this
   // thread.
@@ -490,6 +552,10 @@ void CapturedGraph::reset() {
   steps_.clear();
   dispatches_.clear();
   copies_.clear();
+  philox_slots_.clear();
+  philox_source_ = nullptr;
+  philox_reserve_ = nullptr;
+  philox_pending_ = false;
   buffers_.clear();
   windows_.clear();
   uniforms_host_.clear();

@@ -8,6 +8,12 @@
 // buffer, one bind group per distinct binding set. replay() then only encodes:
 // no allocation, no ATen dispatch, no pipeline or bind-group lookup.
 //
+// Random draws: a Philox fill captured draws its numbers anew at every replay, as on CUDA.
+// The generator reports each reservation made while capturing (draw_philox) and the fill
+// marks its dispatch (mark_philox_dispatch); replay() takes the capture's whole block
+// count from the generator, as eager code would, and writes the seed and each dispatch's
+// moved counter into its uniforms before encoding.
+//
 // Memory: allocations made during capture come from the graph's PrivatePool (shared by
 // graphs given the same pool id), so eager code never reuses a block a replay writes.
 // Buffers of the pool's and of tensors from outside it are held by an added reference
@@ -18,6 +24,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -102,6 +109,18 @@ class CapturedGraph {
   // The message of the error a host read-back raises during capture.
   std::string host_read_message() const;
 
+  // ---- random draws while this graph captures ----------------------------------------
+  // `reserve(n)` takes n Philox blocks from a generator: (seed, first block).
+  using PhiloxReserve = std::function<std::pair<uint64_t, uint64_t>(uint64_t)>;
+  // A reservation of `blocks` blocks at (seed, first) from generator `source`. Raises for
+  // a second generator or a changed seed in one capture (a replay could not redo them).
+  void draw_philox(const void* source, uint64_t seed, uint64_t first, uint64_t blocks,
+                   PhiloxReserve reserve);
+  // The next dispatch recorded holds Philox key `seed` and counter `counter` in its
+  // uniform words key_word .. key_word + 3 (key lo, hi, counter lo, hi).
+  void mark_philox_dispatch(uint32_t key_word, uint64_t seed, uint64_t counter);
+  size_t num_random_dispatches() const { return philox_slots_.size(); }
+
   // A fresh id for a pool graphs may share (torch.webgpu.graph_pool_handle()).
   static uint64_t new_pool_id();
   // The graph capturing now, or null; readable without the lock (the generator asks).
@@ -134,8 +153,17 @@ class CapturedGraph {
     bool outside;            // not from this graph's pool: replay checks it is still live
   };
 
+  struct PhiloxSlot {
+    uint32_t dispatch;  // into dispatches_
+    uint32_t key_word;  // first of its four Philox words in the dispatch's uniforms
+    uint64_t counter;   // its counter, relative to the capture's first reserved block
+  };
+
   void hold(WGPUBuffer buffer);
   void bake();
+  // Takes the capture's blocks from the generator and writes the draws' new key and
+  // counters into the uniform buffer (queue writes, before this replay's submits).
+  void redraw_philox();
   void make_bind_groups();
   void release_all();
   void check_inputs_alive() const;
@@ -157,6 +185,13 @@ class CapturedGraph {
   std::vector<uint8_t> uniforms_host_;
   std::vector<uint8_t> snapshot_host_;
   std::unordered_map<WGPUBuffer, Held> held_;  // every buffer named, with an added ref
+  std::vector<PhiloxSlot> philox_slots_;
+  const void* philox_source_ = nullptr;  // the generator drawn from (null: none)
+  PhiloxReserve philox_reserve_;
+  uint64_t philox_seed_ = 0, philox_base_ = 0, philox_end_ = 0;  // blocks [base, end)
+  bool philox_pending_ = false;  // mark_philox_dispatch awaits its dispatch
+  PhiloxSlot pending_slot_{};
+  uint64_t pending_seed_ = 0;
 
   WGPUBuffer uniform_buffer_ = nullptr;
   WGPUBuffer snapshot_buffer_ = nullptr;

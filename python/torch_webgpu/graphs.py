@@ -11,9 +11,13 @@ Shaped like ``torch.cuda.CUDAGraph`` / ``torch.cuda.graph``:
 * Memory allocated during capture comes from the graph's private pool (shared between
   graphs given the same ``pool=``, e.g. ``torch.webgpu.graph_pool_handle()``); eager
   code never reuses it while a graph lives.
+* Random ops draw anew at each replay, as with CUDA graphs: a replay takes as many
+  Philox blocks from the generator as the capture drew (the draws equal those eager code
+  would make from the generator's state at the replay, and the generator advances as
+  much). One generator per graph; seed it before capturing, not inside.
 * Refused during capture, with a RuntimeError naming the op: host read-backs
-  (``.item()``, ``.cpu()``, printing, ``nonzero``), ops without a native kernel (CPU
-  fallback), and random ops (the generator's offset is not advanced per replay yet).
+  (``.item()``, ``.cpu()``, printing, ``nonzero``, ``multinomial``'s checks) and ops
+  without a native kernel (CPU fallback).
 """
 import gc
 
@@ -73,6 +77,10 @@ class WebGPUGraph:
     def num_dispatches(self) -> int:
         """Kernel launches one replay submits."""
         return self._graph.num_dispatches()
+
+    def num_random_dispatches(self) -> int:
+        """Recorded dispatches that draw random numbers (redrawn at each replay)."""
+        return self._graph.num_random_dispatches()
 
     def _abort(self):
         self._graph.capture_abort()

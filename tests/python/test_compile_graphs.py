@@ -261,3 +261,23 @@ def test_graphs_loaded_from_inductor_caches_replay(tmp_path):
         assert run.returncode == 0, run.stderr[-2000:]
     (replays, _), (cached_replays, hits) = (run.stdout.split()[-2:] for run in runs)
     assert (replays, cached_replays, hits) == ("2", "2", "1")
+
+
+def test_random_ops_replay_with_fresh_draws(no_fallback):
+    """Dropout in a reduce-overhead graph: captured (no fallback), and every replay draws
+    anew, keeping the CPU's x * 2 / (1 - p) where it keeps a value, as cuda graphs do."""
+    def f(x):
+        return torch.nn.functional.dropout(x * 2, 0.25, training=True)
+
+    x = torch.randn(512, 64)
+    ours = torch.compile(f, mode="reduce-overhead")
+    torch.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a refused capture warns
+        outs = [ours(dev(x)).cpu() for _ in range(4)]
+    assert counts() == (1, 3, 0)
+    for i, out in enumerate(outs):
+        keep = out != 0
+        torch.testing.assert_close(out[keep], (x * 2 / 0.75)[keep])
+        assert abs(keep.float().mean().item() - 0.75) < 0.02
+        assert all(not torch.equal(out, other) for other in outs[i + 1:])

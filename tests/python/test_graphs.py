@@ -188,10 +188,85 @@ def test_fallback_op_inside_capture_raises(quiet_fallback):
             x.exp()
 
 
-def test_random_op_inside_capture_raises():
-    with pytest.raises(RuntimeError, match=r"draws random numbers"):
+# ---- random ops: drawn anew at each replay ---------------------------------------------
+
+
+def _draws(x, gen=None):
+    """Random ops of every kernel that draws: fills (uniform, normal, integers, Bernoulli,
+    half types), dropout's fused kernel, randperm. (Bernoulli with a tensor of
+    probabilities checks them on the host: refused, as any read-back. Dropout takes no
+    generator: it draws from the default one.)"""
+    dropout = [torch.nn.functional.dropout(x, 0.4, training=True)] if gen is None else []
+    return dropout + [
+            torch.rand(x.shape, device=DEVICE, generator=gen) + x,
+            torch.randn(300, device=DEVICE, dtype=torch.float16, generator=gen),
+            torch.randint(-7, 9, (257,), device=DEVICE, generator=gen),
+            torch.empty_like(x).bernoulli_(0.3, generator=gen),
+            torch.randperm(100, device=DEVICE, generator=gen)]
+
+
+def test_random_ops_draw_anew_at_each_replay_as_eager_code_would():
+    """Each replay draws what eager code would from the generator's state at that moment
+    (bit for bit), and leaves the generator where eager code would (CUDA graphs' rule)."""
+    x = torch.randn(1000).to(DEVICE)
+    torch.webgpu.manual_seed(11)
+    g = torch.webgpu.WebGPUGraph()
+    with torch.webgpu.graph(g):
+        outs = _draws(x)
+    assert g.num_random_dispatches() == 6
+    replays = []
+    for _ in range(3):
+        state = torch.webgpu.get_rng_state()
+        g.replay()
+        got = [o.cpu() for o in outs]
+        after = torch.webgpu.get_rng_state()
+        torch.webgpu.set_rng_state(state)
+        expected = [e.cpu() for e in _draws(x)]
+        for a, e in zip(got, expected):
+            assert torch.equal(a, e)
+        assert torch.equal(after, torch.webgpu.get_rng_state())
+        replays.append(got)
+    for a, b in zip(replays[0], replays[1]):
+        assert not torch.equal(a, b)
+    torch.webgpu.manual_seed(11)  # seeding between replays restarts the draws
+    g.replay()
+    first = [o.cpu() for o in outs]
+    torch.webgpu.manual_seed(11)
+    g.replay()
+    assert all(torch.equal(a, o.cpu()) for a, o in zip(first, outs))
+
+
+def test_random_ops_with_an_explicit_generator_replay_from_it():
+    x = torch.randn(1000).to(DEVICE)
+    gen = torch.Generator(device=DEVICE).manual_seed(3)
+    g = torch.webgpu.WebGPUGraph()
+    with torch.webgpu.graph(g):
+        outs = _draws(x, gen)
+    default_state = torch.webgpu.get_rng_state()
+    state = gen.get_state()
+    g.replay()
+    got = [o.cpu() for o in outs]
+    gen.set_state(state)
+    assert all(torch.equal(a, e.cpu()) for a, e in zip(got, _draws(x, gen)))
+    assert torch.equal(torch.webgpu.get_rng_state(), default_state)
+
+
+def test_two_generators_or_seeding_inside_a_capture_raise():
+    gen = torch.Generator(device=DEVICE).manual_seed(3)
+    with pytest.raises(RuntimeError, match="second generator"):
         with torch.webgpu.graph(torch.webgpu.WebGPUGraph()):
             torch.rand(8, device=DEVICE)
+            torch.rand(8, device=DEVICE, generator=gen)
+    with pytest.raises(RuntimeError, match="seeded or its state set during capture"):
+        with torch.webgpu.graph(torch.webgpu.WebGPUGraph()):
+            torch.rand(8, device=DEVICE)
+            torch.webgpu.manual_seed(5)
+            torch.rand(8, device=DEVICE)
+    assert not torch.webgpu.is_current_stream_capturing()
+    torch.webgpu.manual_seed(5)
+    a = torch.rand(8, device=DEVICE).cpu()  # eager draws work after the failed captures
+    torch.webgpu.manual_seed(5)
+    assert torch.equal(a, torch.rand(8, device=DEVICE).cpu())
 
 
 def test_nested_capture_raises():

@@ -25,8 +25,9 @@ captures the second into a ``WebGPUGraph`` and replays it from then on:
 * outputs are the static outputs: like CUDA graphs, the next replay overwrites them
   (clone what must outlive the next call).
 
-A graph whose capture is refused (host read-backs, ops without a native kernel, random
-ops) runs without replay from then on, after a one-time warning; the call never fails.
+Random ops (dropout in training, rand*) replay with fresh draws, as on cuda. A graph whose
+capture is refused (host read-backs, ops without a native kernel) runs without replay from
+then on, after a one-time warning; the call never fails.
 Training graphs (forward/backward pairs) run without replay.
 """
 from __future__ import annotations
