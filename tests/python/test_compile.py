@@ -418,6 +418,39 @@ def test_transformer_block_forward_backward(no_fallback):
     _train_step_matches(Block(), make((2, 7, 32), torch.float32, low=-1, high=1), atol=2e-4)
 
 
+@pytest.mark.parametrize("optimizer", ["AdamW", "Adam", "SGD"])
+def test_compiled_optimizer_step(optimizer, no_fallback):
+    """torch.compile(opt.step): the step count lives in a 0-dim CPU tensor, which the
+    generated kernels take as a uniform (as Inductor passes it to Triton on cuda)."""
+    import copy
+
+    torch.manual_seed(0)
+    model = MLP()
+    device_model = copy.deepcopy(model).to("webgpu")
+    cls = getattr(torch.optim, optimizer)
+    kwargs = {"lr": 0.1, "momentum": 0.9} if optimizer == "SGD" else {"lr": 1e-2, "weight_decay": 0.1}
+    opt, device_opt = cls(model.parameters(), **kwargs), cls(device_model.parameters(), **kwargs)
+    step = torch.compile(device_opt.step)
+    for i in range(3):
+        x = make((5, 16), torch.float32, seed=i)
+        model(x).square().mean().backward()
+        device_model(dev(x)).square().mean().backward()
+        opt.step()
+        step()
+        opt.zero_grad()
+        device_opt.zero_grad()
+    for p, q in zip(model.parameters(), device_model.parameters()):
+        assert_same(q.detach(), p.detach(), atol=1e-5, rtol=1e-5)
+
+
+def test_python_scalars_wrapped_as_cpu_tensors(no_fallback):
+    """dynamic=True turns Python floats into 0-dim CPU float64 tensors: read as uniforms."""
+    f = torch.compile(lambda x, s, k: (x * s + s) * k, dynamic=True)
+    x = make((7,), torch.float32)
+    for s, k in ((2.5, 3), (-0.5, 4)):
+        assert_same(f(dev(x), s, k), (x * s + s) * k)
+
+
 def test_webgpu_backend_callable(no_fallback):
     from torch_webgpu.compiler.webgpu_compiler import webgpu_backend
 

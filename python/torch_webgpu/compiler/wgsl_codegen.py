@@ -80,6 +80,8 @@ def register_type(dtype: torch.dtype) -> str:
 
 def convert(expr: str, src: torch.dtype | None, dst: torch.dtype) -> str:
     """`expr` (a value of `src`) converted to `dst` the way the CPU converts."""
+    if src == torch.float64:  # a 0-dim CPU tensor's value (a Python float): an f32 uniform
+        src = torch.float32
     dst_type = register_type(dst)
     src_type = register_type(src) if src is not None else dst_type
     if src_type == "bool":
@@ -548,6 +550,16 @@ class WebGPUKernel(SIMDKernel):
     # --------------------------------------------------------------- loads/stores
     def load(self, name: str, index: sympy.Expr):
         var = self.args.input(name)
+        if V.graph.is_unspec_arg(name):
+            # A 0-dim CPU tensor (an optimizer's step count, a Python scalar Dynamo
+            # wrapped): its value comes in as a uniform, read as `var` (kernel_source).
+            dtype = V.graph.get_dtype(name)
+            value = f"({var} != 0)" if dtype == torch.bool else var
+            if dtype not in (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.bool) \
+                    and register_type(dtype) != "i32":
+                raise NotImplementedError(f"torch_webgpu compile: a CPU scalar of {dtype}")
+            value_dtype = torch.float32 if dtype.is_floating_point else dtype
+            return self.cse.generate(self.loads, value, dtype=value_dtype)
         index = self.prepare_indexing(index)
         # An index computed from loaded values (gather, embedding) is defined in compute.
         indirect = free_symbol_is_type(index, SymT.TMP)
@@ -919,7 +931,9 @@ def kernel_source(kernel, text: str, grid: str) -> str:
     for arg in precompile_args:
         if isinstance(arg, TensorArg) and arg.name in aliased:
             continue
-        if isinstance(arg, TensorArg):
+        if isinstance(arg, TensorArg) and V.graph.is_unspec_arg(arg.buffer):
+            uniforms.append(f"({arg.name!r}, {cpu_scalar_type(arg.dtype)!r})")
+        elif isinstance(arg, TensorArg):
             access = "read" if arg.name.startswith("in_ptr") else "read_write"
             if arg.name in kernel.atomic_outputs:
                 access = "read_write_atomic"
@@ -943,14 +957,25 @@ def kernel_source(kernel, text: str, grid: str) -> str:
     )
 
 
+def cpu_scalar_type(dtype: torch.dtype) -> str:
+    """The uniform type a 0-dim CPU tensor's value takes in a kernel."""
+    return "f32" if dtype.is_floating_point else "i32"
+
+
 def write_launch(name: str, args, count: sympy.Expr) -> None:
-    """The wrapper's call of kernel `name` over `count` invocations (or workgroups)."""
+    """The wrapper's call of kernel `name` over `count` invocations (or workgroups). 0-dim
+    CPU tensors pass their values as uniforms (``.item()``), as Inductor does for cuda."""
     wrapper = V.graph.wrapper_code
     _, call_args, precompile_args, _ = args.python_argdefs()
     aliased = aliased_inputs(args)
+
+    def scalar(a):
+        return isinstance(a, TensorArg) and V.graph.is_unspec_arg(a.buffer)
+
     tensors = [c for c, a in zip(call_args, precompile_args)
-               if isinstance(a, TensorArg) and a.name not in aliased]
-    sizes = [str(c) for c, a in zip(call_args, precompile_args) if isinstance(a, SizeArg)]
+               if isinstance(a, TensorArg) and a.name not in aliased and not scalar(a)]
+    sizes = [f"{c}.item()" if scalar(a) else str(c) for c, a in zip(call_args, precompile_args)
+             if isinstance(a, SizeArg) or (scalar(a) and a.name not in aliased)]
     count_str = wrapper.codegen_python_sizevar(V.graph.sizevars.simplify(count))
     wrapper.writeline(
         f"{name}.launch(({''.join(t + ', ' for t in tensors)}), "
