@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # 2026-12-07 session probes on the lent GPU (see docs/PERFORMANCE.md for the figures).
 #   STEPS="tests attn base" bash scripts/h200/probe_dec07.sh
+#   STEPS="rand models" bash scripts/h200/probe_dec07.sh   (the later session's call)
 # tests: the attention, pooling and reduction tests on the GPU; attn: the prefill rows with
 # the blocks kernel (default) and the tiles kernel, alternated, each in its own process;
 # base: run.py --cuda over the attention, pool, sort and movement sections.
+# rand: the random-op tests of torch.compile and graph replay on the GPU; models: run.py
+# --cuda --only models (HF generate: 512-token prefill latency, decode tok/s, peak memory).
 STEPS=${STEPS:-"tests attn base"}
 OUT=${OUT:-/tmp/probe}
 mkdir -p "$OUT"
@@ -19,6 +22,13 @@ for step in $STEPS; do
     base)
       timeout 200 python3 benchmarks/run.py --cuda --only attention,pool,sort,movement --json "$OUT/base.json" > "$OUT/base.txt" 2>&1
       grep -E '^(attention|pool|sort|movement)' "$OUT/base.txt" | cut -c1-110 ;;
+    rand)
+      timeout 400 python3 -m pytest -q -p no:cacheprovider tests/python/test_compile_random.py tests/python/test_graphs.py \
+        tests/python/test_compile_graphs.py tests/python/test_random.py tests/python/test_wgsl_library.py > "$OUT/rand.log" 2>&1
+      tail -3 "$OUT/rand.log" ;;
+    models)
+      timeout 400 python3 benchmarks/run.py --cuda --only models --json "$OUT/models.json" > "$OUT/models.txt" 2>&1
+      grep -E '^models' "$OUT/models.txt" | cut -c1-120; tail -2 "$OUT/models.txt" ;;
     attn)
       for v in default tiles default tiles; do
         if [ $v = tiles ]; then export TORCH_WEBGPU_ATTENTION_VARIANT=tiles; else unset TORCH_WEBGPU_ATTENTION_VARIANT; fi
