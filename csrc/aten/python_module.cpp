@@ -12,6 +12,7 @@
 #include "aten/webgpu_tensor.h"
 #include "kernels/adapter_kind.h"
 #include "kernels/matmul.h"
+#include "kernels/gemm_autotune.h"
 #include "kernels/wgsl_library.h"
 
 namespace py = pybind11;
@@ -173,6 +174,12 @@ PYBIND11_MODULE(_C, m) {
       return before;
     });
   }, py::arg("us"));
+  // GEMM autotuning (kernels/gemm_autotune.h): on/off (returns the previous setting), the
+  // shapes tuned so far with their variants, and forgetting them.
+  m.def("_set_gemm_autotune", [](bool on) { return guarded([&] { return set_gemm_autotune(on); }); },
+        py::arg("on"));
+  m.def("_gemm_autotune_choices", [] { return guarded([] { return gemm_autotune_choices(); }); });
+  m.def("_clear_gemm_autotune", [] { guarded([] { clear_gemm_autotune(); }); });
   // Whether the adapter runs workgroups on CPU cores (adapter_kind.h; the env override
   // included): generated kernels pick their workgroup shapes by it as eager kernels do.
   m.def("_software_adapter", [] {

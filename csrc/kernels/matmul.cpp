@@ -9,6 +9,7 @@
 #include "kernels/adapter_kind.h"
 #include "kernels/binding_window.h"
 #include "kernels/elementwise_ops.h"
+#include "kernels/gemm_autotune.h"
 #include "kernels/group_reduce.h"
 #include "kernels/kernel_program.h"
 #include "kernels/wgsl_dtype.h"
@@ -994,7 +995,9 @@ void experimental_tile(Context& ctx, TileShape& t) {
   t = x;
 }
 
-void gemm_piece(Context& ctx, const GemmDesc& d) {
+// `force`: TORCH_WEBGPU_GEMM_VARIANT's value, or the autotuner's choice; "" for the
+// heuristic's (gemm_piece).
+void gemm_piece_as(Context& ctx, const GemmDesc& d, std::string force) {
   const uint64_t batch = d.batch_outer * d.batch_inner;
   const uint64_t outputs = batch * d.m * d.n;
   if (outputs == 0) return;
@@ -1003,8 +1006,6 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   // TORCH_WEBGPU_GEMM_VARIANT=tiled|tiled_medium|tiled_large|block overrides the choice for large
   // products, reduce|per_out the one for small ones, splitk takes split-K's small tiles for
   // any product (tests cover each).
-  std::string force;
-  if (const char* f = std::getenv("TORCH_WEBGPU_GEMM_VARIANT")) force = f;
   // A "_scalar" suffix on a tiled variant (tiled_scalar, tiled_large_scalar...) keeps the
   // scalar shared reads of tiled_body for float32 (A/B against tiled_vec4_body).
   const std::string scalar_suffix = "_scalar";
@@ -1247,7 +1248,19 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
   ctx.pool().release(partials);
 }
 
+void gemm_piece(Context& ctx, const GemmDesc& d) {
+  std::string force;
+  if (const char* f = std::getenv("TORCH_WEBGPU_GEMM_VARIANT")) force = f;
+  if (force.empty() && gemm_autotune_enabled() && d.batch_outer * d.batch_inner * d.m * d.n > 0)
+    force = gemm_tuned_variant(ctx, d);
+  gemm_piece_as(ctx, d, std::move(force));
+}
+
 }  // namespace
+
+void gemm_with_variant(Context& ctx, const GemmDesc& d, const std::string& variant) {
+  gemm_piece_as(ctx, d, variant);
+}
 
 // Operands larger than one storage binding: blocks of the outer batch, of rows of M and
 // (when B alone is too large) of columns of N, each binding windows of A, B, C and out.

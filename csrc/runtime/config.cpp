@@ -46,6 +46,7 @@ Config read_config() {
   env_count("TORCH_WEBGPU_EAGER_FIRST_BATCH", c.eager_first_batch);
   env_number("TORCH_WEBGPU_EAGER_FLUSH_US", c.eager_flush_us);
   c.async_replay = env_flag("TORCH_WEBGPU_ASYNC_REPLAY");
+  c.gemm_autotune = env_flag("TORCH_WEBGPU_GEMM_AUTOTUNE");
   uint32_t spin = UINT32_MAX;  // (kept where unset or not a number)
   env_number("TORCH_WEBGPU_SPIN_WAIT_US", spin);
   if (spin != UINT32_MAX) c.spin_wait_us = spin;

@@ -40,6 +40,9 @@ struct Config {
   // default (Context::spin_wait_us: hardware adapters spin, CPU adapters, whose cores run
   // the work being waited for, never do).
   int64_t spin_wait_us = -1;
+  // TORCH_WEBGPU_GEMM_AUTOTUNE=1: matrix products time their variants per shape
+  // (kernels/gemm_autotune.h); torch.compile's max-autotune turns it on for its graphs.
+  bool gemm_autotune = false;
   // TORCH_WEBGPU_MAX_BINDING_BYTES=N: plan kernels as if a storage binding held at most N
   // bytes (tests of tensors larger than one binding with small tensors); 0: the adapter's.
   uint64_t max_binding_bytes = 0;

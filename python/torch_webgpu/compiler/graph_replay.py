@@ -39,6 +39,8 @@ import warnings
 
 import torch
 
+from . import autotune
+
 _data_ptr = torch.Tensor.data_ptr
 
 # How many captured graphs one compiled graph keeps (each holds its own memory pool);
@@ -253,6 +255,8 @@ def install() -> None:
     @functools.wraps(original)
     def post_compile(self, example_inputs, constants, graph_kwargs):
         original(self, example_inputs, constants, graph_kwargs)
+        if autotune.wants_autotune(self):  # max-autotune: GEMMs tuned per shape (autotune.py)
+            self.current_callable = autotune.GemmAutotuned(self.current_callable)
         if _wants_replay(self, graph_kwargs):
             self.current_callable = GraphReplayer(
                 self.current_callable, self.fx_kwargs.get("static_input_idxs") or (),
