@@ -251,6 +251,36 @@ def test_random_ops_with_an_explicit_generator_replay_from_it():
     assert torch.equal(torch.webgpu.get_rng_state(), default_state)
 
 
+def test_graphed_callable_with_dropout_trains_as_eager_code_would():
+    """make_graphed_callables over a module with dropout in training: each call's forward
+    and backward replays draw what eager code would from the same generator state."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Dropout(0.3), torch.nn.ReLU(),
+                                torch.nn.Linear(32, 4)).to(DEVICE)
+    graphed = torch.webgpu.make_graphed_callables(
+        model, (torch.randn(8, 16, device=DEVICE, requires_grad=True),))
+    outputs = []
+    for step in range(3):
+        x = torch.randn(8, 16).to(DEVICE)
+        state = torch.webgpu.get_rng_state()
+        x_graph = x.clone().requires_grad_()
+        y = graphed(x_graph)
+        y.square().sum().backward()
+        grads = [p.grad.cpu().clone() for p in model.parameters()]
+        model.zero_grad()
+        torch.webgpu.set_rng_state(state)
+        x_eager = x.clone().requires_grad_()
+        y_eager = model(x_eager)
+        y_eager.square().sum().backward()
+        assert torch.equal(y.detach().cpu(), y_eager.detach().cpu())
+        torch.testing.assert_close(x_graph.grad.cpu(), x_eager.grad.cpu())
+        for g, p in zip(grads, model.parameters()):
+            torch.testing.assert_close(g, p.grad.cpu())
+        model.zero_grad()
+        outputs.append(y.detach().cpu())
+    assert not torch.equal(outputs[0], outputs[1])
+
+
 def test_two_generators_or_seeding_inside_a_capture_raise():
     gen = torch.Generator(device=DEVICE).manual_seed(3)
     with pytest.raises(RuntimeError, match="second generator"):
