@@ -6,8 +6,9 @@
 // randperm sorts 64-bit random keys with a bitonic network on the device (ties, about
 // n^2 / 2^65 likely, keep index order); multinomial without replacement (and with one
 // sample, as the CPU) takes the largest p / Exp(1) keys; with replacement it searches the
-// running sums. Validation that needs the data (bernoulli's p in [0, 1], multinomial's
-// probabilities, normal's std >= 0) is computed on the device and read back as one flag.
+// running sums. Validation that needs the data (multinomial's probabilities, normal's
+// std >= 0) is computed on the device and read back as one flag; bernoulli's p in [0, 1]
+// goes through the device error word (raised at the next read-back, as CUDA's assert).
 //
 // Numbers are reproducible on this device for a seed, but they are not the CPU's stream.
 // float64 (and complex) targets go to the CPU fallback, which draws from the generator's
@@ -181,16 +182,18 @@ struct BernoulliTensorKernel {
                 "expected probabilities tensor to have floating type, got ", p_dev.scalar_type());
     if (!is_native_compute(p_dev.scalar_type())) p_dev = p_dev.to(at::kFloat);
     Tensor probs = p_dev.expand(self.sizes()).contiguous();
-    Tensor flag = at::zeros({1}, self.options().dtype(at::kInt));
     rng::FillParams p;
     p.dist = rng::Dist::BernoulliTensor;
     p.p = buffer_ref(probs);
-    p.flag = device_ref(flag).buffer;
+    // Probabilities outside [0, 1] raise at the next read-back (the CPU's message), as
+    // CUDA's device-side assert does: no host round trip per call, and graphs capture it.
+    TWGPU_TRY
+    RuntimeLock lock;
+    p.check_code = lock.ctx().checks().code_for(
+        "Expected p_in >= 0 && p_in <= 1 to be true, but got false.  (Could this error message "
+        "be improved?  If so, please report an enhancement request to PyTorch.)");
+    TWGPU_CATCH
     fill(self, p, gen);
-    // A device-side check: CPU kernels reject probabilities outside [0, 1].
-    TORCH_CHECK(flag.cpu().item<int32_t>() == 0,
-                "Expected p_in >= 0 && p_in <= 1 to be true, but got false.  (Could this error "
-                "message be improved?  If so, please report an enhancement request to PyTorch.)");
   }
 };
 

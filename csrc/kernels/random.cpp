@@ -63,7 +63,7 @@ std::string dist_wgsl(Dist d, DType out_dtype, uint32_t e) {
     case Dist::Bernoulli: return "  let v = select(0.0, 1.0, rng_u01(" + w + ") < pa);\n";
     case Dist::BernoulliTensor:
       return "  let p = f32(load_p(u.p_offset + gi));\n"
-             "  if (is_nan(p) || p < 0.0 || p > 1.0) { atomicOr(&buf2[0], 1u); }\n"
+             "  if (is_nan(p) || p < 0.0 || p > 1.0) { atomicMax(&buf2[0], u.check_code); }\n"
              "  let v = select(0.0, 1.0, rng_u01(" + w + ") < p);\n";
     case Dist::RandomRange:
       return "  let range = vec2<u32>(u.range_lo, u.range_hi);\n"
@@ -150,7 +150,7 @@ void fill_random_piece(Context& ctx, const BufferRef& out, uint64_t numel, const
   static const UniformLayout layout({TWGPU_PHILOX_UNIFORMS, {"out_offset"}, {"n"},
                                      {"a", UniformType::F32}, {"b", UniformType::F32},
                                      {"range_lo"}, {"range_hi"}, {"base_lo"}, {"base_hi"},
-                                     {"p_offset"}});
+                                     {"p_offset"}, {"check_code"}});
   KernelLaunch l;
   const bool with_p = p.dist == Dist::BernoulliTensor;
   l.typed = {"rng:fill", {static_cast<uint32_t>(p.dist), static_cast<uint32_t>(out.dtype),
@@ -164,14 +164,15 @@ void fill_random_piece(Context& ctx, const BufferRef& out, uint64_t numel, const
       .set_u32("range_hi", static_cast<uint32_t>(p.range >> 32))
       .set_u32("base_lo", static_cast<uint32_t>(static_cast<uint64_t>(p.base)))
       .set_u32("base_hi", static_cast<uint32_t>(static_cast<uint64_t>(p.base) >> 32))
-      .set_u32("p_offset", static_cast<uint32_t>(p.p.offset));
+      .set_u32("p_offset", static_cast<uint32_t>(p.p.offset))
+      .set_u32("check_code", p.check_code);
   l.buffers = {{out.buffer, Access::ReadWrite, is_subword(out.dtype) && !packed}};
   l.buffers[0].touches(l.word_of("out_offset"), out.dtype, out.offset, numel);
   l.buffers[0].vec4 = packed && size == 4;
   if (with_p) {
     l.buffers.push_back({p.p.buffer, Access::Read, false});
     l.buffers.back().touches(l.word_of("p_offset"), p.p.dtype, p.p.offset, numel);
-    l.buffers.push_back({p.flag, Access::ReadWrite, true});
+    l.buffers.push_back({ctx.checks().arm(), Access::ReadWrite, true});
   }
   // An invocation per block, writing its per_block elements (the last block's up to n).
   l.count = fill_blocks(p.dist, numel);
@@ -223,8 +224,11 @@ uint64_t fill_random(Context& ctx, const BufferRef& out, uint64_t numel, const F
   const bool windowed = ctx.pool().has_oversized() &&
                         (needs_window(ctx, out.buffer) ||
                          (p.dist == Dist::BernoulliTensor && needs_window(ctx, p.p.buffer)));
+  // TORCH_WEBGPU_SYNC_CHECKS=1: a bad probability raises in this op.
+  const bool sync_check = p.dist == Dist::BernoulliTensor && DeviceChecks::synchronous();
   if (!windowed) {
     fill_random_piece(ctx, out, numel, p, philox, false);
+    if (sync_check) ctx.recorder().synchronize();
     return fill_blocks(p.dist, numel);
   }
   const uint64_t widest = std::max(element_size(out.dtype),
@@ -240,6 +244,7 @@ uint64_t fill_random(Context& ctx, const BufferRef& out, uint64_t numel, const F
     counter.offset += e / per_block(p.dist);  // (step is a multiple of 64)
     fill_random_piece(ctx, o, std::min(step, numel - e), q, counter, true);
   }
+  if (sync_check) ctx.recorder().synchronize();
   return fill_blocks(p.dist, numel);
 }
 

@@ -49,8 +49,10 @@ struct FillParams {
   float a = 0.f, b = 0.f;
   uint64_t range = 0;  // RandomRange
   int64_t base = 0;    // RandomRange
-  BufferRef p;         // BernoulliTensor: probabilities; flag receives 1 if any p is outside [0, 1]
-  WGPUBuffer flag = nullptr;
+  BufferRef p;         // BernoulliTensor: probabilities
+  // BernoulliTensor: the DeviceChecks code (runtime/device_checks.h) a probability outside
+  // [0, 1] or NaN reports through the device error word (raised at the next read-back).
+  uint32_t check_code = 0;
 };
 
 // The WGSL library's random.wgsl (Philox-4x32-10, words to draws) and `rng_block(i)`, block

@@ -192,16 +192,16 @@ def test_fallback_op_inside_capture_raises(quiet_fallback):
 
 
 def _draws(x, gen=None):
-    """Random ops of every kernel that draws: fills (uniform, normal, integers, Bernoulli,
-    half types), dropout's fused kernel, randperm. (Bernoulli with a tensor of
-    probabilities checks them on the host: refused, as any read-back. Dropout takes no
-    generator: it draws from the default one.)"""
+    """Random ops of every kernel that draws: fills (uniform, normal, integers, Bernoulli
+    with a scalar and with a tensor of probabilities, half types), dropout's fused kernel,
+    randperm. (Dropout takes no generator: it draws from the default one.)"""
     dropout = [torch.nn.functional.dropout(x, 0.4, training=True)] if gen is None else []
     return dropout + [
             torch.rand(x.shape, device=DEVICE, generator=gen) + x,
             torch.randn(300, device=DEVICE, dtype=torch.float16, generator=gen),
             torch.randint(-7, 9, (257,), device=DEVICE, generator=gen),
             torch.empty_like(x).bernoulli_(0.3, generator=gen),
+            torch.bernoulli(x.sigmoid(), generator=gen),
             torch.randperm(100, device=DEVICE, generator=gen)]
 
 
@@ -213,7 +213,7 @@ def test_random_ops_draw_anew_at_each_replay_as_eager_code_would():
     g = torch.webgpu.WebGPUGraph()
     with torch.webgpu.graph(g):
         outs = _draws(x)
-    assert g.num_random_dispatches() == 6
+    assert g.num_random_dispatches() == 7
     replays = []
     for _ in range(3):
         state = torch.webgpu.get_rng_state()

@@ -334,15 +334,23 @@ def test_bernoulli_tensor(p_dtype):
     assert_same(out, torch.ones(10))
 
 
-def test_bernoulli_errors():
+def test_bernoulli_errors(monkeypatch):
     with pytest.raises(RuntimeError, match=r"p to be in \[0, 1\]"):
         torch.empty(3, device=DEVICE).bernoulli_(1.5)
+    # A tensor of probabilities is checked on the device, as CUDA's device-side assert: the
+    # error comes at the next read-back (at once with TORCH_WEBGPU_SYNC_CHECKS=1), and the
+    # process keeps working.
+    with pytest.raises(RuntimeError, match="p_in >= 0"):
+        torch.bernoulli(torch.tensor([0.5, 1.5], device=DEVICE)).cpu()
+    with pytest.raises(RuntimeError, match="p_in >= 0"):
+        torch.empty(2, device=DEVICE).bernoulli_(torch.tensor([-0.1, 0.5], device=DEVICE)).sum().item()
+    with pytest.raises(RuntimeError, match="p_in >= 0"):
+        torch.bernoulli(torch.tensor([float("nan")], device=DEVICE)).cpu()
+    monkeypatch.setenv("TORCH_WEBGPU_SYNC_CHECKS", "1")
     with pytest.raises(RuntimeError, match="p_in >= 0"):
         torch.bernoulli(torch.tensor([0.5, 1.5], device=DEVICE))
-    with pytest.raises(RuntimeError, match="p_in >= 0"):
-        torch.empty(2, device=DEVICE).bernoulli_(torch.tensor([-0.1, 0.5], device=DEVICE))
-    with pytest.raises(RuntimeError, match="p_in >= 0"):
-        torch.bernoulli(torch.tensor([float("nan")], device=DEVICE))
+    monkeypatch.delenv("TORCH_WEBGPU_SYNC_CHECKS")
+    assert torch.bernoulli(torch.tensor([0.0, 1.0], device=DEVICE)).cpu().tolist() == [0.0, 1.0]
 
 
 # ---- random_ / randint -----------------------------------------------------------------
