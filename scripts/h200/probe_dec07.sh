@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # 2026-12-07 session probes on the lent GPU (see docs/PERFORMANCE.md for the figures).
 #   STEPS="tests attn base" bash scripts/h200/probe_dec07.sh
-#   STEPS="rand autotune models" bash scripts/h200/probe_dec07.sh   (the later session's call)
+#   STEPS="rand train autotune models" bash scripts/h200/probe_dec07.sh   (the later session's call)
 # tests: the attention, pooling and reduction tests on the GPU; attn: the prefill rows with
 # the blocks kernel (default) and the tiles kernel, alternated, each in its own process;
 # base: run.py --cuda over the attention, pool, sort and movement sections.
 # rand: the random-op tests of torch.compile and graph replay on the GPU; models: run.py
 # --cuda --only models (HF generate: 512-token prefill latency, decode tok/s, peak memory);
-# autotune: run.py --cuda --only gemm,gemv with TORCH_WEBGPU_GEMM_AUTOTUNE=1, then without.
+# autotune: run.py --cuda --only gemm,gemv with TORCH_WEBGPU_GEMM_AUTOTUNE=1, then without;
+# train: benchmarks/train_step.py --cuda (eager and compiled training steps).
 STEPS=${STEPS:-"tests attn base"}
 OUT=${OUT:-/tmp/probe}
 mkdir -p "$OUT"
@@ -27,6 +28,9 @@ for step in $STEPS; do
       timeout 400 python3 -m pytest -q -p no:cacheprovider tests/python/test_compile_random.py tests/python/test_graphs.py \
         tests/python/test_compile_graphs.py tests/python/test_random.py tests/python/test_wgsl_library.py > "$OUT/rand.log" 2>&1
       tail -3 "$OUT/rand.log" ;;
+    train)
+      (cd benchmarks && timeout 400 python3 train_step.py --cuda > "$OUT/train.txt" 2>&1)
+      grep -vE '^(W1207|\[transformers\])' "$OUT/train.txt" | tail -8 ;;
     autotune)
       for v in 1 0; do
         TORCH_WEBGPU_GEMM_AUTOTUNE=$v timeout 240 python3 benchmarks/run.py --cuda --only gemm,gemv --json "$OUT/gemm_at$v.json" > "$OUT/gemm_at$v.txt" 2>&1
