@@ -7,9 +7,9 @@ whose step count is a CPU tensor (compiled CPU scalars):
 - block: a transformer encoder layer (d 256, 8 heads, FFN 1024, dropout 0.1), 16 x 128 tokens;
 - gpt2: HF GPT-2 of 4 layers, d 256, 8 heads, vocabulary 8192, 8 x 128 tokens (seeded
   random weights), causal LM loss.
-Prints ms per step (best of --reps batches of --inner steps) and the first compiled
-step's seconds (compile included), and the loss of the last step (the devices draw
-different dropout masks: losses agree only roughly).
+Prints ms per step (best of --reps batches of --inner steps), the first step's seconds
+(compile included) and its loss (same weights and data on both devices; the dropout masks
+differ, so the losses agree only roughly).
 
     python3 benchmarks/train_step.py [--cuda] [--models mlp,block,gpt2] [--quick]
 """
@@ -94,9 +94,10 @@ def main():
                 step()
                 sync(device)
                 first = time.perf_counter() - start
+                first_loss = last["loss"].item()
                 ms = best_ms(step, device, reps=args.reps, inner=args.inner, warmup_s=0.5)
                 times[device] = ms
-                row.append(f"{ms:12.2f} {first:12.1f} {last['loss'].item():11.4f}")
+                row.append(f"{ms:12.2f} {first:12.1f} {first_loss:11.4f}")
             ratio = f"  {times['cuda'] / times['webgpu']:.2f}x" if args.cuda else ""
             print(f"{name:6} {'compiled' if compiled else 'eager':8} " + " ".join(row) + ratio, flush=True)
 
