@@ -64,6 +64,7 @@
 #include <cstring>
 #include <limits>
 
+#include "aten/sync_debug.h"
 #include "aten/cpu_fallback.h"
 #include "aten/structured_meta.h"
 #include "aten/webgpu_tensor.h"
@@ -916,6 +917,7 @@ std::pair<Tensor, int64_t> positions_of(const Tensor& flags) {
   const int64_t n = flags.numel();
   Tensor pos = at::empty({n + 1}, flags.options().dtype(at::kInt));
   uint32_t count = 0;
+  warn_or_error_on_sync();
   TWGPU_TRY
   RuntimeLock lock;
   exclusive_scan_nonzero(lock.ctx(), vec(flags.sizes()), strided(flags, vec(flags.strides())), device_ref(pos).buffer);

@@ -22,6 +22,7 @@
 
 #include <cstring>
 
+#include "aten/sync_debug.h"
 #include "aten/iterator_launch.h"
 #include "aten/webgpu_tensor.h"
 
@@ -183,6 +184,7 @@ void download_contiguous(const at::Tensor& cpu, const at::Tensor& src, bool wait
   if (nbytes == 0) return;
   Allocation* a = allocation_of(src);
   uint64_t offset = byte_offset_of(src);
+  if (wait) warn_or_error_on_sync();
   TWGPU_TRY
   RuntimeLock lock;
   uint64_t begin = offset / 4 * 4, end = (offset + nbytes + 3) / 4 * 4;

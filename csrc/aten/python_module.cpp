@@ -6,6 +6,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "aten/sync_debug.h"
 #include "aten/cpu_fallback.h"
 #include "aten/generator.h"
 #include "aten/python_errors.h"
@@ -174,6 +175,9 @@ PYBIND11_MODULE(_C, m) {
       return before;
     });
   }, py::arg("us"));
+  // torch.webgpu.set_sync_debug_mode / get_sync_debug_mode (aten/sync_debug.h).
+  m.def("_set_sync_debug_mode", [](int mode) { set_sync_debug_mode(mode); }, py::arg("mode"));
+  m.def("_get_sync_debug_mode", [] { return sync_debug_mode(); });
   // GEMM autotuning (kernels/gemm_autotune.h): on/off (returns the previous setting), the
   // shapes tuned so far with their variants, and forgetting them.
   m.def("_set_gemm_autotune", [](bool on) { return guarded([&] { return set_gemm_autotune(on); }); },

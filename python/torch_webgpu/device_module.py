@@ -87,6 +87,24 @@ def synchronize(device=None) -> None:
     _C.synchronize()
 
 
+def set_sync_debug_mode(debug_mode) -> None:
+    """As ``torch.cuda.set_sync_debug_mode``: "default" (0) says nothing, "warn" (1) warns
+    and "error" (2) raises when an op makes the host wait for the device to read data back
+    (``.item()``, ``.cpu()``, printing, ``nonzero``); ``synchronize()`` and non-blocking
+    copies are not reported."""
+    if isinstance(debug_mode, str):
+        modes = {"default": 0, "warn": 1, "error": 2}
+        if debug_mode not in modes:
+            raise RuntimeError("invalid value of debug_mode, expected one of `default`, `warn`, `error`")
+        debug_mode = modes[debug_mode]
+    _C._set_sync_debug_mode(int(debug_mode))
+
+
+def get_sync_debug_mode() -> int:
+    """The mode ``set_sync_debug_mode`` set: 0 default, 1 warn, 2 error."""
+    return _C._get_sync_debug_mode()
+
+
 @dataclasses.dataclass(frozen=True)
 class WebGPUDeviceProperties:
     name: str

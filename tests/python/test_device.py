@@ -356,3 +356,37 @@ def test_eager_batches_start_small_after_a_read_back_and_double():
     assert result.returncode == 0, result.stderr
     # 20 dispatches: batches of 4 and 8 submitted, 8 still open.
     assert result.stdout.split()[-1] == "2"
+
+
+def test_sync_debug_mode_reports_host_waits_as_cuda_does():
+    """torch.webgpu.set_sync_debug_mode: read-backs (.item(), .cpu(), nonzero) warn or
+    raise; synchronize() and non_blocking copies do not; the mode is per process."""
+    import warnings
+
+    x = torch.randn(16).to("webgpu")
+    assert torch.webgpu.get_sync_debug_mode() == 0
+    try:
+        torch.webgpu.set_sync_debug_mode("warn")
+        assert torch.webgpu.get_sync_debug_mode() == 1
+        with warnings.catch_warnings(record=True) as records:
+            warnings.simplefilter("always")
+            value = (x * 2).sum().item()
+            torch.webgpu.synchronize()
+            host = torch.empty(16)
+            host.copy_(x, non_blocking=True)
+            torch.webgpu.synchronize()
+        messages = [str(r.message) for r in records if "synchronizing WebGPU" in str(r.message)]
+        assert len(messages) == 1
+        assert value == pytest.approx(float(x.cpu().sum()) * 2, rel=1e-5)
+        assert torch.equal(host, x.cpu())
+        torch.webgpu.set_sync_debug_mode("error")
+        for op in (lambda: x.cpu(), lambda: x.nonzero(), lambda: x[0].item()):
+            with pytest.raises(RuntimeError, match="called a synchronizing WebGPU operation"):
+                op()
+        with pytest.raises(RuntimeError, match="invalid value of debug_mode"):
+            torch.webgpu.set_sync_debug_mode("loud")
+        with pytest.raises(RuntimeError, match="invalid value of debug_mode"):
+            torch.webgpu.set_sync_debug_mode(3)
+    finally:
+        torch.webgpu.set_sync_debug_mode("default")
+    assert torch.equal(x.cpu(), x.cpu())  # read-backs work again
