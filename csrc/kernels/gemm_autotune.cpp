@@ -4,7 +4,6 @@
 #include <limits>
 #include <map>
 
-#include "kernels/adapter_kind.h"
 #include "runtime/buffer_pool.h"
 #include "runtime/config.h"
 #include "runtime/error.h"

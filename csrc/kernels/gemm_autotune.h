@@ -30,6 +30,6 @@ void clear_gemm_autotune();
 
 // gemm's product with the variant named as TORCH_WEBGPU_GEMM_VARIANT would name it (for
 // the autotuner's trials; matmul.cpp).
-void gemm_with_variant(Context& ctx, const GemmDesc& d, const std::string& variant);
+void gemm_with_variant(Context& ctx, const GemmDesc& d, std::string variant);
 
 }  // namespace twgpu

@@ -995,9 +995,11 @@ void experimental_tile(Context& ctx, TileShape& t) {
   t = x;
 }
 
+}  // namespace
+
 // `force`: TORCH_WEBGPU_GEMM_VARIANT's value, or the autotuner's choice; "" for the
 // heuristic's (gemm_piece).
-void gemm_piece_as(Context& ctx, const GemmDesc& d, std::string force) {
+void gemm_with_variant(Context& ctx, const GemmDesc& d, std::string force) {
   const uint64_t batch = d.batch_outer * d.batch_inner;
   const uint64_t outputs = batch * d.m * d.n;
   if (outputs == 0) return;
@@ -1248,19 +1250,17 @@ void gemm_piece_as(Context& ctx, const GemmDesc& d, std::string force) {
   ctx.pool().release(partials);
 }
 
+namespace {
+
 void gemm_piece(Context& ctx, const GemmDesc& d) {
   std::string force;
   if (const char* f = std::getenv("TORCH_WEBGPU_GEMM_VARIANT")) force = f;
   if (force.empty() && gemm_autotune_enabled() && d.batch_outer * d.batch_inner * d.m * d.n > 0)
     force = gemm_tuned_variant(ctx, d);
-  gemm_piece_as(ctx, d, std::move(force));
+  gemm_with_variant(ctx, d, std::move(force));
 }
 
 }  // namespace
-
-void gemm_with_variant(Context& ctx, const GemmDesc& d, const std::string& variant) {
-  gemm_piece_as(ctx, d, variant);
-}
 
 // Operands larger than one storage binding: blocks of the outer batch, of rows of M and
 // (when B alone is too large) of columns of N, each binding windows of A, B, C and out.

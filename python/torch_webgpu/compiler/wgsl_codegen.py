@@ -555,10 +555,8 @@ class WebGPUKernel(SIMDKernel):
             # wrapped): its value comes in as a uniform, read as `var` (kernel_source).
             dtype = V.graph.get_dtype(name)
             value = f"({var} != 0)" if dtype == torch.bool else var
-            if dtype not in (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.bool) \
-                    and register_type(dtype) != "i32":
-                raise NotImplementedError(f"torch_webgpu compile: a CPU scalar of {dtype}")
             value_dtype = torch.float32 if dtype.is_floating_point else dtype
+            register_type(value_dtype)  # (refuses complex)
             return self.cse.generate(self.loads, value, dtype=value_dtype)
         index = self.prepare_indexing(index)
         # An index computed from loaded values (gather, embedding) is defined in compute.
