@@ -5,9 +5,10 @@ Four parts, one job each:
 - ``WebGPUOverrides``: Inductor's pointwise ops as WGSL expressions, taken from the eager
   pointwise table (``_C._wgsl_pointwise_expression``) wherever eager has the op, so a
   compiled graph computes what eager computes.
-- ``WebGPUKernel``: loads, stores, reductions and the kernel's frame. Pointwise kernels run
-  one invocation per element; reduction kernels one workgroup per output row, each thread
-  looping over a slice of the row, then a tree combine in workgroup memory.
+- ``WebGPUKernel``: loads, stores, reductions, scans and the kernel's frame. Pointwise
+  kernels run one invocation per element; reduction kernels one workgroup per output row,
+  each thread looping over a slice of the row, then a tree combine in workgroup memory;
+  scan kernels scan each block of the row in workgroup memory with a running carry.
 - ``WebGPUScheduling``: Inductor's SIMD scheduling with this kernel, kernels defined in the
   wrapper as ``WGSLKernel`` objects (compiler/kernel.py) and called with ``launch``.
 
@@ -16,7 +17,7 @@ as eager does), i32 (int32 and narrower, int64: see below) or bool. Limits of th
 slice: int64 values compute in i32 inside generated kernels: loads of values beyond 32 bits,
 and int64 additions, subtractions, products, negations and sums that leave 32 bits, raise
 through a device check (at the next read-back), never a wrong value; float64
-and complex are refused; scans, sorts and templates are not generated (they run as eager
+and complex are refused; sorts and templates are not generated (they run as eager
 ATen ops through Inductor's fallback path). Random ops draw Philox numbers keyed by seeds
 the eager generator draws (``WebGPUOverrides.rand``).
 """
@@ -33,6 +34,7 @@ from typing import Any
 import sympy
 import torch
 from torch._inductor.codegen.common import (
+    BackendFeature,
     DeferredLine,
     IndentedBuffer,
     OpOverrides,
@@ -44,6 +46,7 @@ from torch._inductor import config
 from torch._inductor.utils import get_fused_kernel_name, get_kernel_metadata
 from torch._inductor.virtualized import V
 from torch.utils._sympy.printers import ExprPrinter
+from torch.utils._ordered_set import OrderedSet
 from torch.utils._sympy.symbol import SymT, free_symbol_is_type
 
 from .. import _C
@@ -627,6 +630,8 @@ class WebGPUKernel(SIMDKernel):
             self.atomic_outputs.add(self.args.output(name))
             line = line.replace("store_", "atomic_add_", 1)
         if self.inside_reduction:
+            if self.is_scan:  # (past the row's end invocations hold the last position)
+                line = f"if (row_in) {{ {line} }}"
             self.compute.writeline(DeferredLine(name, line))
         else:
             # Outside the row loop of a reduction kernel every thread holds the value:
@@ -709,7 +714,7 @@ class WebGPUKernel(SIMDKernel):
                     combine = "{a} || {b}" if is_max else "{a} && {b}"
                     init = "false" if is_max else "true"
             self.indexing_code.writeline(f"var {acc}: {wtype} = {init};")
-            self.compute.writeline(f"{acc} = {combine.format(a=acc, b=value)};")
+            self._accumulate([f"{acc} = {combine.format(a=acc, b=value)};"])
             if wtype in ("f32", "i32"):  # subgroup shuffles take these (not bool, not int64)
                 fn = self._group_reduce(wtype, combine, init, float_sum=(wtype == "f32" and reduction_type == "sum"))
                 return self._result(f"{fn}({acc}, lid)", dtype)
@@ -724,7 +729,7 @@ class WebGPUKernel(SIMDKernel):
             zero = {"f32": "0.0", "i32": "0", "bool": "false"}[vtype]
             self.indexing_code.writeline(f"var {acc}_v: {vtype} = {zero};")  # index max: empty
             self.indexing_code.writeline(f"var {acc}_i: i32 = i32(2147483647);")
-            self.compute.writeline(f"if ({better}({value}, {rindex}, {acc}_v, {acc}_i)) {{ {acc}_v = {value}; {acc}_i = {rindex}; }}")
+            self._accumulate([f"if ({better}({value}, {rindex}, {acc}_v, {acc}_i)) {{ {acc}_v = {value}; {acc}_i = {rindex}; }}"])
             if vtype != "bool":  # (subgroup shuffles take no bools)
                 pair, merge = f"ArgPair_{vtype}", f"{better}_pair"
                 self._declare_once(pair, f"struct {pair} {{ v: {vtype}, i: i32 }}")
@@ -741,6 +746,111 @@ class WebGPUKernel(SIMDKernel):
                         f"{sv}[lid] = {sv}[lid + s]; {si}[lid] = {si}[lid + s]; }}"])
             return self._result(f"{si}[0]", dtype)
         raise NotImplementedError(f"torch_webgpu compile: reduction {reduction_type}")
+
+    def _accumulate(self, lines: list[str]) -> None:
+        """A reduction's per-element update, in the row loop. In a scan kernel every
+        invocation runs the loop body (past the row's end at the last position): only
+        those inside the row count."""
+        if self.is_scan:
+            self.compute.writeline("if (row_in) {")
+            with self.compute.indent():
+                self.compute.writelines(lines)
+            self.compute.writeline("}")
+        else:
+            self.compute.writelines(lines)
+
+    # --------------------------------------------------------------- scans
+    @property
+    def is_scan(self) -> bool:
+        """Does a node of this kernel scan its rows (cumsum, cumprod, logcumsumexp, cummax)?
+        Decided from the node schedule, before any code: the row loop's shape depends on it."""
+        if not hasattr(self, "_is_scan"):
+            from torch._inductor import ir
+
+            self._is_scan = self.reduction_tree is not None and any(
+                isinstance(getattr(getattr(n, "node", None), "data", None), ir.Scan)
+                for n in self.features.node_schedule)
+        return self._is_scan
+
+    def scan(self, dtypes, combine_fn, values):
+        """An inclusive scan along the row: each block of `workgroup` positions scans in
+        workgroup memory (Hillis-Steele: log2 steps, each combining slot lid - s into lid,
+        earlier operand first, so operators need not commute), then the running carry of
+        the blocks before is combined in front. Invocations past the row's end are the
+        block's last slots: they combine nothing (no spurious overflow checks), no slot
+        inside the row reads them, and the carry takes the row's last slot. Barriers need
+        uniform control flow, hence `is_scan`'s loop."""
+        assert self.is_scan and self.inside_reduction
+        tree = self.reduction_tree
+        name = f"scan{next(self.acc_ids)}"
+        # Half types scan in float32, rounded once when stored (as the CPU's accumulation).
+        dtypes = [torch.float32 if d in (torch.float16, torch.bfloat16) else d for d in dtypes]
+        types = [register_type(d) for d in dtypes]
+        fields = [f"v{k}" for k in range(len(dtypes))]
+        combine = self._scan_combine(name, dtypes, types, fields, combine_fn)
+        wg, base = self.workgroup, f"{tree.prefix}base"
+        rnumel = self.sexpr(self.rename_indexing(tree.numel))
+        for k, (value, dtype, wtype) in enumerate(zip(values, dtypes, types)):
+            self.declarations.writeline(f"var<workgroup> {name}_s{k}: array<{wtype}, {wg}>;")
+            self.indexing_code.writeline(f"var {name}_carry{k}: {wtype};")
+            self.compute.writeline(f"{name}_s{k}[lid] = {convert(str(value), dtype_of(value), dtype)};")
+
+        def each(template: str) -> list[str]:
+            return [template.format(k=k, name=name) for k in range(len(dtypes))]
+
+        def call(a: str, b: str) -> str:
+            return f"{combine}({', '.join(each(a) + each(b))})"
+
+        c = self.compute
+        c.writeline(f"for (var s = 1u; s < {wg}u; s = s << 1u) {{")
+        with c.indent():
+            c.writeline("workgroupBarrier();")
+            c.writelines(each("var {name}_x{k} = {name}_s{k}[lid];"))
+            c.writeline(f"if (lid >= s && row_in) {{ let {name}_c = {call('{name}_s{k}[lid - s]', '{name}_x{k}')};")
+            c.writelines(each("  {name}_x{k} = {name}_c.v{k};"))
+            c.writeline("}")
+            c.writeline("workgroupBarrier();")
+            c.writelines(each("{name}_s{k}[lid] = {name}_x{k};"))
+        c.writeline("}")
+        c.writeline("workgroupBarrier();")
+        c.writeline(f"let {name}_last = u32(min({wg}, ({rnumel}) - {base})) - 1u;")
+        c.writelines(each("var {name}_r{k} = {name}_s{k}[lid];"))
+        c.writelines(each("let {name}_t{k} = {name}_s{k}[{name}_last];"))
+        c.writeline("workgroupBarrier();  // (the next block writes the slots again)")
+        c.writeline(f"if ({base} > 0) {{")
+        with c.indent():
+            c.writeline(f"if (row_in) {{ let {name}_c = {call('{name}_carry{k}', '{name}_r{k}')};")
+            c.writelines(each("  {name}_r{k} = {name}_c.v{k};"))
+            c.writeline("}")
+            c.writeline(f"let {name}_d = {call('{name}_carry{k}', '{name}_t{k}')};")
+            c.writelines(each("{name}_carry{k} = {name}_d.v{k};"))
+        c.writeline("} else {")
+        c.writelines(each("  {name}_carry{k} = {name}_t{k};"))
+        c.writeline("}")
+        return tuple(self.cse.generate(c, f"{name}_r{k}", dtype=d) for k, d in enumerate(dtypes))
+
+    def _scan_combine(self, name: str, dtypes, types, fields, combine_fn) -> str:
+        """`combine_fn` (Inductor ops over two tuples) as a WGSL function of both tuples'
+        values returning a struct of the combined ones."""
+        saved, self.compute = self.compute, IndentedBuffer()
+        try:
+            a = tuple(self.cse.namedvar(f"{name}_a{k}", dtype=d) for k, d in enumerate(dtypes))
+            b = tuple(self.cse.namedvar(f"{name}_b{k}", dtype=d) for k, d in enumerate(dtypes))
+            out = combine_fn(a, b)
+            body = self.compute
+        finally:
+            self.compute = saved
+        params = ", ".join(f"{v}: {t}" for v, t in zip((*map(str, a), *map(str, b)), types + types))
+        results = ", ".join(convert(str(v), dtype_of(v), d) for v, d in zip(out, dtypes))
+        text = IndentedBuffer()
+        text.writeline(f"struct {name}_values {{ {', '.join(f'{f}: {t}' for f, t in zip(fields, types))} }}")
+        text.writeline(f"fn {name}_combine({params}) -> {name}_values {{")
+        with text.indent():
+            text.splice(body)
+            text.writeline(f"return {name}_values({results});")
+        text.writeline("}")
+        self.declarations.splice(text)
+        return f"{name}_combine"
 
     def _arg_better(self, reduction_type: str, vtype: str) -> str:
         """A WGSL function: does (v, i) beat the current (av, ai)? NaN beats numbers (as on
@@ -785,7 +895,7 @@ class WebGPUKernel(SIMDKernel):
         for part in ("mean", "m2", "weight"):
             self.indexing_code.writeline(f"var {acc}_{part}: f32 = 0.0;")
         if reduction_type == "welford_reduce":
-            self.compute.writelines([
+            self._accumulate([
                 f"{acc}_weight = {acc}_weight + 1.0;",
                 f"{{ let delta = {value} - {acc}_mean;",
                 f"  {acc}_mean = {acc}_mean + delta / {acc}_weight;",
@@ -793,8 +903,7 @@ class WebGPUKernel(SIMDKernel):
             ])
         else:
             mean, m2, weight = value
-            self.compute.writeline(
-                f"welford_merge(&{acc}_mean, &{acc}_m2, &{acc}_weight, {mean}, {m2}, {weight});")
+            self._accumulate([f"welford_merge(&{acc}_mean, &{acc}_m2, &{acc}_weight, {mean}, {m2}, {weight});"])
         self._declare_once(
             "welford_merge",
             "fn welford_merge(mean: ptr<function, f32>, m2: ptr<function, f32>,\n"
@@ -837,13 +946,22 @@ class WebGPUKernel(SIMDKernel):
             self.body.writeline(
                 f"for (var {prefix}base = 0; {prefix}base < {rnumel}; {prefix}base = {prefix}base + {self.workgroup}) {{")
             with self.body.indent():
-                self.body.writeline(f"let {tree.name} = {prefix}base + i32(lid);")
-                self.body.writeline(f"if ({tree.name} < {rnumel} && row_active) {{")
-                with self.body.indent():
+                if self.is_scan:
+                    # Uniform control flow for the scan's barriers: every invocation runs
+                    # the body, those past the row's end at its last position.
+                    self.body.writeline(f"let row_in = {prefix}base + i32(lid) < {rnumel} && row_active;")
+                    self.body.writeline(f"let {tree.name} = min({prefix}base + i32(lid), {rnumel} - 1);")
                     self.body.splice(self.loop_entries)
                     self.body.splice(self.loads)
                     self.body.splice(self.compute)
-                self.body.writeline("}")
+                else:
+                    self.body.writeline(f"let {tree.name} = {prefix}base + i32(lid);")
+                    self.body.writeline(f"if ({tree.name} < {rnumel} && row_active) {{")
+                    with self.body.indent():
+                        self.body.splice(self.loop_entries)
+                        self.body.splice(self.loads)
+                        self.body.splice(self.compute)
+                    self.body.writeline("}")
             self.body.writeline("}")
             # Values computed in the loop are out of scope now; reduction results stay.
             keep = [v for item in self.cse.reduction_cache.values()
@@ -875,18 +993,23 @@ class WebGPUKernel(SIMDKernel):
         code = IndentedBuffer()
         # The linear id (one per element, or one per row) splits into the outer trees, the
         # x tree varying fastest.
-        code.writeline(f"let linear = i32({'group' if reduction else 'idx'});")
+        trees = sorted(self._outer_trees(), key=lambda t: t.prefix != "x")
+        # (a symbolic numel prints as a product: parenthesized)
+        numels = [f"({self.sexpr(self.rename_indexing(t.numel))})" for t in trees]
+        total = " * ".join(numels) or "1"
+        if reduction and self.is_scan:
+            # Workgroups past the last row (a grid split in two dimensions) read the last
+            # row: a scan's invocations all run its body, and no load may leave its tensor.
+            code.writeline(f"let row_active = i32(group) < {total};")
+            code.writeline(f"let linear = min(i32(group), {total} - 1);")
+        else:
+            code.writeline(f"let linear = i32({'group' if reduction else 'idx'});")
+            if reduction:
+                code.writeline(f"let row_active = linear < {total};")
         rest = "linear"
-        numels = []
-        for tree in sorted(self._outer_trees(), key=lambda t: t.prefix != "x"):
-            # (a symbolic numel prints as a product: parenthesized)
-            numel = f"({self.sexpr(self.rename_indexing(tree.numel))})"
-            numels.append(numel)
+        for tree, numel in zip(trees, numels):
             code.writeline(f"let {tree.name} = {rest} % {numel};")
             rest = f"({rest} / {numel})"
-        if reduction:
-            total = " * ".join(numels) or "1"
-            code.writeline(f"let row_active = linear < {total};")
         code.splice(self.indexing_code)
         code.splice(self.body)
         origins = sorted({o.name for n in self.features.node_schedule
@@ -981,7 +1104,6 @@ def write_launch(name: str, args, count: sympy.Expr) -> None:
 
 
 def _ordered(values):
-    from torch.utils._ordered_set import OrderedSet
     return OrderedSet(values)
 
 
@@ -1027,6 +1149,12 @@ def buffers_of(*nodes) -> set[str]:
 
 class WebGPUScheduling(SIMDScheduling):
     kernel_type = WebGPUKernel  # type: ignore[assignment]
+    # Scans (cumsum, cumprod, logcumsumexp; cummax/cummin carry their indices: a tuple).
+    backend_features = OrderedSet([BackendFeature.SCAN, BackendFeature.TUPLE_REDUCTION])
+
+    @classmethod
+    def get_backend_features(cls, device) -> OrderedSet:
+        return cls.backend_features
 
     def can_fuse(self, node1, node2) -> bool:
         # WebGPU caps the storage buffers of one shader stage (8 to 10 on common adapters).

@@ -3,7 +3,8 @@
 A seed makes one program: a few random inputs (shapes with size-1 and 0 dims, 0-dim
 tensors, non-contiguous layouts; float32, float16, bfloat16, int32, int64, bool) and a chain
 of ops drawn from pointwise unary/binary math, comparisons, where / masked_fill, casts,
-reductions over random dims (sum, mean, amax, amin, argmax, var, any), views (permute,
+reductions over random dims (sum, mean, amax, amin, argmax, var, any), scans (cumsum,
+cumprod, cummax, cummin, logcumsumexp), views (permute,
 transpose, slicing, narrow, expand, unsqueeze, reshape), indexing (gather, index_select,
 advanced indices), matmul, softmax / log_softmax and layer_norm. The program is Python
 source, so a failure prints what to paste into a repro.
@@ -585,6 +586,36 @@ def op_reduce(g):
     return g.emit(fn, shape, v.dtype, v.bound, v.exact)
 
 
+def op_scan(g):
+    r = g.rng
+    kind = r.choice(["cumsum", "cummax", "cummin", "logcumsumexp", "cumprod"])
+    ranked = lambda v: len(v.shape) >= 1  # noqa: E731
+    if kind == "logcumsumexp":
+        v = g.pick(lambda v: ranked(v) and _is_float(v) and v.bound <= 30)
+    elif kind in ("cummax", "cummin"):
+        v = g.pick(lambda v: ranked(v) and _discontinuous_ok(v))
+    else:
+        v = g.pick(lambda v: ranked(v) and (v.dtype != torch.bool or kind == "cumsum"))
+    if v is None:
+        return None
+    d = _rank_dim(g, v) - (len(v.shape) if r.random() < 0.3 else 0)
+    n = max(v.shape[d], 1)
+    if kind in ("cummax", "cummin"):
+        part = r.choice(["values", "indices"])
+        if part == "indices":
+            return g.emit(f"torch.{kind}({v.name}, dim={d}).indices", v.shape, torch.int64, n, True)
+        return g.emit(f"torch.{kind}({v.name}, dim={d}).values", v.shape, v.dtype, v.bound, v.exact)
+    if kind == "logcumsumexp":
+        return g.emit(f"torch.logcumsumexp({v.name}, dim={d})", v.shape, v.dtype,
+                      v.bound + math.log(n) + 1, False)
+    dtype = torch.int64 if not v.dtype.is_floating_point else v.dtype
+    bound = v.bound * n if kind == "cumsum" else v.bound ** n
+    if bound > (FLOAT_BOUND * 30 if v.dtype.is_floating_point else INT_BOUND):
+        return None
+    return g.emit(f"torch.{kind}({v.name}, dim={d})", v.shape, dtype, bound,
+                  not v.dtype.is_floating_point)
+
+
 def op_view(g):
     r = g.rng
     v = g.pick()
@@ -756,7 +787,7 @@ def op_cat(g):
 OP_TABLE = [
     (op_unary_float, 6), (op_unary_int, 3), (op_logical_not, 1), (op_binary, 8),
     (op_compare, 2), (op_where, 2), (op_cast, 2), (op_reduce, 5), (op_view, 5),
-    (op_index, 3), (op_matmul, 2), (op_norm, 2), (op_cat, 1),
+    (op_index, 3), (op_matmul, 2), (op_norm, 2), (op_cat, 1), (op_scan, 2),
 ]
 OPS = [op for op, _ in OP_TABLE]
 
