@@ -1,7 +1,7 @@
 """Training steps, eager and through torch.compile, on webgpu beside CUDA on the same GPU.
 
 One step: forward, loss, backward, AdamW update (the update compiled too where the step
-is), for models with dropout in training mode (compiled random draws) and an optimizer
+is; modes eager, compiled, reduce-overhead: forward, backward and update replayed as graphs), for models with dropout in training mode (compiled random draws) and an optimizer
 whose step count is a CPU tensor (compiled CPU scalars):
 - mlp: 3 linears 1024 wide with GELU and dropout, batch 256;
 - block: a transformer encoder layer (d 256, 8 heads, FFN 1024, dropout 0.1), 16 x 128 tokens;
@@ -11,7 +11,7 @@ Prints ms per step (best of --reps batches of --inner steps), the first step's s
 (compile included) and its loss (same weights and data on both devices; the dropout masks
 differ, so the losses agree only roughly).
 
-    python3 benchmarks/train_step.py [--cuda] [--models mlp,block,gpt2] [--quick]
+    python3 benchmarks/train_step.py [--cuda] [--models mlp,block,gpt2] [--modes ...] [--quick]
 """
 import argparse
 import time
@@ -21,6 +21,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import torch_webgpu  # noqa: F401
+from torch._dynamo.utils import counters
 from timing import best_ms, sync
 
 
@@ -56,11 +57,19 @@ def build(name, device, quick):
     return model.to(device).train(), x.to(device), y.to(device), loss_fn
 
 
-def step_fn(name, device, quick, compiled):
+MODES = ("eager", "compiled", "reduce-overhead")
+
+
+def step_fn(name, device, quick, mode):
     model, x, y, loss_fn = build(name, device, quick)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    forward = torch.compile(loss_fn) if compiled else loss_fn
-    update = torch.compile(opt.step) if compiled else opt.step
+    # reduce-overhead: the step count on the device (capturable), so the compiled update
+    # computes on the GPU alone and replays as a graph, as CUDA graphs need too.
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, capturable=mode == "reduce-overhead")
+    if mode == "eager":
+        forward, update = loss_fn, opt.step
+    else:
+        kwargs = {"mode": mode} if mode != "compiled" else {}
+        forward, update = torch.compile(loss_fn, **kwargs), torch.compile(opt.step, **kwargs)
     last = {}
 
     def step():
@@ -68,7 +77,8 @@ def step_fn(name, device, quick, compiled):
         loss.backward()
         update()
         opt.zero_grad(set_to_none=True)
-        last["loss"] = loss
+        if "loss" not in last:  # (replayed outputs are overwritten by the next step)
+            last["loss"] = loss.item()
     return step, last
 
 
@@ -79,27 +89,33 @@ def main():
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--inner", type=int, default=5)
+    parser.add_argument("--modes", default=",".join(MODES))
     args = parser.parse_args()
     devices = ["webgpu"] + (["cuda"] if args.cuda else [])
     print(f"adapter: {torch.webgpu.get_device_name()}" + (f" | cuda: {torch.cuda.get_device_name()}" if args.cuda else ""))
-    print(f"{'model':6} {'mode':8} " + " ".join(f"{d + ' ms':>12} {d + ' 1st s':>12} {d + ' loss':>11}" for d in devices)
+    print(f"{'model':6} {'mode':15} " + " ".join(f"{d + ' ms':>12} {d + ' 1st s':>12} {d + ' loss':>11}" for d in devices)
           + ("  webgpu/cuda" if args.cuda else ""))
     for name in args.models.split(","):
-        for compiled in (False, True):
-            row, times = [], {}
+        for mode in args.modes.split(","):
+            row, times, replays = [], {}, ""
             for device in devices:
                 torch._dynamo.reset()
-                step, last = step_fn(name, device, args.quick, compiled)
+                step, last = step_fn(name, device, args.quick, mode)
                 start = time.perf_counter()
                 step()
                 sync(device)
                 first = time.perf_counter() - start
-                first_loss = last["loss"].item()
+                first_loss = last["loss"]
                 ms = best_ms(step, device, reps=args.reps, inner=args.inner, warmup_s=0.5)
                 times[device] = ms
+                if device == "webgpu" and mode == "reduce-overhead":
+                    stats = counters["webgpu"]
+                    replays = (f"  (webgpu: {stats['graph_replays']} replays, "
+                               f"{stats['graph_fallbacks']} graphs without)")
+                    stats.clear()
                 row.append(f"{ms:12.2f} {first:12.1f} {first_loss:11.4f}")
             ratio = f"  {times['cuda'] / times['webgpu']:.2f}x" if args.cuda else ""
-            print(f"{name:6} {'compiled' if compiled else 'eager':8} " + " ".join(row) + ratio, flush=True)
+            print(f"{name:6} {mode:15} " + " ".join(row) + ratio + replays, flush=True)
 
 
 if __name__ == "__main__":

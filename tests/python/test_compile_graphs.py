@@ -223,13 +223,88 @@ def test_uncapturable_graph_falls_back_with_a_warning():
     assert counts() == (0, 0, 1)
 
 
-def test_training_graphs_run_without_replay(no_fallback):
-    model = nn.Linear(4, 3)
-    ours = torch.compile(copy.deepcopy(model).to("webgpu"), mode="reduce-overhead")
-    for _ in range(3):
-        x = torch.randn(2, 4)
-        assert_same(ours(dev(x)), model(x), atol=1e-5, rtol=1e-5)
-    assert counts() == (0, 0, 0)
+def train_both(make_model, steps=6, micro_batches=1, compile_step=False, dropout_free=True):
+    """`steps` AdamW steps of make_model() on the CPU and, with the loss compiled under
+    reduce-overhead, on webgpu; each step accumulates `micro_batches` backward passes
+    before its update. Returns the losses and the final parameters of both."""
+    torch.manual_seed(0)
+    model = make_model()
+    ours = copy.deepcopy(model).to("webgpu")
+    opt_cpu = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    # (capturable: the step count lives on the device, so the compiled update computes on
+    # webgpu only and can replay, as on cuda)
+    opt_ours = torch.optim.AdamW(ours.parameters(), lr=1e-2, capturable=compile_step)
+    loss_fn = lambda m, x, y: ((m(x) - y) ** 2).mean()  # noqa: E731
+    compiled = torch.compile(loss_fn, mode="reduce-overhead")
+    update = torch.compile(opt_ours.step, mode="reduce-overhead") if compile_step else opt_ours.step
+    losses = []
+    for _ in range(steps):
+        for _ in range(micro_batches):
+            x, y = torch.randn(8, 16), torch.randn(8, 4)
+            expected = loss_fn(model, x, y)
+            expected.backward()
+            loss = compiled(ours, dev(x), dev(y))
+            loss.backward()
+            losses.append((loss.item(), expected.item()))
+        opt_cpu.step()
+        opt_cpu.zero_grad()
+        update()
+        opt_ours.zero_grad()
+    return losses, list(model.parameters()), list(ours.parameters())
+
+
+def mlp():
+    return nn.Sequential(nn.Linear(16, 32), nn.LayerNorm(32), nn.GELU(), nn.Linear(32, 4))
+
+
+@pytest.mark.parametrize("micro_batches", [1, 2])
+def test_training_graphs_replay(micro_batches, no_fallback):
+    """The forward and the backward of a training step are captured once each and replayed
+    (as CUDA graph trees do for training): losses and parameters after six AdamW steps equal
+    the CPU's, with gradients accumulated over micro-batches too (a replay overwrites its
+    static gradient outputs: the accumulated .grad must not be one of them)."""
+    losses, expected, actual = train_both(mlp, micro_batches=micro_batches)
+    for loss, reference in losses:
+        assert loss == pytest.approx(reference, rel=1e-5, abs=1e-6)
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a.detach().cpu(), e.detach(), rtol=1e-4, atol=1e-5)
+    steps = 6 * micro_batches
+    # Forward and backward: a warm-up each, then a capture each, then replays.
+    assert counts() == (2, 2 * (steps - 1), 0)
+
+
+def test_training_with_a_compiled_capturable_optimizer_step_replays(no_fallback):
+    losses, expected, actual = train_both(mlp, compile_step=True)
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a.detach().cpu(), e.detach(), rtol=1e-4, atol=1e-5)
+    captures, replays, fallbacks = counts()
+    assert captures == 3 and fallbacks == 0 and replays >= 2 * 5 + 3
+
+
+def test_training_graphs_with_dropout_replay_fresh_masks(no_fallback):
+    """Each replayed forward draws a new mask and the replayed backward uses that step's
+    mask: the input gradient is 2 / (1 - p) exactly where the output kept a value."""
+    def f(x):
+        return torch.nn.functional.dropout(x * 2, 0.25, training=True)
+
+    compiled = torch.compile(lambda x: f(x).sum(), mode="reduce-overhead")
+    fwd = torch.compile(f, mode="reduce-overhead")
+    torch.manual_seed(0)
+    masks = []
+    for _ in range(5):
+        x = dev(torch.randn(256, 32)).requires_grad_()
+        out = fwd(x)
+        out.backward(torch.ones_like(out))
+        keep = (out != 0).cpu()
+        torch.testing.assert_close(x.grad.cpu(), keep.float() * (2 / 0.75))
+        torch.testing.assert_close(out.detach().cpu()[keep], (x.detach().cpu() * 2 / 0.75)[keep])
+        masks.append(keep)
+        y = dev(torch.randn(64)).requires_grad_()
+        compiled(y).backward()
+        assert y.grad is not None
+    assert all(not torch.equal(a, b) for i, a in enumerate(masks) for b in masks[i + 1:])
+    captures, replays, fallbacks = counts()
+    assert fallbacks == 0 and captures == 4 and replays > 0
 
 
 CACHED_RUN = """

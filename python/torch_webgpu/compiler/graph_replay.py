@@ -28,7 +28,11 @@ captures the second into a ``WebGPUGraph`` and replays it from then on:
 Random ops (dropout in training, rand*) replay with fresh draws, as on cuda. A graph whose
 capture is refused (host read-backs, ops without a native kernel) runs without replay from
 then on, after a one-time warning; the call never fails.
-Training graphs (forward/backward pairs) run without replay.
+Training graphs replay too: AOTAutograd's forward and backward are compiled graphs of
+their own; the backward's non-tangent inputs (saved tensors, which are the forward
+replay's static outputs, and parameters) are used in place, its tangents copied. Gradient
+outputs stay referenced by the replayer, so autograd accumulates copies of them into
+``.grad``, never the static tensors themselves.
 """
 from __future__ import annotations
 
@@ -240,7 +244,6 @@ def _wants_replay(compiled_graph, graph_kwargs) -> bool:
     # fx_kwargs, not graph_kwargs: an AOTAutograd cache hit passes no is_inference.
     kwargs = compiled_graph.fx_kwargs
     return (bool(config.triton.cudagraphs) and devices == {"webgpu"}
-            and bool(kwargs.get("is_inference")) and not kwargs.get("is_backward")
             and compiled_graph.current_callable is not None)
 
 
