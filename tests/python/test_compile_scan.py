@@ -1,6 +1,7 @@
 """Scans inside torch.compile on webgpu: cumsum, cumprod, logcumsumexp, cummax and cummin
-as generated WGSL (Inductor's ops.scan; one workgroup per row, blocks of the row scanned in
-workgroup memory with a running carry), against the CPU.
+as generated WGSL (Inductor's ops.scan: one workgroup per row, blocks of the row scanned in
+workgroup memory with a running carry; or, on software adapters, one invocation per row
+walking it in order), against the CPU.
 """
 import pytest
 import torch
@@ -10,10 +11,13 @@ import torch_webgpu  # noqa: F401
 from torch._inductor.utils import run_and_get_code
 
 
-@pytest.fixture(autouse=True)
-def fresh_compile(monkeypatch):
+@pytest.fixture(autouse=True, params=["blocks", "serial"])
+def fresh_compile(monkeypatch, request):
+    """Every test with both kernel shapes: blocks of the row scanned in workgroup memory
+    (GPUs) and one invocation walking each row (software adapters)."""
     import torch._inductor.config as inductor_config
 
+    monkeypatch.setenv("TORCH_WEBGPU_COMPILE_SCAN", request.param)
     monkeypatch.setattr(inductor_config, "fx_graph_cache", False)
     torch._dynamo.reset()
     yield
@@ -188,3 +192,17 @@ def test_training_step_through_a_scan(no_fallback):
     ref.backward()
     torch.testing.assert_close(out.cpu(), ref.detach(), rtol=1e-4, atol=1e-3)
     torch.testing.assert_close(wg.grad.cpu(), w.grad, rtol=1e-4, atol=1e-3)
+
+
+def test_the_scan_kernel_shape_follows_the_setting(monkeypatch):
+    x = torch.randn(4, 100)
+    for mode, grid in (("serial", "grid='invocations'"), ("blocks", "grid='groups'")):
+        monkeypatch.setenv("TORCH_WEBGPU_COMPILE_SCAN", mode)
+        torch._dynamo.reset()
+        actual, code = compiled(lambda t: t.cumsum(-1), x)
+        assert generated_scan(code) and grid in code
+        check(actual, x.cumsum(-1))
+    monkeypatch.setenv("TORCH_WEBGPU_COMPILE_SCAN", "fast")
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="'serial' or 'blocks' expected"):
+        compiled(lambda t: t.cumsum(-1), x)

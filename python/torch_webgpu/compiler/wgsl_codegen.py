@@ -58,6 +58,8 @@ INT64_RANGE = ("an int64 value beyond 32 bits reached a torch.compile kernel (ge
 # reductions use (power of two: tree combine); pointwise: 256 or the adapter's limit.
 REDUCTION_WORKGROUP = 64
 POINTWISE_WORKGROUP = 256
+# Serial scans (software adapters): one row per invocation, 64 rows per workgroup.
+SERIAL_SCAN_WORKGROUP = 64
 # A GPU reduction over few rows (decode's norms: one) has one workgroup per row and each
 # invocation walks its slice of the row serially, a global-memory round trip per step: with
 # 64 invocations an 896-wide RMSNorm took 24 us on an H100. Below FEW_ROWS rows the
@@ -526,7 +528,9 @@ class WebGPUKernel(SIMDKernel):
         tree = self.reduction_tree
         limit = max_workgroup_invocations()
         self.workgroup = min(POINTWISE_WORKGROUP, limit)
-        if tree is not None:
+        if tree is not None and self.serial_scan:
+            self.workgroup = min(SERIAL_SCAN_WORKGROUP, limit)
+        elif tree is not None:
             self.workgroup = min(_reduction_workgroup(self._outer_trees()), limit)
             if isinstance(tree.numel, (int, sympy.Integer)):
                 self.workgroup = min(self.workgroup, max(16, 1 << max(int(tree.numel) - 1, 1).bit_length()))
@@ -636,12 +640,12 @@ class WebGPUKernel(SIMDKernel):
         else:
             # Outside the row loop of a reduction kernel every thread holds the value:
             # one stores it.
-            guard = "if (lid == 0u && row_active) { " if self.reduction_tree is not None else ""
+            guard = f"if ({self.row_leader}) {{ " if self.reduction_tree is not None else ""
             self.stores.writeline(DeferredLine(name, guard + line + (" }" if guard else "")))
 
     def store_reduction(self, name: str, index: sympy.Expr, value) -> None:
         line = self._store_line(name, index, value)
-        self.stores.writeline(DeferredLine(name, f"if (lid == 0u && row_active) {{ {line} }}"))
+        self.stores.writeline(DeferredLine(name, f"if ({self.row_leader}) {{ {line} }}"))
 
     # --------------------------------------------------------------- reductions
     def reduction(self, dtype, src_dtype, reduction_type, value):
@@ -772,6 +776,20 @@ class WebGPUKernel(SIMDKernel):
                 for n in self.features.node_schedule)
         return self._is_scan
 
+    @property
+    def serial_scan(self) -> bool:
+        """A scan kernel with one invocation per row, walking it in order (no workgroup
+        memory, no barriers): software adapters, where a workgroup is one CPU thread and
+        every barrier costs a switch of all its invocations (the block scan ran 5-20x
+        slower than our eager scans on llvmpipe). TORCH_WEBGPU_COMPILE_SCAN=serial|blocks
+        forces either."""
+        return self.is_scan and serial_scans()
+
+    @property
+    def row_leader(self) -> str:
+        """The condition under which one invocation stores a row's value."""
+        return "row_active" if self.serial_scan else "lid == 0u && row_active"
+
     def scan(self, dtypes, combine_fn, values):
         """An inclusive scan along the row: each block of `workgroup` positions scans in
         workgroup memory (Hillis-Steele: log2 steps, each combining slot lid - s into lid,
@@ -789,6 +807,8 @@ class WebGPUKernel(SIMDKernel):
         fields = [f"v{k}" for k in range(len(dtypes))]
         combine = self._scan_combine(name, dtypes, types, fields, combine_fn)
         wg, base = self.workgroup, f"{tree.prefix}base"
+        if self.serial_scan:
+            return self._serial_scan(name, dtypes, types, values, combine, base)
         rnumel = self.sexpr(self.rename_indexing(tree.numel))
         for k, (value, dtype, wtype) in enumerate(zip(values, dtypes, types)):
             self.declarations.writeline(f"var<workgroup> {name}_s{k}: array<{wtype}, {wg}>;")
@@ -828,6 +848,23 @@ class WebGPUKernel(SIMDKernel):
         c.writelines(each("  {name}_carry{k} = {name}_t{k};"))
         c.writeline("}")
         return tuple(self.cse.generate(c, f"{name}_r{k}", dtype=d) for k, d in enumerate(dtypes))
+
+    def _serial_scan(self, name, dtypes, types, values, combine, base):
+        """The running value of a row walked in order by its one invocation."""
+        c = self.compute
+        args = []
+        for k, (value, dtype, wtype) in enumerate(zip(values, dtypes, types)):
+            self.indexing_code.writeline(f"var {name}_carry{k}: {wtype};")
+            c.writeline(f"let {name}_v{k} = {convert(str(value), dtype_of(value), dtype)};")
+            args.append(k)
+        carries = ", ".join(f"{name}_carry{k}" for k in args)
+        news = ", ".join(f"{name}_v{k}" for k in args)
+        c.writeline(f"if ({base} == 0) {{")
+        c.writelines([f"  {name}_carry{k} = {name}_v{k};" for k in args])
+        c.writeline(f"}} else {{ let {name}_c = {combine}({carries}, {news});")
+        c.writelines([f"  {name}_carry{k} = {name}_c.v{k};" for k in args])
+        c.writeline("}")
+        return tuple(self.cse.generate(c, f"{name}_carry{k}", dtype=d) for k, d in enumerate(dtypes))
 
     def _scan_combine(self, name: str, dtypes, types, fields, combine_fn) -> str:
         """`combine_fn` (Inductor ops over two tuples) as a WGSL function of both tuples'
@@ -943,10 +980,17 @@ class WebGPUKernel(SIMDKernel):
         if tree is not None and self.inside_reduction and (self.loads or self.compute):
             prefix = tree.prefix
             rnumel = self.sexpr(self.rename_indexing(tree.numel))
+            step = 1 if self.serial_scan else self.workgroup
             self.body.writeline(
-                f"for (var {prefix}base = 0; {prefix}base < {rnumel}; {prefix}base = {prefix}base + {self.workgroup}) {{")
+                f"for (var {prefix}base = 0; {prefix}base < {rnumel}; {prefix}base = {prefix}base + {step}) {{")
             with self.body.indent():
-                if self.is_scan:
+                if self.serial_scan:
+                    self.body.writeline(f"let {tree.name} = {prefix}base;")
+                    self.body.writeline("let row_in = row_active;")
+                    self.body.splice(self.loop_entries)
+                    self.body.splice(self.loads)
+                    self.body.splice(self.compute)
+                elif self.is_scan:
                     # Uniform control flow for the scan's barriers: every invocation runs
                     # the body, those past the row's end at its last position.
                     self.body.writeline(f"let row_in = {prefix}base + i32(lid) < {rnumel} && row_active;")
@@ -997,7 +1041,11 @@ class WebGPUKernel(SIMDKernel):
         # (a symbolic numel prints as a product: parenthesized)
         numels = [f"({self.sexpr(self.rename_indexing(t.numel))})" for t in trees]
         total = " * ".join(numels) or "1"
-        if reduction and self.is_scan:
+        if self.serial_scan:
+            # One invocation per row (the frame returns past the grid's last invocation).
+            code.writeline(f"let row_active = i32(idx) < {total};")
+            code.writeline("let linear = i32(idx);")
+        elif reduction and self.is_scan:
             # Workgroups past the last row (a grid split in two dimensions) read the last
             # row: a scan's invocations all run its body, and no load may leave its tensor.
             code.writeline(f"let row_active = i32(group) < {total};")
@@ -1026,7 +1074,7 @@ class WebGPUKernel(SIMDKernel):
         return count
 
     def codegen_kernel(self, name: str | None = None) -> str:
-        grid = "groups" if self.reduction_tree is not None else "invocations"
+        grid = "groups" if self.reduction_tree is not None and not self.serial_scan else "invocations"
         return kernel_source(self, self.main_code(), grid)
 
     def call_kernel(self, name: str, node: Any = None, deallocate_ws: bool = True) -> None:
@@ -1131,6 +1179,28 @@ def max_workgroup_invocations() -> int:
     return torch.webgpu.get_device_properties().max_compute_invocations_per_workgroup
 
 
+def serial_scans() -> bool:
+    """Whether scan kernels walk each row in one invocation (WebGPUKernel.serial_scan)."""
+    forced = os.environ.get("TORCH_WEBGPU_COMPILE_SCAN", "")
+    if forced not in ("", "serial", "blocks"):
+        raise ValueError(f"TORCH_WEBGPU_COMPILE_SCAN={forced!r}: 'serial' or 'blocks' expected")
+    return forced == "serial" if forced else bool(_C._software_adapter())
+
+
+def _scans_and_reductions(*groups) -> tuple[bool, bool]:
+    """Whether the scheduler nodes hold a scan, and a reduction other than a scan."""
+    from torch._inductor import ir
+
+    scan = reduction = False
+    for group in groups:
+        for node in group.get_nodes():
+            if isinstance(getattr(getattr(node, "node", None), "data", None), ir.Scan):
+                scan = True
+            elif node.is_reduction():
+                reduction = True
+    return scan, reduction
+
+
 def fits(buffers: set[str]) -> bool:
     """One kernel may bind these buffers, keeping a binding for the device error word (a
     kernel with bounds checks binds it; whether one will is not known when fusing)."""
@@ -1159,6 +1229,9 @@ class WebGPUScheduling(SIMDScheduling):
     def can_fuse(self, node1, node2) -> bool:
         # WebGPU caps the storage buffers of one shader stage (8 to 10 on common adapters).
         if not fits(buffers_of(node1, node2)):
+            return False
+        # A serial scan's invocation owns a whole row: a workgroup reduction has no place in it.
+        if serial_scans() and all(_scans_and_reductions(node1, node2)):
             return False
         return super().can_fuse(node1, node2)
 
