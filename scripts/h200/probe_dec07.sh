@@ -9,6 +9,10 @@
 # --cuda --only models (HF generate: 512-token prefill latency, decode tok/s, peak memory);
 # autotune: run.py --cuda --only gemm,gemv with TORCH_WEBGPU_GEMM_AUTOTUNE=1, then without;
 # train: benchmarks/train_step.py --cuda (eager and compiled training steps).
+#   STEPS="scantests scans trainro" bash scripts/h200/probe_dec07.sh   (the third session's call)
+# scantests: the compiled scan and reduce-overhead tests on the GPU; scans:
+# benchmarks/compiled_scans.py --cuda with TORCH_WEBGPU_COMPILE_SCAN=blocks, then serial;
+# trainro: train_step.py --cuda --modes compiled,reduce-overhead (training replayed).
 STEPS=${STEPS:-"tests attn base"}
 OUT=${OUT:-/tmp/probe}
 mkdir -p "$OUT"
@@ -39,6 +43,18 @@ for step in $STEPS; do
     models)
       timeout 400 python3 benchmarks/run.py --cuda --only models --json "$OUT/models.json" > "$OUT/models.txt" 2>&1
       grep -E '^models' "$OUT/models.txt" | cut -c1-120; tail -2 "$OUT/models.txt" ;;
+    scantests)
+      timeout 400 python3 -m pytest -q -p no:cacheprovider tests/python/test_compile_scan.py \
+        tests/python/test_compile_graphs.py > "$OUT/scantests.log" 2>&1
+      grep -E '^(FAILED|E  )' "$OUT/scantests.log" | head -20; tail -1 "$OUT/scantests.log" ;;
+    scans)
+      for v in blocks serial; do
+        (cd benchmarks && TORCH_WEBGPU_COMPILE_SCAN=$v timeout 300 python3 compiled_scans.py --cuda > "$OUT/scans_$v.txt" 2>&1)
+        echo "scans=$v"; grep -vE '^(W1207|V1207|I1207)' "$OUT/scans_$v.txt" | tail -17 | cut -c1-150
+      done ;;
+    trainro)
+      (cd benchmarks && timeout 400 python3 train_step.py --cuda --modes compiled,reduce-overhead > "$OUT/trainro.txt" 2>&1)
+      grep -vE '^(W1207|\[transformers\])' "$OUT/trainro.txt" | tail -8 ;;
     attn)
       for v in default tiles default tiles; do
         if [ $v = tiles ]; then export TORCH_WEBGPU_ATTENTION_VARIANT=tiles; else unset TORCH_WEBGPU_ATTENTION_VARIANT; fi
