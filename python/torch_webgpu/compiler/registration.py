@@ -136,7 +136,8 @@ def _device_pass():
     linears after it (rms_linear.py). Its uuid()
     is the version of our code generator and the pass's switch: Inductor puts backend
     passes' uuids into its FX graph cache key, so a new torch_webgpu (Python generator or
-    WGSL library in _C) or a flipped TORCH_WEBGPU_COMPILE_HFUSE / _GATED / _COMBO never reuses
+    WGSL library in _C) or a flipped TORCH_WEBGPU_COMPILE_HFUSE / _GATED / _COMBO / _SCAN /
+    _REDUCTION_THREADS (or a software adapter after a GPU: scans differ) never reuses
     stale graphs."""
     import hashlib
     import os
@@ -155,7 +156,7 @@ def _device_pass():
     digest.update(f"{library.st_size}:{library.st_mtime_ns}".encode())
     version = digest.hexdigest()
 
-    from . import attention_passes, combo_kernels, gated_mlp, horizontal_fusion, rms_linear
+    from . import attention_passes, combo_kernels, gated_mlp, horizontal_fusion, rms_linear, wgsl_codegen
 
     class WebGPUDevicePass(CustomGraphModulePass):
         def __call__(self, gm) -> None:
@@ -170,7 +171,9 @@ def _device_pass():
         def uuid(self):
             return (f"{version}:hfuse={int(horizontal_fusion.enabled())}"
                     f":gated={int(gated_mlp.enabled())}:rms={int(rms_linear.enabled())}"
-                    f":combo={int(combo_kernels.enabled())}")
+                    f":combo={int(combo_kernels.enabled())}"
+                    f":serial_scans={int(wgsl_codegen.serial_scans())}"
+                    f":threads={os.environ.get('TORCH_WEBGPU_COMPILE_REDUCTION_THREADS', '')}")
 
     return WebGPUDevicePass()
 
