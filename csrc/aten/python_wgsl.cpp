@@ -145,6 +145,8 @@ std::string body_source(const std::vector<std::string>& names, const KernelLaunc
 // A workgroup reduction the kernel calls by name: (fn, type, struct fields, merge, identity,
 // float_sum, symmetric), as GroupReduce (kernels/group_reduce.h) over the whole workgroup.
 using GroupReduction = std::tuple<std::string, std::string, std::string, std::string, std::string, bool, bool>;
+// (fn, type, fields, merge): an inclusive scan over the workgroup (group_scan_fn).
+using GroupScan = std::tuple<std::string, std::string, std::string, std::string>;
 
 // Returns a handle; the same declaration and source give the same handle (and pipeline).
 size_t compile_kernel(const std::string& body, const std::vector<std::string>& names,
@@ -154,7 +156,8 @@ size_t compile_kernel(const std::string& body, const std::vector<std::string>& n
                       const std::string& grid, uint32_t workgroup,
                       const std::vector<std::string>& libraries, const std::string& declarations,
                       const std::vector<std::string>& checks, const std::string& name,
-                      const std::vector<GroupReduction>& reductions) {
+                      const std::vector<GroupReduction>& reductions,
+                      const std::vector<GroupScan>& scans) {
   if (names.size() != access.size() || names.size() != dtypes.size())
     throw py::value_error("torch_webgpu: WGSL kernel tensors need one access and one dtype each");
   if (grid != "invocations" && grid != "groups")
@@ -213,6 +216,13 @@ size_t compile_kernel(const std::string& body, const std::vector<std::string>& n
   for (const auto& [fn, type, fields, merge, identity, float_sum, symmetric] : reductions)
     module += group_reduce_fn({fn, type, fields, merge, identity, workgroup, workgroup,
                                Context::get().caps().subgroup_size, float_sum, symmetric});
+  for (const auto& [fn, type, fields, merge] : scans) {
+    const uint32_t subgroup = Context::get().caps().subgroup_size;
+    GroupReduce r{fn, type, fields, merge, "", workgroup, workgroup, subgroup, false, false};
+    // Subgroup shuffles where the subgroups tile the workgroup; else a tree in workgroup memory.
+    if (subgroup == 0 || workgroup % subgroup != 0) r.subgroup = 0;
+    module += r.subgroup ? group_scan_fn(r) : group_scan_tree_fn(r);
+  }
   k->source = body_source(names, l, own, k->dtypes, k->uniforms, libraries, module, body,
                           checks.size());
   k->names = names;
@@ -374,6 +384,7 @@ void register_wgsl_bindings(py::module_& m) {
         py::arg("dtypes"), py::arg("uniforms"), py::arg("grid"), py::arg("workgroup"),
         py::arg("libraries"), py::arg("declarations"), py::arg("checks"), py::arg("name") = "",
         py::arg("reductions") = std::vector<GroupReduction>{},
+        py::arg("scans") = std::vector<GroupScan>{},
         "Registers a WGSL kernel (see csrc/aten/python_wgsl.cpp); returns its handle");
   m.def("_wgsl_launch", &launch, py::arg("handle"), py::arg("addresses"), py::arg("uniforms"),
         py::arg("count"),

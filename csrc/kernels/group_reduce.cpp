@@ -113,6 +113,23 @@ std::string group_scan_fn(const GroupReduce& r) {
              "  return s;\n}\n";
 }
 
+std::string group_scan_tree_fn(const GroupReduce& r) {
+  const std::string slots = r.name + "_slots";
+  return "var<workgroup> " + slots + ": array<" + r.type + ", " + u(r.workgroup) + ">;\n"
+         "fn " + r.name + "(v: " + r.type + ", lid: u32) -> " + r.type + " {\n"
+         "  workgroupBarrier();\n"
+         "  " + slots + "[lid] = v;\n"
+         "  for (var o = 1u; o < " + u(r.workgroup) + "; o = o << 1u) {\n"
+         "    workgroupBarrier();\n"
+         "    var s = " + slots + "[lid];\n"
+         "    if (lid >= o) { s = " + r.merge + "(" + slots + "[lid - o], s); }\n"
+         "    workgroupBarrier();\n"
+         "    " + slots + "[lid] = s;\n"
+         "  }\n"
+         "  workgroupBarrier();\n"
+         "  return " + slots + "[lid];\n}\n";
+}
+
 std::string wgsl_struct_fields(const std::string& wgsl, const std::string& name) {
   const std::string head = "struct " + name + " {";
   const size_t open = wgsl.find(head);

@@ -42,6 +42,10 @@ std::string group_reduce_fn(const GroupReduce& r);
 // invocation calls it in uniform control flow.
 std::string group_scan_fn(const GroupReduce& r);
 
+// The same function without subgroups: a Hillis-Steele scan in workgroup memory (log2
+// (workgroup) steps of two barriers each).
+std::string group_scan_tree_fn(const GroupReduce& r);
+
 // The field names of `struct <name> { a: T, b: U }` in `wgsl`, comma-separated ("a,b").
 std::string wgsl_struct_fields(const std::string& wgsl, const std::string& name);
 

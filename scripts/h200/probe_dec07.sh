@@ -48,7 +48,7 @@ for step in $STEPS; do
         tests/python/test_compile_graphs.py > "$OUT/scantests.log" 2>&1
       grep -E '^(FAILED|E  )' "$OUT/scantests.log" | head -20; tail -1 "$OUT/scantests.log" ;;
     scans)
-      for v in blocks serial; do
+      for v in ${SCAN_MODES:-blocks serial}; do
         (cd benchmarks && TORCH_WEBGPU_COMPILE_SCAN=$v timeout 300 python3 compiled_scans.py --cuda > "$OUT/scans_$v.txt" 2>&1)
         echo "scans=$v"; grep -vE '^(W1207|V1207|I1207)' "$OUT/scans_$v.txt" | tail -17 | cut -c1-150
       done ;;

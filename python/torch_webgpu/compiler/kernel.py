@@ -41,13 +41,17 @@ class WGSLKernel:
     workgroup tree); ``merge`` names a function (a, b) -> type the declarations define,
     ``fields`` a struct type's fields ("mean,m2,weight"; "" for scalars), ``symmetric`` that
     merge(a, b) and merge(b, a) are the same bits (see csrc/kernels/group_reduce.h).
+    ``scans``: ``(fn, type, fields, merge)`` entries, each a WGSL function ``fn(v, lid)``
+    returning the inclusive scan of v over the workgroup in invocation order (subgroup
+    shuffles where the subgroups tile the workgroup, else a workgroup-memory tree).
     """
 
     def __init__(self, body: str, tensors: Sequence[TensorArg],
                  uniforms: Sequence[tuple[str, str]] = (), *, grid: str = "invocations",
                  workgroup: int = 64, libraries: Sequence[str] = (), declarations: str = "",
                  checks: Sequence[str] = (), name: str = "",
-                 reductions: Sequence[tuple[str, str, str, str, str, bool, bool]] = ()):
+                 reductions: Sequence[tuple[str, str, str, str, str, bool, bool]] = (),
+                 scans: Sequence[tuple[str, str, str, str]] = ()):
         for t in tensors:
             if t.dtype not in _DTYPE_NAMES:
                 raise TypeError(f"WGSLKernel: tensor '{t.name}' has dtype {t.dtype}, which "
@@ -58,7 +62,7 @@ class WGSLKernel:
         self.handle = _C._wgsl_compile(
             body, [t.name for t in tensors], [t.access for t in tensors],
             [_DTYPE_NAMES[t.dtype] for t in tensors], list(uniforms), grid, workgroup,
-            list(libraries), declarations, list(checks), name, list(reductions))
+            list(libraries), declarations, list(checks), name, list(reductions), list(scans))
 
     @property
     def source(self) -> str:

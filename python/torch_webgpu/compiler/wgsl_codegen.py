@@ -524,6 +524,7 @@ class WebGPUKernel(SIMDKernel):
         # Workgroup reductions the C++ side writes for the adapter: (fn, type, fields, merge,
         # identity, float_sum, symmetric), see WGSLKernel.
         self.group_reductions: list[tuple] = []
+        self.group_scans: list[tuple] = []  # (fn, type, fields, merge): see WGSLKernel(scans=)
         # Short rows take a smaller workgroup (a power of two, for the tree combine).
         tree = self.reduction_tree
         limit = max_workgroup_invocations()
@@ -791,13 +792,15 @@ class WebGPUKernel(SIMDKernel):
         return "row_active" if self.serial_scan else "lid == 0u && row_active"
 
     def scan(self, dtypes, combine_fn, values):
-        """An inclusive scan along the row: each block of `workgroup` positions scans in
-        workgroup memory (Hillis-Steele: log2 steps, each combining slot lid - s into lid,
-        earlier operand first, so operators need not commute), then the running carry of
-        the blocks before is combined in front. Invocations past the row's end are the
-        block's last slots: they combine nothing (no spurious overflow checks), no slot
-        inside the row reads them, and the carry takes the row's last slot. Barriers need
-        uniform control flow, hence `is_scan`'s loop."""
+        """An inclusive scan along the row: each block of `workgroup` positions is scanned
+        by a function the C++ side writes for the adapter (``WGSLKernel(scans=...)``:
+        subgroup shuffles and one value per subgroup in workgroup memory, or a
+        Hillis-Steele tree), earlier operand first, so operators need not commute; then the
+        running carry of the blocks before is combined in front. Invocations past the row's
+        end are the block's last slots, marked not live: a merge into them keeps them as
+        they are (no combine, so no spurious overflow checks), no slot inside the row reads
+        them, and the carry takes the row's last slot. Barriers need uniform control flow,
+        hence `is_scan`'s loop."""
         assert self.is_scan and self.inside_reduction
         tree = self.reduction_tree
         name = f"scan{next(self.acc_ids)}"
@@ -810,42 +813,49 @@ class WebGPUKernel(SIMDKernel):
         if self.serial_scan:
             return self._serial_scan(name, dtypes, types, values, combine, base)
         rnumel = self.sexpr(self.rename_indexing(tree.numel))
-        for k, (value, dtype, wtype) in enumerate(zip(values, dtypes, types)):
-            self.declarations.writeline(f"var<workgroup> {name}_s{k}: array<{wtype}, {wg}>;")
-            self.indexing_code.writeline(f"var {name}_carry{k}: {wtype};")
-            self.compute.writeline(f"{name}_s{k}[lid] = {convert(str(value), dtype_of(value), dtype)};")
-
-        def each(template: str) -> list[str]:
-            return [template.format(k=k, name=name) for k in range(len(dtypes))]
-
-        def call(a: str, b: str) -> str:
-            return f"{combine}({', '.join(each(a) + each(b))})"
-
+        n = range(len(dtypes))
+        # The shuffled struct: bools travel as u32 (subgroup shuffles take no bools).
+        slot_types = ["u32" if t == "bool" else t for t in types]
+        unpack = [f"(x.v{k} != 0u)" if t == "bool" else f"x.v{k}" for k, t in enumerate(types)]
+        pack = [f"select(0u, 1u, c.v{k})" if t == "bool" else f"c.v{k}" for k, t in enumerate(types)]
+        slot = f"{name}_slot"
+        self.declarations.splice(
+            f"struct {slot} {{ {', '.join(f'v{k}: {t}' for k, t in zip(n, slot_types))}, live: u32 }}\n"
+            f"fn {name}_merge(a: {slot}, b: {slot}) -> {slot} {{\n"
+            f"  if (b.live == 0u) {{ return b; }}\n"
+            f"  let c = {combine}({', '.join(u.replace('x.', 'a.') for u in unpack)}, "
+            f"{', '.join(u.replace('x.', 'b.') for u in unpack)});\n"
+            f"  return {slot}({', '.join(pack)}, 1u);\n}}\n"
+            f"var<workgroup> {name}_total: {slot};")
+        self.group_scans.append((f"{name}_group", slot, ",".join([*(f"v{k}" for k in n), "live"]),
+                                 f"{name}_merge"))
         c = self.compute
-        c.writeline(f"for (var s = 1u; s < {wg}u; s = s << 1u) {{")
-        with c.indent():
-            c.writeline("workgroupBarrier();")
-            c.writelines(each("var {name}_x{k} = {name}_s{k}[lid];"))
-            c.writeline(f"if (lid >= s && row_in) {{ let {name}_c = {call('{name}_s{k}[lid - s]', '{name}_x{k}')};")
-            c.writelines(each("  {name}_x{k} = {name}_c.v{k};"))
-            c.writeline("}")
-            c.writeline("workgroupBarrier();")
-            c.writelines(each("{name}_s{k}[lid] = {name}_x{k};"))
-        c.writeline("}")
+        for k, (value, dtype, wtype) in enumerate(zip(values, dtypes, types)):
+            self.indexing_code.writeline(f"var {name}_carry{k}: {wtype};")
+        inputs = [convert(str(v), dtype_of(v), d) for v, d in zip(values, dtypes)]
+        inputs = [f"select(0u, 1u, {x})" if t == "bool" else x for x, t in zip(inputs, types)]
+        c.writeline(f"let {name}_s = {name}_group({slot}({', '.join(inputs)}, select(0u, 1u, row_in)), lid);")
+        c.writeline(f"if (lid == u32(min({wg}, ({rnumel}) - {base})) - 1u) {{ {name}_total = {name}_s; }}")
         c.writeline("workgroupBarrier();")
-        c.writeline(f"let {name}_last = u32(min({wg}, ({rnumel}) - {base})) - 1u;")
-        c.writelines(each("var {name}_r{k} = {name}_s{k}[lid];"))
-        c.writelines(each("let {name}_t{k} = {name}_s{k}[{name}_last];"))
-        c.writeline("workgroupBarrier();  // (the next block writes the slots again)")
+        c.writeline(f"let {name}_t = {name}_total;")
+        c.writeline("workgroupBarrier();  // (the next block writes the total again)")
+
+        def unpacked(var: str) -> list[str]:
+            return [u.replace("x.", f"{var}.") for u in unpack]
+
+        def carries() -> list[str]:
+            return [f"{name}_carry{k}" for k in n]
+
+        c.writelines([f"var {name}_r{k} = {r};" for k, r in zip(n, unpacked(f"{name}_s"))])
         c.writeline(f"if ({base} > 0) {{")
         with c.indent():
-            c.writeline(f"if (row_in) {{ let {name}_c = {call('{name}_carry{k}', '{name}_r{k}')};")
-            c.writelines(each("  {name}_r{k} = {name}_c.v{k};"))
+            c.writeline(f"if (row_in) {{ let {name}_c = {combine}({', '.join(carries() + [f'{name}_r{k}' for k in n])});")
+            c.writelines([f"  {name}_r{k} = {name}_c.v{k};" for k in n])
             c.writeline("}")
-            c.writeline(f"let {name}_d = {call('{name}_carry{k}', '{name}_t{k}')};")
-            c.writelines(each("{name}_carry{k} = {name}_d.v{k};"))
+            c.writeline(f"let {name}_d = {combine}({', '.join(carries() + unpacked(f'{name}_t'))});")
+            c.writelines([f"{name}_carry{k} = {name}_d.v{k};" for k in n])
         c.writeline("} else {")
-        c.writelines(each("  {name}_carry{k} = {name}_t{k};"))
+        c.writelines([f"  {name}_carry{k} = {t};" for k, t in zip(n, unpacked(f"{name}_t"))])
         c.writeline("}")
         return tuple(self.cse.generate(c, f"{name}_r{k}", dtype=d) for k, d in enumerate(dtypes))
 
@@ -1122,7 +1132,8 @@ def kernel_source(kernel, text: str, grid: str) -> str:
         f"    libraries={sorted(kernel.libraries)!r},\n"
         f"    declarations='''\n{kernel.declarations.getvalue()}''',\n"
         f"    checks={kernel.check_messages!r},\n"
-        f"    reductions={list(kernel.group_reductions)!r})"
+        f"    reductions={list(kernel.group_reductions)!r},\n"
+        f"    scans={list(getattr(kernel, 'group_scans', ()))!r})"
     )
 
 
