@@ -8,7 +8,8 @@ Four parts, one job each:
 - ``WebGPUKernel``: loads, stores, reductions, scans and the kernel's frame. Pointwise
   kernels run one invocation per element; reduction kernels one workgroup per output row,
   each thread looping over a slice of the row, then a tree combine in workgroup memory;
-  scan kernels scan each block of the row in workgroup memory with a running carry.
+  scan kernels scan each block of the row in a workgroup with a running carry (GPUs), or
+  give each row to one invocation that walks it (software adapters).
 - ``WebGPUScheduling``: Inductor's SIMD scheduling with this kernel, kernels defined in the
   wrapper as ``WGSLKernel`` objects (compiler/kernel.py) and called with ``launch``.
 
@@ -810,8 +811,11 @@ class WebGPUKernel(SIMDKernel):
         fields = [f"v{k}" for k in range(len(dtypes))]
         combine = self._scan_combine(name, dtypes, types, fields, combine_fn)
         wg, base = self.workgroup, f"{tree.prefix}base"
+        for k, wtype in enumerate(types):
+            self.indexing_code.writeline(f"var {name}_carry{k}: {wtype};")
+        inputs = [convert(str(v), dtype_of(v), d) for v, d in zip(values, dtypes)]
         if self.serial_scan:
-            return self._serial_scan(name, dtypes, types, values, combine, base)
+            return self._serial_scan(name, dtypes, inputs, combine, base)
         rnumel = self.sexpr(self.rename_indexing(tree.numel))
         n = range(len(dtypes))
         # The shuffled struct: bools travel as u32 (subgroup shuffles take no bools).
@@ -830,9 +834,6 @@ class WebGPUKernel(SIMDKernel):
         self.group_scans.append((f"{name}_group", slot, ",".join([*(f"v{k}" for k in n), "live"]),
                                  f"{name}_merge"))
         c = self.compute
-        for k, (value, dtype, wtype) in enumerate(zip(values, dtypes, types)):
-            self.indexing_code.writeline(f"var {name}_carry{k}: {wtype};")
-        inputs = [convert(str(v), dtype_of(v), d) for v, d in zip(values, dtypes)]
         inputs = [f"select(0u, 1u, {x})" if t == "bool" else x for x, t in zip(inputs, types)]
         c.writeline(f"let {name}_s = {name}_group({slot}({', '.join(inputs)}, select(0u, 1u, row_in)), lid);")
         c.writeline(f"if (lid == u32(min({wg}, ({rnumel}) - {base})) - 1u) {{ {name}_total = {name}_s; }}")
@@ -859,20 +860,17 @@ class WebGPUKernel(SIMDKernel):
         c.writeline("}")
         return tuple(self.cse.generate(c, f"{name}_r{k}", dtype=d) for k, d in enumerate(dtypes))
 
-    def _serial_scan(self, name, dtypes, types, values, combine, base):
+    def _serial_scan(self, name, dtypes, inputs, combine, base):
         """The running value of a row walked in order by its one invocation."""
         c = self.compute
-        args = []
-        for k, (value, dtype, wtype) in enumerate(zip(values, dtypes, types)):
-            self.indexing_code.writeline(f"var {name}_carry{k}: {wtype};")
-            c.writeline(f"let {name}_v{k} = {convert(str(value), dtype_of(value), dtype)};")
-            args.append(k)
-        carries = ", ".join(f"{name}_carry{k}" for k in args)
-        news = ", ".join(f"{name}_v{k}" for k in args)
+        n = range(len(dtypes))
+        c.writelines([f"let {name}_v{k} = {x};" for k, x in zip(n, inputs)])
+        carries = ", ".join(f"{name}_carry{k}" for k in n)
+        news = ", ".join(f"{name}_v{k}" for k in n)
         c.writeline(f"if ({base} == 0) {{")
-        c.writelines([f"  {name}_carry{k} = {name}_v{k};" for k in args])
+        c.writelines([f"  {name}_carry{k} = {name}_v{k};" for k in n])
         c.writeline(f"}} else {{ let {name}_c = {combine}({carries}, {news});")
-        c.writelines([f"  {name}_carry{k} = {name}_c.v{k};" for k in args])
+        c.writelines([f"  {name}_carry{k} = {name}_c.v{k};" for k in n])
         c.writeline("}")
         return tuple(self.cse.generate(c, f"{name}_carry{k}", dtype=d) for k, d in enumerate(dtypes))
 
@@ -994,27 +992,25 @@ class WebGPUKernel(SIMDKernel):
             self.body.writeline(
                 f"for (var {prefix}base = 0; {prefix}base < {rnumel}; {prefix}base = {prefix}base + {step}) {{")
             with self.body.indent():
+                guarded = False
                 if self.serial_scan:
                     self.body.writeline(f"let {tree.name} = {prefix}base;")
                     self.body.writeline("let row_in = row_active;")
-                    self.body.splice(self.loop_entries)
-                    self.body.splice(self.loads)
-                    self.body.splice(self.compute)
                 elif self.is_scan:
                     # Uniform control flow for the scan's barriers: every invocation runs
                     # the body, those past the row's end at its last position.
                     self.body.writeline(f"let row_in = {prefix}base + i32(lid) < {rnumel} && row_active;")
                     self.body.writeline(f"let {tree.name} = min({prefix}base + i32(lid), {rnumel} - 1);")
-                    self.body.splice(self.loop_entries)
-                    self.body.splice(self.loads)
-                    self.body.splice(self.compute)
                 else:
+                    guarded = True
                     self.body.writeline(f"let {tree.name} = {prefix}base + i32(lid);")
                     self.body.writeline(f"if ({tree.name} < {rnumel} && row_active) {{")
-                    with self.body.indent():
-                        self.body.splice(self.loop_entries)
-                        self.body.splice(self.loads)
-                        self.body.splice(self.compute)
+                    self.body.do_indent()
+                self.body.splice(self.loop_entries)
+                self.body.splice(self.loads)
+                self.body.splice(self.compute)
+                if guarded:
+                    self.body.do_unindent()
                     self.body.writeline("}")
             self.body.writeline("}")
             # Values computed in the loop are out of scope now; reduction results stay.
