@@ -2,9 +2,11 @@
 // captured graph object of the runtime (runtime/graph_capture.h) and, while a capture
 // runs, a RecordFunction callback that keeps each thread's stack of running ATen ops so
 // a refused host read-back or random op can name the op. It is registered for the
-// capture only (global: autograd's threads run backward ops captured too).
+// capture only (global: autograd's threads run backward ops captured too). And the call
+// that make an output handed out by a replay raise once the next replay overwrote it.
 #include <ATen/record_function.h>
 #include <pybind11/pybind11.h>
+#include <torch/csrc/autograd/python_variable.h>
 #include <pybind11/stl.h>
 
 #include <memory>
@@ -126,6 +128,35 @@ void register_graph_bindings(py::module_& m) {
   m.def("_graph_pool_handle",
         [] { return locked([](RuntimeLock&) { return CapturedGraph::new_pool_id(); }); });
   m.def("_is_capturing", [] { return CapturedGraph::active() != nullptr; });
+  // A replay hands out aliases of its static outputs, each with a storage of its own over
+  // the same bytes (which keeps the static storage alive): the next replay makes the
+  // aliases it overwrote raise on any read of their data, with `message`, as an
+  // overwritten output of a CUDA graph tree does, while the static tensors stay intact.
+  // (Dropping the alias's storage instead, as CUDA's trees do, crashes TensorIterator's
+  // overlap check on the next op that takes it.)
+  m.def("_graph_output_alias", [](py::handle tensor) {
+    if (!THPVariable_Check(tensor.ptr())) throw py::type_error("expected a tensor");
+    const at::Tensor& t = THPVariable_Unpack(tensor.ptr());
+    const c10::Storage& base = t.storage();
+    c10::DataPtr bytes(base.mutable_data(), new c10::Storage(base),
+                       [](void* keep) { delete static_cast<c10::Storage*>(keep); },
+                       base.device());
+    c10::Storage own(c10::make_intrusive<c10::StorageImpl>(
+        c10::StorageImpl::use_byte_size_t(), base.nbytes(), std::move(bytes),
+        /*allocator=*/nullptr, /*resizable=*/false));
+    auto alias = at::detail::make_tensor<c10::TensorImpl>(std::move(own), t.key_set(),
+                                                          t.dtype());
+    alias.unsafeGetTensorImpl()->set_sizes_and_strides(t.sizes(), t.strides(),
+                                                       t.storage_offset());
+    return py::reinterpret_steal<py::object>(THPVariable_Wrap(std::move(alias)));
+  });
+  m.def("_invalidate_graph_output", [](py::handle tensor, const std::string& message) {
+    if (!THPVariable_Check(tensor.ptr())) throw py::type_error("expected a tensor");
+    THPVariable_Unpack(tensor.ptr())
+        .storage()
+        .unsafeGetStorageImpl()
+        ->release_data_and_set_meta_custom_data_ptr_error_msg_(message);
+  });
 }
 
 }  // namespace twgpu::aten

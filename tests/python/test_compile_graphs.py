@@ -74,16 +74,95 @@ def test_replay_runs_no_aten_ops(no_fallback):
     assert_same(out, model.cpu()(x.cpu()))
 
 
-def test_outputs_are_static_and_overwritten_by_the_next_replay(no_fallback):
+def test_an_output_overwritten_by_the_next_replay_raises_when_read(no_fallback):
+    """As with CUDA graph trees: a replay's output is graph memory that the next replay
+    overwrites; reading the old one then raises (never the new values in silence), a clone
+    taken before stays, and the device keeps working."""
     ours = torch.compile(lambda x: x * 2 + 1, mode="reduce-overhead")
     a, b, c = (torch.full((5,), float(v)) for v in (1, 2, 3))
     ours(dev(a)), ours(dev(a))
     first = ours(dev(b))
     kept = first.clone()
+    view = first[1:]
     second = ours(dev(c))
-    assert second.data_ptr() == first.data_ptr()  # the same static output
+    for read in (first.cpu, lambda: first + 1, first.sum, lambda: print(first), view.cpu,
+                 lambda: torch.cat([second, first])):
+        with pytest.raises(RuntimeError, match="overwritten by a subsequent run"):
+            read()
+    assert first.shape == (5,) and first.dtype == torch.float32  # metadata stays readable
     assert_same(kept, b * 2 + 1)
     assert_same(second, c * 2 + 1)
+    assert_same(ours(dev(a)), a * 2 + 1)
+    with pytest.raises(RuntimeError, match="overwritten"):
+        second.cpu()
+    assert counts() == (1, 4, 0)
+
+
+def test_outputs_of_different_graphs_stay_valid(no_fallback):
+    """Only a replay of the same graph overwrites an output: two compiled functions (or two
+    shapes of one) keep each other's outputs, and a graph taken over by a new shape is not
+    replayed over the old one's outputs."""
+    double = torch.compile(lambda x: x * 2, mode="reduce-overhead", dynamic=False)
+    x, y = torch.arange(4.0), torch.arange(6.0)
+    for _ in range(3):
+        small, large = double(dev(x)), double(dev(y))
+    assert_same(small, x * 2)
+    assert_same(large, y * 2)
+
+
+def test_training_forwards_before_their_backwards_run_without_overwriting(no_fallback):
+    """Two forwards, then both backwards (losses of two batches summed late): the second
+    forward must not overwrite the tensors the first one saved for its backward. It runs
+    without replay (with a warning), the gradients equal the CPU's, and the replays resume
+    once the backwards ran."""
+    torch.manual_seed(0)
+    model = mlp()
+    ours = copy.deepcopy(model).to("webgpu")
+    compiled = torch.compile(lambda m, x: m(x).square().mean(), mode="reduce-overhead")
+    batches = [torch.randn(8, 16) for _ in range(2)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for step in range(6):
+            together = step >= 2  # after a warm-up and a capture, alternated with replays
+            model.zero_grad()
+            ours.zero_grad()
+            for x in batches:
+                model(x).square().mean().backward()
+            if together:
+                first, second = (compiled(ours, dev(x)) for x in batches)
+                second.backward()
+                first.backward()
+            else:
+                for x in batches:
+                    compiled(ours, dev(x)).backward()
+            for a, e in zip(ours.parameters(), model.parameters()):
+                torch.testing.assert_close(a.grad.cpu(), e.grad, rtol=1e-4, atol=1e-5)
+    from torch._dynamo.utils import counters
+
+    assert counters["webgpu"]["graph_pending_backward_runs"] == 4
+    assert sum("before the backward of its previous call" in str(w.message) for w in caught) == 1
+    assert counts()[2] == 0 and counts()[1] > 8
+
+
+def test_mark_step_begin_lets_a_training_forward_replay(no_fallback):
+    """torch.compiler.cudagraph_mark_step_begin() declares the previous step's outputs
+    dead, as on cuda: the next forward replays although no backward ran (an evaluation
+    loss with gradients on), and the dead outputs raise when read."""
+    torch.manual_seed(0)
+    model = mlp()
+    ours = copy.deepcopy(model).to("webgpu")
+    compiled = torch.compile(lambda m, x: m(x).square().mean(), mode="reduce-overhead")
+    x = torch.randn(8, 16)
+    losses = []
+    for _ in range(5):
+        torch.compiler.cudagraph_mark_step_begin()
+        losses.append(compiled(ours, dev(x)))
+    from torch._dynamo.utils import counters
+
+    assert counters["webgpu"]["graph_pending_backward_runs"] == 0
+    assert losses[-1].item() == pytest.approx(model(x).square().mean().item(), rel=1e-5)
+    with pytest.raises(RuntimeError, match="overwritten by a subsequent run"):
+        losses[-2].item()
 
 
 def test_new_shape_captures_a_new_graph(no_fallback):

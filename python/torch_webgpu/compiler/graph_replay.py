@@ -22,8 +22,12 @@ captures the second into a ``WebGPUGraph`` and replays it from then on:
   would run the compiled graph once more; where the new tensors do not fit (another offset
   in their buffer, one tensor in two parts) it captures again.
   ``TORCH_WEBGPU_COMPILE_REBIND=0`` always captures.
-* outputs are the static outputs: like CUDA graphs, the next replay overwrites them
-  (clone what must outlive the next call).
+* outputs are aliases of the static outputs: as with CUDA graph trees, the next replay
+  overwrites them, and an alias handed out before it then raises on any read of its data
+  ("... overwritten by a subsequent run"; clone what must outlive the next call). A
+  training forward whose previous outputs still wait for their backward (two forwards,
+  then their backwards) runs without replay instead, as CUDA's trees record a new graph
+  there; ``torch.compiler.cudagraph_mark_step_begin()`` declares them dead.
 
 Random ops (dropout in training, rand*) replay with fresh draws, as on cuda. A graph whose
 capture is refused (host read-backs, ops without a native kernel) runs without replay from
@@ -31,8 +35,8 @@ then on, after a one-time warning; the call never fails.
 Training graphs replay too: AOTAutograd's forward and backward are compiled graphs of
 their own; the backward's non-tangent inputs (saved tensors, which are the forward
 replay's static outputs, and parameters) are used in place, its tangents copied. Gradient
-outputs stay referenced by the replayer, so autograd accumulates copies of them into
-``.grad``, never the static tensors themselves.
+outputs are the static tensors, referenced by the replayer, so autograd accumulates
+copies of them into ``.grad``, never the static tensors themselves.
 """
 from __future__ import annotations
 
@@ -40,10 +44,12 @@ import functools
 import operator
 import os
 import warnings
+import weakref
 
 import torch
 
 from . import autotune
+from .. import _C
 
 _data_ptr = torch.Tensor.data_ptr
 
@@ -58,6 +64,33 @@ MAX_WARMED_UP_SIGNATURES = 256
 def _rebinds() -> bool:
     """Whether graphs are pointed at new tensors (TORCH_WEBGPU_COMPILE_REBIND=0: never)."""
     return os.environ.get("TORCH_WEBGPU_COMPILE_REBIND", "1") != "0"
+
+
+OVERWRITTEN = (
+    "Error: accessing tensor output of a replayed webgpu graph (torch.compile "
+    "mode='reduce-overhead') that has been overwritten by a subsequent run. To keep it, "
+    "clone the tensor outside of torch.compile() before calling the compiled function again.")
+
+
+class _PendingBackward:
+    """Whether a training forward ran since the last backward (any compiled graph), as CUDA
+    graph trees track it: the saved tensors of such a forward must not be overwritten by
+    another replay of its graph before its backward runs."""
+
+    forward_ran = False
+    mark = 0  # torch.compiler.cudagraph_mark_step_begin()'s counter when it was set
+
+    @classmethod
+    def set(cls, value):
+        from torch._inductor.cudagraph_trees import MarkStepBox
+
+        cls.forward_ran, cls.mark = value, MarkStepBox.mark_step_counter
+
+    @classmethod
+    def pending(cls) -> bool:
+        from torch._inductor.cudagraph_trees import MarkStepBox
+
+        return cls.forward_ran and cls.mark == MarkStepBox.mark_step_counter
 
 
 def _counters():
@@ -102,20 +135,46 @@ class _Layout:
 class _Captured:
     """One capture: its graph, the static copies of the copied inputs, its outputs."""
 
-    def __init__(self, graph, static_inputs, outputs, rebindable=True):
+    def __init__(self, graph, static_inputs, outputs, owned, rebindable=True):
         self.graph = graph
         self.dispatches = graph.num_dispatches()
         self.static_inputs = static_inputs  # index -> static tensor, for copied inputs
         self.outputs = outputs
+        # The outputs in graph memory (not views of tensors used in place), handed out as
+        # aliases; weak references to the aliases of the last replay.
+        self.owned = owned
+        self.handed = []
         # False where an output is a view of a tensor used in place: pointed at other
         # tensors, the graph would still hand out views of the old ones.
         self.rebindable = rebindable
+
+    def hand_out(self):
+        """The outputs of a replay: the static tensors, aliased where in graph memory."""
+        outputs = list(self.outputs)
+        alias, handed = _C._graph_output_alias, self.handed
+        for i in self.owned:
+            outputs[i] = out = alias(outputs[i])
+            handed.append(weakref.ref(out))
+        return outputs
+
+    def saved_outputs_live(self) -> bool:
+        """Whether an output of the last replay that autograd did not wrap (a tensor saved
+        for backward) is still referenced."""
+        return any(t is not None and not t.requires_grad for t in (r() for r in self.handed))
+
+    def overwrite_handed(self):
+        """Before a replay: the aliases it will overwrite raise from now on."""
+        for ref in self.handed:
+            out = ref()
+            if out is not None:
+                _C._invalidate_graph_output(out, OVERWRITTEN)
+        self.handed.clear()
 
 
 class GraphReplayer:
     """A compiled graph's boxed callable (``fn(list_of_inputs)``) that replays."""
 
-    def __init__(self, fn, static_input_idxs, mutated_input_idxs):
+    def __init__(self, fn, static_input_idxs, mutated_input_idxs, kind="inference"):
         self.fn = fn
         # Used in place: static inputs and the inputs the graph mutates.
         self.static_idxs = frozenset(static_input_idxs) | frozenset(mutated_input_idxs)
@@ -123,8 +182,13 @@ class GraphReplayer:
         self.graphs = {}  # signature -> _Captured
         self.eager_only = False
         self.layout = None
+        self.kind = kind  # "inference", "forward" (training) or "backward"
+        self.warned_pending = False
 
     def __call__(self, inputs):
+        pending = self.kind == "forward" and _PendingBackward.pending()
+        if self.kind != "inference":
+            _PendingBackward.set(self.kind == "forward")
         if self.eager_only or torch.webgpu.is_current_stream_capturing():
             return self.fn(inputs)
         if self.layout is None or not self.layout.matches(inputs):
@@ -150,6 +214,10 @@ class GraphReplayer:
             self.graphs[key] = captured
             while len(self.graphs) > MAX_GRAPHS_PER_CALLABLE:
                 del self.graphs[next(iter(self.graphs))]
+        if captured.handed:
+            if pending and captured.saved_outputs_live():
+                return self._run_pending(inputs)
+            captured.overwrite_handed()
         for i, static in captured.static_inputs.items():
             static.copy_(inputs[i])
         try:
@@ -183,7 +251,21 @@ class GraphReplayer:
         counters["graph_replay_host_us"] += all_us
         counters["graph_replay_submit_us"] += submit_us
         inputs.clear()  # boxed calling convention: the callee owns the list
-        return list(captured.outputs)
+        return captured.hand_out()
+
+    def _run_pending(self, inputs):
+        """A training forward whose last replay's saved tensors still wait for their
+        backward: run without replay (new memory) rather than overwrite them."""
+        _counters()["graph_pending_backward_runs"] += 1
+        if not self.warned_pending:
+            self.warned_pending = True
+            warnings.warn(
+                "torch.compile(mode='reduce-overhead') on webgpu: a compiled forward ran "
+                "again before the backward of its previous call; it runs without graph "
+                "replay while that backward is pending. Run backward first, or call "
+                "torch.compiler.cudagraph_mark_step_begin() if the previous outputs are no "
+                "longer needed.", stacklevel=3)
+        return self.fn(inputs)
 
     def _rebound(self, key):
         """The graph captured for the same metadata at other addresses (HF generate's
@@ -231,9 +313,13 @@ class GraphReplayer:
             return None
         _counters()["graph_captures"] += 1
         storages = {inputs[i].untyped_storage().data_ptr() for i in self.layout.in_place}
-        rebindable = not any(isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() in storages
-                             for o in outputs)
-        return _Captured(captured_graph, static_inputs, outputs, rebindable)
+        in_place = [isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() in storages
+                    for o in outputs]
+        # Gradients stay the static tensors (see the module's docstring).
+        owned = () if self.kind == "backward" else tuple(
+            i for i, o in enumerate(outputs)
+            if isinstance(o, torch.Tensor) and o.device.type == "webgpu" and not in_place[i])
+        return _Captured(captured_graph, static_inputs, outputs, owned, not any(in_place))
 
 
 def _wants_replay(compiled_graph, graph_kwargs) -> bool:
@@ -241,8 +327,6 @@ def _wants_replay(compiled_graph, graph_kwargs) -> bool:
 
     # A graph with CPU nodes would replay without its host work: it runs as compiled.
     devices = set(compiled_graph.device_types) - {"meta"}
-    # fx_kwargs, not graph_kwargs: an AOTAutograd cache hit passes no is_inference.
-    kwargs = compiled_graph.fx_kwargs
     return (bool(config.triton.cudagraphs) and devices == {"webgpu"}
             and compiled_graph.current_callable is not None)
 
@@ -261,9 +345,12 @@ def install() -> None:
         if autotune.wants_autotune(self):  # max-autotune: GEMMs tuned per shape (autotune.py)
             self.current_callable = autotune.GemmAutotuned(self.current_callable)
         if _wants_replay(self, graph_kwargs):
+            # fx_kwargs, not graph_kwargs: an AOTAutograd cache hit passes no is_inference.
+            kind = ("backward" if self.fx_kwargs.get("is_backward") else
+                    "inference" if self.fx_kwargs.get("is_inference", True) else "forward")
             self.current_callable = GraphReplayer(
                 self.current_callable, self.fx_kwargs.get("static_input_idxs") or (),
-                self.mutated_input_idxs)
+                self.mutated_input_idxs, kind)
 
     post_compile.webgpu = True
     CompiledFxGraph.post_compile = post_compile
