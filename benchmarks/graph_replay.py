@@ -83,8 +83,10 @@ class Decoder:
     """A Qwen2-shaped decoder as plain tensors; step() is capture-safe (no host reads)."""
 
     def __init__(self, device, dtype, layers, hidden, heads, kv_heads, mlp, vocab, max_len,
-                 seed=0):
+                 seed=0, fused_norm=False):
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, hidden // heads
+        if fused_norm:  # F.rms_norm: one kernel on webgpu and on cuda, six as HF writes it
+            self.rms_norm = lambda x, weight, eps=1e-6: F.rms_norm(x, x.shape[-1:], weight, eps)
         self.max_len = max_len
         gen = torch.Generator().manual_seed(seed)
 
@@ -146,7 +148,7 @@ class Decoder:
 def decode(device, args):
     dtype = getattr(torch, args.dtype)
     model = Decoder(device, dtype, args.layers, 896, 14, 2, 4864, args.vocab,
-                    args.tokens + 8)
+                    args.tokens + 8, fused_norm=args.norm == "fused")
     token = torch.tensor([1], device=device)
     pos = torch.zeros(1, dtype=torch.int64, device=device)
 
@@ -189,6 +191,8 @@ def main():
     p.add_argument("--vocab", type=int, default=151936)
     p.add_argument("--tokens", type=int, default=32)
     p.add_argument("--dtype", default="float32")
+    p.add_argument("--norm", choices=["hf", "fused"], default="hf",
+                   help="RMSNorm as HF's Qwen2 writes it (six ops) or F.rms_norm (one kernel)")
     p.add_argument("--cuda", action="store_true")
     p.add_argument("--skip-decode", action="store_true")
     args = p.parse_args()
@@ -206,7 +210,8 @@ def main():
     for device in devices:
         d = decode(device, args)
         extra = f", {d['dispatches']} dispatches/token" if d["dispatches"] else ""
-        print(f"[{device}] decode ({args.layers} layers, vocab {args.vocab}, {args.dtype}"
+        print(f"[{device}] decode ({args.layers} layers, vocab {args.vocab}, {args.dtype}, "
+              f"norm {args.norm}"
               f"{extra}): eager {d['eager']:.2f} tok/s, graph {d['graph']:.2f} tok/s, "
               f"speedup {d['graph'] / d['eager']:.2f}x, same tokens: "
               f"{'PASS' if d['same'] else 'FAIL'} {d['tokens']}")

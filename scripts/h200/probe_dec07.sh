@@ -13,6 +13,11 @@
 # scantests: the compiled scan and reduce-overhead tests on the GPU; scans:
 # benchmarks/compiled_scans.py --cuda with TORCH_WEBGPU_COMPILE_SCAN=blocks, then serial;
 # trainro: train_step.py --cuda --modes compiled,reduce-overhead (training replayed).
+#   STEPS="ovw lanes replaynorm" bash scripts/h200/probe_dec07.sh   (the fourth session's call)
+# ovw: the graph and reduce-overhead tests on the GPU (replay outputs that raise once
+# overwritten); lanes: run.py --cuda --only gemv with the K-contiguous GEMV's lanes per row
+# chosen (default) or forced to 16 and to 8 (GEMV_VARIANTS), each its own process;
+# replaynorm: graph_replay.py --cuda with RMSNorm as HF writes it and as F.rms_norm.
 STEPS=${STEPS:-"tests attn base"}
 OUT=${OUT:-/tmp/probe}
 mkdir -p "$OUT"
@@ -62,5 +67,21 @@ for step in $STEPS; do
         echo "attention=$v"; grep -E '^attention' "$OUT/attn_$v.txt" | cut -c1-110
       done
       unset TORCH_WEBGPU_ATTENTION_VARIANT ;;
+    ovw)
+      timeout 400 python3 -m pytest -q -p no:cacheprovider tests/python/test_compile_graphs.py \
+        tests/python/test_graphs.py > "$OUT/ovw.log" 2>&1
+      grep -E '^(FAILED|E  )' "$OUT/ovw.log" | head -20; tail -1 "$OUT/ovw.log" ;;
+    lanes)
+      for v in ${GEMV_VARIANTS:-default gemv_lanes16 gemv_lanes8}; do
+        if [ $v = default ]; then unset TORCH_WEBGPU_GEMM_VARIANT; else export TORCH_WEBGPU_GEMM_VARIANT=$v; fi
+        timeout 150 python3 benchmarks/run.py --cuda --only gemv --match "linear fp" > "$OUT/lanes_$v.txt" 2>&1
+        echo "gemv=$v"; grep -E '^gemv' "$OUT/lanes_$v.txt" | cut -c1-120
+      done
+      unset TORCH_WEBGPU_GEMM_VARIANT ;;
+    replaynorm)
+      for v in hf fused; do
+        (cd benchmarks && timeout 200 python3 graph_replay.py --cuda --tokens 16 --norm $v > "$OUT/replay_$v.txt" 2>&1)
+        grep -E '^\[' "$OUT/replay_$v.txt" | cut -c1-200
+      done ;;
   esac
 done
