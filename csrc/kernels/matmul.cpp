@@ -739,20 +739,26 @@ std::string gemv_sums(WeightLoad load, DType dt, const std::string& i, const std
                                    : gemv_lane_sums(load == WeightLoad::Pairs, i, in);
 }
 
-// Lanes sharing one weight row of `k` elements read as 16-byte words of `span`: a row of
-// few words spread over 32 lanes leaves each lane 3-4 loads (K = 896 half: 112 words), too
-// few in flight to cover the memory's latency, and the lanes past the row's end idle. So
-// the fewest of 32, 16, 8 lanes that still give each lane >= 8 words (a workgroup then
-// takes more rows; 8 lanes still read 128 contiguous bytes of a row per load).
+// Lanes sharing one weight row of `k` elements read as 16-byte words of `span`, for a
+// dispatch of `columns` outputs (rows of A times weight rows). Few lanes per row leave each
+// lane a longer walk (more loads in flight, less of the lane tree per word); many lanes give
+// a small dispatch enough invocations to cover the memory's latency. So: from 8 lanes,
+// double while the dispatch has under kGemvInvocations invocations and each lane would still
+// read >= 8 words (K = 896 half is 112 words: 8 lanes). On an H100, 32 lanes for every row of
+// >= 256 words read 1x2048 @ 2048x8192 at 1675 GB/s in fp32 and 1323 in fp16, 16 lanes at
+// 1931 and 1824; small-N rows (o_proj, down_proj: 896 columns) keep 16-32 lanes.
 // TORCH_WEBGPU_GEMM_VARIANT=gemv_lanes8|gemv_lanes16|gemv_lanes32 forces a count (A/B;
-// gemv_lanes32_direct_a is the kernel before both: 32 lanes, A read per word).
-uint32_t gemv_row_lanes(uint64_t k, uint32_t span, const std::string& force) {
+// gemv_lanes32_direct_a is the first kernel: 32 lanes, A read per word).
+constexpr uint64_t kGemvInvocations = 1u << 17;
+uint32_t gemv_row_lanes(uint64_t k, uint64_t columns, uint32_t span, const std::string& force) {
   for (const uint32_t lanes : {8u, 16u, 32u}) {
     const std::string name = "gemv_lanes" + std::to_string(lanes);
     if (force == name || force == name + "_direct_a") return lanes;
   }
   const uint64_t words = k / span;
-  return words >= 8 * 32 ? 32 : words >= 8 * 16 ? 16 : 8;
+  uint32_t lanes = 8;
+  while (lanes < 32 && columns * lanes < kGemvInvocations && words >= 16 * lanes) lanes *= 2;
+  return lanes;
 }
 
 // Whether TORCH_WEBGPU_GEMM_VARIANT forces the K-contiguous GEMV (gemv, gemv_scalar,
@@ -1108,7 +1114,8 @@ void gemm_with_variant(Context& ctx, const GemmDesc& d, std::string force) {
                           (d.b.dtype == DType::Float16 || d.b.dtype == DType::BFloat16) &&
                           d.k % 2 == 0 && d.b.offset % 2 == 0 && d.b.cols % 2 == 0 &&
                           d.b.batch_outer % 2 == 0 && d.b.batch_inner % 2 == 0;
-  const uint32_t gemv_lanes = gemv_wide ? gemv_row_lanes(d.k, gemv_walk_span(d.b.dtype), force) : kGemvLanes;
+  const uint32_t gemv_lanes =
+      gemv_wide ? gemv_row_lanes(d.k, d.m * d.n * d.batch_outer * d.batch_inner, gemv_walk_span(d.b.dtype), force) : kGemvLanes;
   // The wide GEMV stages A in workgroup memory (TORCH_WEBGPU_GEMM_VARIANT=gemv_direct_a:
   // reads A per word instead, for A/B).
   const bool gemv_staged = gemv_wide && !gemv_direct_a(force) &&
@@ -1460,7 +1467,10 @@ void linear_group_gemv(Context& ctx, const LinearGroupDesc& d, size_t first, siz
   for (size_t i = first; i < last; ++i)
     if (d.linears[i].bias.buffer) bias_mask |= 1u << (i - first);
   const uint32_t span = gemv_walk_span(dt);
-  const uint32_t lanes = words ? gemv_row_lanes(d.k, span, force ? force : "") : kGemvLanes;
+  // Outputs of the dispatch (a gated pair's columns once: a tile computes both weights').
+  uint64_t columns = 0;
+  for (size_t i = first; i < (gated ? first + 1 : last); ++i) columns += d.m * d.linears[i].n;
+  const uint32_t lanes = words ? gemv_row_lanes(d.k, columns, span, force ? force : "") : kGemvLanes;
   const uint32_t xa_vec4s = linear_group_staged(ctx, d, load, force);
   // (linear_group_normed only sends a norm that stages.)
   const bool normed = d.norm.has_value(), residual = normed && d.norm->residual.buffer;

@@ -18,6 +18,11 @@
 # overwritten); lanes: run.py --cuda --only gemv with the K-contiguous GEMV's lanes per row
 # chosen (default) or forced to 16 and to 8 (GEMV_VARIANTS), each its own process;
 # replaynorm: graph_replay.py --cuda with RMSNorm as HF writes it and as F.rms_norm.
+#   STEPS="lanes llama" GEMV_VARIANTS="default gemv_lanes32" bash scripts/h200/probe_dec07.sh
+# (the GEMV's lanes by output count; gemv_lanes32 is the old choice at K >= 256 words);
+# llama: Llama-3.2-3B compiled decode (reduce-overhead, stop check deferred) on
+# LLAMA_DEVICES (webgpu,cuda) with LLAMA_ENV set; rprof: replay_profile.py of the
+# fused-norm decode step (kernel families, ours against CUDA's eager kernels).
 STEPS=${STEPS:-"tests attn base"}
 OUT=${OUT:-/tmp/probe}
 mkdir -p "$OUT"
@@ -74,10 +79,18 @@ for step in $STEPS; do
     lanes)
       for v in ${GEMV_VARIANTS:-default gemv_lanes16 gemv_lanes8}; do
         if [ $v = default ]; then unset TORCH_WEBGPU_GEMM_VARIANT; else export TORCH_WEBGPU_GEMM_VARIANT=$v; fi
-        timeout 150 python3 benchmarks/run.py --cuda --only gemv --match "linear fp" > "$OUT/lanes_$v.txt" 2>&1
+        timeout 150 python3 benchmarks/run.py --cuda --only gemv --match "${GEMV_MATCH:-linear fp}" > "$OUT/lanes_$v.txt" 2>&1
         echo "gemv=$v"; grep -E '^gemv' "$OUT/lanes_$v.txt" | cut -c1-120
       done
       unset TORCH_WEBGPU_GEMM_VARIANT ;;
+    llama)
+      env ${LLAMA_ENV:-BASELINE=1} timeout ${LLAMA_S:-300} python3 benchmarks/decode_breakdown.py --model llama-3.2-3b \
+        --modes reduce-overhead --init-device cuda --defer-stop --repeat 2 --devices ${LLAMA_DEVICES:-webgpu,cuda} \
+        > "$OUT/llama_$(date +%H%M%S).txt" 2>&1
+      echo "llama ${LLAMA_ENV:-}"; grep -v "Warning\|warn(\|^\s*$\|cudagraph_utils" "$OUT"/llama_*.txt | tail -8 ;;
+    rprof)
+      timeout 200 python3 scripts/h200/replay_profile.py --skip-chain --norm fused --tokens 16 > "$OUT/rprof.txt" 2>&1
+      tail -46 "$OUT/rprof.txt" | cut -c1-130 ;;
     replaynorm)
       for v in hf fused; do
         (cd benchmarks && timeout 200 python3 graph_replay.py --cuda --tokens 16 --norm $v > "$OUT/replay_$v.txt" 2>&1)

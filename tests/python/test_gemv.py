@@ -19,7 +19,7 @@ DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 @pytest.fixture(autouse=True, params=["gemv", "gemv_scalar", "gemv_lanes32", "gemv_direct_a"])
 def gemv_variant(monkeypatch, request):
     """gemv reads weights whose rows start on 16 bytes as vec4 words (most cases here) by
-    8, 16 or 32 lanes per column as K's word count asks (8 or 16 at most K here), with A
+    8, 16 or 32 lanes per column as K's word count and the output count ask, with A
     staged in workgroup memory; gemv_lanes32 always by 32; gemv_direct_a reads A per word
     instead; gemv_scalar element by element (or in pairs): every loop runs every case."""
     monkeypatch.setenv("TORCH_WEBGPU_GEMM_VARIANT", request.param)
