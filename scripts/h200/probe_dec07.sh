@@ -84,10 +84,11 @@ for step in $STEPS; do
       done
       unset TORCH_WEBGPU_GEMM_VARIANT ;;
     llama)
+      f="$OUT/llama_$(date +%H%M%S).txt"
       env ${LLAMA_ENV:-BASELINE=1} timeout ${LLAMA_S:-300} python3 benchmarks/decode_breakdown.py --model llama-3.2-3b \
         --modes reduce-overhead --init-device cuda --defer-stop --repeat 2 --devices ${LLAMA_DEVICES:-webgpu,cuda} \
-        > "$OUT/llama_$(date +%H%M%S).txt" 2>&1
-      echo "llama ${LLAMA_ENV:-}"; grep -v "Warning\|warn(\|^\s*$\|cudagraph_utils" "$OUT"/llama_*.txt | tail -8 ;;
+        > "$f" 2>&1
+      echo "llama ${LLAMA_ENV:-}"; grep -v "Warning\|warn(\|^\s*$\|cudagraph_utils" "$f" | tail -8 ;;
     rprof)
       timeout 200 python3 scripts/h200/replay_profile.py --skip-chain --norm fused --tokens 16 > "$OUT/rprof.txt" 2>&1
       tail -46 "$OUT/rprof.txt" | cut -c1-130 ;;
