@@ -210,12 +210,20 @@ std::string split_range(Split split) {
 
 // WGSL of a GEMV workgroup `group`: its column group cg of u.tiles_n, row r and matrix
 // b = (bo, bi) of the batch, M, N, K, and under split-K its slice [kb, ke) of K.
-std::string gemv_group_decode(Split split) {
-  return "  let valid = group < frame_count();\n"
-         "  let g0 = select(0u, group, valid);\n" + split_range(split) +
-         "  let M = u.m;\n  let N = u.n;\n  let K = u.k;\n"
-         "  let cg = g % u.tiles_n;\n  let rest = g / u.tiles_n;\n  let r = rest % M;\n  let b = rest / M;\n"
-         "  let bo = b / u.batch_inner;\n  let bi = b % u.batch_inner;\n";
+// With `rows` > 1 (gemv_rows_body) r is the first of the workgroup's rows, and the row
+// blocks of a column group are neighbouring workgroups (a weight tile's second read, for
+// more than `rows` rows, finds it in L2).
+std::string gemv_group_decode(Split split, uint32_t rows = 1) {
+  const std::string head = "  let valid = group < frame_count();\n"
+                           "  let g0 = select(0u, group, valid);\n" + split_range(split) +
+                           "  let M = u.m;\n  let N = u.n;\n  let K = u.k;\n";
+  const std::string tail = "  let bo = b / u.batch_inner;\n  let bi = b % u.batch_inner;\n";
+  if (rows > 1)
+    return head + "  let tiles_m = u.tiles_per_batch / u.tiles_n;\n  let r = (g % tiles_m) * " +
+           std::to_string(rows) + "u;\n  let rest = g / tiles_m;\n  let cg = rest % u.tiles_n;\n"
+           "  let b = rest / u.tiles_n;\n" + tail;
+  return head + "  let cg = g % u.tiles_n;\n  let rest = g / u.tiles_n;\n  let r = rest % M;\n  let b = rest / M;\n" +
+         tail;
 }
 
 // WGSL opening a tile kernel: its entry point, the workgroup's tile (row0, col0) of matrix
@@ -765,6 +773,7 @@ uint32_t gemv_row_lanes(uint64_t k, uint64_t columns, uint32_t span, const std::
 // gemv_direct_a, gemv_gated_serial, gemv_lanesN[_direct_a]).
 bool gemv_forced(const std::string& force) {
   return force == "gemv" || force == "gemv_scalar" || force == "gemv_direct_a" || force == "gemv_gated_serial" ||
+         force == "gemv_row_each" ||
          force.rfind("gemv_lanes", 0) == 0;
 }
 
@@ -837,6 +846,84 @@ std::string gemv_body(uint32_t threads, bool pairs, DType b_dtype, size_t wide, 
          "  }\n";
   s += gemv_lane_tree() + "  if (live && lane == 0u) { finish(bo, bi, r, c, part[lid]); }\n}\n";
   return s;
+}
+
+// Rows of A per workgroup of the staged wide GEMV for an M-row product: 1, 2, 4 or 8 (rows
+// past M repeat row M - 1 and store nothing). kGemvMaxRows rows take the GEMV on GPUs
+// where its words fit (a short prompt's prefill, batched decode): each weight word loaded
+// serves every row of the workgroup, so the weights are read once for 8 rows, where the
+// split-K tiles that took 5-16 rows read them at a fraction of the bandwidth.
+constexpr uint64_t kGemvMaxRows = 16;
+uint32_t gemv_rows_per_group(uint64_t m) { return m <= 1 ? 1 : m == 2 ? 2 : m <= 4 ? 4 : 8; }
+
+// The staged wide GEMV (gemv_body, `staged`) over `rows` rows of A at a time: A's rows
+// staged as `rows` runs of kGemvStageChunk / rows float32s, each weight word dotted with
+// every row's run (one sum per row and lane, four words in flight), then each row's lanes
+// added and stored.
+std::string gemv_rows_body(uint32_t threads, DType b_dtype, size_t wide, uint32_t lanes, uint32_t rows,
+                           uint32_t subgroup) {
+  auto n = [](uint64_t v) { return std::to_string(v) + "u"; };
+  const uint32_t span = gemv_walk_span(b_dtype), chunk = kGemvStageChunk / rows, run = chunk / 4;
+  const std::string S = n(span), CH = n(chunk), RUN = n(run), L = n(lanes), W = "buf" + std::to_string(wide);
+  std::string s = gemv_lane_sum_fn(threads, lanes, subgroup) + "var<workgroup> xa: array<vec4<f32>, " +
+                  std::to_string(kGemvStageChunk / 4) + ">;\n";
+  // Weight word v against the staged run's vec4 x (and x + 1 for the eight half elements).
+  s += "fn row_dot(v: vec4<u32>, x: u32) -> f32 {\n";
+  s += b_dtype == DType::Float32 ? "  return dot(bitcast<vec4<f32>>(v), xa[x]);\n}\n"
+                                 : "  return dot(" + gemv_half4(b_dtype, "v.x", "v.y") + ", xa[x]) + dot(" +
+                                       gemv_half4(b_dtype, "v.z", "v.w") + ", xa[x + 1u]);\n}\n";
+  s += kernel_main(Grid::Groups, threads) + gemv_group_decode(Split::None, rows) +
+       "  let lane = lid % " + L + ";\n"
+       "  let c = cg * " + n(threads / lanes) + " + lid / " + L + ";\n"
+       "  let live = valid && c < N;\n"
+       "  let ak = u.a_cols;\n"
+       "  let bj = b_base(bo, bi) + min(c, N - 1u) * u.b_cols;\n"
+       "  let wq = bj / " + S + ";\n  let Q = K / " + S + ";\n";
+  std::string acc, one, four, tail;
+  for (uint32_t i = 0; i < rows; ++i) {
+    const std::string si = "s" + std::to_string(i), off = n(i * run);
+    acc += "  var " + si + " = 0.0;\n";
+    one += "      " + si + " = " + si + " + row_dot(v0, x0 + " + off + ");\n";
+    four += "      " + si + " = " + si + " + ((row_dot(v0, x0 + " + off + ") + row_dot(v1, x1 + " + off +
+            ")) + (row_dot(v2, x2 + " + off + ") + row_dot(v3, x3 + " + off + ")));\n";
+    tail += "    " + si + " = " + si + " + load_a(a_base(bo, bi) + min(r + " + n(i) + ", M - 1u) * u.a_rows + k * ak) * b;\n";
+  }
+  // Element offset (q * span - kc) / 4 of word q in the chunk's runs.
+  auto x = [&](const std::string& q) { return "(" + q + ") * " + n(span / 4) + " - kc / 4u"; };
+  s += acc +
+       "  for (var kc = 0u; kc < K; kc = kc + " + CH + ") {\n"
+       "    workgroupBarrier();\n"
+       "    for (var e = lid; e < " + n(rows * run) + "; e = e + " + n(threads) + ") {\n"
+       "      let ai = a_base(bo, bi) + min(r + e / " + RUN + ", M - 1u) * u.a_rows;\n"
+       "      let k0 = kc + (e % " + RUN + ") * 4u;\n"
+       "      var x = vec4<f32>(0.0);\n"
+       "      for (var t = 0u; t < 4u; t = t + 1u) {\n"
+       "        if (k0 + t < K) { x[t] = load_a(ai + (k0 + t) * ak); }\n"
+       "      }\n"
+       "      xa[e] = x;\n"
+       "    }\n"
+       "    workgroupBarrier();\n"
+       "    let qe = min(Q, (kc + " + CH + ") / " + S + ");\n"
+       "    var q = kc / " + S + " + lane;\n"
+       "    for (; q + " + n(3 * lanes) + " < qe; q = q + " + n(4 * lanes) + ") {\n"
+       "      let v0 = " + W + "[wq + q];\n      let v1 = " + W + "[wq + q + " + n(lanes) + "];\n"
+       "      let v2 = " + W + "[wq + q + " + n(2 * lanes) + "];\n      let v3 = " + W + "[wq + q + " + n(3 * lanes) + "];\n"
+       "      let x0 = " + x("q") + ";\n      let x1 = " + x("q + " + n(lanes)) + ";\n"
+       "      let x2 = " + x("q + " + n(2 * lanes)) + ";\n      let x3 = " + x("q + " + n(3 * lanes)) + ";\n" +
+       four +
+       "    }\n"
+       "    for (; q < qe; q = q + " + L + ") {\n"
+       "      let v0 = " + W + "[wq + q];\n      let x0 = " + x("q") + ";\n" + one +
+       "    }\n"
+       "  }\n"
+       "  for (var k = Q * " + S + " + lane; k < K; k = k + " + L + ") {\n    let b = load_b(bj + k);\n" + tail +
+       "  }\n";
+  for (uint32_t i = 0; i < rows; ++i) {
+    const std::string t = "t" + std::to_string(i);
+    s += "  let " + t + " = lane_sum(s" + std::to_string(i) + ", lid);\n"
+         "  if (live && lane == 0u && r + " + n(i) + " < M) { finish(bo, bi, r + " + n(i) + ", c, " + t + "); }\n";
+  }
+  return s + "}\n";
 }
 
 // Matrix-vector products whose weight has N contiguous (x @ W with W [k, n]: GPT-2's
@@ -1030,7 +1117,8 @@ void gemm_with_variant(Context& ctx, const GemmDesc& d, std::string force) {
   const bool gemv_fits = d.compute == Compute::F32 && d.b.rows == 1 && d.b.cols != 1 && d.k >= 2;
   // Its twin for weights with N contiguous (gemv_cols; gemv_cols_split also splits K).
   const bool gemv_cols_fits = d.compute == Compute::F32 && d.b.cols == 1 && d.b.rows != 1 && !d.conv && d.k >= 2;
-  if (gemv_fits && (gemv_forced(force) || (force.empty() && !software_adapter(ctx) && d.m <= 4 && d.k >= 64)))
+  if (gemv_fits && (gemv_forced(force) || (force.empty() && !software_adapter(ctx) && d.k >= 64 &&
+                                            (d.m <= 4 || (d.m <= kGemvMaxRows && gemv_walk_fit(ctx, d))))))
     v = Variant::Gemv;
   else if (gemv_cols_fits && (force.rfind("gemv_cols", 0) == 0 ||
                               (force.empty() && !software_adapter(ctx) && d.m <= 4 && d.k >= 64)))
@@ -1114,14 +1202,17 @@ void gemm_with_variant(Context& ctx, const GemmDesc& d, std::string force) {
                           (d.b.dtype == DType::Float16 || d.b.dtype == DType::BFloat16) &&
                           d.k % 2 == 0 && d.b.offset % 2 == 0 && d.b.cols % 2 == 0 &&
                           d.b.batch_outer % 2 == 0 && d.b.batch_inner % 2 == 0;
-  const uint32_t gemv_lanes =
-      gemv_wide ? gemv_row_lanes(d.k, d.m * d.n * d.batch_outer * d.batch_inner, gemv_walk_span(d.b.dtype), force) : kGemvLanes;
   // The wide GEMV stages A in workgroup memory (TORCH_WEBGPU_GEMM_VARIANT=gemv_direct_a:
-  // reads A per word instead, for A/B).
+  // reads A per word instead, for A/B), several rows of it at a time for M > 1
+  // (gemv_rows_body; TORCH_WEBGPU_GEMM_VARIANT=gemv_row_each: one row per workgroup).
   const bool gemv_staged = gemv_wide && !gemv_direct_a(force) &&
                            ctx.caps().max_workgroup_storage >= kGemvStageChunk * 4 + gemv_threads * 4;
+  const uint32_t gemv_rows = gemv_staged && force != "gemv_row_each" ? gemv_rows_per_group(d.m) : 1;
+  const uint32_t gemv_lanes =
+      gemv_wide ? gemv_row_lanes(d.k, (d.m + gemv_rows - 1) / gemv_rows * d.n * batch, gemv_walk_span(d.b.dtype), force)
+                : kGemvLanes;
   uint64_t tile_m = v == Variant::Block ? 4 : shape.tm, tile_n = v == Variant::Block ? 4 : shape.tn;
-  if (v == Variant::Gemv) tile_m = 1, tile_n = gemv_threads / gemv_lanes;
+  if (v == Variant::Gemv) tile_m = gemv_rows, tile_n = gemv_threads / gemv_lanes;
   if (v == Variant::GemvCols) tile_m = 1, tile_n = cols_per_group;
   if (v == Variant::GemvWalk) tile_m = 1, tile_n = kGemvWalkThreads * kGemvWalkCols;
   const uint64_t tiles_m = (d.m + tile_m - 1) / tile_m, tiles_n = (d.n + tile_n - 1) / tile_n;
@@ -1195,7 +1286,7 @@ void gemm_with_variant(Context& ctx, const GemmDesc& d, std::string force) {
   const uint32_t subgroup = ctx.caps().subgroup_size;
   const uint32_t shape_word = v == Variant::Tiled      ? shape.tm | shape.tn << 8 | shape.bk << 16
                               : v == Variant::GemvWalk ? kGemvWalkThreads | kGemvWalkCols << 8
-                              : v == Variant::Gemv     ? gemv_lanes | uint32_t(gemv_staged) << 8 | subgroup << 16
+                              : v == Variant::Gemv     ? gemv_lanes | uint32_t(gemv_staged) << 8 | subgroup << 16 | gemv_rows << 24
                               : v == Variant::GemvCols ? cols_lanes | subgroup << 16
                                                        : 0;
   const uint32_t flags = (v == Variant::Tiled ? uint32_t(shape.a_k_fast) | uint32_t(shape.b_k_fast) << 1 |
@@ -1232,11 +1323,14 @@ void gemm_with_variant(Context& ctx, const GemmDesc& d, std::string force) {
   }
   Arith ar{d.compute};
   const GemmDesc desc = d;
-  l.body = [&, desc, has_c, v, ar, shape, tiles_vec4, gemv_threads, gemv_pairs, gemv_wide, gemv_lanes, gemv_staged, cols_wide, cols_lanes, gather, split, word_bindings] {
+  l.body = [&, desc, has_c, v, ar, shape, tiles_vec4, gemv_threads, gemv_pairs, gemv_wide, gemv_lanes, gemv_staged, gemv_rows,
+            cols_wide, cols_lanes, gather, split, word_bindings] {
     const std::vector<KernelBuffer> words(l.buffers.begin(), l.buffers.begin() + word_bindings);
     std::string s = gemm_common(desc, words, has_c && split == Split::None, split);
     if (tiles_vec4) s += tiled_vec4_body(shape, gather, split);
     else if (v == Variant::Tiled) s += tiled_body(ar, shape, gather, split);
+    else if (v == Variant::Gemv && gemv_rows > 1)
+      s += gemv_rows_body(gemv_threads, desc.b.dtype, word_bindings, gemv_lanes, gemv_rows, subgroup);
     else if (v == Variant::Gemv) s += gemv_body(gemv_threads, gemv_pairs, desc.b.dtype, gemv_wide ? word_bindings : 0, gemv_lanes, gemv_staged, subgroup);
     else if (v == Variant::GemvCols) s += gemv_cols_body(gemv_threads, cols_lanes, split, cols_wide ? word_bindings : 0, subgroup);
     else if (v == Variant::GemvWalk) s += gemv_walk_body(kGemvWalkThreads, kGemvWalkCols, word_bindings, desc.b.dtype);

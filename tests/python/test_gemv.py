@@ -1,5 +1,6 @@
 """The GEMV kernel (matrix-vector products whose weight has K contiguous: F.linear at decode)
-against the CPU. GPUs take it by default for up to 4 rows of A; software adapters only with
+against the CPU. GPUs take it by default for up to 4 rows of A (16 where its weight rows start
+on 16 bytes: several rows to a workgroup); software adapters only with
 TORCH_WEBGPU_GEMM_VARIANT=gemv, which every test here sets (so any row count runs it). Cases
 cross its edges: K below one lane sweep, K not a multiple of the 4 x 32 unrolled step, odd K
 and odd weight offsets (half types then read element by element instead of in pairs or
@@ -141,3 +142,43 @@ def test_row_lanes(monkeypatch, dtype, lanes, m, k, n, start):
         got.cpu()
     assert {r.kernel for r in prof.key_averages() if r.kernel.startswith("gemm:")} == {"gemm:gemv"}
     assert_same(got, reference(F.linear, x, w, b), **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("variant", ["gemv", "gemv_row_each"])
+@pytest.mark.parametrize("m,k,n,start", [(2, 1000, 33, 0), (3, 520, 17, 8), (5, 2056, 9, 0), (8, 270, 40, 16),
+                                         (16, 1003, 65, 8)])
+def test_row_blocks(monkeypatch, dtype, variant, m, k, n, start):
+    """Up to 16 rows of A (a short prompt's prefill) through the vec4-word GEMV with 2, 4 or
+    8 rows to a workgroup, each weight word dotted with every row staged beside it (gemv), or
+    a workgroup per row (gemv_row_each): row counts that leave a block part empty (3, 5),
+    two blocks (16), K over several staged chunks (256 elements a row with 8 rows) and past
+    its last whole word, a strided x, a weight view at an offset, a bias, a batch."""
+    monkeypatch.setenv("TORCH_WEBGPU_GEMM_VARIANT", variant)
+    big = make((n, 4200), dtype, seed=31, low=-1, high=1)
+    w = big[:, start:start + k]
+    xt = make((k, m * 2), dtype, seed=32, low=-1, high=1)
+    b = make((n,), dtype, seed=33, low=-1, high=1)
+    with torch.webgpu.profiler.profile() as prof:
+        got = F.linear(dev(xt).t()[::2], dev(big)[:, start:start + k], dev(b))
+        got.cpu()
+    assert {r.kernel for r in prof.key_averages() if r.kernel.startswith("gemm:")} == {"gemm:gemv"}
+    assert_same(got, reference(F.linear, xt.t()[::2], w, b), **TOL[dtype])
+    x3 = make((3, m, k), dtype, seed=34, low=-1, high=1)
+    assert_same(F.linear(dev(x3), dev(w)), reference(F.linear, x3, w), **TOL[dtype])
+
+
+@pytest.mark.parametrize("m", [1, 4, 8, 16, 17])
+def test_gpus_take_the_gemv_up_to_16_rows(monkeypatch, m):
+    """On a GPU (forced here) the heuristic sends up to 16 rows over 16-byte weight rows to
+    the GEMV and more rows to the tiles (split-K here)."""
+    monkeypatch.delenv("TORCH_WEBGPU_GEMM_VARIANT")
+    monkeypatch.setenv("TORCH_WEBGPU_ADAPTER_KIND", "gpu")
+    x = make((m, 512), torch.float32, seed=35, low=-1, high=1)
+    w = make((300, 512), torch.float32, seed=36, low=-1, high=1)
+    with torch.webgpu.profiler.profile() as prof:
+        got = F.linear(dev(x), dev(w))
+        got.cpu()
+    kernels = {r.kernel for r in prof.key_averages() if r.kernel.startswith("gemm:")}
+    assert kernels == {"gemm:gemv"} if m <= 16 else "gemm:tiled" in kernels, kernels
+    assert_same(got, reference(F.linear, x, w), **TOL[torch.float32])
