@@ -23,6 +23,9 @@
 # llama: Llama-3.2-3B compiled decode (reduce-overhead, stop check deferred) on
 # LLAMA_DEVICES (webgpu,cuda) with LLAMA_ENV set; rprof: replay_profile.py of the
 # fused-norm decode step (kernel families, ours against CUDA's eager kernels).
+#   STEPS="rowtests rows llama" bash scripts/h200/probe_dec07.sh
+# rowtests: the GEMV tests on the GPU; rows: run.py --cuda's few-row linears with the
+# row-blocked GEMV (default), a workgroup per row (gemv_row_each) and split-K tiles.
 STEPS=${STEPS:-"tests attn base"}
 OUT=${OUT:-/tmp/probe}
 mkdir -p "$OUT"
@@ -89,6 +92,17 @@ for step in $STEPS; do
         --modes reduce-overhead --init-device cuda --defer-stop --repeat 2 --devices ${LLAMA_DEVICES:-webgpu,cuda} \
         > "$f" 2>&1
       echo "llama ${LLAMA_ENV:-}"; grep -v "Warning\|warn(\|^\s*$\|cudagraph_utils" "$f" | tail -8 ;;
+    rowtests)
+      timeout 300 python3 -m pytest -q -p no:cacheprovider tests/python/test_gemv.py tests/python/test_linear_group.py \
+        tests/python/test_linear_gated.py > "$OUT/rowtests.log" 2>&1
+      grep -E '^(FAILED|E  )' "$OUT/rowtests.log" | head -20; tail -1 "$OUT/rowtests.log" ;;
+    rows)
+      for v in default gemv_row_each splitk; do
+        if [ $v = default ]; then unset TORCH_WEBGPU_GEMM_VARIANT; else export TORCH_WEBGPU_GEMM_VARIANT=$v; fi
+        timeout 120 python3 benchmarks/run.py --cuda --only gemm --match "few rows" > "$OUT/rows_$v.txt" 2>&1
+        echo "rows=$v"; grep -E '^gemm' "$OUT/rows_$v.txt" | cut -c1-120
+      done
+      unset TORCH_WEBGPU_GEMM_VARIANT ;;
     rprof)
       timeout 200 python3 scripts/h200/replay_profile.py --skip-chain --norm fused --tokens 16 > "$OUT/rprof.txt" 2>&1
       tail -46 "$OUT/rprof.txt" | cut -c1-130 ;;

@@ -613,9 +613,11 @@ def test_splitk_selected_by_shape_on_gpus():
 
 @pytest.mark.parametrize("m", [5, 8, 15])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-def test_few_rows_take_tiles_on_gpus(m, dtype, monkeypatch):
-    """A short prompt's prefill (5-15 rows, past the GEMV's 4) runs the tiled GEMM with
-    split-K on GPU adapters, against the CPU: F.linear with a bias and a plain product."""
+def test_few_rows_on_gpus(m, dtype, monkeypatch):
+    """A short prompt's prefill (5-15 rows) on GPU adapters, against the CPU: F.linear with
+    a bias runs the row-blocked GEMV where the weight's rows start on 16 bytes (300 float32s)
+    and the tiled GEMM with split-K where they do not (300 halves); a plain product over an
+    N-contiguous B takes the tiles."""
     monkeypatch.setenv("TORCH_WEBGPU_ADAPTER_KIND", "gpu")
     monkeypatch.setenv("TORCH_WEBGPU_DISABLE_CPU_FALLBACK", "1")
     g = torch.Generator().manual_seed(m)
@@ -623,7 +625,8 @@ def test_few_rows_take_tiles_on_gpus(m, dtype, monkeypatch):
     w, b = torch.randn(70, 300, generator=g).to(dtype), torch.randn(70, generator=g).to(dtype)
     with torch.webgpu.profiler.profile() as prof:
         got = F.linear(x.to("webgpu"), w.to("webgpu"), b.to("webgpu"))
-    assert any(r.kernel.startswith("gemm:tiled") for r in prof.key_averages())
+    want = "gemm:gemv" if dtype == torch.float32 else "gemm:tiled"
+    assert any(r.kernel.startswith(want) for r in prof.key_averages())
     tol = dict(rtol=1e-4, atol=1e-4) if dtype == torch.float32 else dict(rtol=2e-3, atol=2e-3)
     torch.testing.assert_close(got.cpu(), F.linear(x.float(), w.float(), b.float()).to(dtype), **tol)
     a, c = torch.randn(m, 130, generator=g), torch.randn(130, 50, generator=g)
