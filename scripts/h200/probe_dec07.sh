@@ -97,7 +97,7 @@ for step in $STEPS; do
         tests/python/test_linear_gated.py > "$OUT/rowtests.log" 2>&1
       grep -E '^(FAILED|E  )' "$OUT/rowtests.log" | head -20; tail -1 "$OUT/rowtests.log" ;;
     rows)
-      for v in default gemv_row_each splitk; do
+      for v in ${ROW_VARIANTS:-default gemv_row_each splitk}; do
         if [ $v = default ]; then unset TORCH_WEBGPU_GEMM_VARIANT; else export TORCH_WEBGPU_GEMM_VARIANT=$v; fi
         timeout 120 python3 benchmarks/run.py --cuda --only gemm --match "few rows" > "$OUT/rows_$v.txt" 2>&1
         echo "rows=$v"; grep -E '^gemm' "$OUT/rows_$v.txt" | cut -c1-120
