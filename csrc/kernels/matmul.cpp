@@ -784,6 +784,31 @@ bool gemv_direct_a(const std::string& force) {
   return force.size() >= suffix.size() && force.compare(force.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// The chunk loop of the staged GEMVs, opened: between barriers the workgroup stages A's
+// `rows` rows from r (one: the row at `ai`; rows past M repeat row M - 1) as runs of
+// kGemvStageChunk / rows float32s in xa, zeros past K; then q, this lane's first weight
+// word of the chunk (in words of `span`), and qe, the chunk's end.
+std::string gemv_stage_head(uint32_t span, uint32_t threads, uint32_t rows) {
+  auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
+  const uint32_t chunk = kGemvStageChunk / rows, run = chunk / 4;
+  const std::string S = n(span), CH = n(chunk);
+  return "  for (var kc = 0u; kc < K; kc = kc + " + CH + ") {\n"
+         "    workgroupBarrier();\n"
+         "    for (var e = lid; e < " + n(rows * run) + "; e = e + " + n(threads) + ") {\n" +
+         (rows == 1 ? "      let k0 = kc + e * 4u;\n"
+                    : "      let ai = a_base(bo, bi) + min(r + e / " + n(run) + ", M - 1u) * u.a_rows;\n"
+                      "      let k0 = kc + (e % " + n(run) + ") * 4u;\n") +
+         "      var x = vec4<f32>(0.0);\n"
+         "      for (var t = 0u; t < 4u; t = t + 1u) {\n"
+         "        if (k0 + t < K) { x[t] = load_a(ai + (k0 + t) * ak); }\n"
+         "      }\n"
+         "      xa[e] = x;\n"
+         "    }\n"
+         "    workgroupBarrier();\n"
+         "    let qe = min(Q, (kc + " + CH + ") / " + S + ");\n"
+         "    var q = kc / " + S + " + lane;\n";
+}
+
 // The staged wide GEMV's sums: A's row is read once per workgroup into `xa` as float32,
 // kGemvStageChunk elements at a time, so a weight word costs one global load and two vec4
 // reads of `xa` where wide_dot did four or eight typed loads of A (each an index and, for
@@ -791,23 +816,10 @@ bool gemv_direct_a(const std::string& force) {
 // chunk loop (its barriers need uniform control flow; idle lanes read column N - 1).
 std::string gemv_staged_lane_sums(uint32_t span, uint32_t threads, uint32_t lanes) {
   auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
-  const std::string S = n(span), CH = n(kGemvStageChunk);
+  const std::string S = n(span);
   auto term = [&](const std::string& q) { return "wide_dot(ai, ak, wq + " + q + ", (" + q + ") * " + S + " - kc)"; };
   return
-      "  let wq = bj / " + S + ";\n  let Q = K / " + S + ";\n"
-      "  for (var kc = 0u; kc < K; kc = kc + " + CH + ") {\n"
-      "    workgroupBarrier();\n"
-      "    for (var e = lid; e < " + n(kGemvStageChunk / 4) + "; e = e + " + n(threads) + ") {\n"
-      "      var x = vec4<f32>(0.0);\n"
-      "      for (var t = 0u; t < 4u; t = t + 1u) {\n"
-      "        let k = kc + e * 4u + t;\n"
-      "        if (k < K) { x[t] = load_a(ai + k * ak); }\n"
-      "      }\n"
-      "      xa[e] = x;\n"
-      "    }\n"
-      "    workgroupBarrier();\n"
-      "    let qe = min(Q, (kc + " + CH + ") / " + S + ");\n"
-      "    var q = kc / " + S + " + lane;\n"
+      "  let wq = bj / " + S + ";\n  let Q = K / " + S + ";\n" + gemv_stage_head(span, threads, 1) +
       "    for (; q + " + n(3 * lanes) + " < qe; q = q + " + n(4 * lanes) + ") {\n"
       "      s0 = s0 + " + term("q") + ";\n      s1 = s1 + " + term("q + " + n(lanes)) + ";\n"
       "      s2 = s2 + " + term("q + " + n(2 * lanes)) + ";\n      s3 = s3 + " + term("q + " + n(3 * lanes)) + ";\n"
@@ -863,8 +875,8 @@ uint32_t gemv_rows_per_group(uint64_t m) { return m <= 1 ? 1 : m == 2 ? 2 : m <=
 std::string gemv_rows_body(uint32_t threads, DType b_dtype, size_t wide, uint32_t lanes, uint32_t rows,
                            uint32_t subgroup) {
   auto n = [](uint64_t v) { return std::to_string(v) + "u"; };
-  const uint32_t span = gemv_walk_span(b_dtype), chunk = kGemvStageChunk / rows, run = chunk / 4;
-  const std::string S = n(span), CH = n(chunk), RUN = n(run), L = n(lanes), W = "buf" + std::to_string(wide);
+  const uint32_t span = gemv_walk_span(b_dtype), run = kGemvStageChunk / rows / 4;
+  const std::string S = n(span), L = n(lanes), W = "buf" + std::to_string(wide);
   std::string s = gemv_lane_sum_fn(threads, lanes, subgroup) + "var<workgroup> xa: array<vec4<f32>, " +
                   std::to_string(kGemvStageChunk / 4) + ">;\n";
   // Weight word v against the staged run's vec4 x (and x + 1 for the eight half elements).
@@ -890,21 +902,7 @@ std::string gemv_rows_body(uint32_t threads, DType b_dtype, size_t wide, uint32_
   }
   // Element offset (q * span - kc) / 4 of word q in the chunk's runs.
   auto x = [&](const std::string& q) { return "(" + q + ") * " + n(span / 4) + " - kc / 4u"; };
-  s += acc +
-       "  for (var kc = 0u; kc < K; kc = kc + " + CH + ") {\n"
-       "    workgroupBarrier();\n"
-       "    for (var e = lid; e < " + n(rows * run) + "; e = e + " + n(threads) + ") {\n"
-       "      let ai = a_base(bo, bi) + min(r + e / " + RUN + ", M - 1u) * u.a_rows;\n"
-       "      let k0 = kc + (e % " + RUN + ") * 4u;\n"
-       "      var x = vec4<f32>(0.0);\n"
-       "      for (var t = 0u; t < 4u; t = t + 1u) {\n"
-       "        if (k0 + t < K) { x[t] = load_a(ai + (k0 + t) * ak); }\n"
-       "      }\n"
-       "      xa[e] = x;\n"
-       "    }\n"
-       "    workgroupBarrier();\n"
-       "    let qe = min(Q, (kc + " + CH + ") / " + S + ");\n"
-       "    var q = kc / " + S + " + lane;\n"
+  s += acc + gemv_stage_head(span, threads, rows) +
        "    for (; q + " + n(3 * lanes) + " < qe; q = q + " + n(4 * lanes) + ") {\n"
        "      let v0 = " + W + "[wq + q];\n      let v1 = " + W + "[wq + q + " + n(lanes) + "];\n"
        "      let v2 = " + W + "[wq + q + " + n(2 * lanes) + "];\n      let v3 = " + W + "[wq + q + " + n(3 * lanes) + "];\n"
