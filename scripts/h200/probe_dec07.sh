@@ -32,6 +32,17 @@ mkdir -p "$OUT"
 source scripts/h200/build.sh > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 tail -1 "$OUT/build.log"
 nvidia-smi --query-gpu=name --format=csv,noheader
+# run.py --cuda's rows (the arguments after the first two) once per TORCH_WEBGPU_GEMM_VARIANT
+# value in $2 ("default": unset), each in its own process; logs $OUT/<$1>_<variant>.txt.
+gemm_variants() {
+  local name=$1 v
+  for v in $2; do
+    if [ "$v" = default ]; then unset TORCH_WEBGPU_GEMM_VARIANT; else export TORCH_WEBGPU_GEMM_VARIANT=$v; fi
+    timeout 150 python3 benchmarks/run.py --cuda "${@:3}" > "$OUT/${name}_$v.txt" 2>&1
+    echo "$name=$v"; grep -E '^(gemv|gemm)' "$OUT/${name}_$v.txt" | cut -c1-120
+  done
+  unset TORCH_WEBGPU_GEMM_VARIANT
+}
 for step in $STEPS; do
   case $step in
     tests)
@@ -80,12 +91,7 @@ for step in $STEPS; do
         tests/python/test_graphs.py > "$OUT/ovw.log" 2>&1
       grep -E '^(FAILED|E  )' "$OUT/ovw.log" | head -20; tail -1 "$OUT/ovw.log" ;;
     lanes)
-      for v in ${GEMV_VARIANTS:-default gemv_lanes16 gemv_lanes8}; do
-        if [ $v = default ]; then unset TORCH_WEBGPU_GEMM_VARIANT; else export TORCH_WEBGPU_GEMM_VARIANT=$v; fi
-        timeout 150 python3 benchmarks/run.py --cuda --only gemv --match "${GEMV_MATCH:-linear fp}" > "$OUT/lanes_$v.txt" 2>&1
-        echo "gemv=$v"; grep -E '^gemv' "$OUT/lanes_$v.txt" | cut -c1-120
-      done
-      unset TORCH_WEBGPU_GEMM_VARIANT ;;
+      gemm_variants lanes "${GEMV_VARIANTS:-default gemv_lanes16 gemv_lanes8}" --only gemv --match "${GEMV_MATCH:-linear fp}" ;;
     llama)
       f="$OUT/llama_$(date +%H%M%S).txt"
       env ${LLAMA_ENV:-BASELINE=1} timeout ${LLAMA_S:-300} python3 benchmarks/decode_breakdown.py --model llama-3.2-3b \
@@ -97,12 +103,7 @@ for step in $STEPS; do
         tests/python/test_linear_gated.py > "$OUT/rowtests.log" 2>&1
       grep -E '^(FAILED|E  )' "$OUT/rowtests.log" | head -20; tail -1 "$OUT/rowtests.log" ;;
     rows)
-      for v in ${ROW_VARIANTS:-default gemv_row_each splitk}; do
-        if [ $v = default ]; then unset TORCH_WEBGPU_GEMM_VARIANT; else export TORCH_WEBGPU_GEMM_VARIANT=$v; fi
-        timeout 120 python3 benchmarks/run.py --cuda --only gemm --match "few rows" > "$OUT/rows_$v.txt" 2>&1
-        echo "rows=$v"; grep -E '^gemm' "$OUT/rows_$v.txt" | cut -c1-120
-      done
-      unset TORCH_WEBGPU_GEMM_VARIANT ;;
+      gemm_variants rows "${ROW_VARIANTS:-default gemv_row_each splitk}" --only gemm --match "few rows" ;;
     rprof)
       timeout 200 python3 scripts/h200/replay_profile.py --skip-chain --norm fused --tokens 16 > "$OUT/rprof.txt" 2>&1
       tail -46 "$OUT/rprof.txt" | cut -c1-130 ;;
