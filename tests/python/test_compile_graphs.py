@@ -98,6 +98,19 @@ def test_an_output_overwritten_by_the_next_replay_raises_when_read(no_fallback):
     assert counts() == (1, 4, 0)
 
 
+def test_a_state_loop_feeds_each_output_back(no_fallback):
+    """h = f(h): the last replay's output is the next call's input, copied in before that
+    replay overwrites it (an RNN-style state loop, as on cuda)."""
+    ours = torch.compile(lambda h: torch.tanh(h * 0.9) + 0.1, mode="reduce-overhead")
+    h = torch.linspace(-2, 2, 8)
+    state = dev(h)
+    for _ in range(6):
+        h = torch.tanh(h * 0.9) + 0.1
+        state = ours(state)
+    assert_same(state, h)
+    assert counts() == (1, 5, 0)  # a warm-up, then a capture and a replay in each call
+
+
 def test_outputs_of_different_graphs_stay_valid(no_fallback):
     """Only a replay of the same graph overwrites an output: two compiled functions (or two
     shapes of one) keep each other's outputs, and a graph taken over by a new shape is not

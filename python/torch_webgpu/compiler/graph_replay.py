@@ -214,12 +214,12 @@ class GraphReplayer:
             self.graphs[key] = captured
             while len(self.graphs) > MAX_GRAPHS_PER_CALLABLE:
                 del self.graphs[next(iter(self.graphs))]
-        if captured.handed:
-            if pending and captured.saved_outputs_live():
-                return self._run_pending(inputs)
-            captured.overwrite_handed()
+        if pending and captured.handed and captured.saved_outputs_live():
+            return self._run_pending(inputs)
         for i, static in captured.static_inputs.items():
             static.copy_(inputs[i])
+        # (After the copies: a state loop `h = f(h)` passes the last replay's output in.)
+        captured.overwrite_handed()
         try:
             captured.graph.replay()
         except RuntimeError:
