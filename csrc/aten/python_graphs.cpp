@@ -2,12 +2,12 @@
 // captured graph object of the runtime (runtime/graph_capture.h) and, while a capture
 // runs, a RecordFunction callback that keeps each thread's stack of running ATen ops so
 // a refused host read-back or random op can name the op. It is registered for the
-// capture only (global: autograd's threads run backward ops captured too). And the call
+// capture only (global: autograd's threads run backward ops captured too). Also the calls
 // that make an output handed out by a replay raise once the next replay overwrote it.
 #include <ATen/record_function.h>
 #include <pybind11/pybind11.h>
-#include <torch/csrc/autograd/python_variable.h>
 #include <pybind11/stl.h>
+#include <torch/csrc/autograd/python_variable.h>
 
 #include <memory>
 #include <stdexcept>

@@ -718,11 +718,17 @@ constexpr uint32_t kGemvStageChunk = 2048;
 // kernel): word w of the vec4 binding `W` dotted with xa from its element j (a multiple
 // of the span); ai and ak unused (the signature is gemv_wide_dot's, so that
 // gemv_wide_lane_sums reads either).
+// The WGSL expression of weight word `v` (vec4<u32>) dotted with xa from vec4 `x` (and
+// x + 1 for a word's eight half elements).
+std::string gemv_staged_word_dot(DType b_dtype) {
+  if (b_dtype == DType::Float32) return "dot(bitcast<vec4<f32>>(v), xa[x])";
+  return "dot(" + gemv_half4(b_dtype, "v.x", "v.y") + ", xa[x]) + dot(" + gemv_half4(b_dtype, "v.z", "v.w") +
+         ", xa[x + 1u])";
+}
+
 std::string gemv_staged_dot(const std::string& W, DType b_dtype, const std::string& i = "") {
-  std::string dot = "fn wide_dot" + i + "(ai: u32, ak: u32, w: u32, j: u32) -> f32 {\n  let v = " + W + "[w];\n  let x = j / 4u;\n";
-  if (b_dtype == DType::Float32) return dot + "  return dot(bitcast<vec4<f32>>(v), xa[x]);\n}\n";
-  return dot + "  return dot(" + gemv_half4(b_dtype, "v.x", "v.y") + ", xa[x]) + dot(" +
-         gemv_half4(b_dtype, "v.z", "v.w") + ", xa[x + 1u]);\n}\n";
+  return "fn wide_dot" + i + "(ai: u32, ak: u32, w: u32, j: u32) -> f32 {\n  let v = " + W +
+         "[w];\n  let x = j / 4u;\n  return " + gemv_staged_word_dot(b_dtype) + ";\n}\n";
 }
 
 // How a GEMV reads its weights: element by element, half-type pairs per u32 word, or vec4
@@ -879,11 +885,7 @@ std::string gemv_rows_body(uint32_t threads, DType b_dtype, size_t wide, uint32_
   const std::string S = n(span), L = n(lanes), W = "buf" + std::to_string(wide);
   std::string s = gemv_lane_sum_fn(threads, lanes, subgroup) + "var<workgroup> xa: array<vec4<f32>, " +
                   std::to_string(kGemvStageChunk / 4) + ">;\n";
-  // Weight word v against the staged run's vec4 x (and x + 1 for the eight half elements).
-  s += "fn row_dot(v: vec4<u32>, x: u32) -> f32 {\n";
-  s += b_dtype == DType::Float32 ? "  return dot(bitcast<vec4<f32>>(v), xa[x]);\n}\n"
-                                 : "  return dot(" + gemv_half4(b_dtype, "v.x", "v.y") + ", xa[x]) + dot(" +
-                                       gemv_half4(b_dtype, "v.z", "v.w") + ", xa[x + 1u]);\n}\n";
+  s += "fn row_dot(v: vec4<u32>, x: u32) -> f32 { return " + gemv_staged_word_dot(b_dtype) + "; }\n";
   s += kernel_main(Grid::Groups, threads) + gemv_group_decode(Split::None, rows) +
        "  let lane = lid % " + L + ";\n"
        "  let c = cg * " + n(threads / lanes) + " + lid / " + L + ";\n"
