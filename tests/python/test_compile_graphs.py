@@ -157,6 +157,23 @@ def test_training_forwards_before_their_backwards_run_without_overwriting(no_fal
     assert counts()[2] == 0 and counts()[1] > 8
 
 
+def test_gradients_from_autograd_grad_outlive_the_next_replay(no_fallback):
+    """torch.autograd.grad returns the backward graph's outputs themselves (no .grad to copy
+    them into): each step's gradients must keep their values after later replays."""
+    torch.manual_seed(0)
+    model = mlp()
+    ours = copy.deepcopy(model).to("webgpu")
+    compiled = torch.compile(lambda m, x: m(x).square().mean(), mode="reduce-overhead")
+    batches = [torch.randn(8, 16) for _ in range(5)]
+    kept = [torch.autograd.grad(compiled(ours, dev(x)), list(ours.parameters())) for x in batches]
+    for x, grads in zip(batches, kept):
+        expected = torch.autograd.grad(model(x).square().mean(), list(model.parameters()))
+        for a, e in zip(grads, expected):
+            torch.testing.assert_close(a.cpu(), e, rtol=1e-4, atol=1e-5)
+    captures, replays, fallbacks = counts()
+    assert (captures, fallbacks) == (2, 0) and replays == 2 * 4
+
+
 def test_mark_step_begin_lets_a_training_forward_replay(no_fallback):
     """torch.compiler.cudagraph_mark_step_begin() declares the previous step's outputs
     dead, as on cuda: the next forward replays although no backward ran (an evaluation

@@ -35,8 +35,9 @@ then on, after a one-time warning; the call never fails.
 Training graphs replay too: AOTAutograd's forward and backward are compiled graphs of
 their own; the backward's non-tangent inputs (saved tensors, which are the forward
 replay's static outputs, and parameters) are used in place, its tangents copied. Gradient
-outputs are the static tensors, referenced by the replayer, so autograd accumulates
-copies of them into ``.grad``, never the static tensors themselves.
+outputs are handed out as copies of the static tensors: autograd would copy them into
+``.grad`` anyway (it takes a tensor over only when nothing else references it), and
+``torch.autograd.grad`` must return gradients that the next backward does not overwrite.
 """
 from __future__ import annotations
 
@@ -135,7 +136,7 @@ class _Layout:
 class _Captured:
     """One capture: its graph, the static copies of the copied inputs, its outputs."""
 
-    def __init__(self, graph, static_inputs, outputs, owned, rebindable=True):
+    def __init__(self, graph, static_inputs, outputs, owned, copied=(), rebindable=True):
         self.graph = graph
         self.dispatches = graph.num_dispatches()
         self.static_inputs = static_inputs  # index -> static tensor, for copied inputs
@@ -144,13 +145,18 @@ class _Captured:
         # aliases; weak references to the aliases of the last replay.
         self.owned = owned
         self.handed = []
+        # The outputs in graph memory handed out as copies (gradients).
+        self.copied = copied
         # False where an output is a view of a tensor used in place: pointed at other
         # tensors, the graph would still hand out views of the old ones.
         self.rebindable = rebindable
 
     def hand_out(self):
-        """The outputs of a replay: the static tensors, aliased where in graph memory."""
+        """The outputs of a replay: the static tensors, aliased or copied where in graph
+        memory."""
         outputs = list(self.outputs)
+        for i in self.copied:
+            outputs[i] = outputs[i].clone()
         alias, handed = _C._graph_output_alias, self.handed
         for i in self.owned:
             outputs[i] = out = alias(outputs[i])
@@ -315,11 +321,13 @@ class GraphReplayer:
         storages = {inputs[i].untyped_storage().data_ptr() for i in self.layout.in_place}
         in_place = [isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() in storages
                     for o in outputs]
-        # Gradients stay the static tensors (see the module's docstring).
-        owned = () if self.kind == "backward" else tuple(
+        in_graph = tuple(
             i for i, o in enumerate(outputs)
             if isinstance(o, torch.Tensor) and o.device.type == "webgpu" and not in_place[i])
-        return _Captured(captured_graph, static_inputs, outputs, owned, not any(in_place))
+        # Gradients are copied (see the module's docstring), other outputs aliased.
+        owned, copied = ((), in_graph) if self.kind == "backward" else (in_graph, ())
+        return _Captured(captured_graph, static_inputs, outputs, owned, copied,
+                         not any(in_place))
 
 
 def _wants_replay(compiled_graph, graph_kwargs) -> bool:
