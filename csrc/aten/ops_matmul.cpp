@@ -582,58 +582,73 @@ Tensor linear_gated_webgpu(const Tensor& x, const Tensor& w_gate, const Tensor& 
   return recorded ? out : linear_gated_composite(x, w_gate, w_up, b_gate, b_up, act);
 }
 
-// ---- rms_linear ----------------------------------------------------------------------
+// ---- rms_linear, layer_norm_linear -----------------------------------------------------
 
 // torch.ops.webgpu.rms_linear(x, residual, norm_weight, eps, weights, biases, act) ->
 // (out, h): h = x + residual (x without one), out = the linears (linear_group's columns
 // side by side, or linear_gated's act(gate) * up with `act`) of RMSNorm(h) =
-// h * rsqrt(mean(h^2, -1) + eps) * norm_weight. A decoder layer's residual add, norm and
-// the projections after it, which the compile pass (compiler/rms_linear.py) emits.
+// h * rsqrt(mean(h^2, -1) + eps) * norm_weight. layer_norm_linear(x, residual, norm_weight,
+// norm_bias, eps, weights, biases, act): the same over F.layer_norm(h, norm_weight,
+// norm_bias, eps). A decoder layer's residual add, norm and the projections after it, which
+// the compile pass (compiler/rms_linear.py) emits.
 Tensor rms_norm_of(const Tensor& h, const Tensor& norm_weight, double eps) {
   return at::mul(at::mul(h, at::rsqrt(at::add(at::mean(at::pow(h, 2), {-1}, /*keepdim=*/true), eps))), norm_weight);
 }
 
-void rms_linear_checks(const Tensor& x, const std::optional<Tensor>& residual, const Tensor& norm_weight,
-                       at::TensorList weights, c10::string_view act) {
-  TORCH_CHECK(x.dim() >= 1, "rms_linear: x must have a last dimension");
-  TORCH_CHECK(norm_weight.dim() == 1 && norm_weight.size(0) == x.size(-1), "rms_linear: norm_weight must be [",
+void norm_linear_checks(const char* op, const Tensor& x, const std::optional<Tensor>& residual,
+                        const Tensor& norm_weight, const std::optional<Tensor>& norm_bias, at::TensorList weights,
+                        c10::string_view act) {
+  TORCH_CHECK(x.dim() >= 1, op, ": x must have a last dimension");
+  TORCH_CHECK(norm_weight.dim() == 1 && norm_weight.size(0) == x.size(-1), op, ": norm_weight must be [",
               x.size(-1), "], got ", norm_weight.sizes());
+  if (norm_bias && norm_bias->defined())
+    TORCH_CHECK(norm_bias->dim() == 1 && norm_bias->size(0) == x.size(-1), op, ": norm_bias must be [", x.size(-1),
+                "], got ", norm_bias->sizes());
   if (residual && residual->defined())
-    TORCH_CHECK(residual->sizes() == x.sizes(), "rms_linear: residual must be shaped as x, got ", residual->sizes(),
+    TORCH_CHECK(residual->sizes() == x.sizes(), op, ": residual must be shaped as x, got ", residual->sizes(),
                 " and ", x.sizes());
   if (!act.empty()) {
-    TORCH_CHECK(weights.size() == 2, "rms_linear: act takes two weights (gate, up), got ", weights.size());
+    TORCH_CHECK(weights.size() == 2, op, ": act takes two weights (gate, up), got ", weights.size());
     gate_act(act);
   }
 }
 
-std::tuple<Tensor, Tensor> rms_linear_composite(const Tensor& x, const std::optional<Tensor>& residual,
-                                                const Tensor& norm_weight, double eps, at::TensorList weights,
-                                                const c10::List<std::optional<Tensor>>& biases,
-                                                c10::string_view act) {
-  rms_linear_checks(x, residual, norm_weight, weights, act);
+// The composite of both ops (norm_bias and `layer` pick the norm): the definition.
+std::tuple<Tensor, Tensor> norm_linear_composite(const char* op, const Tensor& x,
+                                                 const std::optional<Tensor>& residual, const Tensor& norm_weight,
+                                                 const std::optional<Tensor>& norm_bias, bool layer, double eps,
+                                                 at::TensorList weights,
+                                                 const c10::List<std::optional<Tensor>>& biases,
+                                                 c10::string_view act) {
+  norm_linear_checks(op, x, residual, norm_weight, norm_bias, weights, act);
   const Tensor h = residual && residual->defined() ? at::add(x, *residual) : x.clone();
-  const Tensor normed = rms_norm_of(h, norm_weight, eps);
+  const Tensor normed = layer ? at::layer_norm(h, {h.size(-1)}, norm_weight, norm_bias, eps)
+                              : rms_norm_of(h, norm_weight, eps);
   if (act.empty()) return {linear_group_composite(normed, weights, biases), h};
   return {linear_gated_composite(normed, weights[0], weights[1], biases.get(0), biases.get(1), act), h};
 }
 
-std::tuple<Tensor, Tensor> rms_linear_webgpu(const Tensor& x, const std::optional<Tensor>& residual,
-                                             const Tensor& norm_weight, double eps, at::TensorList weights,
-                                             const c10::List<std::optional<Tensor>>& biases, c10::string_view act) {
-  rms_linear_checks(x, residual, norm_weight, weights, act);
+std::tuple<Tensor, Tensor> norm_linear_webgpu(const char* op, const Tensor& x, const std::optional<Tensor>& residual,
+                                              const Tensor& norm_weight, const std::optional<Tensor>& norm_bias,
+                                              bool layer, double eps, at::TensorList weights,
+                                              const c10::List<std::optional<Tensor>>& biases,
+                                              c10::string_view act) {
+  norm_linear_checks(op, x, residual, norm_weight, norm_bias, weights, act);
   if (act.empty()) linear_group_checks(x, weights, biases);
   else linear_gated_checks(x, weights[0], weights[1], biases.get(0), biases.get(1), act);
-  const bool has_residual = residual && residual->defined();
+  const bool has_residual = residual && residual->defined(), has_bias = norm_bias && norm_bias->defined();
   const int64_t k = x.size(-1);
   bool same_types = x.scalar_type() == at::kFloat && norm_weight.scalar_type() == at::kFloat &&
-                    (!has_residual || residual->scalar_type() == at::kFloat);
+                    (!has_residual || residual->scalar_type() == at::kFloat) &&
+                    (!has_bias || norm_bias->scalar_type() == at::kFloat);
   for (const Tensor& w : weights) same_types = same_types && w.scalar_type() == at::kFloat;
   int64_t width = 0;
   for (const Tensor& w : weights) width += w.size(0);
+  auto composite = [&] {
+    return norm_linear_composite(op, x, residual, norm_weight, norm_bias, layer, eps, weights, biases, act);
+  };
   // (No columns: out is empty but h is not; the view of out as rows below needs columns.)
-  if (!same_types || k == 0 || x.numel() == 0 || width == 0)
-    return rms_linear_composite(x, residual, norm_weight, eps, weights, biases, act);
+  if (!same_types || k == 0 || x.numel() == 0 || width == 0) return composite();
   std::vector<int64_t> sizes = x.sizes().vec();
   sizes.back() = act.empty() ? width : weights[0].size(0);
   Tensor out = at::empty(sizes, x.options());
@@ -653,8 +668,10 @@ std::tuple<Tensor, Tensor> rms_linear_webgpu(const Tensor& x, const std::optiona
     norm.residual = operand2(held.back());
   }
   norm.weight = operand2(norm_weight);
+  if (has_bias) norm.bias = operand2(*norm_bias);
   norm.h = operand2(h.view({-1, k}));
   norm.eps = static_cast<float>(eps);
+  norm.layer = layer;
   d.norm = norm;
   d.out = operand2(out.view({-1, sizes.back()}));
   RuntimeLock lock;
@@ -662,7 +679,39 @@ std::tuple<Tensor, Tensor> rms_linear_webgpu(const Tensor& x, const std::optiona
   TWGPU_CATCH
   // Where it is not one dispatch (software adapters, more rows, rows too long to stage):
   // the add, the norm and the linears as their own ops.
-  return recorded ? std::make_tuple(out, h) : rms_linear_composite(x, residual, norm_weight, eps, weights, biases, act);
+  return recorded ? std::make_tuple(out, h) : composite();
+}
+
+std::tuple<Tensor, Tensor> rms_linear_composite(const Tensor& x, const std::optional<Tensor>& residual,
+                                                const Tensor& norm_weight, double eps, at::TensorList weights,
+                                                const c10::List<std::optional<Tensor>>& biases,
+                                                c10::string_view act) {
+  return norm_linear_composite("rms_linear", x, residual, norm_weight, std::nullopt, false, eps, weights, biases, act);
+}
+
+std::tuple<Tensor, Tensor> rms_linear_webgpu(const Tensor& x, const std::optional<Tensor>& residual,
+                                             const Tensor& norm_weight, double eps, at::TensorList weights,
+                                             const c10::List<std::optional<Tensor>>& biases, c10::string_view act) {
+  return norm_linear_webgpu("rms_linear", x, residual, norm_weight, std::nullopt, false, eps, weights, biases, act);
+}
+
+std::tuple<Tensor, Tensor> layer_norm_linear_composite(const Tensor& x, const std::optional<Tensor>& residual,
+                                                       const Tensor& norm_weight,
+                                                       const std::optional<Tensor>& norm_bias, double eps,
+                                                       at::TensorList weights,
+                                                       const c10::List<std::optional<Tensor>>& biases,
+                                                       c10::string_view act) {
+  return norm_linear_composite("layer_norm_linear", x, residual, norm_weight, norm_bias, true, eps, weights, biases,
+                               act);
+}
+
+std::tuple<Tensor, Tensor> layer_norm_linear_webgpu(const Tensor& x, const std::optional<Tensor>& residual,
+                                                    const Tensor& norm_weight, const std::optional<Tensor>& norm_bias,
+                                                    double eps, at::TensorList weights,
+                                                    const c10::List<std::optional<Tensor>>& biases,
+                                                    c10::string_view act) {
+  return norm_linear_webgpu("layer_norm_linear", x, residual, norm_weight, norm_bias, true, eps, weights, biases,
+                            act);
 }
 
 }  // namespace
@@ -672,18 +721,22 @@ TORCH_LIBRARY_FRAGMENT(webgpu, m) {
   m.def("linear_gated(Tensor x, Tensor w_gate, Tensor w_up, Tensor? b_gate, Tensor? b_up, str act) -> Tensor");
   m.def("rms_linear(Tensor x, Tensor? residual, Tensor norm_weight, float eps, Tensor[] weights, Tensor?[] biases, "
         "str act) -> (Tensor, Tensor)");
+  m.def("layer_norm_linear(Tensor x, Tensor? residual, Tensor norm_weight, Tensor? norm_bias, float eps, "
+        "Tensor[] weights, Tensor?[] biases, str act) -> (Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(webgpu, CompositeExplicitAutograd, m) {
   m.impl("linear_group", TORCH_FN(linear_group_composite));
   m.impl("linear_gated", TORCH_FN(linear_gated_composite));
   m.impl("rms_linear", TORCH_FN(rms_linear_composite));
+  m.impl("layer_norm_linear", TORCH_FN(layer_norm_linear_composite));
 }
 
 TORCH_LIBRARY_IMPL(webgpu, PrivateUse1, m) {
   m.impl("linear_group", TORCH_FN(linear_group_webgpu));
   m.impl("linear_gated", TORCH_FN(linear_gated_webgpu));
   m.impl("rms_linear", TORCH_FN(rms_linear_webgpu));
+  m.impl("layer_norm_linear", TORCH_FN(layer_norm_linear_webgpu));
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {

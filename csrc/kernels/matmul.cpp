@@ -1425,9 +1425,10 @@ const UniformLayout& linear_group_layout() {
   static const UniformLayout layout = [] {
     std::vector<UniformDecl> d = {{"m"}, {"k"}, {"tiles"}, {"a_offset"}, {"a_rows"}, {"a_cols"},
                                   {"out_offset"}, {"out_rows"}, {"out_cols"},
-                                  // linear_group_normed's norm (0 without): residual, weight, h, eps
+                                  // linear_group_normed's norm (0 without): residual, weight, bias, h, eps
                                   {"r_offset"}, {"r_rows"}, {"r_cols"}, {"nw_offset"}, {"nw_stride"},
-                                  {"h_offset"}, {"h_rows"}, {"h_cols"}, {"eps", UniformType::F32}};
+                                  {"nb_offset"}, {"nb_stride"}, {"h_offset"}, {"h_rows"}, {"h_cols"},
+                                  {"eps", UniformType::F32}};
     for (const std::string& name : names) d.push_back({name.c_str()});
     return UniformLayout(d);
   }();
@@ -1521,31 +1522,38 @@ uint32_t linear_group_staged(Context& ctx, const LinearGroupDesc& d, WeightLoad 
 }
 
 // The norm's prologue (d.norm): A's row staged as h = a + residual (stored by the first
-// column tile's workgroups), each invocation's sum of squares into `part`, the workgroup's
-// total, then the row scaled in place by rsqrt(mean + eps) * weight. Division and rsqrt as
-// the generated RMSNorm and eager compute them.
-std::string gemv_norm_prologue(uint32_t threads, uint32_t xa_vec4s, bool residual) {
+// column tile's workgroups), then scaled in place: RMSNorm by rsqrt(mean(h^2) + eps) *
+// weight; LayerNorm (`layer`) first subtracts the row's mean and adds `bias` after (each
+// invocation's sums go through the workgroup's tree; an invocation reads back only the
+// words it staged, so no barrier before the second sum). Division and rsqrt as the
+// generated norms and eager compute them.
+std::string gemv_norm_prologue(uint32_t threads, uint32_t xa_vec4s, bool residual, bool layer, bool bias) {
   auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
+  const std::string each = "  for (var e = lid; e < " + n(xa_vec4s) + "; e = e + " + n(threads) + ") {\n";
   std::string s =
-      "  var sq = 0.0;\n"
-      "  for (var e = lid; e < " + n(xa_vec4s) + "; e = e + " + n(threads) + ") {\n"
+      "  var acc = 0.0;\n" + each +
       "    var h = vec4<f32>(0.0);\n"
       "    for (var t = 0u; t < 4u; t = t + 1u) {\n"
       "      let k = e * 4u + t;\n"
       "      h[t] = load_a(ai + k * ak)" + std::string(residual ? " + load_r(u.r_offset + r * u.r_rows + k * u.r_cols)" : "") + ";\n"
       "      if (valid && cg == 0u) { store_h(u.h_offset + r * u.h_rows + k * u.h_cols, h[t]); }\n"
       "    }\n"
-      "    xa[e] = h;\n"
-      "    sq = sq + dot(h, h);\n"
-      "  }\n"
-      "  let scale = inverseSqrt(div_f32(row_sq_sum(sq, lid), f32(K)) + u.eps);\n"
-      "  for (var e = lid; e < " + n(xa_vec4s) + "; e = e + " + n(threads) + ") {\n"
-      "    let k = u.nw_offset + e * 4u * u.nw_stride;\n"
-      "    xa[e] = xa[e] * scale * vec4<f32>(load_nw(k), load_nw(k + u.nw_stride), load_nw(k + 2u * u.nw_stride),\n"
-      "                                       load_nw(k + 3u * u.nw_stride));\n"
-      "  }\n"
-      "  workgroupBarrier();\n";
-  return s;
+      "    xa[e] = h;\n" +
+      std::string(layer ? "    acc = acc + ((h.x + h.y) + (h.z + h.w));\n" : "    acc = acc + dot(h, h);\n") +
+      "  }\n";
+  if (layer)
+    s += "  let mean = div_f32(row_sum(acc, lid), f32(K));\n"
+         "  acc = 0.0;\n" + each +
+         "    let dv = xa[e] - vec4<f32>(mean);\n    acc = acc + dot(dv, dv);\n  }\n";
+  s += "  let scale = inverseSqrt(div_f32(row_sum(acc, lid), f32(K)) + u.eps);\n" + each +
+       "    let k = u.nw_offset + e * 4u * u.nw_stride;\n"
+       "    let wv = vec4<f32>(load_nw(k), load_nw(k + u.nw_stride), load_nw(k + 2u * u.nw_stride), load_nw(k + 3u * u.nw_stride));\n";
+  if (!layer) return s + "    xa[e] = xa[e] * scale * wv;\n  }\n  workgroupBarrier();\n";
+  s += "    xa[e] = (xa[e] - vec4<f32>(mean)) * scale * wv;\n";
+  if (bias)
+    s += "    let bk = u.nb_offset + e * 4u * u.nb_stride;\n"
+         "    xa[e] = xa[e] + vec4<f32>(load_nb(bk), load_nb(bk + u.nb_stride), load_nb(bk + 2u * u.nb_stride), load_nb(bk + 3u * u.nb_stride));\n";
+  return s + "  }\n  workgroupBarrier();\n";
 }
 
 void linear_group_gemv(Context& ctx, const LinearGroupDesc& d, size_t first, size_t last,
@@ -1568,6 +1576,7 @@ void linear_group_gemv(Context& ctx, const LinearGroupDesc& d, size_t first, siz
   const uint32_t xa_vec4s = linear_group_staged(ctx, d, load, force);
   // (linear_group_normed only sends a norm that stages.)
   const bool normed = d.norm.has_value(), residual = normed && d.norm->residual.buffer;
+  const bool layer = normed && d.norm->layer, norm_bias = layer && d.norm->bias.buffer;
   const uint32_t tile_cols = threads / lanes;
   // linear_gated walks both weights in one loop where they are read as words
   // (TORCH_WEBGPU_GEMM_VARIANT=gemv_gated_serial: gate's walk, then up's, for A/B).
@@ -1590,8 +1599,9 @@ void linear_group_gemv(Context& ctx, const LinearGroupDesc& d, size_t first, siz
     l.buffers.back().touches(l.word_of(offset_name), o.dtype, r.first, r.end - r.first);
   };
   bind(d.a, Access::Read, "a_offset", range2(d.a, d.m, d.k));
-  // The norm's buffers follow A (bindings 1..3, or 1..2 without a residual).
-  for (const char* f : {"r_offset", "r_rows", "r_cols", "nw_offset", "nw_stride", "h_offset", "h_rows", "h_cols"})
+  // The norm's buffers follow A: residual, weight, bias, h (those it has).
+  for (const char* f : {"r_offset", "r_rows", "r_cols", "nw_offset", "nw_stride", "nb_offset", "nb_stride", "h_offset",
+                        "h_rows", "h_cols"})
     l.set_u32(f, 0);
   l.set_f32("eps", normed ? d.norm->eps : 0.0f);
   if (residual) {
@@ -1603,6 +1613,11 @@ void linear_group_gemv(Context& ctx, const LinearGroupDesc& d, size_t first, siz
     const MatOperand &W = d.norm->weight, &H = d.norm->h;
     l.set_u32("nw_stride", u32_or_fail(W.cols, "stride"));
     bind(W, Access::Read, "nw_offset", range2(W, 1, d.k));
+    if (norm_bias) {
+      const MatOperand& B = d.norm->bias;
+      l.set_u32("nb_stride", u32_or_fail(B.cols, "stride"));
+      bind(B, Access::Read, "nb_offset", range2(B, 1, d.k));
+    }
     l.set_u32("h_rows", u32_or_fail(H.rows, "stride")).set_u32("h_cols", u32_or_fail(H.cols, "stride"));
     bind(H, Access::ReadWrite, "h_offset", range2(H, d.m, d.k));
   }
@@ -1641,24 +1656,26 @@ void linear_group_gemv(Context& ctx, const LinearGroupDesc& d, size_t first, siz
   l.typed = {gated ? "gemm:gemv_gated" : "gemm:gemv_group",
              {static_cast<uint32_t>(dt), static_cast<uint32_t>(count),
               bias_mask | static_cast<uint32_t>(act) << 8 | uint32_t(normed) << 12 | uint32_t(residual) << 13 |
+                  uint32_t(layer) << 14 | uint32_t(norm_bias) << 15 |
                   subgroup << 16,
               static_cast<uint32_t>(load) | uint32_t(paired) << 4 | lanes << 8 | xa_vec4s << 16}};
   l.grid = Grid::Groups;
   l.count = d.m * tiles;
   l.workgroup = threads;
   l.body = [&l, dt, threads, lanes, tile_cols, count, load, xa_vec4s, bias_buffer, act, gated, paired, normed,
-            residual, first_weight, subgroup] {
+            residual, layer, norm_bias, first_weight, subgroup] {
     auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
     std::string s = "var<workgroup> part: array<f32, " + std::to_string(threads) + ">;\n" +
                     gemv_lane_sum_fn(threads, lanes, subgroup);
-    if (normed)  // the squares of A's row over the whole workgroup
-      s += group_reduce_fn({"row_sq_sum", "f32", "", "lane_add", "0.0", threads, threads, subgroup, true});
+    if (normed)  // sums over A's row by the whole workgroup
+      s += group_reduce_fn({"row_sum", "f32", "", "lane_add", "0.0", threads, threads, subgroup, true});
     if (xa_vec4s) s += "var<workgroup> xa: array<vec4<f32>, " + std::to_string(xa_vec4s) + ">;\n";
     s += typed_load("load_a", l.buffers, 0, dt, Compute::F32);
     if (residual) s += typed_load("load_r", l.buffers, 1, dt, Compute::F32);
     if (normed)
-      s += typed_load("load_nw", l.buffers, first_weight - 2, dt, Compute::F32) +
+      s += typed_load("load_nw", l.buffers, first_weight - (norm_bias ? 3 : 2), dt, Compute::F32) +
            kernel_store("store_h", l.buffers, first_weight - 1, dt, Compute::F32);
+    if (norm_bias) s += typed_load("load_nb", l.buffers, first_weight - 2, dt, Compute::F32);
     for (size_t j = 0; j < count; ++j) {
       const std::string J = std::to_string(j);
       s += gemv_weight_fn(load, J, first_weight + j, dt, l.buffers, xa_vec4s != 0);
@@ -1675,7 +1692,7 @@ void linear_group_gemv(Context& ctx, const LinearGroupDesc& d, size_t first, siz
          "  var live = false;\n  var col = 0u;\n  var bias = 0.0;\n";
     // (K is whole words here: xa holds exactly A's row.)
     if (normed)
-      s += gemv_norm_prologue(threads, xa_vec4s, residual);
+      s += gemv_norm_prologue(threads, xa_vec4s, residual, layer, norm_bias);
     else if (xa_vec4s)
       s += "  for (var e = lid; e < " + n(xa_vec4s) + "; e = e + " + n(threads) + ") {\n"
            "    let k = ai + e * 4u * ak;\n"
@@ -1769,12 +1786,13 @@ bool linear_group_normed(Context& ctx, const LinearGroupDesc& all, GateAct act) 
   if (!d.norm || d.a.dtype != DType::Float32 || d.k == 0 || d.m > kLinearGroupMaxRows || d.linears.empty() ||
       !linear_group_fuses(ctx) || linear_group_windows(ctx, d))
     return false;
-  for (const MatOperand* o : {&d.norm->residual, &d.norm->weight, &d.norm->h})
+  if (!d.norm->layer) d.norm->bias = {};
+  for (const MatOperand* o : {&d.norm->residual, &d.norm->weight, &d.norm->bias, &d.norm->h})
     if (o->buffer && (o->dtype != DType::Float32 || needs_window(ctx, o->buffer))) return false;
   const bool gated = act != GateAct::None;
   if (gated && (d.linears.size() != 2 || d.linears[0].n != d.linears[1].n)) return false;
-  // One dispatch: the norm's two or three buffers beside A, the linears and out.
-  const uint32_t norm_bindings = d.norm->residual.buffer ? 3 : 2;
+  // One dispatch: the norm's two to four buffers beside A, the linears and out.
+  const uint32_t norm_bindings = 2 + (d.norm->residual.buffer ? 1 : 0) + (d.norm->bias.buffer ? 1 : 0);
   if (linear_group_chunk(ctx, d, 0, norm_bindings) != d.linears.size()) return false;
   const char* force = std::getenv("TORCH_WEBGPU_GEMM_VARIANT");
   if (!linear_group_staged(ctx, d, linear_group_load(d, 0, d.linears.size(), force), force)) return false;

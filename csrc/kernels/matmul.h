@@ -97,12 +97,15 @@ struct LinearGroupDesc {
   };
   std::vector<Linear> linears;
   MatOperand out;  // m x (sum of n): rows, cols strides; must not share a buffer with the inputs
-  // An RMSNorm before the products (linear_group_normed): a's rows become h = a + residual
-  // (residual.buffer null: h = a), written to `h` (m x k), then h * rsqrt(mean(h^2) + eps)
-  // * weight (k values at weight.cols stride) in float32, what the linears read.
+  // A norm before the products (linear_group_normed): a's rows become h = a + residual
+  // (residual.buffer null: h = a), written to `h` (m x k), then in float32 the RMSNorm
+  // h * rsqrt(mean(h^2) + eps) * weight, or with `layer` the LayerNorm
+  // (h - mean(h)) * rsqrt(mean((h - mean(h))^2) + eps) * weight + bias (bias.buffer null:
+  // none); weight and bias are k values at their cols stride. That is what the linears read.
   struct Norm {
-    MatOperand residual, weight, h;
+    MatOperand residual, weight, bias, h;
     float eps = 0.0f;
+    bool layer = false;
   };
   std::optional<Norm> norm;
 };
@@ -120,8 +123,8 @@ bool linear_group_fuses(Context& ctx);
 enum class GateAct : uint32_t { None, Silu, Gelu, GeluTanh };  // Gelu: erf's
 bool linear_gated(Context& ctx, const LinearGroupDesc& d, GateAct act);
 
-// A decoder layer's residual add + RMSNorm and the linears after it (q/k/v; gate/up with
-// `act`) as one GEMV dispatch: d.norm set, float32. Each workgroup normalizes its row of A
+// A decoder layer's residual add + RMSNorm or LayerNorm and the linears after it (q/k/v;
+// gate/up with `act`) as one GEMV dispatch: d.norm set, float32. Each workgroup normalizes its row of A
 // in workgroup memory (the row is short at decode: K floats); the first column tile's
 // workgroups also store h. Records it and returns true where linear_group / linear_gated
 // would be one dispatch and A's row fits in workgroup memory; returns false, recording

@@ -163,3 +163,72 @@ def test_compiled_tiny_llama_decode(monkeypatch):
         assert ours["matched"] == 8 and ours["first_mismatch"] is None, (rms, ours)
         per_token[rms] = counters["webgpu"]["graph_replayed_dispatches"] / counters["webgpu"]["graph_replays"]
     assert per_token["0"] - per_token["1"] == 2 * e2e_models.TINY_LAYERS - 1, per_token
+
+
+class LayerNormBlock(nn.Module):
+    """OPT's decoder layer shape, LayerNorms: h = x + r, norm -> q/k/v, h2 = h + o(...),
+    norm -> fc1 -> relu -> fc2."""
+
+    def __init__(self, hidden=64, inner=96, biases=False, norm_bias=True):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(hidden, bias=norm_bias)
+        self.norm2 = nn.LayerNorm(hidden, bias=norm_bias)
+        self.q, self.k, self.v = (nn.Linear(hidden, n, bias=biases) for n in (64, 32, 32))
+        self.o = nn.Linear(64, hidden, bias=biases)
+        self.fc1, self.fc2 = nn.Linear(hidden, inner), nn.Linear(inner, hidden)
+        with torch.no_grad():  # not the identity (LayerNorm's defaults)
+            for norm in (self.norm1, self.norm2):
+                norm.weight.uniform_(0.5, 1.5)
+                if norm_bias:
+                    norm.bias.uniform_(-0.5, 0.5)
+
+    def forward(self, x, r):
+        h = x + r
+        n = self.norm1(h)
+        h2 = h + self.o(self.q(n) * torch.cat([self.k(n), self.v(n)], -1).sigmoid())
+        return h2 + self.fc2(torch.relu(self.fc1(self.norm2(h2))))
+
+
+@pytest.mark.usefixtures("fresh_compile", "no_fallback")
+@pytest.mark.parametrize("rows,biases,norm_bias,folds,saved", [
+    # Both norms: q/k/v as a group (x + r rides in as the residual), fc1 alone (o's
+    # residual add in its GEMV: h2 comes from it; that add and the norm were one kernel).
+    (1, False, True, 2, 2),
+    # LayerNorms without bias.
+    (1, False, False, 2, 2),
+    # Biased q/k/v with the norm's bias and residual: 12 bindings, past the adapter's 10;
+    # fc1 folds with the residual add (o has a bias: the add stays for the fold to take).
+    (1, True, True, 1, 1),
+    # A few rows: no residual in the GEMVs, the norm still folds into both.
+    (3, False, True, 2, 2),
+])
+def test_compiled_block_folds_its_layer_norms(monkeypatch, rows, biases, norm_bias, folds, saved):
+    torch.manual_seed(0)
+    model = LayerNormBlock(biases=biases, norm_bias=norm_bias).eval()
+    inputs = block_inputs(rows)
+    with torch.no_grad():
+        expected = model(*inputs)
+    out, n_folded, made = compiled_run(model, inputs, monkeypatch, "1")
+    plain, n_plain, _ = compiled_run(model, inputs, monkeypatch, "0")
+    assert made == folds
+    assert_same(out, expected, rtol=1e-4, atol=1e-4)
+    assert_same(plain, expected, rtol=1e-4, atol=1e-4)
+    assert n_plain - n_folded == saved, (n_plain, n_folded)
+
+
+@pytest.mark.usefixtures("fresh_compile", "no_fallback")
+def test_compiled_tiny_opt_decode(monkeypatch):
+    """A tiny OPT's compiled decode (LayerNorms, biased q/k/v and fc1): the CPU's greedy
+    tokens, and fewer dispatches per token with the pass."""
+    from torch._dynamo.utils import counters
+
+    per_token = {}
+    for rms in ("1", "0"):
+        monkeypatch.setenv("TORCH_WEBGPU_COMPILE_RMS", rms)
+        torch._dynamo.reset()
+        counters["webgpu"].clear()
+        row = e2e_models.compare("opt", tiny=True, tokens=8, compile_mode="reduce-overhead")
+        ours = row["devices"]["webgpu compiled"]
+        assert ours["matched"] == 8 and ours["first_mismatch"] is None, (rms, ours)
+        per_token[rms] = counters["webgpu"]["graph_replayed_dispatches"] / counters["webgpu"]["graph_replays"]
+    assert per_token["0"] - per_token["1"] >= e2e_models.TINY_LAYERS, per_token

@@ -98,6 +98,65 @@ def _norm(x):
     return None
 
 
+def _layer_norm(x):
+    """(h, norm weight, norm bias or None, eps, the norm's nodes, users first) where `x`
+    (the linears' input, through one reshape) is LayerNorm as Inductor decomposes it:
+    var, mean = var_mean(h, [-1], correction=0, keepdim=True); (h - mean) * rsqrt(var +
+    eps) * w (+ b), over float32 h, each step used only by the next; else None."""
+    chain = []
+    if _call(x, aten.reshape.default, aten.view.default):
+        if not _single_user(x):
+            return None
+        chain.append(x)
+        x = x.args[0]
+    bias = None
+    if _call(x, aten.add.Tensor) and _single_user(x) and len(x.args) == 2 and not x.kwargs:
+        for scaled, b in (x.args, reversed(x.args)):
+            if _call(scaled, aten.mul.Tensor) and isinstance(b, torch.fx.Node):
+                chain.append(x)
+                x, bias = scaled, b
+                break
+        else:
+            return None
+    if not _call(x, aten.mul.Tensor) or not _single_user(x) or len(x.args) != 2:
+        return None
+    for normed, w in (x.args, reversed(x.args)):
+        if not (_call(normed, aten.mul.Tensor) and _single_user(normed) and len(normed.args) == 2):
+            continue
+        for centered, rsqrt in (normed.args, reversed(normed.args)):
+            if not (_call(rsqrt, aten.rsqrt.default) and _single_user(rsqrt)
+                    and _call(centered, aten.sub.Tensor) and _single_user(centered) and len(centered.args) == 2):
+                continue
+            shifted = rsqrt.args[0]
+            if not (_call(shifted, aten.add.Tensor) and _single_user(shifted) and len(shifted.args) == 2
+                    and isinstance(shifted.args[1], float) and not shifted.kwargs):
+                continue
+            var, (h, mean) = shifted.args[0], centered.args
+            if not (_call(var, operator.getitem) and _call(mean, operator.getitem) and _single_user(var)
+                    and _single_user(mean) and var.args[1] == 0 and mean.args[1] == 1
+                    and var.args[0] is mean.args[0]):
+                continue
+            stats = var.args[0]
+            if not (_call(stats, aten.var_mean.correction) and len(stats.users) == 2 and stats.args[0] is h
+                    and stats.kwargs == {"correction": 0, "keepdim": True}):
+                continue
+            if not isinstance(w, torch.fx.Node):
+                continue
+            hv, wv = h.meta.get("val"), w.meta.get("val")
+            bv = None if bias is None else bias.meta.get("val")
+            if not isinstance(hv, torch.Tensor) or not isinstance(wv, torch.Tensor) or hv.dim() < 1:
+                continue
+            if list(stats.args[1]) not in ([-1], [hv.dim() - 1]) or wv.shape != hv.shape[-1:]:
+                continue
+            if bias is not None and (not isinstance(bv, torch.Tensor) or bv.shape != hv.shape[-1:]
+                                     or bv.dtype != torch.float32 or bv.device != hv.device):
+                continue
+            if hv.dtype != torch.float32 or wv.dtype != torch.float32 or wv.device != hv.device:
+                continue
+            return h, w, bias, shifted.args[1], [*chain, x, normed, rsqrt, shifted, var, centered, mean, stats]
+    return None
+
+
 def _residual(h):
     """(a, b) where h = a + b of two same-shaped float32 tensors (no alpha), else (h, None)."""
     if (_call(h, aten.add.Tensor) and len(h.args) == 2 and not h.kwargs
@@ -107,6 +166,19 @@ def _residual(h):
             and h.args[0].meta["val"].dtype == h.args[1].meta["val"].dtype == torch.float32):
         return h.args[0], h.args[1]
     return h, None
+
+
+def _reshaped(graph, terms, h, before):
+    """The terms of a sum, each reshaped as `h` (inserted before `before`)."""
+    shape = list(h.meta["val"].shape)
+    out = []
+    for t in terms:
+        with graph.inserting_before(before):
+            node = graph.call_function(aten.reshape.default, (t, shape))
+        with t.meta["val"].fake_mode:
+            node.meta["val"] = aten.reshape.default(t.meta["val"], shape)
+        out.append(node)
+    return out
 
 
 def _gemv_rows(node):
@@ -151,51 +223,89 @@ def _residuals_into_gemvs(graph) -> None:
             break
 
 
-def _fits(k, weights, biases, residual) -> bool:
-    """One dispatch: the storage bindings (A, residual, norm weight, h, the weights, their
-    biases, out) within the stage's limit, A's row staged beside the workgroup's sums."""
+def _fits(k, weights, biases, residual, norm_bias) -> bool:
+    """One dispatch: the storage bindings (A, residual, norm weight and bias, h, the
+    weights, their biases, out) within the stage's limit, A's row staged beside the
+    workgroup's sums."""
     props = torch.webgpu.get_device_properties()
-    bindings = 4 + (residual is not None) + len(weights) + sum(b is not None for b in biases)
+    bindings = (4 + (residual is not None) + (norm_bias is not None) + len(weights)
+                + sum(b is not None for b in biases))
     return (bindings <= props.max_storage_buffers_per_shader_stage and isinstance(k, int) and k % 4 == 0
             and k * 4 + _GEMV_THREADS * 4 <= props.max_compute_workgroup_storage_size)
 
 
+def _linears(node):
+    """(x, weights, biases, act) of a node the norm may fold into: linear_group,
+    linear_gated, or one linear (a decode row's mm / addmm with K-contiguous weights;
+    OPT's fc1 after its LayerNorm) except an LM head (past MAX_SINGLE_WIDTH columns it
+    keeps the plain GEMV, tuned for that width); else None."""
+    if _call(node, torch.ops.webgpu.linear_gated.default):
+        x, w_gate, w_up, b_gate, b_up, act = node.args
+        return x, [w_gate, w_up], [b_gate, b_up], act
+    if _call(node, torch.ops.webgpu.linear_group.default):
+        x, weights, biases = node.args
+        return x, list(weights), list(biases), ""
+    found = horizontal_fusion._linear(node)
+    if found is None or found[1].meta["val"].shape[0] > MAX_SINGLE_WIDTH:
+        return None
+    x, w, b = found
+    return x, [w], [b], ""
+
+
+# The widest single linear the norm folds into (LM heads are wider: 32k-256k columns).
+MAX_SINGLE_WIDTH = 16384
+
+
 def fuse_rms_linears(gm: torch.fx.GraphModule) -> int:
-    """Replaces each linear_group / linear_gated whose input is the RMSNorm of a residual
-    sum by one rms_linear; returns how many."""
+    """Replaces each linear_group / linear_gated / single linear whose input is the RMSNorm
+    or LayerNorm of a residual sum by one rms_linear or layer_norm_linear; returns how many."""
     graph = gm.graph
     _residuals_into_gemvs(graph)
     order = {node: i for i, node in enumerate(graph.nodes)}
     fused = 0
-    for linear in [n for n in graph.nodes if _call(n, torch.ops.webgpu.linear_group.default,
-                                                     torch.ops.webgpu.linear_gated.default)]:
-        gated = linear.target == torch.ops.webgpu.linear_gated.default
-        if gated:
-            x, w_gate, w_up, b_gate, b_up, act = linear.args
-            weights, biases = [w_gate, w_up], [b_gate, b_up]
-        else:
-            (x, weights, biases), act = linear.args, ""
-        found = _norm(x)
+    for linear in list(graph.nodes):
+        found = _linears(linear)
         if found is None:
             continue
-        h, norm_weight, eps, chain = found
+        x, weights, biases, act = found
+        rms = _norm(x)
+        if rms is not None:
+            h, norm_weight, eps, chain = rms
+            norm_bias = None
+        else:
+            layer = _layer_norm(x)
+            if layer is None:
+                continue
+            h, norm_weight, norm_bias, eps, chain = layer
         a, b = _residual(h)
+        # OPT flattens h = a + b to rows before its norm: the sum through that reshape.
+        summed = h.args[0] if b is None and _call(h, aten.reshape.default, aten.view.default) else None
+        if summed is not None and _single_user(summed) and _residual(summed)[1] is not None:
+            a, b = _residual(summed)  # (reshaped as h below, once the fold is sure)
+        else:
+            summed = None
         k = h.meta["val"].shape[-1]
         # Without a residual add, only an h a GEMV made (its residual add inside) saves a
         # dispatch: from a generated kernel (the first layer's embedding) the norm fused
         # into that kernel.
-        if (b is None and _gemv_rows(h) is None) or not _fits(k, weights, biases, b):
+        if (b is None and _gemv_rows(h) is None) or not _fits(k, weights, biases, b, norm_bias):
             continue
-        # h's other readers (the next residual add) take rms_linear's h: they must come after.
+        # h's other readers (the next residual add) take the op's h: they must come after.
         if b is not None and any(order[user] < order[linear] for user in h.users if user not in chain):
             continue
+        if rms is not None:
+            op, norm_args = torch.ops.webgpu.rms_linear.default, (norm_weight,)
+        else:
+            op, norm_args = torch.ops.webgpu.layer_norm_linear.default, (norm_weight, norm_bias)
+        if summed is not None:
+            a, b = _reshaped(graph, (a, b), h, linear)
         fake_mode = h.meta["val"].fake_mode
         with graph.inserting_before(linear):
-            node = graph.call_function(torch.ops.webgpu.rms_linear.default,
-                                       (a, b, norm_weight, eps, list(weights), list(biases), act))
+            node = graph.call_function(op, (a, b, *norm_args, eps, list(weights), list(biases), act))
             with fake_mode:
-                node.meta["val"] = torch.ops.webgpu.rms_linear.default(
-                    a.meta["val"], None if b is None else b.meta["val"], norm_weight.meta["val"], eps,
+                node.meta["val"] = op(
+                    a.meta["val"], None if b is None else b.meta["val"],
+                    *(None if t is None else t.meta["val"] for t in norm_args), eps,
                     [w.meta["val"] for w in weights], [None if t is None else t.meta["val"] for t in biases],
                     act)
             outs = []
@@ -208,12 +318,19 @@ def fuse_rms_linears(gm: torch.fx.GraphModule) -> int:
             with fake_mode:
                 result.meta["val"] = aten.reshape.default(outs[0].meta["val"], shape)
         linear.replace_all_uses_with(result)
+        # (A single linear's transposed weight goes with it.)
+        operands = [t for t in linear.args if isinstance(t, torch.fx.Node) and t not in chain]
         graph.erase_node(linear)
         for dead in chain:
             graph.erase_node(dead)
+        for dead in operands:
+            if not dead.users and dead.op == "call_function":
+                graph.erase_node(dead)
         if b is not None:  # (without one, h is the GEMV's output and stays)
             h.replace_all_uses_with(outs[1])
             graph.erase_node(h)
+            if summed is not None:
+                graph.erase_node(summed)
         order = {n: i for i, n in enumerate(graph.nodes)}
         fused += 1
     if fused:
