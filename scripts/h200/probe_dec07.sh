@@ -24,7 +24,7 @@
 # LLAMA_DEVICES (webgpu,cuda) with LLAMA_ENV set; rprof: replay_profile.py of the
 # fused-norm decode step (kernel families, ours against CUDA's eager kernels).
 #   STEPS="rowtests rows llama" bash scripts/h200/probe_dec07.sh
-# rowtests: the GEMV tests on the GPU; rows: run.py --cuda's few-row linears with the
+# rowtests: the GEMV and folded-norm tests on the GPU; rows: run.py --cuda's few-row linears with the
 # row-blocked GEMV (default), a workgroup per row (gemv_row_each) and split-K tiles.
 STEPS=${STEPS:-"tests attn base"}
 OUT=${OUT:-/tmp/probe}
@@ -100,7 +100,8 @@ for step in $STEPS; do
       echo "llama ${LLAMA_ENV:-}"; grep -v "Warning\|warn(\|^\s*$\|cudagraph_utils" "$f" | tail -8 ;;
     rowtests)
       timeout 300 python3 -m pytest -q -p no:cacheprovider tests/python/test_gemv.py tests/python/test_linear_group.py \
-        tests/python/test_linear_gated.py > "$OUT/rowtests.log" 2>&1
+        tests/python/test_linear_gated.py tests/python/test_rms_linear.py tests/python/test_layer_norm_linear.py \
+        tests/python/test_compile_rms_linear.py > "$OUT/rowtests.log" 2>&1
       grep -E '^(FAILED|E  )' "$OUT/rowtests.log" | head -20; tail -1 "$OUT/rowtests.log" ;;
     rows)
       gemm_variants rows "${ROW_VARIANTS:-default gemv_row_each splitk}" --only gemm --match "few rows" ;;
