@@ -655,14 +655,13 @@ std::tuple<Tensor, Tensor> norm_linear_webgpu(const char* op, const Tensor& x, c
   Tensor h = at::empty(x.sizes(), x.options());
   const Tensor x2 = x.reshape({-1, k});
   std::vector<Tensor> held;  // operands made K-contiguous: alive until recorded
-  LinearGroupDesc d;
-  d.m = static_cast<uint64_t>(x2.size(0));
-  d.k = static_cast<uint64_t>(k);
+  // One linear whose weight has N contiguous (GPT-2's Conv1D weight [k, n], seen
+  // transposed): the GEMV over such weights normalizes A itself, no copy of the weight.
+  const bool n_contiguous = weights.size() == 1 && act.empty() && weights[0].stride(0) == 1 && weights[0].size(1) > 1 &&
+                            weights[0].stride(1) != 1;
   bool recorded = false;
   TWGPU_TRY
-  d.a = operand2(x2);
-  add_linears(d, weights, biases, held);
-  LinearGroupDesc::Norm norm;
+  RowNorm norm;
   if (has_residual) {
     held.push_back(residual->reshape({-1, k}));
     norm.residual = operand2(held.back());
@@ -672,10 +671,33 @@ std::tuple<Tensor, Tensor> norm_linear_webgpu(const char* op, const Tensor& x, c
   norm.h = operand2(h.view({-1, k}));
   norm.eps = static_cast<float>(eps);
   norm.layer = layer;
-  d.norm = norm;
-  d.out = operand2(out.view({-1, sizes.back()}));
-  RuntimeLock lock;
-  recorded = linear_group_normed(lock.ctx(), d, act.empty() ? GateAct::None : gate_act(act));
+  if (n_contiguous) {
+    GemmDesc g;
+    g.m = static_cast<uint64_t>(x2.size(0));
+    g.n = static_cast<uint64_t>(width);
+    g.k = static_cast<uint64_t>(k);
+    g.a = operand2(x2);
+    g.b = operand2(weights[0].t());
+    g.out = operand2(out.view({-1, width}));
+    if (auto b = biases.get(0); b && b->defined()) {
+      held.push_back(b->view({1, width}).expand({x2.size(0), width}));
+      g.c = operand2(held.back());
+      g.beta = ScalarBits::from_f32(1.0f);
+    }
+    g.norm = &norm;
+    RuntimeLock lock;
+    recorded = gemm_normed(lock.ctx(), g);
+  } else {
+    LinearGroupDesc d;
+    d.m = static_cast<uint64_t>(x2.size(0));
+    d.k = static_cast<uint64_t>(k);
+    d.a = operand2(x2);
+    add_linears(d, weights, biases, held);
+    d.norm = norm;
+    d.out = operand2(out.view({-1, sizes.back()}));
+    RuntimeLock lock;
+    recorded = linear_group_normed(lock.ctx(), d, act.empty() ? GateAct::None : gate_act(act));
+  }
   TWGPU_CATCH
   // Where it is not one dispatch (software adapters, more rows, rows too long to stage):
   // the add, the norm and the linears as their own ops.

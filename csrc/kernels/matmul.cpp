@@ -57,8 +57,13 @@ constexpr const char* kOperandFields[4][5] = {
 // alpha (and beta, with C) as a compute scalar's two words, the operands, and an implicit GEMM's gather (GemmDesc::conv): x's spatial
 // sizes, the output tile's sizes, strides, paddings and its first output row along dims 0
 // and 1. One layout per (C, gather), so a launch uploads and sets only what its kernel reads.
-const UniformLayout& gemm_layout(bool has_c, bool conv) {
-  auto make = [](bool has_c, bool conv) {
+// The norm's uniforms (linear_group's and gemm_normed's): residual, weight, bias, h, eps.
+const std::vector<UniformDecl> kRowNormFields = {{"r_offset"},  {"r_rows"},    {"r_cols"},  {"nw_offset"},
+                                                 {"nw_stride"}, {"nb_offset"}, {"nb_stride"}, {"h_offset"},
+                                                 {"h_rows"},    {"h_cols"},    {"eps", UniformType::F32}};
+
+const UniformLayout& gemm_layout(bool has_c, bool conv, bool norm = false) {
+  auto make = [](bool has_c, bool conv, bool norm) {
     std::vector<UniformDecl> d = {{"m"}, {"n"}, {"k"}, {"batch_inner"}, {"tiles_n"}, {"tiles_per_batch"},
                                   {"splits"}, {"k_slice"}, {"alpha_lo"}, {"alpha_hi"}};
     for (int op = kOpA; op <= kOpOut; ++op) {
@@ -70,11 +75,14 @@ const UniformLayout& gemm_layout(bool has_c, bool conv) {
       d.insert(d.end(), {{"x_size", UniformType::U32, 3}, {"y_size", UniformType::U32, 3},
                          {"stride", UniformType::U32, 3}, {"pad", UniformType::U32, 3},
                          {"y_first", UniformType::U32, 2}});
+    if (norm) d.insert(d.end(), kRowNormFields.begin(), kRowNormFields.end());
     return UniformLayout(d);
   };
-  static const UniformLayout layouts[4] = {make(false, false), make(false, true), make(true, false),
-                                           make(true, true)};
-  return layouts[(has_c ? 2 : 0) + (conv ? 1 : 0)];
+  static const UniformLayout layouts[8] = {make(false, false, false), make(false, true, false),
+                                           make(true, false, false),  make(true, true, false),
+                                           make(false, false, true),  make(false, true, true),
+                                           make(true, false, true),   make(true, true, true)};
+  return layouts[(norm ? 4 : 0) + (has_c ? 2 : 0) + (conv ? 1 : 0)];
 }
 
 // Returns the offset's word (for KernelBuffer::touches).
@@ -926,6 +934,56 @@ std::string gemv_rows_body(uint32_t threads, DType b_dtype, size_t wide, uint32_
   return s + "}\n";
 }
 
+// The norm's prologue (d.norm): A's row staged as h = a + residual (stored by the first
+// column tile's workgroups), then scaled in place: RMSNorm by rsqrt(mean(h^2) + eps) *
+// weight; LayerNorm (`layer`) first subtracts the row's mean and adds `bias` after (each
+// invocation's sums go through the workgroup's tree; an invocation reads back only the
+// words it staged, so no barrier before the second sum). Division and rsqrt as the
+// generated norms and eager compute them.
+std::string gemv_norm_prologue(uint32_t threads, uint32_t xa_vec4s, bool residual, bool layer, bool bias) {
+  auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
+  const std::string each = "  for (var e = lid; e < " + n(xa_vec4s) + "; e = e + " + n(threads) + ") {\n";
+  std::string s =
+      "  var acc = 0.0;\n" + each +
+      "    var h = vec4<f32>(0.0);\n"
+      "    for (var t = 0u; t < 4u; t = t + 1u) {\n"
+      "      let k = e * 4u + t;\n"
+      "      h[t] = load_a(ai + k * ak)" + std::string(residual ? " + load_r(u.r_offset + r * u.r_rows + k * u.r_cols)" : "") + ";\n"
+      "      if (valid && cg == 0u) { store_h(u.h_offset + r * u.h_rows + k * u.h_cols, h[t]); }\n"
+      "    }\n"
+      "    xa[e] = h;\n" +
+      std::string(layer ? "    acc = acc + ((h.x + h.y) + (h.z + h.w));\n" : "    acc = acc + dot(h, h);\n") +
+      "  }\n";
+  if (layer)
+    s += "  let mean = div_f32(row_sum(acc, lid), f32(K));\n"
+         "  acc = 0.0;\n" + each +
+         "    let dv = xa[e] - vec4<f32>(mean);\n    acc = acc + dot(dv, dv);\n  }\n";
+  s += "  let scale = inverseSqrt(div_f32(row_sum(acc, lid), f32(K)) + u.eps);\n" + each +
+       "    let k = u.nw_offset + e * 4u * u.nw_stride;\n"
+       "    let wv = vec4<f32>(load_nw(k), load_nw(k + u.nw_stride), load_nw(k + 2u * u.nw_stride), load_nw(k + 3u * u.nw_stride));\n";
+  if (!layer) return s + "    xa[e] = xa[e] * scale * wv;\n  }\n  workgroupBarrier();\n";
+  s += "    xa[e] = (xa[e] - vec4<f32>(mean)) * scale * wv;\n";
+  if (bias)
+    s += "    let nbk = u.nb_offset + e * 4u * u.nb_stride;\n"
+         "    xa[e] = xa[e] + vec4<f32>(load_nb(nbk), load_nb(nbk + u.nb_stride), load_nb(nbk + 2u * u.nb_stride), load_nb(nbk + 3u * u.nb_stride));\n";
+  return s + "  }\n  workgroupBarrier();\n";
+}
+
+// The norm's WGSL helpers over its buffers from `first` on (residual where it has one,
+// weight, bias where it has one, h): load_r, load_nw, load_nb, store_h, and row_sum (a
+// float sum over the workgroup, for the row's mean and squares).
+std::string row_norm_fns(const std::vector<KernelBuffer>& bufs, size_t first, bool residual, bool bias,
+                         uint32_t threads, uint32_t subgroup) {
+  const DType f32 = DType::Float32;
+  std::string s = "fn row_add(a: f32, b: f32) -> f32 { return a + b; }\n" +
+                  group_reduce_fn({"row_sum", "f32", "", "row_add", "0.0", threads, threads, subgroup, true});
+  size_t i = first;
+  if (residual) s += typed_load("load_r", bufs, i++, f32, Compute::F32);
+  s += typed_load("load_nw", bufs, i++, f32, Compute::F32);
+  if (bias) s += typed_load("load_nb", bufs, i++, f32, Compute::F32);
+  return s + kernel_store("store_h", bufs, i, f32, Compute::F32);
+}
+
 // Matrix-vector products whose weight has N contiguous (x @ W with W [k, n]: GPT-2's
 // Conv1D at decode). A workgroup owns `lanes` neighbouring columns of one row (lanes * 4
 // where `wide`): runs of `lanes` invocations read neighbouring elements of a weight row
@@ -938,7 +996,12 @@ std::string gemv_rows_body(uint32_t threads, DType b_dtype, size_t wide, uint32_
 // `wide` (float32 weights whose rows start on 16 bytes, N a multiple of 4): the weight is
 // bound again as vec4 words (binding `wide`) and a lane owns four neighbouring columns, so
 // a run reads 16 * lanes contiguous bytes of a row per load and keeps four words in flight.
-std::string gemv_cols_body(uint32_t threads, uint32_t lanes, Split split, size_t wide, uint32_t subgroup) {
+//
+// With `norm` (gemm_normed: d.norm's prologue, xa_vec4s words of A's row) the workgroup
+// first stages and normalizes its row of A in workgroup memory (gemv_norm_prologue), and
+// the sums read it there.
+std::string gemv_cols_body(uint32_t threads, uint32_t lanes, Split split, size_t wide, uint32_t subgroup,
+                           const RowNorm* norm = nullptr, uint32_t xa_vec4s = 0) {
   auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
   const std::string V = wide ? "vec4<f32>" : "f32", Z = wide ? "vec4<f32>(0.0)" : "0.0";
   const std::string W = "buf" + std::to_string(wide);
@@ -951,24 +1014,30 @@ std::string gemv_cols_body(uint32_t threads, uint32_t lanes, Split split, size_t
   const bool shuffles = subgroup >= lanes && subgroup <= threads && threads % subgroup == 0;
   const uint32_t slots = shuffles ? threads / subgroup * lanes : threads;
   std::string s = "var<workgroup> part: array<" + V + ", " + std::to_string(slots) + ">;\n";
+  if (norm) s += "var<workgroup> xa: array<vec4<f32>, " + std::to_string(xa_vec4s) + ">;\n";
+  // Element k of A's row.
+  auto a = [&](const std::string& k) {
+    return norm ? "xa[(" + k + ") >> 2u][(" + k + ") & 3u]" : "load_a(ai + (" + k + ") * ak)";
+  };
   s += kernel_main(Grid::Groups, threads);
   s += gemv_group_decode(split) +
        "  let lane = lid % " + n(lanes) + ";\n  let run = lid / " + n(lanes) + ";\n" +
        (wide ? "  let c = (cg * " + n(lanes) + " + lane) * 4u;\n" : "  let c = cg * " + n(lanes) + " + lane;\n") +
        "  let live = valid && c < N;\n"
        "  let ai = a_base(bo, bi) + r * u.a_rows;\n  let ak = u.a_cols;\n"
-       "  let bj = b_base(bo, bi) + min(c, N - 1u);\n  let bk = u.b_rows;\n"
-       "  var s0 = " + Z + ";\n  var s1 = " + Z + ";\n  var s2 = " + Z + ";\n  var s3 = " + Z + ";\n"
+       "  let bj = b_base(bo, bi) + min(c, N - 1u);\n  let bk = u.b_rows;\n";
+  if (norm) s += gemv_norm_prologue(threads, xa_vec4s, norm->residual.buffer, norm->layer, norm->bias.buffer);
+  s += "  var s0 = " + Z + ";\n  var s1 = " + Z + ";\n  var s2 = " + Z + ";\n  var s3 = " + Z + ";\n"
        "  if (live) {\n"
        "    let W = " + n(threads / lanes) + ";\n"
        "    var k = kb + run;\n"
        "    for (; k + 3u * W < ke; k = k + 4u * W) {\n"
-       "      s0 = s0 + load_a(ai + k * ak) * " + b("k") + ";\n"
-       "      s1 = s1 + load_a(ai + (k + W) * ak) * " + b("k + W") + ";\n"
-       "      s2 = s2 + load_a(ai + (k + 2u * W) * ak) * " + b("k + 2u * W") + ";\n"
-       "      s3 = s3 + load_a(ai + (k + 3u * W) * ak) * " + b("k + 3u * W") + ";\n"
+       "      s0 = s0 + " + a("k") + " * " + b("k") + ";\n"
+       "      s1 = s1 + " + a("k + W") + " * " + b("k + W") + ";\n"
+       "      s2 = s2 + " + a("k + 2u * W") + " * " + b("k + 2u * W") + ";\n"
+       "      s3 = s3 + " + a("k + 3u * W") + " * " + b("k + 3u * W") + ";\n"
        "    }\n"
-       "    for (; k < ke; k = k + W) { s0 = s0 + load_a(ai + k * ak) * " + b("k") + "; }\n"
+       "    for (; k < ke; k = k + W) { s0 = s0 + " + a("k") + " * " + b("k") + "; }\n"
        "  }\n"
        "  var t = (s0 + s1) + (s2 + s3);\n";
   if (shuffles)
@@ -1092,10 +1161,18 @@ void experimental_tile(Context& ctx, TileShape& t) {
 
 // `force`: TORCH_WEBGPU_GEMM_VARIANT's value, or the autotuner's choice; "" for the
 // heuristic's (gemm_piece).
+// gemm_with_variant, which returns false (recording nothing) where d.norm is set and the
+// product would not be one normalizing GEMV (gemm_normed's conditions).
+static bool gemm_recorded(Context& ctx, const GemmDesc& d, std::string force);
+
 void gemm_with_variant(Context& ctx, const GemmDesc& d, std::string force) {
+  gemm_recorded(ctx, d, std::move(force));
+}
+
+static bool gemm_recorded(Context& ctx, const GemmDesc& d, std::string force) {
   const uint64_t batch = d.batch_outer * d.batch_inner;
   const uint64_t outputs = batch * d.m * d.n;
-  if (outputs == 0) return;
+  if (outputs == 0) return d.norm == nullptr;
   const bool has_c = d.c.buffer != nullptr;
 
   // TORCH_WEBGPU_GEMM_VARIANT=tiled|tiled_medium|tiled_large|block overrides the choice for large
@@ -1187,6 +1264,11 @@ void gemm_with_variant(Context& ctx, const GemmDesc& d, std::string force) {
           : d.k;
   const uint64_t splits = k_slice < d.k ? (d.k + k_slice - 1) / k_slice : 1;
   const Split split = splits > 1 ? Split::Partials : Split::None;
+  // The norm's staged row (gemm_normed): one GEMV over N-contiguous weights, K unsplit.
+  const uint32_t xa_vec4s = d.norm ? static_cast<uint32_t>(d.k / 4) : 0;
+  if (d.norm && (v != Variant::GemvCols || split != Split::None || batch != 1 || d.k % 4 != 0 ||
+                 d.k * 4 + (cols_wide ? 16 : 4) * gemv_threads > ctx.caps().max_workgroup_storage))
+    return false;
   shape.a_k_fast = d.a.cols == 1 && d.a.rows != 1;
   shape.b_k_fast = d.b.rows == 1 && d.b.cols != 1;
   const GatherB gather = !d.conv ? GatherB::None
@@ -1217,7 +1299,7 @@ void gemm_with_variant(Context& ctx, const GemmDesc& d, std::string force) {
   if (v == Variant::GemvWalk) tile_m = 1, tile_n = kGemvWalkThreads * kGemvWalkCols;
   const uint64_t tiles_m = (d.m + tile_m - 1) / tile_m, tiles_n = (d.n + tile_n - 1) / tile_n;
   KernelLaunch l;
-  l.declare(gemm_layout(has_c, d.conv != nullptr))
+  l.declare(gemm_layout(has_c, d.conv != nullptr, d.norm != nullptr))
       .set_u32("m", u32_or_fail(d.m, "size"))
       .set_u32("n", u32_or_fail(d.n, "size"))
       .set_u32("k", u32_or_fail(d.k, "size"))
@@ -1278,22 +1360,47 @@ void gemm_with_variant(Context& ctx, const GemmDesc& d, std::string force) {
     l.buffers.push_back({d.b.buffer, Access::Read, false});
     l.buffers.back().vec4 = true;
   }
+  // The norm's buffers last: residual, weight, bias (those it has), h.
+  const size_t norm_first = l.buffers.size();
+  if (d.norm) {
+    const RowNorm& nm = *d.norm;
+    auto bind_norm = [&](const MatOperand& o, Access access, const char* offset, const char* rows, const char* cols,
+                         uint64_t count_rows) {
+      l.buffers.push_back({o.buffer, access, false});
+      l.set_u32(offset, u32_or_fail(o.offset, "offset"));
+      if (rows) l.set_u32(rows, u32_or_fail(o.rows, "stride"));
+      l.set_u32(cols, u32_or_fail(o.cols, "stride"));
+      const int64_t sizes[2] = {int64_t(count_rows), int64_t(d.k)}, strides[2] = {int64_t(o.rows), int64_t(o.cols)};
+      const ElementRange r = strided_range(o.offset, sizes, strides, 2);
+      l.buffers.back().touches(l.word_of(offset), o.dtype, r.first, r.end - r.first);
+    };
+    for (const char* f : {"r_offset", "r_rows", "r_cols", "nb_offset", "nb_stride"}) l.set_u32(f, 0);
+    l.set_f32("eps", nm.eps);
+    if (nm.residual.buffer) bind_norm(nm.residual, Access::Read, "r_offset", "r_rows", "r_cols", d.m);
+    bind_norm(nm.weight, Access::Read, "nw_offset", nullptr, "nw_stride", 1);
+    if (nm.bias.buffer) bind_norm(nm.bias, Access::Read, "nb_offset", nullptr, "nb_stride", 1);
+    bind_norm(nm.h, Access::ReadWrite, "h_offset", "h_rows", "h_cols", d.m);
+  }
   // The key: the variant's family, the operands' dtypes (C's 0xff when absent), the compute
   // type, and the tile's shape (tiles: rows, K-fast operands, gather) or GEMV's pairing.
   auto dt = [](DType t) { return static_cast<uint32_t>(t); };
   const uint32_t dtypes = dt(d.a.dtype) | dt(d.b.dtype) << 8 | (has_c ? dt(d.c.dtype) : 0xffu) << 16 |
                           dt(d.out.dtype) << 24;
   const uint32_t subgroup = ctx.caps().subgroup_size;
+  const uint32_t norm_bits = d.norm ? 1u | uint32_t(d.norm->residual.buffer != nullptr) << 1 |
+                                          uint32_t(d.norm->layer) << 2 | uint32_t(d.norm->bias.buffer != nullptr) << 3
+                                    : 0u;
   const uint32_t shape_word = v == Variant::Tiled      ? shape.tm | shape.tn << 8 | shape.bk << 16
                               : v == Variant::GemvWalk ? kGemvWalkThreads | kGemvWalkCols << 8
                               : v == Variant::Gemv     ? gemv_lanes | uint32_t(gemv_staged) << 8 | subgroup << 16 | gemv_rows << 24
-                              : v == Variant::GemvCols ? cols_lanes | subgroup << 16
+                              : v == Variant::GemvCols ? cols_lanes | subgroup << 16 | norm_bits << 8
                                                        : 0;
   const uint32_t flags = (v == Variant::Tiled ? uint32_t(shape.a_k_fast) | uint32_t(shape.b_k_fast) << 1 |
                                                     static_cast<uint32_t>(gather) << 2
                                               : 0) |
                          uint32_t(gemv_pairs) << 4 | static_cast<uint32_t>(split) << 5 | uint32_t(gemv_wide || cols_wide) << 6 |
                          uint32_t(tiles_vec4) << 7 | (v == Variant::Tiled ? shape.wx << 8 | shape.wy << 16 : 0) |
+                         xa_vec4s << 8 |
                          uint32_t(shape.unroll) << 24;
   // (An implicit GEMM's gather names its family: profiles tell the two apart.)
   const char* family = v == Variant::Tiled    ? gather == GatherB::TapsAlongK        ? "gemm:tiled:gather_taps"
@@ -1324,7 +1431,7 @@ void gemm_with_variant(Context& ctx, const GemmDesc& d, std::string force) {
   Arith ar{d.compute};
   const GemmDesc desc = d;
   l.body = [&, desc, has_c, v, ar, shape, tiles_vec4, gemv_threads, gemv_pairs, gemv_wide, gemv_lanes, gemv_staged, gemv_rows,
-            cols_wide, cols_lanes, gather, split, word_bindings] {
+            cols_wide, cols_lanes, gather, split, word_bindings, norm_first, xa_vec4s] {
     const std::vector<KernelBuffer> words(l.buffers.begin(), l.buffers.begin() + word_bindings);
     std::string s = gemm_common(desc, words, has_c && split == Split::None, split);
     if (tiles_vec4) s += tiled_vec4_body(shape, gather, split);
@@ -1332,7 +1439,12 @@ void gemm_with_variant(Context& ctx, const GemmDesc& d, std::string force) {
     else if (v == Variant::Gemv && gemv_rows > 1)
       s += gemv_rows_body(gemv_threads, desc.b.dtype, word_bindings, gemv_lanes, gemv_rows, subgroup);
     else if (v == Variant::Gemv) s += gemv_body(gemv_threads, gemv_pairs, desc.b.dtype, gemv_wide ? word_bindings : 0, gemv_lanes, gemv_staged, subgroup);
-    else if (v == Variant::GemvCols) s += gemv_cols_body(gemv_threads, cols_lanes, split, cols_wide ? word_bindings : 0, subgroup);
+    else if (v == Variant::GemvCols) {
+      if (desc.norm)
+        s += row_norm_fns(l.buffers, norm_first, desc.norm->residual.buffer, desc.norm->bias.buffer, gemv_threads,
+                          subgroup);
+      s += gemv_cols_body(gemv_threads, cols_lanes, split, cols_wide ? word_bindings : 0, subgroup, desc.norm, xa_vec4s);
+    }
     else if (v == Variant::GemvWalk) s += gemv_walk_body(kGemvWalkThreads, kGemvWalkCols, word_bindings, desc.b.dtype);
     else if (v == Variant::Block) s += block_body(ar);
     else if (v == Variant::Reduce) s += reduce_body(ar);
@@ -1340,7 +1452,7 @@ void gemm_with_variant(Context& ctx, const GemmDesc& d, std::string force) {
     return s;
   };
   launch_kernel(ctx, l);
-  if (split == Split::None) return;
+  if (split == Split::None) return true;
   sum.typed = {"gemm:splitk_sum", {dtypes, static_cast<uint32_t>(d.compute)}};
   sum.grid = Grid::Invocations;
   sum.count = outputs;
@@ -1349,6 +1461,7 @@ void gemm_with_variant(Context& ctx, const GemmDesc& d, std::string force) {
   launch_kernel(ctx, sum);
   // (Released after recording: the pool hands it out again only to later work.)
   ctx.pool().release(partials);
+  return true;
 }
 
 namespace {
@@ -1362,6 +1475,15 @@ void gemm_piece(Context& ctx, const GemmDesc& d) {
 }
 
 }  // namespace
+
+bool gemm_normed(Context& ctx, const GemmDesc& d) {
+  if (!d.norm || d.conv || d.c.buffer == d.out.buffer) return false;
+  for (const MatOperand* o : {&d.a, &d.b, &d.out, &d.norm->residual, &d.norm->weight, &d.norm->bias, &d.norm->h})
+    if (o->buffer && (o->dtype != DType::Float32 || needs_window(ctx, o->buffer))) return false;
+  if ((d.c.buffer && (d.c.dtype != DType::Float32 || needs_window(ctx, d.c.buffer))) || d.k == 0) return false;
+  const char* f = std::getenv("TORCH_WEBGPU_GEMM_VARIANT");
+  return gemm_recorded(ctx, d, f ? f : "");
+}
 
 // Operands larger than one storage binding: blocks of the outer batch, of rows of M and
 // (when B alone is too large) of columns of N, each binding windows of A, B, C and out.
@@ -1424,11 +1546,9 @@ const UniformLayout& linear_group_layout() {
   }();
   static const UniformLayout layout = [] {
     std::vector<UniformDecl> d = {{"m"}, {"k"}, {"tiles"}, {"a_offset"}, {"a_rows"}, {"a_cols"},
-                                  {"out_offset"}, {"out_rows"}, {"out_cols"},
-                                  // linear_group_normed's norm (0 without): residual, weight, bias, h, eps
-                                  {"r_offset"}, {"r_rows"}, {"r_cols"}, {"nw_offset"}, {"nw_stride"},
-                                  {"nb_offset"}, {"nb_stride"}, {"h_offset"}, {"h_rows"}, {"h_cols"},
-                                  {"eps", UniformType::F32}};
+                                  {"out_offset"}, {"out_rows"}, {"out_cols"}};
+    // linear_group_normed's norm (0 without)
+    d.insert(d.end(), kRowNormFields.begin(), kRowNormFields.end());
     for (const std::string& name : names) d.push_back({name.c_str()});
     return UniformLayout(d);
   }();
@@ -1519,41 +1639,6 @@ uint32_t linear_group_staged(Context& ctx, const LinearGroupDesc& d, WeightLoad 
                  d.k * 4 + threads * 4 <= ctx.caps().max_workgroup_storage
              ? static_cast<uint32_t>(d.k / 4)
              : 0;
-}
-
-// The norm's prologue (d.norm): A's row staged as h = a + residual (stored by the first
-// column tile's workgroups), then scaled in place: RMSNorm by rsqrt(mean(h^2) + eps) *
-// weight; LayerNorm (`layer`) first subtracts the row's mean and adds `bias` after (each
-// invocation's sums go through the workgroup's tree; an invocation reads back only the
-// words it staged, so no barrier before the second sum). Division and rsqrt as the
-// generated norms and eager compute them.
-std::string gemv_norm_prologue(uint32_t threads, uint32_t xa_vec4s, bool residual, bool layer, bool bias) {
-  auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
-  const std::string each = "  for (var e = lid; e < " + n(xa_vec4s) + "; e = e + " + n(threads) + ") {\n";
-  std::string s =
-      "  var acc = 0.0;\n" + each +
-      "    var h = vec4<f32>(0.0);\n"
-      "    for (var t = 0u; t < 4u; t = t + 1u) {\n"
-      "      let k = e * 4u + t;\n"
-      "      h[t] = load_a(ai + k * ak)" + std::string(residual ? " + load_r(u.r_offset + r * u.r_rows + k * u.r_cols)" : "") + ";\n"
-      "      if (valid && cg == 0u) { store_h(u.h_offset + r * u.h_rows + k * u.h_cols, h[t]); }\n"
-      "    }\n"
-      "    xa[e] = h;\n" +
-      std::string(layer ? "    acc = acc + ((h.x + h.y) + (h.z + h.w));\n" : "    acc = acc + dot(h, h);\n") +
-      "  }\n";
-  if (layer)
-    s += "  let mean = div_f32(row_sum(acc, lid), f32(K));\n"
-         "  acc = 0.0;\n" + each +
-         "    let dv = xa[e] - vec4<f32>(mean);\n    acc = acc + dot(dv, dv);\n  }\n";
-  s += "  let scale = inverseSqrt(div_f32(row_sum(acc, lid), f32(K)) + u.eps);\n" + each +
-       "    let k = u.nw_offset + e * 4u * u.nw_stride;\n"
-       "    let wv = vec4<f32>(load_nw(k), load_nw(k + u.nw_stride), load_nw(k + 2u * u.nw_stride), load_nw(k + 3u * u.nw_stride));\n";
-  if (!layer) return s + "    xa[e] = xa[e] * scale * wv;\n  }\n  workgroupBarrier();\n";
-  s += "    xa[e] = (xa[e] - vec4<f32>(mean)) * scale * wv;\n";
-  if (bias)
-    s += "    let bk = u.nb_offset + e * 4u * u.nb_stride;\n"
-         "    xa[e] = xa[e] + vec4<f32>(load_nb(bk), load_nb(bk + u.nb_stride), load_nb(bk + 2u * u.nb_stride), load_nb(bk + 3u * u.nb_stride));\n";
-  return s + "  }\n  workgroupBarrier();\n";
 }
 
 void linear_group_gemv(Context& ctx, const LinearGroupDesc& d, size_t first, size_t last,
@@ -1667,15 +1752,10 @@ void linear_group_gemv(Context& ctx, const LinearGroupDesc& d, size_t first, siz
     auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
     std::string s = "var<workgroup> part: array<f32, " + std::to_string(threads) + ">;\n" +
                     gemv_lane_sum_fn(threads, lanes, subgroup);
-    if (normed)  // sums over A's row by the whole workgroup
-      s += group_reduce_fn({"row_sum", "f32", "", "lane_add", "0.0", threads, threads, subgroup, true});
     if (xa_vec4s) s += "var<workgroup> xa: array<vec4<f32>, " + std::to_string(xa_vec4s) + ">;\n";
     s += typed_load("load_a", l.buffers, 0, dt, Compute::F32);
-    if (residual) s += typed_load("load_r", l.buffers, 1, dt, Compute::F32);
-    if (normed)
-      s += typed_load("load_nw", l.buffers, first_weight - (norm_bias ? 3 : 2), dt, Compute::F32) +
-           kernel_store("store_h", l.buffers, first_weight - 1, dt, Compute::F32);
-    if (norm_bias) s += typed_load("load_nb", l.buffers, first_weight - 2, dt, Compute::F32);
+    // (The norm's buffers follow A.)
+    if (normed) s += row_norm_fns(l.buffers, 1, residual, norm_bias, threads, subgroup);
     for (size_t j = 0; j < count; ++j) {
       const std::string J = std::to_string(j);
       s += gemv_weight_fn(load, J, first_weight + j, dt, l.buffers, xa_vec4s != 0);

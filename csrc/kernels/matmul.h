@@ -44,6 +44,17 @@ struct ConvGeometry {
   uint64_t rows() const { return uint64_t(cx) * k_spatial(); }  // R = cx * K
 };
 
+// A norm over rows of A before a product (linear_group_normed, gemm_normed): A's rows
+// become h = a + residual (residual.buffer null: h = a), written to `h` (m x k), then in
+// float32 the RMSNorm h * rsqrt(mean(h^2) + eps) * weight, or with `layer` the LayerNorm
+// (h - mean(h)) * rsqrt(mean((h - mean(h))^2) + eps) * weight + bias (bias.buffer null:
+// none); weight and bias are k values at their cols stride. That is what the products read.
+struct RowNorm {
+  MatOperand residual, weight, bias, h;
+  float eps = 0.0f;
+  bool layer = false;
+};
+
 struct GemmDesc {
   uint64_t batch_outer = 1, batch_inner = 1;
   uint64_t m = 0, n = 0, k = 0;
@@ -63,6 +74,8 @@ struct GemmDesc {
   const ConvGeometry* conv = nullptr;
   WGPUBuffer conv_taps = nullptr;
   bool conv_positions_along_k = false;
+  // gemm_normed only: the norm A's rows go through first.
+  const RowNorm* norm = nullptr;
 };
 
 // Whether gemm picks shared-memory tiles for large products here (GPUs, or forced by
@@ -77,6 +90,14 @@ void conv_gather_taps(Context& ctx, const ConvGeometry& g, WGPUBuffer taps);
 // Records the product. With k == 0 the product term is zero (a and b may then be any
 // readable buffer). Nothing happens for an empty output.
 void gemm(Context& ctx, const GemmDesc& d);
+
+// The product of d.norm(A) and B as one dispatch, where gemm would take the GEMV over
+// N-contiguous weights (GPT-2's Conv1D at decode: GPU adapters, up to 4 rows) without
+// splitting K, float32 throughout, one matrix, K of whole vec4 words whose row fits in
+// workgroup memory (each workgroup normalizes it there; the first column group's also
+// store h): records it and returns true. Returns false, recording nothing, elsewhere (the
+// caller composes the norm and the product).
+bool gemm_normed(Context& ctx, const GemmDesc& d);
 
 // Linears sharing their input (decode's q/k/v, gate/up), side by side in one output:
 // out[r, col_i + j] = sum_k a[r, k] * w_i[j, k] (+ bias_i[j]) for j < n_i, col_i = n_0 +
@@ -97,16 +118,7 @@ struct LinearGroupDesc {
   };
   std::vector<Linear> linears;
   MatOperand out;  // m x (sum of n): rows, cols strides; must not share a buffer with the inputs
-  // A norm before the products (linear_group_normed): a's rows become h = a + residual
-  // (residual.buffer null: h = a), written to `h` (m x k), then in float32 the RMSNorm
-  // h * rsqrt(mean(h^2) + eps) * weight, or with `layer` the LayerNorm
-  // (h - mean(h)) * rsqrt(mean((h - mean(h))^2) + eps) * weight + bias (bias.buffer null:
-  // none); weight and bias are k values at their cols stride. That is what the linears read.
-  struct Norm {
-    MatOperand residual, weight, bias, h;
-    float eps = 0.0f;
-    bool layer = false;
-  };
+  using Norm = RowNorm;
   std::optional<Norm> norm;
 };
 void linear_group(Context& ctx, const LinearGroupDesc& d);

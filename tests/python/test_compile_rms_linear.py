@@ -217,9 +217,11 @@ def test_compiled_block_folds_its_layer_norms(monkeypatch, rows, biases, norm_bi
 
 
 @pytest.mark.usefixtures("fresh_compile", "no_fallback")
-def test_compiled_tiny_opt_decode(monkeypatch):
-    """A tiny OPT's compiled decode (LayerNorms, biased q/k/v and fc1): the CPU's greedy
-    tokens, and fewer dispatches per token with the pass."""
+@pytest.mark.parametrize("model,saved_per_layer", [("opt", 1), ("gpt2", 2)])
+def test_compiled_tiny_layer_norm_decode(monkeypatch, model, saved_per_layer):
+    """Tiny OPT and GPT-2 compiled decode (LayerNorms; OPT's biased q/k/v stay apart, its
+    fc1 folds; GPT-2's Conv1D weights have N contiguous, both norms fold): the CPU's greedy
+    tokens, and that many dispatches fewer per layer with the pass."""
     from torch._dynamo.utils import counters
 
     per_token = {}
@@ -227,8 +229,8 @@ def test_compiled_tiny_opt_decode(monkeypatch):
         monkeypatch.setenv("TORCH_WEBGPU_COMPILE_RMS", rms)
         torch._dynamo.reset()
         counters["webgpu"].clear()
-        row = e2e_models.compare("opt", tiny=True, tokens=8, compile_mode="reduce-overhead")
+        row = e2e_models.compare(model, tiny=True, tokens=8, compile_mode="reduce-overhead")
         ours = row["devices"]["webgpu compiled"]
         assert ours["matched"] == 8 and ours["first_mismatch"] is None, (rms, ours)
         per_token[rms] = counters["webgpu"]["graph_replayed_dispatches"] / counters["webgpu"]["graph_replays"]
-    assert per_token["0"] - per_token["1"] >= e2e_models.TINY_LAYERS, per_token
+    assert per_token["0"] - per_token["1"] == saved_per_layer * e2e_models.TINY_LAYERS, per_token

@@ -123,3 +123,35 @@ def test_bad_input_raises(no_fallback):
                 layer_norm_linear(x.to(device), r.to(device), nw.to(device), nb_.to(device), EPS,
                                   [w.to(device) for w in weights], biases, "")
     check(x, r, nw, nb, weights, biases, "silu")
+
+
+# N-contiguous weights (GPT-2's Conv1D: W [k, n], passed as W.t()): one linear takes the GEMV
+# over such weights, which normalizes A itself (gemm_normed). (rows, k, n, W's row stride
+# (None: n), bias, residual, norm bias, rms): vec4 words of four columns (n, stride and
+# offset multiples of 4) and element loads (n = 30, stride 37); rows 1-4 and 6
+# (composite); K = 130 (not whole words: composite).
+N_CONTIGUOUS = [(1, 768, 64, None, True, True, True, False), (2, 128, 30, 37, True, False, True, False),
+                (4, 64, 96, 100, False, True, False, False), (1, 256, 64, None, True, True, None, True),
+                (6, 64, 32, None, True, True, True, False), (1, 130, 16, None, True, True, True, False)]
+
+
+@pytest.mark.parametrize("rows,k,n,ldw,bias,residual,with_nb,rms", N_CONTIGUOUS)
+def test_n_contiguous_weights(path, rows, k, n, ldw, bias, residual, with_nb, rms):
+    x, r, nw, _, biases = operands((rows, k), (n,), (bias,), residual)
+    wide = make((k, ldw or n), torch.float32, seed=62, low=-2 * k ** -0.5, high=2 * k ** -0.5)
+    w = wide[:, :n]
+    nb = norm_bias(k) if with_nb else None
+    args = (dev(x), dev(r), dev(nw)) + ((None,) if rms else (dev(nb),)) + (EPS, [dev(wide)[:, :n].t()], [dev(biases[0])], "")
+    before = dispatches()
+    out, h = (torch.ops.webgpu.rms_linear(*args[:3], *args[4:]) if rms else layer_norm_linear(*args))
+    taken = dispatches() - before
+    hh = x + r if residual else x
+    d = hh.double()
+    normed = (d * torch.rsqrt(d.pow(2).mean(-1, keepdim=True) + EPS) * nw.double() if rms else
+              F.layer_norm(d, (k,), nw.double(), None if nb is None else nb.double(), EPS))
+    expected = normed @ w.double() + (0 if biases[0] is None else biases[0].double())
+    assert_same(out, expected.float(), **TOL[torch.float32])
+    assert_same(h, hh, exact=True)
+    # (The paths that force a linear_group variant leave GPT-2's GEMV: composed.)
+    one = path == "gpu" and rows <= 4 and k % 4 == 0
+    assert (taken == 1) == one, (path, taken)

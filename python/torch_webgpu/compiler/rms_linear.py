@@ -223,33 +223,63 @@ def _residuals_into_gemvs(graph) -> None:
             break
 
 
-def _fits(k, weights, biases, residual, norm_bias) -> bool:
+def _fits(k, weights, biases, residual, norm_bias, n_contiguous) -> bool:
     """One dispatch: the storage bindings (A, residual, norm weight and bias, h, the
-    weights, their biases, out) within the stage's limit, A's row staged beside the
-    workgroup's sums."""
+    weights, their biases, out; an N-contiguous weight is bound twice, as elements and as
+    vec4 words) within the stage's limit, A's row staged beside the workgroup's sums (vec4
+    sums over N-contiguous weights)."""
     props = torch.webgpu.get_device_properties()
-    bindings = (4 + (residual is not None) + (norm_bias is not None) + len(weights)
+    bindings = (4 + (residual is not None) + (norm_bias is not None) + len(weights) + n_contiguous
                 + sum(b is not None for b in biases))
     return (bindings <= props.max_storage_buffers_per_shader_stage and isinstance(k, int) and k % 4 == 0
-            and k * 4 + _GEMV_THREADS * 4 <= props.max_compute_workgroup_storage_size)
+            and k * 4 + _GEMV_THREADS * (16 if n_contiguous else 4) <= props.max_compute_workgroup_storage_size)
+
+
+def _n_contiguous_linear(node):
+    """(x, W, bias or None) of a decode row's `addmm(b, x, W)` / `mm(x, W)` whose weight
+    is a float32 graph value [k, n] with N contiguous (GPT-2's Conv1D), else None."""
+    if _call(node, aten.addmm.default) and len(node.args) == 3 and not node.kwargs:
+        bias, x, w = node.args
+    elif _call(node, aten.mm.default) and not node.kwargs:
+        (x, w), bias = node.args, None
+    else:
+        return None
+    if not (horizontal_fusion._graph_value(w) and isinstance(x, torch.fx.Node)):
+        return None
+    xv, wv = x.meta.get("val"), w.meta.get("val")
+    if not (isinstance(xv, torch.Tensor) and isinstance(wv, torch.Tensor) and xv.dim() == 2 and wv.dim() == 2
+            and wv.stride(1) == 1 and wv.shape[1] != 1 and wv.dtype == xv.dtype == torch.float32
+            and wv.device == xv.device and isinstance(xv.shape[0], int)
+            and xv.shape[0] <= horizontal_fusion.MAX_ROWS):
+        return None
+    if bias is not None:
+        bv = bias.meta.get("val") if horizontal_fusion._graph_value(bias) else None
+        if not (isinstance(bv, torch.Tensor) and bv.shape == wv.shape[1:] and bv.dtype == torch.float32):
+            return None
+    return x, w, bias
 
 
 def _linears(node):
-    """(x, weights, biases, act) of a node the norm may fold into: linear_group,
-    linear_gated, or one linear (a decode row's mm / addmm with K-contiguous weights;
-    OPT's fc1 after its LayerNorm) except an LM head (past MAX_SINGLE_WIDTH columns it
-    keeps the plain GEMV, tuned for that width); else None."""
+    """(x, weights, biases, act, n_contiguous) of a node the norm may fold into:
+    linear_group, linear_gated, or one linear (a decode row's mm / addmm with K-contiguous
+    weights, OPT's fc1 after its LayerNorm, or with N-contiguous weights [k, n], GPT-2's,
+    then n_contiguous: the fold passes them transposed) except an LM head (past
+    MAX_SINGLE_WIDTH columns it keeps the plain GEMV, tuned for that width); else None."""
     if _call(node, torch.ops.webgpu.linear_gated.default):
         x, w_gate, w_up, b_gate, b_up, act = node.args
-        return x, [w_gate, w_up], [b_gate, b_up], act
+        return x, [w_gate, w_up], [b_gate, b_up], act, False
     if _call(node, torch.ops.webgpu.linear_group.default):
         x, weights, biases = node.args
-        return x, list(weights), list(biases), ""
+        return x, list(weights), list(biases), "", False
     found = horizontal_fusion._linear(node)
-    if found is None or found[1].meta["val"].shape[0] > MAX_SINGLE_WIDTH:
-        return None
-    x, w, b = found
-    return x, [w], [b], ""
+    if found is not None and found[1].meta["val"].shape[0] <= MAX_SINGLE_WIDTH:
+        x, w, b = found
+        return x, [w], [b], "", False
+    found = _n_contiguous_linear(node)
+    if found is not None and found[1].meta["val"].shape[1] <= MAX_SINGLE_WIDTH:
+        x, w, b = found
+        return x, [w], [b], "", True
+    return None
 
 
 # The widest single linear the norm folds into (LM heads are wider: 32k-256k columns).
@@ -267,7 +297,7 @@ def fuse_rms_linears(gm: torch.fx.GraphModule) -> int:
         found = _linears(linear)
         if found is None:
             continue
-        x, weights, biases, act = found
+        x, weights, biases, act, n_contiguous = found
         rms = _norm(x)
         if rms is not None:
             h, norm_weight, eps, chain = rms
@@ -288,7 +318,7 @@ def fuse_rms_linears(gm: torch.fx.GraphModule) -> int:
         # Without a residual add, only an h a GEMV made (its residual add inside) saves a
         # dispatch: from a generated kernel (the first layer's embedding) the norm fused
         # into that kernel.
-        if (b is None and _gemv_rows(h) is None) or not _fits(k, weights, biases, b, norm_bias):
+        if (b is None and _gemv_rows(h) is None) or not _fits(k, weights, biases, b, norm_bias, n_contiguous):
             continue
         # h's other readers (the next residual add) take the op's h: they must come after.
         if b is not None and any(order[user] < order[linear] for user in h.users if user not in chain):
@@ -299,6 +329,12 @@ def fuse_rms_linears(gm: torch.fx.GraphModule) -> int:
             op, norm_args = torch.ops.webgpu.layer_norm_linear.default, (norm_weight, norm_bias)
         if summed is not None:
             a, b = _reshaped(graph, (a, b), h, linear)
+        if n_contiguous:  # the op takes weights as F.linear does: [n, k]
+            with graph.inserting_before(linear):
+                transposed = graph.call_function(aten.permute.default, (weights[0], [1, 0]))
+            with weights[0].meta["val"].fake_mode:
+                transposed.meta["val"] = aten.permute.default(weights[0].meta["val"], [1, 0])
+            weights = [transposed]
         fake_mode = h.meta["val"].fake_mode
         with graph.inserting_before(linear):
             node = graph.call_function(op, (a, b, *norm_args, eps, list(weights), list(biases), act))
