@@ -24,7 +24,8 @@
 # LLAMA_DEVICES (webgpu,cuda) with LLAMA_ENV set; rprof: replay_profile.py of the
 # fused-norm decode step (kernel families, ours against CUDA's eager kernels).
 #   STEPS="rowtests rows llama" bash scripts/h200/probe_dec07.sh
-# rowtests: the GEMV and folded-norm tests on the GPU; rows: run.py --cuda's few-row linears with the
+# fold: decode_breakdown.py of FOLD_MODELS compiled with the folded norms and without
+# (TORCH_WEBGPU_COMPILE_RMS=0); rowtests: the GEMV and folded-norm tests on the GPU; rows: run.py --cuda's few-row linears with the
 # row-blocked GEMV (default), a workgroup per row (gemv_row_each) and split-K tiles.
 STEPS=${STEPS:-"tests attn base"}
 OUT=${OUT:-/tmp/probe}
@@ -105,6 +106,17 @@ for step in $STEPS; do
       grep -E '^(FAILED|E  )' "$OUT/rowtests.log" | head -20; tail -1 "$OUT/rowtests.log" ;;
     rows)
       gemm_variants rows "${ROW_VARIANTS:-default gemv_row_each splitk}" --only gemm --match "few rows" ;;
+    fold)
+      # The folded norms (TORCH_WEBGPU_COMPILE_RMS=1, the default) against none, per model.
+      for m in ${FOLD_MODELS:-gpt2}; do
+        for v in 1 0; do
+          f="$OUT/fold_${m}_$v.txt"
+          devices=webgpu; [ $v = 1 ] && devices=${FOLD_DEVICES:-webgpu,cuda}
+          TORCH_WEBGPU_COMPILE_RMS=$v timeout ${FOLD_S:-200} python3 benchmarks/decode_breakdown.py --model $m \
+            --modes reduce-overhead --init-device cuda --defer-stop --repeat 3 --devices $devices > "$f" 2>&1
+          echo "fold $m RMS=$v"; grep -E '^\| (webgpu|cuda)' "$f"; grep -E 'Error|error' "$f" | tail -2
+        done
+      done ;;
     rprof)
       timeout 200 python3 scripts/h200/replay_profile.py --skip-chain --norm fused --tokens 16 > "$OUT/rprof.txt" 2>&1
       tail -46 "$OUT/rprof.txt" | cut -c1-130 ;;
