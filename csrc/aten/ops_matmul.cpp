@@ -523,7 +523,14 @@ GateAct gate_act(c10::string_view act) {
   if (act == "silu") return GateAct::Silu;
   if (act == "gelu") return GateAct::Gelu;
   if (act == "gelu_tanh") return GateAct::GeluTanh;
-  TORCH_CHECK(false, "linear_gated: act must be 'silu', 'gelu' or 'gelu_tanh', got '", act, "'");
+  if (act == "relu") return GateAct::Relu;
+  TORCH_CHECK(false, "linear_gated: act must be 'silu', 'gelu', 'gelu_tanh' or 'relu', got '", act, "'");
+}
+
+// act(t) as eager ops (the composites' definition).
+Tensor activated(const Tensor& t, c10::string_view act) {
+  const GateAct a = gate_act(act);
+  return a == GateAct::Silu ? at::silu(t) : a == GateAct::Relu ? at::relu(t) : at::gelu(t, a == GateAct::Gelu ? "none" : "tanh");
 }
 
 void linear_gated_checks(const Tensor& x, const Tensor& w_gate, const Tensor& w_up,
@@ -540,9 +547,7 @@ Tensor linear_gated_composite(const Tensor& x, const Tensor& w_gate, const Tenso
                               c10::string_view act) {
   linear_gated_checks(x, w_gate, w_up, b_gate, b_up, act);
   const Tensor gate = at::linear(x, w_gate, b_gate);
-  const GateAct a = gate_act(act);
-  const Tensor activated = a == GateAct::Silu ? at::silu(gate) : at::gelu(gate, a == GateAct::Gelu ? "none" : "tanh");
-  return at::mul(activated, at::linear(x, w_up, b_up));
+  return at::mul(activated(gate, act), at::linear(x, w_up, b_up));
 }
 
 Tensor linear_gated_webgpu(const Tensor& x, const Tensor& w_gate, const Tensor& w_up,
@@ -608,7 +613,8 @@ void norm_linear_checks(const char* op, const Tensor& x, const std::optional<Ten
     TORCH_CHECK(residual->sizes() == x.sizes(), op, ": residual must be shaped as x, got ", residual->sizes(),
                 " and ", x.sizes());
   if (!act.empty()) {
-    TORCH_CHECK(weights.size() == 2, op, ": act takes two weights (gate, up), got ", weights.size());
+    TORCH_CHECK(weights.size() == 1 || weights.size() == 2, op,
+                ": act takes one weight (act(linear)) or two (gate, up: act(gate) * up), got ", weights.size());
     gate_act(act);
   }
 }
@@ -625,6 +631,7 @@ std::tuple<Tensor, Tensor> norm_linear_composite(const char* op, const Tensor& x
   const Tensor normed = layer ? at::layer_norm(h, {h.size(-1)}, norm_weight, norm_bias, eps)
                               : rms_norm_of(h, norm_weight, eps);
   if (act.empty()) return {linear_group_composite(normed, weights, biases), h};
+  if (weights.size() == 1) return {activated(linear_group_composite(normed, weights, biases), act), h};
   return {linear_gated_composite(normed, weights[0], weights[1], biases.get(0), biases.get(1), act), h};
 }
 
@@ -634,7 +641,8 @@ std::tuple<Tensor, Tensor> norm_linear_webgpu(const char* op, const Tensor& x, c
                                               const c10::List<std::optional<Tensor>>& biases,
                                               c10::string_view act) {
   norm_linear_checks(op, x, residual, norm_weight, norm_bias, weights, act);
-  if (act.empty()) linear_group_checks(x, weights, biases);
+  const bool gated = !act.empty() && weights.size() == 2;
+  if (!gated) linear_group_checks(x, weights, biases);
   else linear_gated_checks(x, weights[0], weights[1], biases.get(0), biases.get(1), act);
   const bool has_residual = residual && residual->defined(), has_bias = norm_bias && norm_bias->defined();
   const int64_t k = x.size(-1);
@@ -650,14 +658,14 @@ std::tuple<Tensor, Tensor> norm_linear_webgpu(const char* op, const Tensor& x, c
   // (No columns: out is empty but h is not; the view of out as rows below needs columns.)
   if (!same_types || k == 0 || x.numel() == 0 || width == 0) return composite();
   std::vector<int64_t> sizes = x.sizes().vec();
-  sizes.back() = act.empty() ? width : weights[0].size(0);
+  sizes.back() = gated ? weights[0].size(0) : width;
   Tensor out = at::empty(sizes, x.options());
   Tensor h = at::empty(x.sizes(), x.options());
   const Tensor x2 = x.reshape({-1, k});
   std::vector<Tensor> held;  // operands made K-contiguous: alive until recorded
   // One linear whose weight has N contiguous (GPT-2's Conv1D weight [k, n], seen
   // transposed): the GEMV over such weights normalizes A itself, no copy of the weight.
-  const bool n_contiguous = weights.size() == 1 && act.empty() && weights[0].stride(0) == 1 && weights[0].size(1) > 1 &&
+  const bool n_contiguous = weights.size() == 1 && weights[0].stride(0) == 1 && weights[0].size(1) > 1 &&
                             weights[0].stride(1) != 1;
   bool recorded = false;
   TWGPU_TRY
@@ -685,6 +693,7 @@ std::tuple<Tensor, Tensor> norm_linear_webgpu(const char* op, const Tensor& x, c
       g.beta = ScalarBits::from_f32(1.0f);
     }
     g.norm = &norm;
+    g.act = act.empty() ? GateAct::None : gate_act(act);
     RuntimeLock lock;
     recorded = gemm_normed(lock.ctx(), g);
   } else {

@@ -118,8 +118,22 @@ std::string operand_base(Operand op) {
          "  return u." + o + "_offset + bo * u." + o + "_batch_outer + bi * u." + o + "_batch_inner;\n}\n";
 }
 
+// The pointwise op table's name for `act` (whose f32 expression computes it over `a`).
+const char* gate_act_name(GateAct act) {
+  return act == GateAct::Silu       ? "silu"
+         : act == GateAct::Gelu     ? "gelu"
+         : act == GateAct::GeluTanh ? "gelu_tanh"
+                                    : "relu";
+}
+
+// `fn out_act(a: f32) -> f32`: `act` (the identity for GateAct::None).
+std::string out_act_fn(GateAct act) {
+  const std::string body = act == GateAct::None ? "a" : find_elementwise_op(gate_act_name(act))->f32;
+  return "fn out_act(a: f32) -> f32 { return " + body + "; }\n";
+}
+
 // The epilogue: finish(bo, bi, r, c, acc) applies alpha (and beta * C, C in buffer 2 or,
-// without A and B bound, 1) and stores one output element to the last buffer.
+// without A and B bound, 1), then d.act, and stores one output element to the last buffer.
 std::string gemm_epilogue(const GemmDesc& d, const std::vector<KernelBuffer>& bufs, bool has_c,
                           size_t c_buf = 2) {
   Arith ar{d.compute};
@@ -133,6 +147,7 @@ std::string gemm_epilogue(const GemmDesc& d, const std::vector<KernelBuffer>& bu
     s += "  let ci = c_base(bo, bi) + r * u.c_rows + c * u.c_cols;\n";
     s += "  v = " + ar.add(ar.mul(wgsl_scalar(d.compute, "u.beta_lo", "u.beta_hi"), "load_c(ci)"), "v") + ";\n";
   }
+  if (d.act != GateAct::None) s = out_act_fn(d.act) + s + "  v = out_act(v);\n";
   s += "  store_out(out_base(bo, bi) + r * u.out_rows + c * u.out_cols, v);\n}\n";
   return s;
 }
@@ -1266,6 +1281,7 @@ static bool gemm_recorded(Context& ctx, const GemmDesc& d, std::string force) {
   const Split split = splits > 1 ? Split::Partials : Split::None;
   // The norm's staged row (gemm_normed): one GEMV over N-contiguous weights, K unsplit.
   const uint32_t xa_vec4s = d.norm ? static_cast<uint32_t>(d.k / 4) : 0;
+  if (d.act != GateAct::None && !d.norm) fail(ErrorKind::Unsupported, "torch_webgpu: gemm applies act only with a norm");
   if (d.norm && (v != Variant::GemvCols || split != Split::None || batch != 1 || d.k % 4 != 0 ||
                  d.k * 4 + (cols_wide ? 16 : 4) * gemv_threads > ctx.caps().max_workgroup_storage))
     return false;
@@ -1412,7 +1428,7 @@ static bool gemm_recorded(Context& ctx, const GemmDesc& d, std::string force) {
                        : v == Variant::GemvCols ? "gemm:gemv_cols"
                        : v == Variant::GemvWalk ? "gemm:gemv_walk"
                                               : "gemm:per_out";
-  l.typed = {family, {dtypes, static_cast<uint32_t>(d.compute), shape_word, flags}};
+  l.typed = {family, {dtypes, static_cast<uint32_t>(d.compute) | static_cast<uint32_t>(d.act) << 8, shape_word, flags}};
   if (v == Variant::PerOutput || v == Variant::Block) {
     l.grid = Grid::Invocations;
     // Per output: an invocation owns two neighbouring columns of a row (llvmpipe runs
@@ -1453,7 +1469,7 @@ static bool gemm_recorded(Context& ctx, const GemmDesc& d, std::string force) {
   };
   launch_kernel(ctx, l);
   if (split == Split::None) return true;
-  sum.typed = {"gemm:splitk_sum", {dtypes, static_cast<uint32_t>(d.compute)}};
+  sum.typed = {"gemm:splitk_sum", {dtypes, static_cast<uint32_t>(d.compute) | static_cast<uint32_t>(d.act) << 8}};
   sum.grid = Grid::Invocations;
   sum.count = outputs;
   sum.workgroup = 64;
@@ -1555,10 +1571,6 @@ const UniformLayout& linear_group_layout() {
   return layout;
 }
 
-// The pointwise op table's name for `act` (whose f32 expression computes it over `a`).
-const char* gate_act_name(GateAct act) {
-  return act == GateAct::Silu ? "silu" : act == GateAct::Gelu ? "gelu" : "gelu_tanh";
-}
 
 // The gated kernel's main after linear_group_gemv's common prologue: gate's sums (weight
 // 0), its tree, then up's (weight 1) over the same column, and one store of act(gate) * up.
@@ -1642,7 +1654,8 @@ uint32_t linear_group_staged(Context& ctx, const LinearGroupDesc& d, WeightLoad 
 }
 
 void linear_group_gemv(Context& ctx, const LinearGroupDesc& d, size_t first, size_t last,
-                       const std::vector<uint64_t>& col, GateAct act = GateAct::None) {
+                       const std::vector<uint64_t>& col, GateAct act = GateAct::None,
+                       GateAct out_act = GateAct::None) {
   const bool gated = act != GateAct::None;
   const DType dt = d.a.dtype;
   const uint32_t threads = linear_group_threads(ctx);
@@ -1741,14 +1754,14 @@ void linear_group_gemv(Context& ctx, const LinearGroupDesc& d, size_t first, siz
   l.typed = {gated ? "gemm:gemv_gated" : "gemm:gemv_group",
              {static_cast<uint32_t>(dt), static_cast<uint32_t>(count),
               bias_mask | static_cast<uint32_t>(act) << 8 | uint32_t(normed) << 12 | uint32_t(residual) << 13 |
-                  uint32_t(layer) << 14 | uint32_t(norm_bias) << 15 |
+                  uint32_t(layer) << 14 | uint32_t(norm_bias) << 15 | static_cast<uint32_t>(out_act) << 24 |
                   subgroup << 16,
               static_cast<uint32_t>(load) | uint32_t(paired) << 4 | lanes << 8 | xa_vec4s << 16}};
   l.grid = Grid::Groups;
   l.count = d.m * tiles;
   l.workgroup = threads;
   l.body = [&l, dt, threads, lanes, tile_cols, count, load, xa_vec4s, bias_buffer, act, gated, paired, normed,
-            residual, layer, norm_bias, first_weight, subgroup] {
+            residual, layer, norm_bias, first_weight, subgroup, out_act] {
     auto n = [](uint32_t v) { return std::to_string(v) + "u"; };
     std::string s = "var<workgroup> part: array<f32, " + std::to_string(threads) + ">;\n" +
                     gemv_lane_sum_fn(threads, lanes, subgroup);
@@ -1761,7 +1774,7 @@ void linear_group_gemv(Context& ctx, const LinearGroupDesc& d, size_t first, siz
       s += gemv_weight_fn(load, J, first_weight + j, dt, l.buffers, xa_vec4s != 0);
       if (bias_buffer[j]) s += typed_load("load_bias" + J, l.buffers, bias_buffer[j], dt, Compute::F32);
     }
-    s += kernel_store("store_out", l.buffers, l.buffers.size() - 1, dt, Compute::F32);
+    s += kernel_store("store_out", l.buffers, l.buffers.size() - 1, dt, Compute::F32) + out_act_fn(out_act);
     s += kernel_main(Grid::Groups, threads);
     s += "  let valid = group < frame_count();\n"
          "  let g = select(0u, group, valid);\n"
@@ -1792,7 +1805,7 @@ void linear_group_gemv(Context& ctx, const LinearGroupDesc& d, size_t first, siz
       s += "    }\n  }\n";
     }
     s += gemv_lane_tree() +
-         "  if (live && lane == 0u) { store_out(u.out_offset + r * u.out_rows + col * u.out_cols, part[lid] + bias); }\n}\n";
+         "  if (live && lane == 0u) { store_out(u.out_offset + r * u.out_rows + col * u.out_cols, out_act(part[lid] + bias)); }\n}\n";
     return s;
   };
   launch_kernel(ctx, l);
@@ -1869,7 +1882,9 @@ bool linear_group_normed(Context& ctx, const LinearGroupDesc& all, GateAct act) 
   if (!d.norm->layer) d.norm->bias = {};
   for (const MatOperand* o : {&d.norm->residual, &d.norm->weight, &d.norm->bias, &d.norm->h})
     if (o->buffer && (o->dtype != DType::Float32 || needs_window(ctx, o->buffer))) return false;
-  const bool gated = act != GateAct::None;
+  // act over one linear's outputs, or gate/up's act(gate) * up.
+  const bool single_act = act != GateAct::None && all.linears.size() == 1;
+  const bool gated = act != GateAct::None && !single_act;
   if (gated && (d.linears.size() != 2 || d.linears[0].n != d.linears[1].n)) return false;
   // One dispatch: the norm's two to four buffers beside A, the linears and out.
   const uint32_t norm_bindings = 2 + (d.norm->residual.buffer ? 1 : 0) + (d.norm->bias.buffer ? 1 : 0);
@@ -1878,7 +1893,8 @@ bool linear_group_normed(Context& ctx, const LinearGroupDesc& all, GateAct act) 
   if (!linear_group_staged(ctx, d, linear_group_load(d, 0, d.linears.size(), force), force)) return false;
   if (d.m * width == 0) return false;
   if (gated) col.assign(2, 0);  // both walk the same columns
-  linear_group_gemv(ctx, d, 0, d.linears.size(), col, act);
+  linear_group_gemv(ctx, d, 0, d.linears.size(), col, gated ? act : GateAct::None,
+                    single_act ? act : GateAct::None);
   return true;
 }
 

@@ -49,6 +49,10 @@ struct ConvGeometry {
 // float32 the RMSNorm h * rsqrt(mean(h^2) + eps) * weight, or with `layer` the LayerNorm
 // (h - mean(h)) * rsqrt(mean((h - mean(h))^2) + eps) * weight + bias (bias.buffer null:
 // none); weight and bias are k values at their cols stride. That is what the products read.
+// Activations the GEMV kernels apply: linear_gated's act(gate) * up, and an output's act
+// where a norm folds (gemm_normed, linear_group_normed with one linear).
+enum class GateAct : uint32_t { None, Silu, Gelu, GeluTanh, Relu };  // Gelu: erf's
+
 struct RowNorm {
   MatOperand residual, weight, bias, h;
   float eps = 0.0f;
@@ -74,8 +78,10 @@ struct GemmDesc {
   const ConvGeometry* conv = nullptr;
   WGPUBuffer conv_taps = nullptr;
   bool conv_positions_along_k = false;
-  // gemm_normed only: the norm A's rows go through first.
+  // gemm_normed only: the norm A's rows go through first, and an activation applied to
+  // each output (after alpha and beta * C).
   const RowNorm* norm = nullptr;
+  GateAct act{};
 };
 
 // Whether gemm picks shared-memory tiles for large products here (GPUs, or forced by
@@ -132,11 +138,11 @@ bool linear_group_fuses(Context& ctx);
 // it and returns true where linear_group would be one dispatch (GPU adapters, up to
 // kLinearGroupMaxRows rows, operands within one binding); returns false, recording
 // nothing, elsewhere (the caller composes linears and pointwise ops).
-enum class GateAct : uint32_t { None, Silu, Gelu, GeluTanh };  // Gelu: erf's
 bool linear_gated(Context& ctx, const LinearGroupDesc& d, GateAct act);
 
 // A decoder layer's residual add + RMSNorm or LayerNorm and the linears after it (q/k/v;
-// gate/up with `act`) as one GEMV dispatch: d.norm set, float32. Each workgroup normalizes its row of A
+// gate/up with `act`; one linear with `act`: act applied to its outputs) as one GEMV
+// dispatch: d.norm set, float32. Each workgroup normalizes its row of A
 // in workgroup memory (the row is short at decode: K floats); the first column tile's
 // workgroups also store h. Records it and returns true where linear_group / linear_gated
 // would be one dispatch and A's row fits in workgroup memory; returns false, recording

@@ -155,3 +155,27 @@ def test_n_contiguous_weights(path, rows, k, n, ldw, bias, residual, with_nb, rm
     # (The paths that force a linear_group variant leave GPT-2's GEMV: composed.)
     one = path == "gpu" and rows <= 4 and k % 4 == 0
     assert (taken == 1) == one, (path, taken)
+
+
+@pytest.mark.parametrize("act", ["relu", "gelu_tanh", "silu"])
+@pytest.mark.parametrize("n_contiguous", [False, True])
+def test_one_linear_with_act(path, act, n_contiguous):
+    """act over one linear's outputs (OPT's fc1 and relu, GPT-2's c_fc and gelu): the
+    K-contiguous weight through the group kernel, the N-contiguous one through GPT-2's
+    GEMV, one dispatch where gpu takes them."""
+    x, r, nw, (w,), (b,) = operands((2, 128), (24,), (True,), True)
+    nb = norm_bias(128)
+    weight = dev(w.t().contiguous()).t() if n_contiguous else dev(w)
+    before = dispatches()
+    out, h = layer_norm_linear(dev(x), dev(r), dev(nw), dev(nb), EPS, [weight], [dev(b)], act)
+    taken = dispatches() - before
+    linear, expected_h = reference(x, r, nw, nb, EPS, [w], [b], "")
+    expected = {"relu": F.relu, "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"), "silu": F.silu}[act](
+        linear.double())
+    assert_same(out, expected.float(), **TOL[torch.float32])
+    assert_same(h, expected_h, exact=True)
+    one = path == "gpu" or (path in ("gpu_lanes32", "gpu_gated_serial") and not n_contiguous)
+    assert (taken == 1) == one, (path, taken)
+    # The CPU's composite: the definition.
+    cpu, _ = layer_norm_linear(x, r, nw, nb, EPS, [w], [b], act)
+    torch.testing.assert_close(cpu, expected.float(), **TOL[torch.float32])

@@ -136,7 +136,7 @@ def test_bad_input_raises(no_fallback):
         "bias dtype": (x, w, w, None, dev(make((4,), torch.float16)), "silu"),
         "weight on the CPU": (x, w, make((4, 16), torch.float32), None, None, "silu"),
         "3-D weight": (x, w, dev(make((1, 4, 16), torch.float32)), None, None, "silu"),
-        "unknown act": (x, w, w, None, None, "relu"),
+        "unknown act": (x, w, w, None, None, "tanh"),
     }
     for what, args in bad.items():
         with pytest.raises(RuntimeError):
@@ -174,7 +174,7 @@ class GatedMLP(nn.Module):
         gate = self.gate(x)
         if self.act == "silu_by_hand":  # x * sigmoid(x), as some models write it
             activated = gate * torch.sigmoid(gate)
-        elif self.act == "relu":  # not one of linear_gated's
+        elif self.act == "relu":  # not one the compile pass matches
             activated = F.relu(gate)
         else:
             activated = ACTS[self.act](gate)
@@ -217,7 +217,7 @@ def test_compiled_mlp_is_one_dispatch_fewer(monkeypatch, act, dtype, bias):
 @pytest.mark.usefixtures("fresh_compile", "no_fallback")
 @pytest.mark.parametrize("act,extra_use", [("relu", False), ("silu", True)])
 def test_compiled_pass_leaves_other_graphs(monkeypatch, act, extra_use):
-    """Not linear_gated's activation, or the gate read elsewhere too: left as it was."""
+    """An activation the pass does not match, or the gate read elsewhere too: left as it was."""
     model = GatedMLP(act, extra_use=extra_use).eval()
     x = make((1, 1, 64), torch.float32, seed=24, low=-1, high=1)
     with torch.no_grad():

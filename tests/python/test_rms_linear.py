@@ -252,9 +252,8 @@ def test_bad_input_raises(no_fallback):
         ("norm_weight must be \\[16\\]", (x, r, nw.view(1, 16), weights, [None, None], "")),
         ("residual must be shaped as x", (x, r[:1], nw, weights, [None, None], "")),
         ("residual must be shaped as x", (x, r.view(2, 1, 16), nw, weights, [None, None], "")),
-        ("act takes two weights", (x, r, nw, weights[:1], [None], "silu")),
-        ("act takes two weights", (x, r, nw, weights * 2, [None] * 4, "gelu")),
-        ("act must be 'silu', 'gelu' or 'gelu_tanh'", (x, r, nw, weights, [None, None], "relu")),
+        ("act takes one weight \\(act\\(linear\\)\\) or two", (x, r, nw, weights * 2, [None] * 4, "gelu")),
+        ("act must be 'silu', 'gelu', 'gelu_tanh' or 'relu'", (x, r, nw, weights, [None, None], "tanh")),
         ("x must have a last dimension", (x[0, 0], None, nw[:1], [w[:, :1] for w in weights], [None, None], "")),
     ]
     for message, (x_, r_, nw_, weights_, biases_, act) in bad:
