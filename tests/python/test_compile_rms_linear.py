@@ -191,16 +191,17 @@ class LayerNormBlock(nn.Module):
 
 @pytest.mark.usefixtures("fresh_compile", "no_fallback")
 @pytest.mark.parametrize("rows,biases,norm_bias,folds,saved", [
-    # Both norms: q/k/v as a group (x + r rides in as the residual), fc1 alone (o's
-    # residual add in its GEMV: h2 comes from it; that add and the norm were one kernel).
-    (1, False, True, 2, 2),
+    # Both norms: q/k/v as a group (x + r rides in as the residual), fc1 alone with its
+    # relu (o's residual add in its GEMV: h2 comes from it; that add and the norm were one
+    # kernel).
+    (1, False, True, 2, 3),
     # LayerNorms without bias.
-    (1, False, False, 2, 2),
+    (1, False, False, 2, 3),
     # Biased q/k/v with the norm's bias and residual: 12 bindings, past the adapter's 10;
     # fc1 folds with the residual add (o has a bias: the add stays for the fold to take).
-    (1, True, True, 1, 1),
+    (1, True, True, 1, 2),
     # A few rows: no residual in the GEMVs, the norm still folds into both.
-    (3, False, True, 2, 2),
+    (3, False, True, 2, 3),
 ])
 def test_compiled_block_folds_its_layer_norms(monkeypatch, rows, biases, norm_bias, folds, saved):
     torch.manual_seed(0)
@@ -217,11 +218,13 @@ def test_compiled_block_folds_its_layer_norms(monkeypatch, rows, biases, norm_bi
 
 
 @pytest.mark.usefixtures("fresh_compile", "no_fallback")
-@pytest.mark.parametrize("model,saved_per_layer", [("opt", 1), ("gpt2", 2)])
-def test_compiled_tiny_layer_norm_decode(monkeypatch, model, saved_per_layer):
-    """Tiny OPT and GPT-2 compiled decode (LayerNorms; OPT's biased q/k/v stay apart, its
-    fc1 folds; GPT-2's Conv1D weights have N contiguous, both norms fold): the CPU's greedy
-    tokens, and that many dispatches fewer per layer with the pass."""
+@pytest.mark.parametrize("model,saved", [("opt", 3), ("gpt2", 5)])
+def test_compiled_tiny_layer_norm_decode(monkeypatch, model, saved):
+    """Tiny OPT and GPT-2 compiled decode (2 layers; LayerNorms: OPT's biased q/k/v stay
+    apart, its fc1 folds with its relu; GPT-2's Conv1D weights have N contiguous, both norms
+    fold, c_fc with its gelu): the CPU's greedy tokens, and `saved` dispatches fewer per
+    token with the pass (an activation that shared a combo kernel with other work saves
+    none)."""
     from torch._dynamo.utils import counters
 
     per_token = {}
@@ -233,4 +236,37 @@ def test_compiled_tiny_layer_norm_decode(monkeypatch, model, saved_per_layer):
         ours = row["devices"]["webgpu compiled"]
         assert ours["matched"] == 8 and ours["first_mismatch"] is None, (rms, ours)
         per_token[rms] = counters["webgpu"]["graph_replayed_dispatches"] / counters["webgpu"]["graph_replays"]
-    assert per_token["0"] - per_token["1"] == saved_per_layer * e2e_models.TINY_LAYERS, per_token
+    assert per_token["0"] - per_token["1"] == saved, per_token
+
+
+@pytest.mark.usefixtures("fresh_compile", "no_fallback")
+@pytest.mark.parametrize("case", ["pre_activation_read", "not_an_activation", "gelu_erf"])
+def test_folded_linear_takes_only_its_activation(monkeypatch, case):
+    """fc1's activation rides in the fold only where nothing else reads fc1's output or the
+    activation's steps, and the pointwise chain computes one of the acts; the result
+    equals the CPU's either way."""
+
+    class Mlp(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = nn.LayerNorm(64)
+            self.fc1, self.fc2 = nn.Linear(64, 96), nn.Linear(96, 64)
+
+        def forward(self, x, r):
+            u = self.fc1(self.norm(x + r))
+            if case == "pre_activation_read":
+                return self.fc2(torch.relu(u)) + u[..., :64]
+            if case == "not_an_activation":
+                return self.fc2(torch.tanh(u) * 2.0)
+            return self.fc2(F.gelu(u))
+
+    torch.manual_seed(0)
+    model = Mlp().eval()
+    inputs = block_inputs(1)
+    with torch.no_grad():
+        expected = model(*inputs)
+    out, n_folded, made = compiled_run(model, inputs, monkeypatch, "1")
+    assert made == 1
+    assert_same(out, expected, rtol=1e-4, atol=1e-4)
+    # fc1 + norm, (the activation), fc2 (+ the residual add: its own kernel with pre_activation_read).
+    assert n_folded == {"pre_activation_read": 4, "not_an_activation": 3, "gelu_erf": 2}[case], n_folded

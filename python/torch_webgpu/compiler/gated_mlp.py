@@ -85,8 +85,8 @@ def _activation_nodes(gate, product, up):
     return sorted(found, key=order.__getitem__)
 
 
-def _act_name(gate, nodes, activated):
-    """Which of ACTS the nodes compute from `gate` (evaluated on _PROBE in float64), or
+def _act_name(gate, nodes, activated, acts=ACTS):
+    """Which of `acts` the nodes compute from `gate` (evaluated on _PROBE in float64), or
     None."""
     values = {gate: _PROBE}
     try:
@@ -99,7 +99,7 @@ def _act_name(gate, nodes, activated):
     except Exception:  # an op that does not take float64 or these shapes: not ours to match
         return None
     result = values[activated]
-    for name, act in ACTS.items():
+    for name, act in acts.items():
         if (isinstance(result, torch.Tensor) and result.shape == _PROBE.shape
                 and torch.allclose(result, act(_PROBE), rtol=1e-9, atol=1e-9)):
             return name

@@ -26,7 +26,7 @@ import os
 
 import torch
 
-from . import horizontal_fusion
+from . import gated_mlp, horizontal_fusion
 
 aten = torch.ops.aten
 # The group kernel's workgroup (linear_group_threads): its `part` shares workgroup memory
@@ -282,6 +282,47 @@ def _linears(node):
     return None
 
 
+# The activations a folded single linear applies to its outputs (the op's `act`).
+SINGLE_ACTS = {**gated_mlp.ACTS, "relu": torch.nn.functional.relu}
+
+
+def _activation_after(linear):
+    """(act name, the node computing act(linear's output), the nodes between, users first)
+    where pointwise nodes after `linear` (through one reshape) compute one of SINGLE_ACTS
+    of it and nothing else reads them; else None. (Evaluated on sample values, as the
+    gated-MLP pass names gate activations: decompositions write gelu-tanh as mul, pow and
+    tanh nodes.)"""
+    start = linear
+    if len(start.users) == 1 and _call(next(iter(start.users)), aten.reshape.default, aten.view.default):
+        start = next(iter(start.users))
+    # The pointwise nodes computed from start alone, in graph order.
+    found = {start: True}
+    node = start.next
+    while node.op != "output":
+        args = [a for a in node.args if isinstance(a, torch.fx.Node)]
+        if (node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload)
+                and torch.Tag.pointwise in node.target.tags and not node.kwargs and args
+                and all(a in found for a in args)
+                and not any(isinstance(a, (list, tuple, dict)) for a in node.args)):
+            found[node] = True
+        node = node.next
+    nodes = list(found)[1:]
+    for i, candidate in enumerate(nodes):
+        inputs, stack = set(), [candidate]
+        while stack:  # the nodes the candidate reads, back to start
+            for a in stack.pop().args:
+                if isinstance(a, torch.fx.Node) and a is not start and a not in inputs:
+                    inputs.add(a)
+                    stack.append(a)
+        inner = [n for n in nodes[:i] if n in inputs]
+        if any(user is not candidate and user not in inputs for n in [start, *inner] for user in n.users):
+            continue
+        act = gated_mlp._act_name(start, inner + [candidate], candidate, SINGLE_ACTS)
+        if act is not None:
+            return act, candidate, [*reversed(inner), *([start] if start is not linear else [])]
+    return None
+
+
 # The widest single linear the norm folds into (LM heads are wider: 32k-256k columns).
 MAX_SINGLE_WIDTH = 16384
 
@@ -329,6 +370,10 @@ def fuse_rms_linears(gm: torch.fx.GraphModule) -> int:
             op, norm_args = torch.ops.webgpu.layer_norm_linear.default, (norm_weight, norm_bias)
         if summed is not None:
             a, b = _reshaped(graph, (a, b), h, linear)
+        # One linear's activation rides along (OPT's relu, GPT-2's gelu-tanh).
+        activation = _activation_after(linear) if len(weights) == 1 and not act else None
+        if activation is not None:
+            act = activation[0]
         if n_contiguous:  # the op takes weights as F.linear does: [n, k]
             with graph.inserting_before(linear):
                 transposed = graph.call_function(aten.permute.default, (weights[0], [1, 0]))
@@ -349,11 +394,16 @@ def fuse_rms_linears(gm: torch.fx.GraphModule) -> int:
                 item = graph.call_function(operator.getitem, (node, i))
                 item.meta["val"] = node.meta["val"][i]
                 outs.append(item)
-            shape = list(linear.meta["val"].shape)
+            replaced = linear if activation is None else activation[1]
+            shape = list(replaced.meta["val"].shape)
             result = graph.call_function(aten.reshape.default, (outs[0], shape))
             with fake_mode:
                 result.meta["val"] = aten.reshape.default(outs[0].meta["val"], shape)
-        linear.replace_all_uses_with(result)
+        replaced.replace_all_uses_with(result)
+        if activation is not None:
+            graph.erase_node(replaced)
+            for dead in activation[2]:
+                graph.erase_node(dead)
         # (A single linear's transposed weight goes with it.)
         operands = [t for t in linear.args if isinstance(t, torch.fx.Node) and t not in chain]
         graph.erase_node(linear)
