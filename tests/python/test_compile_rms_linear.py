@@ -145,23 +145,32 @@ def test_compiled_pass_leaves_other_graphs(monkeypatch, case):
     assert_same(out, expected, rtol=tol, atol=tol)
 
 
+def tiny_decode_per_token(monkeypatch, model, env):
+    """{value: webgpu dispatches per replayed token} of the tiny `model`'s compiled decode
+    (reduce-overhead, 8 tokens) with environment variable `env` set to "1", then "0";
+    each run's greedy tokens equal the CPU's (with the same static cache)."""
+    from torch._dynamo.utils import counters
+
+    per_token = {}
+    for value in ("1", "0"):
+        monkeypatch.setenv(env, value)
+        torch._dynamo.reset()
+        counters["webgpu"].clear()
+        row = e2e_models.compare(model, tiny=True, tokens=8, compile_mode="reduce-overhead")
+        ours = row["devices"]["webgpu compiled"]
+        assert ours["matched"] == 8 and ours["first_mismatch"] is None, (env, value, ours)
+        assert counters["webgpu"]["graph_replays"] > 0
+        per_token[value] = counters["webgpu"]["graph_replayed_dispatches"] / counters["webgpu"]["graph_replays"]
+    return per_token
+
+
 @pytest.mark.usefixtures("fresh_compile", "no_fallback")
 def test_compiled_tiny_llama_decode(monkeypatch):
     """A tiny Llama's compiled decode (reduce-overhead replays): the CPU's greedy tokens, and
     two dispatches fewer per layer but the first (its input norm reads the embedding, which
     the norm's own kernel had fused)."""
-    from torch._dynamo.utils import counters
-
     monkeypatch.setenv("TORCH_WEBGPU_COMPILE_GATED", "1")
-    per_token = {}
-    for rms in ("1", "0"):
-        monkeypatch.setenv("TORCH_WEBGPU_COMPILE_RMS", rms)
-        torch._dynamo.reset()
-        counters["webgpu"].clear()
-        row = e2e_models.compare("llama-3.2-1b", tiny=True, tokens=8, compile_mode="reduce-overhead")
-        ours = row["devices"]["webgpu compiled"]
-        assert ours["matched"] == 8 and ours["first_mismatch"] is None, (rms, ours)
-        per_token[rms] = counters["webgpu"]["graph_replayed_dispatches"] / counters["webgpu"]["graph_replays"]
+    per_token = tiny_decode_per_token(monkeypatch, "llama-3.2-1b", "TORCH_WEBGPU_COMPILE_RMS")
     assert per_token["0"] - per_token["1"] == 2 * e2e_models.TINY_LAYERS - 1, per_token
 
 
@@ -225,17 +234,7 @@ def test_compiled_tiny_layer_norm_decode(monkeypatch, model, saved):
     fold, c_fc with its gelu): the CPU's greedy tokens, and `saved` dispatches fewer per
     token with the pass (an activation that shared a combo kernel with other work saves
     none)."""
-    from torch._dynamo.utils import counters
-
-    per_token = {}
-    for rms in ("1", "0"):
-        monkeypatch.setenv("TORCH_WEBGPU_COMPILE_RMS", rms)
-        torch._dynamo.reset()
-        counters["webgpu"].clear()
-        row = e2e_models.compare(model, tiny=True, tokens=8, compile_mode="reduce-overhead")
-        ours = row["devices"]["webgpu compiled"]
-        assert ours["matched"] == 8 and ours["first_mismatch"] is None, (rms, ours)
-        per_token[rms] = counters["webgpu"]["graph_replayed_dispatches"] / counters["webgpu"]["graph_replays"]
+    per_token = tiny_decode_per_token(monkeypatch, model, "TORCH_WEBGPU_COMPILE_RMS")
     assert per_token["0"] - per_token["1"] == saved, per_token
 
 

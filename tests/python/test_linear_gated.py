@@ -241,19 +241,8 @@ def test_compiled_tiny_decode(monkeypatch, key):
     """A tiny model's compiled decode (reduce-overhead replays): the CPU's greedy tokens,
     and one dispatch fewer per layer than without the pass (combo kernels off: they would
     fold the pointwise kernel the pass removes into a neighbour's dispatch anyway)."""
-    from torch._dynamo.utils import counters
+    from test_compile_rms_linear import tiny_decode_per_token
 
-    e2e_models = _e2e_models()
     monkeypatch.setenv("TORCH_WEBGPU_COMPILE_COMBO", "0")
-    per_token = {}
-    for gated in ("1", "0"):
-        monkeypatch.setenv("TORCH_WEBGPU_COMPILE_GATED", gated)
-        torch._dynamo.reset()
-        counters["webgpu"].clear()
-        row = e2e_models.compare(key, tiny=True, tokens=8, compile_mode="reduce-overhead")
-        ours = row["devices"]["webgpu compiled"]
-        # (Against the CPU's tokens with the same static cache.)
-        assert ours["matched"] == 8 and ours["first_mismatch"] is None, (gated, ours)
-        assert counters["webgpu"]["graph_replays"] > 0
-        per_token[gated] = counters["webgpu"]["graph_replayed_dispatches"] / counters["webgpu"]["graph_replays"]
-    assert per_token["0"] - per_token["1"] == e2e_models.TINY_LAYERS, per_token
+    per_token = tiny_decode_per_token(monkeypatch, key, "TORCH_WEBGPU_COMPILE_GATED")
+    assert per_token["0"] - per_token["1"] == _e2e_models().TINY_LAYERS, per_token

@@ -55,16 +55,21 @@ def _operands(mul, known):
     return mul.args[1] if mul.args[0] is known else mul.args[0]
 
 
+def _under_reshape(x):
+    """(the node under `x`'s one reshape, [that reshape]) or (x, []); (None, None) where
+    the reshape has other users."""
+    if not _call(x, aten.reshape.default, aten.view.default):
+        return x, []
+    return (x.args[0], [x]) if _single_user(x) else (None, None)
+
+
 def _norm(x):
     """(h, norm weight, eps, the norm's nodes, users first) where `x` (the linears' input,
     through one reshape) is w * (h * rsqrt(mean(h^2, -1, keepdim) + eps)) over float32 h,
     each step used only by the next; else None."""
-    chain = []
-    if _call(x, aten.reshape.default, aten.view.default):
-        if not _single_user(x):
-            return None
-        chain.append(x)
-        x = x.args[0]
+    x, chain = _under_reshape(x)
+    if x is None:
+        return None
     if not _call(x, aten.mul.Tensor) or not _single_user(x) or len(x.args) != 2:
         return None
     for scaled, w in (x.args, reversed(x.args)):
@@ -103,12 +108,9 @@ def _layer_norm(x):
     (the linears' input, through one reshape) is LayerNorm as Inductor decomposes it:
     var, mean = var_mean(h, [-1], correction=0, keepdim=True); (h - mean) * rsqrt(var +
     eps) * w (+ b), over float32 h, each step used only by the next; else None."""
-    chain = []
-    if _call(x, aten.reshape.default, aten.view.default):
-        if not _single_user(x):
-            return None
-        chain.append(x)
-        x = x.args[0]
+    x, chain = _under_reshape(x)
+    if x is None:
+        return None
     bias = None
     if _call(x, aten.add.Tensor) and _single_user(x) and len(x.args) == 2 and not x.kwargs:
         for scaled, b in (x.args, reversed(x.args)):
