@@ -10,12 +10,25 @@ import torch
 import torch.nn.functional as F
 
 from conftest import assert_same, dev, make
-from test_linear_group import TOL, dispatches, path  # noqa: F401  (fixture)
+from test_linear_group import TOL, dispatches
 from test_linear_gated import ACTS
 from test_rms_linear import operands
 
 layer_norm_linear = torch.ops.webgpu.layer_norm_linear
 EPS = 1e-5
+
+
+@pytest.fixture(params=["gpu", "gpu_direct_a", "software"])
+def path(request, monkeypatch):
+    """test_linear_group's paths that matter here (rms_linear's tests cross the others
+    with the same kernel): the GEMV that stages and normalizes A, the one that does not
+    stage it (composed), the software adapter's (composed)."""
+    kind, _, variant = request.param.partition("_")
+    monkeypatch.setenv("TORCH_WEBGPU_ADAPTER_KIND", kind)
+    if variant:
+        monkeypatch.setenv("TORCH_WEBGPU_GEMM_VARIANT", "gemv_" + variant)
+    monkeypatch.setenv("TORCH_WEBGPU_DISABLE_CPU_FALLBACK", "1")
+    return request.param
 
 
 def reference(x, residual, nw, nb, eps, weights, biases, act):
