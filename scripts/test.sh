@@ -29,7 +29,7 @@ swiftshader=(env VK_DRIVER_FILES=/usr/lib/chromium/vk_swiftshader_icd.json TORCH
 "${swiftshader[@]}" ./build/twgpu_tests --gtest_filter='GroupReduce.*'
 "${swiftshader[@]}" python3 -m pytest tests/python/test_norm.py tests/python/test_row_kernels.py \
   tests/python/test_gemv.py tests/python/test_gemv_cols.py tests/python/test_linear_group.py \
-  tests/python/test_compile_rms_linear.py -n 2 -q -p no:cacheprovider
+  tests/python/test_compile_rms_linear.py tests/python/test_layer_norm_linear.py -n 2 -q -p no:cacheprovider
 # Graph replays on the submit thread (opt-in there; runtime/submit_worker.h).
 "${swiftshader[@]}" TORCH_WEBGPU_ASYNC_REPLAY=1 python3 -m pytest tests/python/test_submit_thread.py \
   tests/python/test_graphs.py tests/python/test_compile_graphs.py tests/python/test_async_copy.py \
