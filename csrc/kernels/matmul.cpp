@@ -1286,8 +1286,9 @@ static bool gemm_recorded(Context& ctx, const GemmDesc& d, std::string force) {
   // The norm's staged row (gemm_normed): one GEMV over N-contiguous weights, K unsplit.
   const uint32_t xa_vec4s = d.norm ? static_cast<uint32_t>(d.k / 4) : 0;
   if (d.act != GateAct::None && !d.norm) fail(ErrorKind::Unsupported, "torch_webgpu: gemm applies act only with a norm");
+  // (Beside the row: `part`, a word or a float per invocation, and row_sum's tree.)
   if (d.norm && (v != Variant::GemvCols || split != Split::None || batch != 1 || d.k % 4 != 0 ||
-                 d.k * 4 + (cols_wide ? 16 : 4) * gemv_threads > ctx.caps().max_workgroup_storage))
+                 d.k * 4 + ((cols_wide ? 16 : 4) + 4) * gemv_threads > ctx.caps().max_workgroup_storage))
     return false;
   shape.a_k_fast = d.a.cols == 1 && d.a.rows != 1;
   shape.b_k_fast = d.b.rows == 1 && d.b.cols != 1;
@@ -1647,12 +1648,13 @@ WeightLoad linear_group_load(const LinearGroupDesc& d, size_t first, size_t last
 }
 
 // vec4s of A's row the group kernel stages in workgroup memory (0: it reads A per word).
-// Word loads stage it, whole, once per workgroup, where the row fits beside `part`
+// Word loads stage it, whole, once per workgroup, where the row fits beside `part`, the lane
+// sums' scratch and the norm's (each at most a float per invocation: the trees' size)
 // (TORCH_WEBGPU_GEMM_VARIANT=gemv_direct_a: per word, for A/B).
 uint32_t linear_group_staged(Context& ctx, const LinearGroupDesc& d, WeightLoad load, const char* force) {
   const uint32_t threads = linear_group_threads(ctx);
   return load == WeightLoad::Words && !(force && gemv_direct_a(force)) &&
-                 d.k * 4 + threads * 4 <= ctx.caps().max_workgroup_storage
+                 d.k * 4 + threads * 4 * (d.norm ? 3 : 2) <= ctx.caps().max_workgroup_storage
              ? static_cast<uint32_t>(d.k / 4)
              : 0;
 }

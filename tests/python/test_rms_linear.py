@@ -203,11 +203,13 @@ def test_one_dispatch(monkeypatch, k):
         assert_same(h, expected_h, exact=True)
 
 
-@pytest.mark.parametrize("k,expected_dispatches", [(100, 1), (4096, None)])
+@pytest.mark.parametrize("k,expected_dispatches", [(100, 1), (3800, None), (4096, None)])
 def test_default_limits_in_a_fresh_process(k, expected_dispatches):
     """The spec's default limits: 16 KiB of workgroup memory stages K = 100 (one dispatch:
     x, residual, norm weight, h, a weight, a bias and out in 8 storage buffers) but not
-    K = 4096 (16 KiB + the reduction's 1 KiB): composed from eager ops, same answer."""
+    K = 4096 (16 KiB + the reduction's 1 KiB), nor K = 3800 (the row fits beside the sums,
+    not beside the norm's tree too: it failed to build): composed from eager ops, same
+    answer."""
     setup = (
         f"x = torch.randn(3, {k}, generator=g)\n"
         f"r = torch.randn(3, {k}, generator=g)\n"

@@ -233,8 +233,11 @@ def _fits(k, weights, biases, residual, norm_bias, n_contiguous) -> bool:
     props = torch.webgpu.get_device_properties()
     bindings = (4 + (residual is not None) + (norm_bias is not None) + len(weights) + n_contiguous
                 + sum(b is not None for b in biases))
+    # (Beside the row, a float per invocation for each tree: the sums and the norm's; a vec4
+    # for an N-contiguous weight's sums.)
+    scratch = _GEMV_THREADS * (16 + 4 if n_contiguous else 3 * 4)
     return (bindings <= props.max_storage_buffers_per_shader_stage and isinstance(k, int) and k % 4 == 0
-            and k * 4 + _GEMV_THREADS * (16 if n_contiguous else 4) <= props.max_compute_workgroup_storage_size)
+            and k * 4 + scratch <= props.max_compute_workgroup_storage_size)
 
 
 def _n_contiguous_linear(node):
