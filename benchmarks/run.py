@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 import torch_webgpu  # noqa: F401
 
-from timing import best_ms, empty_cache, phases_us, sync
+from timing import best_ms, empty_cache, kernel_us, phases_us, sync
 
 MB = 1024 * 1024
 
@@ -585,9 +585,10 @@ def all_cases(quick, caps):
 
 
 CLOCK = time.perf_counter
-def measure(case, device, quick, phases=None):
+def measure(case, device, quick, phases=None, kernels=None):
     """The case's figure on `device`; with a `phases` dict, also its (issue us, drain us)
-    per call there (--phases), stored under `device`."""
+    per call there (--phases), and with a `kernels` dict the figure its kernels' GPU time
+    alone gives (--kernel-times), each stored under `device`."""
     if case.figure is not None:
         return case.figure(device)
     fn = case.setup(device)
@@ -597,6 +598,9 @@ def measure(case, device, quick, phases=None):
     ms = best_ms(fn, device, reps=reps, inner=inner, warmup_s=0.05 if quick else 0.2, clock=CLOCK)
     if phases is not None and case.unit != "us":
         phases[device] = phases_us(fn, device, reps=reps, inner=inner)
+    if kernels is not None and case.unit in ("GB/s", "TFLOP/s"):
+        us = kernel_us(fn, device, calls=inner)
+        kernels[device] = rate(case, us / 1e3) if us else None
     del fn
     sync(device)
     return rate(case, ms)
@@ -614,6 +618,10 @@ def main():
     parser.add_argument("--phases", action="store_true",
                         help="also print each device's host time per call to issue it and to drain it "
                              "(the synchronize after a batch), in us")
+    parser.add_argument("--kernel-times", action="store_true",
+                        help="also print the figure each device's kernels give by their GPU time alone "
+                             "(timestamp queries / CUPTI), and its ratio: what the kernels reach "
+                             "without the host's issue time and the synchronize")
     parser.add_argument("--spin-wait-us", type=int, default=None,
                         help="how long our waits on the GPU poll before blocking "
                              "(TORCH_WEBGPU_SPIN_WAIT_US; 0: block at once)")
@@ -644,6 +652,7 @@ def main():
     print("-" * len(head))
     rows = []
     phases = {} if args.phases else None  # device -> (issue us, drain us) of the last case
+    kernels = {} if args.kernel_times else None  # device -> the case's figure by kernel time
     cases = all_cases(args.quick, caps)
     for section in selected:
         for case in cases[section]:
@@ -652,12 +661,12 @@ def main():
             row = {"section": section, "op": case.op, "shape": case.shape, "unit": case.unit,
                    "limit": case.limit, "ours": None, "cuda": None, "ratio": None}
             try:
-                row["ours"] = measure(case, "webgpu", args.quick, phases)
+                row["ours"] = measure(case, "webgpu", args.quick, phases, kernels)
             except Exception as e:  # reported in the table, never hidden
                 row["limit"] = f"ours failed: {type(e).__name__}: {str(e).splitlines()[0][:80]}"
             if use_cuda:
                 try:
-                    row["cuda"] = measure(case, "cuda", args.quick, phases)
+                    row["cuda"] = measure(case, "cuda", args.quick, phases, kernels)
                 except Exception as e:
                     row["limit"] += f" cuda failed: {str(e).splitlines()[0][:60]}"
             if row["ours"] and row["cuda"]:
@@ -671,6 +680,17 @@ def main():
                     issue, drain = phases.pop(dev)
                     row[f"{name}_issue_us"], row[f"{name}_drain_us"] = issue, drain
                     phase_text += f" {name} issue/drain {issue:.1f}/{drain:.1f} us"
+            if kernels:
+                ours_k, cuda_k = kernels.pop("webgpu", None), kernels.pop("cuda", None)
+                row["ours_kernels"], row["cuda_kernels"] = ours_k, cuda_k
+                if ours_k or cuda_k:
+                    phase_text += f" kernels ours/cuda {fmt(ours_k).strip()}/{fmt(cuda_k).strip()}"
+                if ours_k is None and not caps.timestamp_query:
+                    phase_text += " kernels: no timestamp-query on this adapter"
+                if ours_k and cuda_k:
+                    row["kernel_ratio"] = (cuda_k / ours_k if case.unit in LOWER_IS_BETTER
+                                           else ours_k / cuda_k)
+                    phase_text += f" ({row['kernel_ratio']:.2f})"
             print(f"{section:10s} {case.op:22s} {case.shape:34s} {fmt(row['ours'])} {fmt(row['cuda'])} "
                   f"{ratio} {case.unit:7s} {row['limit']}{phase_text}", flush=True)
             rows.append(row)

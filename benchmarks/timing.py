@@ -58,3 +58,30 @@ def phases_us(fn, device, reps=5, inner=10):
         if t2 - t0 < best[0]:
             best = (t2 - t0, (t1 - t0) / inner * 1e6, (t2 - t1) / inner * 1e6)
     return best[1], best[2]
+
+
+def kernel_us(fn, device, calls=10):
+    """GPU time of the kernels (and device copies) one call of fn runs, us: the mean over
+    `calls` calls, from timestamp queries (ours: torch.webgpu.profiler, each dispatch in a
+    pass of its own) or CUPTI (torch.profiler). Without the host's issue time and the
+    synchronize, so beside the wall-clock figure it says whether a row is bound by its
+    kernels or by what surrounds them. None where the adapter has no timestamp queries."""
+    fn()
+    sync(device)
+    if device == "webgpu":
+        from torch_webgpu import profiler
+        if not torch.webgpu.get_device_properties().timestamp_query:
+            return None
+        with profiler.profile("gpu") as p:
+            for _ in range(calls):
+                fn()
+            sync(device)
+        return sum(e.duration_us for e in p.events()) / calls
+    from torch.profiler import ProfilerActivity, profile
+    # acc_events: torch 2.11's profiler otherwise drops the events when the block ends.
+    with profile(activities=[ProfilerActivity.CUDA], acc_events=True) as p:
+        for _ in range(calls):
+            fn()
+        sync(device)
+    device_events = [e for e in p.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    return sum(e.time_range.elapsed_us() for e in device_events) / calls
