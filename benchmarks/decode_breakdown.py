@@ -30,6 +30,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import e2e_models  # noqa: E402
 import torch_webgpu  # noqa: E402,F401
 import torch_webgpu.generation  # noqa: E402
+from timing import cuda_kernel_profile, cuda_kernel_times  # noqa: E402
 
 
 def sync(device):
@@ -262,6 +263,16 @@ def main(argv=None):
                     print(f"{device} {mode}, 4 decode steps ({prof.timing} time; "
                           f"{row['gpu_ms_per_token']:.3f} ms of kernels per token):")
                     print(prof.table(sort_by="gpu_time", row_limit=40), flush=True)
+                elif args.profile and device == "cuda":
+                    for _ in range(2):
+                        prof = cuda_kernel_profile()
+                        forward_loop(m, prompt.to(device), 4, device, cache, around=lambda: prof)
+                    times = cuda_kernel_times(prof)
+                    row["gpu_ms_per_token"] = sum(times.values()) / 4 / 1e3
+                    print(f"{device} {mode}, 4 decode steps (CUPTI; {row['gpu_ms_per_token']:.3f} ms "
+                          f"of kernels per token):")
+                    for name, us in sorted(times.items(), key=lambda kv: -kv[1])[:25]:
+                        print(f"  {us / 4:9.1f} us/token  {name[:110]}")
             except Exception as error:  # noqa: BLE001 - a failure is a row
                 row["error"] = f"{type(error).__name__}: {error}"
             del m

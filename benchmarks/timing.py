@@ -77,11 +77,24 @@ def kernel_us(fn, device, calls=10):
                 fn()
             sync(device)
         return sum(e.duration_us for e in p.events()) / calls
-    from torch.profiler import ProfilerActivity, profile
-    # acc_events: torch 2.11's profiler otherwise drops the events when the block ends.
-    with profile(activities=[ProfilerActivity.CUDA], acc_events=True) as p:
+    with cuda_kernel_profile() as p:
         for _ in range(calls):
             fn()
         sync(device)
-    device_events = [e for e in p.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-    return sum(e.time_range.elapsed_us() for e in device_events) / calls
+    return sum(cuda_kernel_times(p).values()) / calls
+
+
+def cuda_kernel_profile():
+    """torch.profiler over CUDA's device activity (kernels, copies, fills)."""
+    from torch.profiler import ProfilerActivity, profile
+    # acc_events: torch 2.11's profiler otherwise drops the events when the block ends.
+    return profile(activities=[ProfilerActivity.CUDA], acc_events=True)
+
+
+def cuda_kernel_times(prof):
+    """{kernel name: total us on the device} of a finished cuda_kernel_profile()."""
+    out = {}
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            out[e.name] = out.get(e.name, 0.0) + e.time_range.elapsed_us()
+    return out

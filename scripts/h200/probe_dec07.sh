@@ -24,6 +24,7 @@
 # LLAMA_DEVICES (webgpu,cuda) with LLAMA_ENV set; rprof: replay_profile.py of the
 # fused-norm decode step (kernel families, ours against CUDA's eager kernels).
 #   STEPS="rowtests rows llama" bash scripts/h200/probe_dec07.sh
+#   STEPS="ktimes eagerkt" bash scripts/h200/probe_dec07.sh   (the sixth session's first call)
 # fold: decode_breakdown.py of FOLD_MODELS compiled with the folded norms and without
 # (TORCH_WEBGPU_COMPILE_RMS=0); rowtests: the GEMV and folded-norm tests on the GPU; rows: run.py --cuda's few-row linears with the
 # row-blocked GEMV (default), a workgroup per row (gemv_row_each) and split-K tiles.
@@ -104,6 +105,20 @@ for step in $STEPS; do
         tests/python/test_linear_gated.py tests/python/test_rms_linear.py tests/python/test_layer_norm_linear.py \
         tests/python/test_compile_rms_linear.py > "$OUT/rowtests.log" 2>&1
       grep -E '^(FAILED|E  )' "$OUT/rowtests.log" | head -20; tail -1 "$OUT/rowtests.log" ;;
+    ktimes)
+      # Each row's figure by its kernels' GPU time alone beside the wall clock's (what bounds it).
+      timeout ${KT_S:-500} python3 benchmarks/run.py --cuda --kernel-times --only ${KT_SECTIONS:-movement,pool,sort,gemv} \
+        --json "$OUT/ktimes.json" > "$OUT/ktimes.txt" 2>&1
+      grep -E '^(movement|pool|sort|gemv|gemm|bandwidth|reductions|attention|conv)' "$OUT/ktimes.txt" | cut -c1-200 ;;
+    eagerkt)
+      # Eager decode's kernels per token on both devices (timestamp queries / CUPTI).
+      for m in ${EAGER_KT_MODELS:-gpt2}; do
+        f="$OUT/eagerkt_$m.txt"
+        timeout ${EAGER_KT_S:-300} python3 benchmarks/decode_breakdown.py --model $m --modes eager --cache dynamic \
+          --init-device cuda --repeat 3 --devices webgpu,cuda --profile > "$f" 2>&1
+        echo "eagerkt $m"; grep -E '^\| (webgpu|cuda)|ms of kernels per token|gpu_time|^ +[0-9.]+ us/token' "$f" | head -40
+        grep -A30 "Kernel\|kernel " "$f" | grep -E '^\S.*\|' | head -25
+      done ;;
     rows)
       gemm_variants rows "${ROW_VARIANTS:-default gemv_row_each splitk}" --only gemm --match "few rows" ;;
     fold)
