@@ -209,7 +209,7 @@ bool cat_as_words(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& ou
   if (inputs.size() < 2) return false;  // one input: its copy is one dispatch already
   TWGPU_TRY
   RuntimeLock lock;
-  if (!cat_words_fits(lock.ctx(), inputs, static_cast<uint64_t>(rows))) return false;
+  if (!cat_words_fits(lock.ctx(), inputs, static_cast<uint64_t>(rows), out_byte / 4)) return false;
   launch_cat_words(lock.ctx(), inputs, out_alloc->buffer, out_byte / 4, static_cast<uint64_t>(rows));
   TWGPU_CATCH
   return true;

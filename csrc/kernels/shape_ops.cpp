@@ -396,16 +396,32 @@ void launch_range_fill(Context& ctx, const RangeFill& r) {
   }
 }
 
-bool cat_words_fits(Context& ctx, const std::vector<CatInput>& inputs, uint64_t rows) {
+namespace {
+
+// Whether every input's rows, row stride and offset and the output's offset are whole
+// vec4 words: the cat then moves 16 bytes per invocation.
+bool cat_in_vec4s(const std::vector<CatInput>& inputs, uint64_t dst_word) {
+  if (dst_word % 4) return false;
+  for (const CatInput& in : inputs)
+    if (in.word_offset % 4 || in.row_words % 4 || in.row_stride_words % 4) return false;
+  return true;
+}
+
+}  // namespace
+
+bool cat_words_fits(Context& ctx, const std::vector<CatInput>& inputs, uint64_t rows, uint64_t dst_word) {
   // For small outputs on GPUs, where a cat's host cost (a copy per input) is what counts:
   // software adapters pay for the per-word division and branches (llvmpipe: 0.75 against
-  // the copies' 3.0 GB/s at 4x 1024x1024), and large cats keep the copies' vec4 rows.
-  // TORCH_WEBGPU_CAT_WORDS=0 keeps the copies, =1 takes the kernel on any adapter (A/Bs).
+  // the copies' 3.0 GB/s at 4x 1024x1024). Large cats take the kernel where it moves vec4
+  // words (one dispatch instead of a copy per input, each after a barrier), else the
+  // copies' vec4 rows. TORCH_WEBGPU_CAT_WORDS=0 keeps the copies, =1 takes the kernel on
+  // any adapter (A/Bs).
   const char* e = std::getenv("TORCH_WEBGPU_CAT_WORDS");
   const std::string choice = e ? e : "";
   if (inputs.empty() || ctx.caps().max_storage_buffers_per_stage < 2 || choice == "0") return false;
   if (software_adapter(ctx) && choice != "1") return false;
-  const uint64_t budget = std::min<uint64_t>(window_budget(ctx), kCatWordsMaxBytes) / 4;  // words
+  const uint64_t cap = cat_in_vec4s(inputs, dst_word) ? UINT64_MAX : kCatWordsMaxBytes;
+  const uint64_t budget = std::min<uint64_t>(window_budget(ctx), cap) / 4;  // words
   uint64_t out_row = 0;
   for (const CatInput& in : inputs) {
     const uint64_t span = rows == 0 ? 0 : in.row_stride_words * (rows - 1) + in.row_words;
@@ -433,11 +449,14 @@ void launch_cat_words(Context& ctx, const std::vector<CatInput>& inputs, WGPUBuf
   if (rows == 0 || out_row == 0) return;
   const size_t per = std::min<size_t>(kCatInputsPerDispatch, ctx.caps().max_storage_buffers_per_stage - 1);
   const uint32_t wg = ctx.caps().workgroup_1d();
+  // Word counts and offsets stay in u32 words; with vec4s the kernel divides them by 4.
+  const bool vec4 = cat_in_vec4s(inputs, dst_word);
+  const uint32_t per_item = vec4 ? 4u : 1u;
   uint64_t first_col = 0;
   for (size_t first = 0; first < inputs.size(); first += per) {
     const size_t n = std::min(per, inputs.size() - first);
     KernelLaunch l;
-    l.typed = {"shape:cat_words", {static_cast<uint32_t>(n)}};
+    l.typed = {"shape:cat_words", {static_cast<uint32_t>(n), per_item}};
     l.declare(layout).set_u32("out_row", static_cast<uint32_t>(out_row));
     l.set_u32("out_offset", static_cast<uint32_t>(dst_word)).set_u32("first_col", static_cast<uint32_t>(first_col));
     uint64_t width = 0;
@@ -453,27 +472,31 @@ void launch_cat_words(Context& ctx, const std::vector<CatInput>& inputs, WGPUBuf
       l.buffers.push_back({in.buffer, Access::Read, false});
       l.buffers.back().touches(l.word_of(kIn[i]), DType::Int32, in.word_offset,
                                in.row_stride_words * (rows - 1) + in.row_words);
+      l.buffers.back().vec4 = vec4;
     }
     l.buffers.push_back({dst, Access::ReadWrite, false});
     l.buffers.back().touches(l.word_of("out_offset"), DType::Int32, dst_word, out_row * rows);
+    l.buffers.back().vec4 = vec4;
     l.workgroup = wg;
-    l.body = [n, wg] {
-      // Word c of row r of this dispatch's columns comes from the input whose columns
-      // hold c; rows of input i are (end_i - end_{i-1}) words long, stride_i apart.
+    l.body = [n, wg, vec4] {
+      // Item c (a word, or a vec4 of them) of row r of this dispatch's columns comes from
+      // the input whose columns hold c; rows of input i are (end_i - end_{i-1}) words
+      // long, stride_i apart.
+      const std::string q = vec4 ? " / 4u" : "";
       std::string s = kernel_main(Grid::Invocations, wg);
-      s += "  let width = u.end" + std::to_string(n - 1) + ";\n"
+      s += "  let width = u.end" + std::to_string(n - 1) + q + ";\n"
            "  let r = idx / width;\n  let c = idx - r * width;\n"
-           "  var v = 0u;\n";
+           "  var v = " + std::string(vec4 ? "vec4<u32>()" : "0u") + ";\n";
       for (size_t i = 0; i < n; ++i) {
         const std::string k = std::to_string(i);
-        const std::string start = i ? "u.end" + std::to_string(i - 1) : "0u";
-        s += std::string(i ? "  else " : "  ") + (i + 1 < n ? "if (c < u.end" + k + ") " : "") +
-             "{ v = buf" + k + "[u.in" + k + " + r * u.stride" + k + " + c - " + start + "]; }\n";
+        const std::string start = i ? "u.end" + std::to_string(i - 1) + q : "0u";
+        s += std::string(i ? "  else " : "  ") + (i + 1 < n ? "if (c < u.end" + k + q + ") " : "") +
+             "{ v = buf" + k + "[(u.in" + k + " + r * u.stride" + k + ")" + q + " + c - " + start + "]; }\n";
       }
-      s += "  buf" + std::to_string(n) + "[u.out_offset + r * u.out_row + u.first_col + c] = v;\n}\n";
+      s += "  buf" + std::to_string(n) + "[(u.out_offset + r * u.out_row + u.first_col)" + q + " + c] = v;\n}\n";
       return s;
     };
-    l.count = width * rows;
+    l.count = width * rows / per_item;
     launch_kernel(ctx, l);
     first_col += width;
   }

@@ -49,7 +49,7 @@ void launch_gather_copy(Context& ctx, const GatherCopy& g);
 // as well as a contiguous tensor; any dtype whose rows and offsets are whole words moves
 // as raw bits).
 constexpr size_t kCatInputsPerDispatch = 7;  // 8 storage bindings by default, one the output
-constexpr uint64_t kCatWordsMaxBytes = 4ull << 20;  // larger outputs: a vec4 copy per input
+constexpr uint64_t kCatWordsMaxBytes = 4ull << 20;  // larger, not in vec4s: a vec4 copy per input
 struct CatInput {
   WGPUBuffer buffer = nullptr;
   uint64_t word_offset = 0;
@@ -57,9 +57,10 @@ struct CatInput {
   uint64_t row_stride_words = 0;
 };
 // Whether launch_cat_words should take these: a GPU adapter, an output of at most
-// kCatWordsMaxBytes, sizes within u32 (TORCH_WEBGPU_CAT_WORDS=0: never; =1: also on
-// software adapters).
-bool cat_words_fits(Context& ctx, const std::vector<CatInput>& inputs, uint64_t rows);
+// kCatWordsMaxBytes unless every row and offset (the output's at dst_word too) is whole
+// vec4 words, sizes within u32 (TORCH_WEBGPU_CAT_WORDS=0: never; =1: also on software
+// adapters).
+bool cat_words_fits(Context& ctx, const std::vector<CatInput>& inputs, uint64_t rows, uint64_t dst_word);
 void launch_cat_words(Context& ctx, const std::vector<CatInput>& inputs, WGPUBuffer dst,
                       uint64_t dst_word, uint64_t rows);
 

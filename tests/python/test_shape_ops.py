@@ -213,6 +213,20 @@ def test_cat_words_takes_sliced_rows_in_one_kernel(gpu_kernels):
     assert_same(got, torch.cat([t.cpu()[:, :2], t.cpu()[:, 3:]], 1), exact=True)
 
 
+@pytest.mark.parametrize("cols,offset,expected", [(1100, 0, 1), (1101, 0, 3), (1100, 1, 3)])
+def test_large_cats_move_vec4s_in_one_kernel(cols, offset, expected, gpu_kernels):
+    # Outputs past 4 MiB take the kernel where every row and offset is whole vec4 words (one
+    # dispatch, 16 bytes per invocation); otherwise a copy per input (here three inputs).
+    base = make((1024 * cols + offset,), torch.float32, seed=70)
+    a = base[offset:].view(1024, cols)
+    b, c = make((1024, 4), torch.float32, seed=71), make((1024, cols), torch.float32, seed=72)
+    da, db, dc = dev(base)[offset:].view(1024, cols), dev(b), dev(c)
+    before = _dispatches()
+    got = torch.cat([da, db, dc], 1)
+    assert _dispatches() - before == expected
+    assert_same(got, torch.cat([a, b, c], 1), exact=True)
+
+
 def test_cat_words_offsets_and_out_views(gpu_kernels):
     # Inputs at word offsets within larger storages, the same input twice, and out= a view
     # of a larger tensor (written at its offset, neighbours kept).
