@@ -112,7 +112,7 @@ for step in $STEPS; do
       grep -E '^(movement|pool|sort|gemv|gemm|bandwidth|reductions|attention|conv)' "$OUT/ktimes.txt" | cut -c1-200 ;;
     catab)
       # The cat kernel (vec4 words, one dispatch) against a copy per input, alternated.
-      for v in 0 default 0 default; do
+      for v in ${CAT_ROUNDS:-0 default 0 default}; do
         if [ $v = 0 ]; then export TORCH_WEBGPU_CAT_WORDS=0; else unset TORCH_WEBGPU_CAT_WORDS; fi
         timeout 100 python3 benchmarks/run.py --cuda --kernel-times --only movement --match cat > "$OUT/cat_$v.txt" 2>&1
         echo "cat_words=$v"; grep -E '^movement' "$OUT/cat_$v.txt" | cut -c1-200
