@@ -55,7 +55,9 @@ def replay_host_us():
 def host_stats():
     """webgpu's host-side counters that explain an eager token's host time."""
     s = torch_webgpu._C.dispatch_stats()
-    return {k: s.get(k, 0) for k in ("submits", "host_waits", "host_wait_us", "bind_groups_made", "pipelines")}
+    out = {k: s.get(k, 0) for k in ("submits", "host_waits", "host_wait_us", "bind_groups_made", "pipelines")}
+    out["buffers_made"] = torch.webgpu.memory_stats().get("segment.all.allocated", 0)
+    return out
 
 
 def forward_loop(model, prompt, steps, device, cache, around=contextlib.nullcontext):
