@@ -95,6 +95,8 @@ def cuda_kernel_times(prof):
     """{kernel name: total us on the device} of a finished cuda_kernel_profile()."""
     out = {}
     for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA:
+        # (CUDA's kernels; with torch_webgpu imported they may be filed under another
+        # device type than CUDA, so anything not on the CPU counts.)
+        if e.device_type != torch.autograd.DeviceType.CPU:
             out[e.name] = out.get(e.name, 0.0) + e.time_range.elapsed_us()
     return out
