@@ -91,12 +91,17 @@ def cuda_kernel_profile():
     return profile(activities=[ProfilerActivity.CUDA], acc_events=True)
 
 
+def cuda_device_events(prof):
+    """The device-side events (kernels, copies, fills) of a finished cuda_kernel_profile().
+    With torch_webgpu imported, torch.profiler files CUDA's kernels under PrivateUse1 (its
+    kineto layer does so for any renamed PrivateUse1 backend): every event not on the CPU
+    counts."""
+    return [e for e in prof.events() if e.device_type != torch.autograd.DeviceType.CPU]
+
+
 def cuda_kernel_times(prof):
     """{kernel name: total us on the device} of a finished cuda_kernel_profile()."""
     out = {}
-    for e in prof.events():
-        # (CUDA's kernels; with torch_webgpu imported they may be filed under another
-        # device type than CUDA, so anything not on the CPU counts.)
-        if e.device_type != torch.autograd.DeviceType.CPU:
-            out[e.name] = out.get(e.name, 0.0) + e.time_range.elapsed_us()
+    for e in cuda_device_events(prof):
+        out[e.name] = out.get(e.name, 0.0) + e.time_range.elapsed_us()
     return out

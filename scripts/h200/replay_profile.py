@@ -28,7 +28,7 @@ from torch_webgpu import profiler as webgpu_profiler
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks"))
 from graph_replay import Decoder, _graph_ctx, _new_graph, chain  # noqa: E402
-from timing import cuda_kernel_profile, sync  # noqa: E402
+from timing import cuda_device_events, cuda_kernel_profile, sync  # noqa: E402
 
 
 def family(label):
@@ -50,11 +50,10 @@ def kernel_times(device, run):
     with cuda_kernel_profile() as p:  # (keeps its events: torch 2.11 dropped them before)
         run()
         sync(device)
-    for e in p.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA:
-            f = out[e.name[:60]]
-            f[0] += 1
-            f[1] += e.time_range.elapsed_us()
+    for e in cuda_device_events(p):
+        f = out[e.name[:60]]
+        f[0] += 1
+        f[1] += e.time_range.elapsed_us()
     return out
 
 
