@@ -50,6 +50,16 @@ py::dict reserve_limit_info() {
   return d;
 }
 
+// The pool's growth headroom (BufferPool::set_growth), as a fraction; returns the old one.
+double set_alloc_growth(double fraction) {
+  if (!(fraction >= 0.0 && fraction <= 4.0))
+    throw py::value_error("growth_headroom must be between 0 and 4, got " + std::to_string(fraction));
+  RuntimeLock lock;
+  const double old = lock.ctx().pool().growth();
+  lock.ctx().pool().set_growth(fraction);
+  return old;
+}
+
 py::list memory_segments() {
   py::list out;
   if (!Context::initialized()) return out;
@@ -73,6 +83,7 @@ void register_memory_bindings(py::module_& m) {
   m.def("get_memory_fraction", &get_memory_fraction);
   m.def("reserve_limit_info", &reserve_limit_info);
   m.def("memory_segments", &memory_segments);
+  m.def("set_alloc_growth", &set_alloc_growth);
 
 }
 

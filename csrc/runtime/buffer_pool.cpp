@@ -17,6 +17,9 @@ std::vector<BufferPool::Segment> BufferPool::segments() const {
   return out;
 }
 
+// Growth headroom applies below this size: past it, a quarter more is real memory.
+constexpr uint64_t kGrowthMax = 64ull << 20;
+
 uint64_t BufferPool::bucket_size(uint64_t nbytes) {
   // Blocks of 512 bytes, as CUDA's caching allocator rounds; past that, steps that grow
   // with the size so a tensor that grows a little (a KV cache per token) still finds its
@@ -79,17 +82,27 @@ Allocation* BufferPool::allocate(uint64_t nbytes) {
   const uint64_t binding = ctx_.caps().max_storage_binding_size / 4 * 4;
   if (nbytes <= binding && size > binding) size = binding;
   Allocation* a = nullptr;
+  bool grown = false;
   // A capture takes only its own pool's blocks: a global free block may still be named
   // by another graph, which would then overwrite it on replay.
   auto& free_lists = capture_pool_ ? capture_pool_->free : free_;
   // Its own bucket, else the smallest cached buffer at most an eighth larger: buckets are
   // fine, so shapes that vary a little would otherwise each keep a buffer of their own.
   const uint64_t widest = nbytes <= binding ? std::min(size + size / 8, binding) : size + size / 8;
-  for (auto it = free_lists.lower_bound(size); it != free_lists.end() && it->first <= widest; ++it) {
-    if (it->second.empty()) continue;
-    a = it->second.back();
-    it->second.pop_back();
-    break;
+  a = take_free(free_lists, size, widest);
+  if (!a && !capture_pool_ && growth_ > 0 && size <= kGrowthMax && outgrew_cached(free_lists, size)) {
+    // Likely a tensor that grows each step: room for the next few steps, so that a cache
+    // concatenated per token makes a buffer (and its bind groups) every few tokens instead
+    // of every bucket step. Buffers are never split, so this is the pool's only way to
+    // serve growth without the driver, as CUDA's segments do.
+    uint64_t roomy = bucket_size(size + static_cast<uint64_t>(double(size) * growth_));
+    if (nbytes <= binding) roomy = std::min(roomy, binding);
+    roomy = std::max(size, std::min(roomy, limit));
+    // Never the reason a set_per_process_memory_fraction limit is reached.
+    if (!reserve_limit_ || stats_.reserved + roomy <= reserve_limit_) {
+      size = roomy;
+      grown = true;
+    }
   }
   if (!a) {
     check_reserve_limit(nbytes, size);
@@ -110,6 +123,7 @@ Allocation* BufferPool::allocate(uint64_t nbytes) {
     a = new Allocation();
     a->buffer = buffer;
     a->capacity = size;
+    a->grown = grown;
     a->address = next_address_;
     by_address_[a->address] = a;
     by_buffer_[buffer] = a;
@@ -134,6 +148,37 @@ Allocation* BufferPool::allocate(uint64_t nbytes) {
   stats_.num_allocs++;
   stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
   return a;
+}
+
+Allocation* BufferPool::take_free(std::map<uint64_t, std::vector<Allocation*>>& lists, uint64_t size,
+                                  uint64_t widest) {
+  for (auto it = lists.lower_bound(size); it != lists.end() && it->first <= widest; ++it) {
+    if (it->second.empty()) continue;
+    Allocation* a = it->second.back();
+    it->second.pop_back();
+    return a;
+  }
+  if (growth_ <= 0) return nullptr;
+  // A buffer made with headroom also serves requests up to its headroom smaller (the next
+  // steps of the tensor it grew for).
+  const uint64_t roomiest = widest + static_cast<uint64_t>(double(size) * growth_);
+  for (auto it = lists.upper_bound(widest); it != lists.end() && it->first <= roomiest; ++it) {
+    auto& list = it->second;
+    for (auto a = list.rbegin(); a != list.rend(); ++a)
+      if ((*a)->grown) {
+        Allocation* found = *a;
+        list.erase(std::next(a).base());
+        return found;
+      }
+  }
+  return nullptr;
+}
+
+bool BufferPool::outgrew_cached(const std::map<uint64_t, std::vector<Allocation*>>& lists,
+                                uint64_t size) const {
+  for (auto it = lists.lower_bound(size - size / 4); it != lists.end() && it->first < size; ++it)
+    if (!it->second.empty()) return true;
+  return false;
 }
 
 void BufferPool::check_reserve_limit(uint64_t nbytes, uint64_t size) {

@@ -25,6 +25,7 @@ struct Allocation {
   uint64_t address = 0;    // synthetic device address of byte 0
   uint64_t generation = 0; // bumped each time the allocation is handed out
   bool live = false;       // handed out and not yet released
+  bool grown = false;      // made with growth headroom (BufferPool::set_growth)
   uint32_t pins = 0;       // captured graphs naming its buffer: empty_cache keeps it
   struct PrivatePool* owner = nullptr;  // the graph pool it belongs to (null: global)
 };
@@ -82,6 +83,13 @@ class BufferPool {
   void set_reserve_limit(uint64_t bytes) { reserve_limit_ = bytes; }
   uint64_t reserve_limit() const { return reserve_limit_; }
 
+  // Headroom for tensors that grow step by step (a KV cache concatenated per token): a
+  // request that finds no cached buffer but one just below its size (at least 3/4 of it)
+  // gets a buffer `fraction` larger, and such buffers serve requests up to that much
+  // smaller. 0: off (every request gets its bucket).
+  void set_growth(double fraction) { growth_ = fraction; }
+  double growth() const { return growth_; }
+
   // The allocation whose synthetic address range holds `address` (live or cached), or null:
   // for storages that PyTorch made from a raw device pointer (at::from_blob).
   Allocation* find(uint64_t address) const;
@@ -114,6 +122,11 @@ class BufferPool {
   void check_reserve_limit(uint64_t nbytes, uint64_t size);
   // Files a freed block in its free list, which is kept in descending address order.
   static void keep_free(std::vector<Allocation*>& list, Allocation* a);
+  // A cached block for a request of bucket `size`; null when none fits.
+  Allocation* take_free(std::map<uint64_t, std::vector<Allocation*>>& lists, uint64_t size,
+                        uint64_t widest);
+  // True when a cached block lies just below `size`: the request outgrew its predecessor.
+  bool outgrew_cached(const std::map<uint64_t, std::vector<Allocation*>>& lists, uint64_t size) const;
 
   Context& ctx_;
   std::map<uint64_t, std::vector<Allocation*>> free_;  // bucket size -> cached allocations
@@ -122,6 +135,7 @@ class BufferPool {
   PrivatePool* capture_pool_ = nullptr;
   PoolStats stats_;
   uint64_t reserve_limit_ = 0;
+  double growth_ = 0.0;
   uint64_t next_address_ = 1ull << 44;
   uint64_t oversized_ = 0;  // buffers larger than caps().max_storage_binding_size
 };

@@ -47,6 +47,7 @@ Config read_config() {
   env_number("TORCH_WEBGPU_EAGER_FLUSH_US", c.eager_flush_us);
   c.async_replay = env_flag("TORCH_WEBGPU_ASYNC_REPLAY");
   c.gemm_autotune = env_flag("TORCH_WEBGPU_GEMM_AUTOTUNE");
+  env_number("TORCH_WEBGPU_ALLOC_GROWTH", c.alloc_growth_percent);
   uint32_t spin = UINT32_MAX;  // (kept where unset or not a number)
   env_number("TORCH_WEBGPU_SPIN_WAIT_US", spin);
   if (spin != UINT32_MAX) c.spin_wait_us = spin;

@@ -46,6 +46,9 @@ struct Config {
   // TORCH_WEBGPU_MAX_BINDING_BYTES=N: plan kernels as if a storage binding held at most N
   // bytes (tests of tensors larger than one binding with small tensors); 0: the adapter's.
   uint64_t max_binding_bytes = 0;
+  // TORCH_WEBGPU_ALLOC_GROWTH=N: a request that outgrew a cached buffer (a tensor growing
+  // step by step) gets a buffer N% larger than its bucket (BufferPool::set_growth); 0: off.
+  uint32_t alloc_growth_percent = 50;
   // TORCH_WEBGPU_DAWN_TOGGLES=a,b,-c: Dawn device toggles to turn on (a, b) and off (c), for
   // experiments such as skip_validation or disable_robustness.
   std::vector<std::string> dawn_toggles_on, dawn_toggles_off;

@@ -177,6 +177,7 @@ Context::Context() {
   create_adapter();
   create_device();
   pool_ = std::make_unique<BufferPool>(*this);
+  pool_->set_growth(Config::get().alloc_growth_percent / 100.0);
   pipelines_ = std::make_unique<PipelineCache>(*this);
   recorder_ = std::make_unique<CommandRecorder>(*this);
   checks_ = std::make_unique<DeviceChecks>(*this);

@@ -138,6 +138,26 @@ def set_per_process_memory_fraction(fraction, device=None) -> None:
     _C.set_memory_fraction(fraction)
 
 
+def _set_allocator_settings(settings: str) -> None:
+    """Sets caching-allocator options, as ``torch.cuda.memory._set_allocator_settings``:
+    comma-separated ``key:value`` pairs. The one option:
+
+    ``growth_headroom:F`` (0 to 4; default 0.5, ``TORCH_WEBGPU_ALLOC_GROWTH`` in percent):
+    a request that finds no cached buffer but one just below its size (a tensor growing
+    step by step, such as a KV cache concatenated per token) gets a buffer ``F`` times
+    larger than its size bucket, which then serves the next steps. 0 turns it off.
+    """
+    for item in filter(None, (p.strip() for p in settings.split(","))):
+        key, sep, value = item.partition(":")
+        if key.strip() != "growth_headroom" or not sep:
+            raise RuntimeError(f"Unrecognized CachingAllocator option: {item}")
+        try:
+            fraction = float(value)
+        except ValueError:
+            raise RuntimeError(f"growth_headroom expects a number, got {value!r}") from None
+        _C.set_alloc_growth(fraction)
+
+
 def get_per_process_memory_fraction(device=None) -> float:
     """The fraction set by :func:`set_per_process_memory_fraction` (1.0 if never set)."""
     _index(device)

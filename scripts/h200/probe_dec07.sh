@@ -25,6 +25,7 @@
 # fused-norm decode step (kernel families, ours against CUDA's eager kernels).
 #   STEPS="rowtests rows llama" bash scripts/h200/probe_dec07.sh
 #   STEPS="ktimes eagerkt" bash scripts/h200/probe_dec07.sh   (the sixth session's first call)
+# growab: e2e_models.py's eager decode with TORCH_WEBGPU_ALLOC_GROWTH=0 and =GROW_ON, alternated.
 # fold: decode_breakdown.py of FOLD_MODELS compiled with the folded norms and without
 # (TORCH_WEBGPU_COMPILE_RMS=0); rowtests: the GEMV and folded-norm tests on the GPU; rows: run.py --cuda's few-row linears with the
 # row-blocked GEMV (default), a workgroup per row (gemv_row_each) and split-K tiles.
@@ -126,6 +127,17 @@ for step in $STEPS; do
           --init-device cuda --repeat 3 --devices webgpu,cuda --profile > "$f" 2>&1
         echo "eagerkt $m"; grep -E '^\| (webgpu|cuda)|ms of kernels per token|gpu_time|^ +[0-9.]+ us/token' "$f" | head -40
         grep -A30 "Kernel\|kernel " "$f" | grep -E '^\S.*\|' | head -25
+      done ;;
+    growab)
+      # Growth headroom for growing tensors (a dynamic KV cache) off and on, alternated:
+      # the README's eager table (e2e_models.py) beside CUDA eager in each process.
+      for round in ${GROW_ROUNDS:-1 2}; do
+        for g in 0 ${GROW_ON:-50}; do
+          f="$OUT/grow_${round}_$g"
+          TORCH_WEBGPU_ALLOC_GROWTH=$g timeout ${GROW_S:-150} python3 scripts/e2e_models.py --dtype float32 --tokens 32 \
+            --cuda --init-device cuda --models ${GROW_MODELS:-gpt2,opt} --json "$f.json" > "$f.log" 2>&1
+          echo "growth=$g round $round"; grep -A6 "^model " "$f.log" | cut -c1-160
+        done
       done ;;
     rows)
       gemm_variants rows "${ROW_VARIANTS:-default gemv_row_each splitk}" --only gemm --match "few rows" ;;

@@ -169,3 +169,49 @@ def test_free_buffers_are_handed_out_by_address_so_bind_groups_repeat(no_gc):
     expected = ((x + 1) - x * 2).relu() * 3 + (x + 1)
     result = ((dx + 1) - dx * 2).relu() * 3 + (dx + 1)
     assert torch.equal(result.cpu(), expected)
+
+
+def _grow_caches(steps, layers=6):
+    # A dynamic KV cache: each layer's K grows by one position per step through torch.cat.
+    cpu = [torch.randn(1, 12, 8, 64) for _ in range(layers)]
+    step = torch.randn(1, 12, 1, 64)
+    dev, dstep = [c.to("webgpu") for c in cpu], step.to("webgpu")
+    torch.webgpu.empty_cache()
+    made = torch.webgpu.memory_stats()["segment.all.allocated"]
+    for _ in range(steps):
+        cpu = [torch.cat([c, step], dim=2) for c in cpu]
+        dev = [torch.cat([c, dstep], dim=2) for c in dev]
+    made = torch.webgpu.memory_stats()["segment.all.allocated"] - made
+    for c, d in zip(cpu, dev):
+        assert torch.equal(d.cpu(), c)
+    held = sum(s["total_size"] for s in torch.webgpu.memory_snapshot()
+               if s["active_size"] and s["requested_size"] == dev[0].nbytes)
+    return made, held, dev[0].nbytes * layers
+
+
+@pytest.mark.parametrize("headroom", [0.5, 1.0])
+def test_growing_caches_get_headroom_and_make_fewer_buffers(no_gc, headroom):
+    # Without headroom each cache outgrows its bucket every 1-3 steps here (8 steps per
+    # octave), a new buffer (and new bind groups) each time; with it, every few steps.
+    try:
+        torch.webgpu.memory._set_allocator_settings("growth_headroom:0")
+        plain, plain_held, live = _grow_caches(32)
+        torch.webgpu.memory._set_allocator_settings(f"growth_headroom:{headroom}")
+        roomy, roomy_held, _ = _grow_caches(32)
+    finally:
+        torch.webgpu.memory._set_allocator_settings("growth_headroom:0.5")
+    assert roomy * 2 <= plain, (roomy, plain)
+    # The live caches hold at most the headroom more than their buckets would.
+    assert plain_held >= live
+    assert roomy_held <= (1 + headroom) * 1.13 * live, (roomy_held, live)
+
+
+def test_allocator_settings_reject_unknown_options():
+    with pytest.raises(RuntimeError, match="Unrecognized CachingAllocator option"):
+        torch.webgpu.memory._set_allocator_settings("expandable_segments:True")
+    with pytest.raises(RuntimeError, match="expects a number"):
+        torch.webgpu.memory._set_allocator_settings("growth_headroom:lots")
+    with pytest.raises(ValueError, match="between 0 and 4"):
+        torch.webgpu.memory._set_allocator_settings("growth_headroom:-1")
+    torch.webgpu.memory._set_allocator_settings("growth_headroom:0.5")  # still works after
+    assert torch.equal(torch.ones(3, device="webgpu").cpu(), torch.ones(3))
