@@ -25,6 +25,7 @@
 # fused-norm decode step (kernel families, ours against CUDA's eager kernels).
 #   STEPS="rowtests rows llama" bash scripts/h200/probe_dec07.sh
 #   STEPS="ktimes eagerkt" bash scripts/h200/probe_dec07.sh   (the sixth session's first call)
+# poolab: run.py's pool rows with TORCH_WEBGPU_POOL_FIXED=0 and the default, alternated.
 # growab: e2e_models.py's eager decode with TORCH_WEBGPU_ALLOC_GROWTH=0 and =GROW_ON, alternated.
 # fold: decode_breakdown.py of FOLD_MODELS compiled with the folded norms and without
 # (TORCH_WEBGPU_COMPILE_RMS=0); rowtests: the GEMV and folded-norm tests on the GPU; rows: run.py --cuda's few-row linears with the
@@ -128,6 +129,14 @@ for step in $STEPS; do
         echo "eagerkt $m"; grep -E '^\| (webgpu|cuda)|ms of kernels per token|gpu_time|^ +[0-9.]+ us/token' "$f" | head -40
         grep -A30 "Kernel\|kernel " "$f" | grep -E '^\S.*\|' | head -25
       done ;;
+    poolab)
+      # Pooling with its window geometry in uniforms (TORCH_WEBGPU_POOL_FIXED=0) and compiled in.
+      for v in ${POOL_ROUNDS:-0 default 0 default}; do
+        if [ $v = 0 ]; then export TORCH_WEBGPU_POOL_FIXED=0; else unset TORCH_WEBGPU_POOL_FIXED; fi
+        timeout 100 python3 benchmarks/run.py --cuda --kernel-times --only pool > "$OUT/pool_$v.txt" 2>&1
+        echo "pool_fixed=$v"; grep -E '^pool' "$OUT/pool_$v.txt" | cut -c1-200
+      done
+      unset TORCH_WEBGPU_POOL_FIXED ;;
     growab)
       # Growth headroom for growing tensors (a dynamic KV cache) off and on, alternated:
       # the README's eager table (e2e_models.py) beside CUDA eager in each process.

@@ -182,3 +182,17 @@ def test_fractional_max_pool_random_and_errors(monkeypatch):
                      make((1, 1, 8, 8), torch.float32))  # pool too large for the input
     assert not check(lambda t: torch.ops.aten.fractional_max_pool3d(t, (2, 1, 1), (7, 7, 7), torch.rand(1, 1, 3)),
                      make((1, 1, 8, 8, 8), torch.float32))
+
+
+def test_windows_past_the_fixed_tap_count_keep_uniform_geometry():
+    # Windows of up to 27 taps compile their geometry in (constant tap loops); larger ones
+    # (7x7 = 49, 4x4x2 = 32) keep it in uniforms: both must equal the CPU, with padding,
+    # dilation and ceil_mode reaching past the edges.
+    x = make((2, 3, 13, 12), torch.float32)
+    forward_backward(lambda t: F.max_pool2d(t, 7, 2, 3, ceil_mode=True, return_indices=True), x)
+    forward_backward(lambda t: F.avg_pool2d(t, 7, 3, 3, count_include_pad=False), x)
+    forward_backward(lambda t: F.max_pool2d(t, (5, 5), 1, 2, dilation=(1, 2)), x)
+    x3 = make((1, 2, 6, 7, 5), torch.float32)
+    forward_backward(lambda t: F.max_pool3d(t, (4, 4, 2), 2, (2, 1, 1), return_indices=True), x3)
+    forward_backward(lambda t: F.avg_pool3d(t, (4, 4, 2), 1, 1, ceil_mode=True), x3)
+    forward_backward(lambda t: F.avg_pool3d(t, 3, 1, 1, divisor_override=7), x3)
