@@ -1,8 +1,5 @@
 #include "kernels/nn_pool.h"
 
-#include <cstdlib>
-#include <string>
-
 namespace twgpu::nn {
 
 namespace {
@@ -20,48 +17,13 @@ void pool_params(NnKernel& k, const PoolGeometry& g, bool cip = false, int64_t d
   k.param("count_include_pad", cip ? 1u : 0u).param_i32("divisor", static_cast<int32_t>(div));
 }
 
-// Kernels of at most this many taps have their window geometry (kernel, stride, padding,
-// dilation) compiled in as constants: the tap loops then have constant bounds, which the
-// driver unrolls, and a thread issues all of its loads at once (with bounds in uniforms it
-// walked them one dependent step at a time). Larger windows, adaptive ones and
-// TORCH_WEBGPU_POOL_FIXED=0 keep the geometry in uniforms.
-constexpr uint32_t kFixedTaps = 27;
-
-bool fixed_geometry(const PoolGeometry& g) {
-  static const bool enabled = [] {
-    const char* v = std::getenv("TORCH_WEBGPU_POOL_FIXED");
-    return !(v && std::string(v) == "0");
-  }();
-  return enabled && !g.adaptive && uint64_t(g.k[0]) * g.k[1] * g.k[2] <= kFixedTaps;
-}
-
-// The pipeline key's suffix for a fixed geometry ("" otherwise).
-std::string geometry_key(const PoolGeometry& g) {
-  if (!fixed_geometry(g)) return "";
-  std::string key = ":fixed";
-  for (const uint32_t* v : {g.k, g.s, g.p, g.d})
-    for (int j = 0; j < 3; ++j) key += "," + std::to_string(v[j]);
-  return key;
-}
-
 // WGSL: the window of output o along dim j: vec4(first, step, taps, padded size), and the
 // decomposition of a flat output index.
-std::string window_fns(bool adaptive, const PoolGeometry* fixed = nullptr) {
+std::string window_fns(bool adaptive) {
   std::string s =
       "fn in_size(j: u32) -> i32 { return i32(u_in_size(j)); }\n"
       "fn out_size(j: u32) -> i32 { return i32(u_out_size(j)); }\n";
-  if (fixed) {
-    // Selects rather than a constant array: plain expressions that fold once the call's
-    // literal j is inlined, with no array copy in private memory should they not.
-    auto pick = [](const uint32_t* v) {
-      return "select(select(" + std::to_string(v[2]) + ", " + std::to_string(v[1]) + ", j == 1u), " +
-             std::to_string(v[0]) + ", j == 0u)";
-    };
-    s += "fn window(j: u32, o: i32) -> vec4<i32> {\n"
-         "  let k = " + pick(fixed->k) + ";\n  let pd = " + pick(fixed->p) + ";\n"
-         "  let a = o * " + pick(fixed->s) + " - pd;\n"
-         "  return vec4<i32>(a, " + pick(fixed->d) + ", k, min(a + k, in_size(j) + pd) - a);\n}\n";
-  } else if (adaptive) {
+  if (adaptive) {
     s += "fn window(j: u32, o: i32) -> vec4<i32> {\n"
          "  let I = in_size(j);\n  let O = out_size(j);\n"
          "  let a = (o * I) / O;\n  let b = ((o + 1) * I + O - 1) / O;\n"
@@ -122,12 +84,11 @@ uint64_t out_plane(const PoolGeometry& g) { return uint64_t(g.out[0]) * g.out[1]
 void pool_max_forward(Context& ctx, const Operand& x, const PoolGeometry& g, const Operand& y,
                       const Operand& indices) {
   NnKernel k;
-  k.key = std::string("pool_max") + (g.adaptive ? "_adaptive" : "") + geometry_key(g);
+  k.key = std::string("pool_max") + (g.adaptive ? "_adaptive" : "");
   k.inputs = {x};
   k.outputs = {y, indices};
   pool_params(k, g);
-  k.body = window_fns(g.adaptive, fixed_geometry(g) ? &g : nullptr) + "fn run(idx: u32) {\n" + kWindows +
-           kMaxOverWindow;
+  k.body = window_fns(g.adaptive) + "fn run(idx: u32) {\n" + kWindows + kMaxOverWindow;
   launch_map_planes(ctx, k, g.planes, {in_plane(g), out_plane(g), out_plane(g)}, out_plane(g));
 }
 
@@ -190,26 +151,16 @@ void pool_max_backward(Context& ctx, const Operand& grad_out, const Operand& ind
 void pool_avg_forward(Context& ctx, const Operand& x, const PoolGeometry& g,
                       bool count_include_pad, int64_t divisor_override, const Operand& y) {
   NnKernel k;
-  k.key = std::string("pool_avg") + (g.adaptive ? "_adaptive" : "") + geometry_key(g);
+  k.key = std::string("pool_avg") + (g.adaptive ? "_adaptive" : "");
   k.inputs = {x};
   k.outputs = {y};
   pool_params(k, g, count_include_pad, divisor_override);
-  const bool fixed = fixed_geometry(g);
-  // The in-window taps in ascending order either way (the same sum, bit for bit): a fixed
-  // geometry walks every tap (constant bounds) and skips those in the padding.
-  const std::string taps =
-      fixed ? "  for (var a = 0; a < wd.z; a = a + 1) {\n"
-              "    let id = wd.x + a;\n    if (id < cd.x || id >= cd.y) { continue; }\n"
-              "    for (var b = 0; b < wh.z; b = b + 1) {\n"
-              "      let ih = wh.x + b;\n      if (ih < ch.x || ih >= ch.y) { continue; }\n"
-              "      for (var c = 0; c < ww.z; c = c + 1) {\n"
-              "        let iw = ww.x + c;\n        if (iw < cw.x || iw >= cw.y) { continue; }\n"
-            : "  for (var id = cd.x; id < cd.y; id = id + 1) {\n"
-              "    for (var ih = ch.x; ih < ch.y; ih = ih + 1) {\n"
-              "      for (var iw = cw.x; iw < cw.y; iw = iw + 1) {\n";
-  k.body = window_fns(g.adaptive, fixed ? &g : nullptr) + "fn run(idx: u32) {\n" + kWindows +
+  k.body = window_fns(g.adaptive) + "fn run(idx: u32) {\n" + kWindows +
            "  let cd = clamp_window(wd, 0u);\n  let ch = clamp_window(wh, 1u);\n"
-           "  let cw = clamp_window(ww, 2u);\n  var s = 0.0;\n" + taps +
+           "  let cw = clamp_window(ww, 2u);\n  var s = 0.0;\n"
+           "  for (var id = cd.x; id < cd.y; id = id + 1) {\n"
+           "    for (var ih = ch.x; ih < ch.y; ih = ih + 1) {\n"
+           "      for (var iw = cw.x; iw < cw.y; iw = iw + 1) {\n"
            "        s = s + in0(base + u32((id * IH + ih) * IW + iw));\n"
            "      }\n    }\n  }\n"
            "  out0(idx, div_f32(s, avg_divisor(wd, wh, ww)));\n}\n";

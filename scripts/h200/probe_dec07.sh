@@ -25,7 +25,6 @@
 # fused-norm decode step (kernel families, ours against CUDA's eager kernels).
 #   STEPS="rowtests rows llama" bash scripts/h200/probe_dec07.sh
 #   STEPS="ktimes eagerkt" bash scripts/h200/probe_dec07.sh   (the sixth session's first call)
-# poolab: run.py's pool rows with TORCH_WEBGPU_POOL_FIXED=0 and the default, alternated.
 # toggleab: run.py's TOGGLE_SECTIONS with Dawn toggles (TOGGLE_ENVS) against none.
 # growab: e2e_models.py's eager decode with TORCH_WEBGPU_ALLOC_GROWTH=0 and =GROW_ON, alternated.
 # fold: decode_breakdown.py of FOLD_MODELS compiled with the folded norms and without
@@ -130,14 +129,6 @@ for step in $STEPS; do
         echo "eagerkt $m"; grep -E '^\| (webgpu|cuda)|ms of kernels per token|gpu_time|^ +[0-9.]+ us/token' "$f" | head -40
         grep -A30 "Kernel\|kernel " "$f" | grep -E '^\S.*\|' | head -25
       done ;;
-    poolab)
-      # Pooling with its window geometry in uniforms (TORCH_WEBGPU_POOL_FIXED=0) and compiled in.
-      for v in ${POOL_ROUNDS:-0 default 0 default}; do
-        if [ $v = 0 ]; then export TORCH_WEBGPU_POOL_FIXED=0; else unset TORCH_WEBGPU_POOL_FIXED; fi
-        timeout 100 python3 benchmarks/run.py --cuda --kernel-times --only pool > "$OUT/pool_$v.txt" 2>&1
-        echo "pool_fixed=$v"; grep -E '^pool' "$OUT/pool_$v.txt" | cut -c1-200
-      done
-      unset TORCH_WEBGPU_POOL_FIXED ;;
     toggleab)
       # Dawn toggles that take work off every dispatch: zeroing workgroup memory at each
       # kernel's start (disable_workgroup_init) and lazy clears of new buffers.

@@ -184,10 +184,9 @@ def test_fractional_max_pool_random_and_errors(monkeypatch):
                      make((1, 1, 8, 8, 8), torch.float32))
 
 
-def test_windows_past_the_fixed_tap_count_keep_uniform_geometry():
-    # Windows of up to 27 taps compile their geometry in (constant tap loops); larger ones
-    # (7x7 = 49, 4x4x2 = 32) keep it in uniforms: both must equal the CPU, with padding,
-    # dilation and ceil_mode reaching past the edges.
+def test_large_and_dilated_windows_match_the_cpu():
+    # Windows wider than the grid's (7x7 = 49 taps, dilated 5x5, 4x4x2 in 3-d), with
+    # padding, dilation and ceil_mode reaching past the edges.
     x = make((2, 3, 13, 12), torch.float32)
     forward_backward(lambda t: F.max_pool2d(t, 7, 2, 3, ceil_mode=True, return_indices=True), x)
     forward_backward(lambda t: F.avg_pool2d(t, 7, 3, 3, count_include_pad=False), x)
