@@ -26,6 +26,7 @@
 #   STEPS="rowtests rows llama" bash scripts/h200/probe_dec07.sh
 #   STEPS="ktimes eagerkt" bash scripts/h200/probe_dec07.sh   (the sixth session's first call)
 # toggleab: run.py's TOGGLE_SECTIONS with Dawn toggles (TOGGLE_ENVS) against none.
+# togdecode: decode_breakdown.py's eager decode (TOGGLE_MODEL) with each of TOGGLE_ENVS.
 # growab: e2e_models.py's eager decode with TORCH_WEBGPU_ALLOC_GROWTH=0 and =GROW_ON, alternated.
 # fold: decode_breakdown.py of FOLD_MODELS compiled with the folded norms and without
 # (TORCH_WEBGPU_COMPILE_RMS=0); rowtests: the GEMV and folded-norm tests on the GPU; rows: run.py --cuda's few-row linears with the
@@ -137,6 +138,13 @@ for step in $STEPS; do
         env $e timeout ${TOGGLE_S:-150} python3 benchmarks/run.py --cuda --only ${TOGGLE_SECTIONS:-gemv,reductions} > "$f.txt" 2>&1
         echo "== $e"; grep -E '^(gemv|reductions|bandwidth|movement|pool|host)' "$f.txt" | cut -c1-160
         [ -n "$TOGGLE_REPLAY" ] && (cd benchmarks && env $e timeout 150 python3 graph_replay.py --tokens 16 --norm fused 2>&1 | grep -E '^\[' | cut -c1-200)
+      done ;;
+    togdecode)
+      # The same Dawn toggles on eager decode (host issue per token, generate tok/s).
+      for e in BASELINE=1 ${TOGGLE_ENVS:-TORCH_WEBGPU_DAWN_TOGGLES=-lazy_clear_resource_on_first_use TORCH_WEBGPU_DAWN_TOGGLES=disable_workgroup_init}; do
+        echo "== $e"
+        env $e timeout ${TOGGLE_S:-90} python3 benchmarks/decode_breakdown.py --model ${TOGGLE_MODEL:-gpt2} --modes eager \
+          --cache dynamic --devices webgpu --repeat 3 --init-device cuda 2>&1 | grep -E '^\| webgpu'
       done ;;
     growab)
       # Growth headroom for growing tensors (a dynamic KV cache) off and on, alternated:
