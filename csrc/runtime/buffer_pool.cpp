@@ -17,7 +17,7 @@ std::vector<BufferPool::Segment> BufferPool::segments() const {
   return out;
 }
 
-// Growth headroom applies below this size: past it, a quarter more is real memory.
+// Growth headroom applies up to this size: past it, the headroom would be real memory.
 constexpr uint64_t kGrowthMax = 64ull << 20;
 
 uint64_t BufferPool::bucket_size(uint64_t nbytes) {

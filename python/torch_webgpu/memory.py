@@ -144,8 +144,8 @@ def _set_allocator_settings(settings: str) -> None:
 
     ``growth_headroom:F`` (0 to 4; default 0.5, ``TORCH_WEBGPU_ALLOC_GROWTH`` in percent):
     a request that finds no cached buffer but one just below its size (a tensor growing
-    step by step, such as a KV cache concatenated per token) gets a buffer ``F`` times
-    larger than its size bucket, which then serves the next steps. 0 turns it off.
+    step by step, such as a KV cache concatenated per token) gets a buffer larger than its
+    size bucket by the fraction ``F``, which then serves the next steps. 0 turns it off.
     """
     for item in filter(None, (p.strip() for p in settings.split(","))):
         key, sep, value = item.partition(":")
