@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import torch_webgpu  # noqa: F401
+import torch_webgpu
 
 KiB, MiB = 1 << 10, 1 << 20
 
@@ -193,13 +193,14 @@ def _grow_caches(steps, layers=6):
 def test_growing_caches_get_headroom_and_make_fewer_buffers(no_gc, headroom):
     # Without headroom each cache outgrows its bucket every 1-3 steps here (8 steps per
     # octave), a new buffer (and new bind groups) each time; with it, every few steps.
+    before = torch_webgpu._C.set_alloc_growth(0.0)  # (whatever the environment set)
     try:
         torch.webgpu.memory._set_allocator_settings("growth_headroom:0")
         plain, plain_held, live = _grow_caches(32)
         torch.webgpu.memory._set_allocator_settings(f"growth_headroom:{headroom}")
         roomy, roomy_held, _ = _grow_caches(32)
     finally:
-        torch.webgpu.memory._set_allocator_settings("growth_headroom:0.5")
+        torch_webgpu._C.set_alloc_growth(before)
     assert roomy * 2 <= plain, (roomy, plain)
     # The live caches hold at most the headroom more than their buckets would.
     assert plain_held >= live
@@ -213,5 +214,7 @@ def test_allocator_settings_reject_unknown_options():
         torch.webgpu.memory._set_allocator_settings("growth_headroom:lots")
     with pytest.raises(ValueError, match="between 0 and 4"):
         torch.webgpu.memory._set_allocator_settings("growth_headroom:-1")
-    torch.webgpu.memory._set_allocator_settings("growth_headroom:0.5")  # still works after
+    before = torch_webgpu._C.set_alloc_growth(0.0)
+    torch.webgpu.memory._set_allocator_settings(f"growth_headroom:{before}")  # still works after
+    assert torch_webgpu._C.set_alloc_growth(before) == before
     assert torch.equal(torch.ones(3, device="webgpu").cpu(), torch.ones(3))
