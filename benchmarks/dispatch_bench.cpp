@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -496,6 +497,179 @@ struct TrivialBench {
   }
 };
 
+// ---- Uniforms as immediate data, against a uniform binding (raw Dawn on both sides) --
+
+// Dawn's push constants (WGSL `var<immediate>`): the values travel in the command stream,
+// so the bind group holds one buffer fewer and takes no dynamic offset. Declared here
+// because the webgpu.h we compile against predates it (same arguments as Dawn's
+// ProgrammableEncoder::APISetImmediateData).
+extern "C" void wgpuComputePassEncoderSetImmediateData(WGPUComputePassEncoder pass,
+                                                       uint32_t offset, const void* data,
+                                                       size_t size);
+
+const char* kImmediateWgsl = R"(
+enable chromium_experimental_immediate;
+struct Params { value: u32, pad0: u32, pad1: u32, pad2: u32 };
+@group(0) @binding(0) var<storage, read> src: array<u32>;
+@group(0) @binding(1) var<storage, read_write> dst: array<u32>;
+var<immediate> params: Params;
+@compute @workgroup_size(1)
+fn main() {
+  dst[0] = src[0] + params.value;
+}
+)";
+
+// Two storage bindings (read, read_write) and `immediate_bytes` of immediate data; null
+// pipeline (and the device's error in `why`) where the device refuses it.
+RawProgram build_immediate_program(Context& ctx, uint32_t immediate_bytes, std::string& why) {
+  WGPUDevice device = ctx.device();
+  dawn::BindGroupLayoutEntry entries[2] = {};
+  const WGPUBufferBindingType types[2] = {WGPUBufferBindingType_ReadOnlyStorage,
+                                          WGPUBufferBindingType_Storage};
+  for (uint32_t i = 0; i < 2; ++i) {
+    entries[i].binding = i;
+    entries[i].visibility = WGPUShaderStage_Compute;
+    entries[i].buffer.type = types[i];
+  }
+  WGPUBindGroupLayoutDescriptor bgl_desc = {};
+  bgl_desc.entryCount = 2;
+  bgl_desc.entries = reinterpret_cast<const WGPUBindGroupLayoutEntry*>(entries);
+  RawProgram raw;
+  raw.layout = wgpuDeviceCreateBindGroupLayout(device, &bgl_desc);
+  dawn::PipelineLayoutDescriptor pl_desc = {};
+  pl_desc.bindGroupLayoutCount = 1;
+  pl_desc.bindGroupLayouts = &raw.layout;
+  pl_desc.immediateSize = immediate_bytes;
+  WGPUPipelineLayout pipeline_layout = wgpuDeviceCreatePipelineLayout(
+      device, reinterpret_cast<const WGPUPipelineLayoutDescriptor*>(&pl_desc));
+  WGPUShaderSourceWGSL source = {};
+  source.chain.sType = WGPUSType_ShaderSourceWGSL;
+  source.code = WGPUStringView{kImmediateWgsl, WGPU_STRLEN};
+  WGPUShaderModuleDescriptor sm_desc = {};
+  sm_desc.nextInChain = &source.chain;
+  WGPUShaderModule module = wgpuDeviceCreateShaderModule(device, &sm_desc);
+  WGPUComputePipelineDescriptor cp_desc = {};
+  cp_desc.layout = pipeline_layout;
+  cp_desc.compute.module = module;
+  cp_desc.compute.entryPoint = WGPUStringView{"main", WGPU_STRLEN};
+  raw.pipeline = wgpuDeviceCreateComputePipeline(device, &cp_desc);
+  wgpuShaderModuleRelease(module);
+  wgpuPipelineLayoutRelease(pipeline_layout);
+  try {
+    ctx.check_errors();
+  } catch (const Error& e) {
+    why = e.what();
+    wgpuComputePipelineRelease(raw.pipeline);
+    raw.pipeline = nullptr;
+  }
+  return raw;
+}
+
+// n trivial dispatches cycling over `pairs` buffer pairs (a bind group each, as a decode
+// step binds many tensors), recorded and submitted in one pass: with the uniforms in a
+// dynamic-offset uniform binding (our convention) and as immediate data.
+struct ImmediateBench {
+  Context& ctx;
+  uint32_t n;
+  uint32_t stride;
+  std::vector<Allocation*> allocs;  // src, dst of each pair
+  RawProgram uniform_prog, immediate_prog;
+  WGPUBuffer arena = nullptr;
+  std::vector<uint8_t> arena_host;
+  std::vector<WGPUBindGroup> uniform_groups, immediate_groups;
+
+  ImmediateBench(Context& c, uint32_t dispatches, uint32_t pairs, std::string& why)
+      : ctx(c), n(dispatches), stride(c.caps().min_uniform_offset_alignment) {
+    RuntimeLock lock;
+    immediate_prog = build_immediate_program(ctx, sizeof(TrivialParams), why);
+    if (!immediate_prog.pipeline) return;
+    uniform_prog = build_raw_program(ctx.device(), kTrivialWgsl, sizeof(TrivialParams));
+    arena = create_buffer(ctx.device(), uint64_t(n) * stride,
+                          WGPUBufferUsage_Uniform | WGPUBufferUsage_CopyDst);
+    arena_host.resize(uint64_t(n) * stride);
+    for (uint32_t p = 0; p < pairs; ++p) {
+      Allocation* src = ctx.pool().allocate(256);
+      Allocation* dst = ctx.pool().allocate(256);
+      allocs.push_back(src);
+      allocs.push_back(dst);
+      uniform_groups.push_back(create_bind_group(ctx.device(), uniform_prog.layout, src->buffer,
+                                                 dst->buffer, arena, sizeof(TrivialParams)));
+      WGPUBindGroupEntry entries[2] = {};
+      entries[0].binding = 0;
+      entries[0].buffer = src->buffer;
+      entries[0].size = WGPU_WHOLE_SIZE;
+      entries[1].binding = 1;
+      entries[1].buffer = dst->buffer;
+      entries[1].size = WGPU_WHOLE_SIZE;
+      WGPUBindGroupDescriptor desc = {};
+      desc.layout = immediate_prog.layout;
+      desc.entryCount = 2;
+      desc.entries = entries;
+      immediate_groups.push_back(wgpuDeviceCreateBindGroup(ctx.device(), &desc));
+    }
+    ctx.check_errors();
+  }
+  ~ImmediateBench() {
+    for (auto* g : {&uniform_groups, &immediate_groups})
+      for (WGPUBindGroup b : *g) wgpuBindGroupRelease(b);
+    for (RawProgram* p : {&uniform_prog, &immediate_prog}) {
+      if (p->pipeline) wgpuComputePipelineRelease(p->pipeline);
+      if (p->layout) wgpuBindGroupLayoutRelease(p->layout);
+    }
+    if (arena) wgpuBufferRelease(arena);
+    RuntimeLock lock;
+    for (Allocation* a : allocs) ctx.pool().release(a);
+  }
+  bool available() const { return immediate_prog.pipeline != nullptr; }
+  uint32_t pairs() const { return static_cast<uint32_t>(uniform_groups.size()); }
+  WGPUBuffer last_dst() const { return allocs[2 * ((n - 1) % pairs()) + 1]->buffer; }
+
+  // Host time of recording and submitting (wait = false), or until the GPU is done.
+  double run(bool immediate, bool wait) {
+    RawFence fence(ctx.device());
+    double s = seconds([&] {
+      WGPUCommandEncoder encoder = wgpuDeviceCreateCommandEncoder(ctx.device(), nullptr);
+      WGPUComputePassEncoder pass = wgpuCommandEncoderBeginComputePass(encoder, nullptr);
+      for (uint32_t i = 0; i < n; ++i) {
+        TrivialParams params;
+        params.value = i;
+        const uint32_t g = i % pairs();
+        if (immediate) {
+          wgpuComputePassEncoderSetPipeline(pass, immediate_prog.pipeline);
+          wgpuComputePassEncoderSetBindGroup(pass, 0, immediate_groups[g], 0, nullptr);
+          wgpuComputePassEncoderSetImmediateData(pass, 0, &params, sizeof(params));
+        } else {
+          std::memcpy(arena_host.data() + uint64_t(i) * stride, &params, sizeof(params));
+          uint32_t offset = i * stride;
+          wgpuComputePassEncoderSetPipeline(pass, uniform_prog.pipeline);
+          wgpuComputePassEncoderSetBindGroup(pass, 0, uniform_groups[g], 1, &offset);
+        }
+        wgpuComputePassEncoderDispatchWorkgroups(pass, 1, 1, 1);
+      }
+      end_pass(pass);
+      if (wait) fence.record(encoder);
+      if (!immediate) wgpuQueueWriteBuffer(ctx.queue(), arena, 0, arena_host.data(), uint64_t(n) * stride);
+      submit(ctx.queue(), encoder);
+      if (wait) fence.wait(ctx.instance());
+    });
+    RuntimeLock lock;
+    ctx.recorder().synchronize();
+    return s / n;
+  }
+
+  void clear() {
+    for (size_t a = 1; a < allocs.size(); a += 2) clear_buffer(ctx, allocs[a]->buffer, 256);
+  }
+  void check(const char* who) {
+    RuntimeLock lock;
+    uint32_t word = 0;
+    ctx.recorder().read(last_dst(), 0, &word, sizeof(word));
+    if (word != n - 1)
+      fail(ErrorKind::Internal, std::string("dispatch_bench: ") + who + " wrote " +
+                                    std::to_string(word) + ", expected " + std::to_string(n - 1));
+  }
+};
+
 // ---- Copy bandwidth -----------------------------------------------------------------
 
 struct CopyGeometry {
@@ -689,6 +863,35 @@ int run(const Options& opt) {
     rows.push_back({"dispatch, graph replay vs raw batched (us each)", p.ours * 1e6, p.raw * 1e6});
   }
 
+  // Raw Dawn against raw Dawn: what moving the uniforms into immediate data saves.
+  std::vector<Row> immediate_rows;
+  {
+    // Dawn's limits put maxImmediateSize right after the last field our header knows.
+    dawn::PaddedLimits limits;
+    wgpuDeviceGetLimits(ctx.device(), &limits.limits);
+    uint32_t max_immediate = 0;
+    std::memcpy(&max_immediate,
+                reinterpret_cast<const unsigned char*>(&limits.limits) +
+                    offsetof(WGPULimits, maxComputeWorkgroupsPerDimension) + 4,
+                4);
+    std::printf("device maxImmediateSize: %u bytes\n", max_immediate);
+    std::string why;
+    ImmediateBench im(ctx, opt.dispatches, 64, why);
+    if (!im.available()) {
+      std::printf("immediate data: not available on this device (%s)\n\n", why.c_str());
+    } else {
+      for (bool wait : {false, true}) {
+        Pair p = compare(opt.reps, [&] { im.clear(); },
+                         [&](const char* who) { im.check(who); },
+                         [&] { return im.run(true, wait); }, [&] { return im.run(false, wait); });
+        immediate_rows.push_back(
+            {std::string("dispatch over ") + std::to_string(im.pairs()) + " bind groups, " +
+                 (wait ? "until done" : "record + submit") + " (us each)",
+             p.ours * 1e6, p.raw * 1e6});
+      }
+    }
+  }
+
   Allocation* src = allocate(ctx, copy_bytes);
   Allocation* dst = allocate(ctx, copy_bytes);
   fill_pattern(ctx, src, copy_bytes);
@@ -706,6 +909,11 @@ int run(const Options& opt) {
   ctx.check_errors();
 
   print_table(rows);
+  if (!immediate_rows.empty()) {
+    std::printf("\nraw Dawn, uniforms as immediate data (\"ours\" column) against a dynamic-offset "
+                "uniform binding (\"raw Dawn\" column):\n");
+    print_table(immediate_rows);
+  }
   auto ratio = [&](size_t row) { return rows[row].ours / rows[row].raw; };
   auto verdict = [](bool ok) { return ok ? "met" : "MISSED"; };
   double batched = ratio(0), recording = ratio(1), replay = ratio(4), copy = ratio(rows.size() - 1);

@@ -206,6 +206,16 @@ void Context::create_instance() {
   WGPUInstanceDescriptor desc = {};
   desc.features.timedWaitAnyEnable = 1;  // lets wait() block with a timeout
   desc.features.timedWaitAnyMaxCount = 1;
+  // Instance toggles reach every adapter it finds (allow_unsafe_apis decides what an
+  // adapter offers, e.g. maxImmediateSize): TORCH_WEBGPU_DAWN_TOGGLES's enabled names.
+  const Config& cfg = Config::get();
+  std::vector<const char*> on;
+  for (const auto& t : cfg.dawn_toggles_on) on.push_back(t.c_str());
+  DawnTogglesDescriptor toggles = {};
+  toggles.chain.sType = kSTypeDawnTogglesDescriptor;
+  toggles.enabled_count = on.size();
+  toggles.enabled = on.data();
+  if (!on.empty()) desc.nextInChain = &toggles.chain;
   instance_ = wgpuCreateInstance(&desc);
   if (!instance_) fail(ErrorKind::NoAdapter, "torch_webgpu: wgpuCreateInstance failed");
 }
@@ -232,6 +242,15 @@ void Context::create_adapter() {
     opts.powerPreference = WGPUPowerPreference_HighPerformance;
     opts.forceFallbackAdapter = cfg.force_fallback ? 1 : 0;
     opts.backendType = choice.type;
+    // Adapter toggles (allow_unsafe_apis among them) decide what the adapter offers, e.g.
+    // its limits: TORCH_WEBGPU_DAWN_TOGGLES's enabled names go to the adapter request too.
+    std::vector<const char*> adapter_on;
+    for (const auto& t : cfg.dawn_toggles_on) adapter_on.push_back(t.c_str());
+    DawnTogglesDescriptor adapter_toggles = {};
+    adapter_toggles.chain.sType = kSTypeDawnTogglesDescriptor;
+    adapter_toggles.enabled_count = adapter_on.size();
+    adapter_toggles.enabled = adapter_on.data();
+    if (!adapter_on.empty()) opts.nextInChain = &adapter_toggles.chain;
     struct Result { WGPUAdapter adapter = nullptr; std::string message; } result;
     WGPURequestAdapterCallbackInfo cb = {};
     cb.mode = WGPUCallbackMode_WaitAnyOnly;

@@ -27,6 +27,11 @@
 #   STEPS="ktimes eagerkt" bash scripts/h200/probe_dec07.sh   (the sixth session's first call)
 # toggleab: run.py's TOGGLE_SECTIONS with Dawn toggles (TOGGLE_ENVS) against none.
 # togdecode: decode_breakdown.py's eager decode (TOGGLE_MODEL) with each of TOGGLE_ENVS.
+# hostab: eager decode (HOST_MODEL, dynamic cache) beside CUDA eager in each process, once per
+# setting of HOST_ENVS (Dawn toggles, tcmalloc preloaded from .gl's Debian package), HOST_ROUNDS
+# rounds alternated; HOST_PIN=1 pins each process to the CPUs of the GPU's NUMA node.
+# imm (needs BENCH=ON): dispatch_bench, whose last table times uniforms as immediate data
+# against a uniform binding (raw Dawn), without toggles and with allow_unsafe_apis.
 # growab: e2e_models.py's eager decode with TORCH_WEBGPU_ALLOC_GROWTH=0 and =GROW_ON, alternated.
 # fold: decode_breakdown.py of FOLD_MODELS compiled with the folded norms and without
 # (TORCH_WEBGPU_COMPILE_RMS=0); rowtests: the GEMV and folded-norm tests on the GPU; rows: run.py --cuda's few-row linears with the
@@ -138,6 +143,28 @@ for step in $STEPS; do
         env $e timeout ${TOGGLE_S:-150} python3 benchmarks/run.py --cuda --only ${TOGGLE_SECTIONS:-gemv,reductions} > "$f.txt" 2>&1
         echo "== $e"; grep -E '^(gemv|reductions|bandwidth|movement|pool|host)' "$f.txt" | cut -c1-160
         [ -n "$TOGGLE_REPLAY" ] && (cd benchmarks && env $e timeout 150 python3 graph_replay.py --tokens 16 --norm fused 2>&1 | grep -E '^\[' | cut -c1-200)
+      done ;;
+    hostab)
+      pin=()
+      if [ "${HOST_PIN:-0}" = 1 ]; then
+        bus=$(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader | head -1 | tr 'A-F' 'a-f' | sed 's/^0000//')
+        cpus=$(cat /sys/bus/pci/devices/0000${bus#0000}/local_cpulist 2>/dev/null || true)
+        echo "GPU $bus local CPUs: ${cpus:-unknown}"
+        [ -n "$cpus" ] && pin=(taskset -c "$cpus")
+      fi
+      tc=/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4
+      for round in ${HOST_ROUNDS:-1}; do
+        for e in ${HOST_ENVS:-BASELINE=1 LD_PRELOAD=$tc TORCH_WEBGPU_DAWN_TOGGLES=skip_validation TORCH_WEBGPU_DAWN_TOGGLES=-lazy_clear_resource_on_first_use}; do
+          echo "== round $round: $e"
+          env $e "${pin[@]}" timeout ${HOST_S:-120} python3 benchmarks/decode_breakdown.py --model ${HOST_MODEL:-gpt2} \
+            --modes eager --cache dynamic --devices webgpu,cuda --repeat 3 --init-device cuda 2>&1 | grep -E '^\| (webgpu|cuda)' | cut -c1-200
+        done
+      done ;;
+    imm)
+      for t in none allow_unsafe_apis; do
+        echo "== toggles: $t"
+        TORCH_WEBGPU_DAWN_TOGGLES=$([ $t = none ] || echo $t) timeout 120 ./build-gpu/dispatch_bench \
+          --dispatches ${IMM_DISPATCHES:-2000} --reps 10 2>&1 | tail -18
       done ;;
     togdecode)
       # The same Dawn toggles on eager decode (host issue per token, generate tok/s).
