@@ -536,11 +536,14 @@ void scatter_piece(Context& ctx, const IndexedLaunch& l, IndexCombine combine, c
     helpers += wgsl_bits_function("to_bits", dt, cp);
     helpers += "fn from_bits(x: u32) -> " + T + " { return " + wgsl_from_bits(dt, "x") + "; }\n";
     helpers += "fn rmw(e: u32, v: " + T + ") {\n" + subword_parts(dt) +
+               // A failed exchange returns the word it found: retry from it, no reload.
+               "  var old = atomicLoad(&buf0[wi]);\n"
                "  loop {\n"
-               "    let old = atomicLoad(&buf0[wi]);\n"
                "    let cur = from_bits((old >> sh) & (m >> sh));\n"
                "    let nw = (old & ~m) | ((to_bits(combine(cur, v)) << sh) & m);\n"
-               "    if (atomicCompareExchangeWeak(&buf0[wi], old, nw).exchanged) { break; }\n"
+               "    let r = atomicCompareExchangeWeak(&buf0[wi], old, nw);\n"
+               "    if (r.exchanged) { break; }\n"
+               "    old = r.old_value;\n"
                "  }\n}\n";
     tail += "  rmw(to, from_bits(" + vbits + "));\n";
   }

@@ -839,10 +839,11 @@ void histogram_launch(Context& ctx, const HistogramArgs& a) {
     } else if (weighted) {
       s += "  let w = load_weight(u.weights_offset + idx);\n"
            "  let at = u.counts_offset + bin;\n"
+           "  var old = atomicLoad(&buf1[at]);\n"
            "  loop {\n"
-           "    let old = atomicLoad(&buf1[at]);\n"
            "    let r = atomicCompareExchangeWeak(&buf1[at], old, bitcast<u32>(bitcast<f32>(old) + w));\n"
            "    if (r.exchanged) { break; }\n"
+           "    old = r.old_value;\n"
            "  }\n";
     } else {
       s += "  atomicAdd(&buf1[u.counts_offset + bin], 1u);\n";
