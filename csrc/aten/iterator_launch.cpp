@@ -113,6 +113,7 @@ void launch_on_iterator(const at::TensorIteratorBase& iter, const std::string& o
   l.params[3] = p3;
   int ndim = iter.ndim();
   std::vector<uint64_t> offsets(iter.ntensors(), 0);
+  l.operands.reserve(iter.ntensors());
   for (int k = 0; k < iter.ntensors(); ++k) {
     ElementwiseOperand operand;
     operand.dtype = to_dtype_or_throw(iter.dtype(k));

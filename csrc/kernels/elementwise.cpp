@@ -47,10 +47,12 @@ std::string operand_uniform(size_t k, const char* field) {
   return "u.operands[" + std::to_string(k) + "]." + field;
 }
 
+// Fixed arrays, not vectors: planned on every launch, so it allocates nothing.
 struct BindingPlan {
-  std::vector<WGPUBuffer> buffers;  // one per binding
-  std::vector<bool> writable;
-  std::vector<bool> atomic;
+  size_t count = 0;  // bindings
+  WGPUBuffer buffers[kMaxElementwiseOperands] = {};  // one per binding
+  bool writable[kMaxElementwiseOperands] = {};
+  bool atomic[kMaxElementwiseOperands] = {};
   int binding_of[kMaxElementwiseOperands] = {-1, -1, -1, -1, -1};
 };
 
@@ -85,13 +87,11 @@ BindingPlan plan_bindings(const ElementwiseLaunch& l, Layout layout) {
     const auto& op = l.operands[k];
     if (op.is_scalar) continue;
     int found = -1;
-    for (size_t b = 0; b < plan.buffers.size(); ++b)
+    for (size_t b = 0; b < plan.count; ++b)
       if (plan.buffers[b] == op.buffer) found = static_cast<int>(b);
     if (found < 0) {
-      found = static_cast<int>(plan.buffers.size());
-      plan.buffers.push_back(op.buffer);
-      plan.writable.push_back(false);
-      plan.atomic.push_back(false);
+      found = static_cast<int>(plan.count++);
+      plan.buffers[found] = op.buffer;
     }
     plan.binding_of[k] = found;
     if (k == 0) {
@@ -140,7 +140,9 @@ Layout choose_layout(const ElementwiseLaunch& l, uint64_t numel) {
 }
 
 std::string cache_key(const ElementwiseLaunch& l, const BindingPlan& plan, Layout layout) {
-  std::string key = "ew:";
+  std::string key;
+  key.reserve(64);  // one allocation for the whole key
+  key += "ew:";
   key += l.op;
   key += ':';
   key += compute_name(l.compute);
@@ -187,12 +189,12 @@ class ElementwiseSource {
     src_ += "// elementwise " + l_.op + " (" + compute_name(l_.compute) + layout_tag(layout_) + ")\n";
     src_ += uniforms_struct();
     const char* word = layout_ == Layout::Vector4 || layout_ == Layout::Rows4 ? "vec4<u32>" : "u32";
-    for (size_t b = 0; b < plan_.buffers.size(); ++b) {
+    for (size_t b = 0; b < plan_.count; ++b) {
       src_ += "@group(0) @binding(" + std::to_string(b) + ") var<storage, " +
               (plan_.writable[b] ? "read_write" : "read") + "> buf" + std::to_string(b) +
               ": array<" + (plan_.atomic[b] ? "atomic<u32>" : word) + ">;\n";
     }
-    src_ += "@group(0) @binding(" + std::to_string(plan_.buffers.size()) +
+    src_ += "@group(0) @binding(" + std::to_string(plan_.count) +
             ") var<uniform> u: Uniforms;\n";
     src_ += wgsl::kFloatPrelude;
     src_ += wgsl::kInt64Prelude;  // conversions use it whenever an int64 operand is present
@@ -413,7 +415,7 @@ void record_elementwise(Context& ctx, const ElementwiseOpDef& def, const Element
     ProgramDesc desc;
     desc.label = key;
     desc.wgsl = ElementwiseSource(l, def, plan, layout, workgroup).build();
-    for (size_t b = 0; b < plan.buffers.size(); ++b)
+    for (size_t b = 0; b < plan.count; ++b)
       desc.storage.push_back(plan.writable[b] ? Access::ReadWrite : Access::Read);
     desc.uniform_bytes = kUniformWords * 4;
     return desc;
@@ -454,14 +456,14 @@ void record_elementwise(Context& ctx, const ElementwiseOpDef& def, const Element
     for (int d = 0; d < l.ndim; ++d) u[operand_word(k, 4) + d] = static_cast<uint32_t>(op.strides[d]);
   }
   if (windows.empty()) {
-    ctx.recorder().dispatch(pipeline, plan.buffers.data(), u, gx, gy);
+    ctx.recorder().dispatch(pipeline, plan.buffers, u, gx, gy);
     return;
   }
-  std::vector<BufferWindow> bound(plan.buffers.size());
-  for (size_t b = 0; b < plan.buffers.size(); ++b)
+  std::vector<BufferWindow> bound(plan.count);
+  for (size_t b = 0; b < plan.count; ++b)
     for (const auto& w : windows)
       if (w.buffer == plan.buffers[b]) bound[b] = w.window;
-  ctx.recorder().dispatch(pipeline, plan.buffers.data(), u, gx, gy, 1, bound.data());
+  ctx.recorder().dispatch(pipeline, plan.buffers, u, gx, gy, 1, bound.data());
 }
 
 // Splits the iteration space into blocks (fastest dims kept whole as far as possible)

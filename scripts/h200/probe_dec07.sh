@@ -30,6 +30,7 @@
 # hostab: eager decode (HOST_MODEL, dynamic cache) beside CUDA eager in each process, once per
 # setting of HOST_ENVS (Dawn toggles, tcmalloc preloaded from .gl's Debian package), HOST_ROUNDS
 # rounds alternated; HOST_PIN=1 pins each process to the CPUs of the GPU's NUMA node.
+# replaytc: graph_replay.py --cuda with glibc's malloc, then with tcmalloc preloaded.
 # imm (needs BENCH=ON): dispatch_bench, whose last table times uniforms as immediate data
 # against a uniform binding (raw Dawn), without toggles and with allow_unsafe_apis.
 # growab: e2e_models.py's eager decode with TORCH_WEBGPU_ALLOC_GROWTH=0 and =GROW_ON, alternated.
@@ -200,6 +201,12 @@ for step in $STEPS; do
     rprof)
       timeout 200 python3 scripts/h200/replay_profile.py --skip-chain --norm fused --tokens 16 > "$OUT/rprof.txt" 2>&1
       tail -46 "$OUT/rprof.txt" | cut -c1-130 ;;
+    replaytc)
+      for pre in "" /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4; do
+        echo "== LD_PRELOAD=${pre:-none}"
+        (cd benchmarks && LD_PRELOAD=$pre timeout 200 python3 graph_replay.py --cuda --tokens 16 > "$OUT/replaytc_${pre:+tc}.txt" 2>&1)
+        grep -E '^\[' "$OUT/replaytc_${pre:+tc}.txt" | cut -c1-200
+      done ;;
     replaynorm)
       for v in hf fused; do
         (cd benchmarks && timeout 200 python3 graph_replay.py --cuda --tokens 16 --norm $v > "$OUT/replay_$v.txt" 2>&1)
