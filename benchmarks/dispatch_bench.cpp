@@ -157,13 +157,16 @@ struct RawProgram {
 };
 
 // Same binding convention as PipelineCache: read-only storage at 0, read_write storage at
-// 1, a dynamic-offset uniform at 2. Uses Dawn's struct layouts (see dawn_extensions.h).
-RawProgram build_raw_program(WGPUDevice device, const char* wgsl, uint32_t uniform_bytes) {
+// 1, a dynamic-offset uniform at 2 (with `immediate_bytes`: no uniform binding, that much
+// immediate data instead). Uses Dawn's struct layouts (see dawn_extensions.h).
+RawProgram build_raw_program(WGPUDevice device, const char* wgsl, uint32_t uniform_bytes,
+                             uint32_t immediate_bytes = 0) {
   dawn::BindGroupLayoutEntry entries[3] = {};
   const WGPUBufferBindingType types[3] = {WGPUBufferBindingType_ReadOnlyStorage,
                                           WGPUBufferBindingType_Storage,
                                           WGPUBufferBindingType_Uniform};
-  for (uint32_t i = 0; i < 3; ++i) {
+  const uint32_t count = immediate_bytes ? 2 : 3;
+  for (uint32_t i = 0; i < count; ++i) {
     entries[i].binding = i;
     entries[i].visibility = WGPUShaderStage_Compute;
     entries[i].buffer.type = types[i];
@@ -171,7 +174,7 @@ RawProgram build_raw_program(WGPUDevice device, const char* wgsl, uint32_t unifo
   entries[2].buffer.hasDynamicOffset = 1;
   entries[2].buffer.minBindingSize = uniform_bytes;
   WGPUBindGroupLayoutDescriptor bgl_desc = {};
-  bgl_desc.entryCount = 3;
+  bgl_desc.entryCount = count;
   bgl_desc.entries = reinterpret_cast<const WGPUBindGroupLayoutEntry*>(entries);
   RawProgram raw;
   raw.layout = wgpuDeviceCreateBindGroupLayout(device, &bgl_desc);
@@ -179,6 +182,7 @@ RawProgram build_raw_program(WGPUDevice device, const char* wgsl, uint32_t unifo
   dawn::PipelineLayoutDescriptor pl_desc = {};
   pl_desc.bindGroupLayoutCount = 1;
   pl_desc.bindGroupLayouts = &raw.layout;
+  pl_desc.immediateSize = immediate_bytes;
   WGPUPipelineLayout pipeline_layout = wgpuDeviceCreatePipelineLayout(
       device, reinterpret_cast<const WGPUPipelineLayoutDescriptor*>(&pl_desc));
   WGPUShaderSourceWGSL source = {};
@@ -519,42 +523,10 @@ fn main() {
 }
 )";
 
-// Two storage bindings (read, read_write) and `immediate_bytes` of immediate data; null
-// pipeline (and the device's error in `why`) where the device refuses it.
+// build_raw_program's immediate-data form; null pipeline (and the device's error in
+// `why`) where the device refuses it.
 RawProgram build_immediate_program(Context& ctx, uint32_t immediate_bytes, std::string& why) {
-  WGPUDevice device = ctx.device();
-  dawn::BindGroupLayoutEntry entries[2] = {};
-  const WGPUBufferBindingType types[2] = {WGPUBufferBindingType_ReadOnlyStorage,
-                                          WGPUBufferBindingType_Storage};
-  for (uint32_t i = 0; i < 2; ++i) {
-    entries[i].binding = i;
-    entries[i].visibility = WGPUShaderStage_Compute;
-    entries[i].buffer.type = types[i];
-  }
-  WGPUBindGroupLayoutDescriptor bgl_desc = {};
-  bgl_desc.entryCount = 2;
-  bgl_desc.entries = reinterpret_cast<const WGPUBindGroupLayoutEntry*>(entries);
-  RawProgram raw;
-  raw.layout = wgpuDeviceCreateBindGroupLayout(device, &bgl_desc);
-  dawn::PipelineLayoutDescriptor pl_desc = {};
-  pl_desc.bindGroupLayoutCount = 1;
-  pl_desc.bindGroupLayouts = &raw.layout;
-  pl_desc.immediateSize = immediate_bytes;
-  WGPUPipelineLayout pipeline_layout = wgpuDeviceCreatePipelineLayout(
-      device, reinterpret_cast<const WGPUPipelineLayoutDescriptor*>(&pl_desc));
-  WGPUShaderSourceWGSL source = {};
-  source.chain.sType = WGPUSType_ShaderSourceWGSL;
-  source.code = WGPUStringView{kImmediateWgsl, WGPU_STRLEN};
-  WGPUShaderModuleDescriptor sm_desc = {};
-  sm_desc.nextInChain = &source.chain;
-  WGPUShaderModule module = wgpuDeviceCreateShaderModule(device, &sm_desc);
-  WGPUComputePipelineDescriptor cp_desc = {};
-  cp_desc.layout = pipeline_layout;
-  cp_desc.compute.module = module;
-  cp_desc.compute.entryPoint = WGPUStringView{"main", WGPU_STRLEN};
-  raw.pipeline = wgpuDeviceCreateComputePipeline(device, &cp_desc);
-  wgpuShaderModuleRelease(module);
-  wgpuPipelineLayoutRelease(pipeline_layout);
+  RawProgram raw = build_raw_program(ctx.device(), kImmediateWgsl, 0, immediate_bytes);
   try {
     ctx.check_errors();
   } catch (const Error& e) {

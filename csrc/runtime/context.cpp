@@ -92,6 +92,29 @@ struct DawnTogglesDescriptor {
   const char* const* disabled;
 };
 
+// Toggle names and the descriptor that points at them, kept alive together.
+struct Toggles {
+  std::vector<const char*> enabled, disabled;
+  DawnTogglesDescriptor desc = {};
+  // TORCH_WEBGPU_DAWN_TOGGLES's names (with `off`, also those it turns off).
+  explicit Toggles(bool off, std::vector<const char*> off_first = {}) : disabled(std::move(off_first)) {
+    const Config& cfg = Config::get();
+    for (const auto& t : cfg.dawn_toggles_on) enabled.push_back(t.c_str());
+    for (const auto& t : cfg.dawn_toggles_off)
+      if (off) disabled.push_back(t.c_str());
+  }
+  // The chain to hang on a descriptor (null when there is nothing to toggle).
+  WGPUChainedStruct* chain() {
+    if (enabled.empty() && disabled.empty()) return nullptr;
+    desc.chain.sType = kSTypeDawnTogglesDescriptor;
+    desc.enabled_count = enabled.size();
+    desc.enabled = enabled.data();
+    desc.disabled_count = disabled.size();
+    desc.disabled = disabled.data();
+    return &desc.chain;
+  }
+};
+
 Context* g_context = nullptr;
 std::once_flag g_once;
 std::string g_init_error;
@@ -208,14 +231,8 @@ void Context::create_instance() {
   desc.features.timedWaitAnyMaxCount = 1;
   // Instance toggles reach every adapter it finds (allow_unsafe_apis decides what an
   // adapter offers, e.g. maxImmediateSize): TORCH_WEBGPU_DAWN_TOGGLES's enabled names.
-  const Config& cfg = Config::get();
-  std::vector<const char*> on;
-  for (const auto& t : cfg.dawn_toggles_on) on.push_back(t.c_str());
-  DawnTogglesDescriptor toggles = {};
-  toggles.chain.sType = kSTypeDawnTogglesDescriptor;
-  toggles.enabled_count = on.size();
-  toggles.enabled = on.data();
-  if (!on.empty()) desc.nextInChain = &toggles.chain;
+  Toggles toggles(false);
+  desc.nextInChain = toggles.chain();
   instance_ = wgpuCreateInstance(&desc);
   if (!instance_) fail(ErrorKind::NoAdapter, "torch_webgpu: wgpuCreateInstance failed");
 }
@@ -244,13 +261,8 @@ void Context::create_adapter() {
     opts.backendType = choice.type;
     // Adapter toggles (allow_unsafe_apis among them) decide what the adapter offers, e.g.
     // its limits: TORCH_WEBGPU_DAWN_TOGGLES's enabled names go to the adapter request too.
-    std::vector<const char*> adapter_on;
-    for (const auto& t : cfg.dawn_toggles_on) adapter_on.push_back(t.c_str());
-    DawnTogglesDescriptor adapter_toggles = {};
-    adapter_toggles.chain.sType = kSTypeDawnTogglesDescriptor;
-    adapter_toggles.enabled_count = adapter_on.size();
-    adapter_toggles.enabled = adapter_on.data();
-    if (!adapter_on.empty()) opts.nextInChain = &adapter_toggles.chain;
+    Toggles adapter_toggles(false);
+    opts.nextInChain = adapter_toggles.chain();
     struct Result { WGPUAdapter adapter = nullptr; std::string message; } result;
     WGPURequestAdapterCallbackInfo cb = {};
     cb.mode = WGPUCallbackMode_WaitAnyOnly;
@@ -388,16 +400,8 @@ void Context::create_device() {
   // Full-resolution timestamps for torch.webgpu.profiler; should Dawn refuse the toggles
   // descriptor, the device is requested again without it (timestamps stay quantized).
   // TORCH_WEBGPU_DAWN_TOGGLES adds its own (Dawn warns about names it does not know).
-  std::vector<const char*> enabled, disabled = {"timestamp_quantization"};
-  for (const auto& t : cfg.dawn_toggles_on) enabled.push_back(t.c_str());
-  for (const auto& t : cfg.dawn_toggles_off) disabled.push_back(t.c_str());
-  DawnTogglesDescriptor toggles = {};
-  toggles.chain.sType = kSTypeDawnTogglesDescriptor;
-  toggles.enabled_count = enabled.size();
-  toggles.enabled = enabled.data();
-  toggles.disabled_count = disabled.size();
-  toggles.disabled = disabled.data();
-  desc.nextInChain = &toggles.chain;
+  Toggles toggles(true, {"timestamp_quantization"});
+  desc.nextInChain = toggles.chain();
   request();
   if (!result.device) {
     if (cfg.debug || !cfg.dawn_toggles_on.empty() || !cfg.dawn_toggles_off.empty())
