@@ -97,9 +97,10 @@ def test_max_batch_bounds_dispatches_per_submit():
 
 
 @pytest.mark.parametrize("toggles", ["skip_validation,disable_robustness", "-lazy_clear_resource_on_first_use",
-                                     "no_such_toggle"])
+                                     "no_such_toggle", "allow_unsafe_apis"])
 def test_dawn_toggles_keep_ops_correct(toggles):
     # Turning Dawn's safety nets off (or naming a toggle it lacks) changes speed, never results.
+    # Enabled names also go to the instance and adapter (allow_unsafe_apis acts there).
     out, _ = probe(TORCH_WEBGPU_DAWN_TOGGLES=toggles)
     assert out["available"] and out["sum_check"]
     assert out["stats"]["dispatches"] >= 5
