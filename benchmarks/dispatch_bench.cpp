@@ -201,18 +201,21 @@ RawProgram build_raw_program(WGPUDevice device, const char* wgsl, uint32_t unifo
   return raw;
 }
 
+// Without `uniforms`: the two storage bindings only (build_raw_program's immediate form).
 WGPUBindGroup create_bind_group(WGPUDevice device, WGPUBindGroupLayout layout, WGPUBuffer src,
-                                WGPUBuffer dst, WGPUBuffer uniforms, uint64_t uniform_bytes) {
+                                WGPUBuffer dst, WGPUBuffer uniforms = nullptr,
+                                uint64_t uniform_bytes = 0) {
   WGPUBindGroupEntry entries[3] = {};
   const WGPUBuffer buffers[3] = {src, dst, uniforms};
-  for (uint32_t i = 0; i < 3; ++i) {
+  const uint32_t count = uniforms ? 3 : 2;
+  for (uint32_t i = 0; i < count; ++i) {
     entries[i].binding = i;
     entries[i].buffer = buffers[i];
     entries[i].size = i == 2 ? uniform_bytes : WGPU_WHOLE_SIZE;
   }
   WGPUBindGroupDescriptor desc = {};
   desc.layout = layout;
-  desc.entryCount = 3;
+  desc.entryCount = count;
   desc.entries = entries;
   return wgpuDeviceCreateBindGroup(device, &desc);
 }
@@ -566,18 +569,8 @@ struct ImmediateBench {
       allocs.push_back(dst);
       uniform_groups.push_back(create_bind_group(ctx.device(), uniform_prog.layout, src->buffer,
                                                  dst->buffer, arena, sizeof(TrivialParams)));
-      WGPUBindGroupEntry entries[2] = {};
-      entries[0].binding = 0;
-      entries[0].buffer = src->buffer;
-      entries[0].size = WGPU_WHOLE_SIZE;
-      entries[1].binding = 1;
-      entries[1].buffer = dst->buffer;
-      entries[1].size = WGPU_WHOLE_SIZE;
-      WGPUBindGroupDescriptor desc = {};
-      desc.layout = immediate_prog.layout;
-      desc.entryCount = 2;
-      desc.entries = entries;
-      immediate_groups.push_back(wgpuDeviceCreateBindGroup(ctx.device(), &desc));
+      immediate_groups.push_back(
+          create_bind_group(ctx.device(), immediate_prog.layout, src->buffer, dst->buffer));
     }
     ctx.check_errors();
   }
